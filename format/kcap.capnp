@@ -1,0 +1,466 @@
+# kcap trace events.
+#
+# A .kcap file (see container.h for the byte layout) holds record chunks, each a
+# zstd-compressed run of Cap'n Proto messages whose root is `Event`, and blob
+# chunks holding memory contents addressed by their XXH3-128 hash.
+#
+# Evolution rule: fields and enumerants are only ever ADDED, with the next free
+# ordinal; nothing is renumbered, retyped or removed. A reader built from an older
+# schema ignores fields it does not know; a newer reader sees defaults (zero,
+# false, empty) for fields an older writer did not set. Every field below is
+# therefore designed so that its default means "unknown" or "not applicable".
+#
+# Handles (CUfunction, CUmodule, CUstream, ...) are recorded as the integer value
+# of the pointer the program saw. They identify objects inside one trace only; a
+# handle value may be reused after the object is destroyed, so consumers resolve
+# a handle with the most recent event that bound it.
+
+@0xf0ad748ff7361e6f;
+
+using Cxx = import "/capnp/c++.capnp";
+$Cxx.namespace("kcap::schema");
+
+# ---------------------------------------------------------------------------
+# Shared building blocks
+
+struct Hash128 {
+  # XXH3-128 of a piece's uncompressed bytes; names one blob chunk in the file.
+  high @0 :UInt64;
+  low @1 :UInt64;
+}
+
+struct Content {
+  # A run of bytes stored as content-addressed pieces. The bytes are split into
+  # pieces of `pieceSize` bytes (the last one may be shorter); piece i covers
+  # [i*pieceSize, min(size, (i+1)*pieceSize)). Identical pieces anywhere in the
+  # file are stored once.
+  # Invariant: pieces.size() == ceil(size / pieceSize); pieceSize > 0 when size > 0.
+  size @0 :UInt64;
+  pieceSize @1 :UInt32;
+  pieces @2 :List(Hash128);
+}
+
+struct MemoryRange {
+  # The content of device memory [address, address + content.size) at one moment.
+  address @0 :UInt64;
+  content @1 :Content;
+  allocationBase @2 :UInt64;
+  # Base address of the tracked allocation this range belongs to (equal to
+  # `address` for whole-allocation snapshots); 0 when unknown.
+  kind @3 :MemoryKind;
+}
+
+enum MemoryKind {
+  unknown @0;
+  allocation @1;      # ordinary device allocation (cuMemAlloc & co)
+  moduleGlobal @2;    # a __device__ / __constant__ variable of a loaded module
+  managed @3;         # cuMemAllocManaged
+  vmm @4;             # a mapped VMM range (cuMemCreate + cuMemMap)
+  hostMapped @5;      # pinned host memory mapped into the device address space
+}
+
+struct KeyValue {
+  key @0 :Text;
+  value @1 :Text;
+}
+
+# ---------------------------------------------------------------------------
+# The event stream
+
+struct Event {
+  seq @0 :UInt64;
+  # Global event number, 0-based, strictly increasing in file order, no gaps in
+  # a complete trace. Gives a total order across threads (the order in which
+  # the shim observed the calls).
+  timeNs @1 :UInt64;
+  # Host CLOCK_MONOTONIC nanoseconds since `traceBegin.startMonotonicNs`.
+  threadId @2 :UInt32;
+  # OS thread id (gettid) of the thread that made the call; 0 for events the
+  # shim made itself (traceBegin, traceEnd, timings).
+
+  union {
+    traceBegin @3 :TraceBegin;
+    traceEnd @4 :TraceEnd;
+    moduleLoad @5 :ModuleLoad;
+    moduleUnload @6 :ModuleUnload;
+    functionBind @7 :FunctionBind;
+    functionAttribute @8 :FunctionAttribute;
+    alloc @9 :Alloc;
+    free @10 :Free;
+    memcpy @11 :Memcpy;
+    memset @12 :Memset;
+    sync @13 :SyncOp;
+    launch @14 :Launch;
+    launchEnd @15 :LaunchEnd;
+    kernelTiming @16 :KernelTiming;
+    graphLaunch @17 :GraphLaunch;
+    apiError @18 :ApiError;
+    message @19 :Message;
+  }
+}
+
+struct Device {
+  ordinal @0 :Int32;
+  name @1 :Text;
+  uuid @2 :Data;                    # 16 bytes (CUuuid)
+  computeCapabilityMajor @3 :Int32;
+  computeCapabilityMinor @4 :Int32;
+  totalMemoryBytes @5 :UInt64;
+  multiprocessorCount @6 :Int32;
+  pciBusId @7 :Text;                # "0000:3b:00.0"
+}
+
+struct TraceBegin {
+  # Always the first event (seq 0) of a trace.
+  hostName @0 :Text;
+  processId @1 :UInt32;
+  argv @2 :List(Text);
+  environment @3 :List(KeyValue);
+  # Selected variables only (CUDA_*, NVIDIA_*, KCAP_*, PYTORCH_*, TORCH_*,
+  # TRITON_*, LD_PRELOAD, LD_LIBRARY_PATH, RANK/LOCAL_RANK/WORLD_SIZE ...).
+  driverVersion @4 :Int32;          # cuDriverGetVersion, e.g. 13000; 0 unknown
+  runtimeVersion @5 :Int32;         # cudart version if known, else 0
+  devices @6 :List(Device);         # every device visible to the process
+  startUnixNs @7 :UInt64;           # wall clock at trace start
+  startMonotonicNs @8 :UInt64;      # CLOCK_MONOTONIC at trace start; Event.timeNs is relative to it
+  kcapVersion @9 :Text;
+  captureMode @10 :CaptureMode;
+  options @11 :List(KeyValue);      # the effective capture options, for the record
+  libraries @12 :List(KeyValue);    # name -> version of relevant libraries (torch, triton, cublas, ...)
+}
+
+enum CaptureMode {
+  full @0;           # pre- and post-launch snapshots of reachable memory
+  preOnly @1;        # pre-launch snapshots only
+  metadata @2;       # no memory contents at all
+}
+
+struct TraceEnd {
+  # The last event of a trace that was closed in an orderly way. Absent when the
+  # process was killed; the reader then reports the trace as truncated.
+  reason @0 :EndReason;
+  signal @1 :Int32;                 # the signal number for reason == signal
+  eventCount @2 :UInt64;            # events before this one
+  launchCount @3 :UInt64;
+  droppedLaunches @4 :UInt64;       # launches seen but not recorded (filters excluded)
+  message @5 :Text;
+}
+
+enum EndReason {
+  exit @0;           # normal exit / atexit
+  signal @1;         # fatal signal (SIGSEGV, SIGABRT, SIGTERM, ...)
+  internalError @2;  # the shim stopped recording after an internal failure
+  explicit @3;       # closed by the program or a tool (e.g. `kcap extract`)
+  forkChild @4;      # the child of a fork closed the parent's inherited trace state
+}
+
+struct ModuleLoad {
+  # Code the program loaded: a module (CUmodule) or library (CUlibrary).
+  handle @0 :UInt64;                # CUmodule or CUlibrary value
+  isLibrary @1 :Bool;               # true for CUlibrary handles
+  api @2 :LoadApi;
+  imageKind @3 :ImageKind;
+  image @4 :Content;                # exact bytes handed to the loader (fatbin wrappers resolved to the fatbin)
+  path @5 :Text;                    # file path for cuModuleLoad / cuLibraryLoadFromFile
+  jitOptions @6 :List(JitOption);
+  context @7 :UInt64;
+  device @8 :Int32;
+  result @9 :Int32;                 # CUresult of the load
+  globals @10 :List(ModuleGlobal);
+  extraImages @11 :List(Content);   # relocatable-device-code fatbin wrappers: the extra NULL-terminated fatbins
+}
+
+enum LoadApi {
+  unknown @0;
+  moduleLoad @1;
+  moduleLoadData @2;
+  moduleLoadDataEx @3;
+  moduleLoadFatBinary @4;
+  libraryLoadData @5;
+  libraryLoadFromFile @6;
+  cudartRegisterFatBinary @7;
+}
+
+enum ImageKind {
+  unknown @0;
+  fatbin @1;         # 0xBA55ED50 fatbin blob
+  cubin @2;          # ELF
+  ptx @3;            # NUL-terminated PTX text
+  fatbinWrapper @4;  # __fatDeviceText wrapper (0x466243B1); image holds the fatbin it points to
+}
+
+struct JitOption {
+  option @0 :Int32;                 # CUjit_option
+  value @1 :UInt64;                 # the option value as a 64-bit word
+}
+
+struct ModuleGlobal {
+  # A __device__ or __constant__ variable of a loaded module.
+  name @0 :Text;
+  address @1 :UInt64;
+  size @2 :UInt64;
+}
+
+struct ModuleUnload {
+  handle @0 :UInt64;
+  isLibrary @1 :Bool;
+}
+
+struct FunctionBind {
+  # Binds a launch handle to a kernel of a loaded module.
+  handle @0 :UInt64;                # the value later passed to launches
+  isKernel @1 :Bool;                # a CUkernel (library API) rather than a CUfunction
+  moduleHandle @2 :UInt64;          # ModuleLoad.handle the kernel comes from
+  name @3 :Text;                    # mangled or extern "C" name
+  params @4 :List(ParamInfo);       # layout from cu{Func,Kernel}GetParamInfo or the image
+  api @5 :BindApi;
+  context @6 :UInt64;
+  sourceHandle @7 :UInt64;          # for kernelGetFunction: the CUkernel it came from
+}
+
+enum BindApi {
+  unknown @0;
+  moduleGetFunction @1;
+  libraryGetKernel @2;
+  kernelGetFunction @3;
+  libraryGetModule @4;
+  moduleEnumerateFunctions @5;
+  libraryEnumerateKernels @6;
+}
+
+struct ParamInfo {
+  offset @0 :UInt32;                # byte offset in the parameter buffer
+  size @1 :UInt32;                  # byte size
+}
+
+struct FunctionAttribute {
+  # A setting that changes how a function launches (replay re-applies these).
+  handle @0 :UInt64;
+  api @1 :AttributeApi;
+  attribute @2 :Int32;              # CUfunction_attribute / CUfunc_cache / CUsharedconfig
+  value @3 :Int64;
+  device @4 :Int32;                 # for cuKernelSetAttribute; -1 otherwise
+  result @5 :Int32;
+}
+
+enum AttributeApi {
+  funcSetAttribute @0;
+  kernelSetAttribute @1;
+  funcSetCacheConfig @2;
+  kernelSetCacheConfig @3;
+  funcSetSharedMemConfig @4;
+}
+
+struct Alloc {
+  kind @0 :AllocKind;
+  address @1 :UInt64;               # base device address (for vmmMap: where it was mapped)
+  size @2 :UInt64;                  # bytes (for pitch allocations: pitch * height)
+  pitch @3 :UInt64;
+  device @4 :Int32;
+  context @5 :UInt64;
+  stream @6 :UInt64;                # for stream-ordered allocations
+  handle @7 :UInt64;                # CUmemGenericAllocationHandle for vmmCreate / vmmMap
+  offset @8 :UInt64;                # vmmMap: offset into the physical allocation
+  flags @9 :UInt64;
+  result @10 :Int32;
+}
+
+enum AllocKind {
+  memAlloc @0;
+  memAllocPitch @1;
+  managed @2;
+  async @3;
+  fromPool @4;
+  hostAlloc @5;       # cuMemHostAlloc / cuMemAllocHost (device-mapped host memory)
+  hostRegister @6;
+  vmmReserve @7;      # cuMemAddressReserve: address space only
+  vmmCreate @8;       # cuMemCreate: physical memory, no address
+  vmmMap @9;          # cuMemMap: physical memory at `address`
+}
+
+struct Free {
+  kind @0 :AllocKind;               # the kind of the allocation being released
+  address @1 :UInt64;
+  size @2 :UInt64;                  # for vmmUnmap / vmmReserve release; 0 when implied
+  stream @3 :UInt64;                # cuMemFreeAsync
+  handle @4 :UInt64;                # cuMemRelease
+  result @5 :Int32;
+}
+
+struct Memcpy {
+  direction @0 :CopyDirection;
+  dst @1 :UInt64;                   # device address for toDevice directions, 0 for host destinations
+  src @2 :UInt64;                   # device address for fromDevice directions, 0 for host sources
+  size @3 :UInt64;
+  stream @4 :UInt64;
+  isAsync @5 :Bool;
+  data @6 :Content;                 # the bytes written into device memory (host->device, and device->device when captured)
+  result @7 :Int32;
+  # 2D/3D copies: row width in bytes, number of rows, pitches (0 for 1D).
+  width @8 :UInt64;
+  height @9 :UInt64;
+  dstPitch @10 :UInt64;
+  srcPitch @11 :UInt64;
+}
+
+enum CopyDirection {
+  hostToDevice @0;
+  deviceToHost @1;
+  deviceToDevice @2;
+  hostToHost @3;
+  unknown @4;
+}
+
+struct Memset {
+  dst @0 :UInt64;
+  value @1 :UInt32;
+  elementSize @2 :UInt8;            # 1, 2 or 4 (cuMemsetD8/D16/D32)
+  count @3 :UInt64;                 # elements per row
+  height @4 :UInt64;                # rows for 2D forms, 1 otherwise
+  pitch @5 :UInt64;
+  stream @6 :UInt64;
+  isAsync @7 :Bool;
+  result @8 :Int32;
+}
+
+struct SyncOp {
+  # Stream and event ordering the program asked for.
+  op @0 :SyncKind;
+  stream @1 :UInt64;
+  event @2 :UInt64;
+  flags @3 :UInt32;
+  priority @4 :Int32;
+  result @5 :Int32;
+}
+
+enum SyncKind {
+  streamCreate @0;
+  streamDestroy @1;
+  eventCreate @2;
+  eventDestroy @3;
+  eventRecord @4;
+  streamWaitEvent @5;
+  eventSynchronize @6;
+  streamSynchronize @7;
+  contextSynchronize @8;
+  streamBeginCapture @9;
+  streamEndCapture @10;
+}
+
+struct Launch {
+  # One kernel launch, written BEFORE the launch runs (so a faulting launch
+  # leaves it on disk). Its outcome follows in a LaunchEnd with the same
+  # launchIndex.
+  launchIndex @0 :UInt64;           # 0-based count of recorded launches
+  api @1 :LaunchApi;
+  perThreadStream @2 :Bool;         # the _ptsz variant was called
+  function @3 :UInt64;              # CUfunction or CUkernel handle as passed
+  kernelName @4 :Text;              # resolved from FunctionBind, for readability
+  gridX @5 :UInt32;
+  gridY @6 :UInt32;
+  gridZ @7 :UInt32;
+  blockX @8 :UInt32;
+  blockY @9 :UInt32;
+  blockZ @10 :UInt32;
+  sharedMemBytes @11 :UInt32;       # dynamic shared memory
+  stream @12 :UInt64;
+  context @13 :UInt64;
+  device @14 :Int32;
+  attributes @15 :List(LaunchAttribute);
+  params @16 :Data;                 # the parameter buffer: every parameter at its ParamInfo offset
+  paramLayout @17 :List(ParamInfo); # layout used to assemble `params`
+  pointers @18 :List(PointerWord);  # words of `params` that are device pointers
+  indirectPointers @19 :List(IndirectPointer);
+  # pointer-like words found inside small referenced buffers (pointer arrays)
+  pre @20 :List(MemoryRange);       # reachable memory before the launch
+  capturing @21 :Bool;              # stream was capturing into a graph: not executed, no snapshots
+  paramsFromExtra @22 :Bool;        # parameters came through `extra` (CU_LAUNCH_PARAM_BUFFER_POINTER)
+}
+
+enum LaunchApi {
+  launchKernel @0;
+  launchKernelEx @1;
+  launchCooperativeKernel @2;
+  graphKernelNode @3;
+}
+
+struct LaunchAttribute {
+  id @0 :Int32;                     # CUlaunchAttributeID
+  value @1 :Data;                   # the raw CUlaunchAttributeValue bytes (64)
+}
+
+struct PointerWord {
+  offset @0 :UInt32;                # byte offset of the 8-byte word in Launch.params
+  value @1 :UInt64;                 # the address stored there
+  allocationBase @2 :UInt64;        # base of the tracked allocation it falls into
+  inTensorMap @3 :Bool;             # the global address field of a CUtensorMap parameter
+}
+
+struct IndirectPointer {
+  bufferAddress @0 :UInt64;         # allocation holding the pointer
+  offset @1 :UInt64;                # byte offset of the word inside it
+  value @2 :UInt64;                 # the address stored there
+  allocationBase @3 :UInt64;        # allocation it points into
+}
+
+struct LaunchEnd {
+  launchIndex @0 :UInt64;           # matches Launch.launchIndex
+  result @1 :Int32;                 # CUresult returned by the launch call
+  post @2 :List(MemoryRange);       # reachable memory after the launch completed (full mode)
+  syncResult @3 :Int32;             # CUresult of the synchronization before the post snapshot
+}
+
+struct KernelTiming {
+  # GPU duration of a launch, from CUPTI's activity API (--timing).
+  launchIndex @0 :UInt64;
+  startNs @1 :UInt64;               # GPU timestamps
+  endNs @2 :UInt64;
+}
+
+struct GraphLaunch {
+  graphExec @0 :UInt64;
+  stream @1 :UInt64;
+  result @2 :Int32;
+}
+
+struct ApiError {
+  # A driver call that returned an error to the program.
+  function @0 :Text;
+  result @1 :Int32;
+  resultName @2 :Text;              # e.g. CUDA_ERROR_ILLEGAL_ADDRESS
+}
+
+struct Message {
+  # Something the shim wants a reader to know (recording stopped, a filter, ...).
+  level @0 :Level;
+  text @1 :Text;
+  enum Level {
+    info @0;
+    warning @1;
+    error @2;
+  }
+}
+
+# ---------------------------------------------------------------------------
+# The footer index (payload of the index chunk)
+
+struct TraceIndex {
+  chunks @0 :List(ChunkRef);        # every record chunk, in file order
+  blobs @1 :List(BlobRef);          # every blob chunk
+  eventCount @2 :UInt64;
+}
+
+struct ChunkRef {
+  offset @0 :UInt64;                # file offset of the chunk header
+  firstSeq @1 :UInt64;              # seq of the chunk's first event
+  eventCount @2 :UInt32;
+  storedSize @3 :UInt64;            # payload bytes in the file
+  rawSize @4 :UInt64;               # payload bytes uncompressed
+}
+
+struct BlobRef {
+  hash @0 :Hash128;
+  offset @1 :UInt64;                # file offset of the chunk header
+  storedSize @2 :UInt64;            # payload bytes in the file (hash prefix included)
+  rawSize @3 :UInt64;               # piece size, uncompressed
+}

@@ -1,0 +1,431 @@
+#include "trace_reader.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include <capnp/serialize.h>
+#include <zstd.h>
+
+#include "errors.h"
+
+namespace kcap::format {
+namespace {
+
+enum class Probe { kOk, kBad, kTorn };
+
+uint64_t rawLimit(ChunkKind kind) {
+  switch (kind) {
+    case ChunkKind::kRecords: return kMaxRecordChunkRaw;
+    case ChunkKind::kBlob: return kMaxBlobRaw;
+    case ChunkKind::kIndex: return kMaxIndexRaw;
+  }
+  return 0;
+}
+
+// Capnp readers count every word they visit; allow a consumer several passes
+// over a message but never unbounded work on a hostile one.
+capnp::ReaderOptions messageOptions(size_t words) {
+  capnp::ReaderOptions options;
+  options.traversalLimitInWords = std::max<uint64_t>(words * 16, 1u << 16);
+  options.nestingLimit = 64;
+  return options;
+}
+
+std::string sizeText(uint64_t n) { return std::to_string(n) + " bytes"; }
+
+}  // namespace
+
+TraceReader::TraceReader(std::string path) : path_(std::move(path)) {}
+
+TraceReader::~TraceReader() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+std::unique_ptr<TraceReader> TraceReader::open(const std::string& path) {
+  std::unique_ptr<TraceReader> reader(new TraceReader(path));
+  reader->fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (reader->fd_ < 0) throw FormatError(path + ": cannot open: " + std::strerror(errno));
+  struct stat st {};
+  if (::fstat(reader->fd_, &st) != 0) throw FormatError(path + ": cannot stat: " + std::strerror(errno));
+  if (!S_ISREG(st.st_mode)) throw FormatError(path + ": not a regular file");
+  reader->fileSize_ = static_cast<uint64_t>(st.st_size);
+  if (reader->fileSize_ < kFileHeaderSize) {
+    throw FormatError(path + ": not a kcap trace: " + sizeText(reader->fileSize_) + ", shorter than the " +
+                      std::to_string(kFileHeaderSize) + "-byte header");
+  }
+  uint8_t bytes[kFileHeaderSize];
+  reader->readAt(0, bytes, sizeof bytes);
+  if (std::memcmp(bytes, kFileMagic.data(), kFileMagic.size()) != 0) {
+    throw FormatError(path + ": not a kcap trace (no kcap magic at byte 0)");
+  }
+  if (!decodeFileHeader(bytes, reader->header_)) {
+    throw FormatError(describeAt(path, 0, "the file header is damaged (checksum mismatch)"));
+  }
+  if (reader->header_.formatVersion > kFormatVersion || reader->header_.formatVersion == 0) {
+    throw FormatError(path + ": written in trace format " + std::to_string(reader->header_.formatVersion) +
+                      " by '" + reader->header_.writerVersion + "'; this kcap reads format " +
+                      std::to_string(kFormatVersion) + " and older");
+  }
+  reader->loadIndex();
+  if (!reader->indexed_) reader->scan(kFileHeaderSize);
+  return reader;
+}
+
+void TraceReader::readAt(uint64_t offset, void* dst, size_t size) {
+  auto* out = static_cast<uint8_t*>(dst);
+  while (size > 0) {
+    ssize_t n = ::pread(fd_, out, size, static_cast<off_t>(offset));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw FormatError(describeAt(path_, offset, std::string("read failed: ") + std::strerror(errno)));
+    if (n == 0) throw FormatError(describeAt(path_, offset, "unexpected end of file"));
+    out += n;
+    offset += static_cast<uint64_t>(n);
+    size -= static_cast<size_t>(n);
+  }
+}
+
+void TraceReader::addProblem(uint64_t offset, std::string message) {
+  // The same damage can be met twice (scan, then a read); report it once.
+  for (const auto& p : problems_) {
+    if (p.offset == offset && p.message == message) return;
+  }
+  problems_.push_back({offset, std::move(message)});
+}
+
+// Reads and checks the chunk header at `offset` and, for an intact header,
+// verifies the payload checksum. kTorn: the file ends inside the chunk.
+bool TraceReader::probeChunk(uint64_t offset, ChunkInfo& out, std::string& why) {
+  why.clear();
+  if (fileSize_ - offset < kChunkHeaderSize) {
+    why = "file ends inside a chunk header (" + std::to_string(fileSize_ - offset) + " of " +
+          std::to_string(kChunkHeaderSize) + " bytes)";
+    return false;
+  }
+  uint8_t raw[kChunkHeaderSize];
+  readAt(offset, raw, sizeof raw);
+  ChunkHeader header;
+  if (!decodeChunkHeader(raw, header)) {
+    why = "no valid chunk header";
+    return false;
+  }
+  uint64_t prefix = header.kind == ChunkKind::kBlob ? kBlobHashSize : 0;
+  if (header.rawSize > rawLimit(header.kind)) {
+    why = std::string(chunkKindName(header.kind)) + " chunk claims " + sizeText(header.rawSize) +
+          " uncompressed, over the limit of " + sizeText(rawLimit(header.kind));
+    return false;
+  }
+  uint64_t maxStored = prefix + ZSTD_compressBound(header.rawSize);
+  if (header.storedSize < prefix || header.storedSize > maxStored ||
+      (header.codec == Codec::kNone && header.storedSize != prefix + header.rawSize)) {
+    why = std::string(chunkKindName(header.kind)) + " chunk has an impossible stored size (" +
+          sizeText(header.storedSize) + " for " + sizeText(header.rawSize) + ")";
+    return false;
+  }
+  if (header.storedSize > fileSize_ - offset - kChunkHeaderSize) {
+    why = "file ends inside a " + std::string(chunkKindName(header.kind)) + " chunk (payload of " +
+          sizeText(header.storedSize) + ", " + sizeText(fileSize_ - offset - kChunkHeaderSize) + " present)";
+    return false;
+  }
+  std::vector<uint8_t> payload(header.storedSize);
+  readAt(offset + kChunkHeaderSize, payload.data(), payload.size());
+  if (chunkChecksum(raw, payload.data(), payload.size()) != header.checksum) {
+    why = std::string(chunkKindName(header.kind)) + " chunk is damaged (checksum mismatch)";
+    return false;
+  }
+  out = ChunkInfo{};
+  out.offset = offset;
+  out.kind = header.kind;
+  out.storedSize = header.storedSize;
+  out.rawSize = header.rawSize;
+  if (header.kind == ChunkKind::kBlob) {
+    std::memcpy(&out.hash.high, payload.data(), 8);
+    std::memcpy(&out.hash.low, payload.data() + 8, 8);
+  }
+  return true;
+}
+
+void TraceReader::scan(uint64_t from) {
+  uint64_t offset = from;
+  std::string why;
+  while (offset < fileSize_) {
+    if (fileSize_ - offset == kTrailerSize) {
+      uint8_t raw[kTrailerSize];
+      Trailer trailer;
+      readAt(offset, raw, sizeof raw);
+      if (decodeTrailer(raw, trailer)) break;
+    }
+    ChunkInfo chunk;
+    if (probeChunk(offset, chunk, why)) {
+      if (chunk.kind != ChunkKind::kIndex) {
+        if (chunk.kind == ChunkKind::kBlob) blobs_.emplace(chunk.hash, chunks_.size());
+        chunks_.push_back(chunk);
+      }
+      offset += kChunkHeaderSize + chunk.storedSize;
+      continue;
+    }
+    if (why.rfind("file ends inside", 0) == 0) {
+      torn_ = true;
+      addProblem(offset, why + "; the trace is cut short here");
+      return;
+    }
+    // Damage in the middle: look for the next chunk header whose checksum holds.
+    uint64_t next = offset + 1;
+    bool found = false;
+    std::vector<uint8_t> window(1 << 20);
+    while (next + kChunkHeaderSize <= fileSize_ && !found) {
+      size_t n = static_cast<size_t>(std::min<uint64_t>(window.size(), fileSize_ - next));
+      readAt(next, window.data(), n);
+      for (size_t i = 0; i + 4 <= n; ++i) {
+        uint32_t word;
+        std::memcpy(&word, window.data() + i, 4);
+        if (word != kChunkMagic) continue;
+        std::string ignored;
+        if (probeChunk(next + i, chunk, ignored)) {
+          next += i;
+          found = true;
+          break;
+        }
+      }
+      if (!found) next += n > 3 ? n - 3 : n;  // a magic may straddle two windows
+    }
+    if (!found) {
+      addProblem(offset, why + "; no intact chunk follows");
+      return;
+    }
+    addProblem(offset, why + "; skipped " + sizeText(next - offset) + " to the next intact chunk");
+    offset = next;
+  }
+}
+
+void TraceReader::loadIndex() {
+  if (fileSize_ < kFileHeaderSize + kChunkHeaderSize + kTrailerSize) return;
+  uint8_t raw[kTrailerSize];
+  Trailer trailer;
+  readAt(fileSize_ - kTrailerSize, raw, sizeof raw);
+  if (!decodeTrailer(raw, trailer)) return;  // not closed: scan
+  uint64_t indexOffset = trailer.indexOffset;
+  auto reject = [&](const std::string& why) {
+    addProblem(indexOffset, "footer index unusable (" + why + "); scanned the file instead");
+    chunks_.clear();
+    blobs_.clear();
+  };
+  if (indexOffset < kFileHeaderSize || indexOffset > fileSize_ - kTrailerSize - kChunkHeaderSize) {
+    return reject("it points outside the file");
+  }
+  ChunkInfo chunk;
+  std::string why;
+  if (!probeChunk(indexOffset, chunk, why)) return reject(why);
+  if (chunk.kind != ChunkKind::kIndex || indexOffset + kChunkHeaderSize + chunk.storedSize != fileSize_ - kTrailerSize) {
+    return reject("the trailer does not point at an index chunk");
+  }
+  try {
+    std::vector<capnp::word> words((chunk.rawSize + 7) / 8);
+    readPayloadInto(chunk, reinterpret_cast<uint8_t*>(words.data()));
+    kj::ArrayPtr<const capnp::word> view(words.data(), words.size());
+    capnp::FlatArrayMessageReader message(view, messageOptions(words.size()));
+    auto index = message.getRoot<schema::TraceIndex>();
+    std::vector<ChunkInfo> chunks;
+    for (auto ref : index.getChunks()) {
+      ChunkInfo c;
+      c.offset = ref.getOffset();
+      c.kind = ChunkKind::kRecords;
+      c.storedSize = ref.getStoredSize();
+      c.rawSize = ref.getRawSize();
+      c.firstSeq = ref.getFirstSeq();
+      c.eventCount = ref.getEventCount();
+      chunks.push_back(c);
+    }
+    for (auto ref : index.getBlobs()) {
+      ChunkInfo c;
+      c.offset = ref.getOffset();
+      c.kind = ChunkKind::kBlob;
+      c.storedSize = ref.getStoredSize();
+      c.rawSize = ref.getRawSize();
+      c.hash = {ref.getHash().getHigh(), ref.getHash().getLow()};
+      chunks.push_back(c);
+    }
+    std::sort(chunks.begin(), chunks.end(), [](const ChunkInfo& a, const ChunkInfo& b) { return a.offset < b.offset; });
+    uint64_t end = kFileHeaderSize;
+    for (const auto& c : chunks) {
+      if (c.offset < end || c.storedSize > indexOffset || c.offset + kChunkHeaderSize + c.storedSize > indexOffset ||
+          c.rawSize > rawLimit(c.kind)) {
+        return reject("entry for byte " + std::to_string(c.offset) + " is inconsistent");
+      }
+      end = c.offset + kChunkHeaderSize + c.storedSize;
+    }
+    chunks_ = std::move(chunks);
+    for (size_t i = 0; i < chunks_.size(); ++i) {
+      if (chunks_[i].kind == ChunkKind::kBlob) blobs_.emplace(chunks_[i].hash, i);
+    }
+    indexed_ = true;
+  } catch (const kj::Exception& e) {
+    reject("malformed: " + std::string(e.getDescription().cStr()));
+  } catch (const FormatError& e) {
+    reject(e.what());
+  }
+}
+
+// Reads one chunk's payload into dst[0, chunk.rawSize), verifying the header
+// against what the scan or index said, the checksum, the decompressed size,
+// and for blobs the content hash. Throws FormatError on any mismatch.
+void TraceReader::readPayloadInto(const ChunkInfo& chunk, uint8_t* dst) {
+  if (chunk.storedSize > fileSize_ || chunk.offset > fileSize_ - kChunkHeaderSize - chunk.storedSize) {
+    throw FormatError(describeAt(path_, chunk.offset, "chunk extends past the end of the file"));
+  }
+  staging_.resize(kChunkHeaderSize + chunk.storedSize);
+  readAt(chunk.offset, staging_.data(), staging_.size());
+  ChunkHeader header;
+  if (!decodeChunkHeader(staging_.data(), header) || header.kind != chunk.kind ||
+      header.storedSize != chunk.storedSize || header.rawSize != chunk.rawSize) {
+    throw FormatError(describeAt(path_, chunk.offset, "chunk header is damaged or not what the index says"));
+  }
+  const uint8_t* payload = staging_.data() + kChunkHeaderSize;
+  if (chunkChecksum(staging_.data(), payload, chunk.storedSize) != header.checksum) {
+    throw FormatError(describeAt(path_, chunk.offset,
+                                 std::string(chunkKindName(chunk.kind)) + " chunk is damaged (checksum mismatch)"));
+  }
+  size_t prefix = chunk.kind == ChunkKind::kBlob ? kBlobHashSize : 0;
+  if (chunk.storedSize < prefix) throw FormatError(describeAt(path_, chunk.offset, "blob chunk too short"));
+  const uint8_t* body = payload + prefix;
+  size_t bodySize = chunk.storedSize - prefix;
+  if (header.codec == Codec::kNone) {
+    if (bodySize != chunk.rawSize) throw FormatError(describeAt(path_, chunk.offset, "stored size mismatch"));
+    if (bodySize) std::memcpy(dst, body, bodySize);
+  } else {
+    size_t n = ZSTD_decompress(dst, chunk.rawSize, body, bodySize);
+    if (ZSTD_isError(n) || n != chunk.rawSize) {
+      throw FormatError(describeAt(path_, chunk.offset,
+                                   std::string(chunkKindName(chunk.kind)) + " chunk does not decompress to " +
+                                       sizeText(chunk.rawSize) +
+                                       (ZSTD_isError(n) ? std::string(": ") + ZSTD_getErrorName(n) : std::string())));
+    }
+  }
+  if (chunk.kind == ChunkKind::kBlob) {
+    Hash128 hash;
+    std::memcpy(&hash.high, payload, 8);
+    std::memcpy(&hash.low, payload + 8, 8);
+    if (!(hash == chunk.hash) || !(contentHash(dst, chunk.rawSize) == hash)) {
+      throw FormatError(describeAt(path_, chunk.offset, "blob content does not match its hash " + chunk.hash.hex()));
+    }
+  }
+}
+
+uint64_t TraceReader::forEachEvent(const std::function<bool(const EventRef&)>& fn) {
+  uint64_t delivered = 0;
+  std::vector<capnp::word> words;
+  for (const ChunkInfo& chunk : chunks_) {
+    if (chunk.kind != ChunkKind::kRecords) continue;
+    if (chunk.rawSize % sizeof(capnp::word) != 0) {
+      addProblem(chunk.offset, "record chunk size is not a whole number of message words");
+      continue;
+    }
+    words.resize(chunk.rawSize / sizeof(capnp::word));
+    try {
+      readPayloadInto(chunk, reinterpret_cast<uint8_t*>(words.data()));
+    } catch (const FormatError& e) {
+      addProblem(chunk.offset, e.what());
+      continue;
+    }
+    kj::ArrayPtr<const capnp::word> rest(words.data(), words.size());
+    uint32_t number = 0;
+    while (rest.size() > 0) {
+      std::unique_ptr<capnp::FlatArrayMessageReader> message;
+      schema::Event::Reader event;
+      try {
+        message = std::make_unique<capnp::FlatArrayMessageReader>(rest, messageOptions(rest.size()));
+        event = message->getRoot<schema::Event>();
+        event.totalSize();  // visits every pointer: a malformed message throws here, not in a consumer
+        rest = kj::ArrayPtr<const capnp::word>(message->getEnd(), rest.end());
+      } catch (const kj::Exception& e) {
+        addProblem(chunk.offset, describeAt(path_, chunk.offset,
+                                            "event message " + std::to_string(number) +
+                                                " of this record chunk is malformed: " + e.getDescription().cStr()));
+        break;
+      }
+      ++number;
+      ++delivered;
+      if (!fn(EventRef{event, chunk.offset})) return delivered;
+    }
+  }
+  return delivered;
+}
+
+std::vector<uint8_t> TraceReader::readBlob(const Hash128& hash) {
+  auto it = blobs_.find(hash);
+  if (it == blobs_.end()) throw FormatError(path_ + ": no blob " + hash.hex() + " in this trace");
+  const ChunkInfo& chunk = chunks_[it->second];
+  std::vector<uint8_t> bytes(chunk.rawSize);
+  readPayloadInto(chunk, bytes.data());
+  return bytes;
+}
+
+void TraceReader::readContentInto(schema::Content::Reader content, uint8_t* dst, size_t capacity) {
+  uint64_t size = content.getSize();
+  uint64_t pieceSize = content.getPieceSize();
+  auto pieces = content.getPieces();
+  if (size > capacity) {
+    throw FormatError(path_ + ": content of " + sizeText(size) + " does not fit in " + sizeText(capacity));
+  }
+  if (size > 0 && (pieceSize == 0 || pieces.size() != (size + pieceSize - 1) / pieceSize)) {
+    throw FormatError(path_ + ": content of " + sizeText(size) + " lists " + std::to_string(pieces.size()) +
+                      " pieces of " + sizeText(pieceSize));
+  }
+  for (unsigned i = 0; i < pieces.size() && size > 0; ++i) {
+    Hash128 hash{pieces[i].getHigh(), pieces[i].getLow()};
+    uint64_t offset = i * pieceSize;
+    uint64_t length = std::min(pieceSize, size - offset);
+    auto it = blobs_.find(hash);
+    if (it == blobs_.end()) {
+      throw FormatError(path_ + ": piece " + std::to_string(i) + " (bytes " + std::to_string(offset) + "+" +
+                        std::to_string(length) + ", blob " + hash.hex() + ") is missing from the trace");
+    }
+    const ChunkInfo& chunk = chunks_[it->second];
+    if (chunk.rawSize != length) {
+      throw FormatError(describeAt(path_, chunk.offset,
+                                   "blob " + hash.hex() + " holds " + sizeText(chunk.rawSize) + ", piece " +
+                                       std::to_string(i) + " needs " + sizeText(length)));
+    }
+    readPayloadInto(chunk, dst + offset);
+  }
+}
+
+std::vector<uint8_t> TraceReader::readContent(schema::Content::Reader content) {
+  if (content.getSize() > (uint64_t{1} << 40)) {
+    throw FormatError(path_ + ": content claims " + sizeText(content.getSize()) + "; refusing to allocate");
+  }
+  std::vector<uint8_t> bytes(content.getSize());
+  readContentInto(content, bytes.data(), bytes.size());
+  return bytes;
+}
+
+std::string TraceReader::verifyChunk(const ChunkInfo& chunk) {
+  try {
+    std::vector<capnp::word> words((chunk.rawSize + 7) / 8);
+    auto* bytes = reinterpret_cast<uint8_t*>(words.data());
+    readPayloadInto(chunk, bytes);
+    if (chunk.kind != ChunkKind::kRecords) return {};
+    if (chunk.rawSize % sizeof(capnp::word) != 0) return "record chunk size is not a whole number of message words";
+    kj::ArrayPtr<const capnp::word> rest(words.data(), words.size());
+    uint32_t number = 0;
+    while (rest.size() > 0) {
+      try {
+        capnp::FlatArrayMessageReader message(rest, messageOptions(rest.size()));
+        message.getRoot<schema::Event>().totalSize();
+        rest = kj::ArrayPtr<const capnp::word>(message.getEnd(), rest.end());
+      } catch (const kj::Exception& e) {
+        return "event message " + std::to_string(number) + " is malformed: " + e.getDescription().cStr();
+      }
+      ++number;
+    }
+    return {};
+  } catch (const FormatError& e) {
+    return e.what();
+  }
+}
+
+}  // namespace kcap::format

@@ -1,0 +1,108 @@
+// TraceReader reads a .kcap file, intact or not.
+//
+// It trusts nothing in the file: every size is checked against the container's
+// limits and the file's length before anything is allocated, every payload
+// against its checksum before it is decompressed, every event message is fully
+// traversed (bounded) before a consumer sees it.
+//
+// A file closed in an orderly way ends with an index; the reader uses it when
+// it is valid. Otherwise (writer killed, file cut, index damaged) it scans the
+// chunks from the start. A damaged chunk is skipped: the scan resynchronises on
+// the next valid chunk header, so every intact event is still delivered. Each
+// damage found is kept as a TraceProblem naming its byte offset.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "container.h"
+#include "hash.h"
+#include "kcap.capnp.h"
+
+namespace kcap::format {
+
+struct ChunkInfo {
+  uint64_t offset = 0;  // file offset of the chunk header
+  ChunkKind kind = ChunkKind::kRecords;
+  uint64_t storedSize = 0;
+  uint64_t rawSize = 0;
+  Hash128 hash;             // blob chunks
+  uint64_t firstSeq = 0;    // record chunks, when the index is used
+  uint32_t eventCount = 0;  // record chunks, when the index is used
+};
+
+struct TraceProblem {
+  uint64_t offset = 0;
+  std::string message;
+};
+
+struct EventRef {
+  schema::Event::Reader event;
+  uint64_t chunkOffset = 0;  // the record chunk holding the event
+};
+
+// Not thread-safe: use one reader per thread.
+class TraceReader {
+ public:
+  // Throws FormatError when the file cannot be opened, has no valid kcap header,
+  // or was written in a newer, unknown format version.
+  static std::unique_ptr<TraceReader> open(const std::string& path);
+  ~TraceReader();
+  TraceReader(const TraceReader&) = delete;
+  TraceReader& operator=(const TraceReader&) = delete;
+
+  const std::string& path() const { return path_; }
+  const FileHeader& header() const { return header_; }
+  uint64_t fileSize() const { return fileSize_; }
+  bool indexed() const { return indexed_; }      // a valid footer index was found and used
+  bool torn() const { return torn_; }            // the file ends inside a chunk
+  const std::vector<ChunkInfo>& chunks() const { return chunks_; }  // record and blob chunks, file order
+  const std::vector<TraceProblem>& problems() const { return problems_; }
+
+  // Delivers every intact event in file order; `fn` returns false to stop.
+  // Damaged record chunks are skipped and reported in problems(). Returns the
+  // number of events delivered.
+  uint64_t forEachEvent(const std::function<bool(const EventRef&)>& fn);
+
+  bool hasBlob(const Hash128& hash) const { return blobs_.count(hash) != 0; }
+  size_t blobCount() const { return blobs_.size(); }
+
+  // The bytes of `content`. Throws FormatError naming the piece and offset when
+  // a piece is missing, damaged, or not the size the content says.
+  std::vector<uint8_t> readContent(schema::Content::Reader content);
+  // As readContent, into dst[0, content.size). Throws if capacity is smaller.
+  void readContentInto(schema::Content::Reader content, uint8_t* dst, size_t capacity);
+  // The verified, decompressed bytes of one piece.
+  std::vector<uint8_t> readBlob(const Hash128& hash);
+
+  // Verifies one chunk completely (header, checksum, decompression, and the
+  // content hash or every event message). Returns an empty string when intact,
+  // else what is wrong.
+  std::string verifyChunk(const ChunkInfo& chunk);
+
+ private:
+  explicit TraceReader(std::string path);
+  void loadIndex();
+  void scan(uint64_t from);
+  bool probeChunk(uint64_t offset, ChunkInfo& out, std::string& why);
+  void readPayloadInto(const ChunkInfo& chunk, uint8_t* dst);  // verified, decompressed
+  void addProblem(uint64_t offset, std::string message);
+  void readAt(uint64_t offset, void* dst, size_t size);
+
+  std::string path_;
+  int fd_ = -1;
+  uint64_t fileSize_ = 0;
+  FileHeader header_;
+  bool indexed_ = false;
+  bool torn_ = false;
+  std::vector<ChunkInfo> chunks_;
+  std::unordered_map<Hash128, size_t, Hash128Hasher> blobs_;  // hash -> index in chunks_
+  std::vector<TraceProblem> problems_;
+  std::vector<uint8_t> staging_;  // compressed payload being read; the reader is not thread-safe
+};
+
+}  // namespace kcap::format

@@ -1,0 +1,76 @@
+// TraceWriter appends events and memory contents to a .kcap file.
+//
+// Thread model: any number of producer threads call storeContent() and append();
+// a pool of compression threads compresses chunks; one writer thread writes them
+// in submission order. Producers only hash, copy and queue. Memory is bounded:
+// when more than Options::maxPendingBytes wait to be written, producers block
+// until the writer catches up.
+//
+// Ordering guarantee: everything a producer queued before calling append() (in
+// particular the pieces of the contents its event references) reaches the file
+// before that event's record chunk. flush() returns once everything queued so
+// far has been handed to the OS, so a crash of the process after flush() loses
+// nothing that was queued before it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include <capnp/message.h>
+
+#include "hash.h"
+#include "kcap.capnp.h"
+
+namespace kcap::format {
+
+class TraceWriter {
+ public:
+  struct Options {
+    int zstdLevel = 3;
+    unsigned compressionThreads = 0;        // 0: min(4, hardware threads - 1), at least 1
+    uint32_t pieceSize = 1u << 20;          // content is split and deduplicated in pieces of this size
+    size_t maxPendingBytes = 256ull << 20;  // bound on queued, unwritten bytes
+    size_t batchBytes = 256u << 10;         // a record chunk is cut when its events reach this size
+    std::string writerVersion;              // stored in the header; default "kcap <version>"
+  };
+
+  struct Stats {
+    uint64_t events = 0;
+    uint64_t contentBytes = 0;      // bytes passed to storeContent (before dedup)
+    uint64_t uniqueBytes = 0;       // bytes of distinct pieces
+    uint64_t blobChunks = 0;
+    uint64_t storedBlobBytes = 0;   // blob payload bytes in the file
+    uint64_t recordRawBytes = 0;
+    uint64_t storedRecordBytes = 0;
+    uint64_t fileBytes = 0;         // bytes written so far
+  };
+
+  // Creates (truncates) `path` with mode 0600 and writes the header.
+  // Throws FormatError naming the path when it cannot.
+  static std::unique_ptr<TraceWriter> create(const std::string& path, const Options& options);
+  static std::unique_ptr<TraceWriter> create(const std::string& path) { return create(path, Options{}); }
+
+  virtual ~TraceWriter() = default;  // the implementation closes the file (errors are swallowed there)
+
+  // Stores `size` bytes as content-addressed pieces and describes them in `out`.
+  // Pieces already in the file are not stored again. Thread-safe.
+  virtual void storeContent(const void* data, size_t size, schema::Content::Builder out) = 0;
+
+  // Appends one event (root schema::Event). Assigns and returns its `seq`,
+  // overwriting whatever the message held. Thread-safe.
+  virtual uint64_t append(capnp::MessageBuilder& event) = 0;
+
+  // Blocks until everything appended or stored so far is written to the file.
+  virtual void flush() = 0;
+
+  // Flushes, writes the index and trailer, closes the file. Idempotent.
+  // Throws FormatError if any write failed since the file was created.
+  virtual void close() = 0;
+
+  virtual Stats stats() const = 0;
+  virtual const std::string& path() const = 0;
+  virtual uint32_t pieceSize() const = 0;
+};
+
+}  // namespace kcap::format
