@@ -36,6 +36,11 @@ capnp::ReaderOptions messageOptions(size_t words) {
   return options;
 }
 
+// The size of the next message, from its segment table (bounded by what is left).
+size_t messageWords(kj::ArrayPtr<const capnp::word> rest) {
+  return std::min<size_t>(capnp::expectedSizeInWordsFromPrefix(rest), rest.size());
+}
+
 std::string sizeText(uint64_t n) { return std::to_string(n) + " bytes"; }
 
 }  // namespace
@@ -71,6 +76,7 @@ std::unique_ptr<TraceReader> TraceReader::open(const std::string& path) {
                       " by '" + reader->header_.writerVersion + "'; this kcap reads format " +
                       std::to_string(kFormatVersion) + " and older");
   }
+  reader->scanEnd_ = reader->fileSize_;
   reader->loadIndex();
   if (!reader->indexed_) reader->scan(kFileHeaderSize);
   return reader;
@@ -152,7 +158,7 @@ bool TraceReader::probeChunk(uint64_t offset, ChunkInfo& out, std::string& why) 
 void TraceReader::scan(uint64_t from) {
   uint64_t offset = from;
   std::string why;
-  while (offset < fileSize_) {
+  while (offset < scanEnd_) {
     if (fileSize_ - offset == kTrailerSize) {
       uint8_t raw[kTrailerSize];
       Trailer trailer;
@@ -208,11 +214,14 @@ void TraceReader::loadIndex() {
   Trailer trailer;
   readAt(fileSize_ - kTrailerSize, raw, sizeof raw);
   if (!decodeTrailer(raw, trailer)) return;  // not closed: scan
+  closed_ = true;
   uint64_t indexOffset = trailer.indexOffset;
   auto reject = [&](const std::string& why) {
     addProblem(indexOffset, "footer index unusable (" + why + "); scanned the file instead");
     chunks_.clear();
     blobs_.clear();
+    // The scan stops where the index starts, so the damage is reported once.
+    if (indexOffset >= kFileHeaderSize && indexOffset < fileSize_) scanEnd_ = indexOffset;
   };
   if (indexOffset < kFileHeaderSize || indexOffset > fileSize_ - kTrailerSize - kChunkHeaderSize) {
     return reject("it points outside the file");
@@ -225,7 +234,8 @@ void TraceReader::loadIndex() {
   }
   try {
     std::vector<capnp::word> words((chunk.rawSize + 7) / 8);
-    readPayloadInto(chunk, reinterpret_cast<uint8_t*>(words.data()));
+    std::string bad = loadPayload(chunk, reinterpret_cast<uint8_t*>(words.data()));
+    if (!bad.empty()) return reject(bad);
     kj::ArrayPtr<const capnp::word> view(words.data(), words.size());
     capnp::FlatArrayMessageReader message(view, messageOptions(words.size()));
     auto index = message.getRoot<schema::TraceIndex>();
@@ -263,6 +273,7 @@ void TraceReader::loadIndex() {
       if (chunks_[i].kind == ChunkKind::kBlob) blobs_.emplace(chunks_[i].hash, i);
     }
     indexed_ = true;
+    indexedEventCount_ = index.getEventCount();
   } catch (const kj::Exception& e) {
     reject("malformed: " + std::string(e.getDescription().cStr()));
   } catch (const FormatError& e) {
@@ -272,37 +283,34 @@ void TraceReader::loadIndex() {
 
 // Reads one chunk's payload into dst[0, chunk.rawSize), verifying the header
 // against what the scan or index said, the checksum, the decompressed size,
-// and for blobs the content hash. Throws FormatError on any mismatch.
-void TraceReader::readPayloadInto(const ChunkInfo& chunk, uint8_t* dst) {
+// and for blobs the content hash. Returns what is wrong, or "" when intact.
+std::string TraceReader::loadPayload(const ChunkInfo& chunk, uint8_t* dst) {
   if (chunk.storedSize > fileSize_ || chunk.offset > fileSize_ - kChunkHeaderSize - chunk.storedSize) {
-    throw FormatError(describeAt(path_, chunk.offset, "chunk extends past the end of the file"));
+    return "chunk extends past the end of the file";
   }
   staging_.resize(kChunkHeaderSize + chunk.storedSize);
   readAt(chunk.offset, staging_.data(), staging_.size());
   ChunkHeader header;
   if (!decodeChunkHeader(staging_.data(), header) || header.kind != chunk.kind ||
       header.storedSize != chunk.storedSize || header.rawSize != chunk.rawSize) {
-    throw FormatError(describeAt(path_, chunk.offset, "chunk header is damaged or not what the index says"));
+    return "chunk header is damaged or not what the index says";
   }
   const uint8_t* payload = staging_.data() + kChunkHeaderSize;
   if (chunkChecksum(staging_.data(), payload, chunk.storedSize) != header.checksum) {
-    throw FormatError(describeAt(path_, chunk.offset,
-                                 std::string(chunkKindName(chunk.kind)) + " chunk is damaged (checksum mismatch)"));
+    return std::string(chunkKindName(chunk.kind)) + " chunk is damaged (checksum mismatch)";
   }
   size_t prefix = chunk.kind == ChunkKind::kBlob ? kBlobHashSize : 0;
-  if (chunk.storedSize < prefix) throw FormatError(describeAt(path_, chunk.offset, "blob chunk too short"));
+  if (chunk.storedSize < prefix) return "blob chunk too short";
   const uint8_t* body = payload + prefix;
   size_t bodySize = chunk.storedSize - prefix;
   if (header.codec == Codec::kNone) {
-    if (bodySize != chunk.rawSize) throw FormatError(describeAt(path_, chunk.offset, "stored size mismatch"));
+    if (bodySize != chunk.rawSize) return "stored size mismatch";
     if (bodySize) std::memcpy(dst, body, bodySize);
   } else {
     size_t n = ZSTD_decompress(dst, chunk.rawSize, body, bodySize);
     if (ZSTD_isError(n) || n != chunk.rawSize) {
-      throw FormatError(describeAt(path_, chunk.offset,
-                                   std::string(chunkKindName(chunk.kind)) + " chunk does not decompress to " +
-                                       sizeText(chunk.rawSize) +
-                                       (ZSTD_isError(n) ? std::string(": ") + ZSTD_getErrorName(n) : std::string())));
+      return std::string(chunkKindName(chunk.kind)) + " chunk does not decompress to " + sizeText(chunk.rawSize) +
+             (ZSTD_isError(n) ? std::string(": ") + ZSTD_getErrorName(n) : std::string());
     }
   }
   if (chunk.kind == ChunkKind::kBlob) {
@@ -310,9 +318,15 @@ void TraceReader::readPayloadInto(const ChunkInfo& chunk, uint8_t* dst) {
     std::memcpy(&hash.high, payload, 8);
     std::memcpy(&hash.low, payload + 8, 8);
     if (!(hash == chunk.hash) || !(contentHash(dst, chunk.rawSize) == hash)) {
-      throw FormatError(describeAt(path_, chunk.offset, "blob content does not match its hash " + chunk.hash.hex()));
+      return "blob content does not match its hash " + chunk.hash.hex();
     }
   }
+  return {};
+}
+
+void TraceReader::readPayloadInto(const ChunkInfo& chunk, uint8_t* dst) {
+  std::string why = loadPayload(chunk, dst);
+  if (!why.empty()) throw FormatError(describeAt(path_, chunk.offset, why));
 }
 
 uint64_t TraceReader::forEachEvent(const std::function<bool(const EventRef&)>& fn) {
@@ -324,11 +338,10 @@ uint64_t TraceReader::forEachEvent(const std::function<bool(const EventRef&)>& f
       addProblem(chunk.offset, "record chunk size is not a whole number of message words");
       continue;
     }
-    words.resize(chunk.rawSize / sizeof(capnp::word));
-    try {
-      readPayloadInto(chunk, reinterpret_cast<uint8_t*>(words.data()));
-    } catch (const FormatError& e) {
-      addProblem(chunk.offset, e.what());
+    words = std::vector<capnp::word>(chunk.rawSize / sizeof(capnp::word));  // capnp::word is not movable: no resize()
+    std::string why = loadPayload(chunk, reinterpret_cast<uint8_t*>(words.data()));
+    if (!why.empty()) {
+      addProblem(chunk.offset, why);
       continue;
     }
     kj::ArrayPtr<const capnp::word> rest(words.data(), words.size());
@@ -337,14 +350,13 @@ uint64_t TraceReader::forEachEvent(const std::function<bool(const EventRef&)>& f
       std::unique_ptr<capnp::FlatArrayMessageReader> message;
       schema::Event::Reader event;
       try {
-        message = std::make_unique<capnp::FlatArrayMessageReader>(rest, messageOptions(rest.size()));
+        message = std::make_unique<capnp::FlatArrayMessageReader>(rest, messageOptions(messageWords(rest)));
         event = message->getRoot<schema::Event>();
         event.totalSize();  // visits every pointer: a malformed message throws here, not in a consumer
         rest = kj::ArrayPtr<const capnp::word>(message->getEnd(), rest.end());
       } catch (const kj::Exception& e) {
-        addProblem(chunk.offset, describeAt(path_, chunk.offset,
-                                            "event message " + std::to_string(number) +
-                                                " of this record chunk is malformed: " + e.getDescription().cStr()));
+        addProblem(chunk.offset, "event message " + std::to_string(number) +
+                                     " of this record chunk is malformed: " + e.getDescription().cStr());
         break;
       }
       ++number;
@@ -406,15 +418,14 @@ std::vector<uint8_t> TraceReader::readContent(schema::Content::Reader content) {
 std::string TraceReader::verifyChunk(const ChunkInfo& chunk) {
   try {
     std::vector<capnp::word> words((chunk.rawSize + 7) / 8);
-    auto* bytes = reinterpret_cast<uint8_t*>(words.data());
-    readPayloadInto(chunk, bytes);
-    if (chunk.kind != ChunkKind::kRecords) return {};
+    std::string why = loadPayload(chunk, reinterpret_cast<uint8_t*>(words.data()));
+    if (!why.empty() || chunk.kind != ChunkKind::kRecords) return why;
     if (chunk.rawSize % sizeof(capnp::word) != 0) return "record chunk size is not a whole number of message words";
     kj::ArrayPtr<const capnp::word> rest(words.data(), words.size());
     uint32_t number = 0;
     while (rest.size() > 0) {
       try {
-        capnp::FlatArrayMessageReader message(rest, messageOptions(rest.size()));
+        capnp::FlatArrayMessageReader message(rest, messageOptions(messageWords(rest)));
         message.getRoot<schema::Event>().totalSize();
         rest = kj::ArrayPtr<const capnp::word>(message.getEnd(), rest.end());
       } catch (const kj::Exception& e) {
@@ -422,8 +433,12 @@ std::string TraceReader::verifyChunk(const ChunkInfo& chunk) {
       }
       ++number;
     }
+    if (chunk.eventCount != 0 && number != chunk.eventCount) {
+      return "record chunk holds " + std::to_string(number) + " events, the index says " +
+             std::to_string(chunk.eventCount);
+    }
     return {};
-  } catch (const FormatError& e) {
+  } catch (const FormatError& e) {  // an I/O error from readAt
     return e.what();
   }
 }

@@ -36,8 +36,8 @@ struct ChunkInfo {
 };
 
 struct TraceProblem {
-  uint64_t offset = 0;
-  std::string message;
+  uint64_t offset = 0;  // where the damage is
+  std::string message;  // what is wrong, without the path or offset
 };
 
 struct EventRef {
@@ -58,7 +58,9 @@ class TraceReader {
   const std::string& path() const { return path_; }
   const FileHeader& header() const { return header_; }
   uint64_t fileSize() const { return fileSize_; }
-  bool indexed() const { return indexed_; }      // a valid footer index was found and used
+  bool closed() const { return closed_; }        // a valid trailer ends the file: the writer closed it
+  bool indexed() const { return indexed_; }      // the footer index was valid and is used
+  uint64_t indexedEventCount() const { return indexedEventCount_; }  // from the index; 0 when not indexed
   bool torn() const { return torn_; }            // the file ends inside a chunk
   const std::vector<ChunkInfo>& chunks() const { return chunks_; }  // record and blob chunks, file order
   const std::vector<TraceProblem>& problems() const { return problems_; }
@@ -69,6 +71,10 @@ class TraceReader {
   uint64_t forEachEvent(const std::function<bool(const EventRef&)>& fn);
 
   bool hasBlob(const Hash128& hash) const { return blobs_.count(hash) != 0; }
+  const ChunkInfo* findBlob(const Hash128& hash) const {
+    auto it = blobs_.find(hash);
+    return it == blobs_.end() ? nullptr : &chunks_[it->second];
+  }
   size_t blobCount() const { return blobs_.size(); }
 
   // The bytes of `content`. Throws FormatError naming the piece and offset when
@@ -81,7 +87,7 @@ class TraceReader {
 
   // Verifies one chunk completely (header, checksum, decompression, and the
   // content hash or every event message). Returns an empty string when intact,
-  // else what is wrong.
+  // else what is wrong (without the path; the chunk's offset says where).
   std::string verifyChunk(const ChunkInfo& chunk);
 
  private:
@@ -89,15 +95,19 @@ class TraceReader {
   void loadIndex();
   void scan(uint64_t from);
   bool probeChunk(uint64_t offset, ChunkInfo& out, std::string& why);
-  void readPayloadInto(const ChunkInfo& chunk, uint8_t* dst);  // verified, decompressed
+  std::string loadPayload(const ChunkInfo& chunk, uint8_t* dst);  // verified, decompressed; "" or what is wrong
+  void readPayloadInto(const ChunkInfo& chunk, uint8_t* dst);     // the same, throwing FormatError
   void addProblem(uint64_t offset, std::string message);
   void readAt(uint64_t offset, void* dst, size_t size);
 
   std::string path_;
   int fd_ = -1;
   uint64_t fileSize_ = 0;
+  uint64_t scanEnd_ = 0;  // a scan stops here: the file end, or a damaged index's start
   FileHeader header_;
+  bool closed_ = false;
   bool indexed_ = false;
+  uint64_t indexedEventCount_ = 0;
   bool torn_ = false;
   std::vector<ChunkInfo> chunks_;
   std::unordered_map<Hash128, size_t, Hash128Hasher> blobs_;  // hash -> index in chunks_

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The test command (README, and all that CI runs):
+#   1. installs missing build dependencies,
+#   2. builds everything and runs every CI test (ctest -LE gpu),
+#   3. rebuilds the host code with AddressSanitizer + UBSan and runs the tests again,
+#   4. fuzzes the trace reader for a bounded time (FUZZ_SECONDS, default 60).
+# GPU tests (ctest label gpu) are not run here: see scripts/gpu-check.sh.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/install-deps.sh
+source scripts/env.sh
+
+echo "== build (RelWithDebInfo)"
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build build -j "$JOBS"
+echo "== tests"
+ctest --test-dir build -LE gpu --output-on-failure -j "$JOBS"
+
+echo "== tests under AddressSanitizer + UBSan"
+cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DKCAP_SANITIZE=ON >/dev/null
+cmake --build build-asan -j "$JOBS"
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+  ctest --test-dir build-asan -LE gpu --output-on-failure -j "$JOBS"
+
+echo "== fuzzing the trace reader for ${FUZZ_SECONDS:-60} s"
+scripts/fuzz.sh "${FUZZ_SECONDS:-60}"
+echo "== all tests passed"

@@ -1,0 +1,451 @@
+// kcap dump FILE [--json] [--limit N] [--type TYPE...]: every event, one per line.
+//
+// Text:  #SEQ +TIME_US TID TYPE DETAILS   (addresses and handles in hex)
+// JSON:  JSON Lines, one capnp::JsonCodec object per event; Data fields and
+//        content hashes as hex strings, 64-bit integers as decimal strings.
+#include <cstdio>
+#include <cstdint>
+#include <iostream>
+#include <memory>
+#include <set>
+
+#include <CLI/CLI.hpp>
+#include <capnp/compat/json.h>
+
+#include "common.h"
+#include "subcommands.h"
+#include "trace_reader.h"
+
+namespace kcap::tools {
+namespace {
+
+using schema::Event;
+
+constexpr unsigned kMaxListed = 16;  // entries of one list shown in text mode
+
+struct Options {
+  std::string path;
+  bool json = false;
+  uint64_t limit = UINT64_MAX;
+  std::vector<std::string> types;
+};
+
+// ---- text ---------------------------------------------------------------------
+
+// Appends " key=value" pieces; the *If forms skip default values.
+class Line {
+ public:
+  explicit Line(std::string& out) : out_(out) {}
+  Line& add(const std::string& w) {
+    out_ += ' ';
+    out_ += w;
+    return *this;
+  }
+  Line& kv(const char* key, const std::string& value) {
+    out_ += ' ';
+    out_ += key;
+    out_ += '=';
+    out_ += value;
+    return *this;
+  }
+  Line& num(const char* key, uint64_t v) { return kv(key, std::to_string(v)); }
+  Line& snum(const char* key, int64_t v) { return kv(key, std::to_string(v)); }
+  Line& addr(const char* key, uint64_t v) { return kv(key, hex(v)); }
+  Line& numIf(const char* key, uint64_t v) { return v ? num(key, v) : *this; }
+  Line& addrIf(const char* key, uint64_t v) { return v ? addr(key, v) : *this; }
+  Line& flag(const char* name, bool on) { return on ? add(name) : *this; }
+  Line& result(int32_t r, const char* key = "result") { return r ? snum(key, r) : *this; }
+
+ private:
+  std::string& out_;
+};
+
+std::string rangesText(capnp::List<schema::MemoryRange>::Reader ranges) {
+  std::string out = "[";
+  unsigned shown = 0;
+  for (auto r : ranges) {
+    if (shown == kMaxListed) {
+      out += strf(" +%u more", ranges.size() - shown);
+      break;
+    }
+    if (shown++) out += ' ';
+    out += hex(r.getAddress()) + "+" + std::to_string(r.getContent().getSize());
+    if (r.getKind() != schema::MemoryKind::ALLOCATION) out += "(" + enumName(r.getKind()) + ")";
+  }
+  return out + "]";
+}
+
+std::string pointersText(capnp::List<schema::PointerWord>::Reader words) {
+  std::string out = "[";
+  unsigned shown = 0;
+  for (auto w : words) {
+    if (shown == kMaxListed) {
+      out += strf(" +%u more", words.size() - shown);
+      break;
+    }
+    if (shown++) out += ' ';
+    out += strf("%u:", w.getOffset()) + hex(w.getValue());
+    if (w.getInTensorMap()) out += "(tensorMap)";
+  }
+  return out + "]";
+}
+
+void formatTraceBegin(Line& l, schema::TraceBegin::Reader b) {
+  std::string argv;
+  for (auto a : b.getArgv()) argv += (argv.empty() ? "" : " ") + word(a.cStr());
+  l.kv("host", word(b.getHostName().cStr()))
+      .num("pid", b.getProcessId())
+      .kv("driver", versionText(b.getDriverVersion()))
+      .kv("runtime", versionText(b.getRuntimeVersion()))
+      .kv("mode", enumName(b.getCaptureMode()))
+      .num("devices", b.getDevices().size())
+      .kv("kcap", word(b.getKcapVersion().cStr()))
+      .kv("argv", "[" + argv + "]");
+}
+
+void formatTraceEnd(Line& l, schema::TraceEnd::Reader t) {
+  l.add(enumName(t.getReason()));
+  if (t.getReason() == schema::EndReason::SIGNAL) l.snum("signal", t.getSignal());
+  l.num("events", t.getEventCount()).num("launches", t.getLaunchCount()).num("dropped", t.getDroppedLaunches());
+  if (t.hasMessage()) l.kv("message", printable(t.getMessage().cStr(), true));
+}
+
+void formatModuleLoad(Line& l, schema::ModuleLoad::Reader m) {
+  l.addr("handle", m.getHandle())
+      .flag("library", m.getIsLibrary())
+      .kv("api", enumName(m.getApi()))
+      .kv("image", enumName(m.getImageKind()))
+      .num("size", m.getImage().getSize())
+      .numIf("extraImages", m.getExtraImages().size())
+      .numIf("globals", m.getGlobals().size())
+      .numIf("jitOptions", m.getJitOptions().size());
+  if (m.hasPath()) l.kv("path", word(m.getPath().cStr()));
+  l.addrIf("ctx", m.getContext()).snum("device", m.getDevice()).result(m.getResult());
+}
+
+void formatFunctionBind(Line& l, schema::FunctionBind::Reader f) {
+  l.addr("handle", f.getHandle())
+      .flag("kernel", f.getIsKernel())
+      .addr("module", f.getModuleHandle())
+      .add(word(f.getName().cStr()))
+      .num("params", f.getParams().size())
+      .kv("api", enumName(f.getApi()))
+      .addrIf("source", f.getSourceHandle());
+}
+
+void formatFunctionAttribute(Line& l, schema::FunctionAttribute::Reader f) {
+  l.addr("handle", f.getHandle())
+      .kv("api", enumName(f.getApi()))
+      .snum("attribute", f.getAttribute())
+      .snum("value", f.getValue());
+  if (f.getDevice() >= 0 && f.getApi() == schema::AttributeApi::KERNEL_SET_ATTRIBUTE) l.snum("device", f.getDevice());
+  l.result(f.getResult());
+}
+
+void formatAlloc(Line& l, schema::Alloc::Reader a) {
+  l.add(enumName(a.getKind()))
+      .addr("address", a.getAddress())
+      .num("size", a.getSize())
+      .numIf("pitch", a.getPitch())
+      .snum("device", a.getDevice())
+      .addrIf("stream", a.getStream())
+      .addrIf("handle", a.getHandle())
+      .numIf("offset", a.getOffset())
+      .addrIf("flags", a.getFlags())
+      .result(a.getResult());
+}
+
+void formatFree(Line& l, schema::Free::Reader f) {
+  l.add(enumName(f.getKind()))
+      .addr("address", f.getAddress())
+      .numIf("size", f.getSize())
+      .addrIf("stream", f.getStream())
+      .addrIf("handle", f.getHandle())
+      .result(f.getResult());
+}
+
+void formatMemcpy(Line& l, schema::Memcpy::Reader m) {
+  l.add(enumName(m.getDirection()))
+      .addr("dst", m.getDst())
+      .addr("src", m.getSrc())
+      .num("size", m.getSize())
+      .flag("async", m.getIsAsync())
+      .addr("stream", m.getStream());
+  if (m.getWidth() || m.getHeight()) {
+    l.num("width", m.getWidth()).num("height", m.getHeight()).num("dstPitch", m.getDstPitch()).num("srcPitch",
+                                                                                                   m.getSrcPitch());
+  }
+  if (m.hasData()) l.num("data", m.getData().getSize());
+  l.result(m.getResult());
+}
+
+void formatMemset(Line& l, schema::Memset::Reader m) {
+  l.addr("dst", m.getDst())
+      .addr("value", m.getValue())
+      .num("elementSize", m.getElementSize())
+      .num("count", m.getCount());
+  if (m.getHeight() > 1 || m.getPitch()) l.num("height", m.getHeight()).num("pitch", m.getPitch());
+  l.flag("async", m.getIsAsync()).addr("stream", m.getStream()).result(m.getResult());
+}
+
+void formatSync(Line& l, schema::SyncOp::Reader s) {
+  l.add(enumName(s.getOp()))
+      .addrIf("stream", s.getStream())
+      .addrIf("event", s.getEvent())
+      .numIf("flags", s.getFlags());
+  if (s.getPriority()) l.snum("priority", s.getPriority());
+  l.result(s.getResult());
+}
+
+void formatLaunch(Line& l, schema::Launch::Reader k) {
+  l.add("#" + std::to_string(k.getLaunchIndex()))
+      .add(k.hasKernelName() ? word(k.getKernelName().cStr()) : "<function " + hex(k.getFunction()) + ">")
+      .kv("grid", dim3Text(k.getGridX(), k.getGridY(), k.getGridZ()))
+      .kv("block", dim3Text(k.getBlockX(), k.getBlockY(), k.getBlockZ()))
+      .num("smem", k.getSharedMemBytes())
+      .addr("stream", k.getStream())
+      .kv("params", std::to_string(k.getParams().size()) + "B")
+      .kv("ptrs", pointersText(k.getPointers()));
+  if (k.hasIndirectPointers()) l.num("indirect", k.getIndirectPointers().size());
+  l.kv("pre", rangesText(k.getPre()));
+  if (k.getApi() != schema::LaunchApi::LAUNCH_KERNEL) l.kv("api", enumName(k.getApi()));
+  if (k.hasAttributes()) {
+    std::string ids;
+    for (auto a : k.getAttributes()) ids += (ids.empty() ? "" : ",") + std::to_string(a.getId());
+    l.kv("attrs", "[" + ids + "]");
+  }
+  l.flag("ptsz", k.getPerThreadStream()).flag("capturing", k.getCapturing()).flag("paramsFromExtra",
+                                                                                  k.getParamsFromExtra());
+  l.addr("function", k.getFunction());
+}
+
+void formatLaunchEnd(Line& l, schema::LaunchEnd::Reader k) {
+  l.add("#" + std::to_string(k.getLaunchIndex()))
+      .snum("result", k.getResult())
+      .result(k.getSyncResult(), "syncResult")
+      .kv("post", rangesText(k.getPost()));
+}
+
+void formatKernelTiming(Line& l, schema::KernelTiming::Reader t) {
+  l.add("#" + std::to_string(t.getLaunchIndex()));
+  uint64_t ns = t.getEndNs() >= t.getStartNs() ? t.getEndNs() - t.getStartNs() : 0;
+  l.kv("duration", strf("%.3fus", static_cast<double>(ns) / 1e3)).num("start", t.getStartNs()).num("end",
+                                                                                                  t.getEndNs());
+}
+
+void formatEvent(std::string& out, const Event::Reader& e) {
+  const char* type = eventTypeName(e);
+  out += strf("#%-7llu +%-10llu %7u %-17s", static_cast<unsigned long long>(e.getSeq()),
+              static_cast<unsigned long long>(e.getTimeNs() / 1000), e.getThreadId(), type ? type : "unknown");
+  Line l(out);
+  switch (e.which()) {
+    case Event::TRACE_BEGIN: formatTraceBegin(l, e.getTraceBegin()); break;
+    case Event::TRACE_END: formatTraceEnd(l, e.getTraceEnd()); break;
+    case Event::MODULE_LOAD: formatModuleLoad(l, e.getModuleLoad()); break;
+    case Event::MODULE_UNLOAD:
+      l.addr("handle", e.getModuleUnload().getHandle()).flag("library", e.getModuleUnload().getIsLibrary());
+      break;
+    case Event::FUNCTION_BIND: formatFunctionBind(l, e.getFunctionBind()); break;
+    case Event::FUNCTION_ATTRIBUTE: formatFunctionAttribute(l, e.getFunctionAttribute()); break;
+    case Event::ALLOC: formatAlloc(l, e.getAlloc()); break;
+    case Event::FREE: formatFree(l, e.getFree()); break;
+    case Event::MEMCPY: formatMemcpy(l, e.getMemcpy()); break;
+    case Event::MEMSET: formatMemset(l, e.getMemset()); break;
+    case Event::SYNC: formatSync(l, e.getSync()); break;
+    case Event::LAUNCH: formatLaunch(l, e.getLaunch()); break;
+    case Event::LAUNCH_END: formatLaunchEnd(l, e.getLaunchEnd()); break;
+    case Event::KERNEL_TIMING: formatKernelTiming(l, e.getKernelTiming()); break;
+    case Event::GRAPH_LAUNCH: {
+      auto g = e.getGraphLaunch();
+      l.addr("exec", g.getGraphExec()).addr("stream", g.getStream()).result(g.getResult());
+      break;
+    }
+    case Event::API_ERROR: {
+      auto a = e.getApiError();
+      l.add(word(a.getFunction().cStr())).snum("result", a.getResult());
+      if (a.hasResultName()) l.add(word(a.getResultName().cStr()));
+      break;
+    }
+    case Event::MESSAGE: {
+      auto m = e.getMessage();
+      l.add(enumName(m.getLevel())).add(printable(m.getText().cStr(), true));
+      break;
+    }
+    default:
+      l.add(strf("unknown event (union member %u, from a newer writer)", static_cast<unsigned>(e.which())));
+      break;
+  }
+  out += '\n';
+}
+
+// ---- JSON ---------------------------------------------------------------------
+
+uint8_t hexDigit(char c) {
+  if (c >= '0' && c <= '9') return static_cast<uint8_t>(c - '0');
+  if (c >= 'a' && c <= 'f') return static_cast<uint8_t>(c - 'a' + 10);
+  if (c >= 'A' && c <= 'F') return static_cast<uint8_t>(c - 'A' + 10);
+  KJ_FAIL_REQUIRE("not a hex digit", c);
+}
+
+// capnp's Handler bases have no virtual destructor; the handlers below are
+// members of JsonEncoder and never deleted through a base pointer.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wnon-virtual-dtor"
+
+// Data as a hex string ("00ff..."), not an array of numbers.
+class HexDataHandler final : public capnp::JsonCodec::Handler<capnp::Data> {
+ public:
+  void encode(const capnp::JsonCodec&, capnp::Data::Reader input, capnp::JsonValue::Builder output) const override {
+    output.setString(hexBytes(input.begin(), input.size()));
+  }
+  capnp::Orphan<capnp::Data> decode(const capnp::JsonCodec&, capnp::JsonValue::Reader input,
+                                    capnp::Orphanage orphanage) const override {
+    auto text = input.getString();
+    KJ_REQUIRE(text.size() % 2 == 0, "odd number of hex digits");
+    auto orphan = orphanage.newOrphan<capnp::Data>(static_cast<capnp::uint>(text.size() / 2));
+    auto bytes = orphan.get();
+    for (size_t i = 0; i < bytes.size(); ++i) {
+      bytes[i] = static_cast<uint8_t>(hexDigit(text[2 * i]) << 4 | hexDigit(text[2 * i + 1]));
+    }
+    return orphan;
+  }
+};
+
+// A content hash as its 32 hex digits, as TraceReader and Hash128::hex() print it.
+class HashHandler final : public capnp::JsonCodec::Handler<schema::Hash128> {
+ public:
+  void encode(const capnp::JsonCodec&, schema::Hash128::Reader input, capnp::JsonValue::Builder output) const override {
+    output.setString(format::Hash128{input.getHigh(), input.getLow()}.hex());
+  }
+  void decode(const capnp::JsonCodec&, capnp::JsonValue::Reader input, schema::Hash128::Builder output) const override {
+    auto text = input.getString();
+    KJ_REQUIRE(text.size() == 32, "a Hash128 is 32 hex digits");
+    uint64_t words[2] = {0, 0};
+    for (size_t i = 0; i < 32; ++i) words[i / 16] = words[i / 16] << 4 | hexDigit(text[i]);
+    output.setHigh(words[0]);
+    output.setLow(words[1]);
+  }
+};
+
+// Text is untrusted: invalid UTF-8 would make the line invalid JSON. Bytes that
+// are not part of valid UTF-8 become the code point of the same value.
+class TextHandler final : public capnp::JsonCodec::Handler<capnp::Text> {
+ public:
+  void encode(const capnp::JsonCodec&, capnp::Text::Reader input, capnp::JsonValue::Builder output) const override {
+    std::string_view text(input.cStr(), input.size());
+    bool valid = true;
+    for (size_t i = 0; i < text.size() && valid;) {
+      size_t n = utf8Length(text, i);
+      valid = n != 0;
+      i += n;
+    }
+    if (valid) {
+      output.setString(input);
+      return;
+    }
+    std::string fixed;
+    for (size_t i = 0; i < text.size();) {
+      size_t n = utf8Length(text, i);
+      if (n) {
+        fixed.append(text.substr(i, n));
+        i += n;
+      } else {
+        auto c = static_cast<unsigned char>(text[i++]);
+        fixed.push_back(static_cast<char>(0xc0 | (c >> 6)));
+        fixed.push_back(static_cast<char>(0x80 | (c & 0x3f)));
+      }
+    }
+    output.setString(fixed);
+  }
+  capnp::Orphan<capnp::Text> decode(const capnp::JsonCodec&, capnp::JsonValue::Reader input,
+                                    capnp::Orphanage orphanage) const override {
+    return orphanage.newOrphanCopy(input.getString());
+  }
+};
+
+#pragma GCC diagnostic pop
+
+struct JsonEncoder {
+  HexDataHandler data;
+  HashHandler hash;
+  TextHandler text;
+  capnp::JsonCodec codec;
+  JsonEncoder() {
+    codec.addTypeHandler(data);
+    codec.addTypeHandler(hash);
+    codec.addTypeHandler(text);
+  }
+  void encode(std::string& out, const Event::Reader& e) const {
+    kj::String json = codec.encode(e);
+    out.append(json.cStr(), json.size());
+    if (!eventTypeName(e)) {
+      // A union member this schema does not know: say so, so that a consumer
+      // does not mistake the event for an empty one.
+      if (!out.empty() && out.back() == '}') out.pop_back();
+      out += strf(",\"unknownEvent\":%u}", static_cast<unsigned>(e.which()));
+    }
+    out += '\n';
+  }
+};
+
+// ---- run ----------------------------------------------------------------------
+
+int runDump(const Options& opt) {
+  return guarded(opt.path, [&] {
+    std::set<std::string> wanted(opt.types.begin(), opt.types.end());
+    auto reader = format::TraceReader::open(opt.path);
+    std::unique_ptr<JsonEncoder> json;
+    if (opt.json) json = std::make_unique<JsonEncoder>();
+    uint64_t printed = 0;
+    std::string line;
+    if (opt.limit > 0) {
+      reader->forEachEvent([&](const format::EventRef& ref) {
+        if (!wanted.empty()) {
+          const char* type = eventTypeName(ref.event);
+          if (!wanted.count(type ? type : "unknown")) return true;
+        }
+        line.clear();
+        if (json) {
+          json->encode(line, ref.event);
+        } else {
+          formatEvent(line, ref.event);
+        }
+        std::fwrite(line.data(), 1, line.size(), stdout);
+        return ++printed < opt.limit;
+      });
+    }
+    std::fflush(stdout);
+    if (reader->problems().empty()) return kExitOk;
+    for (const auto& p : reader->problems()) {
+      std::cerr << opt.path << ": at byte " << p.offset << ": " << bareProblem(opt.path, p.message)
+                << "\n";
+    }
+    return kExitTrace;
+  });
+}
+
+}  // namespace
+
+Run setupDump(CLI::App& cmd) {
+  auto opt = std::make_shared<Options>();
+  std::vector<std::string> types = eventTypeNames();
+  types.emplace_back("unknown");
+  cmd.add_option("file", opt->path, "The .kcap trace")->required()->type_name("FILE");
+  cmd.add_flag("--json", opt->json, "Print JSON Lines: one JSON object per event");
+  CLI::Validator count(
+      [](std::string& text) {
+        bool digits = !text.empty() && text.size() <= 19 && text.find_first_not_of("0123456789") == std::string::npos;
+        return digits ? std::string() : "'" + text + "' is not a count of events (0 or more)";
+      },
+      "", "count");
+  cmd.add_option("--limit", opt->limit, "Print at most N events (after --type filtering)")
+      ->type_name("N")
+      ->check(count);
+  cmd.add_option("--type", opt->types, "Only events of these types (repeat the option or separate with commas)")
+      ->type_name("TYPE")
+      ->delimiter(',')
+      ->check(CLI::IsMember(types));
+  return [opt] { return runDump(*opt); };
+}
+
+}  // namespace kcap::tools
