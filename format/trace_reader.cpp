@@ -12,6 +12,7 @@
 #include <zstd.h>
 
 #include "errors.h"
+#include "message_check.h"
 
 namespace kcap::format {
 namespace {
@@ -155,6 +156,30 @@ bool TraceReader::probeChunk(uint64_t offset, ChunkInfo& out, std::string& why) 
   return true;
 }
 
+// Searches [from, scanEnd_) for a chunk header whose checksum holds.
+bool TraceReader::findNextChunk(uint64_t from, uint64_t& found) {
+  std::vector<uint8_t> window(static_cast<size_t>(std::min<uint64_t>(1 << 20, scanEnd_ - std::min(from, scanEnd_))));
+  uint64_t at = from;
+  while (at + kChunkHeaderSize <= scanEnd_) {
+    size_t n = static_cast<size_t>(std::min<uint64_t>(window.size(), scanEnd_ - at));
+    readAt(at, window.data(), n);
+    for (size_t i = 0; i + 4 <= n; ++i) {
+      uint32_t word;
+      std::memcpy(&word, window.data() + i, 4);
+      if (word != kChunkMagic) continue;
+      ChunkInfo chunk;
+      std::string ignored;
+      if (probeChunk(at + i, chunk, ignored)) {
+        found = at + i;
+        return true;
+      }
+    }
+    if (n <= 3) break;
+    at += n - 3;  // a magic may straddle two windows
+  }
+  return false;
+}
+
 void TraceReader::scan(uint64_t from) {
   uint64_t offset = from;
   std::string why;
@@ -174,33 +199,17 @@ void TraceReader::scan(uint64_t from) {
       offset += kChunkHeaderSize + chunk.storedSize;
       continue;
     }
-    if (why.rfind("file ends inside", 0) == 0) {
-      torn_ = true;
-      addProblem(offset, why + "; the trace is cut short here");
-      return;
-    }
-    // Damage in the middle: look for the next chunk header whose checksum holds.
-    uint64_t next = offset + 1;
-    bool found = false;
-    std::vector<uint8_t> window(1 << 20);
-    while (next + kChunkHeaderSize <= fileSize_ && !found) {
-      size_t n = static_cast<size_t>(std::min<uint64_t>(window.size(), fileSize_ - next));
-      readAt(next, window.data(), n);
-      for (size_t i = 0; i + 4 <= n; ++i) {
-        uint32_t word;
-        std::memcpy(&word, window.data() + i, 4);
-        if (word != kChunkMagic) continue;
-        std::string ignored;
-        if (probeChunk(next + i, chunk, ignored)) {
-          next += i;
-          found = true;
-          break;
-        }
+    // Damage: look for the next chunk header whose checksum holds. A size
+    // field that points past the end is as likely damage as a cut, so search
+    // in both cases; only when nothing intact follows is the file torn here.
+    uint64_t next = 0;
+    if (!findNextChunk(offset + 1, next)) {
+      if (why.rfind("file ends inside", 0) == 0) {
+        torn_ = true;
+        addProblem(offset, why + "; the trace is cut short here");
+      } else {
+        addProblem(offset, why + "; no intact chunk follows");
       }
-      if (!found) next += n > 3 ? n - 3 : n;  // a magic may straddle two windows
-    }
-    if (!found) {
-      addProblem(offset, why + "; no intact chunk follows");
       return;
     }
     addProblem(offset, why + "; skipped " + sizeText(next - offset) + " to the next intact chunk");
@@ -220,8 +229,14 @@ void TraceReader::loadIndex() {
     addProblem(indexOffset, "footer index unusable (" + why + "); scanned the file instead");
     chunks_.clear();
     blobs_.clear();
-    // The scan stops where the index starts, so the damage is reported once.
-    if (indexOffset >= kFileHeaderSize && indexOffset < fileSize_) scanEnd_ = indexOffset;
+    // When an index chunk header really starts there, the scan stops at it, so
+    // the damage is reported once and not again as a damaged chunk.
+    uint8_t head[kChunkHeaderSize];
+    ChunkHeader header;
+    if (indexOffset >= kFileHeaderSize && indexOffset <= fileSize_ - kChunkHeaderSize) {
+      readAt(indexOffset, head, sizeof head);
+      if (decodeChunkHeader(head, header) && header.kind == ChunkKind::kIndex) scanEnd_ = indexOffset;
+    }
   };
   if (indexOffset < kFileHeaderSize || indexOffset > fileSize_ - kTrailerSize - kChunkHeaderSize) {
     return reject("it points outside the file");
@@ -352,7 +367,7 @@ uint64_t TraceReader::forEachEvent(const std::function<bool(const EventRef&)>& f
       try {
         message = std::make_unique<capnp::FlatArrayMessageReader>(rest, messageOptions(messageWords(rest)));
         event = message->getRoot<schema::Event>();
-        event.totalSize();  // visits every pointer: a malformed message throws here, not in a consumer
+        checkEventFields(event);  // a malformed message throws here, not in a consumer
         rest = kj::ArrayPtr<const capnp::word>(message->getEnd(), rest.end());
       } catch (const kj::Exception& e) {
         addProblem(chunk.offset, "event message " + std::to_string(number) +
@@ -376,43 +391,63 @@ std::vector<uint8_t> TraceReader::readBlob(const Hash128& hash) {
   return bytes;
 }
 
-void TraceReader::readContentInto(schema::Content::Reader content, uint8_t* dst, size_t capacity) {
+// Checks that every piece of `content` is in the file with the right size,
+// before anything is allocated or read. Returns the chunk of each piece.
+std::vector<const ChunkInfo*> TraceReader::locatePieces(schema::Content::Reader content) const {
   uint64_t size = content.getSize();
   uint64_t pieceSize = content.getPieceSize();
   auto pieces = content.getPieces();
-  if (size > capacity) {
-    throw FormatError(path_ + ": content of " + sizeText(size) + " does not fit in " + sizeText(capacity));
-  }
-  if (size > 0 && (pieceSize == 0 || pieces.size() != (size + pieceSize - 1) / pieceSize)) {
+  if (size == 0) return {};
+  if (pieceSize == 0 || pieces.size() != (size + pieceSize - 1) / pieceSize) {
     throw FormatError(path_ + ": content of " + sizeText(size) + " lists " + std::to_string(pieces.size()) +
                       " pieces of " + sizeText(pieceSize));
   }
-  for (unsigned i = 0; i < pieces.size() && size > 0; ++i) {
+  std::vector<const ChunkInfo*> located;
+  located.reserve(pieces.size());
+  for (unsigned i = 0; i < pieces.size(); ++i) {
     Hash128 hash{pieces[i].getHigh(), pieces[i].getLow()};
     uint64_t offset = i * pieceSize;
     uint64_t length = std::min(pieceSize, size - offset);
-    auto it = blobs_.find(hash);
-    if (it == blobs_.end()) {
+    const ChunkInfo* chunk = findBlob(hash);
+    if (!chunk) {
       throw FormatError(path_ + ": piece " + std::to_string(i) + " (bytes " + std::to_string(offset) + "+" +
                         std::to_string(length) + ", blob " + hash.hex() + ") is missing from the trace");
     }
-    const ChunkInfo& chunk = chunks_[it->second];
-    if (chunk.rawSize != length) {
-      throw FormatError(describeAt(path_, chunk.offset,
-                                   "blob " + hash.hex() + " holds " + sizeText(chunk.rawSize) + ", piece " +
+    if (chunk->rawSize != length) {
+      throw FormatError(describeAt(path_, chunk->offset,
+                                   "blob " + hash.hex() + " holds " + sizeText(chunk->rawSize) + ", piece " +
                                        std::to_string(i) + " needs " + sizeText(length)));
     }
-    readPayloadInto(chunk, dst + offset);
+    located.push_back(chunk);
+  }
+  return located;
+}
+
+void TraceReader::readContentInto(schema::Content::Reader content, uint8_t* dst, size_t capacity) {
+  if (content.getSize() > capacity) {
+    throw FormatError(path_ + ": content of " + sizeText(content.getSize()) + " does not fit in " +
+                      sizeText(capacity));
+  }
+  uint64_t offset = 0;
+  for (const ChunkInfo* chunk : locatePieces(content)) {
+    readPayloadInto(*chunk, dst + offset);
+    offset += chunk->rawSize;
   }
 }
 
 std::vector<uint8_t> TraceReader::readContent(schema::Content::Reader content) {
-  if (content.getSize() > (uint64_t{1} << 40)) {
-    throw FormatError(path_ + ": content claims " + sizeText(content.getSize()) + "; refusing to allocate");
+  locatePieces(content);  // every piece exists: the size is backed by the file
+  if (content.getSize() > (uint64_t{1} << 36)) {
+    throw FormatError(path_ + ": content of " + sizeText(content.getSize()) +
+                      " is too large to read into memory at once");
   }
-  std::vector<uint8_t> bytes(content.getSize());
-  readContentInto(content, bytes.data(), bytes.size());
-  return bytes;
+  try {
+    std::vector<uint8_t> bytes(content.getSize());
+    readContentInto(content, bytes.data(), bytes.size());
+    return bytes;
+  } catch (const std::bad_alloc&) {
+    throw FormatError(path_ + ": content of " + sizeText(content.getSize()) + " does not fit in memory");
+  }
 }
 
 std::string TraceReader::verifyChunk(const ChunkInfo& chunk) {
@@ -426,7 +461,7 @@ std::string TraceReader::verifyChunk(const ChunkInfo& chunk) {
     while (rest.size() > 0) {
       try {
         capnp::FlatArrayMessageReader message(rest, messageOptions(messageWords(rest)));
-        message.getRoot<schema::Event>().totalSize();
+        checkEventFields(message.getRoot<schema::Event>());
         rest = kj::ArrayPtr<const capnp::word>(message.getEnd(), rest.end());
       } catch (const kj::Exception& e) {
         return "event message " + std::to_string(number) + " is malformed: " + e.getDescription().cStr();

@@ -94,6 +94,8 @@ class TraceReader {
   explicit TraceReader(std::string path);
   void loadIndex();
   void scan(uint64_t from);
+  std::vector<const ChunkInfo*> locatePieces(schema::Content::Reader content) const;
+  bool findNextChunk(uint64_t from, uint64_t& found);
   bool probeChunk(uint64_t offset, ChunkInfo& out, std::string& why);
   std::string loadPayload(const ChunkInfo& chunk, uint8_t* dst);  // verified, decompressed; "" or what is wrong
   void readPayloadInto(const ChunkInfo& chunk, uint8_t* dst);     // the same, throwing FormatError

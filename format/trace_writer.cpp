@@ -1,6 +1,7 @@
 #include "trace_writer.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -107,6 +108,7 @@ class TraceWriterImpl final : public TraceWriter {
 
       std::unique_lock lock(mutex_);
       throwIfFailed();
+      throwIfClosed();
       stats_.contentBytes += length;
       if (!storedPieces_.insert(hash).second) continue;
       stats_.uniqueBytes += length;
@@ -121,6 +123,7 @@ class TraceWriterImpl final : public TraceWriter {
   uint64_t append(capnp::MessageBuilder& message) override {
     std::unique_lock lock(mutex_);
     throwIfFailed();
+    throwIfClosed();
     uint64_t seq = nextSeq_++;
     message.getRoot<schema::Event>().setSeq(seq);
     kj::Array<capnp::word> words = capnp::messageToFlatArray(message);
@@ -142,6 +145,7 @@ class TraceWriterImpl final : public TraceWriter {
   void flush() override {
     std::unique_lock lock(mutex_);
     throwIfFailed();
+    if (closed_) return;  // close() flushed everything
     cutBatch(lock);
     uint64_t target = submittedJobs_;
     writtenCv_.wait(lock, [&] { return writtenJobs_ >= target || failed_; });
@@ -312,6 +316,9 @@ class TraceWriterImpl final : public TraceWriter {
   void throwIfFailed() const {
     if (failed_) throw FormatError(error_);
   }
+  void throwIfClosed() const {
+    if (closed_) throw FormatError(path_ + ": the trace writer is closed");
+  }
 
   struct ChunkEntry {
     uint64_t offset;
@@ -374,6 +381,13 @@ std::unique_ptr<TraceWriter> TraceWriter::create(const std::string& path, const 
   }
   int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0) throw FormatError(path + ": cannot create: " + std::strerror(errno));
+  // O_CREAT's mode applies only to a new file; an existing one keeps its own.
+  // Traces hold the program's memory: make them private either way.
+  if (::fchmod(fd, 0600) != 0) {
+    std::string why = std::strerror(errno);
+    ::close(fd);
+    throw FormatError(path + ": cannot make the trace private (chmod 0600): " + why);
+  }
   // The header goes out before any thread starts, so it is always first.
   FileHeader header;
   std::string version = options.writerVersion.empty() ? std::string("kcap ") + kKcapVersion : options.writerVersion;

@@ -9,6 +9,7 @@
 # reproducers are kept in <build>/fuzz-artifacts/; the script exits non-zero
 # when the fuzzer finds anything. Reproduce one with
 #   <build>/tests/fuzz/kcap_fuzz_reader <build>/fuzz-artifacts/crash-...
+
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -1,0 +1,76 @@
+// AllocationMap: every live device allocation the program made, as disjoint
+// address intervals, so that a launch's parameter words can be resolved to the
+// allocations they point into.
+//
+// Pure bookkeeping, no CUDA calls: the hooks feed it (alloc, free, VMM map and
+// unmap), the launch path queries it. Thread-safe: many launching threads
+// query concurrently; allocation and free take the lock exclusively.
+//
+// VMM: a cuMemAddressReserve range is not memory until cuMemMap puts physical
+// memory in it. Mappings are what a kernel can touch, so they are the entries
+// here (kind kVmm); reservations are kept apart and only tell which
+// reservation a mapping belongs to (replay reserves the whole range).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <shared_mutex>
+#include <vector>
+
+namespace kcap {
+
+enum class AllocationKind : uint8_t {
+    kDevice,      // cuMemAlloc, cuMemAllocPitch, stream-ordered allocations
+    kManaged,     // cuMemAllocManaged
+    kVmm,         // a cuMemMap of physical memory into a reserved range
+    kHostMapped,  // page-locked host memory visible to the device
+};
+
+struct Allocation {
+    uint64_t base = 0;
+    uint64_t size = 0;
+    AllocationKind kind = AllocationKind::kDevice;
+    int device = -1;
+    uint64_t reservation = 0;  // kVmm: base of the enclosing cuMemAddressReserve range, else 0
+
+    uint64_t end() const { return base + size; }
+    bool contains(uint64_t address) const { return address >= base && address - base < size; }
+};
+
+class AllocationMap {
+public:
+    // Records [base, base + size). An existing entry overlapping it is dropped
+    // first: the driver reused the addresses, so the old entry is stale (its
+    // free was missed, e.g. freed by a library the shim did not see).
+    void add(const Allocation& allocation);
+
+    // Removes the allocation starting at `base`; returns it, or nothing when no
+    // allocation starts there.
+    std::optional<Allocation> remove(uint64_t base);
+
+    // Removes every entry inside [base, base + size) (cuMemUnmap of a range).
+    std::vector<Allocation> removeRange(uint64_t base, uint64_t size);
+
+    // The allocation containing `address`, if any.
+    std::optional<Allocation> find(uint64_t address) const;
+
+    void addReservation(uint64_t base, uint64_t size);
+    void removeReservation(uint64_t base);
+    // The reservation containing `address`: {base, size}, if any.
+    std::optional<std::pair<uint64_t, uint64_t>> findReservation(uint64_t address) const;
+
+    size_t size() const;
+    uint64_t liveBytes() const;
+    std::vector<Allocation> snapshot() const;  // all entries, by address
+
+private:
+    void eraseOverlapping(uint64_t base, uint64_t end);  // lock held
+
+    mutable std::shared_mutex mutex_;
+    std::map<uint64_t, Allocation> byBase_;
+    std::map<uint64_t, uint64_t> reservations_;  // base -> size
+    uint64_t liveBytes_ = 0;
+};
+
+}  // namespace kcap

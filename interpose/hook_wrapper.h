@@ -1,0 +1,62 @@
+// The wrapper behind every hooked entry point, generated from each row's PFN
+// type: Wrapper<Id>::call has exactly the driver function's signature, counts
+// the call, lets the observer see it, forwards to the real function and
+// returns its result unchanged. hook_exports.cpp exports it under the row's
+// symbol; cuGetProcAddress and dlsym hand out its address.
+#pragma once
+
+#include "hook_table.h"
+#include "observer.h"
+#include "stats.h"
+
+#include <cuda.h>
+
+#include <type_traits>
+
+namespace kcap {
+
+// What a wrapper returns when the driver has no function for its row (it was
+// reached through the shim's export, but libcuda is missing or too old).
+CUresult missing_function(HookId id) noexcept;
+
+template <HookId Id, class Fn = std::remove_pointer_t<typename HookPfn<Id>::type>>
+struct GenericWrapper;
+
+template <HookId Id, class... Args>
+struct GenericWrapper<Id, CUresult(Args...)> {
+    static CUresult call(Args... args) noexcept
+    {
+        count_call(Id);
+        using Pfn = typename HookPfn<Id>::type;
+        const auto real = reinterpret_cast<Pfn>(real_function(Id));
+        if (real == nullptr) {
+            return missing_function(Id);
+        }
+        using Obs = Observer<family_of(Id)>;
+        if constexpr (requires { Obs::before(Id, args...); }) {
+            observe([&] { Obs::before(Id, args...); });
+        }
+        const CUresult result = real(args...);
+        if constexpr (requires { Obs::after(Id, result, args...); }) {
+            observe([&] { Obs::after(Id, result, args...); });
+        }
+        return result;
+    }
+};
+
+template <HookId Id>
+struct Wrapper : GenericWrapper<Id> {};
+
+// The two entry-point lookups are written by hand (proc_address.cpp): they
+// rewrite the pointer the driver returns instead of observing it.
+template <>
+struct Wrapper<HookId::cuGetProcAddress_hook> {
+    static CUresult call(const char* symbol, void** pfn, int version, cuuint64_t flags) noexcept;
+};
+template <>
+struct Wrapper<HookId::cuGetProcAddress_v2_hook> {
+    static CUresult call(const char* symbol, void** pfn, int version, cuuint64_t flags,
+                         CUdriverProcAddressQueryResult* status) noexcept;
+};
+
+}  // namespace kcap

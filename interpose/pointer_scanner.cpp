@@ -1,0 +1,53 @@
+#include "pointer_scanner.h"
+
+#include <cstring>
+
+namespace kcap {
+namespace {
+
+uint64_t wordAt(const uint8_t* bytes, size_t offset) {
+    uint64_t word;
+    std::memcpy(&word, bytes + offset, sizeof word);
+    return word;
+}
+
+// Device addresses are never in the first page; skipping small values avoids
+// a lookup for every integer parameter.
+bool plausibleAddress(uint64_t value) { return value >= 4096; }
+
+}  // namespace
+
+std::vector<ParamPointer> scanParams(const uint8_t* params, size_t size, const std::vector<ParamSlot>& layout,
+                                     const AllocationMap& allocations) {
+    std::vector<ParamPointer> found;
+    for (const ParamSlot& slot : layout) {
+        if (slot.size < 8 || slot.offset > size || slot.size > size - slot.offset) continue;
+        bool tensorMap = slot.size == kTensorMapBytes && slot.offset % 64 == 0;
+        uint32_t first = (slot.offset + 7u) & ~7u;
+        for (uint32_t at = first; at + 8 <= slot.offset + slot.size; at += 8) {
+            uint64_t value = wordAt(params, at);
+            if (!plausibleAddress(value)) continue;
+            auto allocation = allocations.find(value);
+            if (!allocation) continue;
+            found.push_back({at, value, allocation->base, tensorMap && at == slot.offset});
+            if (tensorMap) break;  // the rest of a tensor map is dimensions and strides
+        }
+    }
+    return found;
+}
+
+std::vector<IndirectPointer> scanIndirect(const uint8_t* bytes, size_t size, uint64_t bufferAddress,
+                                          const AllocationMap& allocations) {
+    std::vector<IndirectPointer> found;
+    size_t skew = (8 - bufferAddress % 8) % 8;  // scan device-aligned words
+    for (size_t at = skew; at + 8 <= size; at += 8) {
+        uint64_t value = wordAt(bytes, at);
+        if (!plausibleAddress(value)) continue;
+        auto allocation = allocations.find(value);
+        if (!allocation) continue;
+        found.push_back({bufferAddress, at, value, allocation->base});
+    }
+    return found;
+}
+
+}  // namespace kcap

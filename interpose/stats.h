@@ -1,0 +1,46 @@
+// Per-entry-point call counts, and the KCAP_STATS_FILE report.
+//
+// KCAP_STATS_FILE=<path>: at exit the shim writes how often each hooked entry
+// point was called and how many launches each kernel name had, one fact a
+// line:
+//
+//   kcap-stats 1
+//   call cuLaunchKernel 12
+//   kernel axpy 10
+//
+// Tests assert on it; it is also a quick way to see whether a program's
+// launches reach the shim at all. Without KCAP_STATS_FILE nothing is counted:
+// counters shared by all threads would cost every launch a contended write.
+#pragma once
+
+#include "hook_table.h"
+
+#include <cstdint>
+
+namespace kcap {
+
+namespace detail {
+extern std::atomic<std::uint64_t> g_call_counts[kHookCount];
+enum : int { kUndecided, kOff, kOn };
+extern std::atomic<int> g_counting;
+int decide_counting() noexcept;  // reads KCAP_STATS_FILE once
+}  // namespace detail
+
+// Decided at the first call, not in a constructor: libraries loaded with the
+// program run their constructors (which may call the driver) before ours.
+inline bool counting() noexcept
+{
+    const int state = detail::g_counting.load(std::memory_order_relaxed);
+    return (state == detail::kUndecided ? detail::decide_counting() : state) == detail::kOn;
+}
+
+inline void count_call(HookId id) noexcept
+{
+    if (counting()) {
+        detail::g_call_counts[slot_of(id)].fetch_add(1, std::memory_order_relaxed);
+    }
+}
+
+std::uint64_t call_count(HookId id) noexcept;
+
+}  // namespace kcap

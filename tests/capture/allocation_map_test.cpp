@@ -1,0 +1,83 @@
+#include "allocation_map.h"
+
+#include <gtest/gtest.h>
+
+#include <thread>
+
+namespace kcap {
+namespace {
+
+Allocation alloc(uint64_t base, uint64_t size, AllocationKind kind = AllocationKind::kDevice) {
+    Allocation a;
+    a.base = base;
+    a.size = size;
+    a.kind = kind;
+    return a;
+}
+
+TEST(AllocationMap, FindsTheAllocationContainingAnAddress) {
+    AllocationMap map;
+    map.add(alloc(0x1000, 0x100));
+    map.add(alloc(0x2000, 0x800));
+    EXPECT_FALSE(map.find(0xfff));
+    EXPECT_EQ(map.find(0x1000)->base, 0x1000u);
+    EXPECT_EQ(map.find(0x10ff)->base, 0x1000u);
+    EXPECT_FALSE(map.find(0x1100));  // one past the end
+    EXPECT_EQ(map.find(0x27ff)->size, 0x800u);
+    EXPECT_FALSE(map.find(0x2800));
+    EXPECT_EQ(map.liveBytes(), 0x900u);
+}
+
+TEST(AllocationMap, RemoveByBaseOnly) {
+    AllocationMap map;
+    map.add(alloc(0x1000, 0x100));
+    EXPECT_FALSE(map.remove(0x1010));  // not a base
+    auto removed = map.remove(0x1000);
+    ASSERT_TRUE(removed);
+    EXPECT_EQ(removed->size, 0x100u);
+    EXPECT_FALSE(map.find(0x1000));
+    EXPECT_EQ(map.liveBytes(), 0u);
+}
+
+TEST(AllocationMap, ReusedAddressesReplaceStaleEntries) {
+    AllocationMap map;
+    map.add(alloc(0x1000, 0x1000));
+    map.add(alloc(0x1800, 0x1000));  // overlaps the tail of a missed free
+    EXPECT_EQ(map.size(), 1u);
+    EXPECT_EQ(map.find(0x1000), std::nullopt);
+    EXPECT_EQ(map.find(0x2000)->base, 0x1800u);
+    EXPECT_EQ(map.liveBytes(), 0x1000u);
+}
+
+TEST(AllocationMap, VmmMappingsInsideAReservation) {
+    AllocationMap map;
+    map.addReservation(0x100000, 0x800000);
+    map.add(alloc(0x100000, 0x200000, AllocationKind::kVmm));
+    map.add(alloc(0x300000, 0x200000, AllocationKind::kVmm));
+    EXPECT_EQ(map.findReservation(0x350000)->first, 0x100000u);
+    EXPECT_FALSE(map.findReservation(0x900000));
+    EXPECT_FALSE(map.find(0x500000));  // reserved, not mapped
+    auto removed = map.removeRange(0x100000, 0x800000);
+    EXPECT_EQ(removed.size(), 2u);
+    EXPECT_EQ(map.size(), 0u);
+}
+
+TEST(AllocationMap, ConcurrentQueriesAndUpdates) {
+    AllocationMap map;
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 4; ++t) {
+        threads.emplace_back([&map, t] {
+            uint64_t base = 0x10000000ull * static_cast<uint64_t>(t + 1);
+            for (int i = 0; i < 2000; ++i) {
+                map.add(alloc(base + static_cast<uint64_t>(i) * 0x1000, 0x800));
+                EXPECT_TRUE(map.find(base + static_cast<uint64_t>(i) * 0x1000 + 0x10));
+                if (i % 2) map.remove(base + static_cast<uint64_t>(i) * 0x1000);
+            }
+        });
+    }
+    for (auto& t : threads) t.join();
+    EXPECT_EQ(map.size(), 4000u);
+}
+
+}  // namespace
+}  // namespace kcap

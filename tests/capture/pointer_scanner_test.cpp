@@ -1,0 +1,100 @@
+#include "pointer_scanner.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+namespace kcap {
+namespace {
+
+class PointerScannerTest : public ::testing::Test {
+protected:
+    void SetUp() override {
+        Allocation a;
+        a.base = 0x7f0000000000;
+        a.size = 1 << 20;
+        allocations.add(a);
+        a.base = 0x7f0000200000;
+        a.size = 4096;
+        allocations.add(a);
+    }
+    template <class T>
+    void put(std::vector<uint8_t>& buffer, size_t offset, T value) {
+        std::memcpy(buffer.data() + offset, &value, sizeof value);
+    }
+    AllocationMap allocations;
+};
+
+TEST_F(PointerScannerTest, PlainPointerAndScalarParameters) {
+    // axpy(float a, const float* x, float* y, int n): offsets 0, 8, 16, 24
+    std::vector<uint8_t> params(28);
+    put(params, 0, 2.0f);
+    put<uint64_t>(params, 8, 0x7f0000000000 + 64);
+    put<uint64_t>(params, 16, 0x7f0000200000);
+    put(params, 24, 1000);
+    auto found = scanParams(params.data(), params.size(), {{0, 4}, {8, 8}, {16, 8}, {24, 4}}, allocations);
+    ASSERT_EQ(found.size(), 2u);
+    EXPECT_EQ(found[0].offset, 8u);
+    EXPECT_EQ(found[0].value, 0x7f0000000040u);
+    EXPECT_EQ(found[0].allocationBase, 0x7f0000000000u);
+    EXPECT_EQ(found[1].offset, 16u);
+    EXPECT_EQ(found[1].allocationBase, 0x7f0000200000u);
+    EXPECT_FALSE(found[0].inTensorMap);
+}
+
+TEST_F(PointerScannerTest, PointersInsideAByValueStruct) {
+    // scale_struct(ScaleArgs{src, dst, scale, n, stride}): one 32-byte parameter
+    std::vector<uint8_t> params(32);
+    put<uint64_t>(params, 0, 0x7f0000000100);
+    put<uint64_t>(params, 8, 0x7f0000200010);
+    put(params, 16, 0.5f);
+    put(params, 20, 7);
+    put<int64_t>(params, 24, 1);
+    auto found = scanParams(params.data(), params.size(), {{0, 32}}, allocations);
+    ASSERT_EQ(found.size(), 2u);
+    EXPECT_EQ(found[0].offset, 0u);
+    EXPECT_EQ(found[1].offset, 8u);
+}
+
+TEST_F(PointerScannerTest, TensorMapGlobalAddress) {
+    std::vector<uint8_t> params(256, 0);
+    put<uint64_t>(params, 0, 0x7f0000000000);   // an ordinary pointer
+    put<uint64_t>(params, 128, 0x7f0000000800);  // tensor map at 128: global address first
+    put<uint64_t>(params, 136, 0x7f0000000000);  // later words are not pointers
+    auto found = scanParams(params.data(), params.size(), {{0, 8}, {128, 128}}, allocations);
+    ASSERT_EQ(found.size(), 2u);
+    EXPECT_FALSE(found[0].inTensorMap);
+    EXPECT_TRUE(found[1].inTensorMap);
+    EXPECT_EQ(found[1].offset, 128u);
+}
+
+TEST_F(PointerScannerTest, WordsOutsideAnyAllocationAreNotPointers) {
+    std::vector<uint8_t> params(24);
+    put<uint64_t>(params, 0, 0x7f0000100000);   // one past the first allocation
+    put<uint64_t>(params, 8, 42);
+    put<uint64_t>(params, 16, 0x7f0000201000);  // one past the second
+    EXPECT_TRUE(scanParams(params.data(), params.size(), {{0, 8}, {8, 8}, {16, 8}}, allocations).empty());
+}
+
+TEST_F(PointerScannerTest, LayoutBeyondTheBufferIsIgnored) {
+    std::vector<uint8_t> params(8);
+    put<uint64_t>(params, 0, 0x7f0000000000);
+    EXPECT_TRUE(scanParams(params.data(), params.size(), {{8, 8}, {4, 8}}, allocations).empty());
+}
+
+TEST_F(PointerScannerTest, PointerArrayInsideABuffer) {
+    std::vector<uint8_t> buffer(40, 0);
+    // the device buffer starts 4 bytes past an 8-byte boundary: words are at 4, 12, ...
+    put<uint64_t>(buffer, 4, 0x7f0000000200);
+    put<uint64_t>(buffer, 12, 0x7f0000200020);
+    put<uint64_t>(buffer, 20, 12345);
+    auto found = scanIndirect(buffer.data(), buffer.size(), 0x7f0000000004, allocations);
+    ASSERT_EQ(found.size(), 2u);
+    EXPECT_EQ(found[0].offset, 4u);
+    EXPECT_EQ(found[0].allocationBase, 0x7f0000000000u);
+    EXPECT_EQ(found[1].offset, 12u);
+    EXPECT_EQ(found[1].allocationBase, 0x7f0000200000u);
+}
+
+}  // namespace
+}  // namespace kcap

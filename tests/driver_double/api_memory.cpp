@@ -1,0 +1,206 @@
+// Device memory on the host: allocations, copies and memsets, each checked
+// against the allocation table so that a test's out-of-bounds copy fails
+// like it would on a GPU instead of corrupting the heap.
+#include "driver_exports.h"
+#include "state.h"
+
+#include <cuda.h>
+
+#include <cstring>
+
+namespace kcap_double {
+namespace {
+
+CUresult copy(void* destination, const void* source, std::size_t bytes, CUdeviceptr device_a,
+              CUdeviceptr device_b, CUstream stream)
+{
+    if (const CUresult r = need_context(); r != CUDA_SUCCESS) {
+        return r;
+    }
+    {
+        State& s = state();
+        Lock lock(s.mutex);
+        if (!valid_stream(s, stream)) {
+            return CUDA_ERROR_INVALID_HANDLE;
+        }
+        if ((device_a != 0 && !s.contains(device_a, bytes)) || (device_b != 0 && !s.contains(device_b, bytes))) {
+            return CUDA_ERROR_INVALID_VALUE;
+        }
+    }
+    std::memmove(destination, source, bytes);
+    return CUDA_SUCCESS;
+}
+
+CUresult copy_htod(CUdeviceptr dst, const void* src, std::size_t bytes, CUstream stream)
+{
+    return copy(reinterpret_cast<void*>(dst), src, bytes, dst, 0, stream);
+}
+
+CUresult copy_dtoh(void* dst, CUdeviceptr src, std::size_t bytes, CUstream stream)
+{
+    return copy(dst, reinterpret_cast<const void*>(src), bytes, src, 0, stream);
+}
+
+CUresult copy_dtod(CUdeviceptr dst, CUdeviceptr src, std::size_t bytes, CUstream stream)
+{
+    return copy(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), bytes, dst, src, stream);
+}
+
+template <class T>
+CUresult fill(CUdeviceptr dst, T value, std::size_t count, CUstream stream)
+{
+    if (const CUresult r = need_context(); r != CUDA_SUCCESS) {
+        return r;
+    }
+    {
+        State& s = state();
+        Lock lock(s.mutex);
+        if (!valid_stream(s, stream)) {
+            return CUDA_ERROR_INVALID_HANDLE;
+        }
+        if (!s.contains(dst, count * sizeof(T))) {
+            return CUDA_ERROR_INVALID_VALUE;
+        }
+    }
+    auto* out = reinterpret_cast<T*>(dst);
+    for (std::size_t i = 0; i < count; ++i) {
+        out[i] = value;
+    }
+    return CUDA_SUCCESS;
+}
+
+}  // namespace
+}  // namespace kcap_double
+
+using namespace kcap_double;
+
+// ---- memory -----------------------------------------------------------------------
+
+DOUBLE_API CUresult cuMemAlloc_v2(CUdeviceptr* address, std::size_t bytes)
+{
+    if (const CUresult r = need_context(); r != CUDA_SUCCESS) {
+        return r;
+    }
+    if (address == nullptr || bytes == 0) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    State& s = state();
+    Lock lock(s.mutex);
+    *address = s.allocate(bytes);
+    return *address != 0 ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+DOUBLE_API CUresult cuMemFree_v2(CUdeviceptr address)
+{
+    if (const CUresult r = need_context(); r != CUDA_SUCCESS) {
+        return r;
+    }
+    State& s = state();
+    Lock lock(s.mutex);
+    return s.release(address) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+DOUBLE_API CUresult cuMemGetAddressRange_v2(CUdeviceptr* base, std::size_t* size, CUdeviceptr address)
+{
+    if (const CUresult r = need_context(); r != CUDA_SUCCESS) {
+        return r;
+    }
+    State& s = state();
+    Lock lock(s.mutex);
+    CUdeviceptr found_base = 0;
+    std::size_t found_size = 0;
+    if (!s.range_of(address, found_base, found_size)) {
+        return CUDA_ERROR_NOT_FOUND;
+    }
+    if (base != nullptr) {
+        *base = found_base;
+    }
+    if (size != nullptr) {
+        *size = found_size;
+    }
+    return CUDA_SUCCESS;
+}
+
+DOUBLE_API CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void* src, std::size_t bytes)
+{
+    return copy_htod(dst, src, bytes, nullptr);
+}
+DOUBLE_API CUresult cuMemcpyHtoD_v2_ptds(CUdeviceptr dst, const void* src, std::size_t bytes)
+{
+    return copy_htod(dst, src, bytes, CU_STREAM_PER_THREAD);
+}
+DOUBLE_API CUresult cuMemcpyDtoH_v2(void* dst, CUdeviceptr src, std::size_t bytes)
+{
+    return copy_dtoh(dst, src, bytes, nullptr);
+}
+DOUBLE_API CUresult cuMemcpyDtoH_v2_ptds(void* dst, CUdeviceptr src, std::size_t bytes)
+{
+    return copy_dtoh(dst, src, bytes, CU_STREAM_PER_THREAD);
+}
+DOUBLE_API CUresult cuMemcpyDtoD_v2(CUdeviceptr dst, CUdeviceptr src, std::size_t bytes)
+{
+    return copy_dtod(dst, src, bytes, nullptr);
+}
+DOUBLE_API CUresult cuMemcpyDtoD_v2_ptds(CUdeviceptr dst, CUdeviceptr src, std::size_t bytes)
+{
+    return copy_dtod(dst, src, bytes, CU_STREAM_PER_THREAD);
+}
+DOUBLE_API CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void* src, std::size_t bytes, CUstream stream)
+{
+    return copy_htod(dst, src, bytes, stream);
+}
+DOUBLE_API CUresult cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr dst, const void* src, std::size_t bytes,
+                                              CUstream stream)
+{
+    return copy_htod(dst, src, bytes, stream);
+}
+DOUBLE_API CUresult cuMemcpyDtoHAsync_v2(void* dst, CUdeviceptr src, std::size_t bytes, CUstream stream)
+{
+    return copy_dtoh(dst, src, bytes, stream);
+}
+DOUBLE_API CUresult cuMemcpyDtoHAsync_v2_ptsz(void* dst, CUdeviceptr src, std::size_t bytes, CUstream stream)
+{
+    return copy_dtoh(dst, src, bytes, stream);
+}
+DOUBLE_API CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, std::size_t bytes, CUstream stream)
+{
+    return copy_dtod(dst, src, bytes, stream);
+}
+DOUBLE_API CUresult cuMemcpyDtoDAsync_v2_ptsz(CUdeviceptr dst, CUdeviceptr src, std::size_t bytes,
+                                              CUstream stream)
+{
+    return copy_dtod(dst, src, bytes, stream);
+}
+DOUBLE_API CUresult cuMemsetD8_v2(CUdeviceptr dst, unsigned char value, std::size_t count)
+{
+    return fill(dst, value, count, nullptr);
+}
+DOUBLE_API CUresult cuMemsetD8_v2_ptds(CUdeviceptr dst, unsigned char value, std::size_t count)
+{
+    return fill(dst, value, count, CU_STREAM_PER_THREAD);
+}
+DOUBLE_API CUresult cuMemsetD32_v2(CUdeviceptr dst, unsigned value, std::size_t count)
+{
+    return fill(dst, value, count, nullptr);
+}
+DOUBLE_API CUresult cuMemsetD32_v2_ptds(CUdeviceptr dst, unsigned value, std::size_t count)
+{
+    return fill(dst, value, count, CU_STREAM_PER_THREAD);
+}
+DOUBLE_API CUresult cuMemsetD8Async(CUdeviceptr dst, unsigned char value, std::size_t count, CUstream stream)
+{
+    return fill(dst, value, count, stream);
+}
+DOUBLE_API CUresult cuMemsetD8Async_ptsz(CUdeviceptr dst, unsigned char value, std::size_t count,
+                                         CUstream stream)
+{
+    return fill(dst, value, count, stream);
+}
+DOUBLE_API CUresult cuMemsetD32Async(CUdeviceptr dst, unsigned value, std::size_t count, CUstream stream)
+{
+    return fill(dst, value, count, stream);
+}
+DOUBLE_API CUresult cuMemsetD32Async_ptsz(CUdeviceptr dst, unsigned value, std::size_t count, CUstream stream)
+{
+    return fill(dst, value, count, stream);
+}

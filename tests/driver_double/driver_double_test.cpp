@@ -1,0 +1,220 @@
+// The double's own contract, checked without the shim: the interpose tests
+// (and the recorder's tests later) rely on it behaving like the driver where
+// it matters: lookups by (name, version, flags), the real images of kernels/,
+// parameter layouts, handle kinds, globals, and bounds on device memory.
+#include "driver_exports.h"
+
+#include <cuda.h>
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+namespace {
+
+std::string read_kernel_file(const char* name)
+{
+    const std::string path = std::string(KCAP_KERNELS_DIR) + "/" + name;
+    std::FILE* in = std::fopen(path.c_str(), "rb");
+    EXPECT_NE(in, nullptr) << path;
+    std::string bytes;
+    if (in != nullptr) {
+        char chunk[4096];
+        std::size_t n = 0;
+        while ((n = std::fread(chunk, 1, sizeof chunk, in)) > 0) {
+            bytes.append(chunk, n);
+        }
+        std::fclose(in);
+    }
+    return bytes;
+}
+
+class DriverDouble : public ::testing::Test {
+protected:
+    void SetUp() override
+    {
+        ASSERT_EQ(cuInit(0), CUDA_SUCCESS);
+        ASSERT_EQ(cuDevicePrimaryCtxRetain(&context_, 0), CUDA_SUCCESS);
+        ASSERT_EQ(cuCtxSetCurrent(context_), CUDA_SUCCESS);
+    }
+    void TearDown() override { EXPECT_EQ(cuDevicePrimaryCtxRelease(0), CUDA_SUCCESS); }
+
+    void* lookup(const char* name, int version, cuuint64_t flags, CUresult expected = CUDA_SUCCESS,
+                 CUdriverProcAddressQueryResult expected_status = CU_GET_PROC_ADDRESS_SUCCESS)
+    {
+        void* fn = nullptr;
+        CUdriverProcAddressQueryResult status{};
+        EXPECT_EQ(cuGetProcAddress_v2(name, &fn, version, flags, &status), expected) << name;
+        EXPECT_EQ(status, expected_status) << name;
+        return fn;
+    }
+
+    CUcontext context_ = nullptr;
+};
+
+TEST_F(DriverDouble, ProcAddressPicksNewestVersionNotAboveTheRequest)
+{
+    EXPECT_EQ(lookup("cuLaunchKernel", 13000, 0), reinterpret_cast<void*>(&cuLaunchKernel));
+    EXPECT_EQ(lookup("cuLaunchKernel", 13000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM),
+              reinterpret_cast<void*>(&cuLaunchKernel_ptsz));
+    EXPECT_EQ(lookup("cuMemAlloc", 13000, 0), reinterpret_cast<void*>(&cuMemAlloc_v2));
+    EXPECT_EQ(lookup("cuDeviceGetUuid", 11000, 0), reinterpret_cast<void*>(&cuDeviceGetUuid));
+    EXPECT_EQ(lookup("cuDeviceGetUuid", 11040, 0), reinterpret_cast<void*>(&cuDeviceGetUuid_v2));
+    EXPECT_EQ(lookup("cuGetProcAddress", 11030, 0), reinterpret_cast<void*>(&cuGetProcAddress));
+    EXPECT_EQ(lookup("cuGetProcAddress", 12000, 0), reinterpret_cast<void*>(&cuGetProcAddress_v2));
+    // No per-thread variant: the flag gets the ordinary function.
+    EXPECT_EQ(lookup("cuModuleLoadData", 13000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM),
+              reinterpret_cast<void*>(&cuModuleLoadData));
+    // An H200's driver: the lookup "succeeds" with NULL and says why in the
+    // status; the older form fails and leaves the pointer alone.
+    EXPECT_EQ(lookup("cuNoSuchFunction", 13000, 0, CUDA_SUCCESS, CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND), nullptr);
+    EXPECT_EQ(lookup("cuLibraryLoadData", 11080, 0, CUDA_SUCCESS, CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT),
+              nullptr);
+    EXPECT_EQ(lookup("cuLaunchKernel", 6000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, CUDA_SUCCESS,
+                     CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT),
+              nullptr);
+    EXPECT_EQ(lookup("cuLaunchKernel", 13000,
+                     CU_GET_PROC_ADDRESS_LEGACY_STREAM | CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM),
+              reinterpret_cast<void*>(&cuLaunchKernel_ptsz));
+    void* untouched = &untouched;
+    EXPECT_EQ(cuGetProcAddress("cuNoSuchFunction", &untouched, 13000, 0), CUDA_ERROR_NOT_FOUND);
+    EXPECT_EQ(untouched, &untouched);
+}
+
+TEST_F(DriverDouble, LoadsEveryImageKindOfKernels)
+{
+    for (const char* file : {"axpy.fatbin", "axpy.sm_90.cubin", "axpy.ptx"}) {
+        const std::string image = read_kernel_file(file);
+        CUmodule module = nullptr;
+        ASSERT_EQ(cuModuleLoadData(&module, image.c_str()), CUDA_SUCCESS) << file;
+        CUfunction axpy = nullptr;
+        EXPECT_EQ(cuModuleGetFunction(&axpy, module, "axpy"), CUDA_SUCCESS) << file;
+        CUfunction other = nullptr;
+        EXPECT_EQ(cuModuleGetFunction(&other, module, "reduce_sum"), CUDA_ERROR_NOT_FOUND) << file;
+        EXPECT_EQ(cuModuleUnload(module), CUDA_SUCCESS);
+    }
+    // cudart's wrapper around a fatbin (__fatDeviceText).
+    const std::string fatbin = read_kernel_file("reduce.fatbin");
+    struct {
+        std::uint32_t magic;
+        std::uint32_t version;
+        const void* data;
+        const void* extra;
+    } wrapper{0x466243B1, 1, fatbin.data(), nullptr};
+    CUlibrary library = nullptr;
+    ASSERT_EQ(cuLibraryLoadData(&library, &wrapper, nullptr, nullptr, 0, nullptr, nullptr, 0), CUDA_SUCCESS);
+    CUkernel kernel = nullptr;
+    EXPECT_EQ(cuLibraryGetKernel(&kernel, library, "reduce_sum"), CUDA_SUCCESS);
+    EXPECT_EQ(cuLibraryUnload(library), CUDA_SUCCESS);
+
+    const char garbage[] = "\x01\x02\x03\x04garbage";
+    CUmodule module = nullptr;
+    EXPECT_EQ(cuModuleLoadData(&module, garbage), CUDA_ERROR_INVALID_IMAGE);
+}
+
+TEST_F(DriverDouble, ParameterLayoutsAndHandleKinds)
+{
+    const std::string image = read_kernel_file("struct_param.fatbin");
+    CUlibrary library = nullptr;
+    ASSERT_EQ(cuLibraryLoadData(&library, image.data(), nullptr, nullptr, 0, nullptr, nullptr, 0), CUDA_SUCCESS);
+    CUkernel kernel = nullptr;
+    ASSERT_EQ(cuLibraryGetKernel(&kernel, library, "scale_struct"), CUDA_SUCCESS);
+    CUfunction function = nullptr;
+    ASSERT_EQ(cuKernelGetFunction(&function, kernel), CUDA_SUCCESS);
+
+    std::size_t offset = 1;
+    std::size_t size = 0;
+    EXPECT_EQ(cuKernelGetParamInfo(kernel, 0, &offset, &size), CUDA_SUCCESS);
+    EXPECT_EQ(offset, 0u);
+    EXPECT_EQ(size, 32u);  // one by-value ScaleArgs
+    EXPECT_EQ(cuFuncGetParamInfo(function, 0, &offset, &size), CUDA_SUCCESS);
+    EXPECT_EQ(cuFuncGetParamInfo(function, 1, &offset, &size), CUDA_ERROR_INVALID_VALUE);
+
+    // As on the GPU: a CUkernel is no CUfunction for the name and parameter
+    // queries, though it launches as one.
+    const char* name = nullptr;
+    EXPECT_EQ(cuFuncGetName(&name, reinterpret_cast<CUfunction>(kernel)), CUDA_ERROR_INVALID_HANDLE);
+    EXPECT_EQ(cuFuncGetParamInfo(reinterpret_cast<CUfunction>(kernel), 0, &offset, &size),
+              CUDA_ERROR_INVALID_HANDLE);
+    EXPECT_EQ(cuKernelGetName(&name, kernel), CUDA_SUCCESS);
+    EXPECT_STREQ(name, "scale_struct");
+    EXPECT_EQ(cuFuncGetName(&name, function), CUDA_SUCCESS);
+    EXPECT_STREQ(name, "scale_struct");
+    EXPECT_EQ(cuLibraryUnload(library), CUDA_SUCCESS);
+
+    const std::string axpy_image = read_kernel_file("axpy.sm_90.cubin");
+    CUmodule module = nullptr;
+    ASSERT_EQ(cuModuleLoadData(&module, axpy_image.data()), CUDA_SUCCESS);
+    CUfunction axpy = nullptr;
+    ASSERT_EQ(cuModuleGetFunction(&axpy, module, "axpy"), CUDA_SUCCESS);
+    const std::size_t offsets[] = {0, 8, 16, 24};
+    const std::size_t sizes[] = {4, 8, 8, 4};
+    for (std::size_t i = 0; i < 4; ++i) {
+        EXPECT_EQ(cuFuncGetParamInfo(axpy, i, &offset, &size), CUDA_SUCCESS);
+        EXPECT_EQ(offset, offsets[i]);
+        EXPECT_EQ(size, sizes[i]);
+    }
+    EXPECT_EQ(cuModuleUnload(module), CUDA_SUCCESS);
+}
+
+TEST_F(DriverDouble, ModuleGlobalsAreDeviceMemoryPerModule)
+{
+    const std::string image = read_kernel_file("constant.sm_90.cubin");
+    CUmodule first = nullptr;
+    CUmodule second = nullptr;
+    ASSERT_EQ(cuModuleLoadData(&first, image.data()), CUDA_SUCCESS);
+    ASSERT_EQ(cuModuleLoadData(&second, image.data()), CUDA_SUCCESS);
+    CUdeviceptr coeffs = 0;
+    CUdeviceptr other_coeffs = 0;
+    std::size_t bytes = 0;
+    ASSERT_EQ(cuModuleGetGlobal(&coeffs, &bytes, first, "coeffs"), CUDA_SUCCESS);
+    EXPECT_EQ(bytes, 64u);
+    ASSERT_EQ(cuModuleGetGlobal(&other_coeffs, nullptr, second, "coeffs"), CUDA_SUCCESS);
+    EXPECT_NE(coeffs, other_coeffs);
+    CUdeviceptr count = 0;
+    ASSERT_EQ(cuModuleGetGlobal(&count, &bytes, first, "call_count"), CUDA_SUCCESS);
+    EXPECT_EQ(bytes, 4u);
+    EXPECT_EQ(cuModuleGetGlobal(&count, &bytes, first, "no_such_global"), CUDA_ERROR_NOT_FOUND);
+
+    // poly_eval adds one to call_count per block.
+    CUfunction poly = nullptr;
+    ASSERT_EQ(cuModuleGetFunction(&poly, first, "poly_eval"), CUDA_SUCCESS);
+    CUdeviceptr x = 0;
+    CUdeviceptr y = 0;
+    ASSERT_EQ(cuMemAlloc(&x, 64 * sizeof(float)), CUDA_SUCCESS);
+    ASSERT_EQ(cuMemAlloc(&y, 64 * sizeof(float)), CUDA_SUCCESS);
+    int n = 64;
+    void* params[] = {&x, &y, &n};
+    ASSERT_EQ(cuLaunchKernel(poly, 3, 1, 1, 32, 1, 1, 0, nullptr, params, nullptr), CUDA_SUCCESS);
+    int calls = 0;
+    ASSERT_EQ(cuMemcpyDtoH(&calls, count, sizeof calls), CUDA_SUCCESS);
+    EXPECT_EQ(calls, 3);
+
+    EXPECT_EQ(cuMemFree(x), CUDA_SUCCESS);
+    EXPECT_EQ(cuMemFree(y), CUDA_SUCCESS);
+    EXPECT_EQ(cuModuleUnload(first), CUDA_SUCCESS);
+    EXPECT_EQ(cuModuleUnload(second), CUDA_SUCCESS);
+}
+
+TEST_F(DriverDouble, DeviceMemoryIsAlignedAndBounded)
+{
+    CUdeviceptr p = 0;
+    ASSERT_EQ(cuMemAlloc(&p, 1000), CUDA_SUCCESS);
+    EXPECT_EQ(p % 256, 0u);
+    CUdeviceptr base = 0;
+    std::size_t size = 0;
+    EXPECT_EQ(cuMemGetAddressRange(&base, &size, p + 999), CUDA_SUCCESS);
+    EXPECT_EQ(base, p);
+    EXPECT_EQ(size, 1000u);
+    EXPECT_EQ(cuMemGetAddressRange(&base, &size, p + 1000), CUDA_ERROR_NOT_FOUND);
+    std::vector<char> host(1001);
+    EXPECT_EQ(cuMemcpyHtoD(p, host.data(), 1000), CUDA_SUCCESS);
+    EXPECT_EQ(cuMemcpyHtoD(p, host.data(), 1001), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_EQ(cuMemsetD32(p + 4, 0, 250), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_EQ(cuMemFree(p), CUDA_SUCCESS);
+    EXPECT_EQ(cuMemFree(p), CUDA_ERROR_INVALID_VALUE);
+}
+
+}  // namespace

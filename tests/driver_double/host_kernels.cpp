@@ -1,0 +1,125 @@
+// Host versions of kernels/*.cu. Each loops over the launch's blocks and
+// threads as the GPU would run them; the arithmetic is the kernel's own, in
+// the same order where that matters (the reduction tree).
+#include "host_kernels.h"
+
+#include <array>
+#include <cstring>
+
+namespace kcap_double {
+namespace {
+
+template <class T>
+T param(void* const* params, std::size_t i)
+{
+    T value;
+    std::memcpy(&value, params[i], sizeof value);
+    return value;
+}
+
+// axpy(float a, const float* x, float* y, int n): y[i] = a * x[i] + y[i]
+constexpr ParamSlot kAxpyParams[] = {{0, 4}, {8, 8}, {16, 8}, {24, 4}};
+void axpy(const LaunchShape& shape, void* const* params, const ModuleGlobals&)
+{
+    const auto a = param<float>(params, 0);
+    const auto* x = param<const float*>(params, 1);
+    auto* y = param<float*>(params, 2);
+    const auto n = param<int>(params, 3);
+    for (unsigned long long i = 0; i < shape.threads_x(); ++i) {
+        if (i < static_cast<unsigned long long>(n < 0 ? 0 : n)) {
+            y[i] = a * x[i] + y[i];
+        }
+    }
+}
+
+// reduce_sum(const float* in, float* out, unsigned n): *out += sum(in), one
+// shared-memory tree per block of 256 threads, one atomicAdd per block.
+constexpr ParamSlot kReduceParams[] = {{0, 8}, {8, 8}, {16, 4}};
+void reduce_sum(const LaunchShape& shape, void* const* params, const ModuleGlobals&)
+{
+    constexpr unsigned kBlock = 256;
+    const auto* in = param<const float*>(params, 0);
+    auto* out = param<float*>(params, 1);
+    const auto n = param<unsigned>(params, 2);
+    const unsigned long long stride = 1ULL * shape.grid[0] * kBlock;
+    std::array<float, kBlock> partial{};
+    for (unsigned block = 0; block < shape.grid[0]; ++block) {
+        for (unsigned tid = 0; tid < kBlock; ++tid) {
+            float acc = 0.0f;
+            for (unsigned long long i = 1ULL * block * kBlock + tid; i < n; i += stride) {
+                acc += in[i];
+            }
+            partial[tid] = acc;
+        }
+        for (unsigned s = kBlock / 2; s > 0; s >>= 1) {
+            for (unsigned tid = 0; tid < s; ++tid) {
+                partial[tid] += partial[tid + s];
+            }
+        }
+        *out += partial[0];
+    }
+}
+
+// scale_struct(ScaleArgs): dst[i * stride] = src[i * stride] * scale
+struct ScaleArgs {
+    const float* src;
+    float* dst;
+    float scale;
+    int n;
+    long long stride;
+};
+static_assert(sizeof(ScaleArgs) == 32);
+constexpr ParamSlot kScaleParams[] = {{0, 32}};
+void scale_struct(const LaunchShape& shape, void* const* params, const ModuleGlobals&)
+{
+    const auto args = param<ScaleArgs>(params, 0);
+    (void)shape;  // grid-strided: every i < n is done once whatever the grid
+    for (long long i = 0; i < args.n; ++i) {
+        const long long j = i * args.stride;
+        args.dst[j] = args.src[j] * args.scale;
+    }
+}
+
+// poly_eval(const float* x, float* y, int n) with __constant__ float
+// coeffs[16] and __device__ int call_count, incremented once per block.
+constexpr ParamSlot kPolyParams[] = {{0, 8}, {8, 8}, {16, 4}};
+void poly_eval(const LaunchShape& shape, void* const* params, const ModuleGlobals& globals)
+{
+    const auto* x = param<const float*>(params, 0);
+    auto* y = param<float*>(params, 1);
+    const auto n = param<int>(params, 2);
+    const auto* coeffs = static_cast<const float*>(globals.find("coeffs"));
+    auto* call_count = static_cast<int*>(globals.find("call_count"));
+    for (unsigned long long i = 0; i < shape.threads_x(); ++i) {
+        if (i < static_cast<unsigned long long>(n < 0 ? 0 : n)) {
+            const float v = x[i];
+            float acc = coeffs[15];
+            for (int k = 14; k >= 0; --k) {
+                acc = acc * v + coeffs[k];
+            }
+            y[i] = acc;
+        }
+    }
+    // One atomicAdd per block; other threads may run poly_eval on the same
+    // module concurrently.
+    __atomic_fetch_add(call_count, static_cast<int>(shape.blocks()), __ATOMIC_RELAXED);
+}
+
+constexpr KernelDef kKernels[] = {
+    {"axpy", kAxpyParams, axpy},
+    {"reduce_sum", kReduceParams, reduce_sum},
+    {"scale_struct", kScaleParams, scale_struct},
+    {"poly_eval", kPolyParams, poly_eval},
+};
+
+constexpr GlobalDef kGlobals[] = {
+    {"coeffs", 16 * sizeof(float)},
+    {"call_count", sizeof(int)},
+};
+
+}  // namespace
+
+std::span<const KernelDef> host_kernels() { return kKernels; }
+std::span<const GlobalDef> host_globals() { return kGlobals; }
+
+}  // namespace kcap_double

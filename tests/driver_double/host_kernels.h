@@ -1,0 +1,57 @@
+// The kernels the double can run: for each kernel of kernels/ a host
+// implementation with the same semantics, the parameter layout the real
+// driver reports for it (cuFuncGetParamInfo), and the module globals.
+//
+// To let a test use another kernel, add it here: name, parameter offsets and
+// sizes (what nvcc puts in EIATTR_KPARAM_INFO; natural C alignment for plain
+// parameters), and a function that loops over the grid.
+#pragma once
+
+#include <cstddef>
+#include <span>
+#include <string_view>
+
+namespace kcap_double {
+
+struct LaunchShape {
+    unsigned grid[3];
+    unsigned block[3];
+    unsigned shared_bytes;
+
+    unsigned long long blocks() const { return 1ULL * grid[0] * grid[1] * grid[2]; }
+    unsigned long long threads_x() const { return 1ULL * grid[0] * block[0]; }
+};
+
+// A module's __device__ / __constant__ variables, by name (host memory).
+class ModuleGlobals {
+public:
+    virtual void* find(std::string_view name) const = 0;
+
+protected:
+    ~ModuleGlobals() = default;
+};
+
+struct ParamSlot {
+    std::size_t offset;
+    std::size_t size;
+};
+
+// params[i] points at the value of parameter i, as in cuLaunchKernel's
+// kernelParams.
+using HostKernel = void (*)(const LaunchShape& shape, void* const* params, const ModuleGlobals& globals);
+
+struct KernelDef {
+    std::string_view name;
+    std::span<const ParamSlot> params;
+    HostKernel run;
+};
+
+struct GlobalDef {
+    std::string_view name;
+    std::size_t size;
+};
+
+std::span<const KernelDef> host_kernels();
+std::span<const GlobalDef> host_globals();
+
+}  // namespace kcap_double

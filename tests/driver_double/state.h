@@ -1,0 +1,129 @@
+// The double's driver state: one device, contexts, modules, libraries,
+// launch handles, streams and allocations, all on host memory.
+//
+// Handles given to the program are pointers to these objects; every handle
+// the program passes back is checked against the live set first, so a test
+// that uses a stale or wrong handle gets the driver's error code instead of
+// a crash. One mutex guards the whole state; kernels run outside it.
+#pragma once
+
+#include "host_kernels.h"
+#include "images.h"
+
+#include <cuda.h>
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_set>
+
+namespace kcap_double {
+
+struct Context {
+    CUdevice device = 0;
+};
+
+struct Library;
+struct Launchable;
+
+struct Module final : ModuleGlobals {
+    ImageContents contents;
+    std::map<std::string, void*, std::less<>> globals;  // name -> device (host) address
+    std::map<const KernelDef*, Launchable*> functions;
+    Library* library = nullptr;  // the library's module
+
+    void* find(std::string_view name) const override;
+};
+
+// A CUfunction or a CUkernel. Either one launches (a CUkernel cast to
+// CUfunction is a valid launch handle); the name and parameter queries take
+// only their own kind, as the real driver's do.
+struct Launchable {
+    enum class Kind { function, kernel };
+    Kind kind;
+    const KernelDef* def;
+    Module* module;
+};
+
+struct Library {
+    Module* module = nullptr;
+    std::map<const KernelDef*, Launchable*> kernels;
+};
+
+struct Stream {
+    unsigned flags = 0;
+};
+
+class State {
+public:
+    std::mutex mutex;
+    std::atomic<bool> initialized{false};
+
+    Context primary_context;
+    int primary_retains = 0;
+
+    std::unordered_set<const Context*> contexts{&primary_context};
+    std::unordered_set<const Module*> modules;
+    std::unordered_set<const Launchable*> launchables;
+    std::unordered_set<const Library*> libraries;
+    std::unordered_set<const Stream*> streams;
+    std::map<std::uintptr_t, std::size_t> allocations;  // base -> size
+
+    // Device memory: host memory aligned as cudaMalloc's (256). Needs the lock.
+    CUdeviceptr allocate(std::size_t bytes);
+    bool release(CUdeviceptr base);
+    // The allocation holding [address, address + bytes), if any. Needs the lock.
+    bool contains(CUdeviceptr address, std::size_t bytes) const;
+    bool range_of(CUdeviceptr address, CUdeviceptr& base, std::size_t& size) const;
+
+    // Loads an image into a new module. Needs the lock.
+    CUresult load_module(const void* image, Module*& module);
+    void unload_module(Module* module);
+
+    // The module's CUfunction for a kernel, made on first request (the
+    // driver hands out the same handle every time). Needs the lock.
+    Launchable* function_for(Module* module, const KernelDef* def);
+};
+
+State& state();
+
+// The calling thread's current context (the driver's context stack, one deep).
+Context*& current_context();
+
+// ---- checks the entry points share --------------------------------------------
+
+using Lock = std::lock_guard<std::mutex>;
+
+constexpr int kMultiprocessors = 132;  // an H200's
+
+inline CUresult need_init()
+{
+    return state().initialized.load() ? CUDA_SUCCESS : CUDA_ERROR_NOT_INITIALIZED;
+}
+
+inline CUresult need_context()
+{
+    if (const CUresult r = need_init(); r != CUDA_SUCCESS) {
+        return r;
+    }
+    return current_context() != nullptr ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
+}
+
+// The legacy and per-thread default streams are always valid. Needs the lock.
+inline bool valid_stream(const State& s, CUstream stream)
+{
+    return stream == nullptr || stream == CU_STREAM_LEGACY || stream == CU_STREAM_PER_THREAD ||
+           s.streams.count(reinterpret_cast<const Stream*>(stream)) != 0;
+}
+
+// A live CUfunction or CUkernel of the given kind, or nullptr. Needs the lock.
+inline const Launchable* find_launchable(const State& s, const void* handle, Launchable::Kind kind)
+{
+    const auto* launchable = static_cast<const Launchable*>(handle);
+    return s.launchables.count(launchable) != 0 && launchable->kind == kind ? launchable : nullptr;
+}
+
+}  // namespace kcap_double
