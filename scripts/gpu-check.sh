@@ -16,7 +16,7 @@ status=0
 } 2>&1 | tee "$out/machine.txt"
 
 cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >"$out/configure.log" 2>&1 &&
-  cmake --build build-gpu -j "$JOBS" >"$out/build.log" 2>&1 || { echo "BUILD FAILED"; tail -40 "$out/build.log" "$out/configure.log"; exit 1; }
+  cmake --build build-gpu -j "$JOBS" >"$out/build.log" 2>&1 || { echo "BUILD FAILED"; tail -n 40 "$out/configure.log" "$out/build.log"; exit 1; }
 echo "build ok"
 
 ctest --test-dir build-gpu -LE gpu --output-on-failure -j "$JOBS" >"$out/ctest-ci.log" 2>&1 || status=1

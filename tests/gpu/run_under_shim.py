@@ -1,0 +1,199 @@
+#!/usr/bin/env python3
+"""Runs a GPU test program without and with the kcap shim and checks that the
+shim changed nothing and saw every launch the program made.
+
+    run_under_shim.py --shim libkcap_interpose.so [options] -- COMMAND [ARGS...]
+
+The program says on stdout what it did, one fact a line (the same lines as
+tests/interpose/programs/driver_program.h, plus two for programs whose
+libraries choose their kernels):
+
+    result ...                 anything it computed: compared, not parsed
+    made kernel NAME N         it launched kernel NAME N times: the shim counted exactly N
+    made call SYMBOL N         it (or cudart for it) called driver entry point SYMBOL
+                               N times: the shim counted exactly N (with --hooks, only
+                               hooked symbols are checked, and all of them)
+    made launches N            it launched N kernels in all: the shim's per-kernel counts
+                               and its calls of the launch entry points both total N
+    made at-least REGEX N      kernels whose names match REGEX (re.search) were launched
+                               at least N times (cuBLAS and PyTorch pick their kernels)
+
+The test passes when all of these hold, and fails otherwise (it never skips:
+a GPU test that could not run must not look like one that passed):
+  1. both runs exit with status 0 within --timeout;
+  2. their stdout is identical (the shim changed no result);
+  3. the shim run wrote KCAP_STATS_FILE and printed no "kcap:" line on stderr;
+  4. the program printed at least one "made" line, and every one holds;
+  5. with --hooks driver_hooks.def (driver-API programs, which count every
+     driver call they make): every hooked symbol was seen exactly as often as
+     the program made it, 0 for those it never printed.
+
+The runs' output and the stats file are kept in --log-dir.
+"""
+import argparse
+import os
+import re
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+LAUNCH_SYMBOL = re.compile(r"^cuLaunch(Kernel|KernelEx|CooperativeKernel)(_ptsz)?$")
+
+
+def parse_args():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--shim", required=True, help="libkcap_interpose.so")
+    parser.add_argument("--hooks", help="interpose/driver_hooks.def: check every hooked symbol's count")
+    parser.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
+                        help="set in both runs' environment")
+    parser.add_argument("--log-dir", default=".", help="where the runs' output and the stats file go")
+    parser.add_argument("--timeout", type=float, default=120, help="seconds for each run")
+    parser.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
+    args = parser.parse_args()
+    if args.command[:1] == ["--"]:
+        args.command = args.command[1:]
+    if not args.command:
+        parser.error("no command given")
+    return args
+
+
+class Run:
+    def __init__(self, label, returncode, out, err, timed_out):
+        self.label, self.returncode, self.out, self.err, self.timed_out = label, returncode, out, err, timed_out
+
+    def ok(self):
+        return not self.timed_out and self.returncode == 0
+
+    def describe(self):
+        status = "TIMED OUT" if self.timed_out else f"exit status {self.returncode}"
+        return f"--- {self.label} run: {status}\n--- stdout\n{self.out}--- stderr\n{self.err}"
+
+
+def run(command, label, env, log_dir, timeout):
+    start = time.monotonic()
+    try:
+        done = subprocess.run(command, env=env, capture_output=True, text=True, errors="replace", timeout=timeout)
+        result = Run(label, done.returncode, done.stdout, done.stderr, False)
+    except subprocess.TimeoutExpired as expired:  # a hang, most likely: the child was killed
+        decode = lambda b: b.decode(errors="replace") if isinstance(b, bytes) else (b or "")
+        result = Run(label, None, decode(expired.stdout), decode(expired.stderr), True)
+    result.seconds = time.monotonic() - start
+    (log_dir / f"{label}.stdout").write_text(result.out)
+    (log_dir / f"{label}.stderr").write_text(result.err)
+    return result
+
+
+def counts(text, prefix):
+    """'<prefix> NAME N' lines; NAME may hold spaces, N is the last field."""
+    found = Counter()
+    for line in text.splitlines():
+        if line.startswith(prefix + " "):
+            name, _, n = line[len(prefix) + 1:].rpartition(" ")
+            found[name] += int(n)
+    return found
+
+
+def hooked_symbols(def_file):
+    return re.findall(r"^KCAP_HOOK\(\s*\w+\s*,\s*(\w+)\s*,", Path(def_file).read_text(), re.M)
+
+
+def check(plain, shimmed, stats, hooks):
+    """The list of failures (empty: the test passes)."""
+    failures = []
+    for r in (plain, shimmed):
+        if not r.ok():
+            failures.append(f"the {r.label} run failed\n{r.describe()}")
+    if failures:
+        return failures
+    if shimmed.out != plain.out:
+        failures.append("stdout differs with the shim (it changed what the program computed or did)\n"
+                        + plain.describe() + shimmed.describe())
+    shim_lines = [line for line in shimmed.err.splitlines() if line.startswith("kcap:")]
+    if shim_lines:
+        failures.append("the shim reported problems:\n  " + "\n  ".join(shim_lines))
+    if stats is None:
+        return failures + ["the shim wrote no KCAP_STATS_FILE (was it loaded?)"]
+
+    calls_seen, kernels_seen = counts(stats, "call"), counts(stats, "kernel")
+    out = shimmed.out
+    kernels_made, calls_made = counts(out, "made kernel"), counts(out, "made call")
+    launches_made = [int(n) for n in re.findall(r"^made launches (\d+)$", out, re.M)]
+    at_least = [(m.group(1), int(m.group(2))) for m in re.finditer(r"^made at-least (.+) (\d+)$", out, re.M)]
+    if not (kernels_made or calls_made or launches_made or at_least):
+        failures.append("the program reported no launches ('made' lines): nothing was checked")
+
+    for name, n in sorted(kernels_made.items()):
+        if kernels_seen[name] != n:
+            failures.append(f"kernel {name}: launched {n} times, the shim counted {kernels_seen[name]}")
+    # With --hooks, every hooked symbol is checked (and calls of entry points
+    # the shim does not hook are not); without, the symbols the program names.
+    symbols = hooked_symbols(hooks) if hooks else sorted(calls_made)
+    for symbol in symbols:
+        if calls_seen[symbol] != calls_made[symbol]:
+            failures.append(f"{symbol}: called {calls_made[symbol]} times, the shim counted {calls_seen[symbol]}")
+    total_kernels = sum(kernels_seen.values())
+    total_launch_calls = sum(n for symbol, n in calls_seen.items() if LAUNCH_SYMBOL.match(symbol))
+    for n in launches_made:
+        if total_kernels != n or total_launch_calls != n:
+            failures.append(f"{n} launches made; the shim counted {total_kernels} kernel launches "
+                            f"and {total_launch_calls} calls of launch entry points")
+    for pattern, n in at_least:
+        matched = sum(c for name, c in kernels_seen.items() if re.search(pattern, name))
+        if matched < n:
+            failures.append(f"kernels matching /{pattern}/: at least {n} launches expected, "
+                            f"the shim counted {matched}")
+    return failures
+
+
+def summary(stats):
+    """What the shim saw, for the log: launch entry points and kernels."""
+    lines = []
+    for symbol, n in sorted(counts(stats, "call").items()):
+        if LAUNCH_SYMBOL.match(symbol) or symbol.startswith(("cuGraphLaunch", "cuLibraryLoad", "cuModuleLoad")):
+            lines.append(f"  call {symbol} {n}")
+    kernels = counts(stats, "kernel")
+    lines.append(f"  {sum(kernels.values())} launches of {len(kernels)} kernels:")
+    lines += [f"  kernel {name} {n}" for name, n in sorted(kernels.items())]
+    return "\n".join(lines)
+
+
+def main():
+    args = parse_args()
+    log_dir = Path(args.log_dir).resolve()
+    log_dir.mkdir(parents=True, exist_ok=True)
+    stats_file = log_dir / "stats"
+    stats_file.unlink(missing_ok=True)
+
+    # The caller's environment, minus anything that would preload or configure
+    # the shim, plus the test's own settings.
+    base = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD" and not k.startswith("KCAP_")}
+    for setting in args.env:
+        name, _, value = setting.partition("=")
+        base[name] = value
+    shim = str(Path(args.shim).resolve())
+    if not Path(shim).is_file():
+        print(f"FAILED: no shim at {shim}")
+        return 1
+
+    plain = run(args.command, "plain", base, log_dir, args.timeout)
+    shimmed = run(args.command, "shim", dict(base, LD_PRELOAD=shim, KCAP_STATS_FILE=str(stats_file)),
+                  log_dir, args.timeout)
+    stats = stats_file.read_text() if stats_file.is_file() else None
+    if stats is not None and not stats.startswith("kcap-stats 1\n"):
+        stats = None
+
+    print("command:", " ".join(args.command))
+    print(f"runs: {plain.seconds:.1f} s plain, {shimmed.seconds:.1f} s with the shim")
+    if stats is not None:
+        print("the shim saw:\n" + summary(stats))
+    failures = check(plain, shimmed, stats, args.hooks)
+    for failure in failures:
+        print("FAILED:", failure)
+    print("PASSED" if not failures else f"{len(failures)} check(s) failed; logs in {log_dir}")
+    return 0 if not failures else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
