@@ -375,6 +375,12 @@ struct Launch {
   pre @20 :List(MemoryRange);       # reachable memory before the launch
   capturing @21 :Bool;              # stream was capturing into a graph: not executed, no snapshots
   paramsFromExtra @22 :Bool;        # parameters came through `extra` (CU_LAUNCH_PARAM_BUFFER_POINTER)
+  snapshotError @23 :Int32;
+  # CUresult of the first device-to-host copy that failed while taking `pre`
+  # (the ranges after it are missing); 0 when every snapshot was taken.
+  syncResult @24 :Int32;
+  # CUresult of the synchronization before the `pre` snapshot (0: success or
+  # not synchronized, as in metadata mode and for capturing launches).
 }
 
 enum LaunchApi {
@@ -408,6 +414,7 @@ struct LaunchEnd {
   result @1 :Int32;                 # CUresult returned by the launch call
   post @2 :List(MemoryRange);       # reachable memory after the launch completed (full mode)
   syncResult @3 :Int32;             # CUresult of the synchronization before the post snapshot
+  snapshotError @4 :Int32;          # as Launch.snapshotError, for `post`
 }
 
 struct KernelTiming {

@@ -210,6 +210,10 @@ class TraceWriterImpl final : public TraceWriter {
   void compressLoop() {
     ZSTD_CCtx* cctx = ZSTD_createCCtx();
     std::unique_lock lock(mutex_);
+    // Kept reachable from the writer, not only from this thread's stack: in
+    // the child of a fork, where this thread does not exist, an abandoned
+    // writer still owns it (and leak checkers see it so).
+    contexts_.push_back(cctx);
     for (;;) {
       workCv_.wait(lock, [&] { return !unclaimed_.empty() || stopping_; });
       if (unclaimed_.empty()) break;
@@ -221,6 +225,8 @@ class TraceWriterImpl final : public TraceWriter {
       job->done = true;
       doneCv_.notify_all();
     }
+    std::erase(contexts_, cctx);
+    lock.unlock();
     ZSTD_freeCCtx(cctx);
   }
 
@@ -364,6 +370,7 @@ class TraceWriterImpl final : public TraceWriter {
   std::atomic<bool> failed_{false};  // set (with error_, under mutex_) when a write fails
   std::string error_;
 
+  std::vector<ZSTD_CCtx*> contexts_;  // the compression threads' (guarded by mutex_)
   std::vector<std::thread> workers_;
   std::thread writerThread_;
 };

@@ -54,6 +54,28 @@ std::optional<Allocation> AllocationMap::find(uint64_t address) const {
     return it->second;
 }
 
+std::optional<Allocation> AllocationMap::findExtent(uint64_t address) const {
+    std::shared_lock lock(mutex_);
+    auto it = byBase_.upper_bound(address);
+    if (it == byBase_.begin()) return std::nullopt;
+    --it;
+    if (!it->second.contains(address)) return std::nullopt;
+    Allocation extent = it->second;
+    if (extent.kind != AllocationKind::kVmm) return extent;
+    auto joins = [&](const Allocation& a) { return a.kind == AllocationKind::kVmm && a.reservation == extent.reservation; };
+    for (auto prev = it; prev != byBase_.begin();) {
+        --prev;
+        if (!joins(prev->second) || prev->second.end() != extent.base) break;
+        extent.size += prev->second.size;
+        extent.base = prev->second.base;
+    }
+    for (auto next = std::next(it); next != byBase_.end(); ++next) {
+        if (!joins(next->second) || next->second.base != extent.end()) break;
+        extent.size += next->second.size;
+    }
+    return extent;
+}
+
 void AllocationMap::addReservation(uint64_t base, uint64_t size) {
     std::unique_lock lock(mutex_);
     reservations_[base] = size;

@@ -55,6 +55,12 @@ public:
     // The allocation containing `address`, if any.
     std::optional<Allocation> find(uint64_t address) const;
 
+    // What a launch can reach through `address`: the allocation containing
+    // it, where a VMM mapping is extended over the mappings of the same
+    // reservation that adjoin it without a gap (PyTorch's expandable segments
+    // map one tensor's memory in several chunks). nullopt if untracked.
+    std::optional<Allocation> findExtent(uint64_t address) const;
+
     void addReservation(uint64_t base, uint64_t size);
     void removeReservation(uint64_t base);
     // The reservation containing `address`: {base, size}, if any.

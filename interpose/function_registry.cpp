@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <mutex>
+#include <new>
 
 namespace kcap {
 namespace {
@@ -161,6 +162,11 @@ std::vector<FunctionRegistry::LaunchCount> FunctionRegistry::launch_counts() con
     std::sort(counts.begin(), counts.end(),
               [](const LaunchCount& a, const LaunchCount& b) { return a.name < b.name; });
     return counts;
+}
+
+void FunctionRegistry::reset_locks_after_fork() noexcept
+{
+    new (&mutex_) std::shared_mutex;
 }
 
 }  // namespace kcap

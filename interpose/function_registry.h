@@ -56,6 +56,10 @@ public:
     // Kernels launched at least once, by name.
     std::vector<LaunchCount> launch_counts() const;
 
+    // In the child of fork(): the lock may have been held by a thread that
+    // does not exist there; make it usable again (only this thread runs).
+    void reset_locks_after_fork() noexcept;
+
 private:
     // One per distinct kernel name, never freed: launches hand out views of
     // `name`, and counts survive the unloading of the module.

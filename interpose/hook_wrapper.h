@@ -1,7 +1,7 @@
 // The wrapper behind every hooked entry point, generated from each row's PFN
 // type: Wrapper<Id>::call has exactly the driver function's signature, counts
-// the call, lets the observer see it, forwards to the real function and
-// returns its result unchanged. hook_exports.cpp exports it under the row's
+// the call, lets the observer see it (and a failure, observe_failure),
+// forwards to the real function and returns its result unchanged. hook_exports.cpp exports it under the row's
 // symbol; cuGetProcAddress and dlsym hand out its address.
 #pragma once
 
@@ -33,12 +33,23 @@ struct GenericWrapper<Id, CUresult(Args...)> {
             return missing_function(Id);
         }
         using Obs = Observer<family_of(Id)>;
-        if constexpr (requires { Obs::before(Id, args...); }) {
-            observe([&] { Obs::before(Id, args...); });
+        constexpr bool has_before = requires { Obs::before(Id, args...); };
+        [[maybe_unused]] bool before_ran = false;
+        if constexpr (has_before) {
+            before_ran = observe([&] { Obs::before(Id, args...); });
         }
         const CUresult result = real(args...);
+        if (result != CUDA_SUCCESS) [[unlikely]] {
+            observe([&] { observe_failure(Id, result); });
+        }
         if constexpr (requires { Obs::after(Id, result, args...); }) {
-            observe([&] { Obs::after(Id, result, args...); });
+            if constexpr (has_before) {
+                if (before_ran) {
+                    observe([&] { Obs::after(Id, result, args...); }, true);  // take down what before() set up
+                }
+            } else {
+                observe([&] { Obs::after(Id, result, args...); });
+            }
         }
         return result;
     }

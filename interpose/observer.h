@@ -15,9 +15,16 @@
 // keep passing through.
 //
 // To add one, declare a specialization below and define it in a .cpp file
-// (observers.cpp holds the ones that name kernels). The declaration must be
-// visible here, because the wrappers are instantiated where this header is
-// included.
+// (observers.cpp: code and launches; memory_observers.cpp: memory, streams,
+// events, graphs). The declaration must be visible here, because the
+// wrappers are instantiated where this header is included.
+//
+// Pairing: when an observer has both, after() runs exactly when before()
+// ran and returned normally (even if observing stopped in between, so that
+// what before() set up is always taken down).
+//
+// Every hooked call that returns an error is also handed to
+// observe_failure() (recorded as an apiError event).
 #pragma once
 
 #include "hook_table.h"
@@ -37,93 +44,139 @@ bool observing() noexcept;
 void stop_observing(const char* why) noexcept;
 
 // Runs an observer callback; an exception stops all observing (see above).
+// Returns true if the callback ran and returned normally.
 template <class Callback>
-void observe(Callback&& callback) noexcept
+bool observe(Callback&& callback, bool evenIfStopped = false) noexcept
 {
-    if (!observing()) {
-        return;
+    if (!evenIfStopped && !observing()) {
+        return false;
     }
     try {
         callback();
+        return true;
     } catch (const std::exception& e) {
         stop_observing(e.what());
     } catch (...) {
         stop_observing("unknown exception");
     }
+    return false;
 }
 
-// ---- the observers of this build (observers.cpp) -------------------------------
+// A hooked call returned `result` != CUDA_SUCCESS (memory_observers.cpp).
+void observe_failure(HookId id, CUresult result);
 
-template <>
-struct Observer<HookId::cuModuleLoad_hook> {
-    static void after(HookId, CUresult, CUmodule* module, const char* path);
-};
-template <>
-struct Observer<HookId::cuModuleLoadData_hook> {
-    static void after(HookId, CUresult, CUmodule* module, const void* image);
-};
-template <>
-struct Observer<HookId::cuModuleLoadDataEx_hook> {
-    static void after(HookId, CUresult, CUmodule* module, const void* image, unsigned, CUjit_option*,
-                      void**);
-};
-template <>
-struct Observer<HookId::cuModuleLoadFatBinary_hook> {
-    static void after(HookId, CUresult, CUmodule* module, const void* fatbin);
-};
-template <>
-struct Observer<HookId::cuModuleUnload_hook> {
-    static void after(HookId, CUresult, CUmodule module);
-};
-template <>
-struct Observer<HookId::cuModuleGetFunction_hook> {
-    static void after(HookId, CUresult, CUfunction* function, CUmodule module, const char* name);
-};
-template <>
-struct Observer<HookId::cuLibraryLoadData_hook> {
-    static void after(HookId, CUresult, CUlibrary* library, const void* code, CUjit_option*, void**,
-                      unsigned, CUlibraryOption*, void**, unsigned);
-};
-template <>
-struct Observer<HookId::cuLibraryLoadFromFile_hook> {
-    static void after(HookId, CUresult, CUlibrary* library, const char* path, CUjit_option*, void**,
-                      unsigned, CUlibraryOption*, void**, unsigned);
-};
-template <>
-struct Observer<HookId::cuLibraryUnload_hook> {
-    static void after(HookId, CUresult, CUlibrary library);
-};
-template <>
-struct Observer<HookId::cuLibraryGetKernel_hook> {
-    static void after(HookId, CUresult, CUkernel* kernel, CUlibrary library, const char* name);
-};
-template <>
-struct Observer<HookId::cuLibraryGetModule_hook> {
-    static void after(HookId, CUresult, CUmodule* module, CUlibrary library);
-};
-template <>
-struct Observer<HookId::cuKernelGetFunction_hook> {
-    static void after(HookId, CUresult, CUfunction* function, CUkernel kernel);
-};
+// ---- the observers of this build ------------------------------------------------
+
+#define KCAP_OBSERVE_AFTER(family, ...)                   \
+    template <>                                           \
+    struct Observer<HookId::family> {                     \
+        static void after(HookId, CUresult, __VA_ARGS__); \
+    };
+#define KCAP_OBSERVE_AROUND(family, ...)                  \
+    template <>                                           \
+    struct Observer<HookId::family> {                     \
+        static void before(HookId, __VA_ARGS__);          \
+        static void after(HookId, CUresult, __VA_ARGS__); \
+    };
+
+// Code (observers.cpp)
+KCAP_OBSERVE_AFTER(cuModuleLoad_hook, CUmodule* module, const char* path)
+KCAP_OBSERVE_AFTER(cuModuleLoadData_hook, CUmodule* module, const void* image)
+KCAP_OBSERVE_AFTER(cuModuleLoadDataEx_hook, CUmodule* module, const void* image, unsigned count,
+                   CUjit_option* options, void** values)
+KCAP_OBSERVE_AFTER(cuModuleLoadFatBinary_hook, CUmodule* module, const void* fatbin)
+KCAP_OBSERVE_AFTER(cuModuleUnload_hook, CUmodule module)
+KCAP_OBSERVE_AFTER(cuModuleGetFunction_hook, CUfunction* function, CUmodule module, const char* name)
+KCAP_OBSERVE_AFTER(cuLibraryLoadData_hook, CUlibrary* library, const void* code, CUjit_option* jitOptions,
+                   void** jitValues, unsigned jitCount, CUlibraryOption* libraryOptions, void** libraryValues,
+                   unsigned libraryCount)
+KCAP_OBSERVE_AFTER(cuLibraryLoadFromFile_hook, CUlibrary* library, const char* path, CUjit_option* jitOptions,
+                   void** jitValues, unsigned jitCount, CUlibraryOption* libraryOptions, void** libraryValues,
+                   unsigned libraryCount)
+KCAP_OBSERVE_AFTER(cuLibraryUnload_hook, CUlibrary library)
+KCAP_OBSERVE_AFTER(cuLibraryGetKernel_hook, CUkernel* kernel, CUlibrary library, const char* name)
+KCAP_OBSERVE_AFTER(cuLibraryGetModule_hook, CUmodule* module, CUlibrary library)
+KCAP_OBSERVE_AFTER(cuKernelGetFunction_hook, CUfunction* function, CUkernel kernel)
+KCAP_OBSERVE_AFTER(cuFuncSetAttribute_hook, CUfunction function, CUfunction_attribute attribute, int value)
+KCAP_OBSERVE_AFTER(cuKernelSetAttribute_hook, CUfunction_attribute attribute, int value, CUkernel kernel,
+                   CUdevice device)
+KCAP_OBSERVE_AFTER(cuFuncSetCacheConfig_hook, CUfunction function, CUfunc_cache config)
 
 // Launches are observed before the real call: a launch that faults must
 // already be on record (and its inputs snapshotted) when the driver gets it.
+KCAP_OBSERVE_AROUND(cuLaunchKernel_hook, CUfunction f, unsigned gridX, unsigned gridY, unsigned gridZ,
+                    unsigned blockX, unsigned blockY, unsigned blockZ, unsigned sharedBytes, CUstream stream,
+                    void** params, void** extra)
+KCAP_OBSERVE_AROUND(cuLaunchKernelEx_hook, const CUlaunchConfig* config, CUfunction f, void** params,
+                    void** extra)
+KCAP_OBSERVE_AROUND(cuLaunchCooperativeKernel_hook, CUfunction f, unsigned gridX, unsigned gridY,
+                    unsigned gridZ, unsigned blockX, unsigned blockY, unsigned blockZ, unsigned sharedBytes,
+                    CUstream stream, void** params)
+KCAP_OBSERVE_AFTER(cuGraphLaunch_hook, CUgraphExec graph, CUstream stream)
+
+// Allocation (memory_observers.cpp). Frees are seen before the real call
+// too: the allocation leaves the map before its addresses can be reused.
+KCAP_OBSERVE_AFTER(cuMemAlloc_v2_hook, CUdeviceptr* address, size_t size)
+KCAP_OBSERVE_AFTER(cuMemAllocPitch_v2_hook, CUdeviceptr* address, size_t* pitch, size_t width, size_t height,
+                   unsigned elementSize)
+KCAP_OBSERVE_AFTER(cuMemAllocManaged_hook, CUdeviceptr* address, size_t size, unsigned flags)
+KCAP_OBSERVE_AFTER(cuMemAllocAsync_hook, CUdeviceptr* address, size_t size, CUstream stream)
+KCAP_OBSERVE_AFTER(cuMemAllocFromPoolAsync_hook, CUdeviceptr* address, size_t size, CUmemoryPool pool,
+                   CUstream stream)
+KCAP_OBSERVE_AROUND(cuMemFree_v2_hook, CUdeviceptr address)
+KCAP_OBSERVE_AROUND(cuMemFreeAsync_hook, CUdeviceptr address, CUstream stream)
+KCAP_OBSERVE_AFTER(cuMemAddressReserve_hook, CUdeviceptr* address, size_t size, size_t alignment,
+                   CUdeviceptr hint, unsigned long long flags)
+KCAP_OBSERVE_AROUND(cuMemAddressFree_hook, CUdeviceptr address, size_t size)
+KCAP_OBSERVE_AFTER(cuMemCreate_hook, CUmemGenericAllocationHandle* handle, size_t size,
+                   const CUmemAllocationProp* prop, unsigned long long flags)
+KCAP_OBSERVE_AFTER(cuMemRelease_hook, CUmemGenericAllocationHandle handle)
+KCAP_OBSERVE_AFTER(cuMemMap_hook, CUdeviceptr address, size_t size, size_t offset,
+                   CUmemGenericAllocationHandle handle, unsigned long long flags)
+KCAP_OBSERVE_AROUND(cuMemUnmap_hook, CUdeviceptr address, size_t size)
+KCAP_OBSERVE_AFTER(cuMemAllocHost_v2_hook, void** pointer, size_t size)
+KCAP_OBSERVE_AFTER(cuMemHostAlloc_hook, void** pointer, size_t size, unsigned flags)
+KCAP_OBSERVE_AROUND(cuMemFreeHost_hook, void* pointer)
+KCAP_OBSERVE_AFTER(cuMemHostRegister_v2_hook, void* pointer, size_t size, unsigned flags)
+KCAP_OBSERVE_AROUND(cuMemHostUnregister_hook, void* pointer)
+
+// Copies and memsets
+KCAP_OBSERVE_AFTER(cuMemcpyHtoD_v2_hook, CUdeviceptr dst, const void* src, size_t size)
+KCAP_OBSERVE_AFTER(cuMemcpyHtoDAsync_v2_hook, CUdeviceptr dst, const void* src, size_t size, CUstream stream)
+KCAP_OBSERVE_AFTER(cuMemcpyDtoD_v2_hook, CUdeviceptr dst, CUdeviceptr src, size_t size)
+KCAP_OBSERVE_AFTER(cuMemcpyDtoDAsync_v2_hook, CUdeviceptr dst, CUdeviceptr src, size_t size, CUstream stream)
+KCAP_OBSERVE_AFTER(cuMemcpyDtoH_v2_hook, void* dst, CUdeviceptr src, size_t size)
+KCAP_OBSERVE_AFTER(cuMemcpyDtoHAsync_v2_hook, void* dst, CUdeviceptr src, size_t size, CUstream stream)
+KCAP_OBSERVE_AFTER(cuMemcpy_hook, CUdeviceptr dst, CUdeviceptr src, size_t size)
+KCAP_OBSERVE_AFTER(cuMemcpyAsync_hook, CUdeviceptr dst, CUdeviceptr src, size_t size, CUstream stream)
+KCAP_OBSERVE_AFTER(cuMemsetD8_v2_hook, CUdeviceptr dst, unsigned char value, size_t count)
+KCAP_OBSERVE_AFTER(cuMemsetD16_v2_hook, CUdeviceptr dst, unsigned short value, size_t count)
+KCAP_OBSERVE_AFTER(cuMemsetD32_v2_hook, CUdeviceptr dst, unsigned value, size_t count)
+KCAP_OBSERVE_AFTER(cuMemsetD8Async_hook, CUdeviceptr dst, unsigned char value, size_t count, CUstream stream)
+KCAP_OBSERVE_AFTER(cuMemsetD16Async_hook, CUdeviceptr dst, unsigned short value, size_t count, CUstream stream)
+KCAP_OBSERVE_AFTER(cuMemsetD32Async_hook, CUdeviceptr dst, unsigned value, size_t count, CUstream stream)
+
+// Streams, events, synchronization, graph capture
+KCAP_OBSERVE_AFTER(cuStreamCreate_hook, CUstream* stream, unsigned flags)
+KCAP_OBSERVE_AFTER(cuStreamCreateWithPriority_hook, CUstream* stream, unsigned flags, int priority)
+KCAP_OBSERVE_AFTER(cuStreamDestroy_v2_hook, CUstream stream)
+KCAP_OBSERVE_AFTER(cuStreamSynchronize_hook, CUstream stream)
+KCAP_OBSERVE_AFTER(cuEventCreate_hook, CUevent* event, unsigned flags)
+KCAP_OBSERVE_AFTER(cuEventDestroy_v2_hook, CUevent event)
+KCAP_OBSERVE_AFTER(cuEventRecord_hook, CUevent event, CUstream stream)
+KCAP_OBSERVE_AFTER(cuStreamWaitEvent_hook, CUstream stream, CUevent event, unsigned flags)
+KCAP_OBSERVE_AFTER(cuEventSynchronize_hook, CUevent event)
+KCAP_OBSERVE_AFTER(cuStreamBeginCapture_v2_hook, CUstream stream, CUstreamCaptureMode mode)
+KCAP_OBSERVE_AFTER(cuStreamEndCapture_hook, CUstream stream, CUgraph* graph)
+
+// cuCtxSynchronize has two ABIs (CUDA 13 added the context argument).
 template <>
-struct Observer<HookId::cuLaunchKernel_hook> {
-    static void before(HookId, CUfunction f, unsigned gridX, unsigned gridY, unsigned gridZ,
-                       unsigned blockX, unsigned blockY, unsigned blockZ, unsigned sharedBytes,
-                       CUstream stream, void** params, void** extra);
+struct Observer<HookId::cuCtxSynchronize_hook> {
+    static void after(HookId, CUresult);
+    static void after(HookId, CUresult, CUcontext context);
 };
-template <>
-struct Observer<HookId::cuLaunchKernelEx_hook> {
-    static void before(HookId, const CUlaunchConfig* config, CUfunction f, void** params,
-                       void** extra);
-};
-template <>
-struct Observer<HookId::cuLaunchCooperativeKernel_hook> {
-    static void before(HookId, CUfunction f, unsigned gridX, unsigned gridY, unsigned gridZ,
-                       unsigned blockX, unsigned blockY, unsigned blockZ, unsigned sharedBytes,
-                       CUstream stream, void** params);
-};
+
+#undef KCAP_OBSERVE_AFTER
+#undef KCAP_OBSERVE_AROUND
 
 }  // namespace kcap

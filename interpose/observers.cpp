@@ -1,12 +1,15 @@
-// The observers of this build: they keep the function registry current, so
-// that every launch can be named. Recording (format/'s TraceWriter) will
-// extend these: image bytes at load time, parameters and memory at launch.
+// The observers of code and launches: they keep the function registry
+// current, so that every launch can be named, and hand each call to the
+// Recorder when the shim records (KCAP_OUTPUT).
 #include "observer.h"
 
 #include "function_registry.h"
+#include "recorder.h"
 #include "shim_log.h"
 
 #include <atomic>
+#include <memory>
+#include <vector>
 
 namespace kcap {
 namespace {
@@ -15,6 +18,63 @@ std::atomic<bool> g_observing{true};
 
 FunctionRegistry& registry() { return FunctionRegistry::instance(); }
 
+uint64_t handle(const void* pointer) { return reinterpret_cast<uint64_t>(pointer); }
+
+template <class T>
+uint64_t made(CUresult result, T* out)
+{
+    return result == CUDA_SUCCESS && out != nullptr ? handle(*out) : 0;
+}
+
+void recordLoad(ModuleLoadCall call)
+{
+    if (Recorder* recorder = Recorder::active()) {
+        recorder->moduleLoaded(call);
+    }
+}
+
+void recordBind(schema::BindApi api, CUresult result, uint64_t made, bool isKernel, uint64_t owner,
+                const char* name)
+{
+    if (Recorder* recorder = Recorder::active()) {
+        recorder->functionBound(api, result, made, isKernel, owner, name);
+    }
+}
+
+void recordAttribute(schema::AttributeApi api, CUresult result, uint64_t function, int32_t attribute,
+                     int64_t value, int32_t device)
+{
+    if (Recorder* recorder = Recorder::active()) {
+        recorder->functionAttribute(api, result, function, attribute, value, device);
+    }
+}
+
+// Launches between before() and after(), innermost last (a thread has one,
+// unless a driver calls back into a launch).
+thread_local std::vector<std::unique_ptr<PendingLaunch>> t_launches;
+
+void launchBefore(const LaunchCall& call)
+{
+    const std::string_view name = registry().launched(call.function);
+    std::unique_ptr<PendingLaunch> pending;
+    if (Recorder* recorder = Recorder::active()) {
+        pending = recorder->launchStarting(call, name);
+    }
+    t_launches.push_back(std::move(pending));
+}
+
+void launchAfter(CUresult result)
+{
+    if (t_launches.empty()) {
+        return;
+    }
+    std::unique_ptr<PendingLaunch> pending = std::move(t_launches.back());
+    t_launches.pop_back();
+    if (pending != nullptr && pending->recorder == Recorder::current()) {
+        pending->recorder->launchFinished(*pending, result);
+    }
+}
+
 }  // namespace
 
 bool observing() noexcept { return g_observing.load(std::memory_order_relaxed); }
@@ -22,49 +82,69 @@ bool observing() noexcept { return g_observing.load(std::memory_order_relaxed); 
 void stop_observing(const char* why) noexcept
 {
     if (g_observing.exchange(false, std::memory_order_relaxed)) {
-        log_message("internal error (%s); recording stops, calls pass through unchanged",
-                    why != nullptr ? why : "?");
+        // Work that was in flight while the recording ended (at exit) fails
+        // on the closed writer: nothing to report then.
+        if (!Recorder::endedCurrent()) {
+            log_message("internal error (%s); recording stops, calls pass through unchanged",
+                        why != nullptr ? why : "?");
+        }
+        Recorder::failCurrent(why);
     }
 }
 
 // ---- code loading ---------------------------------------------------------------
 
-void Observer<HookId::cuModuleLoad_hook>::after(HookId id, CUresult result, CUmodule* module,
-                                                const char*)
+void Observer<HookId::cuModuleLoad_hook>::after(HookId id, CUresult result, CUmodule* module, const char* path)
 {
     if (result == CUDA_SUCCESS && module != nullptr) {
         registry().module_loaded(*module, id);
     }
+    recordLoad({.api = schema::LoadApi::MODULE_LOAD, .result = result, .handle = made(result, module), .path = path});
 }
 
 void Observer<HookId::cuModuleLoadData_hook>::after(HookId id, CUresult result, CUmodule* module,
-                                                    const void*)
+                                                    const void* image)
 {
     if (result == CUDA_SUCCESS && module != nullptr) {
         registry().module_loaded(*module, id);
     }
+    recordLoad({.api = schema::LoadApi::MODULE_LOAD_DATA, .result = result, .handle = made(result, module),
+                .image = image});
 }
 
 void Observer<HookId::cuModuleLoadDataEx_hook>::after(HookId id, CUresult result, CUmodule* module,
-                                                      const void*, unsigned, CUjit_option*, void**)
+                                                      const void* image, unsigned count, CUjit_option* options,
+                                                      void** values)
 {
     if (result == CUDA_SUCCESS && module != nullptr) {
         registry().module_loaded(*module, id);
     }
+    recordLoad({.api = schema::LoadApi::MODULE_LOAD_DATA_EX,
+                .result = result,
+                .handle = made(result, module),
+                .image = image,
+                .jitOptionCount = count,
+                .jitOptions = options,
+                .jitValues = values});
 }
 
-void Observer<HookId::cuModuleLoadFatBinary_hook>::after(HookId id, CUresult result,
-                                                         CUmodule* module, const void*)
+void Observer<HookId::cuModuleLoadFatBinary_hook>::after(HookId id, CUresult result, CUmodule* module,
+                                                         const void* fatbin)
 {
     if (result == CUDA_SUCCESS && module != nullptr) {
         registry().module_loaded(*module, id);
     }
+    recordLoad({.api = schema::LoadApi::MODULE_LOAD_FAT_BINARY, .result = result, .handle = made(result, module),
+                .image = fatbin});
 }
 
 void Observer<HookId::cuModuleUnload_hook>::after(HookId, CUresult result, CUmodule module)
 {
     if (result == CUDA_SUCCESS) {
         registry().module_unloaded(module);
+    }
+    if (Recorder* recorder = Recorder::active()) {
+        recorder->moduleUnloaded(handle(module), false, result);
     }
 }
 
@@ -74,31 +154,51 @@ void Observer<HookId::cuModuleGetFunction_hook>::after(HookId, CUresult result, 
     if (result == CUDA_SUCCESS && function != nullptr) {
         registry().function_found(*function, module, name);
     }
+    recordBind(schema::BindApi::MODULE_GET_FUNCTION, result, made(result, function), false, handle(module), name);
 }
 
 void Observer<HookId::cuLibraryLoadData_hook>::after(HookId id, CUresult result, CUlibrary* library,
-                                                     const void*, CUjit_option*, void**, unsigned,
-                                                     CUlibraryOption*, void**, unsigned)
+                                                     const void* code, CUjit_option* jitOptions, void** jitValues,
+                                                     unsigned jitCount, CUlibraryOption*, void**, unsigned)
 {
     if (result == CUDA_SUCCESS && library != nullptr) {
         registry().library_loaded(*library, id);
     }
+    recordLoad({.api = schema::LoadApi::LIBRARY_LOAD_DATA,
+                .result = result,
+                .handle = made(result, library),
+                .isLibrary = true,
+                .image = code,
+                .jitOptionCount = jitCount,
+                .jitOptions = jitOptions,
+                .jitValues = jitValues});
 }
 
-void Observer<HookId::cuLibraryLoadFromFile_hook>::after(HookId id, CUresult result,
-                                                         CUlibrary* library, const char*,
-                                                         CUjit_option*, void**, unsigned,
-                                                         CUlibraryOption*, void**, unsigned)
+void Observer<HookId::cuLibraryLoadFromFile_hook>::after(HookId id, CUresult result, CUlibrary* library,
+                                                         const char* path, CUjit_option* jitOptions,
+                                                         void** jitValues, unsigned jitCount, CUlibraryOption*,
+                                                         void**, unsigned)
 {
     if (result == CUDA_SUCCESS && library != nullptr) {
         registry().library_loaded(*library, id);
     }
+    recordLoad({.api = schema::LoadApi::LIBRARY_LOAD_FROM_FILE,
+                .result = result,
+                .handle = made(result, library),
+                .isLibrary = true,
+                .path = path,
+                .jitOptionCount = jitCount,
+                .jitOptions = jitOptions,
+                .jitValues = jitValues});
 }
 
 void Observer<HookId::cuLibraryUnload_hook>::after(HookId, CUresult result, CUlibrary library)
 {
     if (result == CUDA_SUCCESS) {
         registry().library_unloaded(library);
+    }
+    if (Recorder* recorder = Recorder::active()) {
+        recorder->moduleUnloaded(handle(library), true, result);
     }
 }
 
@@ -108,6 +208,7 @@ void Observer<HookId::cuLibraryGetKernel_hook>::after(HookId, CUresult result, C
     if (result == CUDA_SUCCESS && kernel != nullptr) {
         registry().kernel_found(*kernel, library, name);
     }
+    recordBind(schema::BindApi::LIBRARY_GET_KERNEL, result, made(result, kernel), true, handle(library), name);
 }
 
 void Observer<HookId::cuLibraryGetModule_hook>::after(HookId, CUresult result, CUmodule* module,
@@ -116,6 +217,7 @@ void Observer<HookId::cuLibraryGetModule_hook>::after(HookId, CUresult result, C
     if (result == CUDA_SUCCESS && module != nullptr) {
         registry().library_module(*module, library);
     }
+    recordBind(schema::BindApi::LIBRARY_GET_MODULE, result, made(result, module), false, handle(library), nullptr);
 }
 
 void Observer<HookId::cuKernelGetFunction_hook>::after(HookId, CUresult result, CUfunction* function,
@@ -124,28 +226,108 @@ void Observer<HookId::cuKernelGetFunction_hook>::after(HookId, CUresult result, 
     if (result == CUDA_SUCCESS && function != nullptr) {
         registry().kernel_function(*function, kernel);
     }
+    recordBind(schema::BindApi::KERNEL_GET_FUNCTION, result, made(result, function), false, handle(kernel),
+               nullptr);
+}
+
+void Observer<HookId::cuFuncSetAttribute_hook>::after(HookId, CUresult result, CUfunction function,
+                                                      CUfunction_attribute attribute, int value)
+{
+    recordAttribute(schema::AttributeApi::FUNC_SET_ATTRIBUTE, result, handle(function), attribute, value, -1);
+}
+
+void Observer<HookId::cuKernelSetAttribute_hook>::after(HookId, CUresult result, CUfunction_attribute attribute,
+                                                        int value, CUkernel kernel, CUdevice device)
+{
+    recordAttribute(schema::AttributeApi::KERNEL_SET_ATTRIBUTE, result, handle(kernel), attribute, value, device);
+}
+
+void Observer<HookId::cuFuncSetCacheConfig_hook>::after(HookId, CUresult result, CUfunction function,
+                                                        CUfunc_cache config)
+{
+    recordAttribute(schema::AttributeApi::FUNC_SET_CACHE_CONFIG, result, handle(function), config, config, -1);
 }
 
 // ---- launches -------------------------------------------------------------------
 
-void Observer<HookId::cuLaunchKernel_hook>::before(HookId, CUfunction f, unsigned, unsigned, unsigned,
-                                                   unsigned, unsigned, unsigned, unsigned, CUstream,
-                                                   void**, void**)
+void Observer<HookId::cuLaunchKernel_hook>::before(HookId id, CUfunction f, unsigned gridX, unsigned gridY,
+                                                   unsigned gridZ, unsigned blockX, unsigned blockY,
+                                                   unsigned blockZ, unsigned sharedBytes, CUstream stream,
+                                                   void** params, void** extra)
 {
-    registry().launched(f);
+    launchBefore({.api = schema::LaunchApi::LAUNCH_KERNEL,
+                  .perThreadStream = spec(id).per_thread,
+                  .function = f,
+                  .grid = {gridX, gridY, gridZ},
+                  .block = {blockX, blockY, blockZ},
+                  .sharedMemBytes = sharedBytes,
+                  .stream = stream,
+                  .kernelParams = params,
+                  .extra = extra});
 }
 
-void Observer<HookId::cuLaunchKernelEx_hook>::before(HookId, const CUlaunchConfig*, CUfunction f,
-                                                     void**, void**)
+void Observer<HookId::cuLaunchKernel_hook>::after(HookId, CUresult result, CUfunction, unsigned, unsigned,
+                                                  unsigned, unsigned, unsigned, unsigned, unsigned, CUstream,
+                                                  void**, void**)
 {
-    registry().launched(f);
+    launchAfter(result);
 }
 
-void Observer<HookId::cuLaunchCooperativeKernel_hook>::before(HookId, CUfunction f, unsigned,
-                                                              unsigned, unsigned, unsigned, unsigned,
-                                                              unsigned, unsigned, CUstream, void**)
+void Observer<HookId::cuLaunchKernelEx_hook>::before(HookId id, const CUlaunchConfig* config, CUfunction f,
+                                                     void** params, void** extra)
 {
-    registry().launched(f);
+    if (config == nullptr) {
+        registry().launched(f);
+        t_launches.push_back(nullptr);  // the driver refuses it; nothing to record
+        return;
+    }
+    launchBefore({.api = schema::LaunchApi::LAUNCH_KERNEL_EX,
+                  .perThreadStream = spec(id).per_thread,
+                  .function = f,
+                  .grid = {config->gridDimX, config->gridDimY, config->gridDimZ},
+                  .block = {config->blockDimX, config->blockDimY, config->blockDimZ},
+                  .sharedMemBytes = config->sharedMemBytes,
+                  .stream = config->hStream,
+                  .kernelParams = params,
+                  .extra = extra,
+                  .attributes = config->attrs,
+                  .attributeCount = config->numAttrs});
+}
+
+void Observer<HookId::cuLaunchKernelEx_hook>::after(HookId, CUresult result, const CUlaunchConfig*, CUfunction,
+                                                    void**, void**)
+{
+    launchAfter(result);
+}
+
+void Observer<HookId::cuLaunchCooperativeKernel_hook>::before(HookId id, CUfunction f, unsigned gridX,
+                                                              unsigned gridY, unsigned gridZ, unsigned blockX,
+                                                              unsigned blockY, unsigned blockZ,
+                                                              unsigned sharedBytes, CUstream stream,
+                                                              void** params)
+{
+    launchBefore({.api = schema::LaunchApi::LAUNCH_COOPERATIVE_KERNEL,
+                  .perThreadStream = spec(id).per_thread,
+                  .function = f,
+                  .grid = {gridX, gridY, gridZ},
+                  .block = {blockX, blockY, blockZ},
+                  .sharedMemBytes = sharedBytes,
+                  .stream = stream,
+                  .kernelParams = params});
+}
+
+void Observer<HookId::cuLaunchCooperativeKernel_hook>::after(HookId, CUresult result, CUfunction, unsigned,
+                                                             unsigned, unsigned, unsigned, unsigned, unsigned,
+                                                             unsigned, CUstream, void**)
+{
+    launchAfter(result);
+}
+
+void Observer<HookId::cuGraphLaunch_hook>::after(HookId, CUresult result, CUgraphExec graph, CUstream stream)
+{
+    if (Recorder* recorder = Recorder::active()) {
+        recorder->graphLaunched(handle(graph), handle(stream), result);
+    }
 }
 
 }  // namespace kcap

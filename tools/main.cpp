@@ -25,6 +25,7 @@ constexpr Subcommand kSubcommands[] = {
     {"info", "Summarize a trace: environment, devices, modules, kernels, memory, storage", setupInfo},
     {"dump", "Print every event of a trace, one per line (text or JSON Lines)", setupDump},
     {"check", "Verify every chunk, blob and event of a trace; exit 1 unless fully intact", setupCheck},
+    {"record", "Run a program with the capture shim preloaded: kcap record [options] -- CMD ARGS...", setupRecord},
 };
 
 constexpr int kUsage = 2;

@@ -25,5 +25,6 @@ using Setup = Run (*)(CLI::App& cmd);
 Run setupInfo(CLI::App& cmd);   // info.cpp
 Run setupDump(CLI::App& cmd);   // dump.cpp
 Run setupCheck(CLI::App& cmd);  // check.cpp
+Run setupRecord(CLI::App& cmd);  // record.cpp
 
 }  // namespace kcap::tools

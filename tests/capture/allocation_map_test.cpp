@@ -62,6 +62,35 @@ TEST(AllocationMap, VmmMappingsInsideAReservation) {
     EXPECT_EQ(map.size(), 0u);
 }
 
+TEST(AllocationMap, ExtentJoinsAdjacentMappingsOfOneReservation) {
+    AllocationMap map;
+    map.addReservation(0x100000, 0x800000);
+    map.addReservation(0x900000, 0x400000);
+    auto mapping = [](uint64_t base, uint64_t size, uint64_t reservation) {
+        Allocation a = alloc(base, size, AllocationKind::kVmm);
+        a.reservation = reservation;
+        return a;
+    };
+    map.add(mapping(0x100000, 0x200000, 0x100000));
+    map.add(mapping(0x300000, 0x200000, 0x100000));
+    map.add(mapping(0x500000, 0x100000, 0x100000));
+    map.add(mapping(0x700000, 0x100000, 0x100000));  // a gap before it
+    map.add(mapping(0x900000, 0x100000, 0x900000));  // adjoins, but another reservation
+    auto extent = map.findExtent(0x3ff000);
+    ASSERT_TRUE(extent);
+    EXPECT_EQ(extent->base, 0x100000u);
+    EXPECT_EQ(extent->size, 0x500000u);
+    EXPECT_EQ(map.findExtent(0x100000)->size, 0x500000u);
+    EXPECT_EQ(map.findExtent(0x780000)->base, 0x700000u);
+    EXPECT_EQ(map.findExtent(0x780000)->size, 0x100000u);
+    EXPECT_EQ(map.findExtent(0x900000)->size, 0x100000u);
+    EXPECT_EQ(map.find(0x3ff000)->size, 0x200000u);  // find() still gives the one mapping
+    map.add(alloc(0xE00000, 0x1000));
+    map.add(alloc(0xE01000, 0x1000));  // ordinary allocations are never joined
+    EXPECT_EQ(map.findExtent(0xE00800)->size, 0x1000u);
+    EXPECT_FALSE(map.findExtent(0x650000));
+}
+
 TEST(AllocationMap, ConcurrentQueriesAndUpdates) {
     AllocationMap map;
     std::vector<std::thread> threads;

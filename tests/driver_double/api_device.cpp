@@ -31,6 +31,10 @@ const char* error_name(CUresult error)
         KCAP_DOUBLE_ERROR(CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES)
         KCAP_DOUBLE_ERROR(CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE)
         KCAP_DOUBLE_ERROR(CUDA_ERROR_NOT_SUPPORTED)
+        KCAP_DOUBLE_ERROR(CUDA_ERROR_ILLEGAL_ADDRESS)
+        KCAP_DOUBLE_ERROR(CUDA_ERROR_ILLEGAL_STATE)
+        KCAP_DOUBLE_ERROR(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED)
+        KCAP_DOUBLE_ERROR(CUDA_ERROR_STREAM_CAPTURE_INVALIDATED)
 #undef KCAP_DOUBLE_ERROR
     default:
         return nullptr;
@@ -159,7 +163,7 @@ DOUBLE_API CUresult cuDeviceGetAttribute(int* value, CUdevice_attribute attribut
     case CU_DEVICE_ATTRIBUTE_WARP_SIZE: *value = 32; break;
     case CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH: *value = 1; break;
     case CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING: *value = 1; break;
-    case CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED: *value = 0; break;
+    case CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED: *value = 1; break;
     default: *value = 0; break;
     }
     return CUDA_SUCCESS;
@@ -177,6 +181,21 @@ DOUBLE_API CUresult cuDeviceTotalMem_v2(std::size_t* bytes, CUdevice device)
         return CUDA_ERROR_INVALID_VALUE;
     }
     *bytes = std::size_t{16} << 30;
+    return CUDA_SUCCESS;
+}
+
+DOUBLE_API CUresult cuDeviceGetPCIBusId(char* bus, int length, CUdevice device)
+{
+    if (const CUresult r = need_init(); r != CUDA_SUCCESS) {
+        return r;
+    }
+    if (device != 0) {
+        return CUDA_ERROR_INVALID_DEVICE;
+    }
+    if (bus == nullptr || length <= 0) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    std::snprintf(bus, static_cast<std::size_t>(length), "0000:3b:00.0");
     return CUDA_SUCCESS;
 }
 
@@ -285,4 +304,24 @@ DOUBLE_API CUresult cuCtxSetCurrent(CUcontext context)
     return CUDA_SUCCESS;
 }
 
-DOUBLE_API CUresult cuCtxSynchronize() { return need_context(); }
+DOUBLE_API CUresult cuCtxSynchronize() { return synchronize_context(); }
+
+DOUBLE_API CUresult cuCtxSynchronize_v2(CUcontext context)
+{
+    if (context != nullptr && reinterpret_cast<Context*>(context) != current_context()) {
+        return CUDA_ERROR_NOT_SUPPORTED;  // the double only synchronizes the current context
+    }
+    return synchronize_context();
+}
+
+DOUBLE_API CUresult cuCtxGetDevice(CUdevice* device)
+{
+    if (const CUresult r = need_context(); r != CUDA_SUCCESS) {
+        return r;
+    }
+    if (device == nullptr) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    *device = current_context()->device;
+    return CUDA_SUCCESS;
+}

@@ -6,9 +6,21 @@
 
 #include <cuda.h>
 
+#include <csignal>
+#include <cstring>
 #include <vector>
 
 namespace kcap_double {
+
+void run_launch(const CapturedLaunch& launch)
+{
+    std::vector<void*> values;
+    for (const ParamSlot& slot : launch.def->params) {
+        values.push_back(const_cast<unsigned char*>(launch.bytes.data()) + slot.offset);
+    }
+    launch.def->run(launch.shape, values.data(), *launch.module);
+}
+
 namespace {
 
 // Pointers to each parameter's value, from kernelParams or from an `extra`
@@ -85,7 +97,37 @@ CUresult launch(CUfunction f, const LaunchShape& shape, CUstream stream, void** 
     if (const CUresult r = gather_params(*def, params, extra, values); r != CUDA_SUCCESS) {
         return r;
     }
-    def->run(shape, values.data(), *module);
+    CapturedLaunch copy{def, module, shape, {}};
+    const std::size_t end = def->params.empty() ? 0 : def->params.back().offset + def->params.back().size;
+    copy.bytes.assign(end, 0);
+    for (std::size_t i = 0; i < def->params.size(); ++i) {
+        std::memcpy(copy.bytes.data() + def->params[i].offset, values[i], def->params[i].size);
+    }
+    // Poison values (state.h): a fault, or a process killed mid-launch.
+    for (const ParamSlot& slot : def->params) {
+        if (slot.size != 8) {
+            continue;
+        }
+        std::uint64_t word = 0;
+        std::memcpy(&word, copy.bytes.data() + slot.offset, sizeof word);
+        if (word == kPoisonKill) {
+            ::raise(SIGKILL);
+        }
+        if (word == kPoisonFault) {
+            state().sticky.store(CUDA_ERROR_ILLEGAL_ADDRESS);
+            return CUDA_SUCCESS;  // launched; the fault shows at the next call
+        }
+    }
+    {
+        State& s = state();
+        Lock lock(s.mutex);
+        if (Stream* capturing = find_stream(s, stream); capturing != nullptr &&
+                                                         capturing->capture != Stream::Capture::none) {
+            capturing->captured.push_back(std::move(copy));  // captured, not run
+            return CUDA_SUCCESS;
+        }
+    }
+    run_launch(copy);
     return CUDA_SUCCESS;
 }
 
@@ -118,6 +160,8 @@ CUresult launch_cooperative(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
     return launch(f, LaunchShape{{gx, gy, gz}, {bx, by, bz}, shared}, stream, params, nullptr, true);
 }
 
+// Synchronizing a capturing stream is not allowed: it invalidates the
+// capture, as the driver does.
 CUresult synchronize_stream(CUstream stream)
 {
     if (const CUresult r = need_context(); r != CUDA_SUCCESS) {
@@ -125,7 +169,14 @@ CUresult synchronize_stream(CUstream stream)
     }
     State& s = state();
     Lock lock(s.mutex);
-    return valid_stream(s, stream) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+    if (!valid_stream(s, stream)) {
+        return CUDA_ERROR_INVALID_HANDLE;
+    }
+    if (Stream* found = find_stream(s, stream); found != nullptr && found->capture != Stream::Capture::none) {
+        found->capture = Stream::Capture::invalidated;
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    }
+    return CUDA_SUCCESS;
 }
 
 }  // namespace
@@ -145,7 +196,8 @@ DOUBLE_API CUresult cuStreamCreate(CUstream* stream, unsigned flags)
     }
     State& s = state();
     Lock lock(s.mutex);
-    auto* created = new Stream{flags};
+    auto* created = new Stream;
+    created->flags = flags;
     s.streams.insert(created);
     *stream = reinterpret_cast<CUstream>(created);
     return CUDA_SUCCESS;

@@ -6,7 +6,9 @@
 
 #include <cuda.h>
 
+#include <cstdlib>
 #include <cstring>
+#include <iterator>
 
 namespace kcap_double {
 namespace {
@@ -69,10 +71,176 @@ CUresult fill(CUdeviceptr dst, T value, std::size_t count, CUstream stream)
     return CUDA_SUCCESS;
 }
 
+// cuMemcpy: unified addressing; each side is device memory if it lies in an
+// allocation, host memory otherwise.
+CUresult copy_unified(CUdeviceptr dst, CUdeviceptr src, std::size_t bytes, CUstream stream)
+{
+    CUdeviceptr device_dst = 0;
+    CUdeviceptr device_src = 0;
+    {
+        State& s = state();
+        Lock lock(s.mutex);
+        CUdeviceptr base = 0;
+        std::size_t size = 0;
+        device_dst = s.range_of(dst, base, size) ? dst : 0;
+        device_src = s.range_of(src, base, size) ? src : 0;
+    }
+    return copy(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), bytes, device_dst, device_src,
+                stream);
+}
+
+CUresult allocate_host(void** pointer, std::size_t bytes)
+{
+    if (const CUresult r = need_context(); r != CUDA_SUCCESS) {
+        return r;
+    }
+    if (pointer == nullptr || bytes == 0) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    void* memory = std::aligned_alloc(4096, (bytes + 4095) / 4096 * 4096);
+    if (memory == nullptr) {
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    State& s = state();
+    Lock lock(s.mutex);
+    s.host_allocations[reinterpret_cast<std::uintptr_t>(memory)] = bytes;
+    *pointer = memory;
+    return CUDA_SUCCESS;
+}
+
+CUresult allocate_async(CUdeviceptr* address, std::size_t bytes, CUstream stream)
+{
+    if (const CUresult r = need_context(); r != CUDA_SUCCESS) {
+        return r;
+    }
+    if (address == nullptr || bytes == 0) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    State& s = state();
+    Lock lock(s.mutex);
+    if (!valid_stream(s, stream)) {
+        return CUDA_ERROR_INVALID_HANDLE;
+    }
+    *address = s.allocate(bytes);
+    return *address != 0 ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+CUresult free_async(CUdeviceptr address, CUstream stream)
+{
+    if (const CUresult r = need_context(); r != CUDA_SUCCESS) {
+        return r;
+    }
+    State& s = state();
+    Lock lock(s.mutex);
+    if (!valid_stream(s, stream)) {
+        return CUDA_ERROR_INVALID_HANDLE;
+    }
+    return s.release(address) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
 }  // namespace
 }  // namespace kcap_double
 
 using namespace kcap_double;
+
+// ---- page-locked host memory, pointer queries, stream-ordered allocation ------------
+
+DOUBLE_API CUresult cuMemAllocHost_v2(void** pointer, std::size_t bytes) { return allocate_host(pointer, bytes); }
+
+DOUBLE_API CUresult cuMemHostAlloc(void** pointer, std::size_t bytes, unsigned)
+{
+    return allocate_host(pointer, bytes);
+}
+
+DOUBLE_API CUresult cuMemFreeHost(void* pointer)
+{
+    if (const CUresult r = need_init(); r != CUDA_SUCCESS) {
+        return r;
+    }
+    State& s = state();
+    Lock lock(s.mutex);
+    if (s.host_allocations.erase(reinterpret_cast<std::uintptr_t>(pointer)) == 0) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    std::free(pointer);
+    return CUDA_SUCCESS;
+}
+
+DOUBLE_API CUresult cuPointerGetAttribute(void* data, CUpointer_attribute attribute, CUdeviceptr pointer)
+{
+    if (const CUresult r = need_context(); r != CUDA_SUCCESS) {
+        return r;
+    }
+    if (data == nullptr) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    if (attribute != CU_POINTER_ATTRIBUTE_MEMORY_TYPE) {
+        return CUDA_ERROR_NOT_SUPPORTED;
+    }
+    State& s = state();
+    Lock lock(s.mutex);
+    CUdeviceptr base = 0;
+    std::size_t size = 0;
+    unsigned type = 0;
+    if (s.range_of(pointer, base, size)) {
+        type = CU_MEMORYTYPE_DEVICE;
+    } else {
+        auto it = s.host_allocations.upper_bound(pointer);
+        if (it == s.host_allocations.begin() || pointer >= std::prev(it)->first + std::prev(it)->second) {
+            return CUDA_ERROR_INVALID_VALUE;  // not memory the driver knows
+        }
+        type = CU_MEMORYTYPE_HOST;
+    }
+    std::memcpy(data, &type, sizeof type);
+    return CUDA_SUCCESS;
+}
+
+DOUBLE_API CUresult cuMemAllocAsync(CUdeviceptr* address, std::size_t bytes, CUstream stream)
+{
+    return allocate_async(address, bytes, stream);
+}
+DOUBLE_API CUresult cuMemAllocAsync_ptsz(CUdeviceptr* address, std::size_t bytes, CUstream stream)
+{
+    return allocate_async(address, bytes, stream);
+}
+DOUBLE_API CUresult cuMemFreeAsync(CUdeviceptr address, CUstream stream) { return free_async(address, stream); }
+DOUBLE_API CUresult cuMemFreeAsync_ptsz(CUdeviceptr address, CUstream stream) { return free_async(address, stream); }
+
+// ---- unified copies, 16-bit memsets -----------------------------------------------------
+
+DOUBLE_API CUresult cuMemcpy(CUdeviceptr dst, CUdeviceptr src, std::size_t bytes)
+{
+    return copy_unified(dst, src, bytes, nullptr);
+}
+DOUBLE_API CUresult cuMemcpy_ptds(CUdeviceptr dst, CUdeviceptr src, std::size_t bytes)
+{
+    return copy_unified(dst, src, bytes, CU_STREAM_PER_THREAD);
+}
+DOUBLE_API CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, std::size_t bytes, CUstream stream)
+{
+    return copy_unified(dst, src, bytes, stream);
+}
+DOUBLE_API CUresult cuMemcpyAsync_ptsz(CUdeviceptr dst, CUdeviceptr src, std::size_t bytes, CUstream stream)
+{
+    return copy_unified(dst, src, bytes, stream);
+}
+DOUBLE_API CUresult cuMemsetD16_v2(CUdeviceptr dst, unsigned short value, std::size_t count)
+{
+    return fill(dst, value, count, nullptr);
+}
+DOUBLE_API CUresult cuMemsetD16_v2_ptds(CUdeviceptr dst, unsigned short value, std::size_t count)
+{
+    return fill(dst, value, count, CU_STREAM_PER_THREAD);
+}
+DOUBLE_API CUresult cuMemsetD16Async(CUdeviceptr dst, unsigned short value, std::size_t count, CUstream stream)
+{
+    return fill(dst, value, count, stream);
+}
+DOUBLE_API CUresult cuMemsetD16Async_ptsz(CUdeviceptr dst, unsigned short value, std::size_t count,
+                                          CUstream stream)
+{
+    return fill(dst, value, count, stream);
+}
 
 // ---- memory -----------------------------------------------------------------------
 

@@ -65,9 +65,17 @@ bool State::range_of(CUdeviceptr address, CUdeviceptr& base, std::size_t& size) 
 
 bool State::contains(CUdeviceptr address, std::size_t bytes) const
 {
-    CUdeviceptr base = 0;
-    std::size_t size = 0;
-    return bytes == 0 || (range_of(address, base, size) && address - base + bytes <= size);
+    // Allocations that adjoin without a gap (VMM mappings side by side in a
+    // reservation) hold a range together.
+    for (CUdeviceptr at = address; at < address + bytes;) {
+        CUdeviceptr base = 0;
+        std::size_t size = 0;
+        if (!range_of(at, base, size)) {
+            return false;
+        }
+        at = base + size;
+    }
+    return true;
 }
 
 CUresult State::load_module(const void* image, Module*& module)

@@ -19,6 +19,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_set>
+#include <vector>
 
 namespace kcap_double {
 
@@ -53,8 +54,29 @@ struct Library {
     std::map<const KernelDef*, Launchable*> kernels;
 };
 
+// A launch made into a capturing stream: kept, not run, until its graph is
+// launched. The parameter values are copied (the program's may change).
+struct CapturedLaunch {
+    const KernelDef* def = nullptr;
+    const Module* module = nullptr;
+    LaunchShape shape{};
+    std::vector<unsigned char> bytes;  // every parameter's value at its ParamSlot offset
+};
+
 struct Stream {
+    enum class Capture { none, active, invalidated };
     unsigned flags = 0;
+    Capture capture = Capture::none;
+    std::vector<CapturedLaunch> captured;
+};
+
+struct Event {
+    unsigned flags = 0;
+};
+
+// A captured graph, and an executable instance of one: the launches in order.
+struct Graph {
+    std::vector<CapturedLaunch> launches;
 };
 
 class State {
@@ -70,12 +92,21 @@ public:
     std::unordered_set<const Launchable*> launchables;
     std::unordered_set<const Library*> libraries;
     std::unordered_set<const Stream*> streams;
-    std::map<std::uintptr_t, std::size_t> allocations;  // base -> size
+    std::unordered_set<const Event*> events;
+    std::unordered_set<const Graph*> graphs;       // cuStreamEndCapture
+    std::unordered_set<const Graph*> graph_execs;  // cuGraphInstantiate
+    std::map<std::uintptr_t, std::size_t> allocations;       // base -> size
+    std::map<std::uintptr_t, std::size_t> host_allocations;  // page-locked host memory: base -> size
+
+    // A kernel "faulted" (a poison parameter, see api_launch.cpp): like the
+    // driver's sticky error, every later call that needs the context fails.
+    std::atomic<CUresult> sticky{CUDA_SUCCESS};
 
     // Device memory: host memory aligned as cudaMalloc's (256). Needs the lock.
     CUdeviceptr allocate(std::size_t bytes);
     bool release(CUdeviceptr base);
-    // The allocation holding [address, address + bytes), if any. Needs the lock.
+    // Whether [address, address + bytes) is device memory (one allocation, or
+    // adjoining ones). Needs the lock.
     bool contains(CUdeviceptr address, std::size_t bytes) const;
     bool range_of(CUdeviceptr address, CUdeviceptr& base, std::size_t& size) const;
 
@@ -109,8 +140,34 @@ inline CUresult need_context()
     if (const CUresult r = need_init(); r != CUDA_SUCCESS) {
         return r;
     }
+    if (const CUresult sticky = state().sticky.load(); sticky != CUDA_SUCCESS) {
+        return sticky;
+    }
     return current_context() != nullptr ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
 }
+
+// Parameter values that make a launch misbehave, for tests of what a
+// recorder leaves behind when a kernel faults:
+//   kPoisonFault  the launch returns success but "faults" (sticky
+//                 CUDA_ERROR_ILLEGAL_ADDRESS from every later call),
+//                 as an illegal address on a GPU does
+//   kPoisonKill   the process is killed (SIGKILL) inside the launch
+inline constexpr std::uint64_t kPoisonFault = 0xDEAD0000DEAD0000ull;
+inline constexpr std::uint64_t kPoisonKill = 0xDEAD0000DEADDEADull;
+
+// The stream a handle names, or nullptr for the legacy / per-thread default
+// streams (which never capture). Needs the lock.
+inline Stream* find_stream(State& s, CUstream stream)
+{
+    auto* found = reinterpret_cast<Stream*>(stream);
+    return s.streams.count(found) != 0 ? found : nullptr;
+}
+
+// Runs a kernel's host implementation with its parameter values.
+void run_launch(const CapturedLaunch& launch);
+
+// cuCtxSynchronize: invalidates every capture in progress (api_graph.cpp).
+CUresult synchronize_context();
 
 // The legacy and per-thread default streams are always valid. Needs the lock.
 inline bool valid_stream(const State& s, CUstream stream)

@@ -195,7 +195,7 @@ TEST(Interpose, MissingDriverFunctionFailsCleanlyAndIsReportedOnce)
     options.library_path = driver_double_dir();
     const RunResult run = run_program("missing_function", options);
     EXPECT_EQ(run.exit_code, 0) << run.describe();
-    EXPECT_EQ(run.err, "kcap: the CUDA driver has no cuMemCreate; returning CUDA_ERROR_NOT_FOUND\n");
+    EXPECT_EQ(run.err, "kcap: the CUDA driver has no cuMemAllocManaged; returning CUDA_ERROR_NOT_FOUND\n");
     expect_counts_match(run);
 }
 

@@ -1,5 +1,5 @@
-// Run with the shim only: calls cuMemCreate, which the shim exports but the
-// driver double does not implement. The shim must return an error (not
+// Run with the shim only: calls cuMemAllocManaged, which the shim exports but
+// the driver double does not implement. The shim must return an error (not
 // crash), and say so once on stderr however often it is called.
 #include "driver_program.h"
 
@@ -9,13 +9,13 @@
 int main()
 {
     DRIVER(cuInit, 0);
-    const auto mem_create = reinterpret_cast<PFN_cuMemCreate_v10020>(dlsym(RTLD_DEFAULT, "cuMemCreate"));
-    CHECK(mem_create != nullptr);  // the shim's export
+    const auto alloc_managed =
+        reinterpret_cast<PFN_cuMemAllocManaged_v6000>(dlsym(RTLD_DEFAULT, "cuMemAllocManaged"));
+    CHECK(alloc_managed != nullptr);  // the shim's export
     for (int i = 0; i < 3; ++i) {
-        CUmemGenericAllocationHandle handle = 0;
-        CUmemAllocationProp prop{};
-        test::calls_made().add("cuMemCreate");
-        CHECK(mem_create(&handle, 1 << 21, &prop, 0) == CUDA_ERROR_NOT_FOUND);
+        CUdeviceptr address = 0;
+        test::calls_made().add("cuMemAllocManaged");
+        CHECK(alloc_managed(&address, 1 << 21, CU_MEM_ATTACH_GLOBAL) == CUDA_ERROR_NOT_FOUND);
     }
     test::print_made();
     return 0;

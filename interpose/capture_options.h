@@ -1,0 +1,102 @@
+// What to record: the KCAP_* settings, read once when recording starts.
+//
+//   KCAP_OUTPUT        trace path; %p pid, %h host name, %r rank, %% a '%'.
+//                      Unset or empty: the shim records nothing (pure pass-through).
+//   KCAP_MODE          full (default): reachable memory before and after each launch
+//                      pre: before only; metadata: no memory at all, no synchronization
+//   KCAP_INCLUDE       ECMAScript regex; only launches of kernels whose name it
+//                      matches (anywhere in the name) are recorded
+//   KCAP_EXCLUDE       ECMAScript regex; launches of kernels it matches are not
+//   KCAP_SKIP          skip the first K launches that pass the filters
+//   KCAP_MAX_LAUNCHES  then record at most N of them
+//   KCAP_LEVEL         zstd compression level (default 3)
+//   KCAP_PIECE_SIZE    bytes per content piece, K/M suffixes allowed (default 1M)
+//
+// `kcap record` has a flag for each (and validates them with the same code).
+// Pure logic: no CUDA, no I/O; the caller passes the variable lookup.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <regex>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace kcap {
+
+enum class CaptureMode : uint8_t { kFull, kPreOnly, kMetadata };
+
+const char* captureModeName(CaptureMode mode);  // "full", "pre", "metadata"
+
+struct CaptureOptions {
+    std::string output;  // the template, placeholders unexpanded
+    CaptureMode mode = CaptureMode::kFull;
+    std::string include;  // regex sources, empty: none
+    std::string exclude;
+    uint64_t skip = 0;
+    uint64_t maxLaunches = std::numeric_limits<uint64_t>::max();  // max: unlimited
+    int zstdLevel = 3;
+    uint32_t pieceSize = 1u << 20;
+
+    // Compiled once by readCaptureOptions; shared, immutable.
+    std::shared_ptr<const std::regex> includeRegex;
+    std::shared_ptr<const std::regex> excludeRegex;
+
+    // True if launches of `kernelName` pass the include / exclude filters.
+    bool selects(std::string_view kernelName) const;
+
+    // Name -> value, as recorded in TraceBegin.options.
+    std::vector<std::pair<std::string, std::string>> describe() const;
+};
+
+// An invalid setting: which variable, the value it had, and what is wrong.
+class OptionError : public std::runtime_error {
+public:
+    OptionError(std::string variable, std::string value, const std::string& reason);
+    const std::string& variable() const { return variable_; }
+    const std::string& value() const { return value_; }
+    const std::string& reason() const { return reason_; }
+
+private:
+    std::string variable_;
+    std::string value_;
+    std::string reason_;
+};
+
+// Looks a variable up; nullptr when unset. (getenv in the shim.)
+using VariableLookup = std::function<const char*(const char* name)>;
+
+// The variables readCaptureOptions reads, in the order it reads them.
+const std::vector<const char*>& captureVariables();
+
+// nullopt when KCAP_OUTPUT is unset or empty (recording off). Throws
+// OptionError for the first invalid setting.
+std::optional<CaptureOptions> readCaptureOptions(const VariableLookup& lookup);
+
+// The rank for %r: the first of RANK, LOCAL_RANK, SLURM_PROCID,
+// OMPI_COMM_WORLD_RANK that is set and not empty, else "0".
+std::string rankFromEnvironment(const VariableLookup& lookup);
+
+// Expands the placeholders of an output template. Throws OptionError
+// (variable KCAP_OUTPUT) for an unknown placeholder or a lone trailing '%'.
+std::string expandOutputPath(const std::string& pattern, long pid, std::string_view host, std::string_view rank);
+
+// True if the template has a %p placeholder.
+bool outputHasPid(const std::string& pattern);
+
+// "dir/trace.kcap" -> "dir/trace.<pid>.kcap" ("trace" -> "trace.<pid>"): the
+// name a descendant process uses when the template has no %p, so that it
+// never overwrites its parent's trace.
+std::string withPidSuffix(const std::string& path, long pid);
+
+// Parses a byte count with an optional K, M or G suffix (powers of 1024,
+// optionally followed by "iB" or "B"). nullopt if malformed or too large.
+std::optional<uint64_t> parseByteCount(std::string_view text);
+
+}  // namespace kcap

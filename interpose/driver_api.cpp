@@ -1,0 +1,94 @@
+#include "driver_api.h"
+
+#include "real_driver.h"
+
+#include <cstdio>
+
+namespace kcap {
+namespace {
+
+template <class Pfn>
+void resolve(Pfn& slot, const char* symbol) noexcept
+{
+    slot = reinterpret_cast<Pfn>(real::driver_symbol(symbol));
+}
+
+DriverApi load() noexcept
+{
+    DriverApi api;
+    resolve(api.driverGetVersion, "cuDriverGetVersion");
+    resolve(api.getErrorName, "cuGetErrorName");
+    resolve(api.deviceGetCount, "cuDeviceGetCount");
+    resolve(api.deviceGet, "cuDeviceGet");
+    resolve(api.deviceGetName, "cuDeviceGetName");
+    resolve(api.deviceGetUuid, "cuDeviceGetUuid_v2");
+    if (api.deviceGetUuid == nullptr) {
+        resolve(api.deviceGetUuid, "cuDeviceGetUuid");  // same signature, older ABI
+    }
+    resolve(api.deviceGetAttribute, "cuDeviceGetAttribute");
+    resolve(api.deviceTotalMem, "cuDeviceTotalMem_v2");
+    resolve(api.deviceGetPCIBusId, "cuDeviceGetPCIBusId");
+    resolve(api.ctxGetCurrent, "cuCtxGetCurrent");
+    resolve(api.ctxGetDevice, "cuCtxGetDevice");
+    resolve(api.ctxSynchronize, "cuCtxSynchronize");
+    resolve(api.streamSynchronize, "cuStreamSynchronize");
+    resolve(api.streamIsCapturing, "cuStreamIsCapturing");
+    resolve(api.threadExchangeStreamCaptureMode, "cuThreadExchangeStreamCaptureMode");
+    resolve(api.memcpyDtoH, "cuMemcpyDtoH_v2");
+    resolve(api.memHostAlloc, "cuMemHostAlloc");
+    resolve(api.pointerGetAttribute, "cuPointerGetAttribute");
+    resolve(api.funcGetParamInfo, "cuFuncGetParamInfo");
+    resolve(api.kernelGetParamInfo, "cuKernelGetParamInfo");
+    resolve(api.moduleGetGlobal, "cuModuleGetGlobal_v2");
+    resolve(api.libraryGetGlobal, "cuLibraryGetGlobal");
+    return api;
+}
+
+}  // namespace
+
+const DriverApi& driverApi() noexcept
+{
+    static const DriverApi api = load();
+    return api;
+}
+
+uint64_t currentContext() noexcept
+{
+    CUcontext context = nullptr;
+    const auto get = driverApi().ctxGetCurrent;
+    return get != nullptr && get(&context) == CUDA_SUCCESS ? reinterpret_cast<uint64_t>(context) : 0;
+}
+
+int currentDevice() noexcept
+{
+    CUdevice device = 0;
+    const auto get = driverApi().ctxGetDevice;
+    return get != nullptr && get(&device) == CUDA_SUCCESS ? static_cast<int>(device) : -1;
+}
+
+const char* resultName(CUresult result, char (&buffer)[32]) noexcept
+{
+    const char* name = nullptr;
+    const auto get = driverApi().getErrorName;
+    if (get != nullptr && get(result, &name) == CUDA_SUCCESS && name != nullptr) {
+        return name;
+    }
+    std::snprintf(buffer, sizeof buffer, "CUresult %d", static_cast<int>(result));
+    return buffer;
+}
+
+RelaxedCaptureMode::RelaxedCaptureMode() noexcept
+{
+    const auto exchange = driverApi().threadExchangeStreamCaptureMode;
+    previous_ = CU_STREAM_CAPTURE_MODE_RELAXED;
+    exchanged_ = exchange != nullptr && exchange(&previous_) == CUDA_SUCCESS;
+}
+
+RelaxedCaptureMode::~RelaxedCaptureMode()
+{
+    if (exchanged_) {
+        driverApi().threadExchangeStreamCaptureMode(&previous_);
+    }
+}
+
+}  // namespace kcap

@@ -1,0 +1,68 @@
+// The real driver functions the recorder itself calls (device queries,
+// synchronization, device-to-host copies, parameter layouts, globals), taken
+// from the real libcuda by symbol, never through the shim's own exports.
+//
+// Resolved once, the first time recording starts. A function the driver does
+// not have is nullptr, and the recorder does without it (see each use).
+#pragma once
+
+#include <cudaTypedefs.h>
+
+#include <cstdint>
+
+namespace kcap {
+
+struct DriverApi {
+    PFN_cuDriverGetVersion_v2020 driverGetVersion = nullptr;
+    PFN_cuGetErrorName_v6000 getErrorName = nullptr;
+    PFN_cuDeviceGetCount_v2000 deviceGetCount = nullptr;
+    PFN_cuDeviceGet_v2000 deviceGet = nullptr;
+    PFN_cuDeviceGetName_v2000 deviceGetName = nullptr;
+    PFN_cuDeviceGetUuid_v11040 deviceGetUuid = nullptr;
+    PFN_cuDeviceGetAttribute_v2000 deviceGetAttribute = nullptr;
+    PFN_cuDeviceTotalMem_v3020 deviceTotalMem = nullptr;
+    PFN_cuDeviceGetPCIBusId_v4010 deviceGetPCIBusId = nullptr;
+
+    PFN_cuCtxGetCurrent_v4000 ctxGetCurrent = nullptr;
+    PFN_cuCtxGetDevice_v2000 ctxGetDevice = nullptr;
+    PFN_cuCtxSynchronize_v2000 ctxSynchronize = nullptr;
+    PFN_cuStreamSynchronize_v2000 streamSynchronize = nullptr;
+    PFN_cuStreamIsCapturing_v10000 streamIsCapturing = nullptr;
+    PFN_cuThreadExchangeStreamCaptureMode_v10010 threadExchangeStreamCaptureMode = nullptr;
+
+    PFN_cuMemcpyDtoH_v3020 memcpyDtoH = nullptr;
+    PFN_cuMemHostAlloc_v2020 memHostAlloc = nullptr;
+    PFN_cuPointerGetAttribute_v4000 pointerGetAttribute = nullptr;
+
+    PFN_cuFuncGetParamInfo_v12040 funcGetParamInfo = nullptr;
+    PFN_cuKernelGetParamInfo_v12040 kernelGetParamInfo = nullptr;
+    PFN_cuModuleGetGlobal_v3020 moduleGetGlobal = nullptr;
+    PFN_cuLibraryGetGlobal_v12000 libraryGetGlobal = nullptr;
+};
+
+// The driver's functions (all nullptr when the driver cannot be loaded).
+const DriverApi& driverApi() noexcept;
+
+// The calling thread's current context (0 if none) and its device (-1).
+uint64_t currentContext() noexcept;
+int currentDevice() noexcept;
+
+// "CUDA_ERROR_ILLEGAL_ADDRESS", or "CUresult <n>" when the driver cannot say.
+const char* resultName(CUresult result, char (&buffer)[32]) noexcept;
+
+// Sets this thread's stream capture mode to relaxed for the scope, so that
+// the recorder's own driver calls are never "unsafe" calls that would
+// invalidate another stream's capture (CUDA-NOTES: Memory).
+class RelaxedCaptureMode {
+public:
+    RelaxedCaptureMode() noexcept;
+    ~RelaxedCaptureMode();
+    RelaxedCaptureMode(const RelaxedCaptureMode&) = delete;
+    RelaxedCaptureMode& operator=(const RelaxedCaptureMode&) = delete;
+
+private:
+    CUstreamCaptureMode previous_ = CU_STREAM_CAPTURE_MODE_RELAXED;
+    bool exchanged_ = false;
+};
+
+}  // namespace kcap

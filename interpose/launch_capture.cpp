@@ -1,0 +1,308 @@
+// Launches: the Launch event before the real call (parameters, pointer
+// words, reachable memory), the LaunchEnd after it (result, memory after).
+//
+// Synchronization, and why (full and pre modes):
+//   Before the pre snapshot the recorder synchronizes the launch's CONTEXT.
+//   The memory a launch reads may be written by work queued on any stream of
+//   the context (the program orders it with events the recorder does not
+//   follow), so the stream alone is not enough; without tracking cross-stream
+//   dependencies, the context is the smallest safe scope. This is the known
+//   cost of full capture: every recorded launch waits for all queued work.
+//   While any stream of the process is capturing into a graph, a context
+//   synchronization could break that capture, so the recorder synchronizes
+//   the launch's own stream only.
+//   After the launch (full mode) it synchronizes the launch's stream: the
+//   launch is then complete, and the post snapshot sees what it wrote.
+//   A launch into a capturing stream does not run: it is recorded with
+//   capturing = true, no snapshot and no synchronization at all. Metadata
+//   mode never synchronizes.
+//   Kernels that wait for work launched after them (NCCL's collectives wait
+//   for their peers) would never finish under a synchronize: they are
+//   recorded without snapshots (a note in the trace says so).
+//
+// The recorder's own driver calls run in relaxed stream-capture mode, so
+// that they are never "unsafe" calls invalidating another thread's capture.
+#include "recorder.h"
+
+#include "driver_api.h"
+#include "param_buffer.h"
+
+#include <algorithm>
+#include <mutex>
+#include <set>
+
+namespace kcap {
+namespace {
+
+// Buffers at most this large that pointer words hit are scanned for more
+// pointers (pointer arrays of grouped kernels); one level deep.
+constexpr uint64_t kIndirectScanLimit = 64u << 10;
+
+bool waitsForPeers(std::string_view kernelName)
+{
+    return kernelName.starts_with("ncclKernel") || kernelName.starts_with("ncclDevKernel");
+}
+
+schema::MemoryKind memoryKind(AllocationKind kind)
+{
+    switch (kind) {
+    case AllocationKind::kDevice: return schema::MemoryKind::ALLOCATION;
+    case AllocationKind::kManaged: return schema::MemoryKind::MANAGED;
+    case AllocationKind::kVmm: return schema::MemoryKind::VMM;
+    case AllocationKind::kHostMapped: return schema::MemoryKind::HOST_MAPPED;
+    }
+    return schema::MemoryKind::UNKNOWN;
+}
+
+bool isCapturing(CUstream stream)
+{
+    const auto query = driverApi().streamIsCapturing;
+    CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+    if (query == nullptr || query(stream, &status) != CUDA_SUCCESS) {
+        return false;
+    }
+    return status != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
+struct TakenRange {
+    SnapshotRange range;
+    StoredContent content;
+};
+
+void writeRanges(capnp::List<schema::MemoryRange>::Builder list, const std::vector<TakenRange>& taken)
+{
+    for (unsigned i = 0; i < taken.size(); ++i) {
+        list[i].setAddress(taken[i].range.address);
+        list[i].setAllocationBase(taken[i].range.allocationBase);
+        list[i].setKind(taken[i].range.kind);
+        taken[i].content.writeTo(list[i].initContent());
+    }
+}
+
+}  // namespace
+
+bool Recorder::selects(std::string_view kernelName)
+{
+    if (!options_.includeRegex && !options_.excludeRegex) {
+        return true;
+    }
+    // Names come interned from the function registry: one decision per name.
+    const char* key = kernelName.data();
+    {
+        std::shared_lock lock(selectionMutex_);
+        const auto it = selection_.find(key);
+        if (it != selection_.end()) {
+            return it->second;
+        }
+    }
+    const bool selected = options_.selects(kernelName);
+    std::unique_lock lock(selectionMutex_);
+    selection_.emplace(key, selected);
+    return selected;
+}
+
+std::unique_ptr<PendingLaunch> Recorder::launchStarting(const LaunchCall& call, std::string_view kernelName)
+{
+    Operation operation(*this);
+    if (!operation) {
+        return nullptr;
+    }
+    if (!selects(kernelName)) {
+        droppedLaunches_.fetch_add(1, std::memory_order_relaxed);
+        return nullptr;
+    }
+    const uint64_t eligible = eligibleLaunches_.fetch_add(1, std::memory_order_relaxed);
+    if (eligible < options_.skip || eligible - options_.skip >= options_.maxLaunches) {
+        droppedLaunches_.fetch_add(1, std::memory_order_relaxed);
+        return nullptr;
+    }
+    recordedLaunches_.fetch_add(1, std::memory_order_relaxed);
+
+    auto pending = std::make_unique<PendingLaunch>();
+    pending->recorder = this;
+    pending->launchIndex = eligible - options_.skip;
+    pending->syncStream = call.perThreadStream && call.stream == nullptr ? CU_STREAM_PER_THREAD : call.stream;
+
+    EventMessage message(*this);
+    auto launch = message.event().initLaunch();
+    launch.setLaunchIndex(pending->launchIndex);
+    launch.setApi(call.api);
+    launch.setPerThreadStream(call.perThreadStream);
+    launch.setFunction(reinterpret_cast<uint64_t>(call.function));
+    launch.setKernelName(capnp::Text::Reader(kernelName.data(), kernelName.size()));
+    launch.setGridX(call.grid[0]);
+    launch.setGridY(call.grid[1]);
+    launch.setGridZ(call.grid[2]);
+    launch.setBlockX(call.block[0]);
+    launch.setBlockY(call.block[1]);
+    launch.setBlockZ(call.block[2]);
+    launch.setSharedMemBytes(call.sharedMemBytes);
+    launch.setStream(reinterpret_cast<uint64_t>(call.stream));
+    launch.setContext(currentContext());
+    launch.setDevice(currentDevice());
+    if (call.attributes != nullptr && call.attributeCount != 0) {
+        auto attributes = launch.initAttributes(call.attributeCount);
+        for (unsigned i = 0; i < call.attributeCount; ++i) {
+            attributes[i].setId(static_cast<int32_t>(call.attributes[i].id));
+            attributes[i].setValue(capnp::Data::Reader(reinterpret_cast<const uint8_t*>(&call.attributes[i].value),
+                                                       sizeof call.attributes[i].value));
+        }
+    }
+
+    // Parameters and the words of them that are device pointers.
+    const FunctionInfo info = functionInfo(call.function);
+    const ParamBuffer params = assembleParams(info.layout.get(), call.kernelParams, call.extra);
+    if (!params.complete) {
+        noteOnce(notedNoLayout_, schema::Message::Level::WARNING,
+                 "the driver gave no parameter layout for " + std::string(kernelName) +
+                     " (cuFuncGetParamInfo / cuKernelGetParamInfo); launches passing kernelParams are "
+                     "recorded without parameters");
+    }
+    launch.setParams(capnp::Data::Reader(params.bytes.data(), params.bytes.size()));
+    launch.setParamsFromExtra(params.fromExtra);
+    auto layout = launch.initParamLayout(static_cast<unsigned>(params.layout.size()));
+    for (unsigned i = 0; i < params.layout.size(); ++i) {
+        layout[i].setOffset(params.layout[i].offset);
+        layout[i].setSize(params.layout[i].size);
+    }
+    const std::vector<ParamPointer> pointers =
+        scanParams(params.bytes.data(), params.bytes.size(), params.layout, allocations_);
+    auto words = launch.initPointers(static_cast<unsigned>(pointers.size()));
+    for (unsigned i = 0; i < pointers.size(); ++i) {
+        words[i].setOffset(pointers[i].offset);
+        words[i].setValue(pointers[i].value);
+        words[i].setAllocationBase(pointers[i].allocationBase);
+        words[i].setInTensorMap(pointers[i].inTensorMap);
+    }
+
+    // No stream of the process is capturing (the capture hooks count them):
+    // no need to ask the driver on every launch.
+    const bool capturing = activeCaptures_.load(std::memory_order_relaxed) > 0 && isCapturing(pending->syncStream);
+    launch.setCapturing(capturing);
+    bool snapshots = options_.mode != CaptureMode::kMetadata && !capturing;
+    if (snapshots && waitsForPeers(kernelName)) {
+        snapshots = false;
+        noteOnce(notedNoSync_, schema::Message::Level::INFO,
+                 "kernels that wait for their peers (" + std::string(kernelName) +
+                     ") are recorded without synchronizing and without memory snapshots");
+    }
+
+    std::vector<TakenRange> taken;
+    std::vector<IndirectPointer> indirect;
+    if (snapshots) {
+        const RelaxedCaptureMode relaxed;
+        const DriverApi& api = driverApi();
+        CUresult sync = CUDA_SUCCESS;
+        if (activeCaptures_.load() == 0 && api.ctxSynchronize != nullptr) {
+            sync = api.ctxSynchronize();
+        } else if (api.streamSynchronize != nullptr) {
+            sync = api.streamSynchronize(pending->syncStream);
+        }
+        launch.setSyncResult(sync);
+
+        // What the launch can reach: the allocations its pointer words hit,
+        // what pointers inside the small ones hit, the module's globals.
+        std::vector<SnapshotRange> direct;
+        std::set<uint64_t> seen;
+        for (const ParamPointer& pointer : pointers) {
+            const auto extent = allocations_.findExtent(pointer.value);
+            if (extent && seen.insert(extent->base).second) {
+                direct.push_back({extent->base, extent->size, extent->base, memoryKind(extent->kind)});
+            }
+        }
+        CUresult failed = sync;
+        std::vector<SnapshotRange> second;
+        for (const SnapshotRange& range : direct) {
+            if (failed != CUDA_SUCCESS) {
+                break;
+            }
+            std::vector<uint8_t> bytes;
+            const bool scan = range.size <= kIndirectScanLimit;
+            TakenRange entry{range, {}};
+            failed = snapshot(*writer_, staging_, range, entry.content, scan ? &bytes : nullptr);
+            if (failed != CUDA_SUCCESS) {
+                break;
+            }
+            taken.push_back(std::move(entry));
+            if (scan) {
+                for (const IndirectPointer& found : scanIndirect(bytes.data(), bytes.size(), range.address, allocations_)) {
+                    indirect.push_back(found);
+                    const auto extent = allocations_.findExtent(found.value);
+                    if (extent && seen.insert(extent->base).second) {
+                        second.push_back({extent->base, extent->size, extent->base, memoryKind(extent->kind)});
+                    }
+                }
+            }
+        }
+        for (const GlobalVariable& global : globalsOf(info.owner)) {
+            if (seen.insert(global.address).second) {
+                second.push_back({global.address, global.size, global.address, schema::MemoryKind::MODULE_GLOBAL});
+            }
+        }
+        for (const SnapshotRange& range : second) {
+            if (failed != CUDA_SUCCESS) {
+                break;
+            }
+            TakenRange entry{range, {}};
+            failed = snapshot(*writer_, staging_, range, entry.content, nullptr);
+            if (failed == CUDA_SUCCESS) {
+                taken.push_back(std::move(entry));
+            }
+        }
+        if (failed != CUDA_SUCCESS && sync == CUDA_SUCCESS) {
+            launch.setSnapshotError(failed);
+        }
+        writeRanges(launch.initPre(static_cast<unsigned>(taken.size())), taken);
+        pending->postSnapshot = options_.mode == CaptureMode::kFull && sync == CUDA_SUCCESS && failed == CUDA_SUCCESS;
+        for (const TakenRange& entry : taken) {
+            pending->ranges.push_back(entry.range);
+        }
+    }
+    auto indirectList = launch.initIndirectPointers(static_cast<unsigned>(indirect.size()));
+    for (unsigned i = 0; i < indirect.size(); ++i) {
+        indirectList[i].setBufferAddress(indirect[i].bufferAddress);
+        indirectList[i].setOffset(indirect[i].offset);
+        indirectList[i].setValue(indirect[i].value);
+        indirectList[i].setAllocationBase(indirect[i].allocationBase);
+    }
+
+    append(message);
+    if (options_.mode != CaptureMode::kMetadata) {
+        flush();  // on disk before the launch runs: a launch that kills the process is still recorded
+    }
+    return pending;
+}
+
+void Recorder::launchFinished(PendingLaunch& pending, CUresult result)
+{
+    Operation operation(*this);
+    if (!operation) {
+        return;
+    }
+    EventMessage message(*this);
+    auto end = message.event().initLaunchEnd();
+    end.setLaunchIndex(pending.launchIndex);
+    end.setResult(result);
+    if (pending.postSnapshot && result == CUDA_SUCCESS) {
+        const RelaxedCaptureMode relaxed;
+        const auto synchronize = driverApi().streamSynchronize;
+        const CUresult sync = synchronize != nullptr ? synchronize(pending.syncStream) : CUDA_ERROR_NOT_FOUND;
+        end.setSyncResult(sync);
+        if (sync == CUDA_SUCCESS) {
+            std::vector<TakenRange> taken;
+            for (const SnapshotRange& range : pending.ranges) {
+                TakenRange entry{range, {}};
+                const CUresult failed = snapshot(*writer_, staging_, range, entry.content, nullptr);
+                if (failed != CUDA_SUCCESS) {
+                    end.setSnapshotError(failed);
+                    break;
+                }
+                taken.push_back(std::move(entry));
+            }
+            writeRanges(end.initPost(static_cast<unsigned>(taken.size())), taken);
+        }
+    }
+    append(message);
+}
+
+}  // namespace kcap

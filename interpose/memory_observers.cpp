@@ -1,0 +1,458 @@
+// The observers of memory, copies, streams, events and graph capture, and of
+// failed calls: each hands the call to the Recorder when the shim records.
+#include "observer.h"
+
+#include "recorder.h"
+
+#include <vector>
+
+namespace kcap {
+namespace {
+
+uint64_t word(const void* pointer) { return reinterpret_cast<uint64_t>(pointer); }
+
+template <class T>
+uint64_t madeAddress(CUresult result, T* out)
+{
+    return result == CUDA_SUCCESS && out != nullptr ? static_cast<uint64_t>(reinterpret_cast<uintptr_t>(*out)) : 0;
+}
+uint64_t madeAddress(CUresult result, CUdeviceptr* out) { return result == CUDA_SUCCESS && out != nullptr ? *out : 0; }
+
+void recordAlloc(const AllocCall& call)
+{
+    if (Recorder* recorder = Recorder::active()) {
+        recorder->allocated(call);
+    }
+}
+
+// What each free took out of the allocation map before the real call, for
+// its after(): a stack per thread (before/after pairs nest, never cross).
+thread_local std::vector<std::vector<Allocation>> t_released;
+
+void freeBefore(schema::AllocKind kind, uint64_t address, uint64_t size)
+{
+    std::vector<Allocation> released;
+    if (Recorder* recorder = Recorder::active()) {
+        released = recorder->releasing(kind, address, size);
+    }
+    t_released.push_back(std::move(released));
+}
+
+void freeAfter(const FreeCall& call)
+{
+    std::vector<Allocation> released;
+    if (!t_released.empty()) {
+        released = std::move(t_released.back());
+        t_released.pop_back();
+    }
+    if (Recorder* recorder = Recorder::current()) {
+        recorder->freed(call, released);
+    }
+}
+
+void recordCopy(const CopyCall& call, const void* hostSource)
+{
+    if (Recorder* recorder = Recorder::active()) {
+        recorder->copied(call, hostSource);
+    }
+}
+
+void recordSet(const SetCall& call)
+{
+    if (Recorder* recorder = Recorder::active()) {
+        recorder->memset(call);
+    }
+}
+
+void recordSync(const SyncCall& call)
+{
+    if (Recorder* recorder = Recorder::active()) {
+        recorder->synchronized(call);
+    }
+}
+
+}  // namespace
+
+void observe_failure(HookId id, CUresult result)
+{
+    if (Recorder* recorder = Recorder::active()) {
+        recorder->apiError(id, result);
+    }
+}
+
+// ---- allocation ---------------------------------------------------------------------
+
+void Observer<HookId::cuMemAlloc_v2_hook>::after(HookId, CUresult result, CUdeviceptr* address, size_t size)
+{
+    recordAlloc({.kind = schema::AllocKind::MEM_ALLOC, .result = result, .address = madeAddress(result, address),
+                 .size = size});
+}
+
+void Observer<HookId::cuMemAllocPitch_v2_hook>::after(HookId, CUresult result, CUdeviceptr* address,
+                                                      size_t* pitch, size_t, size_t height, unsigned)
+{
+    const uint64_t rowPitch = result == CUDA_SUCCESS && pitch != nullptr ? *pitch : 0;
+    recordAlloc({.kind = schema::AllocKind::MEM_ALLOC_PITCH,
+                 .result = result,
+                 .address = madeAddress(result, address),
+                 .size = rowPitch * height,
+                 .pitch = rowPitch});
+}
+
+void Observer<HookId::cuMemAllocManaged_hook>::after(HookId, CUresult result, CUdeviceptr* address, size_t size,
+                                                     unsigned flags)
+{
+    recordAlloc({.kind = schema::AllocKind::MANAGED,
+                 .result = result,
+                 .address = madeAddress(result, address),
+                 .size = size,
+                 .flags = flags});
+}
+
+void Observer<HookId::cuMemAllocAsync_hook>::after(HookId, CUresult result, CUdeviceptr* address, size_t size,
+                                                   CUstream stream)
+{
+    recordAlloc({.kind = schema::AllocKind::ASYNC,
+                 .result = result,
+                 .address = madeAddress(result, address),
+                 .size = size,
+                 .stream = word(stream)});
+}
+
+void Observer<HookId::cuMemAllocFromPoolAsync_hook>::after(HookId, CUresult result, CUdeviceptr* address,
+                                                           size_t size, CUmemoryPool pool, CUstream stream)
+{
+    recordAlloc({.kind = schema::AllocKind::FROM_POOL,
+                 .result = result,
+                 .address = madeAddress(result, address),
+                 .size = size,
+                 .stream = word(stream),
+                 .handle = word(pool)});
+}
+
+void Observer<HookId::cuMemFree_v2_hook>::before(HookId, CUdeviceptr address)
+{
+    freeBefore(schema::AllocKind::MEM_ALLOC, address, 0);
+}
+
+void Observer<HookId::cuMemFree_v2_hook>::after(HookId, CUresult result, CUdeviceptr address)
+{
+    freeAfter({.kind = schema::AllocKind::MEM_ALLOC, .result = result, .address = address});
+}
+
+void Observer<HookId::cuMemFreeAsync_hook>::before(HookId, CUdeviceptr address, CUstream)
+{
+    freeBefore(schema::AllocKind::ASYNC, address, 0);
+}
+
+void Observer<HookId::cuMemFreeAsync_hook>::after(HookId, CUresult result, CUdeviceptr address, CUstream stream)
+{
+    freeAfter({.kind = schema::AllocKind::ASYNC, .result = result, .address = address, .stream = word(stream)});
+}
+
+void Observer<HookId::cuMemAddressReserve_hook>::after(HookId, CUresult result, CUdeviceptr* address, size_t size,
+                                                       size_t, CUdeviceptr hint, unsigned long long flags)
+{
+    recordAlloc({.kind = schema::AllocKind::VMM_RESERVE,
+                 .result = result,
+                 .address = madeAddress(result, address),
+                 .size = size,
+                 .offset = hint,
+                 .flags = flags});
+}
+
+void Observer<HookId::cuMemAddressFree_hook>::before(HookId, CUdeviceptr address, size_t size)
+{
+    freeBefore(schema::AllocKind::VMM_RESERVE, address, size);
+}
+
+void Observer<HookId::cuMemAddressFree_hook>::after(HookId, CUresult result, CUdeviceptr address, size_t size)
+{
+    freeAfter({.kind = schema::AllocKind::VMM_RESERVE, .result = result, .address = address, .size = size});
+}
+
+void Observer<HookId::cuMemCreate_hook>::after(HookId, CUresult result, CUmemGenericAllocationHandle* handle,
+                                               size_t size, const CUmemAllocationProp* prop,
+                                               unsigned long long flags)
+{
+    recordAlloc({.kind = schema::AllocKind::VMM_CREATE,
+                 .result = result,
+                 .size = size,
+                 .handle = result == CUDA_SUCCESS && handle != nullptr ? *handle : 0,
+                 .flags = flags,
+                 .device = prop != nullptr && prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE ? prop->location.id
+                                                                                                   : -1});
+}
+
+void Observer<HookId::cuMemRelease_hook>::after(HookId, CUresult result, CUmemGenericAllocationHandle handle)
+{
+    if (Recorder* recorder = Recorder::active()) {
+        recorder->freed({.kind = schema::AllocKind::VMM_CREATE, .result = result, .handle = handle}, {});
+    }
+}
+
+void Observer<HookId::cuMemMap_hook>::after(HookId, CUresult result, CUdeviceptr address, size_t size,
+                                            size_t offset, CUmemGenericAllocationHandle handle,
+                                            unsigned long long flags)
+{
+    recordAlloc({.kind = schema::AllocKind::VMM_MAP,
+                 .result = result,
+                 .address = address,
+                 .size = size,
+                 .handle = handle,
+                 .offset = offset,
+                 .flags = flags});
+}
+
+void Observer<HookId::cuMemUnmap_hook>::before(HookId, CUdeviceptr address, size_t size)
+{
+    freeBefore(schema::AllocKind::VMM_MAP, address, size);
+}
+
+void Observer<HookId::cuMemUnmap_hook>::after(HookId, CUresult result, CUdeviceptr address, size_t size)
+{
+    freeAfter({.kind = schema::AllocKind::VMM_MAP, .result = result, .address = address, .size = size});
+}
+
+void Observer<HookId::cuMemAllocHost_v2_hook>::after(HookId, CUresult result, void** pointer, size_t size)
+{
+    recordAlloc({.kind = schema::AllocKind::HOST_ALLOC, .result = result, .address = madeAddress(result, pointer),
+                 .size = size});
+}
+
+void Observer<HookId::cuMemHostAlloc_hook>::after(HookId, CUresult result, void** pointer, size_t size,
+                                                  unsigned flags)
+{
+    recordAlloc({.kind = schema::AllocKind::HOST_ALLOC,
+                 .result = result,
+                 .address = madeAddress(result, pointer),
+                 .size = size,
+                 .flags = flags});
+}
+
+void Observer<HookId::cuMemFreeHost_hook>::before(HookId, void* pointer)
+{
+    freeBefore(schema::AllocKind::HOST_ALLOC, word(pointer), 0);
+}
+
+void Observer<HookId::cuMemFreeHost_hook>::after(HookId, CUresult result, void* pointer)
+{
+    freeAfter({.kind = schema::AllocKind::HOST_ALLOC, .result = result, .address = word(pointer)});
+}
+
+void Observer<HookId::cuMemHostRegister_v2_hook>::after(HookId, CUresult result, void* pointer, size_t size,
+                                                        unsigned flags)
+{
+    recordAlloc({.kind = schema::AllocKind::HOST_REGISTER,
+                 .result = result,
+                 .address = word(pointer),
+                 .size = size,
+                 .flags = flags});
+}
+
+void Observer<HookId::cuMemHostUnregister_hook>::before(HookId, void* pointer)
+{
+    freeBefore(schema::AllocKind::HOST_REGISTER, word(pointer), 0);
+}
+
+void Observer<HookId::cuMemHostUnregister_hook>::after(HookId, CUresult result, void* pointer)
+{
+    freeAfter({.kind = schema::AllocKind::HOST_REGISTER, .result = result, .address = word(pointer)});
+}
+
+// ---- copies and memsets -----------------------------------------------------------------
+
+void Observer<HookId::cuMemcpyHtoD_v2_hook>::after(HookId, CUresult result, CUdeviceptr dst, const void* src,
+                                                   size_t size)
+{
+    recordCopy({.direction = schema::CopyDirection::HOST_TO_DEVICE, .result = result, .dst = dst, .size = size},
+               src);
+}
+
+void Observer<HookId::cuMemcpyHtoDAsync_v2_hook>::after(HookId, CUresult result, CUdeviceptr dst, const void* src,
+                                                        size_t size, CUstream stream)
+{
+    recordCopy({.direction = schema::CopyDirection::HOST_TO_DEVICE,
+                .result = result,
+                .dst = dst,
+                .size = size,
+                .stream = word(stream),
+                .isAsync = true},
+               src);
+}
+
+void Observer<HookId::cuMemcpyDtoD_v2_hook>::after(HookId, CUresult result, CUdeviceptr dst, CUdeviceptr src,
+                                                   size_t size)
+{
+    recordCopy({.direction = schema::CopyDirection::DEVICE_TO_DEVICE, .result = result, .dst = dst, .src = src,
+                .size = size},
+               nullptr);
+}
+
+void Observer<HookId::cuMemcpyDtoDAsync_v2_hook>::after(HookId, CUresult result, CUdeviceptr dst, CUdeviceptr src,
+                                                        size_t size, CUstream stream)
+{
+    recordCopy({.direction = schema::CopyDirection::DEVICE_TO_DEVICE,
+                .result = result,
+                .dst = dst,
+                .src = src,
+                .size = size,
+                .stream = word(stream),
+                .isAsync = true},
+               nullptr);
+}
+
+void Observer<HookId::cuMemcpyDtoH_v2_hook>::after(HookId, CUresult result, void*, CUdeviceptr src, size_t size)
+{
+    recordCopy({.direction = schema::CopyDirection::DEVICE_TO_HOST, .result = result, .src = src, .size = size},
+               nullptr);
+}
+
+void Observer<HookId::cuMemcpyDtoHAsync_v2_hook>::after(HookId, CUresult result, void*, CUdeviceptr src,
+                                                        size_t size, CUstream stream)
+{
+    recordCopy({.direction = schema::CopyDirection::DEVICE_TO_HOST,
+                .result = result,
+                .src = src,
+                .size = size,
+                .stream = word(stream),
+                .isAsync = true},
+               nullptr);
+}
+
+void Observer<HookId::cuMemcpy_hook>::after(HookId, CUresult result, CUdeviceptr dst, CUdeviceptr src, size_t size)
+{
+    recordCopy({.result = result, .dst = dst, .src = src, .size = size}, nullptr);
+}
+
+void Observer<HookId::cuMemcpyAsync_hook>::after(HookId, CUresult result, CUdeviceptr dst, CUdeviceptr src,
+                                                 size_t size, CUstream stream)
+{
+    recordCopy({.result = result, .dst = dst, .src = src, .size = size, .stream = word(stream), .isAsync = true},
+               nullptr);
+}
+
+void Observer<HookId::cuMemsetD8_v2_hook>::after(HookId, CUresult result, CUdeviceptr dst, unsigned char value,
+                                                 size_t count)
+{
+    recordSet({.result = result, .dst = dst, .value = value, .elementSize = 1, .count = count});
+}
+
+void Observer<HookId::cuMemsetD16_v2_hook>::after(HookId, CUresult result, CUdeviceptr dst, unsigned short value,
+                                                  size_t count)
+{
+    recordSet({.result = result, .dst = dst, .value = value, .elementSize = 2, .count = count});
+}
+
+void Observer<HookId::cuMemsetD32_v2_hook>::after(HookId, CUresult result, CUdeviceptr dst, unsigned value,
+                                                  size_t count)
+{
+    recordSet({.result = result, .dst = dst, .value = value, .elementSize = 4, .count = count});
+}
+
+void Observer<HookId::cuMemsetD8Async_hook>::after(HookId, CUresult result, CUdeviceptr dst, unsigned char value,
+                                                   size_t count, CUstream stream)
+{
+    recordSet({.result = result, .dst = dst, .value = value, .elementSize = 1, .count = count,
+               .stream = word(stream), .isAsync = true});
+}
+
+void Observer<HookId::cuMemsetD16Async_hook>::after(HookId, CUresult result, CUdeviceptr dst,
+                                                    unsigned short value, size_t count, CUstream stream)
+{
+    recordSet({.result = result, .dst = dst, .value = value, .elementSize = 2, .count = count,
+               .stream = word(stream), .isAsync = true});
+}
+
+void Observer<HookId::cuMemsetD32Async_hook>::after(HookId, CUresult result, CUdeviceptr dst, unsigned value,
+                                                    size_t count, CUstream stream)
+{
+    recordSet({.result = result, .dst = dst, .value = value, .elementSize = 4, .count = count,
+               .stream = word(stream), .isAsync = true});
+}
+
+// ---- streams, events, synchronization -------------------------------------------------
+
+void Observer<HookId::cuStreamCreate_hook>::after(HookId, CUresult result, CUstream* stream, unsigned flags)
+{
+    recordSync({.kind = schema::SyncKind::STREAM_CREATE, .result = result, .stream = madeAddress(result, stream),
+                .flags = flags});
+}
+
+void Observer<HookId::cuStreamCreateWithPriority_hook>::after(HookId, CUresult result, CUstream* stream,
+                                                              unsigned flags, int priority)
+{
+    recordSync({.kind = schema::SyncKind::STREAM_CREATE,
+                .result = result,
+                .stream = madeAddress(result, stream),
+                .flags = flags,
+                .priority = priority});
+}
+
+void Observer<HookId::cuStreamDestroy_v2_hook>::after(HookId, CUresult result, CUstream stream)
+{
+    recordSync({.kind = schema::SyncKind::STREAM_DESTROY, .result = result, .stream = word(stream)});
+}
+
+void Observer<HookId::cuStreamSynchronize_hook>::after(HookId, CUresult result, CUstream stream)
+{
+    recordSync({.kind = schema::SyncKind::STREAM_SYNCHRONIZE, .result = result, .stream = word(stream)});
+}
+
+void Observer<HookId::cuCtxSynchronize_hook>::after(HookId, CUresult result)
+{
+    recordSync({.kind = schema::SyncKind::CONTEXT_SYNCHRONIZE, .result = result});
+}
+
+void Observer<HookId::cuCtxSynchronize_hook>::after(HookId, CUresult result, CUcontext)
+{
+    recordSync({.kind = schema::SyncKind::CONTEXT_SYNCHRONIZE, .result = result});
+}
+
+void Observer<HookId::cuEventCreate_hook>::after(HookId, CUresult result, CUevent* event, unsigned flags)
+{
+    recordSync({.kind = schema::SyncKind::EVENT_CREATE, .result = result, .event = madeAddress(result, event),
+                .flags = flags});
+}
+
+void Observer<HookId::cuEventDestroy_v2_hook>::after(HookId, CUresult result, CUevent event)
+{
+    recordSync({.kind = schema::SyncKind::EVENT_DESTROY, .result = result, .event = word(event)});
+}
+
+void Observer<HookId::cuEventRecord_hook>::after(HookId, CUresult result, CUevent event, CUstream stream)
+{
+    recordSync({.kind = schema::SyncKind::EVENT_RECORD, .result = result, .stream = word(stream),
+                .event = word(event)});
+}
+
+void Observer<HookId::cuStreamWaitEvent_hook>::after(HookId, CUresult result, CUstream stream, CUevent event,
+                                                     unsigned flags)
+{
+    recordSync({.kind = schema::SyncKind::STREAM_WAIT_EVENT,
+                .result = result,
+                .stream = word(stream),
+                .event = word(event),
+                .flags = flags});
+}
+
+void Observer<HookId::cuEventSynchronize_hook>::after(HookId, CUresult result, CUevent event)
+{
+    recordSync({.kind = schema::SyncKind::EVENT_SYNCHRONIZE, .result = result, .event = word(event)});
+}
+
+void Observer<HookId::cuStreamBeginCapture_v2_hook>::after(HookId, CUresult result, CUstream stream,
+                                                           CUstreamCaptureMode mode)
+{
+    recordSync({.kind = schema::SyncKind::STREAM_BEGIN_CAPTURE,
+                .result = result,
+                .stream = word(stream),
+                .flags = static_cast<uint32_t>(mode)});
+}
+
+void Observer<HookId::cuStreamEndCapture_hook>::after(HookId, CUresult result, CUstream stream, CUgraph*)
+{
+    recordSync({.kind = schema::SyncKind::STREAM_END_CAPTURE, .result = result, .stream = word(stream)});
+}
+
+}  // namespace kcap

@@ -1,0 +1,79 @@
+// Snapshots of device memory: a range is copied to the host with the real
+// driver, a staging buffer at a time, and stored in the trace as content
+// pieces (identical pieces are stored once per file).
+//
+// Staging buffers are pinned (cuMemHostAlloc) where the driver allows, for
+// full device-to-host bandwidth, else plain host memory. They are reused:
+// a pool holds one per thread that snapshotted concurrently, never freed.
+#pragma once
+
+#include "hash.h"
+#include "kcap.capnp.h"
+#include "trace_writer.h"
+
+#include <cuda.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+#include <vector>
+
+namespace kcap {
+
+class StagingPool {
+public:
+    // Buffers of `bufferBytes` (a multiple of the trace's piece size, so
+    // that the pieces of a range do not depend on how it was staged).
+    explicit StagingPool(size_t bufferBytes) : bufferBytes_(bufferBytes) {}
+    StagingPool(const StagingPool&) = delete;
+    StagingPool& operator=(const StagingPool&) = delete;
+
+    class Lease {
+    public:
+        Lease(StagingPool& pool, uint8_t* data) : pool_(&pool), data_(data) {}
+        Lease(Lease&& other) noexcept : pool_(other.pool_), data_(other.data_) { other.data_ = nullptr; }
+        Lease(const Lease&) = delete;
+        Lease& operator=(const Lease&) = delete;
+        Lease& operator=(Lease&&) = delete;
+        ~Lease();
+        uint8_t* data() const { return data_; }
+        size_t size() const { return pool_->bufferBytes_; }
+
+    private:
+        StagingPool* pool_;
+        uint8_t* data_;
+    };
+
+    Lease acquire();  // throws std::bad_alloc when no memory at all
+    size_t bufferBytes() const { return bufferBytes_; }
+
+private:
+    const size_t bufferBytes_;
+    std::mutex mutex_;
+    std::vector<uint8_t*> free_;
+};
+
+// What a snapshot stored: Content fields, ready to be copied into an event.
+struct StoredContent {
+    uint64_t size = 0;
+    uint32_t pieceSize = 0;
+    std::vector<format::Hash128> pieces;
+
+    void writeTo(schema::Content::Builder out) const;
+};
+
+struct SnapshotRange {
+    uint64_t address = 0;
+    uint64_t size = 0;
+    uint64_t allocationBase = 0;
+    schema::MemoryKind kind = schema::MemoryKind::ALLOCATION;
+};
+
+// Copies `range` from the device (host-mapped memory: read directly) and
+// stores it. When `hostCopy` is given, the bytes are also left there (for
+// scanning small buffers for pointers). Returns the first failing copy's
+// result (the content is then incomplete and must not be used).
+CUresult snapshot(format::TraceWriter& writer, StagingPool& staging, const SnapshotRange& range,
+                  StoredContent& out, std::vector<uint8_t>* hostCopy);
+
+}  // namespace kcap

@@ -1,0 +1,77 @@
+#include "param_buffer.h"
+
+#include <cuda.h>
+
+#include <algorithm>
+#include <cstring>
+
+namespace kcap {
+namespace {
+
+// An `extra` array longer than this is taken as malformed (the driver
+// defines three keys; a well-formed array has at most a few pairs).
+constexpr size_t kMaxExtraPairs = 64;
+
+}  // namespace
+
+uint32_t layoutSize(const std::vector<ParamSlot>& layout)
+{
+    uint32_t end = 0;
+    for (const ParamSlot& slot : layout) {
+        end = std::max(end, slot.offset + slot.size);
+    }
+    return end;
+}
+
+ParamBuffer assembleParams(const std::vector<ParamSlot>* layout, void* const* kernelParams,
+                           void* const* extra)
+{
+    ParamBuffer out;
+    if (kernelParams != nullptr) {
+        if (!layout) {
+            return out;  // how many parameters, and where: unknown
+        }
+        out.layout = *layout;
+        out.bytes.assign(layoutSize(out.layout), 0);
+        for (size_t i = 0; i < out.layout.size(); ++i) {
+            const ParamSlot& slot = out.layout[i];
+            if (slot.size != 0 && kernelParams[i] != nullptr) {
+                std::memcpy(out.bytes.data() + slot.offset, kernelParams[i], slot.size);
+            }
+        }
+        out.complete = true;
+        return out;
+    }
+    if (extra != nullptr) {
+        const void* buffer = nullptr;
+        const size_t* size = nullptr;
+        for (size_t i = 0; i < 2 * kMaxExtraPairs && extra[i] != CU_LAUNCH_PARAM_END; i += 2) {
+            if (extra[i] == CU_LAUNCH_PARAM_BUFFER_POINTER) {
+                buffer = extra[i + 1];
+            } else if (extra[i] == CU_LAUNCH_PARAM_BUFFER_SIZE) {
+                size = static_cast<const size_t*>(extra[i + 1]);
+            }
+        }
+        out.fromExtra = true;
+        if (buffer == nullptr || size == nullptr || *size > (1u << 20)) {
+            return out;  // the driver refuses such a launch; nothing to read
+        }
+        const auto* bytes = static_cast<const uint8_t*>(buffer);
+        out.bytes.assign(bytes, bytes + *size);
+        if (layout != nullptr) {
+            out.layout = *layout;
+        } else {
+            out.layout = {ParamSlot{0, static_cast<uint32_t>(*size)}};
+        }
+        out.complete = true;
+        return out;
+    }
+    // No parameters given: complete only if the kernel takes none.
+    out.complete = layout != nullptr && layout->empty();
+    if (layout != nullptr) {
+        out.layout = *layout;
+    }
+    return out;
+}
+
+}  // namespace kcap

@@ -1,0 +1,344 @@
+// The Recorder's life cycle: lazy start, events, ending, fork, failure.
+#include "recorder.h"
+
+#include "driver_api.h"
+#include "process_hooks.h"
+#include "shim_log.h"
+
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <kj/exception.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <thread>
+
+namespace kcap {
+namespace {
+
+// Start state, constant-initialized (the shim may be entered before its
+// constructors ran).
+enum State : int {
+    kUndecided,        // KCAP_* not read yet
+    kWaitingForDriver, // options read; the driver is not initialized yet
+    kActive,           // g_recorder is recording (or has ended)
+    kOff,              // not recording in this process
+};
+
+std::atomic<int> g_state{kUndecided};
+std::atomic<Recorder*> g_recorder{nullptr};
+std::atomic<CaptureOptions*> g_options{nullptr};  // parsed once per process image
+std::atomic<bool> g_forkChild{false};
+pthread_mutex_t g_startMutex = PTHREAD_MUTEX_INITIALIZER;
+// Recorders abandoned in fork children stay reachable (leak checkers).
+std::atomic<Recorder*> g_abandoned{nullptr};
+
+thread_local pid_t t_tid = 0;
+thread_local bool t_starting = false;
+
+uint32_t callerTid()
+{
+    if (t_tid == 0) {
+        t_tid = static_cast<pid_t>(::syscall(SYS_gettid));
+    }
+    return static_cast<uint32_t>(t_tid);
+}
+
+uint64_t clockNs(clockid_t clock)
+{
+    timespec now{};
+    clock_gettime(clock, &now);
+    return static_cast<uint64_t>(now.tv_sec) * 1000000000ull + static_cast<uint64_t>(now.tv_nsec);
+}
+
+std::string hostName()
+{
+    char name[256] = {};
+    if (gethostname(name, sizeof name - 1) != 0) {
+        return "unknown";
+    }
+    return name;
+}
+
+bool driverReady()
+{
+    const auto count = driverApi().deviceGetCount;
+    int devices = 0;
+    return count != nullptr && count(&devices) == CUDA_SUCCESS;
+}
+
+// The file this process records to. Descendants never overwrite an
+// ancestor's trace: a fork child whose template has no %p adds ".<pid>", and
+// under `kcap record` (KCAP_OUTPUT_EXCLUSIVE=1) the first process to record
+// claims the plain name and every later one adds ".<pid>".
+std::string outputPath(const CaptureOptions& options)
+{
+    const long pid = static_cast<long>(::getpid());
+    std::string path =
+        expandOutputPath(options.output, pid, hostName(), rankFromEnvironment([](const char* n) { return std::getenv(n); }));
+    if (outputHasPid(options.output)) {
+        return path;
+    }
+    if (g_forkChild.load()) {
+        return withPidSuffix(path, pid);
+    }
+    const char* exclusive = std::getenv("KCAP_OUTPUT_EXCLUSIVE");
+    if (exclusive != nullptr && exclusive[0] == '1') {
+        const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+        if (fd >= 0) {
+            ::close(fd);
+            return path;
+        }
+        return withPidSuffix(path, pid);
+    }
+    return path;
+}
+
+std::unique_ptr<format::TraceWriter> createWriter(const std::string& path, const CaptureOptions& options)
+{
+    format::TraceWriter::Options writerOptions;
+    writerOptions.zstdLevel = options.zstdLevel;
+    writerOptions.pieceSize = options.pieceSize;
+    // The writer's threads inherit this mask: asynchronous signals (SIGTERM,
+    // SIGINT) then never land on them, so a handler never runs on a thread
+    // the trace's progress depends on.
+    sigset_t all;
+    sigset_t old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old);
+    std::unique_ptr<format::TraceWriter> writer;
+    try {
+        writer = format::TraceWriter::create(path, writerOptions);
+    } catch (...) {
+        pthread_sigmask(SIG_SETMASK, &old, nullptr);
+        throw;
+    }
+    pthread_sigmask(SIG_SETMASK, &old, nullptr);
+    return writer;
+}
+
+// Staging buffers: a few MiB, a whole number of pieces.
+size_t stagingBytes(uint32_t pieceSize)
+{
+    constexpr size_t kTarget = 8u << 20;
+    const size_t pieces = kTarget / pieceSize;
+    return (pieces == 0 ? 1 : pieces) * pieceSize;
+}
+
+}  // namespace
+
+// ---- events -----------------------------------------------------------------------
+
+EventMessage::EventMessage(const Recorder& recorder, bool fromProgram)
+    : message_(256), event_(message_.initRoot<schema::Event>())
+{
+    event_.setTimeNs(recorder.nowNs());
+    event_.setThreadId(fromProgram ? callerTid() : 0);
+}
+
+uint64_t Recorder::nowNs() const
+{
+    const uint64_t now = clockNs(CLOCK_MONOTONIC);
+    return now > startMonotonicNs_ ? now - startMonotonicNs_ : 0;
+}
+
+uint64_t Recorder::append(EventMessage& message) { return writer_->append(message.message()); }
+
+void Recorder::flush() { writer_->flush(); }
+
+void Recorder::noteOnce(std::atomic<bool>& flag, schema::Message::Level level, const std::string& text)
+{
+    if (flag.exchange(true)) {
+        return;
+    }
+    EventMessage message(*this, false);
+    auto note = message.event().initMessage();
+    note.setLevel(level);
+    note.setText(text);
+    append(message);
+}
+
+// ---- operations ---------------------------------------------------------------------
+
+Recorder::Operation::Operation(Recorder& recorder) noexcept : recorder_(recorder)
+{
+    recorder_.inflight_.fetch_add(1, std::memory_order_seq_cst);
+    admitted_ = !recorder_.ending_.load(std::memory_order_seq_cst);
+}
+
+Recorder::Operation::~Operation() { recorder_.inflight_.fetch_sub(1, std::memory_order_release); }
+
+// ---- life cycle ---------------------------------------------------------------------
+
+Recorder::Recorder(CaptureOptions options, std::string path, std::unique_ptr<format::TraceWriter> writer)
+    : options_(std::move(options)),
+      path_(std::move(path)),
+      writer_(std::move(writer)),
+      startMonotonicNs_(clockNs(CLOCK_MONOTONIC)),
+      startUnixNs_(clockNs(CLOCK_REALTIME)),
+      staging_(stagingBytes(options_.pieceSize))
+{
+}
+
+Recorder* Recorder::current() noexcept
+{
+    return g_state.load(std::memory_order_acquire) == kActive ? g_recorder.load(std::memory_order_acquire)
+                                                               : nullptr;
+}
+
+Recorder* Recorder::active() noexcept
+{
+    const int state = g_state.load(std::memory_order_acquire);
+    if (state == kActive) {
+        Recorder* recorder = g_recorder.load(std::memory_order_acquire);
+        return recorder != nullptr && !recorder->ending_.load(std::memory_order_relaxed) ? recorder : nullptr;
+    }
+    if (state == kOff || t_starting) {
+        return nullptr;
+    }
+    return start();
+}
+
+Recorder* Recorder::start() noexcept
+{
+    pthread_mutex_lock(&g_startMutex);
+    t_starting = true;
+    Recorder* started = nullptr;
+    try {
+        if (g_state.load() == kUndecided) {
+            auto options = readCaptureOptions([](const char* name) { return std::getenv(name); });
+            if (!options) {
+                g_state.store(kOff, std::memory_order_release);
+            } else {
+                g_options.store(new CaptureOptions(std::move(*options)));
+                g_state.store(kWaitingForDriver, std::memory_order_release);
+            }
+        }
+        // Device queries need an initialized driver: until the program has
+        // called cuInit, its calls fail and recording waits.
+        if (g_state.load() == kWaitingForDriver && driverReady()) {
+            const CaptureOptions& options = *g_options.load();
+            const std::string path = outputPath(options);
+            std::unique_ptr<Recorder> recorder(new Recorder(options, path, createWriter(path, options)));
+            recorder->writeTraceBegin();
+            started = recorder.release();
+            g_recorder.store(started, std::memory_order_release);
+            g_state.store(kActive, std::memory_order_release);
+            process::recordingStarted();
+        } else if (g_state.load() == kActive) {
+            started = g_recorder.load();
+        }
+    } catch (const OptionError& e) {
+        log_message("%s; not recording", e.what());
+        g_state.store(kOff, std::memory_order_release);
+    } catch (const std::exception& e) {
+        log_message("cannot record: %s; calls pass through unchanged", e.what());
+        g_state.store(kOff, std::memory_order_release);
+    } catch (const kj::Exception& e) {
+        log_message("cannot record: %s; calls pass through unchanged", e.getDescription().cStr());
+        g_state.store(kOff, std::memory_order_release);
+    } catch (...) {
+        log_message("cannot record (unknown error); calls pass through unchanged");
+        g_state.store(kOff, std::memory_order_release);
+    }
+    t_starting = false;
+    pthread_mutex_unlock(&g_startMutex);
+    return started;
+}
+
+void Recorder::end(schema::EndReason reason, int signal, const std::string& message,
+                   std::chrono::milliseconds wait) noexcept
+{
+    if (ending_.exchange(true, std::memory_order_seq_cst)) {
+        return;
+    }
+    // Let other threads finish the events they are building (bounded: one of
+    // them may be the thread that crashed).
+    const auto deadline = std::chrono::steady_clock::now() + wait;
+    while (inflight_.load(std::memory_order_acquire) > 0 && std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    try {
+        EventMessage event(*this, false);
+        auto traceEnd = event.event().initTraceEnd();
+        traceEnd.setReason(reason);
+        traceEnd.setSignal(signal);
+        traceEnd.setEventCount(writer_->stats().events);
+        traceEnd.setLaunchCount(recordedLaunches_.load());
+        traceEnd.setDroppedLaunches(droppedLaunches_.load());
+        if (!message.empty()) {
+            traceEnd.setMessage(message);
+        }
+        append(event);
+    } catch (...) {
+        // the writer failed; close() says why
+    }
+    try {
+        writer_->close();
+    } catch (const std::exception& e) {
+        if (reason != schema::EndReason::INTERNAL_ERROR) {
+            log_message("the trace %s may be incomplete: %s", path_.c_str(), e.what());
+        }
+    } catch (...) {
+    }
+}
+
+void Recorder::endCurrent(schema::EndReason reason, int signal, std::chrono::milliseconds wait) noexcept
+{
+    if (Recorder* recorder = current()) {
+        recorder->end(reason, signal, std::string(), wait);
+    }
+}
+
+void Recorder::flushCurrent() noexcept
+{
+    Recorder* recorder = current();
+    if (recorder == nullptr || recorder->ending_.load()) {
+        return;
+    }
+    try {
+        recorder->flush();
+    } catch (...) {
+        // nothing more to save
+    }
+}
+
+void Recorder::failCurrent(const char* why) noexcept
+{
+    if (Recorder* recorder = current()) {
+        try {
+            recorder->end(schema::EndReason::INTERNAL_ERROR, 0, why != nullptr ? why : "", std::chrono::milliseconds(1000));
+        } catch (...) {
+        }
+    }
+}
+
+bool Recorder::endedCurrent() noexcept
+{
+    Recorder* recorder = current();
+    return recorder != nullptr && recorder->ending_.load();
+}
+
+void Recorder::abandonAfterFork() noexcept
+{
+    t_tid = 0;  // this thread's id in the parent
+    t_starting = false;
+    pthread_mutex_init(&g_startMutex, nullptr);
+    if (Recorder* parent = g_recorder.exchange(nullptr)) {
+        g_abandoned.store(parent);  // untouched: its threads, file and locks are the parent's
+    }
+    g_forkChild.store(true);
+    const int state = g_state.load();
+    if (state == kActive) {
+        g_state.store(g_options.load() != nullptr ? kWaitingForDriver : kOff);
+    }
+}
+
+}  // namespace kcap

@@ -1,0 +1,488 @@
+// Test programs for recording, one per scenario (argv[1]), against the
+// driver double. Each prints "result ..." lines (compared with and without
+// the shim where the scenario ends normally) and checks its own results.
+//
+//   library     code through the library API and cudart's fatbin wrappers
+//               (plain and relocatable-device-code forms), CUkernel launches,
+//               cuLaunchKernelEx with attributes, the per-thread default
+//               stream, attributes, a pointer array (indirect pointers),
+//               page-locked host memory, unified copies, 16-bit memsets,
+//               stream-ordered allocation, events, a failing call
+//   capture     launches into a stream capturing into a graph (must not be
+//               synchronized), a launch on another stream meanwhile, the graph
+//   fork        the parent launches, forks, the child launches on its own
+//               memory, the parent launches again
+//   exit-thread another thread calls exit(7) while main keeps launching
+//   abort | segv | sigterm | sigkill
+//               three launches, then that way of dying
+//   sigterm-handled  a SIGTERM handler that lets the program go on
+//   fault-kill  a launch the double kills the process in (SIGKILL)
+//   fault       a launch that faults (sticky CUDA_ERROR_ILLEGAL_ADDRESS)
+//   vmm         memory through the VMM API (reserve, create, map), a buffer
+//               that spans two mappings
+//   disk-full   the trace cannot grow past 256 KiB (RLIMIT_FSIZE): recording
+//               fails and stops, the program must not notice
+#include "driver_program.h"
+
+#include <dlfcn.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+constexpr int kN = 1024;
+constexpr std::uint64_t kPoisonFault = 0xDEAD0000DEAD0000ull;  // tests/driver_double/state.h
+constexpr std::uint64_t kPoisonKill = 0xDEAD0000DEADDEADull;
+
+struct Context {
+    CUdevice device = 0;
+    CUcontext context = nullptr;
+};
+
+Context start()
+{
+    Context c;
+    DRIVER(cuInit, 0);
+    DRIVER(cuDeviceGet, &c.device, 0);
+    DRIVER(cuDevicePrimaryCtxRetain, &c.context, c.device);
+    DRIVER(cuCtxSetCurrent, c.context);
+    return c;
+}
+
+CUdeviceptr upload(const std::vector<float>& values)
+{
+    CUdeviceptr device = 0;
+    DRIVER(cuMemAlloc, &device, values.size() * sizeof(float));
+    DRIVER(cuMemcpyHtoD, device, values.data(), values.size() * sizeof(float));
+    return device;
+}
+
+std::vector<float> download(CUdeviceptr device, std::size_t count)
+{
+    std::vector<float> values(count);
+    DRIVER(cuMemcpyDtoH, values.data(), device, count * sizeof(float));
+    return values;
+}
+
+std::vector<float> iota(float scale)
+{
+    std::vector<float> v(kN);
+    for (int i = 0; i < kN; ++i) {
+        v[static_cast<std::size_t>(i)] = scale * static_cast<float>(i);
+    }
+    return v;
+}
+
+// axpy from a module, with x = i and y = 2i uploaded.
+struct Axpy {
+    std::string image = test::kernel_image("axpy.fatbin");
+    CUmodule module = nullptr;
+    CUfunction function = nullptr;
+    CUdeviceptr x = 0;
+    CUdeviceptr y = 0;
+
+    Axpy()
+    {
+        DRIVER(cuModuleLoadData, &module, image.data());
+        DRIVER(cuModuleGetFunction, &function, module, "axpy");
+        x = upload(iota(1.0f));
+        y = upload(iota(2.0f));
+    }
+    CUresult launch(float a, CUstream stream = nullptr, CUdeviceptr xs = 0)
+    {
+        int n = kN;
+        CUdeviceptr xp = xs != 0 ? xs : x;
+        void* params[] = {&a, &xp, &y, &n};
+        test::launches_made().add("axpy");
+        return cuLaunchKernel(function, kN / 256, 1, 1, 256, 1, 1, 0, stream, params, nullptr);
+    }
+};
+
+// cudart's __fatDeviceText: {magic, version, fatbin, extra}.
+struct FatbinWrapper {
+    int magic;
+    int version;
+    const void* fatbin;
+    const void* extra;
+};
+
+int library()
+{
+    const Context c = start();
+
+    // constant.fatbin through a version-1 wrapper, as cudart's lazy loading does.
+    const std::string constant = test::kernel_image("constant.fatbin");
+    const FatbinWrapper wrapper{0x466243B1, 1, constant.data(), nullptr};
+    CUlibrary library = nullptr;
+    DRIVER(cuLibraryLoadData, &library, &wrapper, nullptr, nullptr, 0, nullptr, nullptr, 0);
+    CUkernel poly = nullptr;
+    DRIVER(cuLibraryGetKernel, &poly, library, "poly_eval");
+    DRIVER(cuKernelSetAttribute, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 1024, poly, c.device);
+    CUdeviceptr coeffs = 0;
+    std::size_t coeffs_size = 0;
+    DRIVER(cuLibraryGetGlobal, &coeffs, &coeffs_size, library, "coeffs");
+    CHECK(coeffs_size == 64);
+    const float c3[16] = {3.0f, 0.5f};  // y = 3 + x / 2
+    // A unified copy from pageable host memory.
+    DRIVER(cuMemcpy, coeffs, reinterpret_cast<CUdeviceptr>(c3), sizeof c3);
+
+    const CUdeviceptr x = upload(iota(1.0f));
+    CUdeviceptr y = 0;
+    DRIVER(cuMemAlloc, &y, kN * sizeof(float));
+    DRIVER(cuMemsetD16, y, 0x3c00, 2 * kN);  // fp16 ones, overwritten by the kernel
+    int n = kN;
+    void* poly_params[] = {const_cast<CUdeviceptr*>(&x), &y, &n};
+    // The CUkernel itself as the launch handle (cudart does this).
+    DRIVER(cuLaunchKernel, reinterpret_cast<CUfunction>(poly), kN / 256, 1, 1, 256, 1, 1, 0, nullptr, poly_params,
+           nullptr);
+    test::launches_made().add("poly_eval");
+    const std::vector<float> out = download(y, kN);
+    for (int i = 0; i < kN; ++i) {
+        CHECK(out[static_cast<std::size_t>(i)] == 3.0f + 0.5f * static_cast<float>(i));
+    }
+    std::printf("result poly_last %.1f\n", static_cast<double>(out[kN - 1]));
+
+    // The CUfunction of the kernel, launched with attributes on a stream.
+    CUfunction poly_function = nullptr;
+    DRIVER(cuKernelGetFunction, &poly_function, poly);
+    DRIVER(cuFuncSetCacheConfig, poly_function, CU_FUNC_CACHE_PREFER_SHARED);
+    CUstream stream = nullptr;
+    DRIVER(cuStreamCreate, &stream, CU_STREAM_NON_BLOCKING);
+    CUlaunchAttribute attributes[2] = {};
+    attributes[0].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    attributes[0].value.clusterDim.x = 2;
+    attributes[0].value.clusterDim.y = 1;
+    attributes[0].value.clusterDim.z = 1;
+    attributes[1].id = CU_LAUNCH_ATTRIBUTE_PRIORITY;
+    attributes[1].value.priority = 7;
+    CUlaunchConfig config{};
+    config.gridDimX = kN / 128;
+    config.gridDimY = 1;
+    config.gridDimZ = 1;
+    config.blockDimX = 128;
+    config.blockDimY = 1;
+    config.blockDimZ = 1;
+    config.sharedMemBytes = 256;
+    config.hStream = stream;
+    config.attrs = attributes;
+    config.numAttrs = 2;
+    DRIVER(cuLaunchKernelEx, &config, poly_function, poly_params, nullptr);
+    test::launches_made().add("poly_eval");
+    DRIVER(cuStreamSynchronize, stream);
+
+    // reduce.fatbin through a version-2 (relocatable device code) wrapper
+    // with axpy.fatbin as its extra fatbin.
+    const std::string reduce_image = test::kernel_image("reduce.fatbin");
+    const std::string axpy_image = test::kernel_image("axpy.fatbin");
+    const void* extra[] = {axpy_image.data(), nullptr};
+    const FatbinWrapper rdc{0x466243B1, 2, reduce_image.data(), extra};
+    CUlibrary rdc_library = nullptr;
+    DRIVER(cuLibraryLoadData, &rdc_library, &rdc, nullptr, nullptr, 0, nullptr, nullptr, 0);
+    CUkernel axpy_kernel = nullptr;
+    DRIVER(cuLibraryGetKernel, &axpy_kernel, rdc_library, "axpy");
+    CUlibrary file_library = nullptr;
+    DRIVER(cuLibraryLoadFromFile, &file_library, test::kernel_path("struct_param.sm_90.cubin").c_str(), nullptr,
+           nullptr, 0, nullptr, nullptr, 0);
+    DRIVER(cuLibraryUnload, file_library);
+    CUmodule rdc_module = nullptr;
+    DRIVER(cuLibraryGetModule, &rdc_module, rdc_library);
+
+    // A pointer array: axpy's x is a small buffer holding the address of
+    // another allocation (`hidden`), which no parameter names.
+    CUdeviceptr hidden = 0;
+    DRIVER(cuMemAlloc, &hidden, 4096);
+    DRIVER(cuMemsetD32, hidden, 0x40490fdb, 1024);  // pi
+    CUdeviceptr table = 0;
+    DRIVER(cuMemAlloc, &table, 256 * sizeof(float));
+    std::vector<std::uint64_t> words(128, 0);
+    words[5] = hidden + 64;
+    DRIVER(cuMemcpyHtoD, table, words.data(), words.size() * sizeof words[0]);
+    // The per-thread default stream, as a --default-stream per-thread build calls it.
+    using LaunchPtsz = CUresult (*)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                                    CUstream, void**, void**);
+    const auto launch_ptsz = reinterpret_cast<LaunchPtsz>(dlsym(RTLD_DEFAULT, "cuLaunchKernel_ptsz"));
+    CHECK(launch_ptsz != nullptr);
+    float a = 0.0f;
+    int small = 256;
+    void* axpy_params[] = {&a, &table, &y, &small};
+    test::checked("cuLaunchKernel_ptsz",
+                  launch_ptsz(reinterpret_cast<CUfunction>(axpy_kernel), 1, 1, 1, 256, 1, 1, 0, nullptr, axpy_params,
+                              nullptr),
+                  __FILE__, __LINE__);
+    test::launches_made().add("axpy");
+
+    // Page-locked host memory passed to a kernel (reachable through unified
+    // addressing), and stream-ordered allocation.
+    void* pinned = nullptr;
+    DRIVER(cuMemHostAlloc, &pinned, kN * sizeof(float), CU_MEMHOSTALLOC_DEVICEMAP);
+    std::memcpy(pinned, iota(4.0f).data(), kN * sizeof(float));
+    CUdeviceptr scratch = 0;
+    DRIVER(cuMemAllocAsync, &scratch, kN * sizeof(float), stream);
+    DRIVER(cuMemcpyAsync, scratch, reinterpret_cast<CUdeviceptr>(pinned), kN * sizeof(float), stream);
+    CUevent done = nullptr;
+    DRIVER(cuEventCreate, &done, 0);
+    DRIVER(cuEventRecord, done, stream);
+    DRIVER(cuStreamWaitEvent, nullptr, done, 0);
+    DRIVER(cuEventSynchronize, done);
+    DRIVER(cuEventDestroy, done);
+    void* host_params[] = {&pinned, &y, &n};
+    DRIVER(cuLaunchKernel, reinterpret_cast<CUfunction>(poly), kN / 256, 1, 1, 256, 1, 1, 0, nullptr, host_params,
+           nullptr);
+    test::launches_made().add("poly_eval");
+    std::printf("result poly_pinned_last %.1f\n", static_cast<double>(download(y, kN)[kN - 1]));
+    DRIVER(cuMemFreeAsync, scratch, stream);
+    DRIVER(cuStreamSynchronize, stream);
+
+    // A call that fails: the driver's error goes on record.
+    CUfunction missing = nullptr;
+    test::calls_made().add("cuModuleGetFunction");
+    CHECK(cuModuleGetFunction(&missing, rdc_module, "no_such_kernel") == CUDA_ERROR_NOT_FOUND);
+
+    DRIVER(cuMemFreeHost, pinned);
+    DRIVER(cuStreamDestroy, stream);
+    for (const CUdeviceptr p : {x, y, hidden, table}) {
+        DRIVER(cuMemFree, p);
+    }
+    DRIVER(cuLibraryUnload, rdc_library);
+    DRIVER(cuLibraryUnload, library);
+    DRIVER(cuDevicePrimaryCtxRelease, c.device);
+    test::print_made();
+    return 0;
+}
+
+int capture()
+{
+    start();
+    Axpy axpy;
+    CUstream stream = nullptr;
+    CUstream other = nullptr;
+    DRIVER(cuStreamCreate, &stream, CU_STREAM_NON_BLOCKING);
+    DRIVER(cuStreamCreate, &other, CU_STREAM_NON_BLOCKING);
+    CHECK(axpy.launch(1.0f) == CUDA_SUCCESS);  // y = 3i, recorded with snapshots
+
+    DRIVER(cuStreamBeginCapture, stream, CU_STREAM_CAPTURE_MODE_RELAXED);
+    CHECK(axpy.launch(1.0f, stream) == CUDA_SUCCESS);  // captured, not run
+    CHECK(axpy.launch(1.0f, stream) == CUDA_SUCCESS);
+    // Work on another stream meanwhile: recorded with snapshots, but
+    // synchronizing the context would invalidate the capture.
+    const CUdeviceptr z = upload(iota(0.0f));
+    CHECK(axpy.launch(2.0f, other, z) == CUDA_SUCCESS);
+    DRIVER(cuStreamSynchronize, other);
+    CUgraph graph = nullptr;
+    DRIVER(cuStreamEndCapture, stream, &graph);
+    CHECK(download(axpy.y, kN)[1] == 3.0f);  // the captured launches did not run
+
+    CUgraphExec exec = nullptr;
+    DRIVER(cuGraphInstantiate, &exec, graph, 0);
+    DRIVER(cuGraphLaunch, exec, stream);
+    DRIVER(cuStreamSynchronize, stream);
+    const std::vector<float> y = download(axpy.y, kN);
+    for (int i = 0; i < kN; ++i) {
+        CHECK(y[static_cast<std::size_t>(i)] == 5.0f * static_cast<float>(i));
+    }
+    std::printf("result capture_last %.1f\n", static_cast<double>(y[kN - 1]));
+    DRIVER(cuGraphExecDestroy, exec);
+    DRIVER(cuGraphDestroy, graph);
+    test::print_made();
+    return 0;
+}
+
+int forked()
+{
+    start();
+    Axpy axpy;
+    CHECK(axpy.launch(1.0f) == CUDA_SUCCESS);
+    std::fflush(stdout);
+    const pid_t child = fork();
+    if (child == 0) {
+        // The double's memory is the child's own copy: it can go on.
+        const CUdeviceptr mine = upload(iota(10.0f));
+        CHECK(axpy.launch(1.0f, nullptr, mine) == CUDA_SUCCESS);
+        CHECK(axpy.launch(1.0f, nullptr, mine) == CUDA_SUCCESS);
+        std::printf("child %d\n", static_cast<int>(getpid()));
+        std::exit(0);
+    }
+    int status = 0;
+    CHECK(waitpid(child, &status, 0) == child && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    CHECK(axpy.launch(1.0f) == CUDA_SUCCESS);
+    std::printf("result fork_y1 %.1f\n", static_cast<double>(download(axpy.y, kN)[1]));
+    return 0;
+}
+
+int exitFromThread()
+{
+    start();
+    Axpy axpy;
+    std::atomic<int> launched{0};
+    std::thread quitter([&] {
+        while (launched.load() < 20) {
+            std::this_thread::yield();
+        }
+        std::exit(7);
+    });
+    // No test::Tally here: exit() destroys static objects while this
+    // thread is still launching.
+    float a = 0.5f;
+    int n = kN;
+    void* params[] = {&a, &axpy.x, &axpy.y, &n};
+    for (;;) {
+        if (cuLaunchKernel(axpy.function, kN / 256, 1, 1, 256, 1, 1, 0, nullptr, params, nullptr) != CUDA_SUCCESS) {
+            break;
+        }
+        launched.fetch_add(1);
+    }
+    quitter.join();
+    return 1;
+}
+
+void handled(int) {}
+
+int dies(const std::string& how)
+{
+    start();
+    Axpy axpy;
+    if (how == "sigterm-handled") {
+        struct sigaction action {};
+        action.sa_handler = handled;
+        sigemptyset(&action.sa_mask);
+        sigaction(SIGTERM, &action, nullptr);
+    }
+    for (int i = 0; i < 3; ++i) {
+        CHECK(axpy.launch(1.0f) == CUDA_SUCCESS);
+    }
+    std::fflush(stdout);
+    if (how == "abort") {
+        std::abort();
+    }
+    if (how == "segv") {
+        volatile std::uintptr_t nowhere = 8;  // an unmapped page: a real fault
+        *reinterpret_cast<volatile int*>(nowhere) = 1;
+    }
+    if (how == "sigterm" || how == "sigterm-handled") {
+        kill(getpid(), SIGTERM);
+    }
+    if (how == "sigkill") {
+        kill(getpid(), SIGKILL);
+    }
+    CHECK(axpy.launch(1.0f) == CUDA_SUCCESS);  // only sigterm-handled gets here
+    std::printf("result survived %.1f\n", static_cast<double>(download(axpy.y, kN)[1]));
+    return 0;
+}
+
+int fault(bool kill)
+{
+    start();
+    Axpy axpy;
+    CHECK(axpy.launch(1.0f) == CUDA_SUCCESS);
+    std::fflush(stdout);
+    // The poison word goes in x: the double "faults" on it.
+    const CUresult launched = axpy.launch(1.0f, nullptr, kill ? kPoisonKill : kPoisonFault);
+    const CUresult synced = cuCtxSynchronize();
+    std::printf("result launch %d sync %d\n", static_cast<int>(launched), static_cast<int>(synced));
+    return synced == CUDA_ERROR_ILLEGAL_ADDRESS ? 3 : 0;
+}
+
+}  // namespace
+
+int vmm()
+{
+    const Context c = start();
+    CUmemAllocationProp prop{};
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = c.device;
+    std::size_t granularity = 0;
+    DRIVER(cuMemGetAllocationGranularity, &granularity, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
+    CUdeviceptr base = 0;
+    DRIVER(cuMemAddressReserve, &base, 4 * granularity, 0, 0, 0);
+    CUmemGenericAllocationHandle chunks[2] = {};
+    for (int i = 0; i < 2; ++i) {
+        DRIVER(cuMemCreate, &chunks[i], granularity, &prop, 0);
+        DRIVER(cuMemMap, base + static_cast<CUdeviceptr>(i) * granularity, granularity, 0, chunks[i], 0);
+    }
+    CUmemAccessDesc access{};
+    access.location = prop.location;
+    access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    DRIVER(cuMemSetAccess, base, 2 * granularity, &access, 1);
+    // x straddles the two mappings: half in each.
+    const CUdeviceptr x = base + granularity - kN * sizeof(float) / 2;
+    DRIVER(cuMemcpyHtoD, x, iota(1.0f).data(), kN * sizeof(float));
+    Axpy axpy;
+    CHECK(axpy.launch(1.0f, nullptr, x) == CUDA_SUCCESS);
+    std::printf("result vmm_y_last %.1f\n", static_cast<double>(download(axpy.y, kN)[kN - 1]));
+    DRIVER(cuMemUnmap, base, 2 * granularity);
+    for (const auto chunk : chunks) {
+        DRIVER(cuMemRelease, chunk);
+    }
+    DRIVER(cuMemAddressFree, base, 4 * granularity);
+    return 0;
+}
+
+int diskFull()
+{
+    const rlimit limit{256u << 10, 256u << 10};
+    setrlimit(RLIMIT_FSIZE, &limit);
+    signal(SIGXFSZ, SIG_IGN);  // writes past the limit fail with EFBIG instead
+    start();
+    Axpy axpy;
+    // 1 MiB that does not compress, reachable from every launch.
+    std::vector<std::uint32_t> noise(256u << 10);
+    std::uint32_t state = 12345;
+    for (auto& word : noise) {
+        state = state * 1664525u + 1013904223u;
+        word = state;
+    }
+    CUdeviceptr big = 0;
+    DRIVER(cuMemAlloc, &big, noise.size() * sizeof noise[0]);
+    DRIVER(cuMemcpyHtoD, big, noise.data(), noise.size() * sizeof noise[0]);
+    for (int i = 0; i < 6; ++i) {
+        CHECK(axpy.launch(1.0f, nullptr, big) == CUDA_SUCCESS);  // y += the noise, as floats
+        DRIVER(cuMemcpyDtoD, big, big + 4096, 4096);            // keep changing it
+    }
+    const std::vector<float> y = download(axpy.y, kN);
+    std::uint32_t bits = 0;
+    std::memcpy(&bits, &y[1], sizeof bits);
+    std::printf("result disk_full_y1 %08x\n", bits);
+    DRIVER(cuMemFree, big);
+    return 0;
+}
+
+int main(int argc, char** argv)
+{
+    const std::string scenario = argc > 1 ? argv[1] : "";
+    if (scenario == "library") {
+        return library();
+    }
+    if (scenario == "capture") {
+        return capture();
+    }
+    if (scenario == "fork") {
+        return forked();
+    }
+    if (scenario == "exit-thread") {
+        return exitFromThread();
+    }
+    if (scenario == "abort" || scenario == "segv" || scenario == "sigterm" || scenario == "sigkill" ||
+        scenario == "sigterm-handled") {
+        return dies(scenario);
+    }
+    if (scenario == "vmm") {
+        return vmm();
+    }
+    if (scenario == "disk-full") {
+        return diskFull();
+    }
+    if (scenario == "fault" || scenario == "fault-kill") {
+        return fault(scenario == "fault-kill");
+    }
+    test::fail("unknown scenario '%s'", scenario.c_str());
+}

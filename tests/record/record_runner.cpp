@@ -1,0 +1,170 @@
+#include "record_runner.h"
+
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+
+extern char** environ;
+
+namespace kcap_test {
+namespace {
+
+std::string readText(const std::string& path)
+{
+    std::ifstream in(path);
+    std::ostringstream text;
+    text << in.rdbuf();
+    return text.str();
+}
+
+// An AddressSanitizer build's programs need its runtime first in LD_PRELOAD.
+std::string sanitizerRuntime()
+{
+#if defined(__SANITIZE_ADDRESS__)
+    Dl_info info{};
+    if (void* symbol = dlsym(RTLD_DEFAULT, "__asan_init"); symbol != nullptr && dladdr(symbol, &info) != 0) {
+        return info.dli_fname;
+    }
+#endif
+    return {};
+}
+
+// LeakSanitizer in the child of a fork of a multithreaded process lists the
+// parent's threads as "not suspended": a property of the sanitizer, not of
+// the program; dropped so that "nothing on stderr" still means something.
+std::string withoutSanitizerNoise(const std::string& text)
+{
+#if defined(__SANITIZE_ADDRESS__)
+    std::string out;
+    size_t start = 0;
+    while (start < text.size()) {
+        size_t end = text.find('\n', start);
+        end = end == std::string::npos ? text.size() : end + 1;
+        const std::string line = text.substr(start, end - start);
+        if (line.find("was not suspended. False leaks are possible.") == std::string::npos) {
+            out += line;
+        }
+        start = end;
+    }
+    return out;
+#else
+    return text;
+#endif
+}
+
+std::string tempFile(const char* tag)
+{
+    const char* base = std::getenv("TMPDIR");
+    std::string pattern = std::string(base != nullptr && base[0] != '\0' ? base : "/tmp") + "/kcap-record-" + tag +
+                          "-XXXXXX";
+    const int fd = mkstemp(pattern.data());
+    if (fd < 0) {
+        throw std::runtime_error("mkstemp failed");
+    }
+    close(fd);
+    return pattern;
+}
+
+}  // namespace
+
+std::string shimPath() { return KCAP_TEST_SHIM; }
+std::string doubleDir() { return KCAP_TEST_DOUBLE_DIR; }
+std::string kcapBinary() { return KCAP_TEST_KCAP; }
+std::string scenarioProgram() { return std::string(KCAP_TEST_RECORD_PROGRAMS_DIR) + "/record_scenarios"; }
+std::string threadsProgram() { return std::string(KCAP_TEST_RECORD_PROGRAMS_DIR) + "/record_threads"; }
+std::string interposeProgram(const std::string& name)
+{
+    return std::string(KCAP_TEST_INTERPOSE_PROGRAMS_DIR) + "/" + name;
+}
+std::string kernelFile(const std::string& name) { return std::string(KCAP_KERNELS_DIR) + "/" + name; }
+
+std::string Outcome::describe() const
+{
+    std::ostringstream text;
+    text << "exit " << exitCode << ", signal " << signal << (timedOut ? ", TIMED OUT" : "") << "\n--- stdout\n"
+         << out << "--- stderr\n"
+         << err;
+    return text.str();
+}
+
+Outcome run(const RunSpec& spec)
+{
+    const std::string outPath = tempFile("out");
+    const std::string errPath = tempFile("err");
+    std::vector<std::string> environment;
+    for (char** entry = environ; *entry != nullptr; ++entry) {
+        const std::string variable = *entry;
+        if (variable.rfind("LD_PRELOAD=", 0) != 0 && variable.rfind("LD_LIBRARY_PATH=", 0) != 0 &&
+            variable.rfind("KCAP_", 0) != 0) {
+            environment.push_back(variable);
+        }
+    }
+    const std::string runtime = sanitizerRuntime();
+    if (spec.withShim) {
+        environment.push_back("LD_PRELOAD=" + (runtime.empty() ? "" : runtime + ":") + shimPath());
+    } else if (!runtime.empty()) {
+        environment.push_back("LD_PRELOAD=" + runtime);
+    }
+    environment.push_back("LD_LIBRARY_PATH=" + doubleDir());
+    for (const auto& [name, value] : spec.env) {
+        environment.push_back(name + "=" + value);
+    }
+    std::vector<char*> envp;
+    for (std::string& variable : environment) {
+        envp.push_back(variable.data());
+    }
+    envp.push_back(nullptr);
+    std::vector<std::string> args = {spec.program};
+    args.insert(args.end(), spec.args.begin(), spec.args.end());
+    std::vector<char*> argv;
+    for (std::string& arg : args) {
+        argv.push_back(arg.data());
+    }
+    argv.push_back(nullptr);
+
+    posix_spawn_file_actions_t files;
+    posix_spawn_file_actions_init(&files);
+    posix_spawn_file_actions_addopen(&files, STDOUT_FILENO, outPath.c_str(), O_WRONLY | O_TRUNC, 0600);
+    posix_spawn_file_actions_addopen(&files, STDERR_FILENO, errPath.c_str(), O_WRONLY | O_TRUNC, 0600);
+    pid_t pid = 0;
+    const int spawned = posix_spawn(&pid, spec.program.c_str(), &files, nullptr, argv.data(), envp.data());
+    posix_spawn_file_actions_destroy(&files);
+    if (spawned != 0) {
+        throw std::runtime_error("cannot run " + spec.program + ": " + std::strerror(spawned));
+    }
+    Outcome result;
+    int status = 0;
+    const auto deadline = std::chrono::steady_clock::now() + spec.timeout;
+    while (waitpid(pid, &status, WNOHANG) == 0) {
+        if (std::chrono::steady_clock::now() > deadline) {
+            result.timedOut = true;
+            kill(pid, SIGKILL);
+            waitpid(pid, &status, 0);
+            break;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    if (WIFEXITED(status)) {
+        result.exitCode = WEXITSTATUS(status);
+    } else if (WIFSIGNALED(status)) {
+        result.signal = WTERMSIG(status);
+    }
+    result.out = readText(outPath);
+    result.err = withoutSanitizerNoise(readText(errPath));
+    std::remove(outPath.c_str());
+    std::remove(errPath.c_str());
+    return result;
+}
+
+}  // namespace kcap_test

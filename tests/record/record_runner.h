@@ -1,0 +1,41 @@
+// Runs a program in a child process for the recording tests: against the
+// driver double, with or without the shim preloaded, with extra environment
+// variables and arguments; collects its output and how it ended.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace kcap_test {
+
+struct RunSpec {
+    std::string program;  // a path
+    std::vector<std::string> args;
+    std::map<std::string, std::string> env;  // added to the cleaned environment
+    bool withShim = true;                    // LD_PRELOAD the shim
+    std::chrono::seconds timeout{120};
+};
+
+struct Outcome {
+    int exitCode = -1;  // -1 unless it exited
+    int signal = 0;     // the signal that ended it
+    bool timedOut = false;
+    std::string out;
+    std::string err;
+    std::string describe() const;
+};
+
+Outcome run(const RunSpec& spec);
+
+// Paths of the build.
+std::string shimPath();
+std::string doubleDir();
+std::string kcapBinary();
+std::string scenarioProgram();  // tests/record/programs/record_scenarios
+std::string threadsProgram();   // tests/record/programs/record_threads
+std::string interposeProgram(const std::string& name);  // tests/interpose/programs/<name>
+std::string kernelFile(const std::string& name);        // kernels/<name>
+
+}  // namespace kcap_test
