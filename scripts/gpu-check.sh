@@ -29,7 +29,7 @@ else
 fi
 
 if [ "${1:-}" != "--no-bench" ]; then
-  build-gpu/bench/kcap_bench_container --dir /tmp >"$out/bench-container.txt" 2>&1 || status=1
+  build-gpu/bench/kcap_bench_container --dir /tmp --threads 1,0,8 >"$out/bench-container.txt" 2>&1 || status=1
   tail -25 "$out/bench-container.txt"
 fi
 exit $status

@@ -28,8 +28,15 @@ a GPU test that could not run must not look like one that passed):
      driver call they make): every hooked symbol was seen exactly as often as
      the program made it, 0 for those it never printed.
 
-The runs' output and the stats file are kept in --log-dir.
+With --kcap, the program is also recorded (`kcap record`, --record-mode) and
+  6. the recorded run's stdout is identical to the plain run's;
+  7. every trace it wrote passes `kcap check`;
+  8. the traces hold the launches of every "made kernel", "made launches" and
+     "made at-least" line (counted from `kcap info --json`).
+
+The runs' output, the stats file and the traces are kept in --log-dir.
 """
+import json
 import argparse
 import os
 import re
@@ -50,6 +57,8 @@ def parse_args():
                         help="set in both runs' environment")
     parser.add_argument("--log-dir", default=".", help="where the runs' output and the stats file go")
     parser.add_argument("--timeout", type=float, default=120, help="seconds for each run")
+    parser.add_argument("--kcap", help="the kcap binary: also record the program and check the trace")
+    parser.add_argument("--record-mode", default="full", help="kcap record --mode (default full)")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
     args = parser.parse_args()
     if args.command[:1] == ["--"]:
@@ -147,6 +156,46 @@ def check(plain, shimmed, stats, hooks):
     return failures
 
 
+def check_traces(kcap, plain, recorded, traces, log_dir):
+    """Failures of the recorded run: output, trace integrity, launches in the traces."""
+    if not recorded.ok():
+        return [f"the recorded run failed\n{recorded.describe()}"]
+    failures = []
+    if recorded.out != plain.out:
+        failures.append("stdout differs when recorded\n" + plain.describe() + recorded.describe())
+    if not traces:
+        return failures + ["kcap record wrote no trace"]
+    kernels = Counter()
+    for trace in traces:
+        checked = subprocess.run([kcap, "check", str(trace)], capture_output=True, text=True, errors="replace")
+        (log_dir / f"{trace.name}.check").write_text(checked.stdout + checked.stderr)
+        if checked.returncode != 0:
+            failures.append(f"kcap check {trace.name} failed:\n{checked.stdout}{checked.stderr}")
+        info = subprocess.run([kcap, "info", "--json", str(trace)], capture_output=True, text=True,
+                              errors="replace")
+        (log_dir / f"{trace.name}.info.json").write_text(info.stdout)
+        try:
+            for kernel in json.loads(info.stdout).get("kernels", []):
+                kernels[kernel["name"]] += int(kernel["launches"])
+        except (ValueError, KeyError, TypeError) as e:
+            failures.append(f"kcap info --json {trace.name}: unreadable ({e})")
+    out = recorded.out
+    for name, n in sorted(counts(out, "made kernel").items()):
+        if kernels[name] != n:
+            failures.append(f"kernel {name}: launched {n} times, the traces hold {kernels[name]}")
+    for n in (int(m) for m in re.findall(r"^made launches (\d+)$", out, re.M)):
+        if sum(kernels.values()) != n:
+            failures.append(f"{n} launches made, the traces hold {sum(kernels.values())}")
+    for m in re.finditer(r"^made at-least (.+) (\d+)$", out, re.M):
+        matched = sum(c for name, c in kernels.items() if re.search(m.group(1), name))
+        if matched < int(m.group(2)):
+            failures.append(f"kernels matching /{m.group(1)}/: at least {m.group(2)} launches expected, "
+                            f"the traces hold {matched}")
+    print(f"recorded: {len(traces)} trace(s), {sum(kernels.values())} launches of {len(kernels)} kernels, "
+          f"{sum(t.stat().st_size for t in traces)} bytes")
+    return failures
+
+
 def summary(stats):
     """What the shim saw, for the log: launch entry points and kernels."""
     lines = []
@@ -189,6 +238,13 @@ def main():
     if stats is not None:
         print("the shim saw:\n" + summary(stats))
     failures = check(plain, shimmed, stats, args.hooks)
+    if args.kcap:
+        for old in log_dir.glob("trace*.kcap"):
+            old.unlink()
+        recorded = run([args.kcap, "record", "-q", "--mode", args.record_mode, "-o", str(log_dir / "trace.kcap"),
+                        "--"] + args.command, "recorded", base, log_dir, args.timeout)
+        print(f"recorded run: {recorded.seconds:.1f} s (mode {args.record_mode})")
+        failures += check_traces(args.kcap, plain, recorded, sorted(log_dir.glob("trace*.kcap")), log_dir)
     for failure in failures:
         print("FAILED:", failure)
     print("PASSED" if not failures else f"{len(failures)} check(s) failed; logs in {log_dir}")
