@@ -13,22 +13,26 @@ cmake --build build -j "$JOBS"
 kcap=build/tools/kcap
 echo
 
+example=examples/vector_pipeline.kcap
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
   echo "GPU found: $(nvidia-smi -L | head -n 1)"
-  if $kcap record --help >/dev/null 2>&1; then
-    $kcap record -o build/example.kcap -- build/examples/kcap_example
-    $kcap replay build/example.kcap --all
+  echo "\$ kcap record -o build/example.kcap -- build/examples/kcap_example"
+  $kcap record -o build/example.kcap -- build/examples/kcap_example
+  example=build/example.kcap
+  if $kcap replay --help >/dev/null 2>&1; then
+    $kcap replay "$example" --all
     exit $?
   fi
-  echo "kcap record and kcap replay are not built yet in this version (capture and replay"
-  echo "are the next milestones); showing the bundled example trace instead."
+  echo "kcap replay is not built yet in this version (replay is the next milestone);"
+  echo "showing the trace just recorded instead."
 else
   echo "No GPU on this machine (nvidia-smi finds none): kcap cannot record or replay here."
-  echo "Showing what kcap reads instead: the bundled example trace."
+  echo "Showing what kcap reads instead: the bundled example trace, recorded on an H200"
+  echo "from examples/vector_pipeline.cu (see examples/README.md)."
 fi
 echo
-echo "\$ kcap info examples/sample.kcap"
-$kcap info examples/sample.kcap
+echo "\$ kcap info $example"
+$kcap info "$example"
 echo
-echo "\$ kcap check examples/sample.kcap"
-$kcap check examples/sample.kcap
+echo "\$ kcap check $example"
+$kcap check "$example"
