@@ -5,6 +5,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <mutex>
+#include <thread>
 #include <cerrno>
 #include <cstring>
 
@@ -46,7 +49,18 @@ std::string sizeText(uint64_t n) { return std::to_string(n) + " bytes"; }
 
 }  // namespace
 
-TraceReader::TraceReader(std::string path) : path_(std::move(path)) {}
+// What one thread needs to read chunks: a buffer for the stored payload and a
+// zstd context, both reused from chunk to chunk.
+struct ReadScratch {
+  std::vector<uint8_t> staging;
+  ZSTD_DCtx* dctx = ZSTD_createDCtx();
+  ReadScratch() = default;
+  ReadScratch(const ReadScratch&) = delete;
+  ReadScratch& operator=(const ReadScratch&) = delete;
+  ~ReadScratch() { ZSTD_freeDCtx(dctx); }
+};
+
+TraceReader::TraceReader(std::string path) : path_(std::move(path)), scratch_(std::make_unique<ReadScratch>()) {}
 
 TraceReader::~TraceReader() {
   if (fd_ >= 0) ::close(fd_);
@@ -83,7 +97,7 @@ std::unique_ptr<TraceReader> TraceReader::open(const std::string& path) {
   return reader;
 }
 
-void TraceReader::readAt(uint64_t offset, void* dst, size_t size) {
+void TraceReader::readAt(uint64_t offset, void* dst, size_t size) const {
   auto* out = static_cast<uint8_t*>(dst);
   while (size > 0) {
     ssize_t n = ::pread(fd_, out, size, static_cast<off_t>(offset));
@@ -297,21 +311,26 @@ void TraceReader::loadIndex() {
 }
 
 // Reads one chunk's payload into dst[0, chunk.rawSize), verifying the header
-// against what the scan or index said, the checksum, the decompressed size,
-// and for blobs the content hash. Returns what is wrong, or "" when intact.
-std::string TraceReader::loadPayload(const ChunkInfo& chunk, uint8_t* dst) {
+// against what the scan or index said, the checksum and the decompressed size,
+// and with `verifyContent` a blob's content hash too. Returns what is wrong,
+// or "" when intact. The checksum already proves the stored bytes are the
+// written ones; re-hashing the content checks the writer, which `kcap check`
+// (verifyChunk) does and bulk reads of memory skip.
+std::string TraceReader::loadPayload(const ChunkInfo& chunk, uint8_t* dst, ReadScratch& scratch,
+                                     bool verifyContent) const {
   if (chunk.storedSize > fileSize_ || chunk.offset > fileSize_ - kChunkHeaderSize - chunk.storedSize) {
     return "chunk extends past the end of the file";
   }
-  staging_.resize(kChunkHeaderSize + chunk.storedSize);
-  readAt(chunk.offset, staging_.data(), staging_.size());
+  std::vector<uint8_t>& staging = scratch.staging;
+  staging.resize(kChunkHeaderSize + chunk.storedSize);
+  readAt(chunk.offset, staging.data(), staging.size());
   ChunkHeader header;
-  if (!decodeChunkHeader(staging_.data(), header) || header.kind != chunk.kind ||
+  if (!decodeChunkHeader(staging.data(), header) || header.kind != chunk.kind ||
       header.storedSize != chunk.storedSize || header.rawSize != chunk.rawSize) {
     return "chunk header is damaged or not what the index says";
   }
-  const uint8_t* payload = staging_.data() + kChunkHeaderSize;
-  if (chunkChecksum(staging_.data(), payload, chunk.storedSize) != header.checksum) {
+  const uint8_t* payload = staging.data() + kChunkHeaderSize;
+  if (chunkChecksum(staging.data(), payload, chunk.storedSize) != header.checksum) {
     return std::string(chunkKindName(chunk.kind)) + " chunk is damaged (checksum mismatch)";
   }
   size_t prefix = chunk.kind == ChunkKind::kBlob ? kBlobHashSize : 0;
@@ -322,7 +341,7 @@ std::string TraceReader::loadPayload(const ChunkInfo& chunk, uint8_t* dst) {
     if (bodySize != chunk.rawSize) return "stored size mismatch";
     if (bodySize) std::memcpy(dst, body, bodySize);
   } else {
-    size_t n = ZSTD_decompress(dst, chunk.rawSize, body, bodySize);
+    size_t n = ZSTD_decompressDCtx(scratch.dctx, dst, chunk.rawSize, body, bodySize);
     if (ZSTD_isError(n) || n != chunk.rawSize) {
       return std::string(chunkKindName(chunk.kind)) + " chunk does not decompress to " + sizeText(chunk.rawSize) +
              (ZSTD_isError(n) ? std::string(": ") + ZSTD_getErrorName(n) : std::string());
@@ -332,11 +351,15 @@ std::string TraceReader::loadPayload(const ChunkInfo& chunk, uint8_t* dst) {
     Hash128 hash;
     std::memcpy(&hash.high, payload, 8);
     std::memcpy(&hash.low, payload + 8, 8);
-    if (!(hash == chunk.hash) || !(contentHash(dst, chunk.rawSize) == hash)) {
+    if (!(hash == chunk.hash) || (verifyContent && !(contentHash(dst, chunk.rawSize) == hash))) {
       return "blob content does not match its hash " + chunk.hash.hex();
     }
   }
   return {};
+}
+
+std::string TraceReader::loadPayload(const ChunkInfo& chunk, uint8_t* dst) {
+  return loadPayload(chunk, dst, *scratch_, true);
 }
 
 void TraceReader::readPayloadInto(const ChunkInfo& chunk, uint8_t* dst) {
@@ -428,11 +451,43 @@ void TraceReader::readContentInto(schema::Content::Reader content, uint8_t* dst,
     throw FormatError(path_ + ": content of " + sizeText(content.getSize()) + " does not fit in " +
                       sizeText(capacity));
   }
-  uint64_t offset = 0;
-  for (const ChunkInfo* chunk : locatePieces(content)) {
-    readPayloadInto(*chunk, dst + offset);
-    offset += chunk->rawSize;
+  std::vector<const ChunkInfo*> pieces = locatePieces(content);
+  uint64_t pieceSize = content.getPieceSize();
+  // Pieces are independent zstd frames: decode them on several threads, as
+  // restoring gigabytes of device memory for a replay would otherwise be
+  // bound by one core's decompression speed.
+  unsigned threads = static_cast<unsigned>(
+      std::min<size_t>({pieces.size() / 2, std::max(1u, std::thread::hardware_concurrency()), 8}));
+  if (threads <= 1) {
+    for (size_t i = 0; i < pieces.size(); ++i) {
+      std::string why = loadPayload(*pieces[i], dst + i * pieceSize, *scratch_, false);
+      if (!why.empty()) throw FormatError(describeAt(path_, pieces[i]->offset, why));
+    }
+    return;
   }
+  std::atomic<size_t> next{0};
+  std::mutex failureMutex;
+  std::string failure;  // the first problem met, with its location
+  auto work = [&] {
+    ReadScratch scratch;
+    for (size_t i = next++; i < pieces.size(); i = next++) {
+      std::string why;
+      try {
+        why = loadPayload(*pieces[i], dst + i * pieceSize, scratch, false);
+      } catch (const std::exception& e) {  // an I/O error from readAt, or no memory
+        why = e.what();
+      }
+      if (why.empty()) continue;
+      std::lock_guard lock(failureMutex);
+      if (failure.empty()) failure = describeAt(path_, pieces[i]->offset, why);
+      next = pieces.size();
+    }
+  };
+  std::vector<std::thread> pool;
+  for (unsigned t = 1; t < threads; ++t) pool.emplace_back(work);
+  work();
+  for (auto& t : pool) t.join();
+  if (!failure.empty()) throw FormatError(failure);
 }
 
 std::vector<uint8_t> TraceReader::readContent(schema::Content::Reader content) {

@@ -45,7 +45,10 @@ struct EventRef {
   uint64_t chunkOffset = 0;  // the record chunk holding the event
 };
 
-// Not thread-safe: use one reader per thread.
+struct ReadScratch;
+
+// Not thread-safe: use one reader per thread. (readContentInto uses threads of
+// its own to decode large contents.)
 class TraceReader {
  public:
   // Throws FormatError when the file cannot be opened, has no valid kcap header,
@@ -81,6 +84,8 @@ class TraceReader {
   // a piece is missing, damaged, or not the size the content says.
   std::vector<uint8_t> readContent(schema::Content::Reader content);
   // As readContent, into dst[0, content.size). Throws if capacity is smaller.
+  // Decodes pieces in parallel; checks chunk checksums but not content hashes
+  // (verifyChunk does), since the checksum already proves the stored bytes.
   void readContentInto(schema::Content::Reader content, uint8_t* dst, size_t capacity);
   // The verified, decompressed bytes of one piece.
   std::vector<uint8_t> readBlob(const Hash128& hash);
@@ -97,10 +102,11 @@ class TraceReader {
   std::vector<const ChunkInfo*> locatePieces(schema::Content::Reader content) const;
   bool findNextChunk(uint64_t from, uint64_t& found);
   bool probeChunk(uint64_t offset, ChunkInfo& out, std::string& why);
+  std::string loadPayload(const ChunkInfo& chunk, uint8_t* dst, ReadScratch& scratch, bool verifyContent) const;
   std::string loadPayload(const ChunkInfo& chunk, uint8_t* dst);  // verified, decompressed; "" or what is wrong
   void readPayloadInto(const ChunkInfo& chunk, uint8_t* dst);     // the same, throwing FormatError
   void addProblem(uint64_t offset, std::string message);
-  void readAt(uint64_t offset, void* dst, size_t size);
+  void readAt(uint64_t offset, void* dst, size_t size) const;
 
   std::string path_;
   int fd_ = -1;
@@ -114,7 +120,7 @@ class TraceReader {
   std::vector<ChunkInfo> chunks_;
   std::unordered_map<Hash128, size_t, Hash128Hasher> blobs_;  // hash -> index in chunks_
   std::vector<TraceProblem> problems_;
-  std::vector<uint8_t> staging_;  // compressed payload being read; the reader is not thread-safe
+  std::unique_ptr<ReadScratch> scratch_;  // buffers of the calling thread; the reader is not thread-safe
 };
 
 }  // namespace kcap::format
