@@ -102,8 +102,10 @@ std::string uuidText(capnp::Data::Reader uuid) {
 
 std::string dim3Text(uint32_t x, uint32_t y, uint32_t z) { return strf("(%u,%u,%u)", x, y, z); }
 
-std::string printable(std::string_view text, bool quote) {
-  bool needQuote = quote;
+// Escapes quotes, backslashes, newlines, tabs and carriage returns; writes any
+// other control character or byte that is not valid UTF-8 with `badByte`, a
+// printf format taking the byte's value.
+static std::string escapeText(std::string_view text, const char* badByte) {
   std::string out;
   out.reserve(text.size() + 2);
   for (size_t i = 0; i < text.size();) {
@@ -118,14 +120,21 @@ std::string printable(std::string_view text, bool quote) {
     }
     size_t n = utf8Length(text, i);
     if (c < 0x20 || c == 0x7f || n == 0) {
-      out += strf("\\x%02x", c);
+      char buf[8];
+      std::snprintf(buf, sizeof buf, badByte, c);
+      out += buf;
       ++i;
     } else {
       out.append(text.substr(i, n));
       i += n;
     }
   }
-  return needQuote ? "\"" + out + "\"" : out;
+  return out;
+}
+
+std::string printable(std::string_view text, bool quote) {
+  std::string out = escapeText(text, "\\x%02x");
+  return quote ? "\"" + out + "\"" : out;
 }
 
 std::string word(std::string_view text) {
@@ -203,31 +212,10 @@ size_t utf8Length(std::string_view text, size_t at) {
 }
 
 std::string jsonString(std::string_view text) {
-  std::string out = "\"";
-  for (size_t i = 0; i < text.size();) {
-    auto c = static_cast<unsigned char>(text[i]);
-    switch (c) {
-      case '"': out += "\\\""; ++i; continue;
-      case '\\': out += "\\\\"; ++i; continue;
-      case '\n': out += "\\n"; ++i; continue;
-      case '\t': out += "\\t"; ++i; continue;
-      case '\r': out += "\\r"; ++i; continue;
-      default: break;
-    }
-    size_t n = utf8Length(text, i);
-    if (c < 0x20 || c == 0x7f || n == 0) {
-      // Trace text is untrusted: a control character or a byte that is not
-      // part of valid UTF-8 becomes the code point of the same value, so every
-      // document stays valid JSON.
-      out += strf("\\u%04x", c);
-      ++i;
-    } else {
-      out.append(text.substr(i, n));
-      i += n;
-    }
-  }
-  out += '"';
-  return out;
+  // Trace text is untrusted: a control character or a byte that is not part
+  // of valid UTF-8 becomes the code point of the same value, so every
+  // document stays valid JSON.
+  return "\"" + escapeText(text, "\\u%04x") + "\"";
 }
 
 void JsonWriter::key(std::string_view k) {
