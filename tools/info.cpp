@@ -392,7 +392,15 @@ void printText(const Options& opt, const format::TraceReader& reader, const Summ
     auto pairs = [&](const char* title, capnp::List<schema::KeyValue>::Reader list, const char* sep) {
       bool first = true;
       for (auto kv : list) {
-        t.row({first ? title : "", printable(kv.getKey().cStr()) + sep + printable(kv.getValue().cStr())});
+        // A summary line, not a dump: very long values (NVIDIA_REQUIRE_CUDA
+        // lists every driver branch) are cut; `kcap dump` shows them whole.
+        std::string value = printable(kv.getValue().cStr());
+        if (value.size() > 100) {
+          size_t cut = 100;
+          while (cut > 0 && (static_cast<unsigned char>(value[cut]) & 0xc0) == 0x80) --cut;  // whole characters
+          value = value.substr(0, cut) + strf("... (%zu bytes)", kv.getValue().size());
+        }
+        t.row({first ? title : "", printable(kv.getKey().cStr()) + sep + value});
         first = false;
       }
     };
