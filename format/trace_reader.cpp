@@ -40,6 +40,14 @@ capnp::ReaderOptions messageOptions(size_t words) {
   return options;
 }
 
+// Consumers read a message that passed checkEventFields: a full traversal of it
+// fit in messageOptions' budget, so this one allows many such passes.
+capnp::ReaderOptions consumerOptions(size_t words) {
+  capnp::ReaderOptions options = messageOptions(words);
+  options.traversalLimitInWords *= 64;
+  return options;
+}
+
 // The size of the next message, from its segment table (bounded by what is left).
 size_t messageWords(kj::ArrayPtr<const capnp::word> rest) {
   return std::min<size_t>(capnp::expectedSizeInWordsFromPrefix(rest), rest.size());
@@ -388,10 +396,17 @@ uint64_t TraceReader::forEachEvent(const std::function<bool(const EventRef&)>& f
       std::unique_ptr<capnp::FlatArrayMessageReader> message;
       schema::Event::Reader event;
       try {
-        message = std::make_unique<capnp::FlatArrayMessageReader>(rest, messageOptions(messageWords(rest)));
+        // A malformed or amplifying message (pointers sharing targets, so that
+        // reading it costs far more than its size) throws here, within a
+        // bounded traversal, not later in a consumer...
+        capnp::FlatArrayMessageReader checked(rest, messageOptions(messageWords(rest)));
+        checkEventFields(checked.getRoot<schema::Event>());
+        kj::ArrayPtr<const capnp::word> body(rest.begin(), checked.getEnd());
+        // ...and the consumer reads a fresh reader of the same words whose
+        // traversal budget a few passes of its own cannot exhaust.
+        message = std::make_unique<capnp::FlatArrayMessageReader>(body, consumerOptions(body.size()));
         event = message->getRoot<schema::Event>();
-        checkEventFields(event);  // a malformed message throws here, not in a consumer
-        rest = kj::ArrayPtr<const capnp::word>(message->getEnd(), rest.end());
+        rest = kj::ArrayPtr<const capnp::word>(checked.getEnd(), rest.end());
       } catch (const kj::Exception& e) {
         addProblem(chunk.offset, "event message " + std::to_string(number) +
                                      " of this record chunk is malformed: " + e.getDescription().cStr());
