@@ -3,6 +3,9 @@
 #
 #   scripts/fuzz.sh [SECONDS]        default 60
 #
+# FUZZ_SEED picks libFuzzer's seed (default 0: a new random one each run).
+# scripts/test.sh, and so CI, uses a fixed seed, so that a red run reproduces.
+#
 # Configures a separate clang build (build-fuzz/, or $KCAP_FUZZ_BUILD_DIR) with
 # KCAP_FUZZ=ON (libFuzzer + ASan + UBSan), builds only the fuzz target, and runs
 # it on a COPY of tests/fuzz/corpus/ (the committed seeds never grow). Crash
@@ -37,6 +40,6 @@ echo "fuzzing the trace reader for ${seconds} s ($(ls "$work/corpus" | wc -l) se
 ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1}" \
 UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}" \
   "$build/tests/fuzz/kcap_fuzz_reader" \
-    -max_total_time="$seconds" -max_len=65536 -timeout=10 -print_final_stats=1 \
+    -max_total_time="$seconds" -max_len=65536 -timeout=10 -print_final_stats=1 -seed="${FUZZ_SEED:-0}" \
     -artifact_prefix="$build/fuzz-artifacts/" \
     "$work/corpus"

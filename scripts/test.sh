@@ -3,7 +3,8 @@
 #   1. installs missing build dependencies,
 #   2. builds everything and runs every CI test (ctest -LE gpu),
 #   3. rebuilds the host code with AddressSanitizer + UBSan and runs the tests again,
-#   4. fuzzes the trace reader for a bounded time (FUZZ_SECONDS, default 60).
+#   4. fuzzes the trace reader for a bounded time (FUZZ_SECONDS, default 60),
+#      from a fixed seed (FUZZ_SEED, default 1) so that a failure reproduces.
 # GPU tests (ctest label gpu) are not run here: see scripts/gpu-check.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,5 +24,5 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:ha
   ctest --test-dir build-asan -LE gpu --output-on-failure -j "$JOBS"
 
 echo "== fuzzing the trace reader for ${FUZZ_SECONDS:-60} s"
-scripts/fuzz.sh "${FUZZ_SECONDS:-60}"
+FUZZ_SEED="${FUZZ_SEED:-1}" scripts/fuzz.sh "${FUZZ_SECONDS:-60}"
 echo "== all tests passed"
