@@ -26,6 +26,7 @@ constexpr Subcommand kSubcommands[] = {
     {"dump", "Print every event of a trace, one per line (text or JSON Lines)", setupDump},
     {"check", "Verify every chunk, blob and event of a trace; exit 1 unless fully intact", setupCheck},
     {"record", "Run a program with the capture shim preloaded: kcap record [options] -- CMD ARGS...", setupRecord},
+    {"replay", "Re-run recorded launches on this GPU and compare with what was recorded", setupReplay},
 };
 
 constexpr int kUsage = 2;

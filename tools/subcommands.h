@@ -26,5 +26,6 @@ Run setupInfo(CLI::App& cmd);   // info.cpp
 Run setupDump(CLI::App& cmd);   // dump.cpp
 Run setupCheck(CLI::App& cmd);  // check.cpp
 Run setupRecord(CLI::App& cmd);  // record.cpp
+Run setupReplay(CLI::App& cmd);  // replay.cpp
 
 }  // namespace kcap::tools

@@ -1,0 +1,55 @@
+// Comparing replayed memory with recorded memory. Pure logic: no driver.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace kcap::replay {
+
+struct ByteDiff {
+  uint64_t differingBytes = 0;
+  std::optional<uint64_t> firstOffset;  // of the first differing byte
+  bool same() const { return differingBytes == 0; }
+};
+
+ByteDiff compareBytes(const uint8_t* expected, const uint8_t* actual, size_t size);
+
+enum class DType { f64, f32, f16, bf16, e4m3, e5m2, i8, u8, i16, u16, i32, u32, i64, u64 };
+
+// "f32", "fp16", "half", "bf16", "fp8_e4m3" / "e4m3", "e5m2", "i32", "int32", "u8", ...
+std::optional<DType> parseDType(std::string_view name);
+std::string dtypeName(DType type);
+size_t dtypeSize(DType type);
+
+// Element-wise error statistics of `actual` against `expected`, both read as
+// `type` (a trailing partial element is ignored). NaN compared with NaN and
+// equal infinities count as equal; an element where exactly one side is NaN
+// or Inf (or infinities of opposite sign) counts as a mismatch with infinite
+// error. ULP distance is measured in the type's own precision; integers
+// report their absolute difference as ULPs.
+struct ElementStats {
+  DType type = DType::f32;
+  uint64_t elements = 0;
+  uint64_t mismatches = 0;  // elements not bitwise equal (after the NaN rule)
+  double maxAbsError = 0;
+  double maxRelError = 0;   // |a - e| / |e|, over elements with e != 0
+  double maxUlp = 0;
+  uint64_t nanExpected = 0, nanActual = 0;
+  uint64_t infExpected = 0, infActual = 0;
+  std::optional<uint64_t> worstElement;  // index of the largest absolute error
+};
+
+ElementStats elementStats(DType type, const uint8_t* expected, const uint8_t* actual, size_t size);
+
+// A pass threshold for --tolerance: "1e-3" (absolute), "rel=1e-2", "ulp=4";
+// several joined by commas all have to hold.
+struct Tolerance {
+  std::optional<double> absolute, relative, ulp;
+  bool accepts(const ElementStats& stats) const;
+};
+std::optional<Tolerance> parseTolerance(std::string_view text);
+
+}  // namespace kcap::replay

@@ -1,0 +1,118 @@
+#include "device_memory.h"
+
+#include "driver.h"
+
+namespace kcap::replay {
+
+DeviceMemory::DeviceMemory(Driver& driver, CUdevice device, bool allowFixed)
+    : driver_(driver), device_(device), allowFixed_(allowFixed) {
+  const bool vmm = driver_.cuMemAddressReserve && driver_.cuMemCreate && driver_.cuMemMap &&
+                   driver_.cuMemSetAccess && driver_.cuMemUnmap && driver_.cuMemAddressFree &&
+                   driver_.cuMemRelease && driver_.cuMemGetAllocationGranularity;
+  allowFixed_ = allowFixed_ && vmm;
+}
+
+DeviceMemory::~DeviceMemory() {
+  try {
+    release();
+  } catch (const ReplayError&) {
+    // The context is gone (a fault): nothing left to release.
+  }
+}
+
+uint64_t DeviceMemory::granule() {
+  if (granule_ != 0) return granule_;
+  granule_ = uint64_t{2} << 20;  // the driver's usual minimum; asked below when VMM is there
+  if (driver_.cuMemGetAllocationGranularity != nullptr) {
+    CUmemAllocationProp prop{};
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = device_;
+    size_t g = 0;
+    if (driver_.cuMemGetAllocationGranularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM) == CUDA_SUCCESS &&
+        g != 0 && (g & (g - 1)) == 0) {
+      granule_ = g;
+    }
+  }
+  return granule_;
+}
+
+bool DeviceMemory::placeFixed(const RegionGroup& group) {
+  CUdeviceptr got = 0;
+  if (driver_.cuMemAddressReserve(&got, group.size, granule(), group.start, 0) != CUDA_SUCCESS) {
+    return false;
+  }
+  if (got != group.start) {
+    driver_.cuMemAddressFree(got, group.size);
+    return false;
+  }
+  CUmemAllocationProp prop{};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = device_;
+  CUmemGenericAllocationHandle handle{};
+  CUresult result = driver_.cuMemCreate(&handle, group.size, &prop, 0);
+  if (result != CUDA_SUCCESS) {
+    driver_.cuMemAddressFree(got, group.size);
+    check(result, "cuMemCreate of " + std::to_string(group.size) + " bytes");
+  }
+  result = driver_.cuMemMap(got, group.size, 0, handle, 0);
+  // The mapping keeps the physical memory alive; the handle is not needed.
+  driver_.cuMemRelease(handle);
+  if (result != CUDA_SUCCESS) {
+    driver_.cuMemAddressFree(got, group.size);
+    check(result, "cuMemMap");
+  }
+  CUmemAccessDesc access{};
+  access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  access.location.id = device_;
+  access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  result = driver_.cuMemSetAccess(got, group.size, &access, 1);
+  mappings_.push_back({got, group.size, true});
+  check(result, "cuMemSetAccess");
+  return true;
+}
+
+void DeviceMemory::place(const std::vector<Region>& regions) {
+  // Every fixed placement first: a relocated group's allocation could
+  // otherwise land on the recorded address of a later group.
+  std::vector<RegionGroup> moving;
+  for (const RegionGroup& group : planGroups(regions, granule())) {
+    if (allowFixed_ && placeFixed(group)) {
+      addresses_.add(group.start, group.size, group.start);
+      ++fixedGroups_;
+    } else {
+      moving.push_back(group);
+    }
+  }
+  for (const RegionGroup& group : moving) {
+    CUdeviceptr moved = 0;
+    check(driver_.cuMemAlloc(&moved, group.size), "cuMemAlloc of " + std::to_string(group.size) + " bytes");
+    mappings_.push_back({moved, group.size, false});
+    addresses_.add(group.start, group.size, moved);
+    ++relocatedGroups_;
+  }
+}
+
+void DeviceMemory::release() {
+  addresses_.clear();
+  fixedGroups_ = relocatedGroups_ = 0;
+  std::vector<Mapping> mappings;
+  mappings.swap(mappings_);
+  for (const Mapping& m : mappings) {
+    if (m.reserved) {
+      driver_.cuMemUnmap(m.address, m.size);
+      driver_.cuMemAddressFree(m.address, m.size);
+    } else {
+      driver_.cuMemFree(m.address);
+    }
+  }
+}
+
+MemoryPath DeviceMemory::path() const {
+  if (fixedGroups_ == 0 && relocatedGroups_ == 0) return MemoryPath::none;
+  if (relocatedGroups_ == 0) return MemoryPath::fixed;
+  return fixedGroups_ == 0 ? MemoryPath::relocated : MemoryPath::mixed;
+}
+
+}  // namespace kcap::replay

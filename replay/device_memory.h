@@ -1,0 +1,53 @@
+// Recorded device memory, made real on this GPU: groups of regions placed at
+// their recorded addresses when the driver grants them (VMM reserve + map),
+// relocated otherwise (memory_plan.h says how groups are formed).
+#pragma once
+
+#include <cuda.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "memory_plan.h"
+#include "outcome.h"
+
+namespace kcap::replay {
+
+struct Driver;
+
+class DeviceMemory {
+ public:
+  DeviceMemory(Driver& driver, CUdevice device, bool allowFixed);
+  ~DeviceMemory();
+  DeviceMemory(const DeviceMemory&) = delete;
+  DeviceMemory& operator=(const DeviceMemory&) = delete;
+
+  // Places `regions` (once per replay: call release() before placing again).
+  void place(const std::vector<Region>& regions);
+  void release();
+
+  const AddressMap& addresses() const { return addresses_; }
+  MemoryPath path() const;
+  size_t fixedGroups() const { return fixedGroups_; }
+  size_t relocatedGroups() const { return relocatedGroups_; }
+
+ private:
+  bool placeFixed(const RegionGroup& group);
+  uint64_t granule();
+
+  struct Mapping {
+    CUdeviceptr address = 0;
+    uint64_t size = 0;
+    bool reserved = false;  // VMM: unmap and free the reservation; else cuMemFree
+  };
+
+  Driver& driver_;
+  CUdevice device_;
+  bool allowFixed_;
+  uint64_t granule_ = 0;
+  std::vector<Mapping> mappings_;
+  AddressMap addresses_;
+  size_t fixedGroups_ = 0, relocatedGroups_ = 0;
+};
+
+}  // namespace kcap::replay

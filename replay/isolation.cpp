@@ -1,0 +1,206 @@
+#include "isolation.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <optional>
+#include <string>
+
+#include "driver.h"
+#include "replayer.h"
+
+namespace kcap::replay {
+namespace {
+
+void writeAll(int fd, const std::string& text) {
+  size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;  // the parent is gone: nothing to tell
+    done += static_cast<size_t>(n);
+  }
+}
+
+std::string oneLine(std::string text) {
+  for (char& c : text) {
+    if (c == '\n' || c == '\r') c = ' ';
+  }
+  return text;
+}
+
+// The replay process: replays `batch`, writes `start N`, `done N`, outcomes,
+// or `fatal MESSAGE` when it cannot replay at all.
+[[noreturn]] void child(const TraceModel& model, const ReplayOptions& options, const Selection& batch, int fd) {
+  try {
+    auto reader = format::TraceReader::open(options.tracePath);
+    Replayer replayer(model, *reader, options);
+    replayer.onLaunchStart = [fd](uint64_t index) { writeAll(fd, "start " + std::to_string(index) + "\n"); };
+    replayer.onLaunchEnd = [fd](uint64_t index) { writeAll(fd, "done " + std::to_string(index) + "\n"); };
+    replayer.run(batch, [fd](const LaunchOutcome& outcome) { writeAll(fd, encodeOutcome(outcome)); });
+  } catch (const ContextLost&) {
+  } catch (const std::exception& e) {
+    writeAll(fd, "fatal " + oneLine(e.what()) + "\n");
+  }
+  ::close(fd);
+  _exit(0);  // no atexit handlers, no driver teardown of a poisoned context
+}
+
+std::string describeStatus(int status) {
+  if (WIFSIGNALED(status)) return std::string("killed by signal ") + strsignal(WTERMSIG(status));
+  if (WIFEXITED(status)) return "exit status " + std::to_string(WEXITSTATUS(status));
+  return "unknown status";
+}
+
+LaunchOutcome outcomeFor(const TraceModel& model, uint64_t index, Verdict verdict, const std::string& detail) {
+  LaunchOutcome o;
+  o.launchIndex = index;
+  if (const LaunchRecord* l = model.launch(index)) {
+    const auto e = l->event();
+    o.kernel = e.getKernelName();
+    o.grid[0] = e.getGridX(), o.grid[1] = e.getGridY(), o.grid[2] = e.getGridZ();
+    o.block[0] = e.getBlockX(), o.block[1] = e.getBlockY(), o.block[2] = e.getBlockZ();
+    o.sharedMemBytes = e.getSharedMemBytes();
+    o.recordedDurationNs = l->recordedDurationNs;
+  }
+  o.verdict = verdict;
+  o.detail = detail;
+  return o;
+}
+
+}  // namespace
+
+void replayInProcess(const TraceModel& model, const ReplayOptions& options, const Selection& selection,
+                     const std::function<void(const LaunchOutcome&)>& report) {
+  auto reader = format::TraceReader::open(options.tracePath);
+  Replayer replayer(model, *reader, options);
+  try {
+    replayer.run(selection, report);
+  } catch (const ContextLost&) {
+  }
+}
+
+void replayIsolated(const TraceModel& model, const ReplayOptions& options, const Selection& selection,
+                    const std::function<void(const LaunchOutcome&)>& report) {
+  const std::vector<uint64_t>& indices = selection.launchIndices;
+  size_t next = 0;  // the first launch without an outcome
+  bool anyOutcome = false;
+  const auto positionOf = [&](uint64_t index) {
+    for (size_t i = next; i < indices.size(); ++i) {
+      if (indices[i] == index) return i;
+    }
+    return indices.size();
+  };
+  const auto finishRest = [&](Verdict verdict, const std::string& detail) {
+    for (; next < indices.size(); ++next) report(outcomeFor(model, indices[next], verdict, detail));
+  };
+
+  while (next < indices.size()) {
+    const size_t firstOfBatch = next;
+    int fds[2];
+    if (::pipe(fds) != 0) throw ReplayError(std::string("cannot make a pipe: ") + std::strerror(errno));
+    Selection batch{std::vector<uint64_t>(indices.begin() + static_cast<std::ptrdiff_t>(next), indices.end()),
+                    selection.sequence};
+    const pid_t pid = ::fork();
+    if (pid < 0) throw ReplayError(std::string("cannot start the replay process: ") + std::strerror(errno));
+    if (pid == 0) {
+      ::close(fds[0]);
+      child(model, options, batch, fds[1]);
+    }
+    ::close(fds[1]);
+
+    std::string buffer, block, fatal;
+    bool running = false;  // a launch started and is not done
+    uint64_t runningIndex = 0;
+    std::chrono::steady_clock::time_point deadline;
+    bool hung = false;
+    for (;;) {
+      int waitMs = -1;
+      if (running) {
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+        waitMs = static_cast<int>(std::max<int64_t>(0, left.count()));
+      }
+      pollfd p{fds[0], POLLIN, 0};
+      const int ready = ::poll(&p, 1, waitMs);
+      if (ready < 0 && errno == EINTR) continue;
+      if (ready == 0) {  // the launch in progress is past its time
+        ::kill(pid, SIGKILL);
+        hung = true;
+        break;
+      }
+      char chunk[65536];
+      const ssize_t n = ::read(fds[0], chunk, sizeof chunk);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;  // the replay process ended
+      buffer.append(chunk, static_cast<size_t>(n));
+      size_t eol;
+      while ((eol = buffer.find('\n')) != std::string::npos) {
+        std::string line = buffer.substr(0, eol);
+        buffer.erase(0, eol + 1);
+        if (line.rfind("start ", 0) == 0) {
+          running = true;
+          runningIndex = std::stoull(line.substr(6));
+          deadline = std::chrono::steady_clock::now() +
+                     std::chrono::milliseconds(static_cast<int64_t>(options.timeoutSeconds * 1000));
+        } else if (line.rfind("done ", 0) == 0) {
+          running = false;
+        } else if (line.rfind("fatal ", 0) == 0) {
+          fatal = line.substr(6);
+        } else {
+          block += line + "\n";
+          if (line == "end") {
+            const auto outcome = decodeOutcome(block);
+            block.clear();
+            if (!outcome) continue;
+            running = false;
+            const size_t at = positionOf(outcome->launchIndex);
+            if (at == indices.size()) continue;
+            // Launches the process passed over without an outcome (it cannot
+            // happen by design; keep one outcome per launch regardless).
+            for (; next < at; ++next) report(outcomeFor(model, indices[next], Verdict::error, "no outcome reported"));
+            report(*outcome);
+            anyOutcome = true;
+            ++next;
+          }
+        }
+      }
+    }
+    ::close(fds[0]);
+    int status = 0;
+    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+
+    if (!fatal.empty()) {
+      if (!anyOutcome) throw ReplayError(fatal);  // nothing could run: say why, once
+      finishRest(Verdict::error, fatal);
+      return;
+    }
+    if (next >= indices.size()) break;
+    const uint64_t current = indices[next];
+    if (hung || (running && runningIndex == current)) {
+      report(outcomeFor(model, current, hung ? Verdict::hang : Verdict::fault,
+                        hung ? "did not finish within " + std::to_string(options.timeoutSeconds) + " s (--timeout)"
+                             : "the replay process died during the launch (" + describeStatus(status) + ")"));
+      anyOutcome = true;
+      ++next;
+    } else if (next == firstOfBatch) {
+      // It ended without starting anything: do not try the same again.
+      report(outcomeFor(model, current, Verdict::error,
+                        "the replay process ended before this launch (" + describeStatus(status) + ")"));
+      anyOutcome = true;
+      ++next;
+    }
+    if (selection.sequence) {
+      // The process stops a sequence only at a fault; what follows depends on it.
+      finishRest(Verdict::skipped, "an earlier launch of the sequence did not finish cleanly");
+      return;
+    }
+  }
+}
+
+}  // namespace kcap::replay

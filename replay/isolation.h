@@ -1,0 +1,30 @@
+// Replay in a child process, so that one launch cannot poison the others.
+//
+// A faulting kernel leaves the CUDA context unusable (a sticky error), and a
+// hung one never returns. The parent never touches the GPU: it forks a
+// replay process, which streams each launch's start and outcome back over a
+// pipe. A launch that does not finish within the timeout is a HANG (the
+// process is killed); a process that dies inside a launch is a FAULT; either
+// way the parent starts a new process for the launches that remain.
+#pragma once
+
+#include <functional>
+
+#include "outcome.h"
+#include "replay_options.h"
+#include "trace_model.h"
+
+namespace kcap::replay {
+
+// Replays `selection` of the trace at options.tracePath, handing every
+// outcome to `report` in launch order (each selected launch gets exactly
+// one). Throws ReplayError when no replay can be made at all (no driver, no
+// such device): the message says why.
+void replayIsolated(const TraceModel& model, const ReplayOptions& options, const Selection& selection,
+                    const std::function<void(const LaunchOutcome&)>& report);
+
+// The same in this process, for debugging (--no-isolate): a fault ends it.
+void replayInProcess(const TraceModel& model, const ReplayOptions& options, const Selection& selection,
+                     const std::function<void(const LaunchOutcome&)>& report);
+
+}  // namespace kcap::replay

@@ -1,0 +1,59 @@
+// What replaying one launch found: the report's rows. Plain data, with a
+// line-based encoding so that the replay process (isolation.h) can hand
+// outcomes to the parent over a pipe.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "compare.h"
+
+namespace kcap::replay {
+
+enum class Verdict {
+  reproduced,  // every compared byte as recorded
+  differs,     // some compared byte not as recorded
+  unverified,  // ran; the trace has no post-state to compare with (pre mode, or the recorded run ended first)
+  fault,       // the launch failed with a CUDA error (sticky or not)
+  hang,        // the launch did not finish within the timeout
+  error,       // could not be replayed (trace lacks what is needed, code cannot run here, ...)
+  skipped,     // not run: an earlier launch of the same sequence failed
+};
+const char* verdictName(Verdict verdict);  // "REPRODUCED", "DIFFERS", ...
+
+enum class MemoryPath { none, fixed, relocated, mixed };
+const char* memoryPathName(MemoryPath path);  // "fixed-va", "relocated", ...
+
+struct BufferReport {
+  uint64_t address = 0;  // recorded base of the compared range
+  uint64_t size = 0;
+  std::string label;     // "param 2", "global counter", "buffer"
+  uint64_t differingBytes = 0;
+  std::optional<uint64_t> firstOffset;
+  std::optional<ElementStats> stats;  // with --dtype
+  bool withinTolerance = false;       // with --tolerance: the differences are accepted
+};
+
+struct LaunchOutcome {
+  uint64_t launchIndex = 0;
+  std::string kernel;
+  uint32_t grid[3] = {0, 0, 0};
+  uint32_t block[3] = {0, 0, 0};
+  uint32_t sharedMemBytes = 0;
+  Verdict verdict = Verdict::error;
+  std::string detail;  // fault/error text, or what was relocated
+  MemoryPath memory = MemoryPath::none;
+  std::string code;    // "sass sm_90", "ptx compute_80 (JIT)", "override FILE"
+  std::vector<BufferReport> buffers;  // every compared range (differing or not)
+  // --repeat: GPU time of the launch in ns (CUDA events)
+  std::vector<uint64_t> timesNs;
+  std::optional<uint64_t> recordedDurationNs;
+};
+
+std::string encodeOutcome(const LaunchOutcome& outcome);
+// Parses what encodeOutcome wrote; nullopt if malformed.
+std::optional<LaunchOutcome> decodeOutcome(const std::string& text);
+
+}  // namespace kcap::replay

@@ -1,0 +1,41 @@
+// What a replay is asked to do (kcap replay's options, as data).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "compare.h"
+
+namespace kcap::replay {
+
+struct KernelOverride {
+  std::string kernelPattern;  // ECMAScript regex, searched in the kernel name (a plain name matches itself)
+  std::string imagePath;      // cubin, fatbin or PTX file
+};
+
+struct ReplayOptions {
+  std::string tracePath;
+  int device = 0;
+  bool fixedAddresses = true;  // --no-fixed-va clears it
+  bool forcePtx = false;
+  std::vector<KernelOverride> overrides;
+  std::optional<DType> dtype;                // for every compared buffer
+  std::map<uint32_t, DType> paramDtypes;     // per pointer parameter (index in the parameter list)
+  std::optional<Tolerance> tolerance;
+  double timeoutSeconds = 10;                // per launch, from its start to its completion
+  unsigned repeat = 0;                       // timed repetitions after the verified run
+  bool isolate = true;                       // run in a child process (tests turn it off)
+};
+
+// Which launches, and how: independent launches each start from their own
+// recorded pre-state; a sequence starts from the first one's and runs the
+// rest in order with the recorded memory operations between them.
+struct Selection {
+  std::vector<uint64_t> launchIndices;  // in trace order
+  bool sequence = false;
+};
+
+}  // namespace kcap::replay

@@ -1,0 +1,415 @@
+#include "replayer.h"
+
+#include <algorithm>
+#include <cstring>
+#include <set>
+
+#include "driver.h"
+
+namespace kcap::replay {
+namespace {
+
+// Launch attributes that name objects of the recorded process (events):
+// meaningless here, so not re-applied.
+bool namesRecordedObject(int32_t id) {
+  return id == CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_EVENT || id == CU_LAUNCH_ATTRIBUTE_LAUNCH_COMPLETION_EVENT;
+}
+
+}  // namespace
+
+Replayer::Replayer(const TraceModel& model, format::TraceReader& reader, const ReplayOptions& options)
+    : model_(model), reader_(reader), options_(options), driver_(driver()) {
+  int count = 0;
+  check(driver_.cuDeviceGetCount(&count), "cuDeviceGetCount");
+  if (options_.device < 0 || options_.device >= count) {
+    throw ReplayError("--device " + std::to_string(options_.device) + ": this machine has " + std::to_string(count) +
+                      " GPU(s)");
+  }
+  check(driver_.cuDeviceGet(&device_, options_.device), "cuDeviceGet");
+  int major = 0, minor = 0;
+  check(driver_.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device_), "compute capability");
+  check(driver_.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device_), "compute capability");
+  sm_ = major * 10 + minor;
+  check(driver_.cuDevicePrimaryCtxRetain(&context_, device_), "cuDevicePrimaryCtxRetain");
+  check(driver_.cuCtxSetCurrent(context_), "cuCtxSetCurrent");
+  check(driver_.cuStreamCreate(&stream_, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+  memory_ = std::make_unique<DeviceMemory>(driver_, device_, options_.fixedAddresses);
+  code_ = std::make_unique<CodeCache>(driver_, reader_, sm_, options_);
+}
+
+Replayer::~Replayer() {
+  memory_.reset();
+  code_.reset();
+  if (staging_ != nullptr) driver_.cuMemFreeHost(staging_);
+  if (stream_ != nullptr) driver_.cuStreamDestroy(stream_);
+}
+
+uint8_t* Replayer::staging(uint64_t size) {
+  if (size > stagingSize_) {
+    if (staging_ != nullptr) driver_.cuMemFreeHost(staging_);
+    staging_ = nullptr;
+    stagingSize_ = 0;
+    void* p = nullptr;
+    check(driver_.cuMemAllocHost(&p, size), "cuMemAllocHost of " + std::to_string(size) + " bytes");
+    staging_ = static_cast<uint8_t*>(p);
+    stagingSize_ = size;
+  }
+  return staging_;
+}
+
+void Replayer::copyToDevice(CUdeviceptr dst, const uint8_t* src, uint64_t size) {
+  check(driver_.cuMemcpyHtoD(dst, src, size), "restoring " + std::to_string(size) + " bytes");
+}
+
+void Replayer::copyFromDevice(uint8_t* dst, CUdeviceptr src, uint64_t size) {
+  check(driver_.cuMemcpyDtoH(dst, src, size), "reading back " + std::to_string(size) + " bytes");
+}
+
+std::optional<uint64_t> Replayer::translate(uint64_t recorded, const LoadedKernel& kernel) const {
+  // Globals first: they are exact, while a placed group spans whole granules
+  // and may cover a global's recorded address without holding it.
+  for (const GlobalPlacement& g : kernel.globals) {
+    if (recorded >= g.recordedAddress && recorded - g.recordedAddress < g.size) {
+      return g.address + (recorded - g.recordedAddress);
+    }
+  }
+  return memory_->addresses().translate(recorded);
+}
+
+std::vector<Region> Replayer::regionsOf(const LaunchRecord& launch) const {
+  std::vector<Region> regions;
+  const auto add = [&](capnp::List<schema::MemoryRange>::Reader ranges) {
+    for (const auto range : ranges) {
+      if (range.getKind() == schema::MemoryKind::MODULE_GLOBAL) continue;
+      regions.push_back({range.getAddress(), range.getContent().getSize()});
+    }
+  };
+  add(launch.event().getPre());
+  if (launch.end != nullptr) add(launch.end->get().getLaunchEnd().getPost());
+  return regions;
+}
+
+LaunchOutcome Replayer::begin(const LaunchRecord& launch) const {
+  const auto e = launch.event();
+  LaunchOutcome o;
+  o.launchIndex = launch.launchIndex;
+  o.kernel = e.getKernelName();
+  o.grid[0] = e.getGridX(), o.grid[1] = e.getGridY(), o.grid[2] = e.getGridZ();
+  o.block[0] = e.getBlockX(), o.block[1] = e.getBlockY(), o.block[2] = e.getBlockZ();
+  o.sharedMemBytes = e.getSharedMemBytes();
+  o.recordedDurationNs = launch.recordedDurationNs;
+  return o;
+}
+
+// Restores the launch's recorded pre-state. With `all` false (sequences),
+// only ranges not restored before in this run.
+void Replayer::restore(const LaunchRecord& launch, const LoadedKernel& kernel, bool all) {
+  std::set<uint64_t>& restored = restored_;
+  if (all) restored.clear();
+  for (const auto range : launch.event().getPre()) {
+    const uint64_t address = range.getAddress();
+    if (!all && !restored.insert(address).second) continue;
+    if (all) restored.insert(address);
+    const auto content = range.getContent();
+    const auto dst = translate(address, kernel);
+    if (!dst) {
+      throw ReplayError("recorded range at " + std::to_string(address) + " has no place in this replay");
+    }
+    uint8_t* buffer = staging(content.getSize());
+    reader_.readContentInto(content, buffer, content.getSize());
+    copyToDevice(*dst, buffer, content.getSize());
+  }
+  // Pointers stored inside buffers: rewritten where their target moved.
+  for (const auto p : launch.event().getIndirectPointers()) {
+    const auto where = translate(p.getBufferAddress() + p.getOffset(), kernel);
+    const auto value = translate(p.getValue(), kernel);
+    if (where && value && *value != p.getValue()) {
+      uint64_t word = *value;
+      copyToDevice(*where, reinterpret_cast<const uint8_t*>(&word), sizeof word);
+    }
+  }
+}
+
+std::vector<uint8_t> Replayer::buildParams(const LaunchRecord& launch, const LoadedKernel& kernel) {
+  const auto e = launch.event();
+  std::vector<uint8_t> params(e.getParams().begin(), e.getParams().end());
+  for (const auto word : e.getPointers()) {
+    const auto moved = translate(word.getValue(), kernel);
+    if (!moved || *moved == word.getValue() || word.getOffset() + 8 > params.size()) continue;
+    if (word.getInTensorMap() && driver_.cuTensorMapReplaceAddress != nullptr &&
+        word.getOffset() + sizeof(CUtensorMap) <= params.size()) {
+      CUtensorMap map;
+      std::memcpy(&map, params.data() + word.getOffset(), sizeof map);
+      check(driver_.cuTensorMapReplaceAddress(&map, reinterpret_cast<void*>(*moved)), "cuTensorMapReplaceAddress");
+      std::memcpy(params.data() + word.getOffset(), &map, sizeof map);
+    } else {
+      const uint64_t value = *moved;
+      std::memcpy(params.data() + word.getOffset(), &value, sizeof value);
+    }
+  }
+  return params;
+}
+
+void Replayer::launchOnce(const LaunchRecord& launch, const LoadedKernel& kernel, std::vector<uint8_t>& params) {
+  const auto e = launch.event();
+  CUlaunchConfig config{};
+  config.gridDimX = e.getGridX(), config.gridDimY = e.getGridY(), config.gridDimZ = e.getGridZ();
+  config.blockDimX = e.getBlockX(), config.blockDimY = e.getBlockY(), config.blockDimZ = e.getBlockZ();
+  config.sharedMemBytes = e.getSharedMemBytes();
+  config.hStream = stream_;
+  std::vector<CUlaunchAttribute> attributes;
+  for (const auto recorded : e.getAttributes()) {
+    if (namesRecordedObject(recorded.getId())) continue;
+    CUlaunchAttribute a{};
+    a.id = static_cast<CUlaunchAttributeID>(recorded.getId());
+    std::memcpy(&a.value, recorded.getValue().begin(), std::min(sizeof a.value, recorded.getValue().size()));
+    attributes.push_back(a);
+  }
+  if (e.getApi() == schema::LaunchApi::LAUNCH_COOPERATIVE_KERNEL) {
+    CUlaunchAttribute a{};
+    a.id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
+    a.value.cooperative = 1;
+    attributes.push_back(a);
+  }
+  config.attrs = attributes.data();
+  config.numAttrs = static_cast<unsigned>(attributes.size());
+
+  std::vector<void*> arguments;
+  for (const auto info : e.getParamLayout()) {
+    if (info.getOffset() + info.getSize() > params.size()) {
+      throw ReplayError("the recorded parameter layout does not fit the recorded parameter bytes");
+    }
+    arguments.push_back(params.data() + info.getOffset());
+  }
+  size_t paramSize = params.size();
+  void* extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, params.data(), CU_LAUNCH_PARAM_BUFFER_SIZE, &paramSize,
+                   CU_LAUNCH_PARAM_END};
+  const bool useExtra = arguments.empty() && !params.empty();
+  check(driver_.cuLaunchKernelEx(&config, kernel.function, useExtra ? nullptr : arguments.data(),
+                                 useExtra ? extra : nullptr),
+        "cuLaunchKernelEx");
+  check(driver_.cuStreamSynchronize(stream_), "the launch");
+}
+
+void Replayer::compare(const LaunchRecord& launch, const LoadedKernel& kernel, LaunchOutcome& outcome) {
+  if (!launch.hasPost()) {
+    outcome.verdict = Verdict::unverified;
+    outcome.detail = launch.end == nullptr ? "the trace has no end of this launch (the recorded run ended first)"
+                                           : "no post-launch memory recorded (--mode pre)";
+    return;
+  }
+  const auto e = launch.event();
+  // Which parameter points into which allocation, for labels and --dtype.
+  const auto paramOf = [&](uint64_t base, uint64_t size) -> std::optional<uint32_t> {
+    for (const auto word : e.getPointers()) {
+      if (word.getValue() < base || word.getValue() - base >= size) continue;
+      const auto layout = e.getParamLayout();
+      for (uint32_t i = 0; i < layout.size(); ++i) {
+        if (word.getOffset() >= layout[i].getOffset() && word.getOffset() < layout[i].getOffset() + layout[i].getSize()) {
+          return i;
+        }
+      }
+    }
+    return std::nullopt;
+  };
+  bool differs = false;
+  for (const auto range : launch.end->get().getLaunchEnd().getPost()) {
+    const auto content = range.getContent();
+    const uint64_t size = content.getSize();
+    BufferReport report;
+    report.address = range.getAddress();
+    report.size = size;
+    const auto param = paramOf(range.getAddress(), size);
+    if (range.getKind() == schema::MemoryKind::MODULE_GLOBAL) {
+      report.label = "global";
+      for (const auto& g : kernel.globals) {
+        if (g.recordedAddress == range.getAddress()) report.label = "global " + g.name;
+      }
+    } else {
+      report.label = param ? "param " + std::to_string(*param) : "buffer";
+    }
+    const auto src = translate(range.getAddress(), kernel);
+    if (!src) {
+      throw ReplayError("recorded post-state at " + std::to_string(range.getAddress()) + " has no place in this replay");
+    }
+    std::vector<uint8_t> expected = reader_.readContent(content);
+    // Stored pointers that replay rewrote are expected at their new values.
+    for (const auto p : e.getIndirectPointers()) {
+      const uint64_t at = p.getBufferAddress() + p.getOffset();
+      if (at < range.getAddress() || at - range.getAddress() + 8 > size) continue;
+      uint64_t word = 0;
+      std::memcpy(&word, expected.data() + (at - range.getAddress()), 8);
+      const auto moved = translate(word, kernel);
+      if (word == p.getValue() && moved) std::memcpy(expected.data() + (at - range.getAddress()), &*moved, 8);
+    }
+    uint8_t* actual = staging(size);
+    copyFromDevice(actual, *src, size);
+    const ByteDiff diff = compareBytes(expected.data(), actual, size);
+    report.differingBytes = diff.differingBytes;
+    report.firstOffset = diff.firstOffset;
+    std::optional<DType> type = options_.dtype;
+    if (param) {
+      if (const auto it = options_.paramDtypes.find(*param); it != options_.paramDtypes.end()) type = it->second;
+    }
+    if (type && !diff.same()) report.stats = elementStats(*type, expected.data(), actual, size);
+    if (!diff.same()) {
+      report.withinTolerance = options_.tolerance && report.stats && options_.tolerance->accepts(*report.stats);
+      differs = differs || !report.withinTolerance;
+    }
+    outcome.buffers.push_back(std::move(report));
+  }
+  outcome.verdict = differs ? Verdict::differs : Verdict::reproduced;
+}
+
+void Replayer::timeRepeats(const LaunchRecord& launch, const LoadedKernel& kernel, std::vector<uint8_t>& params,
+                           LaunchOutcome& outcome) {
+  if (options_.repeat == 0) return;
+  if (driver_.cuEventElapsedTime == nullptr) {
+    outcome.detail += (outcome.detail.empty() ? "" : "; ") + std::string("--repeat: the driver has no cuEventElapsedTime");
+    return;
+  }
+  CUevent start = nullptr, stop = nullptr;
+  check(driver_.cuEventCreate(&start, CU_EVENT_DEFAULT), "cuEventCreate");
+  check(driver_.cuEventCreate(&stop, CU_EVENT_DEFAULT), "cuEventCreate");
+  for (unsigned i = 0; i < options_.repeat; ++i) {
+    check(driver_.cuEventRecord(start, stream_), "cuEventRecord");
+    launchOnce(launch, kernel, params);
+    check(driver_.cuEventRecord(stop, stream_), "cuEventRecord");
+    check(driver_.cuEventSynchronize(stop), "cuEventSynchronize");
+    float ms = 0;
+    check(driver_.cuEventElapsedTime(&ms, start, stop), "cuEventElapsedTime");
+    outcome.timesNs.push_back(static_cast<uint64_t>(static_cast<double>(ms) * 1e6));
+  }
+  driver_.cuEventDestroy(start);
+  driver_.cuEventDestroy(stop);
+}
+
+void Replayer::applyMemoryOp(const StoredEvent& op) {
+  const auto event = op.get();
+  const LoadedKernel none;
+  if (event.isMemcpy()) {
+    const auto copy = event.getMemcpy();
+    if (copy.getResult() != 0 || copy.getHeight() > 1) return;  // failed, or 2D (not replayed yet)
+    const auto dst = translate(copy.getDst(), none);
+    if (!dst) return;  // into memory no replayed launch reaches
+    if (copy.getDirection() == schema::CopyDirection::DEVICE_TO_DEVICE && copy.getData().getSize() == 0) {
+      if (const auto src = translate(copy.getSrc(), none)) {
+        check(driver_.cuMemcpyDtoD(*dst, *src, copy.getSize()), "replaying a recorded device-to-device copy");
+      }
+      return;
+    }
+    const auto data = copy.getData();
+    if (data.getSize() == 0) return;
+    uint8_t* buffer = staging(data.getSize());
+    reader_.readContentInto(data, buffer, data.getSize());
+    copyToDevice(*dst, buffer, data.getSize());
+  } else if (event.isMemset()) {
+    const auto set = event.getMemset();
+    if (set.getResult() != 0) return;
+    const uint64_t rows = std::max<uint64_t>(set.getHeight(), 1);
+    for (uint64_t row = 0; row < rows; ++row) {
+      const auto dst = translate(set.getDst() + row * set.getPitch(), none);
+      if (!dst) continue;
+      switch (set.getElementSize()) {
+        case 1: check(driver_.cuMemsetD8(*dst, static_cast<unsigned char>(set.getValue()), set.getCount()), "memset"); break;
+        case 2: check(driver_.cuMemsetD16(*dst, static_cast<unsigned short>(set.getValue()), set.getCount()), "memset"); break;
+        default: check(driver_.cuMemsetD32(*dst, set.getValue(), set.getCount()), "memset"); break;
+      }
+    }
+  }
+}
+
+// One launch, whatever the mode: `prepare` places and restores its memory.
+// A sticky error is reported, then ends the run (ContextLost).
+LaunchOutcome Replayer::replayLaunch(const LaunchRecord& l, const std::function<void(const LoadedKernel&)>& prepare,
+                                     const std::function<void(const LaunchOutcome&)>& report) {
+  LaunchOutcome o = begin(l);
+  bool launched = false;
+  try {
+    if (model_.traceBegin() != nullptr &&
+        model_.traceBegin()->get().getTraceBegin().getCaptureMode() == schema::CaptureMode::METADATA) {
+      throw ReplayError("the trace was recorded with --mode metadata: it holds no memory to replay from");
+    }
+    if (l.event().getCapturing()) throw ReplayError("captured into a CUDA graph: it never ran as a launch");
+    const CodeRef code = model_.codeFor(l);
+    const LoadedKernel kernel = code_->kernelFor(code);
+    o.kernel = code.kernelName;
+    o.code = kernel.code;
+    prepare(kernel);
+    o.memory = memory_->path();
+    std::vector<uint8_t> params = buildParams(l, kernel);
+    if (onLaunchStart) onLaunchStart(l.launchIndex);
+    launched = true;
+    launchOnce(l, kernel, params);
+    if (onLaunchEnd) onLaunchEnd(l.launchIndex);
+    compare(l, kernel, o);
+    timeRepeats(l, kernel, params, o);
+  } catch (const CudaError& error) {
+    o.verdict = launched ? Verdict::fault : Verdict::error;
+    o.detail = error.what();
+    if (error.sticky()) {
+      report(o);
+      throw ContextLost{};
+    }
+  } catch (const std::exception& error) {  // ReplayError, a damaged trace (FormatError), ...
+    o.verdict = Verdict::error;
+    o.detail = error.what();
+  }
+  return o;
+}
+
+void Replayer::run(const Selection& selection, const std::function<void(const LaunchOutcome&)>& report) {
+  std::vector<const LaunchRecord*> launches;
+  for (const uint64_t index : selection.launchIndices) {
+    if (const LaunchRecord* l = model_.launch(index)) launches.push_back(l);
+  }
+  if (!selection.sequence) {
+    for (const LaunchRecord* l : launches) {
+      report(replayLaunch(*l, [&](const LoadedKernel& kernel) {
+        memory_->release();
+        memory_->place(regionsOf(*l));
+        restore(*l, kernel, true);
+      }, report));
+    }
+    return;
+  }
+
+  // A sequence: every range any of its launches reaches is placed once; the
+  // first launch's pre-state is restored, then each later launch gets the
+  // recorded copies and memsets made before it, and the pre-state of ranges
+  // no earlier launch reached.
+  std::vector<Region> regions;
+  for (const LaunchRecord* l : launches) {
+    const auto more = regionsOf(*l);
+    regions.insert(regions.end(), more.begin(), more.end());
+  }
+  memory_->release();
+  bool placed = false;
+  std::string stopped;
+  uint64_t previousSeq = launches.empty() ? 0 : launches.front()->seq();
+  for (const LaunchRecord* l : launches) {
+    if (!stopped.empty()) {
+      LaunchOutcome o = begin(*l);
+      o.verdict = Verdict::skipped;
+      o.detail = stopped;
+      report(o);
+      continue;
+    }
+    LaunchOutcome o = replayLaunch(*l, [&](const LoadedKernel& kernel) {
+      if (!placed) {
+        memory_->place(regions);
+        placed = true;
+      } else {
+        for (const StoredEvent* op : model_.memoryOpsBetween(previousSeq, l->seq())) applyMemoryOp(*op);
+      }
+      restore(*l, kernel, l == launches.front());
+    }, report);
+    if (o.verdict == Verdict::fault || o.verdict == Verdict::error) {
+      stopped = "launch " + std::to_string(l->launchIndex) + " of the sequence did not run cleanly";
+    }
+    previousSeq = l->seq();
+    report(o);
+  }
+}
+
+}  // namespace kcap::replay

@@ -1,0 +1,82 @@
+// Replays recorded launches in this process: the engine behind `kcap replay`.
+//
+// For each launch: place the memory it could reach (device_memory.h),
+// restore the recorded pre-launch bytes, load its code (code_cache.h), launch
+// it with the recorded configuration and parameters (pointer words rewritten
+// where memory moved), wait, and compare every reachable range with the
+// recorded post-launch bytes. Uses the driver: run it in a process that may
+// die (isolation.h), since a faulting kernel poisons its context for good.
+#pragma once
+
+#include <cuda.h>
+
+#include <functional>
+#include <memory>
+#include <set>
+#include <vector>
+
+#include "code_cache.h"
+#include "device_memory.h"
+#include "outcome.h"
+#include "replay_options.h"
+#include "trace_model.h"
+
+namespace kcap::replay {
+
+struct Driver;
+
+// Thrown by Replayer::run after it reported a sticky FAULT: the context
+// cannot be used again, so the process must end.
+struct ContextLost {};
+
+class Replayer {
+ public:
+  // Opens the driver, selects the device. Throws ReplayError.
+  Replayer(const TraceModel& model, format::TraceReader& reader, const ReplayOptions& options);
+  ~Replayer();
+
+  // Called right before each launch is submitted (the watchdog starts then).
+  std::function<void(uint64_t launchIndex)> onLaunchStart;
+  // Called when it completed (before the comparison, which can take a while).
+  std::function<void(uint64_t launchIndex)> onLaunchEnd;
+
+  // Runs the selection, handing each outcome to `report` as it is known. A
+  // sticky CUDA error ends the run after its FAULT outcome (the context is
+  // unusable): the caller starts a new process for the rest.
+  void run(const Selection& selection, const std::function<void(const LaunchOutcome&)>& report);
+
+  int smVersion() const { return sm_; }
+
+ private:
+  LaunchOutcome replayLaunch(const LaunchRecord& launch, const std::function<void(const LoadedKernel&)>& prepare,
+                            const std::function<void(const LaunchOutcome&)>& report);
+  void restore(const LaunchRecord& launch, const LoadedKernel& kernel, bool all);
+  void applyMemoryOp(const StoredEvent& op);
+  void launchOnce(const LaunchRecord& launch, const LoadedKernel& kernel, std::vector<uint8_t>& params);
+  std::vector<uint8_t> buildParams(const LaunchRecord& launch, const LoadedKernel& kernel);
+  void compare(const LaunchRecord& launch, const LoadedKernel& kernel, LaunchOutcome& outcome);
+  void timeRepeats(const LaunchRecord& launch, const LoadedKernel& kernel, std::vector<uint8_t>& params,
+                   LaunchOutcome& outcome);
+  std::optional<uint64_t> translate(uint64_t recorded, const LoadedKernel& kernel) const;
+  void copyToDevice(CUdeviceptr dst, const uint8_t* src, uint64_t size);
+  void copyFromDevice(uint8_t* dst, CUdeviceptr src, uint64_t size);
+  uint8_t* staging(uint64_t size);
+  LaunchOutcome begin(const LaunchRecord& launch) const;
+  std::vector<Region> regionsOf(const LaunchRecord& launch) const;
+
+  const TraceModel& model_;
+  format::TraceReader& reader_;
+  const ReplayOptions& options_;
+  Driver& driver_;
+  CUdevice device_ = 0;
+  CUcontext context_ = nullptr;
+  CUstream stream_ = nullptr;
+  int sm_ = 0;
+  std::unique_ptr<DeviceMemory> memory_;
+  std::unique_ptr<CodeCache> code_;
+  uint8_t* staging_ = nullptr;  // page-locked, for copies both ways
+  uint64_t stagingSize_ = 0;
+  std::set<uint64_t> restored_;  // recorded ranges restored in this run (sequences restore each once)
+};
+
+}  // namespace kcap::replay

@@ -1,0 +1,174 @@
+#include "trace_model.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "driver.h"
+
+namespace kcap::replay {
+
+StoredEvent::StoredEvent(schema::Event::Reader event) {
+  capnp::MallocMessageBuilder builder(static_cast<unsigned>(event.totalSize().wordCount + 1));
+  builder.setRoot(event);
+  words_ = capnp::messageToFlatArray(builder);
+  // The reader already traversed the original within its limits. The limit
+  // counts every read for the life of a message, and replay reads these
+  // copies many times: no limit.
+  capnp::ReaderOptions options;
+  options.traversalLimitInWords = std::numeric_limits<uint64_t>::max();
+  message_ = std::make_unique<capnp::FlatArrayMessageReader>(words_.asPtr(), options);
+  root_ = message_->getRoot<schema::Event>();
+}
+
+TraceModel TraceModel::load(format::TraceReader& reader) {
+  TraceModel model;
+  std::map<uint64_t, uint64_t> durations;  // launchIndex -> ns
+  reader.forEachEvent([&](const format::EventRef& ref) {
+    const schema::Event::Reader event = ref.event;
+    switch (event.which()) {
+      case schema::Event::TRACE_BEGIN:
+        if (model.traceBegin_ == nullptr) model.traceBegin_ = std::make_shared<StoredEvent>(event);
+        break;
+      case schema::Event::MODULE_LOAD:
+        if (event.getModuleLoad().getResult() == 0) {
+          model.loads_[event.getModuleLoad().getHandle()].push_back(std::make_shared<StoredEvent>(event));
+        }
+        break;
+      case schema::Event::FUNCTION_BIND:
+        model.binds_[event.getFunctionBind().getHandle()].push_back(std::make_shared<StoredEvent>(event));
+        break;
+      case schema::Event::FUNCTION_ATTRIBUTE:
+        if (event.getFunctionAttribute().getResult() == 0) {
+          model.attributes_[event.getFunctionAttribute().getHandle()].push_back(std::make_shared<StoredEvent>(event));
+        }
+        break;
+      case schema::Event::MEMCPY:
+      case schema::Event::MEMSET:
+        model.memoryOps_.push_back(std::make_shared<StoredEvent>(event));
+        break;
+      case schema::Event::LAUNCH: {
+        const uint64_t index = event.getLaunch().getLaunchIndex();
+        if (model.byIndex_.count(index) == 0) {
+          model.byIndex_[index] = model.launches_.size();
+          LaunchRecord record;
+          record.launchIndex = index;
+          record.launch = std::make_shared<StoredEvent>(event);
+          model.launches_.push_back(std::move(record));
+        }
+        break;
+      }
+      case schema::Event::LAUNCH_END: {
+        const auto it = model.byIndex_.find(event.getLaunchEnd().getLaunchIndex());
+        if (it != model.byIndex_.end() && model.launches_[it->second].end == nullptr) {
+          model.launches_[it->second].end = std::make_shared<StoredEvent>(event);
+        }
+        break;
+      }
+      case schema::Event::KERNEL_TIMING: {
+        const auto timing = event.getKernelTiming();
+        if (timing.getEndNs() >= timing.getStartNs()) {
+          durations[timing.getLaunchIndex()] = timing.getEndNs() - timing.getStartNs();
+        }
+        break;
+      }
+      default:
+        break;
+    }
+    return true;
+  });
+  for (const auto& [index, ns] : durations) {
+    if (const auto it = model.byIndex_.find(index); it != model.byIndex_.end()) {
+      model.launches_[it->second].recordedDurationNs = ns;
+    }
+  }
+  return model;
+}
+
+const LaunchRecord* TraceModel::launch(uint64_t launchIndex) const {
+  const auto it = byIndex_.find(launchIndex);
+  return it == byIndex_.end() ? nullptr : &launches_[it->second];
+}
+
+const StoredEvent* TraceModel::latestBefore(const std::vector<std::shared_ptr<StoredEvent>>& events, uint64_t seq) {
+  const StoredEvent* found = nullptr;
+  for (const auto& event : events) {
+    if (event->seq() >= seq) break;
+    found = event.get();
+  }
+  return found;
+}
+
+CodeRef TraceModel::codeFor(const LaunchRecord& record) const {
+  const auto launch = record.event();
+  const uint64_t seq = record.seq();
+  const std::string where = "launch " + std::to_string(record.launchIndex);
+
+  const auto bindOf = [&](uint64_t handle) -> const StoredEvent* {
+    const auto it = binds_.find(handle);
+    return it == binds_.end() ? nullptr : latestBefore(it->second, seq);
+  };
+  const auto loadOf = [&](uint64_t handle) -> const StoredEvent* {
+    const auto it = loads_.find(handle);
+    return it == loads_.end() ? nullptr : latestBefore(it->second, seq);
+  };
+
+  CodeRef code;
+  const StoredEvent* bind = bindOf(launch.getFunction());
+  if (bind == nullptr) {
+    throw ReplayError(where + ": no functionBind for handle " + std::to_string(launch.getFunction()) +
+                      " (its module was loaded where kcap did not see it)");
+  }
+  auto function = bind->get().getFunctionBind();
+  code.kernelName = function.getName();
+  std::vector<uint64_t> attributeHandles{launch.getFunction()};
+  if (function.getSourceHandle() != 0) attributeHandles.push_back(function.getSourceHandle());
+
+  uint64_t owner = function.getModuleHandle();
+  if (owner == 0 && function.getSourceHandle() != 0) {
+    // cuKernelGetFunction: the CUkernel's library.
+    if (const StoredEvent* kernel = bindOf(function.getSourceHandle())) {
+      owner = kernel->get().getFunctionBind().getModuleHandle();
+      if (code.kernelName.empty()) code.kernelName = kernel->get().getFunctionBind().getName();
+    }
+  }
+  const StoredEvent* load = loadOf(owner);
+  if (load == nullptr) {
+    // A module taken from a library (cuLibraryGetModule): bound to the library.
+    if (const StoredEvent* module = bindOf(owner);
+        module != nullptr && module->get().getFunctionBind().getApi() == schema::BindApi::LIBRARY_GET_MODULE) {
+      load = loadOf(module->get().getFunctionBind().getModuleHandle());
+    }
+  }
+  if (load == nullptr) {
+    throw ReplayError(where + ": the module of kernel " + code.kernelName + " was not recorded");
+  }
+  if (code.kernelName.empty()) code.kernelName = launch.getKernelName();
+  if (code.kernelName.empty()) {
+    throw ReplayError(where + ": the kernel's name was not recorded");
+  }
+  for (const auto& [handle, events] : attributes_) {
+    if (std::find(attributeHandles.begin(), attributeHandles.end(), handle) == attributeHandles.end()) continue;
+    for (const auto& event : events) {
+      if (event->seq() < seq) code.attributes.push_back(event);
+    }
+  }
+  std::sort(code.attributes.begin(), code.attributes.end(),
+            [](const auto& a, const auto& b) { return a->seq() < b->seq(); });
+  // The load event is kept alive by loads_; hand out a shared owner.
+  for (const auto& candidate : loads_.at(load->get().getModuleLoad().getHandle())) {
+    if (candidate.get() == load) code.load = candidate;
+  }
+  return code;
+}
+
+std::vector<const StoredEvent*> TraceModel::memoryOpsBetween(uint64_t afterSeq, uint64_t beforeSeq) const {
+  std::vector<const StoredEvent*> ops;
+  const auto first = std::upper_bound(memoryOps_.begin(), memoryOps_.end(), afterSeq,
+                                      [](uint64_t seq, const auto& event) { return seq < event->seq(); });
+  for (auto it = first; it != memoryOps_.end() && (*it)->seq() < beforeSeq; ++it) {
+    ops.push_back(it->get());
+  }
+  return ops;
+}
+
+}  // namespace kcap::replay

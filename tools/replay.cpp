@@ -1,0 +1,366 @@
+// kcap replay FILE [--launch N | --kernel REGEX | --range A..B | --all] ...:
+// re-runs recorded launches on this machine's GPU and says whether they
+// reproduce (replay/ does the work; this file selects, prints and exits).
+//
+// Exit codes: 0 every launch reproduced as recorded (or ran where the trace
+// has nothing to compare with), 3 some launch differs, 4 some launch faulted
+// or hung, 1 a trace problem or a launch that cannot be replayed here,
+// 2 usage.
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <iostream>
+#include <regex>
+
+#include <CLI/CLI.hpp>
+
+#include "common.h"
+#include "driver.h"
+#include "isolation.h"
+#include "subcommands.h"
+#include "trace_reader.h"
+
+namespace kcap::tools {
+namespace {
+
+using replay::LaunchOutcome;
+using replay::Verdict;
+
+constexpr int kExitDiffers = 3;
+constexpr int kExitFault = 4;
+
+struct Options {
+  std::string path;
+  std::vector<uint64_t> launches;
+  std::string kernel;
+  std::string range;
+  bool all = false;
+  int device = 0;
+  bool noFixedVa = false;
+  bool forcePtx = false;
+  std::vector<std::string> overrides;
+  std::vector<std::string> dtypes;
+  std::string tolerance;
+  double timeout = 10;
+  unsigned repeat = 0;
+  bool json = false;
+  bool noIsolate = false;
+  bool verbose = false;
+};
+
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+replay::ReplayOptions replayOptions(const Options& o) {
+  replay::ReplayOptions r;
+  r.tracePath = o.path;
+  r.device = o.device;
+  r.fixedAddresses = !o.noFixedVa;
+  r.forcePtx = o.forcePtx;
+  r.timeoutSeconds = o.timeout;
+  r.repeat = o.repeat;
+  r.isolate = !o.noIsolate;
+  for (const std::string& item : o.overrides) {
+    const size_t eq = item.rfind('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == item.size()) {
+      throw UsageError("--override " + item + ": expected KERNEL=IMAGE");
+    }
+    replay::KernelOverride k{item.substr(0, eq), item.substr(eq + 1)};
+    try {
+      std::regex check(k.kernelPattern);
+    } catch (const std::regex_error& e) {
+      throw UsageError("--override " + item + ": " + k.kernelPattern + " is not a valid regular expression");
+    }
+    r.overrides.push_back(k);
+  }
+  for (const std::string& item : o.dtypes) {
+    const size_t eq = item.find('=');
+    const std::string type = eq == std::string::npos ? item : item.substr(eq + 1);
+    const auto parsed = replay::parseDType(type);
+    if (!parsed) {
+      throw UsageError("--dtype " + item + ": unknown type " + type +
+                       " (f64 f32 f16 bf16 e4m3 e5m2 i8 u8 i16 u16 i32 u32 i64 u64)");
+    }
+    if (eq == std::string::npos) {
+      r.dtype = parsed;
+    } else {
+      char* end = nullptr;
+      const std::string index = item.substr(0, eq);
+      const unsigned long param = std::strtoul(index.c_str(), &end, 10);
+      if (index.empty() || *end != '\0') throw UsageError("--dtype " + item + ": expected TYPE or PARAM=TYPE");
+      r.paramDtypes[static_cast<uint32_t>(param)] = *parsed;
+    }
+  }
+  if (!o.tolerance.empty()) {
+    r.tolerance = replay::parseTolerance(o.tolerance);
+    if (!r.tolerance) throw UsageError("--tolerance " + o.tolerance + ": expected e.g. 1e-3, rel=1e-2, ulp=4");
+    if (!r.dtype && r.paramDtypes.empty()) throw UsageError("--tolerance needs --dtype (errors are measured per element)");
+  }
+  if (!(o.timeout > 0)) throw UsageError("--timeout must be positive");
+  return r;
+}
+
+replay::Selection select(const Options& o, const replay::TraceModel& model) {
+  const int ways = (!o.launches.empty()) + (!o.kernel.empty()) + (!o.range.empty()) + (o.all ? 1 : 0);
+  if (ways > 1) throw UsageError("choose one of --launch, --kernel, --range, --all");
+  replay::Selection s;
+  const auto& launches = model.launches();
+  if (!o.launches.empty()) {
+    for (const uint64_t index : o.launches) {
+      if (model.launch(index) == nullptr) {
+        throw UsageError("launch " + std::to_string(index) + " is not in " + o.path + " (it has " +
+                         std::to_string(launches.size()) + " launches; `kcap dump --type launch` lists them)");
+      }
+      s.launchIndices.push_back(index);
+    }
+  } else if (!o.kernel.empty()) {
+    std::regex pattern;
+    try {
+      pattern = std::regex(o.kernel);
+    } catch (const std::regex_error&) {
+      throw UsageError("--kernel " + o.kernel + ": not a valid regular expression");
+    }
+    for (const auto& l : launches) {
+      if (std::regex_search(std::string(l.event().getKernelName()), pattern)) s.launchIndices.push_back(l.launchIndex);
+    }
+    if (s.launchIndices.empty()) throw UsageError("no launch of a kernel matching " + o.kernel + " in " + o.path);
+  } else if (!o.range.empty()) {
+    const size_t dots = o.range.find("..");
+    char* end1 = nullptr;
+    char* end2 = nullptr;
+    const std::string a = o.range.substr(0, dots), b = dots == std::string::npos ? "" : o.range.substr(dots + 2);
+    const uint64_t first = std::strtoull(a.c_str(), &end1, 10), last = std::strtoull(b.c_str(), &end2, 10);
+    if (dots == std::string::npos || a.empty() || b.empty() || *end1 != '\0' || *end2 != '\0' || last < first) {
+      throw UsageError("--range " + o.range + ": expected A..B with A <= B");
+    }
+    for (const auto& l : launches) {
+      if (l.launchIndex >= first && l.launchIndex <= last) s.launchIndices.push_back(l.launchIndex);
+    }
+    if (s.launchIndices.empty()) throw UsageError("no launches in " + o.range + " in " + o.path);
+    s.sequence = true;
+  } else {
+    for (const auto& l : launches) s.launchIndices.push_back(l.launchIndex);
+  }
+  return s;
+}
+
+std::string durationText(uint64_t ns) {
+  if (ns < 10'000) return strf("%llu ns", static_cast<unsigned long long>(ns));
+  if (ns < 10'000'000) return strf("%.1f us", static_cast<double>(ns) / 1e3);
+  return strf("%.2f ms", static_cast<double>(ns) / 1e6);
+}
+
+struct TimingSummary {
+  uint64_t median = 0, min = 0, max = 0;
+};
+std::optional<TimingSummary> timing(const LaunchOutcome& o) {
+  if (o.timesNs.empty()) return std::nullopt;
+  std::vector<uint64_t> t = o.timesNs;
+  std::sort(t.begin(), t.end());
+  return TimingSummary{t[t.size() / 2], t.front(), t.back()};
+}
+
+std::string bufferLine(const replay::BufferReport& b) {
+  std::string line = b.label + " (" + hex(b.address) + ", " + humanSize(b.size) + "): ";
+  if (b.differingBytes == 0) return line + "identical";
+  line += withCommas(b.differingBytes) + " of " + withCommas(b.size) + " bytes differ, first at offset " +
+          withCommas(*b.firstOffset) + " (" + hex(*b.firstOffset) + ")";
+  if (b.stats) {
+    const auto& s = *b.stats;
+    line += strf("; as %s: %llu of %llu elements differ, max abs %.4g, max rel %.4g, max ulp %.0f",
+                 replay::dtypeName(s.type).c_str(), static_cast<unsigned long long>(s.mismatches),
+                 static_cast<unsigned long long>(s.elements), s.maxAbsError, s.maxRelError, s.maxUlp);
+    if (s.nanExpected || s.nanActual) line += strf(", NaN %llu recorded / %llu replayed", static_cast<unsigned long long>(s.nanExpected), static_cast<unsigned long long>(s.nanActual));
+    if (s.infExpected || s.infActual) line += strf(", Inf %llu recorded / %llu replayed", static_cast<unsigned long long>(s.infExpected), static_cast<unsigned long long>(s.infActual));
+    if (s.worstElement) line += strf(", worst at element %llu", static_cast<unsigned long long>(*s.worstElement));
+    if (b.withinTolerance) line += " (within --tolerance)";
+  }
+  return line;
+}
+
+class Report {
+ public:
+  explicit Report(const Options& o) : opt_(o) {}
+
+  void add(const LaunchOutcome& o) { outcomes_.push_back(o); }
+
+  int exitCode() const {
+    int code = kExitOk;
+    for (const auto& o : outcomes_) {
+      if (o.verdict == Verdict::fault || o.verdict == Verdict::hang) return kExitFault;
+      if (o.verdict == Verdict::differs) code = kExitDiffers;
+      if (o.verdict == Verdict::error && code == kExitOk) code = kExitTrace;
+    }
+    return code;
+  }
+
+  void printText() const {
+    Table table({"launch", "kernel", "grid", "block", "memory", "code", "result"}, "r");
+    for (const auto& o : outcomes_) {
+      std::string result = replay::verdictName(o.verdict);
+      if (const auto t = timing(o)) {
+        result += "  " + durationText(t->median) + " median of " + std::to_string(o.timesNs.size()) + " (min " +
+                  durationText(t->min) + ", max " + durationText(t->max) + ")";
+        if (o.recordedDurationNs) result += ", recorded " + durationText(*o.recordedDurationNs);
+      } else if (o.recordedDurationNs) {
+        result += "  recorded " + durationText(*o.recordedDurationNs);
+      }
+      table.row({std::to_string(o.launchIndex), printable(o.kernel), dim3Text(o.grid[0], o.grid[1], o.grid[2]),
+                 dim3Text(o.block[0], o.block[1], o.block[2]), replay::memoryPathName(o.memory),
+                 o.code.empty() ? "-" : o.code, result});
+    }
+    std::cout << table.render("");
+    for (const auto& o : outcomes_) {
+      const bool interesting = o.verdict != Verdict::reproduced || opt_.verbose;
+      if (!interesting) continue;
+      std::cout << "\nlaunch " << o.launchIndex << " (" << printable(o.kernel) << "): " << replay::verdictName(o.verdict);
+      if (!o.detail.empty()) std::cout << ": " << printable(o.detail);
+      std::cout << "\n";
+      for (const auto& b : o.buffers) {
+        if (b.differingBytes != 0 || opt_.verbose) std::cout << "  " << bufferLine(b) << "\n";
+      }
+      if (o.verdict == Verdict::differs || o.verdict == Verdict::fault || o.verdict == Verdict::hang) {
+        std::cout << "  alone: kcap replay " << word(opt_.path) << " --launch " << o.launchIndex << "\n";
+      }
+    }
+    std::cout << "\n" << summary() << "\n";
+  }
+
+  void printJson() const {
+    JsonWriter j;
+    j.beginObject().value("trace", opt_.path).beginArray("launches");
+    for (const auto& o : outcomes_) {
+      j.beginObject()
+          .value("launchIndex", o.launchIndex)
+          .value("kernel", o.kernel)
+          .value("verdict", std::string(replay::verdictName(o.verdict)))
+          .value("detail", o.detail)
+          .value("memory", std::string(replay::memoryPathName(o.memory)))
+          .value("code", o.code);
+      j.beginArray("grid").value({}, o.grid[0]).value({}, o.grid[1]).value({}, o.grid[2]).endArray();
+      j.beginArray("block").value({}, o.block[0]).value({}, o.block[1]).value({}, o.block[2]).endArray();
+      j.value("sharedMemBytes", o.sharedMemBytes);
+      j.beginArray("buffers");
+      for (const auto& b : o.buffers) {
+        j.beginObject().value("label", b.label).value("address", b.address).value("size", b.size)
+            .value("differingBytes", b.differingBytes);
+        if (b.firstOffset) j.value("firstDifferingOffset", *b.firstOffset); else j.null("firstDifferingOffset");
+        if (b.stats) {
+          const auto& s = *b.stats;
+          j.beginObject("stats").value("dtype", replay::dtypeName(s.type)).value("elements", s.elements)
+              .value("mismatches", s.mismatches).value("maxAbsError", s.maxAbsError)
+              .value("maxRelError", s.maxRelError).value("maxUlp", s.maxUlp).value("nanRecorded", s.nanExpected)
+              .value("nanReplayed", s.nanActual).value("infRecorded", s.infExpected).value("infReplayed", s.infActual)
+              .value("withinTolerance", b.withinTolerance).endObject();
+        }
+        j.endObject();
+      }
+      j.endArray();
+      if (const auto t = timing(o)) {
+        j.beginObject("timeNs").value("median", t->median).value("min", t->min).value("max", t->max)
+            .value("repeats", static_cast<uint64_t>(o.timesNs.size())).endObject();
+      }
+      if (o.recordedDurationNs) j.value("recordedDurationNs", *o.recordedDurationNs);
+      j.endObject();
+    }
+    j.endArray().value("summary", summary()).value("exitCode", static_cast<int64_t>(exitCode())).endObject();
+    std::cout << j.str() << "\n";
+  }
+
+ private:
+  std::string summary() const {
+    std::map<std::string, size_t> counts;
+    for (const auto& o : outcomes_) ++counts[replay::verdictName(o.verdict)];
+    std::string text = std::to_string(outcomes_.size()) + (outcomes_.size() == 1 ? " launch" : " launches") + ":";
+    bool first = true;
+    for (const auto& [name, n] : counts) {
+      text += (first ? " " : ", ") + std::to_string(n) + " " + name;
+      first = false;
+    }
+    return text;
+  }
+
+  const Options& opt_;
+  std::vector<LaunchOutcome> outcomes_;
+};
+
+int runReplay(const Options& opt) {
+  return guarded(opt.path, [&]() -> int {
+    replay::ReplayOptions options;
+    replay::Selection selection;
+    auto reader = format::TraceReader::open(opt.path);
+    const replay::TraceModel model = replay::TraceModel::load(*reader);
+    for (const auto& problem : reader->problems()) {
+      std::cerr << "kcap: " << opt.path << ": at byte " << problem.offset << ": " << problem.message
+                << " (replaying the intact events)\n";
+    }
+    if (model.launches().empty()) {
+      std::cerr << "kcap: " << opt.path << ": the trace holds no launches\n";
+      return kExitTrace;
+    }
+    try {
+      options = replayOptions(opt);
+      selection = select(opt, model);
+    } catch (const UsageError& e) {
+      std::cerr << "kcap replay: " << e.what() << "\n";
+      return kExitUsage;
+    }
+
+    Report report(opt);
+    const bool progress = !opt.json && selection.launchIndices.size() > 1 && isatty(STDERR_FILENO);
+    size_t done = 0;
+    const auto onOutcome = [&](const LaunchOutcome& o) {
+      report.add(o);
+      ++done;
+      if (progress) {
+        std::cerr << "\r[" << done << "/" << selection.launchIndices.size() << "] launch " << o.launchIndex << " "
+                  << replay::verdictName(o.verdict) << "\033[K" << std::flush;
+      }
+    };
+    try {
+      if (options.isolate) {
+        replay::replayIsolated(model, options, selection, onOutcome);
+      } else {
+        replay::replayInProcess(model, options, selection, onOutcome);
+      }
+    } catch (const replay::ReplayError& e) {
+      if (progress) std::cerr << "\r\033[K";
+      std::cerr << "kcap replay: " << e.what() << "\n";
+      return kExitTrace;
+    }
+    if (progress) std::cerr << "\r\033[K" << std::flush;
+    if (opt.json) report.printJson(); else report.printText();
+    return report.exitCode();
+  });
+}
+
+}  // namespace
+
+Run setupReplay(CLI::App& cmd) {
+  auto opt = std::make_shared<Options>();
+  cmd.add_option("file", opt->path, "Trace file")->required();
+  cmd.add_option("--launch", opt->launches, "Replay launch N (a launchIndex; repeatable)");
+  cmd.add_option("--kernel", opt->kernel, "Replay every launch of kernels whose name matches REGEX");
+  cmd.add_option("--range", opt->range,
+                 "Replay launches A..B as a sequence: from A's recorded pre-state, in order, with the recorded "
+                 "copies and memsets between them");
+  cmd.add_flag("--all", opt->all, "Replay every launch, each from its own recorded pre-state (the default)");
+  cmd.add_option("--device", opt->device, "GPU ordinal to replay on (default 0)");
+  cmd.add_flag("--no-fixed-va", opt->noFixedVa, "Do not reserve the recorded addresses: relocate every pointer");
+  cmd.add_flag("--force-ptx", opt->forcePtx, "Run the image's PTX through the JIT instead of its SASS");
+  cmd.add_option("--override", opt->overrides,
+                 "KERNEL=IMAGE: run kernels matching KERNEL (regex) from IMAGE (cubin, fatbin or PTX file)");
+  cmd.add_option("--dtype", opt->dtypes,
+                 "TYPE or PARAM=TYPE: element type for error statistics (f64 f32 f16 bf16 e4m3 e5m2 i8..u64)");
+  cmd.add_option("--tolerance", opt->tolerance, "Accept differences within this: 1e-3 (abs), rel=1e-2, ulp=4");
+  cmd.add_option("--timeout", opt->timeout, "Seconds a launch may run before it is reported as HANG (default 10)");
+  cmd.add_option("--repeat", opt->repeat, "Time each launch N more times with CUDA events");
+  cmd.add_flag("--json", opt->json, "One JSON document instead of the table");
+  cmd.add_flag("-v,--verbose", opt->verbose, "List every compared buffer, also when identical");
+  cmd.add_flag("--no-isolate", opt->noIsolate, "Replay in this process (debugging; a fault ends the run)");
+  return [opt] { return runReplay(*opt); };
+}
+
+}  // namespace kcap::tools
