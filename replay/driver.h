@@ -40,6 +40,7 @@ namespace kcap::replay {
   X(cuMemAllocHost)                       \
   X(cuMemFreeHost)                        \
   X(cuMemcpyHtoD)                         \
+  X(cuMemcpyHtoDAsync)                    \
   X(cuMemcpyDtoH)                         \
   X(cuMemcpyDtoD)                         \
   X(cuMemsetD8)                           \

@@ -95,6 +95,7 @@ std::string encodeOutcome(const LaunchOutcome& o) {
       << o.grid[1] << ',' << o.grid[2] << " block=" << o.block[0] << ',' << o.block[1] << ',' << o.block[2]
       << " smem=" << o.sharedMemBytes << " verdict=" << static_cast<int>(o.verdict)
       << " memory=" << static_cast<int>(o.memory) << " code=" << escape(o.code) << " detail=" << escape(o.detail);
+  out << " restored=" << o.restoredBytes << " restoreNs=" << o.restoreNs;
   if (o.recordedDurationNs) out << " recorded=" << *o.recordedDurationNs;
   if (!o.timesNs.empty()) {
     out << " times=";
@@ -145,6 +146,8 @@ std::optional<LaunchOutcome> decodeOutcome(const std::string& text) {
       o.memory = static_cast<MemoryPath>(memory);
       o.code = f.count("code") ? f.at("code") : "";
       o.detail = f.count("detail") ? f.at("detail") : "";
+      o.restoredBytes = u64(f, "restored");
+      o.restoreNs = u64(f, "restoreNs");
       if (f.count("recorded")) o.recordedDurationNs = u64(f, "recorded");
       if (f.count("times")) {
         std::istringstream times(f.at("times"));

@@ -47,6 +47,10 @@ struct LaunchOutcome {
   MemoryPath memory = MemoryPath::none;
   std::string code;    // "sass sm_90", "ptx compute_80 (JIT)", "override FILE"
   std::vector<BufferReport> buffers;  // every compared range (differing or not)
+  // Restoring the pre-state: bytes copied to the GPU and the wall time it took
+  // (reading and decompressing the trace included).
+  uint64_t restoredBytes = 0;
+  uint64_t restoreNs = 0;
   // --repeat: GPU time of the launch in ns (CUDA events)
   std::vector<uint64_t> timesNs;
   std::optional<uint64_t> recordedDurationNs;

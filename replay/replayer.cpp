@@ -1,6 +1,7 @@
 #include "replayer.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <set>
 
@@ -41,6 +42,12 @@ Replayer::~Replayer() {
   memory_.reset();
   code_.reset();
   if (staging_ != nullptr) driver_.cuMemFreeHost(staging_);
+  for (uint8_t* buffer : windows_) {
+    if (buffer != nullptr) driver_.cuMemFreeHost(buffer);
+  }
+  for (CUevent event : windowDone_) {
+    if (event != nullptr) driver_.cuEventDestroy(event);
+  }
   if (stream_ != nullptr) driver_.cuStreamDestroy(stream_);
 }
 
@@ -115,9 +122,8 @@ void Replayer::restore(const LaunchRecord& launch, const LoadedKernel& kernel, b
     if (!dst) {
       throw ReplayError("recorded range at " + std::to_string(address) + " has no place in this replay");
     }
-    uint8_t* buffer = staging(content.getSize());
-    reader_.readContentInto(content, buffer, content.getSize());
-    copyToDevice(*dst, buffer, content.getSize());
+    restoreContent(content, *dst);
+    restoredBytes_ += content.getSize();
   }
   // Pointers stored inside buffers: rewritten where their target moved.
   for (const auto p : launch.event().getIndirectPointers()) {
@@ -128,6 +134,53 @@ void Replayer::restore(const LaunchRecord& launch, const LoadedKernel& kernel, b
       copyToDevice(*where, reinterpret_cast<const uint8_t*>(&word), sizeof word);
     }
   }
+}
+
+// Large contents go in windows of whole pieces through two page-locked
+// buffers: decoding window k+1 (reading and decompressing the trace, on the
+// reader's threads) overlaps the copy of window k to the GPU.
+void Replayer::restoreContent(schema::Content::Reader content, CUdeviceptr dst) {
+  const uint64_t size = content.getSize();
+  const uint64_t pieceSize = content.getPieceSize();
+  constexpr uint64_t kWindow = uint64_t{64} << 20;
+  if (size <= kWindow || pieceSize == 0 || pieceSize > kWindow) {
+    uint8_t* buffer = staging(size);
+    reader_.readContentInto(content, buffer, size);
+    copyToDevice(dst, buffer, size);
+    return;
+  }
+  const uint64_t piecesPerWindow = kWindow / pieceSize;
+  const uint64_t windowBytes = piecesPerWindow * pieceSize;
+  for (auto& buffer : windows_) {
+    if (buffer == nullptr) {
+      void* p = nullptr;
+      check(driver_.cuMemAllocHost(&p, kWindow), "cuMemAllocHost");
+      buffer = static_cast<uint8_t*>(p);
+    }
+  }
+  for (auto& event : windowDone_) {
+    if (event == nullptr) check(driver_.cuEventCreate(&event, CU_EVENT_DISABLE_TIMING), "cuEventCreate");
+  }
+  const auto pieces = content.getPieces();
+  uint64_t window = 0;
+  for (uint64_t offset = 0; offset < size; offset += windowBytes, ++window) {
+    const uint64_t bytes = std::min(windowBytes, size - offset);
+    const uint64_t first = offset / pieceSize;
+    const uint64_t count = (bytes + pieceSize - 1) / pieceSize;
+    // The window as a Content of its own: the same pieces, a shorter run.
+    capnp::MallocMessageBuilder message;
+    auto part = message.initRoot<schema::Content>();
+    part.setSize(bytes);
+    part.setPieceSize(static_cast<uint32_t>(pieceSize));
+    auto list = part.initPieces(static_cast<unsigned>(count));
+    for (uint64_t i = 0; i < count; ++i) list.setWithCaveats(static_cast<unsigned>(i), pieces[static_cast<unsigned>(first + i)]);
+    const size_t slot = window % 2;
+    if (window >= 2) check(driver_.cuEventSynchronize(windowDone_[slot]), "waiting for a restore copy");
+    reader_.readContentInto(part.asReader(), windows_[slot], bytes);
+    check(driver_.cuMemcpyHtoDAsync(dst + offset, windows_[slot], bytes, stream_), "restoring a window of memory");
+    check(driver_.cuEventRecord(windowDone_[slot], stream_), "cuEventRecord");
+  }
+  check(driver_.cuStreamSynchronize(stream_), "restoring memory");
 }
 
 std::vector<uint8_t> Replayer::buildParams(const LaunchRecord& launch, const LoadedKernel& kernel) {
@@ -335,7 +388,12 @@ LaunchOutcome Replayer::replayLaunch(const LaunchRecord& l, const std::function<
     const LoadedKernel kernel = code_->kernelFor(code);
     o.kernel = code.kernelName;
     o.code = kernel.code;
+    const auto restoreStart = std::chrono::steady_clock::now();
+    restoredBytes_ = 0;
     prepare(kernel);
+    o.restoreNs = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                            std::chrono::steady_clock::now() - restoreStart).count());
+    o.restoredBytes = restoredBytes_;
     o.memory = memory_->path();
     std::vector<uint8_t> params = buildParams(l, kernel);
     if (onLaunchStart) onLaunchStart(l.launchIndex);

@@ -58,6 +58,7 @@ class Replayer {
   void timeRepeats(const LaunchRecord& launch, const LoadedKernel& kernel, std::vector<uint8_t>& params,
                    LaunchOutcome& outcome);
   std::optional<uint64_t> translate(uint64_t recorded, const LoadedKernel& kernel) const;
+  void restoreContent(schema::Content::Reader content, CUdeviceptr dst);
   void copyToDevice(CUdeviceptr dst, const uint8_t* src, uint64_t size);
   void copyFromDevice(uint8_t* dst, CUdeviceptr src, uint64_t size);
   uint8_t* staging(uint64_t size);
@@ -76,7 +77,10 @@ class Replayer {
   std::unique_ptr<CodeCache> code_;
   uint8_t* staging_ = nullptr;  // page-locked, for copies both ways
   uint64_t stagingSize_ = 0;
-  std::set<uint64_t> restored_;  // recorded ranges restored in this run (sequences restore each once)
+  uint8_t* windows_[2] = {nullptr, nullptr};  // page-locked, restoreContent's double buffer
+  CUevent windowDone_[2] = {nullptr, nullptr};
+  std::set<uint64_t> restored_;
+  uint64_t restoredBytes_ = 0;   // by the launch being prepared  // recorded ranges restored in this run (sequences restore each once)
 };
 
 }  // namespace kcap::replay
