@@ -18,6 +18,7 @@ constexpr const char* kSkip = "KCAP_SKIP";
 constexpr const char* kMaxLaunches = "KCAP_MAX_LAUNCHES";
 constexpr const char* kLevel = "KCAP_LEVEL";
 constexpr const char* kPieceSize = "KCAP_PIECE_SIZE";
+constexpr const char* kTiming = "KCAP_TIMING";
 
 std::optional<uint64_t> parseUnsigned(std::string_view text)
 {
@@ -88,13 +89,14 @@ std::vector<std::pair<std::string, std::string>> CaptureOptions::describe() cons
                      maxLaunches == std::numeric_limits<uint64_t>::max() ? "unlimited" : std::to_string(maxLaunches));
     out.emplace_back("level", std::to_string(zstdLevel));
     out.emplace_back("pieceSize", std::to_string(pieceSize));
+    out.emplace_back("timing", timing ? "on" : "off");
     return out;
 }
 
 const std::vector<const char*>& captureVariables()
 {
-    static const std::vector<const char*> names = {kOutput, kMode,        kInclude, kExclude,
-                                                   kSkip,   kMaxLaunches, kLevel,   kPieceSize};
+    static const std::vector<const char*> names = {kOutput,      kMode,  kInclude,   kExclude, kSkip,
+                                                   kMaxLaunches, kLevel, kPieceSize, kTiming};
     return names;
 }
 
@@ -191,6 +193,12 @@ std::optional<CaptureOptions> readCaptureOptions(const VariableLookup& lookup)
                               "expected a size from 4K to 64M (bytes, or with a K or M suffix)");
         }
         options.pieceSize = static_cast<uint32_t>(*parsed);
+    }
+    if (const std::string timing = value(kTiming); !timing.empty()) {
+        if (timing != "0" && timing != "1") {
+            throw OptionError(kTiming, timing, "expected 1 (record GPU durations) or 0");
+        }
+        options.timing = timing == "1";
     }
     return options;
 }

@@ -11,6 +11,8 @@
 //   KCAP_MAX_LAUNCHES  then record at most N of them
 //   KCAP_LEVEL         zstd compression level (default 3)
 //   KCAP_PIECE_SIZE    bytes per content piece, K/M suffixes allowed (default 1M)
+//   KCAP_TIMING        1: also record each launch's GPU duration (CUPTI); 0 or
+//                      unset: not
 //
 // `kcap record` has a flag for each (and validates them with the same code).
 // Pure logic: no CUDA, no I/O; the caller passes the variable lookup.
@@ -43,6 +45,7 @@ struct CaptureOptions {
     uint64_t maxLaunches = std::numeric_limits<uint64_t>::max();  // max: unlimited
     int zstdLevel = 3;
     uint32_t pieceSize = 1u << 20;
+    bool timing = false;  // kernelTiming events through CUPTI (cupti_timing.h)
 
     // Compiled once by readCaptureOptions; shared, immutable.
     std::shared_ptr<const std::regex> includeRegex;

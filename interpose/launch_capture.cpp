@@ -179,6 +179,7 @@ std::unique_ptr<PendingLaunch> Recorder::launchStarting(const LaunchCall& call, 
     // no need to ask the driver on every launch.
     const bool capturing = activeCaptures_.load(std::memory_order_relaxed) > 0 && isCapturing(pending->syncStream);
     launch.setCapturing(capturing);
+    pending->executes = !capturing;
     bool snapshots = options_.mode != CaptureMode::kMetadata && !capturing;
     if (snapshots && waitsForPeers(kernelName)) {
         snapshots = false;

@@ -3,6 +3,7 @@
 // Recorder when the shim records (KCAP_OUTPUT).
 #include "observer.h"
 
+#include "cupti_timing.h"
 #include "function_registry.h"
 #include "recorder.h"
 #include "shim_log.h"
@@ -61,6 +62,11 @@ void launchBefore(const LaunchCall& call)
         pending = recorder->launchStarting(call, name);
     }
     t_launches.push_back(std::move(pending));
+    // Last before the real call (nothing after it may fail): the CUPTI
+    // correlation id that ties the kernel's duration to this launch.
+    if (PendingLaunch* launch = t_launches.back().get(); launch != nullptr && launch->executes) {
+        launch->timed = timing::enterLaunch(launch->launchIndex);
+    }
 }
 
 void launchAfter(CUresult result)
@@ -70,6 +76,9 @@ void launchAfter(CUresult result)
     }
     std::unique_ptr<PendingLaunch> pending = std::move(t_launches.back());
     t_launches.pop_back();
+    if (pending != nullptr && pending->timed) {
+        timing::leaveLaunch(result);  // first: whatever happens to the recording
+    }
     if (pending != nullptr && pending->recorder == Recorder::current()) {
         pending->recorder->launchFinished(*pending, result);
     }

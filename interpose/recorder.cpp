@@ -1,6 +1,7 @@
 // The Recorder's life cycle: lazy start, events, ending, fork, failure.
 #include "recorder.h"
 
+#include "cupti_timing.h"
 #include "driver_api.h"
 #include "process_hooks.h"
 #include "shim_log.h"
@@ -158,10 +159,25 @@ void Recorder::noteOnce(std::atomic<bool>& flag, schema::Message::Level level, c
     if (flag.exchange(true)) {
         return;
     }
+    note(level, text);
+}
+
+void Recorder::note(schema::Message::Level level, const std::string& text)
+{
     EventMessage message(*this, false);
-    auto note = message.event().initMessage();
-    note.setLevel(level);
-    note.setText(text);
+    auto body = message.event().initMessage();
+    body.setLevel(level);
+    body.setText(text);
+    append(message);
+}
+
+void Recorder::kernelTimed(uint64_t launchIndex, uint64_t startNs, uint64_t endNs)
+{
+    EventMessage message(*this, false);
+    auto kernel = message.event().initKernelTiming();
+    kernel.setLaunchIndex(launchIndex);
+    kernel.setStartNs(startNs);
+    kernel.setEndNs(endNs);
     append(message);
 }
 
@@ -232,6 +248,11 @@ Recorder* Recorder::start() noexcept
             g_recorder.store(started, std::memory_order_release);
             g_state.store(kActive, std::memory_order_release);
             process::recordingStarted();
+            // Still t_starting: calls CUPTI makes on this thread into hooked
+            // driver functions are not recorded as the program's.
+            if (started->options_.timing) {
+                timing::start(*started);
+            }
         } else if (g_state.load() == kActive) {
             started = g_recorder.load();
         }
@@ -265,6 +286,9 @@ void Recorder::end(schema::EndReason reason, int signal, const std::string& mess
     while (inflight_.load(std::memory_order_acquire) > 0 && std::chrono::steady_clock::now() < deadline) {
         std::this_thread::sleep_for(std::chrono::microseconds(200));
     }
+    // Durations CUPTI still holds go in before traceEnd. Not on a fatal
+    // signal: the thread that got it may hold CUPTI's locks.
+    timing::finish(*this, reason == schema::EndReason::EXIT || reason == schema::EndReason::EXPLICIT);
     try {
         EventMessage event(*this, false);
         auto traceEnd = event.event().initTraceEnd();
@@ -335,6 +359,7 @@ void Recorder::abandonAfterFork() noexcept
         g_abandoned.store(parent);  // untouched: its threads, file and locks are the parent's
     }
     g_forkChild.store(true);
+    timing::abandonAfterFork();
     const int state = g_state.load();
     if (state == kActive) {
         g_state.store(g_options.load() != nullptr ? kWaitingForDriver : kOff);

@@ -162,6 +162,8 @@ struct PendingLaunch {
     uint64_t launchIndex = 0;
     CUstream syncStream = nullptr;            // the launch's stream, per-thread default resolved
     bool postSnapshot = false;                // full mode, not capturing
+    bool executes = false;                    // not captured into a graph: its duration is wanted
+    bool timed = false;                       // a CUPTI correlation id was pushed around the real call
     std::vector<SnapshotRange> ranges;        // what `pre` covered
 };
 
@@ -235,6 +237,13 @@ public:
     // pre modes); nullptr when it is not recorded (filters, range).
     std::unique_ptr<PendingLaunch> launchStarting(const LaunchCall& call, std::string_view kernelName);
     void launchFinished(PendingLaunch& pending, CUresult result);
+
+    // ---- durations (cupti_timing.cpp)
+    // A launch's GPU duration (kernelTiming). Called on CUPTI's thread while
+    // the timing sink is attached, which ends before traceEnd.
+    void kernelTimed(uint64_t launchIndex, uint64_t startNs, uint64_t endNs);
+    // A Message event made by the shim.
+    void note(schema::Message::Level level, const std::string& text);
 
     // For tests and the summary.
     AllocationMap& allocations() { return allocations_; }

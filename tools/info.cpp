@@ -52,6 +52,8 @@ struct KernelInfo {
   uint32_t grid[3] = {};
   uint32_t block[3] = {};
   uint32_t sharedMemBytes = 0;
+  std::vector<uint64_t> durationsNs;  // kernelTiming of its launches (--timing)
+  uint64_t totalNs = 0;
 };
 
 struct CountBytes {
@@ -107,6 +109,9 @@ struct Summary {
   uint64_t capturedIntoGraph = 0;
   std::vector<KernelInfo> kernels;
   std::unordered_map<std::string, size_t> kernelIndex;
+  std::unordered_map<uint64_t, size_t> kernelOfLaunch;  // launchIndex -> index in kernels
+  uint64_t timedLaunches = 0;                           // kernelTiming events matched to a launch
+  uint64_t timedTotalNs = 0;
 
   // memory
   std::map<std::string, CountBytes> allocByKind;
@@ -234,6 +239,19 @@ void addEvent(Summary& s, const Event::Reader& e) {
         s.kernels.push_back(std::move(k));
       }
       ++s.kernels[it->second].launches;
+      s.kernelOfLaunch[l.getLaunchIndex()] = it->second;
+      break;
+    }
+    case Event::KERNEL_TIMING: {
+      auto t = e.getKernelTiming();
+      auto it = s.kernelOfLaunch.find(t.getLaunchIndex());
+      if (it == s.kernelOfLaunch.end()) break;
+      const uint64_t ns = t.getEndNs() >= t.getStartNs() ? t.getEndNs() - t.getStartNs() : 0;
+      KernelInfo& k = s.kernels[it->second];
+      k.durationsNs.push_back(ns);
+      k.totalNs += ns;
+      ++s.timedLaunches;
+      s.timedTotalNs += ns;
       break;
     }
     case Event::LAUNCH_END:
@@ -286,6 +304,23 @@ std::vector<const KernelInfo*> kernelsByCount(const Summary& s) {
   std::stable_sort(out.begin(), out.end(),
                    [](const KernelInfo* a, const KernelInfo* b) { return a->launches > b->launches; });
   return out;
+}
+
+// Kernels with durations, most GPU time first.
+std::vector<const KernelInfo*> kernelsByGpuTime(const Summary& s) {
+  std::vector<const KernelInfo*> out;
+  for (const auto& k : s.kernels) {
+    if (!k.durationsNs.empty()) out.push_back(&k);
+  }
+  std::stable_sort(out.begin(), out.end(), [](const KernelInfo* a, const KernelInfo* b) { return a->totalNs > b->totalNs; });
+  return out;
+}
+
+uint64_t medianNs(std::vector<uint64_t> values) {
+  if (values.empty()) return 0;
+  const size_t middle = values.size() / 2;
+  std::nth_element(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(middle), values.end());
+  return values[middle];  // the upper median for an even count: a duration that occurred
 }
 
 std::vector<std::pair<std::string, uint64_t>> typesByCount(const Summary& s) {
@@ -458,6 +493,20 @@ void printText(const Options& opt, const format::TraceReader& reader, const Summ
     if (sorted.size() > limit) out += strf("  ... %zu more (--all lists every one)\n", sorted.size() - limit);
   }
 
+  if (s.timedLaunches > 0) {
+    out += strf("\nGPU time (%s launches timed by CUPTI, %s in all)\n", withCommas(s.timedLaunches).c_str(),
+                durationText(s.timedTotalNs).c_str());
+    Table t({"Timed", "Median", "Total", "Kernel"}, "rrr");
+    auto sorted = kernelsByGpuTime(s);
+    for (size_t i = 0; i < sorted.size() && i < limit; ++i) {
+      const auto* k = sorted[i];
+      t.row({withCommas(k->durationsNs.size()), durationText(medianNs(k->durationsNs)), durationText(k->totalNs),
+             printable(k->name)});
+    }
+    out += t.render();
+    if (sorted.size() > limit) out += strf("  ... %zu more (--all lists every one)\n", sorted.size() - limit);
+  }
+
   out += "\nMemory\n";
   {
     Table t({"", "Count", "Bytes", ""}, " rr");
@@ -602,9 +651,18 @@ void printJson(const Options& opt, const format::TraceReader& reader, const Summ
     j.beginObject().value("name", k->name).value("launches", k->launches).value("firstLaunchIndex", k->firstLaunchIndex);
     j.beginArray("grid").value({}, k->grid[0]).value({}, k->grid[1]).value({}, k->grid[2]).endArray();
     j.beginArray("block").value({}, k->block[0]).value({}, k->block[1]).value({}, k->block[2]).endArray();
-    j.value("sharedMemBytes", k->sharedMemBytes).endObject();
+    j.value("sharedMemBytes", k->sharedMemBytes);
+    if (!k->durationsNs.empty()) {
+      j.beginObject("gpuTime")
+          .value("timedLaunches", static_cast<uint64_t>(k->durationsNs.size()))
+          .value("medianNs", medianNs(k->durationsNs))
+          .value("totalNs", k->totalNs)
+          .endObject();
+    }
+    j.endObject();
   }
   j.endArray();
+  j.beginObject("gpuTime").value("timedLaunches", s.timedLaunches).value("totalNs", s.timedTotalNs).endObject();
 
   auto countBytes = [&](std::string_view key, const CountBytes& cb) {
     j.beginObject(key).value("count", cb.count).value("bytes", cb.bytes).endObject();

@@ -58,6 +58,7 @@ struct Options {
   std::string maxLaunches;
   std::string level;
   std::string pieceSize;
+  bool timing = false;
   std::string shim;
   bool quiet = false;
   std::vector<std::string> command;
@@ -69,7 +70,8 @@ const std::map<std::string, std::string>& flagOf() {
       {"KCAP_OUTPUT", "--output"}, {"KCAP_MODE", "--mode"},
       {"KCAP_INCLUDE", "--include"}, {"KCAP_EXCLUDE", "--exclude"},
       {"KCAP_SKIP", "--skip"}, {"KCAP_MAX_LAUNCHES", "--max-launches"},
-      {"KCAP_LEVEL", "--level"}, {"KCAP_PIECE_SIZE", "--piece-size"}};
+      {"KCAP_LEVEL", "--level"}, {"KCAP_PIECE_SIZE", "--piece-size"},
+      {"KCAP_TIMING", "--timing"}};
   return flags;
 }
 
@@ -137,6 +139,7 @@ std::map<std::string, std::string> settings(const Options& opt) {
   for (const auto& [name, value] : given) {
     if (!value->empty()) out[name] = *value;
   }
+  if (opt.timing) out["KCAP_TIMING"] = "1";
   std::string output = opt.output;
   if (output.empty()) {
     const char* env = std::getenv("KCAP_OUTPUT");
@@ -373,6 +376,9 @@ Run setupRecord(CLI::App& cmd) {
   cmd.add_option("--level", opt->level, "zstd compression level (KCAP_LEVEL) [default: 3]")->type_name("LEVEL");
   cmd.add_option("--piece-size", opt->pieceSize, "Bytes per stored memory piece, e.g. 1M (KCAP_PIECE_SIZE)")
       ->type_name("SIZE");
+  cmd.add_flag("--timing", opt->timing,
+               "Also record each launch's GPU duration through CUPTI (KCAP_TIMING=1); without CUPTI, or "
+               "when a profiler holds it, says so once and records without durations");
   cmd.add_option("--shim", opt->shim, "Path of libkcap_interpose.so (KCAP_SHIM) [default: next to kcap]")
       ->type_name("PATH");
   cmd.add_flag("-q,--quiet", opt->quiet, "Print no summary at the end");

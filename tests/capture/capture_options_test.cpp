@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <string>
 
@@ -81,6 +82,24 @@ TEST(CaptureOptions, InvalidValuesNameTheVariableAndValue)
     EXPECT_NE(errorOf({{"KCAP_OUTPUT", "t"}, {"KCAP_PIECE_SIZE", "128M"}}).find("KCAP_PIECE_SIZE"), std::string::npos);
     EXPECT_NE(errorOf({{"KCAP_OUTPUT", "t-%x"}}).find("KCAP_OUTPUT=\"t-%x\": unknown placeholder %x"), std::string::npos);
     EXPECT_NE(errorOf({{"KCAP_OUTPUT", "t%"}}).find("lone '%'"), std::string::npos);
+}
+
+TEST(CaptureOptions, TimingIsOneOrZero)
+{
+    EXPECT_FALSE(read({{"KCAP_OUTPUT", "t"}})->timing);
+    EXPECT_FALSE(read({{"KCAP_OUTPUT", "t"}, {"KCAP_TIMING", ""}})->timing);
+    EXPECT_FALSE(read({{"KCAP_OUTPUT", "t"}, {"KCAP_TIMING", "0"}})->timing);
+    const auto on = read({{"KCAP_OUTPUT", "t"}, {"KCAP_TIMING", "1"}});
+    ASSERT_TRUE(on);
+    EXPECT_TRUE(on->timing);
+    const auto described = on->describe();
+    EXPECT_NE(std::find(described.begin(), described.end(), std::make_pair(std::string("timing"), std::string("on"))),
+              described.end());
+    EXPECT_EQ(errorOf({{"KCAP_OUTPUT", "t"}, {"KCAP_TIMING", "yes"}}),
+              "KCAP_TIMING=\"yes\": expected 1 (record GPU durations) or 0");
+    EXPECT_NE(errorOf({{"KCAP_OUTPUT", "t"}, {"KCAP_TIMING", "2"}}).find("KCAP_TIMING"), std::string::npos);
+    EXPECT_NE(std::find(captureVariables().begin(), captureVariables().end(), std::string_view("KCAP_TIMING")),
+              captureVariables().end());
 }
 
 TEST(CaptureOptions, OutputPlaceholders)

@@ -33,6 +33,14 @@ With --kcap, the program is also recorded (`kcap record`, --record-mode) and
   7. every trace it wrote passes `kcap check`;
   8. the traces hold the launches of every "made kernel", "made launches" and
      "made at-least" line (counted from `kcap info --json`).
+ 10. with --timing required (recorded with `kcap record --timing`): every
+     launch that ran (not captured into a graph, launchEnd result 0) has
+     exactly one kernelTiming with endNs > startNs, no kernelTiming names
+     another launch, and no "kcap: --timing" note was printed; with
+     --timing or-note, either that, or (CUPTI held by another client, such
+     as the PyTorch profiler) exactly one "kcap: --timing" line on stderr,
+     the same note in a trace, and whatever durations came are valid:
+     never silence without durations.
 
 The runs' output, the stats file and the traces are kept in --log-dir.
 """
@@ -59,6 +67,8 @@ def parse_args():
     parser.add_argument("--timeout", type=float, default=120, help="seconds for each run")
     parser.add_argument("--kcap", help="the kcap binary: also record the program and check the trace")
     parser.add_argument("--record-mode", default="full", help="kcap record --mode (default full)")
+    parser.add_argument("--timing", choices=["required", "or-note"],
+                        help="with --kcap: record with --timing and check the durations (see 10.)")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
     args = parser.parse_args()
     if args.command[:1] == ["--"]:
@@ -196,6 +206,63 @@ def check_traces(kcap, plain, recorded, traces, log_dir):
     return failures
 
 
+def timing_in(kcap, trace):
+    """(launches that ran, kernelTiming counts by launch index, bad durations, --timing notes) of a trace."""
+    dump = subprocess.run([kcap, "dump", "--json", str(trace)], capture_output=True, text=True, errors="replace")
+    launched, succeeded, timings, bad, notes = set(), set(), Counter(), [], []
+    for line in dump.stdout.splitlines():
+        event = json.loads(line)
+        if "launch" in event:
+            if not event["launch"].get("capturing", False):
+                launched.add(int(event["launch"]["launchIndex"]))
+        elif "launchEnd" in event:
+            if int(event["launchEnd"].get("result", 0)) == 0:
+                succeeded.add(int(event["launchEnd"]["launchIndex"]))
+        elif "kernelTiming" in event:
+            timing = event["kernelTiming"]
+            index = int(timing["launchIndex"])
+            timings[index] += 1
+            if int(timing.get("endNs", 0)) <= int(timing.get("startNs", 0)):
+                bad.append(f"#{index}: startNs {timing.get('startNs', 0)}, endNs {timing.get('endNs', 0)}")
+        elif "message" in event and event["message"].get("text", "").startswith("--timing: "):
+            notes.append(event["message"]["text"])
+    return launched & succeeded, timings, bad, notes
+
+
+def check_timing(kcap, recorded, traces, mode):
+    """Failures of --timing (10. above)."""
+    failures = []
+    said = [line for line in recorded.err.splitlines() if line.startswith("kcap: --timing: ")]
+    notes, ran_total, timed_total = [], 0, 0
+    for trace in traces:
+        ran, timings, bad, trace_notes = timing_in(kcap, trace)
+        notes += trace_notes
+        ran_total += len(ran)
+        timed_total += sum(1 for index in ran if timings[index] == 1)
+        failures += [f"{trace.name}: kernelTiming with endNs <= startNs, {b}" for b in bad]
+        twice = sorted(index for index, n in timings.items() if n > 1)
+        if twice:
+            failures.append(f"{trace.name}: launches with more than one kernelTiming: {twice[:10]}")
+        strays = sorted(set(timings) - ran)
+        if strays:
+            failures.append(f"{trace.name}: kernelTiming for launches that did not run: {strays[:10]}")
+        untimed = sorted(ran - set(timings))
+        if untimed and not (mode == "or-note" and said):
+            failures.append(f"{trace.name}: {len(untimed)} of {len(ran)} launches that ran have no kernelTiming "
+                            f"(first: {untimed[:10]})")
+    if ran_total == 0:
+        failures.append("the traces hold no launch that ran: nothing was timed")
+    if said and mode == "required":
+        failures.append("the shim could not time the launches:\n  " + "\n  ".join(said))
+    if len(said) > 1:
+        failures.append("more than one 'kcap: --timing' line:\n  " + "\n  ".join(said))
+    if said and not any("kcap: " + note == said[0] for note in notes):
+        failures.append(f"the traces hold no Message with the note printed ({said[0]!r}); they hold {notes}")
+    print(f"timing: {timed_total} of {ran_total} launches that ran have a duration"
+          + (f"; the shim said: {said[0]}" if said else ""))
+    return failures
+
+
 def summary(stats):
     """What the shim saw, for the log: launch entry points and kernels."""
     lines = []
@@ -241,10 +308,17 @@ def main():
     if args.kcap:
         for old in log_dir.glob("trace*.kcap"):
             old.unlink()
-        recorded = run([args.kcap, "record", "-q", "--mode", args.record_mode, "-o", str(log_dir / "trace.kcap"),
-                        "--"] + args.command, "recorded", base, log_dir, args.timeout)
-        print(f"recorded run: {recorded.seconds:.1f} s (mode {args.record_mode})")
-        failures += check_traces(args.kcap, plain, recorded, sorted(log_dir.glob("trace*.kcap")), log_dir)
+        timing = ["--timing"] if args.timing else []
+        recorded = run([args.kcap, "record", "-q", "--mode", args.record_mode] + timing
+                       + ["-o", str(log_dir / "trace.kcap"), "--"] + args.command, "recorded", base, log_dir,
+                       args.timeout)
+        print(f"recorded run: {recorded.seconds:.1f} s (mode {args.record_mode}{', --timing' if timing else ''})")
+        traces = sorted(log_dir.glob("trace*.kcap"))
+        failures += check_traces(args.kcap, plain, recorded, traces, log_dir)
+        if args.timing and recorded.ok() and traces:
+            failures += check_timing(args.kcap, recorded, traces, args.timing)
+    elif args.timing:
+        failures.append("--timing needs --kcap")
     for failure in failures:
         print("FAILED:", failure)
     print("PASSED" if not failures else f"{len(failures)} check(s) failed; logs in {log_dir}")

@@ -1204,5 +1204,95 @@ TEST(KcapRecord, OnlyTheFirstRecordingProcessGetsThePlainName)
     EXPECT_EQ(files, 2u);
 }
 
+
+// ---- --timing where CUPTI cannot work ----------------------------------------------------------
+// Under the driver double no CUPTI can time anything: either it is not
+// installed, or it is and cannot attach to a driver that is not NVIDIA's.
+// Either way the shim says so once and records everything else.
+
+size_t occurrences(const std::string& text, const std::string& what)
+{
+    size_t count = 0;
+    for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + what.size())) {
+        ++count;
+    }
+    return count;
+}
+
+std::vector<std::string> messagesWith(const Trace& trace, const std::string& what)
+{
+    std::vector<std::string> out;
+    for (const auto& e : trace.of(Event::MESSAGE)) {
+        const std::string text = e.getMessage().getText().cStr();
+        if (text.find(what) != std::string::npos) {
+            out.push_back(text);
+        }
+    }
+    return out;
+}
+
+bool optionRecorded(const Trace& trace, const std::string& key, const std::string& value)
+{
+    for (const auto option : trace.all().front().getTraceBegin().getOptions()) {
+        if (option.getKey().cStr() == key && option.getValue().cStr() == value) {
+            return true;
+        }
+    }
+    return false;
+}
+
+TEST(KcapRecord, TimingWithoutAWorkingCuptiSaysSoOnceAndRecordsEverything)
+{
+    kcap::test::TempDir dir("kcap-record");
+    const std::string path = dir.file("timed.kcap");
+    const Outcome plain = plainRun(interposeProgram("direct_launch"));
+    const Outcome run = kcap_test::run(
+        {kcapBinary(), {"record", "--timing", "-o", path, "--", interposeProgram("direct_launch")}, {}, false});
+    EXPECT_EQ(run.exitCode, 0) << run.describe();
+    EXPECT_EQ(run.out, plain.out);
+    EXPECT_EQ(occurrences(run.err, "kcap: --timing: "), 1u) << run.err;
+    EXPECT_NE(run.err.find("; recording without durations\n"), std::string::npos) << run.err;
+    // direct_launch makes 53 events; the note is one more
+    EXPECT_NE(run.err.find("kcap: recorded 54 events, 6 launches in " + path), std::string::npos) << run.err;
+    expectChecks(path);
+    Trace trace(path);
+    EXPECT_EQ(trace.launches().size(), 6u);
+    EXPECT_EQ(trace.launchEnds().size(), 6u);
+    EXPECT_TRUE(trace.of(Event::KERNEL_TIMING).empty());
+    const auto notes = messagesWith(trace, "--timing: ");
+    ASSERT_EQ(notes.size(), 1u);
+    EXPECT_NE(run.err.find("kcap: " + notes[0] + "\n"), std::string::npos) << notes[0];  // the same words
+    EXPECT_TRUE(optionRecorded(trace, "timing", "on"));
+    // Without --timing: no CUPTI, no note.
+    const Outcome untimed = kcap_test::run(
+        {kcapBinary(), {"record", "-q", "-o", dir.file("untimed.kcap"), "--", interposeProgram("direct_launch")}, {}, false});
+    EXPECT_EQ(untimed.err, "") << untimed.describe();
+    EXPECT_TRUE(optionRecorded(Trace(dir.file("untimed.kcap")), "timing", "off"));
+}
+
+TEST(Record, TimingSaysWhenCuptiCannotBeLoaded)
+{
+    kcap::test::TempDir dir("kcap-record");
+    const std::string path = dir.file("t.kcap");
+    const Outcome plain = plainRun(interposeProgram("direct_launch"));
+    const Outcome shimmed = recorded(interposeProgram("direct_launch"), {},
+                                     {{"KCAP_OUTPUT", path}, {"KCAP_TIMING", "1"}, {"KCAP_CUPTI_LIBRARY", "/nonexistent"}});
+    EXPECT_EQ(shimmed.exitCode, 0) << shimmed.describe();
+    EXPECT_EQ(shimmed.out, plain.out);
+    EXPECT_EQ(shimmed.err.rfind("kcap: --timing: could not load CUPTI from KCAP_CUPTI_LIBRARY=/nonexistent (", 0), 0u)
+        << shimmed.err;
+    EXPECT_NE(shimmed.err.find("; recording without durations\n"), std::string::npos) << shimmed.err;
+    EXPECT_EQ(std::count(shimmed.err.begin(), shimmed.err.end(), '\n'), 1) << shimmed.err;
+    expectChecks(path);
+    Trace trace(path);
+    EXPECT_EQ(trace.launches().size(), 6u);
+    EXPECT_TRUE(trace.of(Event::KERNEL_TIMING).empty());
+    EXPECT_EQ(messagesWith(trace, "could not load CUPTI").size(), 1u);
+    // A value other than 0 or 1 is a usage error for kcap record.
+    const Outcome bad = kcap_test::run({kcapBinary(), {"record", "--", "/bin/true"}, {{"KCAP_TIMING", "yes"}}, false});
+    EXPECT_EQ(bad.exitCode, 2) << bad.describe();
+    EXPECT_NE(bad.err.find("--timing \"yes\""), std::string::npos) << bad.err;
+}
+
 }  // namespace
 }  // namespace kcap_test
