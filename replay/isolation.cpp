@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstring>
 #include <optional>
+#include <sstream>
 #include <string>
 
 #include "driver.h"
@@ -40,6 +41,8 @@ std::string oneLine(std::string text) {
   try {
     auto reader = format::TraceReader::open(options.tracePath);
     Replayer replayer(model, *reader, options);
+    writeAll(fd, "device " + std::to_string(replayer.smVersion()) + " " + std::to_string(driver().version) + " " +
+                     oneLine(replayer.deviceName()) + "\n");
     replayer.onLaunchStart = [fd](uint64_t index) { writeAll(fd, "start " + std::to_string(index) + "\n"); };
     replayer.onLaunchEnd = [fd](uint64_t index) { writeAll(fd, "done " + std::to_string(index) + "\n"); };
     replayer.run(batch, [fd](const LaunchOutcome& outcome) { writeAll(fd, encodeOutcome(outcome)); });
@@ -76,9 +79,10 @@ LaunchOutcome outcomeFor(const TraceModel& model, uint64_t index, Verdict verdic
 }  // namespace
 
 void replayInProcess(const TraceModel& model, const ReplayOptions& options, const Selection& selection,
-                     const std::function<void(const LaunchOutcome&)>& report) {
+                     const std::function<void(const LaunchOutcome&)>& report, ReplayDevice* device) {
   auto reader = format::TraceReader::open(options.tracePath);
   Replayer replayer(model, *reader, options);
+  if (device != nullptr) *device = {options.device, replayer.deviceName(), replayer.smVersion(), driver().version};
   try {
     replayer.run(selection, report);
   } catch (const ContextLost&) {
@@ -86,7 +90,7 @@ void replayInProcess(const TraceModel& model, const ReplayOptions& options, cons
 }
 
 void replayIsolated(const TraceModel& model, const ReplayOptions& options, const Selection& selection,
-                    const std::function<void(const LaunchOutcome&)>& report) {
+                    const std::function<void(const LaunchOutcome&)>& report, ReplayDevice* device) {
   const std::vector<uint64_t>& indices = selection.launchIndices;
   size_t next = 0;  // the first launch without an outcome
   bool anyOutcome = false;
@@ -149,6 +153,13 @@ void replayIsolated(const TraceModel& model, const ReplayOptions& options, const
                      std::chrono::milliseconds(static_cast<int64_t>(options.timeoutSeconds * 1000));
         } else if (line.rfind("done ", 0) == 0) {
           running = false;
+        } else if (line.rfind("device ", 0) == 0) {
+          if (device != nullptr) {
+            std::istringstream in(line.substr(7));
+            device->ordinal = options.device;
+            in >> device->sm >> device->driverVersion;
+            std::getline(in >> std::ws, device->name);
+          }
         } else if (line.rfind("fatal ", 0) == 0) {
           fatal = line.substr(6);
         } else {

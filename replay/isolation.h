@@ -9,6 +9,7 @@
 #pragma once
 
 #include <functional>
+#include <string>
 
 #include "outcome.h"
 #include "replay_options.h"
@@ -16,15 +17,23 @@
 
 namespace kcap::replay {
 
+// Where the replay ran, for the report's header.
+struct ReplayDevice {
+  int ordinal = 0;
+  std::string name;  // "NVIDIA H200"
+  int sm = 0;        // 90
+  int driverVersion = 0;
+};
+
 // Replays `selection` of the trace at options.tracePath, handing every
 // outcome to `report` in launch order (each selected launch gets exactly
 // one). Throws ReplayError when no replay can be made at all (no driver, no
 // such device): the message says why.
 void replayIsolated(const TraceModel& model, const ReplayOptions& options, const Selection& selection,
-                    const std::function<void(const LaunchOutcome&)>& report);
+                    const std::function<void(const LaunchOutcome&)>& report, ReplayDevice* device = nullptr);
 
 // The same in this process, for debugging (--no-isolate): a fault ends it.
 void replayInProcess(const TraceModel& model, const ReplayOptions& options, const Selection& selection,
-                     const std::function<void(const LaunchOutcome&)>& report);
+                     const std::function<void(const LaunchOutcome&)>& report, ReplayDevice* device = nullptr);
 
 }  // namespace kcap::replay

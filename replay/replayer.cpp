@@ -31,6 +31,8 @@ Replayer::Replayer(const TraceModel& model, format::TraceReader& reader, const R
   check(driver_.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device_), "compute capability");
   check(driver_.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device_), "compute capability");
   sm_ = major * 10 + minor;
+  char name[256] = {};
+  if (driver_.cuDeviceGetName(name, sizeof name - 1, device_) == CUDA_SUCCESS) deviceName_ = name;
   check(driver_.cuDevicePrimaryCtxRetain(&context_, device_), "cuDevicePrimaryCtxRetain");
   check(driver_.cuCtxSetCurrent(context_), "cuCtxSetCurrent");
   check(driver_.cuStreamCreate(&stream_, CU_STREAM_NON_BLOCKING), "cuStreamCreate");

@@ -13,6 +13,7 @@
 #include <functional>
 #include <memory>
 #include <set>
+#include <string>
 #include <vector>
 
 #include "code_cache.h"
@@ -46,6 +47,7 @@ class Replayer {
   void run(const Selection& selection, const std::function<void(const LaunchOutcome&)>& report);
 
   int smVersion() const { return sm_; }
+  const std::string& deviceName() const { return deviceName_; }
 
  private:
   LaunchOutcome replayLaunch(const LaunchRecord& launch, const std::function<void(const LoadedKernel&)>& prepare,
@@ -73,6 +75,7 @@ class Replayer {
   CUcontext context_ = nullptr;
   CUstream stream_ = nullptr;
   int sm_ = 0;
+  std::string deviceName_;
   std::unique_ptr<DeviceMemory> memory_;
   std::unique_ptr<CodeCache> code_;
   uint8_t* staging_ = nullptr;  // page-locked, for copies both ways

@@ -192,6 +192,7 @@ class Report {
   explicit Report(const Options& o) : opt_(o) {}
 
   void add(const LaunchOutcome& o) { outcomes_.push_back(o); }
+  replay::ReplayDevice device;
 
   int exitCode() const {
     int code = kExitOk;
@@ -204,6 +205,10 @@ class Report {
   }
 
   void printText() const {
+    if (!device.name.empty()) {
+      std::cout << "Replaying " << opt_.path << " on GPU " << device.ordinal << ": " << printable(device.name)
+                << " (sm_" << device.sm << "), driver " << versionText(device.driverVersion) << "\n\n";
+    }
     Table table({"launch", "kernel", "grid", "block", "memory", "code", "result"}, "r");
     for (const auto& o : outcomes_) {
       std::string result = replay::verdictName(o.verdict);
@@ -232,12 +237,41 @@ class Report {
         std::cout << "  alone: kcap replay " << word(opt_.path) << " --launch " << o.launchIndex << "\n";
       }
     }
-    std::cout << "\n" << summary() << "\n";
+    std::cout << "\n" << summary() << "\n" << verdict() << "\n";
+  }
+
+  // One sentence a user reads first.
+  std::string verdict() const {
+    size_t reproduced = 0, tolerated = 0, differs = 0, failed = 0, other = 0;
+    for (const auto& o : outcomes_) {
+      switch (o.verdict) {
+        case Verdict::reproduced: {
+          const bool loose = std::any_of(o.buffers.begin(), o.buffers.end(),
+                                         [](const auto& b) { return b.differingBytes != 0; });
+          ++(loose ? tolerated : reproduced);
+          break;
+        }
+        case Verdict::differs: ++differs; break;
+        case Verdict::fault: case Verdict::hang: ++failed; break;
+        default: ++other; break;
+      }
+    }
+    const size_t n = outcomes_.size();
+    if (failed != 0) return "Verdict: " + std::to_string(failed) + " of " + std::to_string(n) + " launches faulted or hung here.";
+    if (differs != 0) return "Verdict: " + std::to_string(differs) + " of " + std::to_string(n) + " launches differ from the recording.";
+    if (other != 0) return "Verdict: " + std::to_string(n - other) + " of " + std::to_string(n) + " launches ran as recorded; " + std::to_string(other) + " could not be verified or replayed (see above).";
+    if (tolerated != 0) return "Verdict: all " + std::to_string(n) + " launches reproduced, " + std::to_string(tolerated) + " within --tolerance.";
+    return n == 1 ? "Verdict: the launch reproduced bit-exactly as recorded."
+                  : "Verdict: all " + std::to_string(n) + " launches reproduced bit-exactly as recorded.";
   }
 
   void printJson() const {
     JsonWriter j;
-    j.beginObject().value("trace", opt_.path).beginArray("launches");
+    j.beginObject().value("trace", opt_.path);
+    j.beginObject("device").value("ordinal", static_cast<int64_t>(device.ordinal)).value("name", device.name)
+        .value("sm", static_cast<int64_t>(device.sm)).value("driverVersion", static_cast<int64_t>(device.driverVersion))
+        .endObject();
+    j.beginArray("launches");
     for (const auto& o : outcomes_) {
       j.beginObject()
           .value("launchIndex", o.launchIndex)
@@ -337,9 +371,9 @@ int runReplay(const Options& opt) {
     };
     try {
       if (options.isolate) {
-        replay::replayIsolated(model, options, selection, onOutcome);
+        replay::replayIsolated(model, options, selection, onOutcome, &report.device);
       } else {
-        replay::replayInProcess(model, options, selection, onOutcome);
+        replay::replayInProcess(model, options, selection, onOutcome, &report.device);
       }
     } catch (const replay::ReplayError& e) {
       if (progress) std::cerr << "\r\033[K";
