@@ -1,5 +1,5 @@
 // Events, stream capture and graphs. Work runs synchronously, so events only
-// need to be valid handles. A stream capturing into a graph keeps its
+// need to be valid handles and the time they were recorded. A stream capturing into a graph keeps its
 // launches instead of running them; the graph made from them runs them in
 // order when launched. What a real driver forbids during capture, the double
 // forbids too, by invalidating the capture: synchronizing the capturing
@@ -28,7 +28,13 @@ CUresult record_event(CUevent event, CUstream stream)
     }
     State& s = state();
     Lock lock(s.mutex);
-    return find_event(s, event) != nullptr && valid_stream(s, stream) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+    Event* found = find_event(s, event);
+    if (found == nullptr || !valid_stream(s, stream)) {
+        return CUDA_ERROR_INVALID_HANDLE;
+    }
+    found->recorded = true;
+    found->when = std::chrono::steady_clock::now();
+    return CUDA_SUCCESS;
 }
 
 CUresult wait_event(CUstream stream, CUevent event)
@@ -205,6 +211,33 @@ DOUBLE_API CUresult cuEventSynchronize(CUevent event)
     State& s = state();
     Lock lock(s.mutex);
     return find_event(s, event) != nullptr ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+// Milliseconds between two recorded events, from the host clock at
+// cuEventRecord (the real driver's resolution is about half a microsecond).
+DOUBLE_API CUresult cuEventElapsedTime_v2(float* milliseconds, CUevent start, CUevent end)
+{
+    if (const CUresult r = need_context(); r != CUDA_SUCCESS) {
+        return r;
+    }
+    if (milliseconds == nullptr) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    State& s = state();
+    Lock lock(s.mutex);
+    const Event* first = find_event(s, start);
+    const Event* second = find_event(s, end);
+    if (first == nullptr || second == nullptr) {
+        return CUDA_ERROR_INVALID_HANDLE;
+    }
+    if ((first->flags & CU_EVENT_DISABLE_TIMING) != 0 || (second->flags & CU_EVENT_DISABLE_TIMING) != 0) {
+        return CUDA_ERROR_INVALID_HANDLE;
+    }
+    if (!first->recorded || !second->recorded) {
+        return CUDA_ERROR_INVALID_HANDLE;
+    }
+    *milliseconds = std::chrono::duration<float, std::milli>(second->when - first->when).count();
+    return CUDA_SUCCESS;
 }
 
 // ---- capture and graphs ----------------------------------------------------------------

@@ -6,8 +6,10 @@
 
 #include <cuda.h>
 
+#include <chrono>
 #include <csignal>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 namespace kcap_double {
@@ -103,7 +105,7 @@ CUresult launch(CUfunction f, const LaunchShape& shape, CUstream stream, void** 
     for (std::size_t i = 0; i < def->params.size(); ++i) {
         std::memcpy(copy.bytes.data() + def->params[i].offset, values[i], def->params[i].size);
     }
-    // Poison values (state.h): a fault, or a process killed mid-launch.
+    // Poison values (state.h): a fault, a process killed mid-launch, a hang.
     for (const ParamSlot& slot : def->params) {
         if (slot.size != 8) {
             continue;
@@ -112,6 +114,11 @@ CUresult launch(CUfunction f, const LaunchShape& shape, CUstream stream, void** 
         std::memcpy(&word, copy.bytes.data() + slot.offset, sizeof word);
         if (word == kPoisonKill) {
             ::raise(SIGKILL);
+        }
+        if (word == kPoisonHang) {
+            for (;;) {
+                std::this_thread::sleep_for(std::chrono::seconds(1));
+            }
         }
         if (word == kPoisonFault) {
             state().sticky.store(CUDA_ERROR_ILLEGAL_ADDRESS);

@@ -372,3 +372,17 @@ DOUBLE_API CUresult cuMemsetD32Async_ptsz(CUdeviceptr dst, unsigned value, std::
 {
     return fill(dst, value, count, stream);
 }
+
+// ---- tensor maps ------------------------------------------------------------------
+
+// The double's tensor maps hold their global address in the first 8 bytes
+// (a real driver's layout is opaque); replacing it is all a replay needs.
+DOUBLE_API CUresult cuTensorMapReplaceAddress(CUtensorMap* map, void* address)
+{
+    if (map == nullptr || reinterpret_cast<std::uintptr_t>(address) % 16 != 0) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    const auto value = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(address));
+    std::memcpy(map->opaque, &value, sizeof value);
+    return CUDA_SUCCESS;
+}

@@ -8,6 +8,9 @@
 
 #include <sys/mman.h>
 
+#include <cstdlib>
+#include <string_view>
+
 #include <cuda.h>
 
 namespace kcap_double {
@@ -29,6 +32,15 @@ std::unordered_set<const Physical*>& physicals()
 {
     static auto* const set = new std::unordered_set<const Physical*>;
     return *set;
+}
+
+// KCAP_DOUBLE_REFUSE_ADDRESS_HINTS=1: cuMemAddressReserve never places a
+// reservation at the address it is asked for (the driver does not promise
+// to), so tests can see what replay does when recorded addresses are taken.
+bool refuse_address_hints()
+{
+    const char* value = std::getenv("KCAP_DOUBLE_REFUSE_ADDRESS_HINTS");
+    return value != nullptr && std::string_view(value) == "1";
 }
 
 bool inside_reservation(std::uintptr_t address, std::size_t size)
@@ -65,8 +77,15 @@ DOUBLE_API CUresult cuMemAddressReserve(CUdeviceptr* address, std::size_t size, 
     if (address == nullptr || size == 0 || size % kGranularity != 0) {
         return CUDA_ERROR_INVALID_VALUE;
     }
-    void* range = mmap(reinterpret_cast<void*>(hint), size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                       -1, 0);
+    const int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE;
+    const bool refuse = refuse_address_hints();
+    void* range = mmap(refuse ? nullptr : reinterpret_cast<void*>(hint), size, PROT_NONE, flags, -1, 0);
+    if (refuse && range != MAP_FAILED && hint != 0 && range == reinterpret_cast<void*>(hint)) {
+        // Placed where the hint asked by chance: move it.
+        void* elsewhere = mmap(nullptr, size, PROT_NONE, flags, -1, 0);
+        munmap(range, size);
+        range = elsewhere;
+    }
     if (range == MAP_FAILED) {
         return CUDA_ERROR_OUT_OF_MEMORY;
     }

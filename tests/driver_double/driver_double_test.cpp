@@ -7,9 +7,13 @@
 #include <cuda.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -218,3 +222,117 @@ TEST_F(DriverDouble, DeviceMemoryIsAlignedAndBounded)
 }
 
 }  // namespace
+
+// ---- what replay needs of the double (tests/replay) -------------------------------------
+
+// kernels/axpy_changed.cu, in every image form, runs the changed host axpy:
+// element 100 one bit off, every other element right.
+TEST_F(DriverDouble, TheChangedAxpyBuildRunsItsOwnHostKernel)
+{
+    constexpr int n = 1000;
+    for (const char* file : {"axpy_changed.fatbin", "axpy_changed.sm_90.cubin", "axpy_changed.ptx", "axpy.fatbin"}) {
+        const std::string image = read_kernel_file(file);
+        CUmodule module = nullptr;
+        ASSERT_EQ(cuModuleLoadData(&module, image.c_str()), CUDA_SUCCESS) << file;
+        CUfunction axpy = nullptr;
+        ASSERT_EQ(cuModuleGetFunction(&axpy, module, "axpy"), CUDA_SUCCESS) << file;
+        std::vector<float> x(n), y(n);
+        for (int i = 0; i < n; ++i) {
+            x[static_cast<std::size_t>(i)] = static_cast<float>(i);
+            y[static_cast<std::size_t>(i)] = static_cast<float>(2 * i);
+        }
+        CUdeviceptr dx = 0, dy = 0;
+        ASSERT_EQ(cuMemAlloc(&dx, n * sizeof(float)), CUDA_SUCCESS);
+        ASSERT_EQ(cuMemAlloc(&dy, n * sizeof(float)), CUDA_SUCCESS);
+        ASSERT_EQ(cuMemcpyHtoD(dx, x.data(), n * sizeof(float)), CUDA_SUCCESS);
+        ASSERT_EQ(cuMemcpyHtoD(dy, y.data(), n * sizeof(float)), CUDA_SUCCESS);
+        float a = 2.0f;
+        int count = n;
+        void* params[] = {&a, &dx, &dy, &count};
+        ASSERT_EQ(cuLaunchKernel(axpy, 4, 1, 1, 256, 1, 1, 0, nullptr, params, nullptr), CUDA_SUCCESS);
+        ASSERT_EQ(cuMemcpyDtoH(y.data(), dy, n * sizeof(float)), CUDA_SUCCESS);
+        const bool changed = std::string(file).rfind("axpy_changed", 0) == 0;
+        int wrong = 0;
+        for (int i = 0; i < n; ++i) {
+            const float right = static_cast<float>(4 * i);
+            std::uint32_t want = 0, got = 0;
+            std::memcpy(&want, &right, sizeof want);
+            std::memcpy(&got, &y[static_cast<std::size_t>(i)], sizeof got);
+            if (changed && i == 100) {
+                want ^= 1u;
+            }
+            wrong += got != want;
+        }
+        EXPECT_EQ(wrong, 0) << file;
+        EXPECT_EQ(cuMemFree(dx), CUDA_SUCCESS);
+        EXPECT_EQ(cuMemFree(dy), CUDA_SUCCESS);
+        EXPECT_EQ(cuModuleUnload(module), CUDA_SUCCESS);
+    }
+}
+
+TEST_F(DriverDouble, EventsMeasureElapsedHostTime)
+{
+    CUevent start = nullptr, stop = nullptr, untimed = nullptr;
+    ASSERT_EQ(cuEventCreate(&start, CU_EVENT_DEFAULT), CUDA_SUCCESS);
+    ASSERT_EQ(cuEventCreate(&stop, CU_EVENT_DEFAULT), CUDA_SUCCESS);
+    ASSERT_EQ(cuEventCreate(&untimed, CU_EVENT_DISABLE_TIMING), CUDA_SUCCESS);
+    float ms = -1;
+    EXPECT_EQ(cuEventElapsedTime(&ms, start, stop), CUDA_ERROR_INVALID_HANDLE);  // not recorded yet
+    ASSERT_EQ(cuEventRecord(start, nullptr), CUDA_SUCCESS);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    ASSERT_EQ(cuEventRecord(stop, nullptr), CUDA_SUCCESS);
+    ASSERT_EQ(cuEventSynchronize(stop), CUDA_SUCCESS);
+    ASSERT_EQ(cuEventElapsedTime(&ms, start, stop), CUDA_SUCCESS);
+    EXPECT_GE(ms, 19.0f);
+    EXPECT_LT(ms, 10000.0f);
+    ASSERT_EQ(cuEventElapsedTime(&ms, stop, start), CUDA_SUCCESS);
+    EXPECT_LE(ms, -19.0f);
+    ASSERT_EQ(cuEventRecord(untimed, nullptr), CUDA_SUCCESS);
+    EXPECT_EQ(cuEventElapsedTime(&ms, start, untimed), CUDA_ERROR_INVALID_HANDLE);
+    EXPECT_EQ(cuEventElapsedTime(nullptr, start, stop), CUDA_ERROR_INVALID_VALUE);
+    for (CUevent e : {start, stop, untimed}) {
+        EXPECT_EQ(cuEventDestroy(e), CUDA_SUCCESS);
+    }
+}
+
+TEST_F(DriverDouble, TensorMapReplaceAddressRewritesTheAddressWord)
+{
+    CUtensorMap map{};
+    std::memset(&map, 0xAB, sizeof map);
+    alignas(16) static char target[64];
+    ASSERT_EQ(cuTensorMapReplaceAddress(&map, target), CUDA_SUCCESS);
+    std::uint64_t word = 0;
+    std::memcpy(&word, &map, sizeof word);
+    EXPECT_EQ(word, reinterpret_cast<std::uintptr_t>(target));
+    const auto* bytes = reinterpret_cast<const unsigned char*>(&map);
+    for (std::size_t i = 8; i < sizeof map; ++i) {
+        ASSERT_EQ(bytes[i], 0xAB) << i;  // the rest untouched
+    }
+    EXPECT_EQ(cuTensorMapReplaceAddress(&map, target + 1), CUDA_ERROR_INVALID_VALUE);  // misaligned
+}
+
+// Hints are honoured when the range is free, and ignored with
+// KCAP_DOUBLE_REFUSE_ADDRESS_HINTS=1 (replay's relocation tests).
+TEST_F(DriverDouble, AddressHintsCanBeRefused)
+{
+    std::size_t granularity = 0;
+    CUmemAllocationProp prop{};
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    ASSERT_EQ(cuMemGetAllocationGranularity(&granularity, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM), CUDA_SUCCESS);
+    // A free range: reserve one, free it, ask for it back.
+    CUdeviceptr free_range = 0;
+    ASSERT_EQ(cuMemAddressReserve(&free_range, 2 * granularity, 0, 0, 0), CUDA_SUCCESS);
+    ASSERT_EQ(cuMemAddressFree(free_range, 2 * granularity), CUDA_SUCCESS);
+    CUdeviceptr got = 0;
+    ASSERT_EQ(cuMemAddressReserve(&got, 2 * granularity, 0, free_range, 0), CUDA_SUCCESS);
+    EXPECT_EQ(got, free_range);
+    ASSERT_EQ(cuMemAddressFree(got, 2 * granularity), CUDA_SUCCESS);
+
+    ASSERT_EQ(setenv("KCAP_DOUBLE_REFUSE_ADDRESS_HINTS", "1", 1), 0);
+    ASSERT_EQ(cuMemAddressReserve(&got, 2 * granularity, 0, free_range, 0), CUDA_SUCCESS);
+    EXPECT_NE(got, free_range);
+    EXPECT_NE(got, 0u);
+    EXPECT_EQ(cuMemAddressFree(got, 2 * granularity), CUDA_SUCCESS);
+    ASSERT_EQ(unsetenv("KCAP_DOUBLE_REFUSE_ADDRESS_HINTS"), 0);
+}

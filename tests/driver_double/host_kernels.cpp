@@ -4,6 +4,7 @@
 #include "host_kernels.h"
 
 #include <array>
+#include <cstdint>
 #include <cstring>
 
 namespace kcap_double {
@@ -29,6 +30,21 @@ void axpy(const LaunchShape& shape, void* const* params, const ModuleGlobals&)
         if (i < static_cast<unsigned long long>(n < 0 ? 0 : n)) {
             y[i] = a * x[i] + y[i];
         }
+    }
+}
+
+// axpy as kernels/axpy_changed.cu computes it: element 100 gets the right
+// value with its lowest bit flipped.
+void axpy_changed(const LaunchShape& shape, void* const* params, const ModuleGlobals& globals)
+{
+    axpy(shape, params, globals);
+    auto* y = param<float*>(params, 2);
+    const auto n = param<int>(params, 3);
+    if (n > 100 && shape.threads_x() > 100) {
+        std::uint32_t bits = 0;
+        std::memcpy(&bits, &y[100], sizeof bits);
+        bits ^= 1u;
+        std::memcpy(&y[100], &bits, sizeof bits);
     }
 }
 
@@ -112,6 +128,10 @@ constexpr KernelDef kKernels[] = {
     {"poly_eval", kPolyParams, poly_eval},
 };
 
+constexpr KernelVariant kVariants[] = {
+    {"kcap_axpy_changed_marker", {"axpy", kAxpyParams, axpy_changed}},
+};
+
 constexpr GlobalDef kGlobals[] = {
     {"coeffs", 16 * sizeof(float)},
     {"call_count", sizeof(int)},
@@ -121,5 +141,6 @@ constexpr GlobalDef kGlobals[] = {
 
 std::span<const KernelDef> host_kernels() { return kKernels; }
 std::span<const GlobalDef> host_globals() { return kGlobals; }
+std::span<const KernelVariant> kernel_variants() { return kVariants; }
 
 }  // namespace kcap_double

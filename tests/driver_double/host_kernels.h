@@ -54,4 +54,15 @@ struct GlobalDef {
 std::span<const KernelDef> host_kernels();
 std::span<const GlobalDef> host_globals();
 
+// A build of a kernel that computes something else on purpose, with the same
+// name (kernels/axpy_changed.cu: axpy with y[100] one ULP off). The double
+// cannot tell code apart by running it, so such a build defines a marker
+// variable: an image that defines `marker` runs `def` for the kernel of that
+// name instead of the ordinary host implementation (images.cpp).
+struct KernelVariant {
+    std::string_view marker;
+    KernelDef def;
+};
+std::span<const KernelVariant> kernel_variants();
+
 }  // namespace kcap_double

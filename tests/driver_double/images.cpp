@@ -80,6 +80,16 @@ void collect(std::string_view bytes, bool text, ImageContents& contents)
             contents.kernels.push_back(&kernel);
         }
     }
+    // A deliberately changed build (host_kernels.h): its kernel replaces the
+    // ordinary one of the same name.
+    for (const KernelVariant& variant : kernel_variants()) {
+        if (!defines(bytes, variant.marker, text)) {
+            continue;
+        }
+        std::replace_if(
+            contents.kernels.begin(), contents.kernels.end(),
+            [&](const KernelDef* kernel) { return kernel->name == variant.def.name; }, &variant.def);
+    }
     for (const GlobalDef& global : host_globals()) {
         if (defines(bytes, global.name, text) &&
             std::find(contents.globals.begin(), contents.globals.end(), &global) == contents.globals.end()) {

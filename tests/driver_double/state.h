@@ -13,6 +13,7 @@
 #include <cuda.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -72,6 +73,10 @@ struct Stream {
 
 struct Event {
     unsigned flags = 0;
+    // When cuEventRecord last recorded it (work is synchronous, so "the work
+    // before it completed" is now): cuEventElapsedTime's clock.
+    bool recorded = false;
+    std::chrono::steady_clock::time_point when{};
 };
 
 // A captured graph, and an executable instance of one: the launches in order.
@@ -152,8 +157,11 @@ inline CUresult need_context()
 //                 CUDA_ERROR_ILLEGAL_ADDRESS from every later call),
 //                 as an illegal address on a GPU does
 //   kPoisonKill   the process is killed (SIGKILL) inside the launch
+//   kPoisonHang   the launch never returns (it sleeps until the process is
+//                 killed), as a kernel stuck in a loop
 inline constexpr std::uint64_t kPoisonFault = 0xDEAD0000DEAD0000ull;
 inline constexpr std::uint64_t kPoisonKill = 0xDEAD0000DEADDEADull;
+inline constexpr std::uint64_t kPoisonHang = 0xDEAD0000DEAD4A46ull;
 
 // The stream a handle names, or nullptr for the legacy / per-thread default
 // streams (which never capture). Needs the lock.

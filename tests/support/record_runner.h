@@ -1,6 +1,8 @@
-// Runs a program in a child process for the recording tests: against the
-// driver double, with or without the shim preloaded, with extra environment
-// variables and arguments; collects its output and how it ended.
+// Runs a program in a child process for the recording and replay tests
+// (tests/record, tests/replay): against the driver double, with or without
+// the shim preloaded, with extra environment variables and arguments;
+// collects its output and how it ended. Library kcap_test_runner
+// (tests/support/CMakeLists.txt), which knows the build's paths.
 #pragma once
 
 #include <chrono>

@@ -1,0 +1,160 @@
+// Test programs for replay, one per scenario (argv[1]), recorded against the
+// driver double and then replayed by tests/replay.
+//
+//   sequence  five launches that depend on each other, with the program's
+//             own memsets and copies between them (what `kcap replay --range`
+//             must re-apply):
+//               x = i, y = 2i
+//               0 axpy a=1              y = 3i
+//                 cuMemsetD32 x = 1.0f
+//               1 axpy a=2              y = 3i + 2
+//                 cuMemcpyHtoD x = i/2
+//               2 axpy a=4              y = 5i + 2
+//                 cuMemcpyDtoD x = y
+//               3 axpy a=1              y = 10i + 4
+//                 cuMemsetD8 sum = 0
+//               4 reduce_sum(y) -> sum
+//   hang      one ordinary launch, then one that never returns (the double's
+//             kPoisonHang parameter); a watchdog thread kills the process
+//             (SIGKILL) a second later, as a user would
+#include "driver_program.h"
+
+#include <signal.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+constexpr int kN = 1024;
+constexpr std::uint64_t kPoisonHang = 0xDEAD0000DEAD4A46ull;  // tests/driver_double/state.h
+
+void start()
+{
+    DRIVER(cuInit, 0);
+    CUdevice device = 0;
+    DRIVER(cuDeviceGet, &device, 0);
+    CUcontext context = nullptr;
+    DRIVER(cuDevicePrimaryCtxRetain, &context, device);
+    DRIVER(cuCtxSetCurrent, context);
+}
+
+std::vector<float> iota(float scale)
+{
+    std::vector<float> v(kN);
+    for (int i = 0; i < kN; ++i) {
+        v[static_cast<std::size_t>(i)] = scale * static_cast<float>(i);
+    }
+    return v;
+}
+
+CUdeviceptr upload(const std::vector<float>& values)
+{
+    CUdeviceptr device = 0;
+    DRIVER(cuMemAlloc, &device, values.size() * sizeof(float));
+    DRIVER(cuMemcpyHtoD, device, values.data(), values.size() * sizeof(float));
+    return device;
+}
+
+struct Axpy {
+    std::string image = test::kernel_image("axpy.fatbin");
+    CUmodule module = nullptr;
+    CUfunction function = nullptr;
+
+    Axpy()
+    {
+        DRIVER(cuModuleLoadData, &module, image.data());
+        DRIVER(cuModuleGetFunction, &function, module, "axpy");
+    }
+    CUresult launch(float a, CUdeviceptr x, CUdeviceptr y)
+    {
+        int n = kN;
+        void* params[] = {&a, &x, &y, &n};
+        test::launches_made().add("axpy");
+        return cuLaunchKernel(function, kN / 256, 1, 1, 256, 1, 1, 0, nullptr, params, nullptr);
+    }
+};
+
+int sequence()
+{
+    start();
+    Axpy axpy;
+    const CUdeviceptr x = upload(iota(1.0f));
+    const CUdeviceptr y = upload(iota(2.0f));
+    DRIVER(axpy.launch, 1.0f, x, y);
+    float one = 1.0f;
+    unsigned one_bits = 0;
+    std::memcpy(&one_bits, &one, sizeof one_bits);
+    DRIVER(cuMemsetD32, x, one_bits, kN);
+    DRIVER(axpy.launch, 2.0f, x, y);
+    const std::vector<float> half = iota(0.5f);
+    DRIVER(cuMemcpyHtoD, x, half.data(), kN * sizeof(float));
+    DRIVER(axpy.launch, 4.0f, x, y);
+    DRIVER(cuMemcpyDtoD, x, y, kN * sizeof(float));
+    DRIVER(axpy.launch, 1.0f, x, y);
+
+    CUmodule reduce_module = nullptr;
+    DRIVER(cuModuleLoad, &reduce_module, test::kernel_path("reduce.sm_90.cubin").c_str());
+    CUfunction reduce = nullptr;
+    DRIVER(cuModuleGetFunction, &reduce, reduce_module, "reduce_sum");
+    CUdeviceptr sum = 0;
+    DRIVER(cuMemAlloc, &sum, sizeof(float));
+    DRIVER(cuMemsetD8, sum, 0, sizeof(float));
+    CUdeviceptr in = y;
+    unsigned count = kN;
+    void* reduce_params[] = {&in, &sum, &count};
+    DRIVER(cuLaunchKernel, reduce, 4, 1, 1, 256, 1, 1, 0, nullptr, reduce_params, nullptr);
+    test::launches_made().add("reduce_sum");
+
+    std::vector<float> out(kN);
+    DRIVER(cuMemcpyDtoH, out.data(), y, kN * sizeof(float));
+    for (int i = 0; i < kN; ++i) {
+        CHECK(out[static_cast<std::size_t>(i)] == static_cast<float>(10 * i + 4));
+    }
+    float total = 0;
+    DRIVER(cuMemcpyDtoH, &total, sum, sizeof total);
+    CHECK(total == static_cast<float>(10 * (kN * (kN - 1) / 2) + 4 * kN));
+    std::printf("result sequence_sum %.1f\n", static_cast<double>(total));
+    return 0;
+}
+
+int hang()
+{
+    start();
+    Axpy axpy;
+    const CUdeviceptr x = upload(iota(1.0f));
+    const CUdeviceptr y = upload(iota(2.0f));
+    DRIVER(axpy.launch, 1.0f, x, y);
+    std::printf("result before_hang\n");
+    std::fflush(stdout);
+    static std::atomic<bool> launching{false};
+    std::thread([] {
+        while (!launching.load()) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        }
+        std::this_thread::sleep_for(std::chrono::seconds(1));
+        ::raise(SIGKILL);
+    }).detach();
+    launching.store(true);
+    axpy.launch(1.0f, static_cast<CUdeviceptr>(kPoisonHang), y);  // never returns
+    test::fail("the hanging launch returned");
+}
+
+}  // namespace
+
+int main(int argc, char** argv)
+{
+    const std::string scenario = argc > 1 ? argv[1] : "";
+    if (scenario == "sequence") {
+        return sequence();
+    }
+    if (scenario == "hang") {
+        return hang();
+    }
+    test::fail("unknown scenario '%s'", scenario.c_str());
+}

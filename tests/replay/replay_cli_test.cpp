@@ -1,0 +1,555 @@
+// `kcap replay` end to end, without a GPU: programs are recorded with
+// `kcap record` (or the shim and KCAP_OUTPUT, for programs that die) against
+// the driver double, then replayed by `kcap replay` in a child process with
+// KCAP_LIBCUDA naming the double. Checks verdicts, both memory paths,
+// sequences, --override, faults and hangs, damaged traces, usage errors, the
+// JSON report and the exit codes.
+#include "record_runner.h"
+#include "trace_files.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <map>
+#include <memory>
+#include <regex>
+#include <string>
+#include <vector>
+
+namespace kcap_test {
+namespace {
+
+constexpr int kExitOk = 0, kExitTrace = 1, kExitUsage = 2, kExitDiffers = 3, kExitFault = 4;
+
+std::string replayProgram() { return KCAP_TEST_REPLAY_PROGRAM; }
+
+size_t occurrences(const std::string& text, const std::string& what)
+{
+    size_t count = 0;
+    for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + what.size())) {
+        ++count;
+    }
+    return count;
+}
+
+// `kcap record -o path -- program args...`; the trace must be written.
+void recordWithKcap(const std::string& path, const std::string& program, const std::vector<std::string>& args = {},
+                    std::map<std::string, std::string> env = {})
+{
+    std::vector<std::string> all = {"record", "-o", path, "--", program};
+    all.insert(all.end(), args.begin(), args.end());
+    const Outcome run = kcap_test::run({kcapBinary(), all, std::move(env), false});
+    ASSERT_EQ(run.exitCode, 0) << run.describe();
+    ASSERT_NE(run.err.find("kcap: recorded "), std::string::npos) << run.describe();
+}
+
+// The shim with KCAP_OUTPUT, for programs that end badly.
+Outcome recordWithShim(const std::string& path, const std::string& program, const std::vector<std::string>& args,
+                       std::map<std::string, std::string> env = {})
+{
+    env["KCAP_OUTPUT"] = path;
+    return kcap_test::run({program, args, std::move(env), true});
+}
+
+Outcome replay(const std::vector<std::string>& args, std::map<std::string, std::string> env = {})
+{
+    env.emplace("KCAP_LIBCUDA", doubleDir() + "/libcuda.so.1");  // unless the test names another
+    std::vector<std::string> all = {"replay"};
+    all.insert(all.end(), args.begin(), args.end());
+    return kcap_test::run({kcapBinary(), all, std::move(env), false});
+}
+
+// The table row of launch N: the line starting with its index.
+std::string row(const std::string& out, uint64_t launch)
+{
+    const std::regex pattern("(^|\n)( *" + std::to_string(launch) + "  [^\n]*)");
+    std::smatch match;
+    return std::regex_search(out, match, pattern) ? match[2].str() : std::string();
+}
+
+// The JSON object of launch N in --json output (launches are objects in an
+// array; buffers are nested objects without further nesting of launches).
+std::string jsonLaunch(const std::string& json, uint64_t launch)
+{
+    const std::string key = "{\"launchIndex\":" + std::to_string(launch) + ",";
+    const size_t start = json.find(key);
+    if (start == std::string::npos) {
+        return {};
+    }
+    int depth = 0;
+    bool inString = false;
+    for (size_t i = start; i < json.size(); ++i) {
+        const char c = json[i];
+        if (inString) {
+            if (c == '\\') {
+                ++i;
+            } else if (c == '"') {
+                inString = false;
+            }
+        } else if (c == '"') {
+            inString = true;
+        } else if (c == '{' || c == '[') {
+            ++depth;
+        } else if (c == '}' || c == ']') {
+            if (--depth == 0) {
+                return json.substr(start, i + 1 - start);
+            }
+        }
+    }
+    return {};
+}
+
+// A structural check of a JSON document: brackets balance outside strings,
+// strings close, nothing follows the top-level value but a newline.
+bool balancedJson(const std::string& json)
+{
+    std::vector<char> stack;
+    bool inString = false;
+    size_t end = 0;
+    for (size_t i = 0; i < json.size(); ++i) {
+        const char c = json[i];
+        if (inString) {
+            if (c == '\\') {
+                ++i;
+            } else if (c == '"') {
+                inString = false;
+            } else if (static_cast<unsigned char>(c) < 0x20) {
+                return false;  // control characters must be escaped
+            }
+            continue;
+        }
+        if (c == '"') {
+            inString = true;
+        } else if (c == '{' || c == '[') {
+            stack.push_back(c == '{' ? '}' : ']');
+        } else if (c == '}' || c == ']') {
+            if (stack.empty() || stack.back() != c) {
+                return false;
+            }
+            stack.pop_back();
+            if (stack.empty()) {
+                end = i + 1;
+                break;
+            }
+        }
+    }
+    return !inString && stack.empty() && end != 0 && json.substr(end) == "\n" && json[0] == '{';
+}
+
+// Traces made once per test process.
+class Replay : public ::testing::Test {
+protected:
+    static void SetUpTestSuite() { dir_ = new kcap::test::TempDir("kcap-replay"); }
+    static void TearDownTestSuite()
+    {
+        delete dir_;
+        dir_ = nullptr;
+    }
+    static std::string file(const std::string& name) { return dir_->file(name); }
+
+    // direct_launch: 6 launches (axpy x3, reduce_sum, scale_struct, poly_eval).
+    static std::string directLaunch()
+    {
+        const std::string path = file("direct.kcap");
+        if (access(path.c_str(), F_OK) != 0) {
+            recordWithKcap(path, interposeProgram("direct_launch"));
+        }
+        return path;
+    }
+    static std::string sequence()
+    {
+        const std::string path = file("sequence.kcap");
+        if (access(path.c_str(), F_OK) != 0) {
+            recordWithKcap(path, replayProgram(), {"sequence"});
+        }
+        return path;
+    }
+    static std::string changedAxpy() { return kernelFile("axpy_changed.fatbin"); }
+
+    static kcap::test::TempDir* dir_;
+};
+kcap::test::TempDir* Replay::dir_ = nullptr;
+
+const std::vector<std::string> kDirectKernels = {"axpy", "axpy", "axpy", "reduce_sum", "scale_struct", "poly_eval"};
+
+// ---- (a) every launch reproduced, at the recorded addresses ---------------------------------------
+
+TEST_F(Replay, EveryLaunchOfDirectLaunchReproducesAtTheRecordedAddresses)
+{
+    const Outcome run = replay({directLaunch()});
+    EXPECT_EQ(run.exitCode, kExitOk) << run.describe();
+    for (uint64_t i = 0; i < kDirectKernels.size(); ++i) {
+        const std::string line = row(run.out, i);
+        EXPECT_NE(line.find("  " + kDirectKernels[i] + " "), std::string::npos) << i << ": " << run.out;
+        EXPECT_NE(line.find("fixed-va"), std::string::npos) << line;
+        EXPECT_NE(line.find("REPRODUCED"), std::string::npos) << line;
+    }
+    // the code column says what ran: SASS of the fatbins, the cubin, the PTX
+    EXPECT_NE(row(run.out, 0).find("SASS sm_90"), std::string::npos) << run.out;
+    EXPECT_NE(row(run.out, 3).find("cubin"), std::string::npos) << run.out;
+    EXPECT_NE(row(run.out, 4).find("PTX (JIT)"), std::string::npos) << run.out;
+    EXPECT_NE(run.out.find("6 launches: 6 REPRODUCED"), std::string::npos) << run.out;
+    EXPECT_EQ(run.err, "");
+}
+
+TEST_F(Replay, JsonSaysFixedVaForEveryLaunchAndParses)
+{
+    const Outcome run = replay({directLaunch(), "--json"});
+    EXPECT_EQ(run.exitCode, kExitOk) << run.describe();
+    EXPECT_TRUE(balancedJson(run.out)) << run.out;
+    for (uint64_t i = 0; i < kDirectKernels.size(); ++i) {
+        const std::string launch = jsonLaunch(run.out, i);
+        ASSERT_FALSE(launch.empty()) << i << ": " << run.out;
+        EXPECT_NE(launch.find("\"kernel\":\"" + kDirectKernels[i] + "\""), std::string::npos) << launch;
+        EXPECT_NE(launch.find("\"verdict\":\"REPRODUCED\""), std::string::npos) << launch;
+        EXPECT_NE(launch.find("\"memory\":\"fixed-va\""), std::string::npos) << launch;
+        EXPECT_NE(launch.find("\"differingBytes\":0"), std::string::npos) << launch;
+        EXPECT_EQ(launch.find("\"differingBytes\":1"), std::string::npos) << launch;
+    }
+    EXPECT_NE(jsonLaunch(run.out, 0).find("\"grid\":[4,1,1],\"block\":[256,1,1]"), std::string::npos) << run.out;
+    EXPECT_NE(run.out.find("\"exitCode\":0"), std::string::npos) << run.out;
+    EXPECT_NE(run.out.find("\"summary\":\"6 launches: 6 REPRODUCED\""), std::string::npos) << run.out;
+    EXPECT_TRUE(jsonLaunch(run.out, 6).empty());
+}
+
+TEST_F(Replay, RecordScenariosVmmReproduces)
+{
+    // axpy's x straddles two VMM mappings of one reservation
+    const std::string path = file("vmm.kcap");
+    recordWithKcap(path, scenarioProgram(), {"vmm"});
+    const Outcome run = replay({path, "--json"});
+    EXPECT_EQ(run.exitCode, kExitOk) << run.describe();
+    EXPECT_TRUE(balancedJson(run.out)) << run.out;
+    const std::string launch = jsonLaunch(run.out, 0);
+    EXPECT_NE(launch.find("\"verdict\":\"REPRODUCED\""), std::string::npos) << run.out;
+    EXPECT_NE(launch.find("\"memory\":\"fixed-va\""), std::string::npos) << run.out;
+    EXPECT_TRUE(jsonLaunch(run.out, 1).empty()) << run.out;
+}
+
+TEST_F(Replay, RecordScenariosLibraryReproducesAllButRelocatableDeviceCode)
+{
+    // CUkernel launches, cuLaunchKernelEx with attributes, a pointer array,
+    // cudart's fatbin wrappers; launch 2 comes from a relocatable-device-code
+    // wrapper, which replay does not link (yet) and says so.
+    const std::string path = file("library.kcap");
+    recordWithKcap(path, scenarioProgram(), {"library"});
+    const Outcome run = replay({path});
+    EXPECT_EQ(run.exitCode, kExitTrace) << run.describe();
+    for (const uint64_t i : {0u, 1u, 3u}) {
+        EXPECT_NE(row(run.out, i).find("REPRODUCED"), std::string::npos) << i << ": " << run.out;
+    }
+    EXPECT_NE(row(run.out, 2).find("ERROR"), std::string::npos) << run.out;
+    EXPECT_NE(run.out.find("launch 2 (axpy): ERROR: the module is relocatable device code"), std::string::npos)
+        << run.out;
+    EXPECT_NE(run.out.find("4 launches: 1 ERROR, 3 REPRODUCED"), std::string::npos) << run.out;
+}
+
+// ---- (b), (c) relocated memory ----------------------------------------------------------
+
+TEST_F(Replay, NoFixedVaRelocatesAndStillReproduces)
+{
+    const Outcome run = replay({directLaunch(), "--no-fixed-va"});
+    EXPECT_EQ(run.exitCode, kExitOk) << run.describe();
+    for (uint64_t i = 0; i < kDirectKernels.size(); ++i) {
+        const std::string line = row(run.out, i);
+        EXPECT_NE(line.find("relocated"), std::string::npos) << line;
+        EXPECT_EQ(line.find("fixed-va"), std::string::npos) << line;
+        EXPECT_NE(line.find("REPRODUCED"), std::string::npos) << line;
+    }
+    const Outcome json = replay({directLaunch(), "--no-fixed-va", "--json", "--launch", "0"});
+    EXPECT_NE(jsonLaunch(json.out, 0).find("\"memory\":\"relocated\""), std::string::npos) << json.out;
+}
+
+TEST_F(Replay, ADriverThatRefusesAddressHintsGetsARelocatedReplay)
+{
+    const Outcome run = replay({directLaunch(), "--json"}, {{"KCAP_DOUBLE_REFUSE_ADDRESS_HINTS", "1"}});
+    EXPECT_EQ(run.exitCode, kExitOk) << run.describe();
+    EXPECT_EQ(occurrences(run.out, "\"memory\":\"relocated\""), kDirectKernels.size()) << run.out;
+    EXPECT_EQ(occurrences(run.out, "\"verdict\":\"REPRODUCED\""), kDirectKernels.size()) << run.out;
+    EXPECT_EQ(run.out.find("fixed-va"), std::string::npos) << run.out;
+}
+
+// ---- (d) sequences ----------------------------------------------------------------------
+
+TEST_F(Replay, ASequenceReappliesTheRecordedCopiesAndMemsets)
+{
+    // Launches 1..4 read what the program's memset, copies and earlier
+    // launches left; replayed in order from launch 0's pre-state, they
+    // reproduce only if replay re-applies those between them.
+    const Outcome run = replay({sequence(), "--range", "0..4", "-v"});
+    EXPECT_EQ(run.exitCode, kExitOk) << run.describe();
+    for (uint64_t i = 0; i < 5; ++i) {
+        EXPECT_NE(row(run.out, i).find("REPRODUCED"), std::string::npos) << i << ": " << run.out;
+    }
+    EXPECT_NE(row(run.out, 4).find("reduce_sum"), std::string::npos) << run.out;
+    EXPECT_NE(run.out.find("5 launches: 5 REPRODUCED"), std::string::npos) << run.out;
+    // -v lists every compared buffer
+    EXPECT_EQ(occurrences(run.out, ": identical"), 10u) << run.out;
+
+    const Outcome middle = replay({sequence(), "--range", "1..3", "--no-fixed-va"});
+    EXPECT_EQ(middle.exitCode, kExitOk) << middle.describe();
+    EXPECT_NE(middle.out.find("3 launches: 3 REPRODUCED"), std::string::npos) << middle.out;
+    EXPECT_TRUE(row(middle.out, 0).empty()) << middle.out;
+    EXPECT_TRUE(row(middle.out, 4).empty()) << middle.out;
+
+    // each launch alone, from its own pre-state, too
+    const Outcome alone = replay({sequence(), "--all"});
+    EXPECT_EQ(alone.exitCode, kExitOk) << alone.describe();
+    EXPECT_NE(alone.out.find("5 launches: 5 REPRODUCED"), std::string::npos) << alone.out;
+}
+
+// ---- (e), (j) --override with a changed build ----------------------------------------------
+
+TEST_F(Replay, OverrideWithAChangedBuildDiffersAtTheChangedElement)
+{
+    const Outcome run = replay({directLaunch(), "--launch", "0", "--override", "axpy=" + changedAxpy()});
+    EXPECT_EQ(run.exitCode, kExitDiffers) << run.describe();
+    const std::string line = row(run.out, 0);
+    EXPECT_NE(line.find("DIFFERS"), std::string::npos) << run.out;
+    EXPECT_NE(line.find("override " + changedAxpy()), std::string::npos) << run.out;
+    // y is parameter 2; element 100 is the changed one: byte 400
+    EXPECT_NE(run.out.find("param 2 ("), std::string::npos) << run.out;
+    EXPECT_NE(run.out.find("1 of 4,000 bytes differ, first at offset 400 (0x190)"), std::string::npos) << run.out;
+    EXPECT_NE(run.out.find("alone: kcap replay " + directLaunch() + " --launch 0"), std::string::npos) << run.out;
+    EXPECT_NE(run.out.find("1 launch: 1 DIFFERS"), std::string::npos) << run.out;
+}
+
+TEST_F(Replay, OverrideJsonNamesTheBufferAndTheFirstDifferingOffset)
+{
+    const Outcome run =
+        replay({directLaunch(), "--launch", "0", "--override", "axpy=" + changedAxpy(), "--json"});
+    EXPECT_EQ(run.exitCode, kExitDiffers) << run.describe();
+    EXPECT_TRUE(balancedJson(run.out)) << run.out;
+    const std::string launch = jsonLaunch(run.out, 0);
+    EXPECT_NE(launch.find("\"verdict\":\"DIFFERS\""), std::string::npos) << launch;
+    EXPECT_NE(launch.find("{\"label\":\"param 1\""), std::string::npos) << launch;
+    EXPECT_NE(launch.find("\"size\":4000,\"differingBytes\":0,\"firstDifferingOffset\":null"), std::string::npos)
+        << launch;
+    EXPECT_NE(launch.find("{\"label\":\"param 2\""), std::string::npos) << launch;
+    EXPECT_NE(launch.find("\"size\":4000,\"differingBytes\":1,\"firstDifferingOffset\":400"), std::string::npos)
+        << launch;
+    EXPECT_EQ(launch.find("\"stats\""), std::string::npos) << launch;  // no --dtype, no statistics
+    EXPECT_NE(run.out.find("\"exitCode\":3"), std::string::npos) << run.out;
+    // the other launches of the kernel differ the same way; reduce_sum is untouched
+    const Outcome all = replay({directLaunch(), "--override", "axpy=" + changedAxpy(), "--json"});
+    EXPECT_EQ(all.exitCode, kExitDiffers) << all.describe();
+    EXPECT_EQ(occurrences(all.out, "\"verdict\":\"DIFFERS\""), 3u) << all.out;
+    EXPECT_EQ(occurrences(all.out, "\"verdict\":\"REPRODUCED\""), 3u) << all.out;
+}
+
+TEST_F(Replay, DtypeGivesElementStatisticsOfTheDifference)
+{
+    const Outcome run = replay(
+        {directLaunch(), "--launch", "0", "--override", "axpy=" + changedAxpy(), "--dtype", "f32", "--json"});
+    EXPECT_EQ(run.exitCode, kExitDiffers) << run.describe();
+    const std::string launch = jsonLaunch(run.out, 0);
+    EXPECT_NE(launch.find("\"stats\":{\"dtype\":\"f32\",\"elements\":1000,\"mismatches\":1,"), std::string::npos)
+        << launch;
+    EXPECT_NE(launch.find("\"maxUlp\":1,"), std::string::npos) << launch;
+    EXPECT_NE(launch.find("\"withinTolerance\":false"), std::string::npos) << launch;
+    const Outcome text =
+        replay({directLaunch(), "--launch", "0", "--override", "axpy=" + changedAxpy(), "--dtype", "2=f32"});
+    EXPECT_NE(text.out.find("as f32: 1 of 1000 elements differ"), std::string::npos) << text.out;
+    EXPECT_NE(text.out.find("max ulp 1, worst at element 100"), std::string::npos) << text.out;
+    // a tolerance of one ULP accepts it
+    const Outcome tolerated = replay({directLaunch(), "--launch", "0", "--override", "axpy=" + changedAxpy(),
+                                      "--dtype", "f32", "--tolerance", "ulp=1", "-v"});
+    EXPECT_EQ(tolerated.exitCode, kExitOk) << tolerated.describe();
+    EXPECT_NE(tolerated.out.find("(within --tolerance)"), std::string::npos) << tolerated.out;
+    const Outcome strict = replay({directLaunch(), "--launch", "0", "--override", "axpy=" + changedAxpy(),
+                                   "--dtype", "f32", "--tolerance", "ulp=0.5"});
+    EXPECT_EQ(strict.exitCode, kExitDiffers) << strict.describe();
+}
+
+TEST_F(Replay, OverrideOfAnotherKernelChangesNothing)
+{
+    const Outcome run = replay({directLaunch(), "--launch", "3", "--override", "axpy=" + changedAxpy()});
+    EXPECT_EQ(run.exitCode, kExitOk) << run.describe();
+    EXPECT_NE(row(run.out, 3).find("REPRODUCED"), std::string::npos) << run.out;
+}
+
+// ---- (f) faults and hangs, contained -----------------------------------------------------------
+
+TEST_F(Replay, AFaultingLaunchIsAFaultAndTheOthersStillReproduce)
+{
+    const std::string path = file("fault.kcap");
+    const Outcome recorded = recordWithShim(path, scenarioProgram(), {"fault"});
+    ASSERT_EQ(recorded.exitCode, 3) << recorded.describe();  // the program saw its own fault
+    const Outcome run = replay({path});
+    EXPECT_EQ(run.exitCode, kExitFault) << run.describe();
+    EXPECT_NE(row(run.out, 0).find("REPRODUCED"), std::string::npos) << run.out;
+    EXPECT_NE(row(run.out, 1).find("FAULT"), std::string::npos) << run.out;
+    EXPECT_NE(run.out.find("launch 1 (axpy): FAULT: "), std::string::npos) << run.out;
+    EXPECT_NE(run.out.find("CUDA_ERROR_ILLEGAL_ADDRESS"), std::string::npos) << run.out;
+    // the fault first: the launch after it runs in a new process and reproduces
+    const Outcome after = replay({path, "--launch", "1", "--launch", "0", "--json"});
+    EXPECT_EQ(after.exitCode, kExitFault) << after.describe();
+    EXPECT_NE(jsonLaunch(after.out, 1).find("\"verdict\":\"FAULT\""), std::string::npos) << after.out;
+    EXPECT_NE(jsonLaunch(after.out, 1).find("CUDA_ERROR_ILLEGAL_ADDRESS"), std::string::npos) << after.out;
+    EXPECT_NE(jsonLaunch(after.out, 0).find("\"verdict\":\"REPRODUCED\""), std::string::npos) << after.out;
+    EXPECT_LT(after.out.find("\"launchIndex\":1,"), after.out.find("\"launchIndex\":0,")) << after.out;
+    EXPECT_NE(after.out.find("\"exitCode\":4"), std::string::npos) << after.out;
+}
+
+TEST_F(Replay, AHangingLaunchIsAHangAfterTheTimeout)
+{
+    const std::string path = file("hang.kcap");
+    const Outcome recorded = recordWithShim(path, replayProgram(), {"hang"});
+    ASSERT_EQ(recorded.signal, SIGKILL) << recorded.describe();  // its watchdog ended it
+    ASSERT_NE(recorded.out.find("result before_hang"), std::string::npos) << recorded.describe();
+    const auto started = std::chrono::steady_clock::now();
+    const Outcome run = replay({path, "--timeout", "1", "--launch", "1", "--launch", "0"});
+    const auto took = std::chrono::steady_clock::now() - started;
+    EXPECT_EQ(run.exitCode, kExitFault) << run.describe();
+    EXPECT_FALSE(run.timedOut);
+    EXPECT_NE(row(run.out, 1).find("HANG"), std::string::npos) << run.out;
+    EXPECT_NE(run.out.find("launch 1 (axpy): HANG: did not finish within 1"), std::string::npos) << run.out;
+    EXPECT_NE(row(run.out, 0).find("REPRODUCED"), std::string::npos) << run.out;  // after the killed process
+    EXPECT_GE(took, std::chrono::milliseconds(900));
+    EXPECT_LT(took, std::chrono::seconds(60));
+}
+
+// ---- (g) files that are not intact traces --------------------------------------------------------
+
+TEST_F(Replay, ANonTraceFileIsATraceProblemNamingTheFile)
+{
+    const std::string path = file("not-a-trace.kcap");
+    kcap::test::writeFileBytes(path, std::vector<uint8_t>(4096, 'x'));
+    const Outcome run = replay({path});
+    EXPECT_EQ(run.exitCode, kExitTrace) << run.describe();
+    EXPECT_NE(run.err.find(path), std::string::npos) << run.describe();
+    EXPECT_EQ(run.out.find("REPRODUCED"), std::string::npos) << run.out;
+    const Outcome missing = replay({file("no-such.kcap")});
+    EXPECT_EQ(missing.exitCode, kExitTrace) << missing.describe();
+    EXPECT_NE(missing.err.find(file("no-such.kcap")), std::string::npos) << missing.describe();
+}
+
+TEST_F(Replay, ATruncatedTraceReplaysItsIntactLaunches)
+{
+    const std::vector<uint8_t> whole = kcap::test::readFileBytes(sequence());
+    ASSERT_GT(whole.size(), 1000u);
+    // Cut inside the chunk that holds the last launch's end: what comes
+    // before it is intact.
+    const auto layout = kcap::test::walkChunks(whole);
+    ASSERT_GE(layout.chunks.size(), 2u);
+    const std::string path = file("truncated.kcap");
+    size_t intact = 0;
+    size_t cut = whole.size() * 2 / 3;
+    for (; cut > 0; cut -= whole.size() / 20) {
+        kcap::test::writeFileBytes(path, whole.data(), cut);
+        const Outcome run = replay({path, "--json"});
+        intact = occurrences(run.out, "\"verdict\":\"REPRODUCED\"");
+        if (intact > 0) {
+            EXPECT_NE(run.err.find("kcap: " + path + ": at byte "), std::string::npos) << run.describe();
+            EXPECT_NE(run.err.find("(replaying the intact events)"), std::string::npos) << run.describe();
+            EXPECT_TRUE(run.exitCode == kExitOk || run.exitCode == kExitTrace) << run.describe();
+            EXPECT_EQ(run.out.find("\"verdict\":\"DIFFERS\""), std::string::npos) << run.out;
+            EXPECT_TRUE(balancedJson(run.out)) << run.out;
+            break;
+        }
+        if (cut < whole.size() / 20) {
+            break;
+        }
+    }
+    EXPECT_GT(intact, 0u) << "no cut of the trace left a launch to replay";
+    EXPECT_LT(intact, 5u) << "the cut should have lost the last launches";
+}
+
+// ---- (h) usage errors --------------------------------------------------------------------
+
+TEST_F(Replay, UsageErrorsExitTwoAndSayWhat)
+{
+    const std::string trace = directLaunch();
+    const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+        {{trace, "--launch", "6"}, "launch 6 is not in " + trace + " (it has 6 launches"},
+        {{trace, "--launch", "99"}, "launch 99 is not in"},
+        {{trace, "--dtype", "f33"}, "--dtype f33: unknown type f33"},
+        {{trace, "--dtype", "x=f32"}, "expected TYPE or PARAM=TYPE"},
+        {{trace, "--range", "5..2"}, "--range 5..2: expected A..B with A <= B"},
+        {{trace, "--range", "2"}, "--range 2: expected A..B"},
+        {{trace, "--tolerance", "1e-3"}, "--tolerance needs --dtype"},
+        {{trace, "--dtype", "f32", "--tolerance", "rel=x"}, "--tolerance rel=x: expected"},
+        {{trace, "--override", "axpy"}, "--override axpy: expected KERNEL=IMAGE"},
+        {{trace, "--override", "(=x.cubin"}, "is not a valid regular expression"},
+        {{trace, "--kernel", "no_such_kernel"}, "no launch of a kernel matching no_such_kernel"},
+        {{trace, "--launch", "0", "--all"}, "choose one of --launch, --kernel, --range, --all"},
+        {{trace, "--timeout", "0"}, "--timeout must be positive"},
+    };
+    for (const auto& [args, message] : cases) {
+        const Outcome run = replay(args);
+        std::string joined;
+        for (const auto& a : args) {
+            joined += a + " ";
+        }
+        EXPECT_EQ(run.exitCode, kExitUsage) << joined << "\n" << run.describe();
+        EXPECT_NE(run.err.find(message), std::string::npos) << joined << "\n" << run.describe();
+        EXPECT_EQ(run.out.find("REPRODUCED"), std::string::npos) << joined << "\n" << run.out;
+    }
+    const Outcome noFile = replay({});
+    EXPECT_EQ(noFile.exitCode, kExitUsage) << noFile.describe();
+    const Outcome badFlag = replay({trace, "--no-such-flag"});
+    EXPECT_EQ(badFlag.exitCode, kExitUsage) << badFlag.describe();
+}
+
+// ---- (k) timing --------------------------------------------------------------------------
+
+TEST_F(Replay, RepeatTimesEachLaunch)
+{
+    const Outcome run = replay({directLaunch(), "--launch", "0", "--launch", "3", "--repeat", "3", "--json"});
+    EXPECT_EQ(run.exitCode, kExitOk) << run.describe();
+    EXPECT_TRUE(balancedJson(run.out)) << run.out;
+    for (const uint64_t i : {0u, 3u}) {
+        const std::string launch = jsonLaunch(run.out, i);
+        EXPECT_NE(launch.find("\"verdict\":\"REPRODUCED\""), std::string::npos) << launch;
+        const std::regex timing("\"timeNs\":\\{\"median\":([0-9]+),\"min\":([0-9]+),\"max\":([0-9]+),\"repeats\":3\\}");
+        std::smatch match;
+        ASSERT_TRUE(std::regex_search(launch, match, timing)) << launch;
+        const auto median = std::stoull(match[1]), min = std::stoull(match[2]), max = std::stoull(match[3]);
+        EXPECT_LE(min, median);
+        EXPECT_LE(median, max);
+    }
+    const Outcome text = replay({directLaunch(), "--launch", "0", "--repeat", "3"});
+    EXPECT_NE(row(text.out, 0).find(" median of 3 (min "), std::string::npos) << text.out;
+    const Outcome none = replay({directLaunch(), "--launch", "0", "--json"});
+    EXPECT_EQ(none.out.find("\"timeNs\""), std::string::npos) << none.out;
+}
+
+// ---- (l) a trace without memory ----------------------------------------------------------------
+
+TEST_F(Replay, AMetadataTraceCannotBeReplayedAndSaysWhy)
+{
+    const std::string path = file("metadata.kcap");
+    recordWithKcap(path, interposeProgram("direct_launch"), {}, {{"KCAP_MODE", "metadata"}});
+    const Outcome run = replay({path});
+    EXPECT_EQ(run.exitCode, kExitTrace) << run.describe();
+    EXPECT_EQ(occurrences(run.out, ": ERROR: the trace was recorded with --mode metadata: it holds no memory to replay from"),
+              kDirectKernels.size())
+        << run.out;
+    EXPECT_EQ(run.out.find("REPRODUCED"), std::string::npos) << run.out;
+    EXPECT_NE(run.out.find("6 launches: 6 ERROR"), std::string::npos) << run.out;
+}
+
+// ---- what replay runs: --force-ptx, and no driver --------------------------------------------
+
+TEST_F(Replay, ForcePtxRunsThePtxOfFatbinsAndCannotForceACubin)
+{
+    const Outcome run = replay({directLaunch(), "--force-ptx", "--json"});
+    EXPECT_EQ(run.exitCode, kExitTrace) << run.describe();  // the cubin launch cannot be forced
+    EXPECT_NE(jsonLaunch(run.out, 0).find("\"code\":\"PTX compute_80 (forced JIT)\""), std::string::npos) << run.out;
+    EXPECT_NE(jsonLaunch(run.out, 0).find("\"verdict\":\"REPRODUCED\""), std::string::npos) << run.out;
+    const std::string cubin = jsonLaunch(run.out, 3);
+    EXPECT_NE(cubin.find("\"verdict\":\"ERROR\""), std::string::npos) << cubin;
+    EXPECT_NE(cubin.find("cubin"), std::string::npos) << cubin;
+    EXPECT_EQ(occurrences(run.out, "\"verdict\":\"ERROR\""), 1u) << run.out;
+}
+
+TEST_F(Replay, WithoutADriverReplaySaysSo)
+{
+    const Outcome run = replay({directLaunch()}, {{"KCAP_LIBCUDA", "/nonexistent/libcuda.so.1"}});
+    EXPECT_EQ(run.exitCode, kExitTrace) << run.describe();
+    EXPECT_NE(run.err.find("no CUDA driver: cannot open /nonexistent/libcuda.so.1"), std::string::npos)
+        << run.describe();
+}
+
+}  // namespace
+}  // namespace kcap_test
