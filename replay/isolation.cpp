@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <optional>
 #include <sstream>
@@ -52,6 +53,13 @@ std::string oneLine(std::string text) {
   }
   ::close(fd);
   _exit(0);  // no atexit handlers, no driver teardown of a poisoned context
+}
+
+// "1", "0.5", "2.25": the timeout as the user wrote it, not "1.000000".
+std::string seconds(double value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", value);
+  return text;
 }
 
 std::string describeStatus(int status) {
@@ -195,7 +203,7 @@ void replayIsolated(const TraceModel& model, const ReplayOptions& options, const
     const uint64_t current = indices[next];
     if (hung || (running && runningIndex == current)) {
       report(outcomeFor(model, current, hung ? Verdict::hang : Verdict::fault,
-                        hung ? "did not finish within " + std::to_string(options.timeoutSeconds) + " s (--timeout)"
+                        hung ? "did not finish within " + seconds(options.timeoutSeconds) + " s (--timeout)"
                              : "the replay process died during the launch (" + describeStatus(status) + ")"));
       anyOutcome = true;
       ++next;

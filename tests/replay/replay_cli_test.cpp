@@ -403,7 +403,7 @@ TEST_F(Replay, AHangingLaunchIsAHangAfterTheTimeout)
     EXPECT_EQ(run.exitCode, kExitFault) << run.describe();
     EXPECT_FALSE(run.timedOut);
     EXPECT_NE(row(run.out, 1).find("HANG"), std::string::npos) << run.out;
-    EXPECT_NE(run.out.find("launch 1 (axpy): HANG: did not finish within 1"), std::string::npos) << run.out;
+    EXPECT_NE(run.out.find("launch 1 (axpy): HANG: did not finish within 1 s (--timeout)"), std::string::npos) << run.out;
     EXPECT_NE(row(run.out, 0).find("REPRODUCED"), std::string::npos) << run.out;  // after the killed process
     EXPECT_GE(took, std::chrono::milliseconds(900));
     EXPECT_LT(took, std::chrono::seconds(60));
