@@ -215,6 +215,7 @@ std::optional<Tolerance> parseTolerance(std::string_view text) {
   Tolerance tolerance;
   while (!text.empty()) {
     const size_t comma = text.find(',');
+    if (comma != std::string_view::npos && comma + 1 == text.size()) return std::nullopt;  // "1e-3,"
     std::string_view item = text.substr(0, comma);
     text = comma == std::string_view::npos ? std::string_view{} : text.substr(comma + 1);
     std::optional<double>* slot = &tolerance.absolute;

@@ -44,7 +44,10 @@ std::string oneLine(std::string text) {
     Replayer replayer(model, *reader, options);
     writeAll(fd, "device " + std::to_string(replayer.smVersion()) + " " + std::to_string(driver().version) + " " +
                      oneLine(replayer.deviceName()) + "\n");
-    replayer.onLaunchStart = [fd](uint64_t index) { writeAll(fd, "start " + std::to_string(index) + "\n"); };
+    replayer.onLaunchStart = [fd](const LaunchOutcome& so_far) {
+      writeAll(fd, "start " + std::to_string(so_far.launchIndex) + " " + std::to_string(static_cast<int>(so_far.memory)) +
+                       " " + escapeField(so_far.code) + "\n");
+    };
     replayer.onLaunchEnd = [fd](uint64_t index) { writeAll(fd, "done " + std::to_string(index) + "\n"); };
     replayer.run(batch, [fd](const LaunchOutcome& outcome) { writeAll(fd, encodeOutcome(outcome)); });
   } catch (const ContextLost&) {
@@ -129,6 +132,8 @@ void replayIsolated(const TraceModel& model, const ReplayOptions& options, const
     std::string buffer, block, fatal;
     bool running = false;  // a launch started and is not done
     uint64_t runningIndex = 0;
+    MemoryPath runningMemory = MemoryPath::none;  // what the process said of it at its start
+    std::string runningCode;
     std::chrono::steady_clock::time_point deadline;
     bool hung = false;
     for (;;) {
@@ -156,7 +161,13 @@ void replayIsolated(const TraceModel& model, const ReplayOptions& options, const
         buffer.erase(0, eol + 1);
         if (line.rfind("start ", 0) == 0) {
           running = true;
-          runningIndex = std::stoull(line.substr(6));
+          std::istringstream in(line.substr(6));
+          int memory = 0;
+          std::string code;
+          in >> runningIndex >> memory >> code;
+          runningMemory = memory >= 0 && memory <= static_cast<int>(MemoryPath::mixed) ? static_cast<MemoryPath>(memory)
+                                                                                   : MemoryPath::none;
+          runningCode = unescapeField(code);
           deadline = std::chrono::steady_clock::now() +
                      std::chrono::milliseconds(static_cast<int64_t>(options.timeoutSeconds * 1000));
         } else if (line.rfind("done ", 0) == 0) {
@@ -202,9 +213,12 @@ void replayIsolated(const TraceModel& model, const ReplayOptions& options, const
     if (next >= indices.size()) break;
     const uint64_t current = indices[next];
     if (hung || (running && runningIndex == current)) {
-      report(outcomeFor(model, current, hung ? Verdict::hang : Verdict::fault,
+      LaunchOutcome lost = outcomeFor(model, current, hung ? Verdict::hang : Verdict::fault,
                         hung ? "did not finish within " + seconds(options.timeoutSeconds) + " s (--timeout)"
-                             : "the replay process died during the launch (" + describeStatus(status) + ")"));
+                             : "the replay process died during the launch (" + describeStatus(status) + ")");
+      lost.memory = runningMemory;
+      lost.code = runningCode;
+      report(lost);
       anyOutcome = true;
       ++next;
     } else if (next == firstOfBatch) {

@@ -34,7 +34,7 @@ const char* memoryPathName(MemoryPath path) {
 // an outcome is a `launch` line, its `buffer` lines, and `end`.
 namespace {
 
-std::string escape(const std::string& text) {
+std::string escapeImpl(const std::string& text) {
   std::string out;
   for (const char c : text) {
     if (c == '%' || c == ' ' || c == '=' || c == '\n' || c == '\r' || c == '\t' || c == '\0') {
@@ -48,7 +48,7 @@ std::string escape(const std::string& text) {
   return out;
 }
 
-std::string unescape(const std::string& text) {
+std::string unescapeImpl(const std::string& text) {
   std::string out;
   for (size_t i = 0; i < text.size(); ++i) {
     if (text[i] == '%' && i + 2 < text.size()) {
@@ -72,7 +72,7 @@ std::map<std::string, std::string> fields(std::istringstream& line) {
   std::string token;
   while (line >> token) {
     const size_t eq = token.find('=');
-    if (eq != std::string::npos) out[token.substr(0, eq)] = unescape(token.substr(eq + 1));
+    if (eq != std::string::npos) out[token.substr(0, eq)] = unescapeImpl(token.substr(eq + 1));
   }
   return out;
 }
@@ -89,12 +89,15 @@ double f64(const std::map<std::string, std::string>& f, const char* key) {
 
 }  // namespace
 
+std::string escapeField(const std::string& text) { return escapeImpl(text); }
+std::string unescapeField(const std::string& text) { return unescapeImpl(text); }
+
 std::string encodeOutcome(const LaunchOutcome& o) {
   std::ostringstream out;
-  out << "launch index=" << o.launchIndex << " kernel=" << escape(o.kernel) << " grid=" << o.grid[0] << ','
+  out << "launch index=" << o.launchIndex << " kernel=" << escapeImpl(o.kernel) << " grid=" << o.grid[0] << ','
       << o.grid[1] << ',' << o.grid[2] << " block=" << o.block[0] << ',' << o.block[1] << ',' << o.block[2]
       << " smem=" << o.sharedMemBytes << " verdict=" << static_cast<int>(o.verdict)
-      << " memory=" << static_cast<int>(o.memory) << " code=" << escape(o.code) << " detail=" << escape(o.detail);
+      << " memory=" << static_cast<int>(o.memory) << " code=" << escapeImpl(o.code) << " detail=" << escapeImpl(o.detail);
   out << " restored=" << o.restoredBytes << " restoreNs=" << o.restoreNs;
   if (o.recordedDurationNs) out << " recorded=" << *o.recordedDurationNs;
   if (!o.timesNs.empty()) {
@@ -103,7 +106,7 @@ std::string encodeOutcome(const LaunchOutcome& o) {
   }
   out << '\n';
   for (const BufferReport& b : o.buffers) {
-    out << "buffer address=" << b.address << " size=" << b.size << " label=" << escape(b.label)
+    out << "buffer address=" << b.address << " size=" << b.size << " label=" << escapeImpl(b.label)
         << " diff=" << b.differingBytes << " tol=" << (b.withinTolerance ? 1 : 0);
     if (b.firstOffset) out << " first=" << *b.firstOffset;
     if (b.stats) {

@@ -57,6 +57,9 @@ struct LaunchOutcome {
 };
 
 std::string encodeOutcome(const LaunchOutcome& outcome);
+// One value of the encoding: no spaces, '=', '%' or line breaks.
+std::string escapeField(const std::string& text);
+std::string unescapeField(const std::string& text);
 // Parses what encodeOutcome wrote; nullopt if malformed.
 std::optional<LaunchOutcome> decodeOutcome(const std::string& text);
 

@@ -398,7 +398,7 @@ LaunchOutcome Replayer::replayLaunch(const LaunchRecord& l, const std::function<
     o.restoredBytes = restoredBytes_;
     o.memory = memory_->path();
     std::vector<uint8_t> params = buildParams(l, kernel);
-    if (onLaunchStart) onLaunchStart(l.launchIndex);
+    if (onLaunchStart) onLaunchStart(o);
     launched = true;
     launchOnce(l, kernel, params);
     if (onLaunchEnd) onLaunchEnd(l.launchIndex);

@@ -36,8 +36,9 @@ class Replayer {
   Replayer(const TraceModel& model, format::TraceReader& reader, const ReplayOptions& options);
   ~Replayer();
 
-  // Called right before each launch is submitted (the watchdog starts then).
-  std::function<void(uint64_t launchIndex)> onLaunchStart;
+  // Called right before each launch is submitted (the watchdog starts then);
+  // `so_far` holds what is known before the launch (memory path, code).
+  std::function<void(const LaunchOutcome& so_far)> onLaunchStart;
   // Called when it completed (before the comparison, which can take a while).
   std::function<void(uint64_t launchIndex)> onLaunchEnd;
 
