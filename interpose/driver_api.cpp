@@ -1,5 +1,6 @@
 #include "driver_api.h"
 
+#include "cuda_result_names.h"
 #include "real_driver.h"
 
 #include <cstdio>
@@ -68,6 +69,12 @@ int currentDevice() noexcept
 
 const char* resultName(CUresult result, char (&buffer)[32]) noexcept
 {
+    // The table first: at exit the driver is gone and cannot name anything,
+    // and where it can, its names are the same enumerators. The driver then
+    // names the codes of drivers newer than the table.
+    if (const char* known = cudaResultName(result)) {
+        return known;
+    }
     const char* name = nullptr;
     const auto get = driverApi().getErrorName;
     if (get != nullptr && get(result, &name) == CUDA_SUCCESS && name != nullptr) {

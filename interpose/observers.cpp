@@ -7,6 +7,7 @@
 #include "function_registry.h"
 #include "recorder.h"
 #include "shim_log.h"
+#include "stats.h"
 
 #include <atomic>
 #include <memory>
@@ -56,10 +57,16 @@ thread_local std::vector<std::unique_ptr<PendingLaunch>> t_launches;
 
 void launchBefore(const LaunchCall& call)
 {
-    const std::string_view name = registry().launched(call.function);
     std::unique_ptr<PendingLaunch> pending;
-    if (Recorder* recorder = Recorder::active()) {
-        pending = recorder->launchStarting(call, name);
+    // The kernel's name (a registry lookup under a shared lock, and the
+    // per-kernel count) is needed only to record or to count: a pass-through
+    // shim skips it, it is on every launch's path.
+    Recorder* recorder = Recorder::active();
+    if (recorder != nullptr || counting()) {
+        const std::string_view name = registry().launched(call.function);
+        if (recorder != nullptr) {
+            pending = recorder->launchStarting(call, name);
+        }
     }
     t_launches.push_back(std::move(pending));
     // Last before the real call (nothing after it may fail): the CUPTI
@@ -286,7 +293,9 @@ void Observer<HookId::cuLaunchKernelEx_hook>::before(HookId id, const CUlaunchCo
                                                      void** params, void** extra)
 {
     if (config == nullptr) {
-        registry().launched(f);
+        if (counting()) {
+            registry().launched(f);  // counted as a launch of f, as the stats have always done
+        }
         t_launches.push_back(nullptr);  // the driver refuses it; nothing to record
         return;
     }

@@ -31,5 +31,14 @@ fi
 if [ "${1:-}" != "--no-bench" ]; then
   build-gpu/bench/kcap_bench_container --dir /tmp --threads 1,0,8 >"$out/bench-container.txt" 2>&1 || status=1
   tail -25 "$out/bench-container.txt"
+  # Launch overhead of the shim (pass-through, stats, metadata) and full-capture
+  # throughput against pinned D2H (docs/benchmarks.md); each bounded in time.
+  timeout 360 python3 bench/launch_overhead.py --bench build-gpu/bench/kcap_bench_launch_overhead \
+    --shim build-gpu/interpose/libkcap_interpose.so --kcap build-gpu/tools/kcap \
+    >"$out/bench-launch-overhead.txt" 2>&1 || status=1
+  tail -12 "$out/bench-launch-overhead.txt"
+  timeout 360 python3 bench/capture_throughput.py --bench build-gpu/bench/kcap_bench_capture \
+    --kcap build-gpu/tools/kcap --dir /tmp >"$out/bench-capture.txt" 2>&1 || status=1
+  tail -22 "$out/bench-capture.txt"
 fi
 exit $status

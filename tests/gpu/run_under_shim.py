@@ -32,7 +32,10 @@ With --kcap, the program is also recorded (`kcap record`, --record-mode) and
   6. the recorded run's stdout is identical to the plain run's;
   7. every trace it wrote passes `kcap check`;
   8. the traces hold the launches of every "made kernel", "made launches" and
-     "made at-least" line (counted from `kcap info --json`).
+     "made at-least" line (counted from `kcap info --json`);
+  9. every --expect-trace KEY>=N (or KEY==N) holds: KEY is a dotted path into
+     `kcap info --json` (events.byType.graphLaunch, launches.capturedIntoGraph),
+     summed over the traces.
  10. with --timing required (recorded with `kcap record --timing`): every
      launch that ran (not captured into a graph, launchEnd result 0) has
      exactly one kernelTiming with endNs > startNs, no kernelTiming names
@@ -69,8 +72,18 @@ def parse_args():
     parser.add_argument("--record-mode", default="full", help="kcap record --mode (default full)")
     parser.add_argument("--timing", choices=["required", "or-note"],
                         help="with --kcap: record with --timing and check the durations (see 10.)")
+    parser.add_argument("--expect-trace", action="append", default=[], metavar="KEY>=N",
+                        help="with --kcap: `kcap info --json` KEY (dotted), summed over the traces, is >= N "
+                             "(KEY==N: exactly N)")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
     args = parser.parse_args()
+    expectations = []
+    for text in args.expect_trace:
+        m = re.fullmatch(r"([\w.]+)(>=|==)(\d+)", text)
+        if not m:
+            parser.error(f"--expect-trace {text}: not KEY>=N or KEY==N")
+        expectations.append((m.group(1), m.group(2), int(m.group(3))))
+    args.expect_trace = expectations
     if args.command[:1] == ["--"]:
         args.command = args.command[1:]
     if not args.command:
@@ -166,7 +179,14 @@ def check(plain, shimmed, stats, hooks):
     return failures
 
 
-def check_traces(kcap, plain, recorded, traces, log_dir):
+def info_value(info, key):
+    """The number at dotted `key` in a `kcap info --json` object (0 when absent)."""
+    for part in key.split("."):
+        info = info.get(part, {}) if isinstance(info, dict) else {}
+    return info if isinstance(info, (int, float)) and not isinstance(info, bool) else 0
+
+
+def check_traces(kcap, plain, recorded, traces, log_dir, expectations=()):
     """Failures of the recorded run: output, trace integrity, launches in the traces."""
     if not recorded.ok():
         return [f"the recorded run failed\n{recorded.describe()}"]
@@ -176,6 +196,7 @@ def check_traces(kcap, plain, recorded, traces, log_dir):
     if not traces:
         return failures + ["kcap record wrote no trace"]
     kernels = Counter()
+    totals = Counter()
     for trace in traces:
         checked = subprocess.run([kcap, "check", str(trace)], capture_output=True, text=True, errors="replace")
         (log_dir / f"{trace.name}.check").write_text(checked.stdout + checked.stderr)
@@ -185,9 +206,12 @@ def check_traces(kcap, plain, recorded, traces, log_dir):
                               errors="replace")
         (log_dir / f"{trace.name}.info.json").write_text(info.stdout)
         try:
-            for kernel in json.loads(info.stdout).get("kernels", []):
+            summary = json.loads(info.stdout)
+            for kernel in summary.get("kernels", []):
                 kernels[kernel["name"]] += int(kernel["launches"])
-        except (ValueError, KeyError, TypeError) as e:
+            for key, _, _ in expectations:
+                totals[key] += info_value(summary, key)
+        except (ValueError, KeyError, TypeError, AttributeError) as e:
             failures.append(f"kcap info --json {trace.name}: unreadable ({e})")
     out = recorded.out
     for name, n in sorted(counts(out, "made kernel").items()):
@@ -201,6 +225,9 @@ def check_traces(kcap, plain, recorded, traces, log_dir):
         if matched < int(m.group(2)):
             failures.append(f"kernels matching /{m.group(1)}/: at least {m.group(2)} launches expected, "
                             f"the traces hold {matched}")
+    for key, relation, n in expectations:
+        if not (totals[key] >= n if relation == ">=" else totals[key] == n):
+            failures.append(f"the traces' {key} is {totals[key]}, expected {relation} {n}")
     print(f"recorded: {len(traces)} trace(s), {sum(kernels.values())} launches of {len(kernels)} kernels, "
           f"{sum(t.stat().st_size for t in traces)} bytes")
     return failures
@@ -314,11 +341,11 @@ def main():
                        args.timeout)
         print(f"recorded run: {recorded.seconds:.1f} s (mode {args.record_mode}{', --timing' if timing else ''})")
         traces = sorted(log_dir.glob("trace*.kcap"))
-        failures += check_traces(args.kcap, plain, recorded, traces, log_dir)
+        failures += check_traces(args.kcap, plain, recorded, traces, log_dir, args.expect_trace)
         if args.timing and recorded.ok() and traces:
             failures += check_timing(args.kcap, recorded, traces, args.timing)
-    elif args.timing:
-        failures.append("--timing needs --kcap")
+    elif args.expect_trace or args.timing:
+        failures.append("--expect-trace and --timing need --kcap")
     for failure in failures:
         print("FAILED:", failure)
     print("PASSED" if not failures else f"{len(failures)} check(s) failed; logs in {log_dir}")

@@ -1,0 +1,151 @@
+// Launch overhead: how long a thread spends per launch of an empty kernel,
+// for bench/launch_overhead.py to compare without the shim, with it passing
+// calls through, and with it recording metadata (docs/benchmarks.md).
+//
+//   kcap_bench_launch_overhead [--launches N] [--reps R] [--warmup W] [--threads T]
+//
+// Each of T threads (default 1) launches kcap_empty (kernels/empty.cu,
+// <<<1, 1>>>, no parameters) N times (default 100000) into its own stream
+// with cuLaunchKernel, then synchronizes that stream; a repetition is timed
+// on the host (steady_clock) from the start of the launch loop to the end of
+// the synchronize, all threads starting together. R repetitions (default 7)
+// after W untimed warm-up launches a thread (default 1000; they also start
+// the shim's recording, which happens at the first launch).
+//
+// Prints, one fact a line:
+//   rep I ns_per_launch X loop_ns_per_launch Y   X: loop + synchronize, Y: loop only
+//                                                (slowest thread, per launch of one thread)
+//   median_ns_per_launch X
+//   min_ns_per_launch X
+//   median_loop_ns_per_launch Y
+//
+// An empty kernel runs for about a microsecond: when the host submits
+// faster than the GPU retires, the launch queue fills and cuLaunchKernel
+// waits, so the figures are max(host cost, GPU cost) per launch. The shim's
+// cost shows in full only while the host side is the slower one (see
+// docs/benchmarks.md for how to read a small difference).
+#include "gpu_bench.h"
+
+#include <barrier>
+#include <cstring>
+#include <thread>
+
+namespace {
+
+struct Options {
+    unsigned long long launches = 100000;
+    unsigned long long reps = 7;
+    unsigned long long warmup = 1000;
+    unsigned long long threads = 1;
+};
+
+Options parse(int argc, char** argv)
+{
+    Options options;
+    for (int i = 1; i < argc; ++i) {
+        const char* flag = argv[i];
+        if (std::strcmp(flag, "--help") == 0) {
+            std::printf("usage: %s [--launches N] [--reps R] [--warmup W] [--threads T]\n", argv[0]);
+            std::exit(0);
+        }
+        if (i + 1 >= argc) {
+            std::fprintf(stderr, "%s: needs a value\n", flag);
+            std::exit(2);
+        }
+        const unsigned long long value = bench::number(flag, argv[++i]);
+        if (std::strcmp(flag, "--launches") == 0) {
+            options.launches = value;
+        } else if (std::strcmp(flag, "--reps") == 0) {
+            options.reps = value;
+        } else if (std::strcmp(flag, "--warmup") == 0) {
+            options.warmup = value;
+        } else if (std::strcmp(flag, "--threads") == 0) {
+            options.threads = value;
+        } else {
+            std::fprintf(stderr, "unknown flag %s (--help)\n", flag);
+            std::exit(2);
+        }
+    }
+    if (options.launches == 0 || options.reps == 0 || options.threads == 0 || options.threads > 1024) {
+        std::fprintf(stderr, "--launches, --reps need at least 1, --threads 1..1024\n");
+        std::exit(2);
+    }
+    return options;
+}
+
+void launchMany(CUfunction empty, CUstream stream, unsigned long long count)
+{
+    for (unsigned long long i = 0; i < count; ++i) {
+        const CUresult r = cuLaunchKernel(empty, 1, 1, 1, 1, 1, 1, 0, stream, nullptr, nullptr);
+        if (r != CUDA_SUCCESS) [[unlikely]] {
+            bench::die("cuLaunchKernel", r);
+        }
+    }
+}
+
+struct Times {
+    std::vector<double> loopNs;   // per repetition: the launch loop
+    std::vector<double> totalNs;  // the loop and the synchronize
+};
+
+}  // namespace
+
+int main(int argc, char** argv)
+{
+    const Options options = parse(argc, argv);
+    const CUcontext context = bench::primaryContext();
+    const CUfunction empty = bench::loadKernel("empty.fatbin", "kcap_empty");
+    std::printf("device %s\n", bench::deviceName().c_str());
+    std::printf("config launches %llu reps %llu warmup %llu threads %llu\n", options.launches, options.reps,
+                options.warmup, options.threads);
+
+    // Two phases a repetition: everyone starts, everyone has finished.
+    std::barrier sync(static_cast<std::ptrdiff_t>(options.threads));
+    std::vector<Times> times(options.threads);
+    std::vector<std::thread> threads;
+    for (unsigned long long t = 0; t < options.threads; ++t) {
+        threads.emplace_back([&, t] {
+            BENCH_CHECK(cuCtxSetCurrent(context));
+            CUstream stream = nullptr;
+            BENCH_CHECK(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+            launchMany(empty, stream, options.warmup);
+            BENCH_CHECK(cuStreamSynchronize(stream));
+            for (unsigned long long rep = 0; rep < options.reps; ++rep) {
+                sync.arrive_and_wait();
+                const double start = bench::nowNs();
+                launchMany(empty, stream, options.launches);
+                const double looped = bench::nowNs();
+                BENCH_CHECK(cuStreamSynchronize(stream));
+                const double end = bench::nowNs();
+                times[t].loopNs.push_back(looped - start);
+                times[t].totalNs.push_back(end - start);
+                sync.arrive_and_wait();
+            }
+            BENCH_CHECK(cuStreamDestroy(stream));
+        });
+    }
+    for (auto& thread : threads) {
+        thread.join();
+    }
+
+    // A repetition takes as long as its slowest thread.
+    std::vector<double> perLaunch;
+    std::vector<double> loopPerLaunch;
+    const double n = static_cast<double>(options.launches);
+    for (unsigned long long rep = 0; rep < options.reps; ++rep) {
+        double total = 0;
+        double loop = 0;
+        for (const Times& thread : times) {
+            total = std::max(total, thread.totalNs[rep]);
+            loop = std::max(loop, thread.loopNs[rep]);
+        }
+        perLaunch.push_back(total / n);
+        loopPerLaunch.push_back(loop / n);
+        std::printf("rep %llu ns_per_launch %.1f loop_ns_per_launch %.1f\n", rep, total / n, loop / n);
+    }
+    std::printf("median_ns_per_launch %.1f\n", bench::median(perLaunch));
+    std::printf("min_ns_per_launch %.1f\n", bench::minimum(perLaunch));
+    std::printf("median_loop_ns_per_launch %.1f\n", bench::median(loopPerLaunch));
+    std::printf("made kernel kcap_empty %llu\n", (options.warmup + options.reps * options.launches) * options.threads);
+    return 0;
+}

@@ -1,0 +1,148 @@
+#!/usr/bin/env python3
+"""Launch overhead of the shim: runs kcap_bench_launch_overhead (100k empty
+kernel launches on one stream, timed on the host) without the shim, with the
+shim passing calls through (LD_PRELOAD, no KCAP_OUTPUT), with it counting
+(KCAP_STATS_FILE) and with it recording metadata (KCAP_OUTPUT, KCAP_MODE=metadata),
+and prints the nanoseconds each adds per launch against the 300 ns target.
+
+    launch_overhead.py --bench build-gpu/bench/kcap_bench_launch_overhead \\
+        --shim build-gpu/interpose/libkcap_interpose.so [--kcap build-gpu/tools/kcap] \\
+        [--threads 1,16] [--rounds 3] [--launches 100000] [--threaded-launches 20000] [--reps 7] [--dir /tmp]
+
+Configurations run round-robin, --rounds processes each, so that drift of
+the machine hits all of them; a configuration's figure is the median over its
+processes of each process's median repetition. With --kcap, every metadata
+trace must hold every launch the program made (else the row says so and the
+script exits 1). Exit status 1 also when a run fails; a missed target is a
+result, not a failure.
+"""
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+TARGET_NS = 300.0
+CONFIGS = ["plain", "pass-through", "stats", "metadata"]
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--bench", required=True, help="kcap_bench_launch_overhead")
+    p.add_argument("--shim", required=True, help="libkcap_interpose.so")
+    p.add_argument("--kcap", help="the kcap binary: check that the metadata traces hold every launch")
+    p.add_argument("--threads", default="1,16", help="comma-separated thread counts (default 1,16)")
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--launches", type=int, default=100000, help="launches a repetition, one thread")
+    p.add_argument("--threaded-launches", type=int, default=20000,
+                   help="launches a repetition of each thread when there are several (16 x 100k would take minutes)")
+    p.add_argument("--reps", type=int, default=7)
+    p.add_argument("--dir", default="/tmp", help="where the metadata traces and stats files go (deleted)")
+    return p.parse_args()
+
+
+def environment(config, shim, scratch):
+    env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD" and not k.startswith("KCAP_")}
+    if config != "plain":
+        env["LD_PRELOAD"] = shim
+    if config == "stats":
+        env["KCAP_STATS_FILE"] = str(scratch / "stats")
+    if config == "metadata":
+        env["KCAP_OUTPUT"] = str(scratch / "trace.kcap")
+        env["KCAP_MODE"] = "metadata"
+    return env
+
+
+def launches_in(kcap, trace):
+    info = subprocess.run([kcap, "info", "--json", str(trace)], capture_output=True, text=True)
+    if info.returncode != 0:
+        return None
+    return sum(int(k["launches"]) for k in json.loads(info.stdout).get("kernels", []) if k["name"] == "kcap_empty")
+
+
+def run_once(args, config, threads, scratch):
+    """(median ns per launch, median loop-only ns per launch, problem or None)."""
+    for old in scratch.glob("*"):
+        old.unlink()
+    launches = args.launches if threads == 1 else args.threaded_launches
+    command = [args.bench, "--launches", str(launches), "--reps", str(args.reps), "--threads", str(threads)]
+    try:
+        done = subprocess.run(command, env=environment(config, args.shim, scratch), capture_output=True, text=True,
+                              timeout=600)
+    except subprocess.TimeoutExpired:
+        return None, None, "timed out after 600 s"
+    if done.returncode != 0:
+        return None, None, f"exit status {done.returncode}: {done.stderr.strip()[-500:]}"
+    shim_lines = [line for line in done.stderr.splitlines() if line.startswith("kcap:")]
+    if shim_lines:
+        return None, None, "the shim said: " + " / ".join(shim_lines)
+    value = lambda key: float(re.search(rf"^{key} ([\d.]+)$", done.stdout, re.M).group(1))
+    problem = None
+    if config == "metadata" and args.kcap:
+        made = int(re.search(r"^made kernel kcap_empty (\d+)$", done.stdout, re.M).group(1))
+        traces = sorted(scratch.glob("trace*.kcap"))
+        held = launches_in(args.kcap, traces[0]) if len(traces) == 1 else None
+        if held != made:
+            problem = f"the trace holds {held} launches of {made} made ({len(traces)} trace files)"
+    return value("median_ns_per_launch"), value("median_loop_ns_per_launch"), problem
+
+
+def main():
+    args = parse_args()
+    scratch = Path(args.dir) / f"kcap-bench-launch-{os.getpid()}"
+    scratch.mkdir(parents=True, exist_ok=True)
+    failed = False
+    print(f"bench: {args.bench}\nshim: {args.shim}\n{args.launches} launches (one thread; "
+          f"{args.threaded_launches} a thread with several) x {args.reps} reps a process, "
+          f"{args.rounds} processes a configuration, round-robin; figures: median over processes of each "
+          "process's median repetition, ns per launch of one thread (loop + synchronize; loop only)")
+    rows = []
+    try:
+        for threads in [int(t) for t in args.threads.split(",")]:
+            results = {config: [] for config in CONFIGS}
+            problems = {config: [] for config in CONFIGS}
+            for _ in range(args.rounds):
+                for config in CONFIGS:
+                    total, loop, problem = run_once(args, config, threads, scratch)
+                    if total is not None:
+                        results[config].append((total, loop))
+                        print(f"  threads {threads} {config}: {total:.1f} ns/launch (loop {loop:.1f})", flush=True)
+                    if problem:
+                        problems[config].append(problem)
+                        print(f"  threads {threads} {config}: PROBLEM {problem}", flush=True)
+                        failed = True
+            if not results["plain"]:
+                failed = True
+                continue
+            base = statistics.median(t for t, _ in results["plain"])
+            for config in CONFIGS:
+                if not results[config]:
+                    rows.append((threads, config, None, None, None, "; ".join(problems[config])))
+                    continue
+                total = statistics.median(t for t, _ in results[config])
+                loop = statistics.median(l for _, l in results[config])
+                rows.append((threads, config, total, loop, total - base, "; ".join(problems[config])))
+    finally:
+        for old in scratch.glob("*"):
+            old.unlink()
+        scratch.rmdir()
+
+    print("\n| threads | configuration | ns/launch | loop only | added vs plain | target: added <= 300 ns |")
+    print("|---:|---|---:|---:|---:|---|")
+    for threads, config, total, loop, added, problem in rows:
+        if total is None:
+            print(f"| {threads} | {config} | failed | | | {problem} |")
+            continue
+        verdict = "" if config == "plain" else ("met" if added <= TARGET_NS else "MISSED")
+        if problem:
+            verdict += f" ({problem})"
+        added_text = "" if config == "plain" else f"{added:+.1f}"
+        print(f"| {threads} | {config} | {total:.1f} | {loop:.1f} | {added_text} | {verdict} |")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
