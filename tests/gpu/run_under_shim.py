@@ -44,6 +44,10 @@ With --kcap, the program is also recorded (`kcap record`, --record-mode) and
      as the PyTorch profiler) exactly one "kcap: --timing" line on stderr,
      the same note in a trace, and whatever durations came are valid:
      never silence without durations.
+ 11. with --replay: `kcap replay TRACE --json` and `kcap replay TRACE
+     --no-fixed-va --json` both exit 0 with every launch REPRODUCED
+     (bit-exact against the recorded post-state); the first got recorded
+     addresses back for some launch, the second relocated every one.
 
 The runs' output, the stats file and the traces are kept in --log-dir.
 """
@@ -70,11 +74,14 @@ def parse_args():
     parser.add_argument("--timeout", type=float, default=120, help="seconds for each run")
     parser.add_argument("--kcap", help="the kcap binary: also record the program and check the trace")
     parser.add_argument("--record-mode", default="full", help="kcap record --mode (default full)")
-    parser.add_argument("--timing", choices=["required", "or-note"],
-                        help="with --kcap: record with --timing and check the durations (see 10.)")
     parser.add_argument("--expect-trace", action="append", default=[], metavar="KEY>=N",
                         help="with --kcap: `kcap info --json` KEY (dotted), summed over the traces, is >= N "
                              "(KEY==N: exactly N)")
+    parser.add_argument("--timing", choices=["required", "or-note"],
+                        help="with --kcap: record with --timing and check the durations (see 10.)")
+    parser.add_argument("--replay", action="store_true",
+                        help="also replay every recorded launch with `kcap replay`, with fixed addresses and "
+                             "with --no-fixed-va: each must reproduce bit-exactly")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
     args = parser.parse_args()
     expectations = []
@@ -290,6 +297,42 @@ def check_timing(kcap, recorded, traces, mode):
     return failures
 
 
+def check_replay(kcap, traces, log_dir, timeout):
+    """Failures of replaying every launch of the traces, twice (11. above)."""
+    failures = []
+    for trace in traces:
+        for label, extra in (("fixed", []), ("relocated", ["--no-fixed-va"])):
+            command = [kcap, "replay", str(trace), "--json"] + extra
+            try:
+                done = subprocess.run(command, capture_output=True, text=True, errors="replace", timeout=timeout)
+            except subprocess.TimeoutExpired:
+                failures.append(f"{' '.join(command)}: timed out after {timeout} s")
+                continue
+            (log_dir / f"{trace.name}.replay-{label}.json").write_text(done.stdout)
+            (log_dir / f"{trace.name}.replay-{label}.stderr").write_text(done.stderr)
+            try:
+                report = json.loads(done.stdout)
+                launches = report["launches"]
+            except (ValueError, KeyError, TypeError) as e:
+                failures.append(f"{' '.join(command)}: exit {done.returncode}, no JSON report ({e}):\n{done.stderr}")
+                continue
+            bad = [f"#{l['launchIndex']} {l['kernel']}: {l['verdict']} {l.get('detail', '')}"
+                   for l in launches if l["verdict"] != "REPRODUCED"]
+            paths = Counter(l["memory"] for l in launches)
+            print(f"replay {trace.name} ({label}): {report.get('summary')}; memory {dict(paths)}")
+            if done.returncode != 0 or bad:
+                failures.append(f"{' '.join(command)}: exit {done.returncode}; not reproduced:\n  "
+                                + "\n  ".join(bad[:20]))
+            if not launches:
+                failures.append(f"{' '.join(command)}: replayed no launch")
+            if label == "relocated" and paths["fixed-va"]:
+                failures.append(f"{' '.join(command)}: {paths['fixed-va']} launches kept fixed addresses")
+            with_memory = sum(n for path, n in paths.items() if path != "none")
+            if label == "fixed" and with_memory and not (paths["fixed-va"] or paths["fixed-va+relocated"]):
+                failures.append(f"{' '.join(command)}: no launch got its recorded addresses back")
+    return failures
+
+
 def summary(stats):
     """What the shim saw, for the log: launch entry points and kernels."""
     lines = []
@@ -344,6 +387,8 @@ def main():
         failures += check_traces(args.kcap, plain, recorded, traces, log_dir, args.expect_trace)
         if args.timing and recorded.ok() and traces:
             failures += check_timing(args.kcap, recorded, traces, args.timing)
+        if args.replay and recorded.ok() and traces:
+            failures += check_replay(args.kcap, traces, log_dir, args.timeout)
     elif args.expect_trace or args.timing:
         failures.append("--expect-trace and --timing need --kcap")
     for failure in failures:
