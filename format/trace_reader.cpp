@@ -429,6 +429,32 @@ std::vector<uint8_t> TraceReader::readBlob(const Hash128& hash) {
   return bytes;
 }
 
+std::vector<uint8_t> TraceReader::readStoredChunk(const ChunkInfo& chunk) {
+  const auto fail = [&](const std::string& why) { throw FormatError(describeAt(path_, chunk.offset, why)); };
+  if (chunk.storedSize > fileSize_ || chunk.offset > fileSize_ - kChunkHeaderSize - chunk.storedSize) {
+    fail("chunk extends past the end of the file");
+  }
+  if (chunk.rawSize > rawLimit(chunk.kind)) fail("chunk is larger than the format allows");
+  std::vector<uint8_t> bytes(kChunkHeaderSize + chunk.storedSize);
+  readAt(chunk.offset, bytes.data(), bytes.size());
+  ChunkHeader header;
+  if (!decodeChunkHeader(bytes.data(), header) || header.kind != chunk.kind ||
+      header.storedSize != chunk.storedSize || header.rawSize != chunk.rawSize) {
+    fail("chunk header is damaged or not what the index says");
+  }
+  if (chunkChecksum(bytes.data(), bytes.data() + kChunkHeaderSize, chunk.storedSize) != header.checksum) {
+    fail(std::string(chunkKindName(chunk.kind)) + " chunk is damaged (checksum mismatch)");
+  }
+  if (chunk.kind == ChunkKind::kBlob) {
+    if (chunk.storedSize < kBlobHashSize) fail("blob chunk too short");
+    Hash128 hash;
+    std::memcpy(&hash.high, bytes.data() + kChunkHeaderSize, 8);
+    std::memcpy(&hash.low, bytes.data() + kChunkHeaderSize + 8, 8);
+    if (!(hash == chunk.hash)) fail("blob chunk names hash " + hash.hex() + ", not " + chunk.hash.hex());
+  }
+  return bytes;
+}
+
 // Checks that every piece of `content` is in the file with the right size,
 // before anything is allocated or read. Returns the chunk of each piece.
 std::vector<const ChunkInfo*> TraceReader::locatePieces(schema::Content::Reader content) const {

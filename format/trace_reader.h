@@ -89,6 +89,11 @@ class TraceReader {
   void readContentInto(schema::Content::Reader content, uint8_t* dst, size_t capacity);
   // The verified, decompressed bytes of one piece.
   std::vector<uint8_t> readBlob(const Hash128& hash);
+  // One chunk exactly as stored (header and payload), for copying it into
+  // another trace without decompressing it. Checks the header against
+  // `chunk`, the checksum, and for a blob the hash it names; not the content
+  // hash (verifyChunk does). Throws FormatError naming the offset.
+  std::vector<uint8_t> readStoredChunk(const ChunkInfo& chunk);
 
   // Verifies one chunk completely (header, checksum, decompression, and the
   // content hash or every event message). Returns an empty string when intact,

@@ -120,6 +120,25 @@ class TraceWriterImpl final : public TraceWriter {
     }
   }
 
+  void storeEncodedPiece(const Hash128& hash, uint64_t rawSize, std::vector<uint8_t> chunk) override {
+    if (chunk.size() < kChunkHeaderSize + kBlobHashSize) {
+      throw FormatError(path_ + ": an encoded piece of " + std::to_string(chunk.size()) + " bytes is no blob chunk");
+    }
+    std::unique_lock lock(mutex_);
+    throwIfFailed();
+    throwIfClosed();
+    stats_.contentBytes += rawSize;
+    if (!storedPieces_.insert(hash).second) return;
+    stats_.uniqueBytes += rawSize;
+    auto job = std::make_unique<Job>();
+    job->kind = ChunkKind::kBlob;
+    job->hash = hash;
+    job->encoded = std::move(chunk);
+    job->rawSize = rawSize;
+    job->done = true;  // nothing to compress: straight to the writer thread
+    submit(lock, std::move(job));
+  }
+
   uint64_t append(capnp::MessageBuilder& message) override {
     std::unique_lock lock(mutex_);
     throwIfFailed();
@@ -186,17 +205,22 @@ class TraceWriterImpl final : public TraceWriter {
  private:
   // Caller holds the lock. Blocks while too many bytes wait to be written.
   void submit(std::unique_lock<std::mutex>& lock, std::unique_ptr<Job> job) {
-    size_t cost = job->raw.size();
+    size_t cost = job->done ? job->encoded.size() : job->raw.size();
     spaceCv_.wait(lock, [&] {
       return pendingBytes_ == 0 || pendingBytes_ + cost <= options_.maxPendingBytes || failed_;
     });
     throwIfFailed();
     pendingBytes_ += cost;
     jobCost_.push_back(cost);
-    unclaimed_.push_back(job.get());
+    const bool encoded = job->done;
+    if (!encoded) unclaimed_.push_back(job.get());
     queue_.push_back(std::move(job));
     submittedJobs_++;
-    workCv_.notify_one();
+    if (encoded) {
+      doneCv_.notify_all();
+    } else {
+      workCv_.notify_one();
+    }
   }
 
   void cutBatch(std::unique_lock<std::mutex>& lock) {

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <capnp/message.h>
 
@@ -56,6 +57,13 @@ class TraceWriter {
   // Stores `size` bytes as content-addressed pieces and describes them in `out`.
   // Pieces already in the file are not stored again. Thread-safe.
   virtual void storeContent(const void* data, size_t size, schema::Content::Builder out) = 0;
+
+  // Stores one piece already encoded by another trace's writer: `chunk` is a
+  // whole blob chunk (header and payload) as TraceReader::readStoredChunk
+  // returns it, naming `hash` and holding `rawSize` bytes. Written as is (no
+  // decompression, no recompression), unless the piece is already stored.
+  // The caller vouches for the chunk; kcap check verifies it. Thread-safe.
+  virtual void storeEncodedPiece(const Hash128& hash, uint64_t rawSize, std::vector<uint8_t> chunk) = 0;
 
   // Appends one event (root schema::Event). Assigns and returns its `seq`,
   // overwriting whatever the message held. Thread-safe.

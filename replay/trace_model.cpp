@@ -89,11 +89,12 @@ const LaunchRecord* TraceModel::launch(uint64_t launchIndex) const {
   return it == byIndex_.end() ? nullptr : &launches_[it->second];
 }
 
-const StoredEvent* TraceModel::latestBefore(const std::vector<std::shared_ptr<StoredEvent>>& events, uint64_t seq) {
-  const StoredEvent* found = nullptr;
+std::shared_ptr<StoredEvent> TraceModel::latestBefore(const std::vector<std::shared_ptr<StoredEvent>>& events,
+                                                      uint64_t seq) {
+  std::shared_ptr<StoredEvent> found;
   for (const auto& event : events) {
     if (event->seq() >= seq) break;
-    found = event.get();
+    found = event;
   }
   return found;
 }
@@ -103,39 +104,45 @@ CodeRef TraceModel::codeFor(const LaunchRecord& record) const {
   const uint64_t seq = record.seq();
   const std::string where = "launch " + std::to_string(record.launchIndex);
 
-  const auto bindOf = [&](uint64_t handle) -> const StoredEvent* {
+  const auto bindOf = [&](uint64_t handle) -> std::shared_ptr<StoredEvent> {
     const auto it = binds_.find(handle);
     return it == binds_.end() ? nullptr : latestBefore(it->second, seq);
   };
-  const auto loadOf = [&](uint64_t handle) -> const StoredEvent* {
+  const auto loadOf = [&](uint64_t handle) -> std::shared_ptr<StoredEvent> {
     const auto it = loads_.find(handle);
     return it == loads_.end() ? nullptr : latestBefore(it->second, seq);
   };
 
   CodeRef code;
-  const StoredEvent* bind = bindOf(launch.getFunction());
+  const std::shared_ptr<StoredEvent> bind = bindOf(launch.getFunction());
   if (bind == nullptr) {
     throw ReplayError(where + ": no functionBind for handle " + std::to_string(launch.getFunction()) +
                       " (its module was loaded where kcap did not see it)");
   }
+  code.binds.push_back(bind);
   auto function = bind->get().getFunctionBind();
   code.kernelName = function.getName();
   std::vector<uint64_t> attributeHandles{launch.getFunction()};
   if (function.getSourceHandle() != 0) attributeHandles.push_back(function.getSourceHandle());
 
   uint64_t owner = function.getModuleHandle();
-  if (owner == 0 && function.getSourceHandle() != 0) {
-    // cuKernelGetFunction: the CUkernel's library.
-    if (const StoredEvent* kernel = bindOf(function.getSourceHandle())) {
-      owner = kernel->get().getFunctionBind().getModuleHandle();
-      if (code.kernelName.empty()) code.kernelName = kernel->get().getFunctionBind().getName();
+  if (function.getSourceHandle() != 0) {
+    // cuKernelGetFunction: the CUkernel it came from, and (when the bind
+    // names no module) the CUkernel's library.
+    if (const auto kernel = bindOf(function.getSourceHandle())) {
+      code.binds.push_back(kernel);
+      if (owner == 0) {
+        owner = kernel->get().getFunctionBind().getModuleHandle();
+        if (code.kernelName.empty()) code.kernelName = kernel->get().getFunctionBind().getName();
+      }
     }
   }
-  const StoredEvent* load = loadOf(owner);
+  std::shared_ptr<StoredEvent> load = loadOf(owner);
   if (load == nullptr) {
     // A module taken from a library (cuLibraryGetModule): bound to the library.
-    if (const StoredEvent* module = bindOf(owner);
+    if (const auto module = bindOf(owner);
         module != nullptr && module->get().getFunctionBind().getApi() == schema::BindApi::LIBRARY_GET_MODULE) {
+      code.binds.push_back(module);
       load = loadOf(module->get().getFunctionBind().getModuleHandle());
     }
   }
@@ -154,10 +161,7 @@ CodeRef TraceModel::codeFor(const LaunchRecord& record) const {
   }
   std::sort(code.attributes.begin(), code.attributes.end(),
             [](const auto& a, const auto& b) { return a->seq() < b->seq(); });
-  // The load event is kept alive by loads_; hand out a shared owner.
-  for (const auto& candidate : loads_.at(load->get().getModuleLoad().getHandle())) {
-    if (candidate.get() == load) code.load = candidate;
-  }
+  code.load = load;
   return code;
 }
 

@@ -53,6 +53,10 @@ struct CodeRef {
   std::shared_ptr<StoredEvent> load;  // ModuleLoad
   std::string kernelName;
   std::vector<std::shared_ptr<StoredEvent>> attributes;  // FunctionAttribute events that apply, in order
+  // The FunctionBind events the launch handle resolved through, in the order
+  // followed: the handle's own, then its CUkernel's (cuKernelGetFunction) or
+  // its module's (cuLibraryGetModule). What `kcap extract` keeps.
+  std::vector<std::shared_ptr<StoredEvent>> binds;
 };
 
 class TraceModel {
@@ -83,7 +87,8 @@ class TraceModel {
   std::map<uint64_t, std::vector<std::shared_ptr<StoredEvent>>> attributes_;  // FunctionAttribute by handle
   std::vector<std::shared_ptr<StoredEvent>> memoryOps_;                        // Memcpy / Memset, seq order
 
-  static const StoredEvent* latestBefore(const std::vector<std::shared_ptr<StoredEvent>>& events, uint64_t seq);
+  static std::shared_ptr<StoredEvent> latestBefore(const std::vector<std::shared_ptr<StoredEvent>>& events,
+                                                   uint64_t seq);
 };
 
 }  // namespace kcap::replay

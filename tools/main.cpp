@@ -27,6 +27,8 @@ constexpr Subcommand kSubcommands[] = {
     {"check", "Verify every chunk, blob and event of a trace; exit 1 unless fully intact", setupCheck},
     {"record", "Run a program with the capture shim preloaded: kcap record [options] -- CMD ARGS...", setupRecord},
     {"replay", "Re-run recorded launches on this GPU and compare with what was recorded", setupReplay},
+    {"extract", "Write a minimal trace of selected launches: kcap extract FILE (--launch N | --range A..B) -o OUT",
+     setupExtract},
 };
 
 constexpr int kUsage = 2;

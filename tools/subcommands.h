@@ -27,5 +27,6 @@ Run setupDump(CLI::App& cmd);   // dump.cpp
 Run setupCheck(CLI::App& cmd);  // check.cpp
 Run setupRecord(CLI::App& cmd);  // record.cpp
 Run setupReplay(CLI::App& cmd);  // replay.cpp
+Run setupExtract(CLI::App& cmd);  // extract.cpp
 
 }  // namespace kcap::tools

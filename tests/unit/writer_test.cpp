@@ -12,6 +12,7 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include <capnp/message.h>
@@ -368,6 +369,106 @@ TEST(Writer, AppendOverwritesSeq) {
   ASSERT_EQ(events.size(), 2u);
   EXPECT_EQ(events[0].get().getSeq(), 0u);
   EXPECT_EQ(events[1].get().getSeq(), 1u);
+}
+
+TEST(Writer, EncodedPiecesAreCopiedFromAnotherTraceByteForByte) {
+  // What kcap extract does: pieces read as stored from one trace, written as
+  // is into another (no recompression), the events referencing them copied.
+  TempDir dir;
+  const auto from = dir.file("from.kcap"), to = dir.file("to.kcap");
+  std::vector<uint8_t> bytes(3 * 4096 + 100, 0);  // random, zeros, a pattern, a short tail
+  std::mt19937 random(7);
+  for (size_t i = 0; i < 4096; ++i) bytes[i] = static_cast<uint8_t>(random());
+  for (size_t i = 2 * 4096; i < bytes.size(); ++i) bytes[i] = static_cast<uint8_t>(i % 7);
+  {
+    format::TraceWriter::Options options;
+    options.pieceSize = 4096;
+    auto writer = format::TraceWriter::create(from, options);
+    capnp::MallocMessageBuilder message;
+    writer->storeContent(bytes.data(), bytes.size(), message.initRoot<Event>().initMemcpy().initData());
+    writer->append(message);
+    writer->close();
+  }
+  auto source = format::TraceReader::open(from);
+  auto events = readAllEvents(from);
+  ASSERT_EQ(events.size(), 1u);
+  const auto content = events[0].get().getMemcpy().getData();
+  ASSERT_EQ(content.getPieces().size(), 4u);
+
+  format::TraceWriter::Options options;
+  options.pieceSize = 1u << 20;  // the copy keeps the recorded pieces whatever its own size
+  options.zstdLevel = 19;
+  auto writer = format::TraceWriter::create(to, options);
+  std::unordered_map<format::Hash128, std::vector<uint8_t>, format::Hash128Hasher> stored;
+  for (int pass = 0; pass < 2; ++pass) {  // the second pass is deduplicated
+    for (const auto piece : content.getPieces()) {
+      const format::Hash128 hash{piece.getHigh(), piece.getLow()};
+      const format::ChunkInfo* chunk = source->findBlob(hash);
+      ASSERT_NE(chunk, nullptr);
+      auto chunkBytes = source->readStoredChunk(*chunk);
+      stored[hash] = chunkBytes;
+      writer->storeEncodedPiece(hash, chunk->rawSize, std::move(chunkBytes));
+    }
+  }
+  capnp::MallocMessageBuilder message;
+  message.setRoot(events[0].get());
+  writer->append(message);
+  writer->close();
+  EXPECT_EQ(writer->stats().blobChunks, 4u);
+  EXPECT_EQ(writer->stats().uniqueBytes, bytes.size());
+  EXPECT_EQ(writer->stats().contentBytes, 2 * bytes.size());
+
+  auto copy = format::TraceReader::open(to);
+  ASSERT_TRUE(copy->indexed());
+  EXPECT_TRUE(copy->problems().empty());
+  const auto copied = readAllEvents(to);
+  ASSERT_EQ(copied.size(), 1u);
+  EXPECT_EQ(copy->readContent(copied[0].get().getMemcpy().getData()), bytes);
+  for (const auto& chunk : copy->chunks()) {
+    if (chunk.kind != format::ChunkKind::kBlob) continue;
+    EXPECT_EQ(copy->verifyChunk(chunk), "");
+    EXPECT_EQ(copy->readStoredChunk(chunk), stored.at(chunk.hash));  // the very bytes of the source
+  }
+
+  // a closed writer takes nothing more; no writer takes what is no blob chunk
+  EXPECT_THROW(writer->storeEncodedPiece(format::Hash128{1, 2}, 10, std::vector<uint8_t>(64)), format::FormatError);
+  auto fresh = format::TraceWriter::create(dir.file("short.kcap"));
+  EXPECT_THROW(fresh->storeEncodedPiece(format::Hash128{1, 2}, 10, std::vector<uint8_t>(20)), format::FormatError);
+}
+
+TEST(Reader, ReadStoredChunkRefusesADamagedChunk) {
+  TempDir dir;
+  const auto path = dir.file("damaged.kcap");
+  std::vector<uint8_t> bytes(4096, 0);
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<uint8_t>(i * 31);
+  {
+    format::TraceWriter::Options options;
+    options.pieceSize = 4096;
+    auto writer = format::TraceWriter::create(path, options);
+    capnp::MallocMessageBuilder message;
+    writer->storeContent(bytes.data(), bytes.size(), message.initRoot<Event>().initMemcpy().initData());
+    writer->append(message);
+    writer->close();
+  }
+  std::vector<uint8_t> file = readFileBytes(path);
+  const auto layout = walkChunks(file);
+  ASSERT_EQ(layout.chunks.front().kind, format::ChunkKind::kBlob);
+  file[layout.chunks.front().offset + format::kChunkHeaderSize + format::kBlobHashSize + 3] ^= 0x40;
+  writeFileBytes(path, file);
+  auto reader = format::TraceReader::open(path);
+  ASSERT_EQ(reader->blobCount(), 1u);
+  const format::ChunkInfo* blob = nullptr;
+  for (const auto& chunk : reader->chunks()) {
+    if (chunk.kind == format::ChunkKind::kBlob) blob = &chunk;
+  }
+  ASSERT_NE(blob, nullptr);
+  try {
+    reader->readStoredChunk(*blob);
+    FAIL() << "a damaged chunk was read";
+  } catch (const format::FormatError& e) {
+    expectContains(e.what(), "checksum mismatch");
+    expectContains(e.what(), "at byte " + std::to_string(layout.chunks.front().offset));
+  }
 }
 
 }  // namespace

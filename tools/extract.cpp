@@ -1,0 +1,80 @@
+// kcap extract FILE (--launch N | --range A..B) -o OUT: writes a minimal,
+// self-contained trace of the selected launches (replay/extract.h does the
+// work; this file parses, prints and exits).
+//
+// Exit codes: 0 written (what a damaged source could not give is listed on
+// stderr), 1 the source cannot be read or the output cannot be written,
+// 2 usage (an unknown launch, OUT is FILE).
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+
+#include "common.h"
+#include "extract.h"
+#include "subcommands.h"
+
+namespace kcap::tools {
+namespace {
+
+struct Options {
+  std::string path;
+  std::string output;
+  std::vector<uint64_t> launches;
+  std::string range;
+};
+
+int runExtract(const Options& opt) {
+  replay::ExtractRequest request;
+  request.source = opt.path;
+  request.output = opt.output;
+  request.launches = opt.launches;
+  if (!opt.range.empty()) {
+    const size_t dots = opt.range.find("..");
+    const std::string a = opt.range.substr(0, dots), b = dots == std::string::npos ? "" : opt.range.substr(dots + 2);
+    char* end1 = nullptr;
+    char* end2 = nullptr;
+    const uint64_t first = std::strtoull(a.c_str(), &end1, 10), last = std::strtoull(b.c_str(), &end2, 10);
+    if (dots == std::string::npos || a.empty() || b.empty() || *end1 != '\0' || *end2 != '\0' || last < first) {
+      std::cerr << "kcap extract: --range " << opt.range << ": expected A..B with A <= B\n";
+      return kExitUsage;
+    }
+    request.range = std::make_pair(first, last);
+  }
+  if (opt.launches.empty() == opt.range.empty()) {
+    std::cerr << "kcap extract: choose one of --launch N and --range A..B\n";
+    return kExitUsage;
+  }
+  return guarded(opt.path, [&]() -> int {
+    replay::ExtractResult r;
+    try {
+      r = replay::extract(request);
+    } catch (const replay::ExtractUsageError& e) {
+      std::cerr << "kcap extract: " << e.what() << "\n";
+      return kExitUsage;
+    }
+    for (const std::string& text : r.skipped) std::cerr << "kcap extract: " << opt.path << ": skipped: " << text << "\n";
+    const size_t n = r.launches.size();
+    const bool plural = n != 1 || request.range.has_value();
+    const double percent = r.sourceBytes == 0 ? 0.0 : 100.0 * static_cast<double>(r.bytes) / static_cast<double>(r.sourceBytes);
+    std::cout << "extracted " << (plural ? "launches " : "launch ") << r.selection << " (" << n
+              << (n == 1 ? " launch" : " launches") << ") of " << opt.path << ": " << withCommas(r.events)
+              << " events, " << r.modules << (r.modules == 1 ? " module, " : " modules, ") << withCommas(r.bytes)
+              << " bytes (was " << withCommas(r.sourceBytes) << " bytes, " << strf("%.1f", percent)
+              << "% of the original)\n";
+    return kExitOk;
+  });
+}
+
+}  // namespace
+
+Run setupExtract(CLI::App& cmd) {
+  auto opt = std::make_shared<Options>();
+  cmd.add_option("file", opt->path, "Trace file")->required();
+  cmd.add_option("-o,--output", opt->output, "The trace to write (replaced atomically; never FILE itself)")->required();
+  cmd.add_option("--launch", opt->launches, "Extract launch N (a launchIndex; repeatable), to replay on its own");
+  cmd.add_option("--range", opt->range,
+                 "Extract launches A..B and the copies and memsets between them, to replay as a sequence");
+  return [opt] { return runExtract(*opt); };
+}
+
+}  // namespace kcap::tools
