@@ -83,6 +83,8 @@ std::map<uint32_t, KernelTimes> g_waitingKernels;  // correlation id -> times, n
 uint64_t g_delivered = 0;      // kernelTiming events written
 uint64_t g_kernelRecords = 0;  // complete kernel records CUPTI delivered, matched or not
 uint64_t g_incomplete = 0;  // kernel records without valid timestamps (forced flush)
+uint64_t g_correlations = 0;       // external-correlation records of our kind
+uint64_t g_otherCorrelations = 0;  // ... of other kinds (another client's)
 
 std::atomic<uint64_t> g_timedLaunches{0};  // launches that ran with an id pushed
 std::atomic<bool> g_saidUnavailable{false};
@@ -217,8 +219,10 @@ void bound(Map& map, size_t limit)
 void onCorrelation(const CUpti_ActivityExternalCorrelation& record)
 {
     if (record.externalKind != kCorrelationKind) {
+        ++g_otherCorrelations;
         return;  // another client's (if it shares CUPTI)
     }
+    ++g_correlations;
     const uint32_t correlation = record.correlationId;
     const uint64_t launchIndex = record.externalId;
     const auto waiting = g_waitingKernels.find(correlation);
@@ -457,6 +461,8 @@ void finish(Recorder& recorder, bool flush) noexcept
     uint64_t delivered = 0;
     uint64_t incomplete = 0;
     uint64_t kernelRecords = 0;
+    uint64_t correlations = 0;
+    uint64_t otherCorrelations = 0;
     {
         const Lock lock;
         if (g_sink != &recorder) {
@@ -466,6 +472,8 @@ void finish(Recorder& recorder, bool flush) noexcept
         delivered = g_delivered;
         incomplete = g_incomplete;
         kernelRecords = g_kernelRecords;
+        correlations = g_correlations;
+        otherCorrelations = g_otherCorrelations;
         g_launchOfCorrelation.clear();
         g_waitingKernels.clear();
     }
@@ -484,7 +492,9 @@ void finish(Recorder& recorder, bool flush) noexcept
         } else if (delivered == 0) {
             unavailable(recorder, "none of the " + std::to_string(kernelRecords) +
                                       " kernel records CUPTI delivered could be matched to the " + launches +
-                                      " (" + std::to_string(incomplete) + " were incomplete)");
+                                      " (" + std::to_string(incomplete) + " were incomplete; " +
+                                      std::to_string(correlations) + " external-correlation records of kcap's kind, " +
+                                      std::to_string(otherCorrelations) + " of other kinds)");
         } else {
             sayOnce(recorder, "--timing: " + std::to_string(timed - delivered) + " of the " + launches +
                                   " got no duration (" + std::to_string(incomplete) +

@@ -12,9 +12,10 @@ namespace {
 
 constexpr std::string_view kUnknownName = "<unknown>";
 
-// Asks the driver for the name of a handle the shim did not see being made.
+}  // namespace
+
 // cuFuncGetName rejects a CUkernel cast to CUfunction, cuKernelGetName takes it.
-std::string driver_name_of(CUfunction handle)
+std::string FunctionRegistry::driver_name_of(CUfunction handle)
 {
     using FuncGetName = CUresult (*)(const char**, CUfunction);
     using KernelGetName = CUresult (*)(const char**, CUkernel);
@@ -33,8 +34,6 @@ std::string driver_name_of(CUfunction handle)
     }
     return std::string(kUnknownName);
 }
-
-}  // namespace
 
 FunctionRegistry& FunctionRegistry::instance()
 {

@@ -41,6 +41,10 @@ public:
     void library_unloaded(CUlibrary library);
     void library_module(CUmodule module, CUlibrary library);  // cuLibraryGetModule
 
+    // Asks the driver for the name of a handle the shim did not see being
+    // named (enumerated kernels, handles made before the shim was loaded).
+    static std::string driver_name_of(CUfunction handle);
+
     void function_found(CUfunction function, CUmodule module, const char* name);
     void kernel_found(CUkernel kernel, CUlibrary library, const char* name);
     void kernel_function(CUfunction function, CUkernel kernel);  // cuKernelGetFunction

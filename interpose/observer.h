@@ -87,6 +87,7 @@ KCAP_OBSERVE_AFTER(cuModuleLoadDataEx_hook, CUmodule* module, const void* image,
 KCAP_OBSERVE_AFTER(cuModuleLoadFatBinary_hook, CUmodule* module, const void* fatbin)
 KCAP_OBSERVE_AFTER(cuModuleUnload_hook, CUmodule module)
 KCAP_OBSERVE_AFTER(cuModuleGetFunction_hook, CUfunction* function, CUmodule module, const char* name)
+KCAP_OBSERVE_AFTER(cuModuleEnumerateFunctions_hook, CUfunction* functions, unsigned count, CUmodule module)
 KCAP_OBSERVE_AFTER(cuLibraryLoadData_hook, CUlibrary* library, const void* code, CUjit_option* jitOptions,
                    void** jitValues, unsigned jitCount, CUlibraryOption* libraryOptions, void** libraryValues,
                    unsigned libraryCount)
@@ -95,6 +96,7 @@ KCAP_OBSERVE_AFTER(cuLibraryLoadFromFile_hook, CUlibrary* library, const char* p
                    unsigned libraryCount)
 KCAP_OBSERVE_AFTER(cuLibraryUnload_hook, CUlibrary library)
 KCAP_OBSERVE_AFTER(cuLibraryGetKernel_hook, CUkernel* kernel, CUlibrary library, const char* name)
+KCAP_OBSERVE_AFTER(cuLibraryEnumerateKernels_hook, CUkernel* kernels, unsigned count, CUlibrary library)
 KCAP_OBSERVE_AFTER(cuLibraryGetModule_hook, CUmodule* module, CUlibrary library)
 KCAP_OBSERVE_AFTER(cuKernelGetFunction_hook, CUfunction* function, CUkernel kernel)
 KCAP_OBSERVE_AFTER(cuFuncSetAttribute_hook, CUfunction function, CUfunction_attribute attribute, int value)

@@ -173,6 +173,36 @@ void Observer<HookId::cuModuleGetFunction_hook>::after(HookId, CUresult result, 
     recordBind(schema::BindApi::MODULE_GET_FUNCTION, result, made(result, function), false, handle(module), name);
 }
 
+// Enumerated handles come without names: each is named by the driver, and
+// bound like one found by name.
+void Observer<HookId::cuModuleEnumerateFunctions_hook>::after(HookId, CUresult result, CUfunction* functions,
+                                                              unsigned count, CUmodule module)
+{
+    if (result != CUDA_SUCCESS || functions == nullptr) {
+        return;
+    }
+    for (unsigned i = 0; i < count; ++i) {
+        const std::string name = FunctionRegistry::driver_name_of(functions[i]);
+        registry().function_found(functions[i], module, name.c_str());
+        recordBind(schema::BindApi::MODULE_ENUMERATE_FUNCTIONS, result, handle(functions[i]), false, handle(module),
+                   name.c_str());
+    }
+}
+
+void Observer<HookId::cuLibraryEnumerateKernels_hook>::after(HookId, CUresult result, CUkernel* kernels,
+                                                             unsigned count, CUlibrary library)
+{
+    if (result != CUDA_SUCCESS || kernels == nullptr) {
+        return;
+    }
+    for (unsigned i = 0; i < count; ++i) {
+        const std::string name = FunctionRegistry::driver_name_of(reinterpret_cast<CUfunction>(kernels[i]));
+        registry().kernel_found(kernels[i], library, name.c_str());
+        recordBind(schema::BindApi::LIBRARY_ENUMERATE_KERNELS, result, handle(kernels[i]), true, handle(library),
+                   name.c_str());
+    }
+}
+
 void Observer<HookId::cuLibraryLoadData_hook>::after(HookId id, CUresult result, CUlibrary* library,
                                                      const void* code, CUjit_option* jitOptions, void** jitValues,
                                                      unsigned jitCount, CUlibraryOption*, void**, unsigned)

@@ -229,7 +229,7 @@ void Recorder::functionBound(schema::BindApi api, CUresult result, uint64_t hand
         if (isModule) {
             libraryOfModule_[handle] = owner;
         } else {
-            if (api == schema::BindApi::LIBRARY_GET_KERNEL) {
+            if (api == schema::BindApi::LIBRARY_GET_KERNEL || api == schema::BindApi::LIBRARY_ENUMERATE_KERNELS) {
                 kernelNames_[handle] = kernelName;
             }
             functions_[handle] = std::move(info);

@@ -2,6 +2,8 @@
 
 #include "driver.h"
 
+#include <cstdio>
+
 namespace kcap::replay {
 
 DeviceMemory::DeviceMemory(Driver& driver, CUdevice device, bool allowFixed)
@@ -39,10 +41,18 @@ uint64_t DeviceMemory::granule() {
 
 bool DeviceMemory::placeFixed(const RegionGroup& group) {
   CUdeviceptr got = 0;
-  if (driver_.cuMemAddressReserve(&got, group.size, granule(), group.start, 0) != CUDA_SUCCESS) {
+  const auto hex = [](uint64_t v) {
+    char text[24];
+    std::snprintf(text, sizeof text, "0x%llx", static_cast<unsigned long long>(v));
+    return std::string(text);
+  };
+  const std::string asked = "cuMemAddressReserve(" + hex(group.start) + ", " + std::to_string(group.size) + " bytes)";
+  if (const CUresult r = driver_.cuMemAddressReserve(&got, group.size, granule(), group.start, 0); r != CUDA_SUCCESS) {
+    if (refusal_.empty()) refusal_ = asked + " failed: " + driver_.errorName(r);
     return false;
   }
   if (got != group.start) {
+    if (refusal_.empty()) refusal_ = asked + " gave " + hex(got);
     driver_.cuMemAddressFree(got, group.size);
     return false;
   }
@@ -97,6 +107,7 @@ void DeviceMemory::place(const std::vector<Region>& regions) {
 void DeviceMemory::release() {
   addresses_.clear();
   fixedGroups_ = relocatedGroups_ = 0;
+  refusal_.clear();
   std::vector<Mapping> mappings;
   mappings.swap(mappings_);
   for (const Mapping& m : mappings) {

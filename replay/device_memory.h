@@ -6,6 +6,7 @@
 #include <cuda.h>
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "memory_plan.h"
@@ -30,6 +31,9 @@ class DeviceMemory {
   MemoryPath path() const;
   size_t fixedGroups() const { return fixedGroups_; }
   size_t relocatedGroups() const { return relocatedGroups_; }
+  // Why the first group that asked for its recorded address did not get it
+  // ("" when none was refused): what the driver answered.
+  const std::string& refusal() const { return refusal_; }
 
  private:
   bool placeFixed(const RegionGroup& group);
@@ -48,6 +52,7 @@ class DeviceMemory {
   std::vector<Mapping> mappings_;
   AddressMap addresses_;
   size_t fixedGroups_ = 0, relocatedGroups_ = 0;
+  std::string refusal_;
 };
 
 }  // namespace kcap::replay

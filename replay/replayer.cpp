@@ -374,9 +374,11 @@ void Replayer::applyMemoryOp(const StoredEvent& op) {
   }
 }
 
-// One launch, whatever the mode: `prepare` places and restores its memory.
+// One launch, whatever the mode: `place` places its memory, `prepare`
+// restores it (once the code, and so the module's globals, are loaded).
 // A sticky error is reported, then ends the run (ContextLost).
-LaunchOutcome Replayer::replayLaunch(const LaunchRecord& l, const std::function<void(const LoadedKernel&)>& prepare,
+LaunchOutcome Replayer::replayLaunch(const LaunchRecord& l, const std::function<void()>& place,
+                                     const std::function<void(const LoadedKernel&)>& prepare,
                                      const std::function<void(const LaunchOutcome&)>& report) {
   LaunchOutcome o = begin(l);
   bool launched = false;
@@ -387,26 +389,44 @@ LaunchOutcome Replayer::replayLaunch(const LaunchRecord& l, const std::function<
     }
     if (l.event().getCapturing()) throw ReplayError("captured into a CUDA graph: it never ran as a launch");
     const CodeRef code = model_.codeFor(l);
+    // Memory is placed before the code is loaded: a module's own memory must
+    // not take a recorded address first.
+    const auto restoreStart = std::chrono::steady_clock::now();
+    place();
     const LoadedKernel kernel = code_->kernelFor(code);
     o.kernel = code.kernelName;
     o.code = kernel.code;
-    const auto restoreStart = std::chrono::steady_clock::now();
     restoredBytes_ = 0;
     prepare(kernel);
     o.restoreNs = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
                                             std::chrono::steady_clock::now() - restoreStart).count());
     o.restoredBytes = restoredBytes_;
     o.memory = memory_->path();
+    if (options_.fixedAddresses && !memory_->refusal().empty()) {
+      o.detail = "recorded addresses not granted: " + memory_->refusal();
+    }
     std::vector<uint8_t> params = buildParams(l, kernel);
     if (onLaunchStart) onLaunchStart(o);
     launched = true;
     launchOnce(l, kernel, params);
     if (onLaunchEnd) onLaunchEnd(l.launchIndex);
+    if (l.end != nullptr && l.end->get().getLaunchEnd().getResult() != 0) {
+      o.verdict = Verdict::differs;
+      o.detail = "the recorded launch was refused with CUresult " +
+                 std::to_string(l.end->get().getLaunchEnd().getResult()) + "; here it ran";
+      return o;
+    }
     compare(l, kernel, o);
     timeRepeats(l, kernel, params, o);
   } catch (const CudaError& error) {
     o.verdict = launched ? Verdict::fault : Verdict::error;
     o.detail = error.what();
+    // A launch the driver refused when it was recorded (a program testing
+    // its error path) reproduces by being refused the same way.
+    if (launched && l.end != nullptr && l.end->get().getLaunchEnd().getResult() == static_cast<int32_t>(error.result())) {
+      o.verdict = Verdict::reproduced;
+      o.detail = std::string("refused as recorded: ") + error.what();
+    }
     if (error.sticky()) {
       report(o);
       throw ContextLost{};
@@ -425,11 +445,13 @@ void Replayer::run(const Selection& selection, const std::function<void(const La
   }
   if (!selection.sequence) {
     for (const LaunchRecord* l : launches) {
-      report(replayLaunch(*l, [&](const LoadedKernel& kernel) {
-        memory_->release();
-        memory_->place(regionsOf(*l));
-        restore(*l, kernel, true);
-      }, report));
+      report(replayLaunch(
+          *l,
+          [&] {
+            memory_->release();
+            memory_->place(regionsOf(*l));
+          },
+          [&](const LoadedKernel& kernel) { restore(*l, kernel, true); }, report));
     }
     return;
   }
@@ -455,15 +477,21 @@ void Replayer::run(const Selection& selection, const std::function<void(const La
       report(o);
       continue;
     }
-    LaunchOutcome o = replayLaunch(*l, [&](const LoadedKernel& kernel) {
-      if (!placed) {
-        memory_->place(regions);
-        placed = true;
-      } else {
-        for (const StoredEvent* op : model_.memoryOpsBetween(previousSeq, l->seq())) applyMemoryOp(*op);
-      }
-      restore(*l, kernel, l == launches.front());
-    }, report);
+    LaunchOutcome o = replayLaunch(
+        *l,
+        [&] {
+          if (!placed) {
+            memory_->place(regions);
+            placed = true;
+          }
+        },
+        [&](const LoadedKernel& kernel) {
+          if (l != launches.front()) {
+            for (const StoredEvent* op : model_.memoryOpsBetween(previousSeq, l->seq())) applyMemoryOp(*op);
+          }
+          restore(*l, kernel, l == launches.front());
+        },
+        report);
     if (o.verdict == Verdict::fault || o.verdict == Verdict::error) {
       stopped = "launch " + std::to_string(l->launchIndex) + " of the sequence did not run cleanly";
     }

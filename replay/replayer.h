@@ -51,7 +51,8 @@ class Replayer {
   const std::string& deviceName() const { return deviceName_; }
 
  private:
-  LaunchOutcome replayLaunch(const LaunchRecord& launch, const std::function<void(const LoadedKernel&)>& prepare,
+  LaunchOutcome replayLaunch(const LaunchRecord& launch, const std::function<void()>& place,
+                            const std::function<void(const LoadedKernel&)>& prepare,
                             const std::function<void(const LaunchOutcome&)>& report);
   void restore(const LaunchRecord& launch, const LoadedKernel& kernel, bool all);
   void applyMemoryOp(const StoredEvent& op);
