@@ -19,7 +19,8 @@
 //      nothing).
 // Then (plain runs; --d2h-mib 0 skips it) pinned device-to-host bandwidth:
 // cuMemcpyDtoH of N MiB (default 1024) into cuMemAllocHost memory, in one call
-// and in 8 MiB calls (the shim's staging size), best of --d2h-reps (5).
+// and in 8 MiB calls (the shim's staging size), best of --d2h-reps (5); and
+// pinned host-to-device of the same bytes back, in one call.
 // --host-rates DIR: what the shim's snapshot path costs per byte on this host,
 // on the first 1 GiB of the data (host side only): XXH3-128 per 1 MiB piece
 // (the dedup key), the piece copy into the writer's job, zstd at level 3 per
@@ -30,6 +31,7 @@
 //   result round I KIND sum X               the kernel's exact result (same with and without the shim)
 //   launch round I KIND call_ns X total_ns Y
 //   d2h whole|chunked gbps X
+//   h2d whole gbps X                        pinned host-to-device, one call (best of --d2h-reps)
 //   host hash|copy|zstd|writer gbps X [ratio R]
 #include "gpu_bench.h"
 
@@ -184,6 +186,15 @@ void measureD2H(const Buffer& buffer, uint8_t* host, size_t bytes, unsigned long
     }
     std::printf("d2h whole gbps %.2f\n", whole);
     std::printf("d2h chunked gbps %.2f\n", chunked);
+    // The other way, for replay's restore (bench/replay_throughput.py).
+    // Restores the buffer's first `bytes` from `host` (its own contents).
+    double h2d = 0;
+    for (unsigned long long rep = 0; rep < reps; ++rep) {
+        const double start = bench::nowNs();
+        BENCH_CHECK(cuMemcpyHtoD(buffer.data(), host, bytes));
+        h2d = std::max(h2d, gbps(static_cast<double>(bytes), bench::nowNs() - start));
+    }
+    std::printf("h2d whole gbps %.2f\n", h2d);
 }
 
 // The host-side steps of a snapshot, one at a time, on `bytes` of real data.

@@ -11,6 +11,7 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <map>
@@ -330,14 +331,24 @@ std::string probeForOtherClient()
 // correlation records belong to API records.
 void enableLaunchApiRecords()
 {
+    // Measured on CUDA 13.0 (H200, driver 580): with only the launch CBIDs
+    // enabled through cuptiActivityEnableDriverApi, CUPTI wrote kernel records
+    // but no external-correlation records at all. So driver API records are
+    // enabled as a kind, then every CBID but the launches is switched off
+    // again (the documented way to trace a subset), keeping the cost to the
+    // launch calls where the driver honours the filter.
+    g_api.enable(CUPTI_ACTIVITY_KIND_DRIVER);
     if (g_api.enableDriverApi == nullptr) {
         return;
     }
-    for (const CUpti_CallbackId id :
-         {CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz,
-          CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz,
-          CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel, CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz}) {
-        g_api.enableDriverApi(id, 1);  // best effort: correlation works without on current CUPTI
+    const CUpti_CallbackId launches[] = {
+        CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz,
+        CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz,
+        CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel, CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz};
+    for (CUpti_CallbackId id = 1; id < CUPTI_DRIVER_TRACE_CBID_SIZE; ++id) {
+        if (std::find(std::begin(launches), std::end(launches), id) == std::end(launches)) {
+            g_api.enableDriverApi(id, 0);
+        }
     }
 }
 

@@ -52,8 +52,22 @@ bool DeviceMemory::placeFixed(const RegionGroup& group) {
     return false;
   }
   if (got != group.start) {
-    if (refusal_.empty()) refusal_ = asked + " gave " + hex(got);
     driver_.cuMemAddressFree(got, group.size);
+    // The driver keeps the address space of its cuMemAlloc pool to itself:
+    // an address the recorded program got from cuMemAlloc is often inside
+    // this process's pool too (same driver, same layout). The pool hands out
+    // the same addresses for the same requests, so ask it.
+    CUdeviceptr pooled = 0;
+    if (driver_.cuMemAlloc(&pooled, group.size) == CUDA_SUCCESS) {
+      if (pooled == group.start) {
+        mappings_.push_back({pooled, group.size, false});
+        return true;
+      }
+      driver_.cuMemFree(pooled);
+    }
+    if (refusal_.empty()) {
+      refusal_ = asked + " gave " + hex(got) + ", cuMemAlloc of that size " + hex(pooled);
+    }
     return false;
   }
   CUmemAllocationProp prop{};

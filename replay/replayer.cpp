@@ -247,7 +247,11 @@ void Replayer::launchOnce(const LaunchRecord& launch, const LoadedKernel& kernel
 }
 
 void Replayer::compare(const LaunchRecord& launch, const LoadedKernel& kernel, LaunchOutcome& outcome) {
-  if (!launch.hasPost()) {
+  const bool preOnly = model_.traceBegin() != nullptr &&
+                       model_.traceBegin()->get().getTraceBegin().getCaptureMode() == schema::CaptureMode::PRE_ONLY;
+  if (launch.end == nullptr || preOnly) {
+    // (In full mode a launch that reaches no memory has an empty post-state:
+    // nothing to differ, so it reproduces.)
     outcome.verdict = Verdict::unverified;
     outcome.detail = launch.end == nullptr ? "the trace has no end of this launch (the recorded run ended first)"
                                            : "no post-launch memory recorded (--mode pre)";
