@@ -53,7 +53,8 @@ struct CuptiApi {
     decltype(&cuptiActivityRegisterCallbacks) registerCallbacks = nullptr;
     decltype(&cuptiActivityEnable) enable = nullptr;
     decltype(&cuptiActivityDisable) disable = nullptr;
-    decltype(&cuptiActivityEnableDriverApi) enableDriverApi = nullptr;  // optional
+    decltype(&cuptiActivityEnableDriverApi) enableDriverApi = nullptr;    // optional
+    decltype(&cuptiActivityEnableRuntimeApi) enableRuntimeApi = nullptr;  // optional
     decltype(&cuptiActivityGetNextRecord) nextRecord = nullptr;
     decltype(&cuptiActivityFlushAll) flushAll = nullptr;
     decltype(&cuptiActivityPushExternalCorrelationId) push = nullptr;
@@ -193,6 +194,7 @@ std::string loadCupti()
     }
     resolve(library, "cuptiSubscribe_v2", api.subscribeV2);
     resolve(library, "cuptiActivityEnableDriverApi", api.enableDriverApi);
+    resolve(library, "cuptiActivityEnableRuntimeApi", api.enableRuntimeApi);
     g_api = api;
     // The library stays loaded for the life of the process.
     return {};
@@ -333,21 +335,34 @@ void enableLaunchApiRecords()
 {
     // Measured on CUDA 13.0 (H200, driver 580): with only the launch CBIDs
     // enabled through cuptiActivityEnableDriverApi, CUPTI wrote kernel records
-    // but no external-correlation records at all. So driver API records are
-    // enabled as a kind, then every CBID but the launches is switched off
-    // again (the documented way to trace a subset), keeping the cost to the
-    // launch calls where the driver honours the filter.
+    // but no external-correlation records. So API records are enabled as a
+    // kind, then every CBID but the launches is switched off again (the
+    // documented way to trace a subset). Runtime API records too: a kernel
+    // launched through cudart carries the correlation id of the runtime call
+    // (cudaLaunchKernel), not of the driver call cudart makes inside it.
     g_api.enable(CUPTI_ACTIVITY_KIND_DRIVER);
-    if (g_api.enableDriverApi == nullptr) {
-        return;
-    }
-    const CUpti_CallbackId launches[] = {
+    g_api.enable(CUPTI_ACTIVITY_KIND_RUNTIME);
+    const CUpti_CallbackId driverLaunches[] = {
         CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz,
         CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz,
         CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel, CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz};
-    for (CUpti_CallbackId id = 1; id < CUPTI_DRIVER_TRACE_CBID_SIZE; ++id) {
-        if (std::find(std::begin(launches), std::end(launches), id) == std::end(launches)) {
-            g_api.enableDriverApi(id, 0);
+    const CUpti_CallbackId runtimeLaunches[] = {
+        CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000,
+        CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_ptsz_v11060,
+        CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_v9000,
+        CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_ptsz_v9000};
+    if (g_api.enableDriverApi != nullptr) {
+        for (CUpti_CallbackId id = 1; id < CUPTI_DRIVER_TRACE_CBID_SIZE; ++id) {
+            if (std::find(std::begin(driverLaunches), std::end(driverLaunches), id) == std::end(driverLaunches)) {
+                g_api.enableDriverApi(id, 0);
+            }
+        }
+    }
+    if (g_api.enableRuntimeApi != nullptr) {
+        for (CUpti_CallbackId id = 1; id < CUPTI_RUNTIME_TRACE_CBID_SIZE; ++id) {
+            if (std::find(std::begin(runtimeLaunches), std::end(runtimeLaunches), id) == std::end(runtimeLaunches)) {
+                g_api.enableRuntimeApi(id, 0);
+            }
         }
     }
 }
@@ -441,12 +456,25 @@ void start(Recorder& recorder) noexcept
     }
 }
 
+// The launch's id stays pushed until the thread's next launch: an API record
+// is written when its call returns, and for a cudart launch that is
+// cudaLaunchKernel's return, after the driver call the shim wraps. (API
+// records of the thread's calls in between get the id too; no kernel record
+// carries their correlation ids, so they match nothing.)
+thread_local bool t_pushed = false;
+
 bool enterLaunch(uint64_t launchIndex) noexcept
 {
     if (g_state.load(std::memory_order_acquire) != kCollecting) {
         return false;
     }
-    return g_api.push(kCorrelationKind, launchIndex) == CUPTI_SUCCESS;
+    if (t_pushed) {
+        uint64_t previous = 0;
+        g_api.pop(kCorrelationKind, &previous);
+        t_pushed = false;
+    }
+    t_pushed = g_api.push(kCorrelationKind, launchIndex) == CUPTI_SUCCESS;
+    return t_pushed;
 }
 
 void leaveLaunch(CUresult result) noexcept
@@ -454,8 +482,6 @@ void leaveLaunch(CUresult result) noexcept
     if (g_state.load(std::memory_order_acquire) == kForkChild) {
         return;
     }
-    uint64_t ignored = 0;
-    g_api.pop(kCorrelationKind, &ignored);
     if (result == CUDA_SUCCESS) {
         g_timedLaunches.fetch_add(1, std::memory_order_relaxed);
     }

@@ -46,8 +46,9 @@ With --kcap, the program is also recorded (`kcap record`, --record-mode) and
      never silence without durations.
  11. with --replay: `kcap replay TRACE --json` and `kcap replay TRACE
      --no-fixed-va --json` both exit 0 with every launch REPRODUCED
-     (bit-exact against the recorded post-state); the first got recorded
-     addresses back for some launch, the second relocated every one.
+     (bit-exact against the recorded post-state); in the first, every
+     launch kept its recorded addresses or says what the driver answered
+     instead; the second relocated every one.
 
 The runs' output, the stats file and the traces are kept in --log-dir.
 """
@@ -327,9 +328,18 @@ def check_replay(kcap, traces, log_dir, timeout):
                 failures.append(f"{' '.join(command)}: replayed no launch")
             if label == "relocated" and paths["fixed-va"]:
                 failures.append(f"{' '.join(command)}: {paths['fixed-va']} launches kept fixed addresses")
-            with_memory = sum(n for path, n in paths.items() if path != "none")
-            if label == "fixed" and with_memory and not (paths["fixed-va"] or paths["fixed-va+relocated"]):
-                failures.append(f"{' '.join(command)}: no launch got its recorded addresses back")
+            # Fixed addresses are asked for; where the driver refuses one (it does
+            # for addresses inside its own cuMemAlloc pool: docs/replay.md), the
+            # launch is relocated and the report must say what the driver answered.
+            unexplained = [l["launchIndex"] for l in launches if label == "fixed" and l["memory"] == "relocated"
+                           and not l.get("detail", "").startswith("recorded addresses not granted: ")]
+            if unexplained:
+                failures.append(f"{' '.join(command)}: launches relocated without saying why: {unexplained[:10]}")
+            if label == "fixed":
+                refusals = Counter(l["detail"].split(": ", 1)[1].split(" gave ")[0] for l in launches
+                                   if l.get("detail", "").startswith("recorded addresses not granted: "))
+                print(f"  fixed-va granted for {paths['fixed-va'] + paths['fixed-va+relocated']} of {len(launches)} "
+                      f"launches; first refusal: {next(iter(refusals), 'none')}")
     return failures
 
 
