@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <set>
 #include <cstdlib>
 #include <map>
 #include <string>
@@ -202,15 +203,6 @@ std::string loadCupti()
 
 // ---- records ------------------------------------------------------------------------
 
-void emit(uint64_t launchIndex, const KernelTimes& times)
-{
-    if (g_sink == nullptr) {
-        return;
-    }
-    g_sink->kernelTimed(launchIndex, times.start, times.end);
-    ++g_delivered;
-}
-
 template <class Map>
 void bound(Map& map, size_t limit)
 {
@@ -218,6 +210,27 @@ void bound(Map& map, size_t limit)
         map.erase(map.begin());  // the oldest correlation ids
     }
 }
+
+// Launches given a duration, so that none gets two: when correlation goes
+// wrong (a kernel matched to an earlier launch's id), a missing duration is
+// better than a wrong one.
+std::set<uint64_t> g_emitted;
+uint64_t g_ambiguous = 0;
+
+void emit(uint64_t launchIndex, const KernelTimes& times)
+{
+    if (g_sink == nullptr) {
+        return;
+    }
+    if (!g_emitted.insert(launchIndex).second) {
+        ++g_ambiguous;
+        return;
+    }
+    bound(g_emitted, kMaxWaitingCorrelations);
+    g_sink->kernelTimed(launchIndex, times.start, times.end);
+    ++g_delivered;
+}
+
 
 void onCorrelation(const CUpti_ActivityExternalCorrelation& record)
 {
@@ -512,6 +525,7 @@ void finish(Recorder& recorder, bool flush) noexcept
         correlations = g_correlations;
         otherCorrelations = g_otherCorrelations;
         g_launchOfCorrelation.clear();
+        g_emitted.clear();
         g_waitingKernels.clear();
     }
     const uint64_t timed = g_timedLaunches.load();

@@ -424,12 +424,14 @@ LaunchOutcome Replayer::replayLaunch(const LaunchRecord& l, const std::function<
     timeRepeats(l, kernel, params, o);
   } catch (const CudaError& error) {
     o.verdict = launched ? Verdict::fault : Verdict::error;
+    const std::string memoryNote = o.detail;  // "recorded addresses not granted: ..." when there is one
     o.detail = error.what();
+    if (!memoryNote.empty()) o.detail += "; " + memoryNote;
     // A launch the driver refused when it was recorded (a program testing
     // its error path) reproduces by being refused the same way.
     if (launched && l.end != nullptr && l.end->get().getLaunchEnd().getResult() == static_cast<int32_t>(error.result())) {
       o.verdict = Verdict::reproduced;
-      o.detail = std::string("refused as recorded: ") + error.what();
+      o.detail = std::string("refused as recorded: ") + error.what() + (memoryNote.empty() ? "" : "; " + memoryNote);
     }
     if (error.sticky()) {
       report(o);
@@ -437,7 +439,7 @@ LaunchOutcome Replayer::replayLaunch(const LaunchRecord& l, const std::function<
     }
   } catch (const std::exception& error) {  // ReplayError, a damaged trace (FormatError), ...
     o.verdict = Verdict::error;
-    o.detail = error.what();
+    o.detail = error.what() + (o.detail.empty() ? "" : "; " + o.detail);
   }
   return o;
 }
