@@ -2,6 +2,7 @@
 
 #include "driver.h"
 
+#include <algorithm>
 #include <cstdio>
 
 namespace kcap::replay {
@@ -11,6 +12,7 @@ DeviceMemory::DeviceMemory(Driver& driver, CUdevice device, bool allowFixed)
   const bool vmm = driver_.cuMemAddressReserve && driver_.cuMemCreate && driver_.cuMemMap &&
                    driver_.cuMemSetAccess && driver_.cuMemUnmap && driver_.cuMemAddressFree &&
                    driver_.cuMemRelease && driver_.cuMemGetAllocationGranularity;
+  vmm_ = vmm;
   allowFixed_ = allowFixed_ && vmm;
 }
 
@@ -120,17 +122,64 @@ void DeviceMemory::place(const std::vector<Region>& regions) {
 
 void DeviceMemory::release() {
   addresses_.clear();
+  guarded_.clear();
   fixedGroups_ = relocatedGroups_ = 0;
   refusal_.clear();
   std::vector<Mapping> mappings;
   mappings.swap(mappings_);
   for (const Mapping& m : mappings) {
     if (m.reserved) {
-      driver_.cuMemUnmap(m.address, m.size);
+      driver_.cuMemUnmap(m.address, m.mapped != 0 ? m.mapped : m.size);
       driver_.cuMemAddressFree(m.address, m.size);
     } else {
       driver_.cuMemFree(m.address);
     }
+  }
+}
+
+// Physical memory for [at, at + size) of a reservation, readable and writable.
+void DeviceMemory::mapReservation(CUdeviceptr at, uint64_t size) {
+  CUmemAllocationProp prop{};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = device_;
+  CUmemGenericAllocationHandle handle{};
+  check(driver_.cuMemCreate(&handle, size, &prop, 0), "cuMemCreate of " + std::to_string(size) + " bytes");
+  const CUresult mapped = driver_.cuMemMap(at, size, 0, handle, 0);
+  driver_.cuMemRelease(handle);
+  check(mapped, "cuMemMap");
+  CUmemAccessDesc access{};
+  access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  access.location.id = device_;
+  access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  check(driver_.cuMemSetAccess(at, size, &access, 1), "cuMemSetAccess");
+}
+
+void DeviceMemory::placeGuarded(const std::vector<Region>& regions) {
+  if (!vmm_) throw ReplayError("the driver has no virtual memory management (cuMemAddressReserve, cuMemMap)");
+  std::vector<Region> sorted = regions;
+  std::sort(sorted.begin(), sorted.end(), [](const Region& a, const Region& b) { return a.address < b.address; });
+  std::vector<Region> spans;  // overlapping regions merged (neighbours stay apart)
+  for (const Region& r : sorted) {
+    if (r.size == 0) continue;
+    if (!spans.empty() && r.address < spans.back().address + spans.back().size) {
+      spans.back().size = std::max(spans.back().size, r.address + r.size - spans.back().address);
+    } else {
+      spans.push_back(r);
+    }
+  }
+  const uint64_t g = granule();
+  for (const Region& span : spans) {
+    const uint64_t mapped = (span.size + g - 1) / g * g;
+    const uint64_t reserved = mapped + g;  // the last granule stays unmapped: the guard
+    CUdeviceptr at = 0;
+    check(driver_.cuMemAddressReserve(&at, reserved, g, 0, 0), "cuMemAddressReserve of " + std::to_string(reserved) + " bytes");
+    mappings_.push_back({at, reserved, true, mapped});
+    mapReservation(at, mapped);
+    const uint64_t base = (at + mapped - span.size) & ~uint64_t{255};
+    addresses_.add(span.address, span.size, base);
+    guarded_.push_back({span.address, span.size, base, at + mapped - (base + span.size)});
+    ++relocatedGroups_;
   }
 }
 

@@ -27,6 +27,18 @@ class DeviceMemory {
   void place(const std::vector<Region>& regions);
   void release();
 
+  // For the overrun check (checkers.h): every recorded region (overlapping
+  // ones merged) in a VMM reservation of its own, placed so that its end
+  // lies at most 255 bytes before an unmapped guard granule. Bases stay
+  // 256-byte aligned, so they are not the recorded addresses: pointers are
+  // relocated. Throws ReplayError without VMM.
+  struct GuardedSpan {
+    uint64_t recorded = 0, size = 0, replay = 0;
+    uint64_t slack = 0;  // bytes between the region's end and the guard (< 256)
+  };
+  void placeGuarded(const std::vector<Region>& regions);
+  const std::vector<GuardedSpan>& guarded() const { return guarded_; }
+
   const AddressMap& addresses() const { return addresses_; }
   MemoryPath path() const;
   size_t fixedGroups() const { return fixedGroups_; }
@@ -43,11 +55,15 @@ class DeviceMemory {
     CUdeviceptr address = 0;
     uint64_t size = 0;
     bool reserved = false;  // VMM: unmap and free the reservation; else cuMemFree
+    uint64_t mapped = 0;    // VMM: bytes mapped from `address` (0: all of size)
   };
+  void mapReservation(CUdeviceptr at, uint64_t size);
+  std::vector<GuardedSpan> guarded_;
 
   Driver& driver_;
   CUdevice device_;
   bool allowFixed_;
+  bool vmm_ = false;
   uint64_t granule_ = 0;
   std::vector<Mapping> mappings_;
   AddressMap addresses_;

@@ -30,6 +30,16 @@ const char* memoryPathName(MemoryPath path) {
   return "?";
 }
 
+const char* checkStatusName(CheckStatus status) {
+  switch (status) {
+    case CheckStatus::clean: return "clean";
+    case CheckStatus::finding: return "FINDING";
+    case CheckStatus::notRun: return "not run";
+    case CheckStatus::error: return "error";
+  }
+  return "?";
+}
+
 // Encoding: one line per record, `tag key=value ...`, values percent-escaped;
 // an outcome is a `launch` line, its `buffer` lines, and `end`.
 namespace {
@@ -119,6 +129,11 @@ std::string encodeOutcome(const LaunchOutcome& o) {
     }
     out << '\n';
   }
+  for (const CheckFinding& c : o.checks) {
+    out << "check name=" << escapeImpl(c.name) << " status=" << static_cast<int>(c.status)
+        << " summary=" << escapeImpl(c.summary) << '\n';
+    for (const std::string& d : c.details) out << "checkdetail text=" << escapeImpl(d) << '\n';
+  }
   out << "end\n";
   return out.str();
 }
@@ -183,6 +198,16 @@ std::optional<LaunchOutcome> decodeOutcome(const std::string& text) {
         b.stats = s;
       }
       o.buffers.push_back(std::move(b));
+    } else if (tag == "check" && sawLaunch) {
+      CheckFinding c;
+      c.name = f.count("name") ? f.at("name") : "";
+      const uint64_t status = u64(f, "status");
+      if (status > static_cast<uint64_t>(CheckStatus::error)) return std::nullopt;
+      c.status = static_cast<CheckStatus>(status);
+      c.summary = f.count("summary") ? f.at("summary") : "";
+      o.checks.push_back(std::move(c));
+    } else if (tag == "checkdetail" && sawLaunch && !o.checks.empty()) {
+      o.checks.back().details.push_back(f.count("text") ? f.at("text") : "");
     } else if (tag == "end" && sawLaunch) {
       sawEnd = true;
       break;

@@ -36,6 +36,17 @@ struct BufferReport {
   bool withinTolerance = false;       // with --tolerance: the differences are accepted
 };
 
+// What one replay-time checker (checkers.h) found for a launch.
+enum class CheckStatus { clean, finding, notRun, error };
+const char* checkStatusName(CheckStatus status);  // "clean", "FINDING", "not run", "error"
+
+struct CheckFinding {
+  std::string name;     // "determinism", "unwritten", ...
+  CheckStatus status = CheckStatus::notRun;
+  std::string summary;  // one line
+  std::vector<std::string> details;  // one line each: ranges, offsets, counts
+};
+
 struct LaunchOutcome {
   uint64_t launchIndex = 0;
   std::string kernel;
@@ -54,6 +65,7 @@ struct LaunchOutcome {
   // --repeat: GPU time of the launch in ns (CUDA events)
   std::vector<uint64_t> timesNs;
   std::optional<uint64_t> recordedDurationNs;
+  std::vector<CheckFinding> checks;  // --check
 };
 
 std::string encodeOutcome(const LaunchOutcome& outcome);

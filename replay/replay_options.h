@@ -28,6 +28,15 @@ struct ReplayOptions {
   double timeoutSeconds = 10;                // per launch, from its start to its completion
   unsigned repeat = 0;                       // timed repetitions after the verified run
   bool isolate = true;                       // run in a child process (tests turn it off)
+  std::vector<std::string> checks;           // --check NAME (checkers.h), in the order they run
+  unsigned checkRuns = 5;                    // --runs: replays per launch for the determinism check
+  // When set, the replayed bytes of every range a launch could reach are
+  // written to DIR/<launchIndex>-<recorded address in hex>.bin after the
+  // launch (bisect compares two replays with them).
+  std::string saveOutputsDir;
+  // With saveOutputsDir, a sequence (--range) also writes the final bytes of
+  // every range it placed, DIR/end-<address>.bin, when it completes cleanly.
+  bool saveSequenceEnd = false;
 };
 
 // Which launches, and how: independent launches each start from their own

@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <set>
 
+#include "checkers.h"
 #include "driver.h"
 
 namespace kcap::replay {
@@ -17,6 +19,62 @@ bool namesRecordedObject(int32_t id) {
 }
 
 }  // namespace
+
+// The checkers' view of the launch just replayed (checkers.h).
+class LaunchCheckTarget : public CheckTarget {
+ public:
+  LaunchCheckTarget(Replayer& r, const LaunchRecord& launch, const LoadedKernel& kernel, const LaunchOutcome& outcome)
+      : r_(r), launch_(launch), kernel_(kernel), outcome_(outcome) {}
+  ~LaunchCheckTarget() override {
+    for (const CUdeviceptr p : scratch_) r_.driver_.cuMemFree(p);
+  }
+  const LaunchRecord& launch() const override { return launch_; }
+  const TraceModel& model() const override { return r_.model_; }
+  const ReplayOptions& options() const override { return r_.options_; }
+  format::TraceReader& reader() override { return r_.reader_; }
+  void restore() override { r_.restore(launch_, kernel_, true); }
+  void write(uint64_t recorded, const uint8_t* data, uint64_t size) override { r_.copyToDevice(at(recorded), data, size); }
+  std::vector<uint8_t> read(uint64_t recorded, uint64_t size) override {
+    std::vector<uint8_t> bytes(size);
+    r_.copyFromDevice(bytes.data(), at(recorded), size);
+    return bytes;
+  }
+  std::vector<uint8_t> params() override { return r_.buildParams(launch_, kernel_); }
+  void run(std::vector<uint8_t>& params) override {
+    if (r_.onLaunchStart) r_.onLaunchStart(outcome_);  // the watchdog covers every check launch
+    r_.launchOnce(launch_, kernel_, params);
+    if (r_.onLaunchEnd) r_.onLaunchEnd(launch_.launchIndex);
+  }
+  uint64_t scratch(uint64_t size) override {
+    CUdeviceptr p = 0;
+    check(r_.driver_.cuMemAlloc(&p, std::max<uint64_t>(size, 1)), "cuMemAlloc of " + std::to_string(size) + " bytes");
+    scratch_.push_back(p);
+    return p;
+  }
+  void writeDevice(uint64_t address, const uint8_t* data, uint64_t size) override { r_.copyToDevice(address, data, size); }
+  std::vector<uint8_t> readDevice(uint64_t address, uint64_t size) override {
+    std::vector<uint8_t> bytes(size);
+    r_.copyFromDevice(bytes.data(), address, size);
+    return bytes;
+  }
+  const std::vector<DeviceMemory::GuardedSpan>& placeGuarded() override {
+    r_.memory_->release();
+    r_.memory_->placeGuarded(r_.regionsOf(launch_));
+    return r_.memory_->guarded();
+  }
+
+ private:
+  CUdeviceptr at(uint64_t recorded) const {
+    const auto p = r_.translate(recorded, kernel_);
+    if (!p) throw ReplayError("recorded address " + std::to_string(recorded) + " has no place in this replay");
+    return *p;
+  }
+  Replayer& r_;
+  const LaunchRecord& launch_;
+  const LoadedKernel& kernel_;
+  const LaunchOutcome& outcome_;
+  std::vector<CUdeviceptr> scratch_;
+};
 
 Replayer::Replayer(const TraceModel& model, format::TraceReader& reader, const ReplayOptions& options)
     : model_(model), reader_(reader), options_(options), driver_(driver()) {
@@ -246,6 +304,26 @@ void Replayer::launchOnce(const LaunchRecord& launch, const LoadedKernel& kernel
   check(driver_.cuStreamSynchronize(stream_), "the launch");
 }
 
+// The replayed bytes of the ranges the launch could reach: those of its
+// recorded post-state, or of its pre-state when the trace has no post-state.
+void Replayer::saveOutputs(const LaunchRecord& launch, const LoadedKernel& kernel) {
+  auto ranges = launch.event().getPre();
+  if (launch.end != nullptr && launch.end->get().getLaunchEnd().getPost().size() != 0) {
+    ranges = launch.end->get().getLaunchEnd().getPost();
+  }
+  for (const auto range : ranges) {
+    const auto src = translate(range.getAddress(), kernel);
+    if (!src) continue;
+    const uint64_t size = range.getContent().getSize();
+    uint8_t* bytes = staging(size);
+    copyFromDevice(bytes, *src, size);
+    char name[64];
+    std::snprintf(name, sizeof name, "/%llu-%llx.bin", static_cast<unsigned long long>(launch.launchIndex),
+                  static_cast<unsigned long long>(range.getAddress()));
+    writeFile(options_.saveOutputsDir + name, bytes, size);
+  }
+}
+
 void Replayer::compare(const LaunchRecord& launch, const LoadedKernel& kernel, LaunchOutcome& outcome) {
   const bool preOnly = model_.traceBegin() != nullptr &&
                        model_.traceBegin()->get().getTraceBegin().getCaptureMode() == schema::CaptureMode::PRE_ONLY;
@@ -259,18 +337,7 @@ void Replayer::compare(const LaunchRecord& launch, const LoadedKernel& kernel, L
   }
   const auto e = launch.event();
   // Which parameter points into which allocation, for labels and --dtype.
-  const auto paramOf = [&](uint64_t base, uint64_t size) -> std::optional<uint32_t> {
-    for (const auto word : e.getPointers()) {
-      if (word.getValue() < base || word.getValue() - base >= size) continue;
-      const auto layout = e.getParamLayout();
-      for (uint32_t i = 0; i < layout.size(); ++i) {
-        if (word.getOffset() >= layout[i].getOffset() && word.getOffset() < layout[i].getOffset() + layout[i].getSize()) {
-          return i;
-        }
-      }
-    }
-    return std::nullopt;
-  };
+  const auto paramOf = [&](uint64_t base, uint64_t size) { return parameterPointingInto(e, base, size); };
   bool differs = false;
   for (const auto range : launch.end->get().getLaunchEnd().getPost()) {
     const auto content = range.getContent();
@@ -414,6 +481,7 @@ LaunchOutcome Replayer::replayLaunch(const LaunchRecord& l, const std::function<
     launched = true;
     launchOnce(l, kernel, params);
     if (onLaunchEnd) onLaunchEnd(l.launchIndex);
+    if (!options_.saveOutputsDir.empty()) saveOutputs(l, kernel);
     if (l.end != nullptr && l.end->get().getLaunchEnd().getResult() != 0) {
       o.verdict = Verdict::differs;
       o.detail = "the recorded launch was refused with CUresult " +
@@ -422,6 +490,13 @@ LaunchOutcome Replayer::replayLaunch(const LaunchRecord& l, const std::function<
     }
     compare(l, kernel, o);
     timeRepeats(l, kernel, params, o);
+    if (!options_.checks.empty()) {
+      LaunchCheckTarget target(*this, l, kernel, o);
+      if (!runChecks(target, o)) {
+        report(o);  // the checks' findings, then the context is gone
+        throw ContextLost{};
+      }
+    }
   } catch (const CudaError& error) {
     o.verdict = launched ? Verdict::fault : Verdict::error;
     const std::string memoryNote = o.detail;  // "recorded addresses not granted: ..." when there is one
@@ -504,6 +579,33 @@ void Replayer::run(const Selection& selection, const std::function<void(const La
     previousSeq = l->seq();
     report(o);
   }
+  if (stopped.empty() && placed && options_.saveSequenceEnd && !options_.saveOutputsDir.empty()) {
+    saveRegions(regions);
+  }
+}
+
+// The memory state a sequence left: every placed range, read back.
+void Replayer::saveRegions(const std::vector<Region>& regions) {
+  std::set<uint64_t> saved;
+  for (const Region& region : regions) {
+    if (!saved.insert(region.address).second) continue;
+    const auto src = memory_->addresses().translate(region.address);
+    if (!src) continue;
+    uint8_t* bytes = staging(region.size);
+    copyFromDevice(bytes, *src, region.size);
+    char name[64];
+    std::snprintf(name, sizeof name, "/end-%llx.bin", static_cast<unsigned long long>(region.address));
+    writeFile(options_.saveOutputsDir + name, bytes, region.size);
+  }
+}
+
+void Replayer::writeFile(const std::string& path, const uint8_t* bytes, uint64_t size) {
+  std::FILE* file = std::fopen(path.c_str(), "wb");
+  if (file == nullptr || std::fwrite(bytes, 1, size, file) != size) {
+    if (file != nullptr) std::fclose(file);
+    throw ReplayError("cannot write " + path);
+  }
+  std::fclose(file);
 }
 
 }  // namespace kcap::replay

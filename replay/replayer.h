@@ -51,6 +51,7 @@ class Replayer {
   const std::string& deviceName() const { return deviceName_; }
 
  private:
+  friend class LaunchCheckTarget;  // checkers.h: --check replays the launch again
   LaunchOutcome replayLaunch(const LaunchRecord& launch, const std::function<void()>& place,
                             const std::function<void(const LoadedKernel&)>& prepare,
                             const std::function<void(const LaunchOutcome&)>& report);
@@ -58,6 +59,9 @@ class Replayer {
   void applyMemoryOp(const StoredEvent& op);
   void launchOnce(const LaunchRecord& launch, const LoadedKernel& kernel, std::vector<uint8_t>& params);
   std::vector<uint8_t> buildParams(const LaunchRecord& launch, const LoadedKernel& kernel);
+  void saveOutputs(const LaunchRecord& launch, const LoadedKernel& kernel);
+  void saveRegions(const std::vector<Region>& regions);
+  void writeFile(const std::string& path, const uint8_t* bytes, uint64_t size);
   void compare(const LaunchRecord& launch, const LoadedKernel& kernel, LaunchOutcome& outcome);
   void timeRepeats(const LaunchRecord& launch, const LoadedKernel& kernel, std::vector<uint8_t>& params,
                    LaunchOutcome& outcome);

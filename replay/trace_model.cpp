@@ -20,6 +20,19 @@ StoredEvent::StoredEvent(schema::Event::Reader event) {
   root_ = message_->getRoot<schema::Event>();
 }
 
+std::optional<uint32_t> parameterPointingInto(schema::Launch::Reader launch, uint64_t base, uint64_t size) {
+  for (const auto word : launch.getPointers()) {
+    if (word.getValue() < base || word.getValue() - base >= size) continue;
+    const auto layout = launch.getParamLayout();
+    for (uint32_t i = 0; i < layout.size(); ++i) {
+      if (word.getOffset() >= layout[i].getOffset() && word.getOffset() < layout[i].getOffset() + layout[i].getSize()) {
+        return i;
+      }
+    }
+  }
+  return std::nullopt;
+}
+
 TraceModel TraceModel::load(format::TraceReader& reader) {
   TraceModel model;
   std::map<uint64_t, uint64_t> durations;  // launchIndex -> ns

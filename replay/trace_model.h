@@ -59,6 +59,10 @@ struct CodeRef {
   std::vector<std::shared_ptr<StoredEvent>> binds;
 };
 
+// The index (in the parameter layout) of the first parameter holding a
+// pointer into [base, base + size), if any: names a compared range.
+std::optional<uint32_t> parameterPointingInto(schema::Launch::Reader launch, uint64_t base, uint64_t size);
+
 class TraceModel {
  public:
   // Reads every event. Problems the reader found stay in reader.problems().

@@ -27,6 +27,7 @@ constexpr Subcommand kSubcommands[] = {
     {"check", "Verify every chunk, blob and event of a trace; exit 1 unless fully intact", setupCheck},
     {"record", "Run a program with the capture shim preloaded: kcap record [options] -- CMD ARGS...", setupRecord},
     {"replay", "Re-run recorded launches on this GPU and compare with what was recorded", setupReplay},
+    {"bisect", "Find the first launch whose outputs diverge (from the recording, PTX, another build or GPU)", setupBisect},
     {"extract", "Write a minimal trace of selected launches: kcap extract FILE (--launch N | --range A..B) -o OUT",
      setupExtract},
 };

@@ -16,8 +16,10 @@
 #include <CLI/CLI.hpp>
 
 #include "common.h"
+#include "checkers.h"
 #include "driver.h"
 #include "isolation.h"
+#include "replay_report.h"
 #include "subcommands.h"
 #include "trace_reader.h"
 
@@ -47,7 +49,16 @@ struct Options {
   bool json = false;
   bool noIsolate = false;
   bool verbose = false;
+  std::vector<std::string> checks;
+  unsigned runs = 5;
 };
+
+// This kcap's executable, for compute-sanitizer to start.
+std::string selfPath() {
+  char path[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", path, sizeof path - 1);
+  return n > 0 ? std::string(path, static_cast<size_t>(n)) : std::string("kcap");
+}
 
 struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
@@ -99,6 +110,21 @@ replay::ReplayOptions replayOptions(const Options& o) {
     if (!r.dtype && r.paramDtypes.empty()) throw UsageError("--tolerance needs --dtype (errors are measured per element)");
   }
   if (!(o.timeout > 0)) throw UsageError("--timeout must be positive");
+  const std::vector<std::string> known = replay::checkNames();
+  for (const std::string& name : o.checks) {
+    if (std::find(known.begin(), known.end(), name) == known.end()) {
+      std::string list;
+      for (const std::string& k : known) list += " " + k;
+      throw UsageError("--check " + name + ": unknown checker (one of" + list + ")");
+    }
+    if (std::find(r.checks.begin(), r.checks.end(), name) == r.checks.end()) r.checks.push_back(name);
+  }
+  if (o.runs < 2) throw UsageError("--runs must be at least 2");
+  r.checkRuns = o.runs;
+  if (!r.checks.empty() && !o.range.empty()) {
+    throw UsageError("--check replays each launch again from its own pre-state: select with --launch, --kernel or --all, "
+                     "not --range");
+  }
   return r;
 }
 
@@ -169,29 +195,28 @@ std::optional<TimingSummary> timing(const LaunchOutcome& o) {
   return TimingSummary{t[t.size() / 2], t.front(), t.back()};
 }
 
-std::string bufferLine(const replay::BufferReport& b) {
-  std::string line = b.label + " (" + hex(b.address) + ", " + humanSize(b.size) + "): ";
-  if (b.differingBytes == 0) return line + "identical";
-  line += withCommas(b.differingBytes) + " of " + withCommas(b.size) + " bytes differ, first at offset " +
-          withCommas(*b.firstOffset) + " (" + hex(*b.firstOffset) + ")";
-  if (b.stats) {
-    const auto& s = *b.stats;
-    line += strf("; as %s: %llu of %llu elements differ, max abs %.4g, max rel %.4g, max ulp %.0f",
-                 replay::dtypeName(s.type).c_str(), static_cast<unsigned long long>(s.mismatches),
-                 static_cast<unsigned long long>(s.elements), s.maxAbsError, s.maxRelError, s.maxUlp);
-    if (s.nanExpected || s.nanActual) line += strf(", NaN %llu recorded / %llu replayed", static_cast<unsigned long long>(s.nanExpected), static_cast<unsigned long long>(s.nanActual));
-    if (s.infExpected || s.infActual) line += strf(", Inf %llu recorded / %llu replayed", static_cast<unsigned long long>(s.infExpected), static_cast<unsigned long long>(s.infActual));
-    if (s.worstElement) line += strf(", worst at element %llu", static_cast<unsigned long long>(*s.worstElement));
-    if (b.withinTolerance) line += " (within --tolerance)";
-  }
-  return line;
-}
-
 class Report {
  public:
   explicit Report(const Options& o) : opt_(o) {}
 
   void add(const LaunchOutcome& o) { outcomes_.push_back(o); }
+
+  // Every requested check gets a row per launch: those the replay process
+  // could not run ("not run"), and compute-sanitizer's, run from here.
+  void completeChecks(const replay::ReplayOptions& options) {
+    for (auto& o : outcomes_) {
+      for (const std::string& name : options.checks) {
+        const bool present = std::any_of(o.checks.begin(), o.checks.end(), [&](const auto& c) { return c.name == name; });
+        if (present) continue;
+        if (name == "sanitizer") {
+          o.checks.push_back(replay::runSanitizer(options, o.launchIndex, selfPath()));
+        } else {
+          o.checks.push_back({name, replay::CheckStatus::notRun,
+                              "the launch did not replay cleanly (" + std::string(replay::verdictName(o.verdict)) + ")", {}});
+        }
+      }
+    }
+  }
   replay::ReplayDevice device;
 
   int exitCode() const {
@@ -200,6 +225,9 @@ class Report {
       if (o.verdict == Verdict::fault || o.verdict == Verdict::hang) return kExitFault;
       if (o.verdict == Verdict::differs) code = kExitDiffers;
       if (o.verdict == Verdict::error && code == kExitOk) code = kExitTrace;
+      for (const auto& c : o.checks) {
+        if (c.status == replay::CheckStatus::finding) code = kExitDiffers;
+      }
     }
     return code;
   }
@@ -225,13 +253,19 @@ class Report {
     }
     std::cout << table.render("");
     for (const auto& o : outcomes_) {
-      const bool interesting = o.verdict != Verdict::reproduced || opt_.verbose;
+      const bool interesting = o.verdict != Verdict::reproduced || opt_.verbose || !o.checks.empty();
       if (!interesting) continue;
       std::cout << "\nlaunch " << o.launchIndex << " (" << printable(o.kernel) << "): " << replay::verdictName(o.verdict);
       if (!o.detail.empty()) std::cout << ": " << printable(o.detail);
       std::cout << "\n";
       for (const auto& b : o.buffers) {
         if (b.differingBytes != 0 || opt_.verbose) std::cout << "  " << bufferLine(b) << "\n";
+      }
+      for (const auto& c : o.checks) {
+        std::cout << "  check " << c.name << ": " << replay::checkStatusName(c.status);
+        if (!c.summary.empty()) std::cout << ": " << printable(c.summary);
+        std::cout << "\n";
+        for (const auto& d : c.details) std::cout << "    " << printable(d) << "\n";
       }
       if (o.verdict == Verdict::differs || o.verdict == Verdict::fault || o.verdict == Verdict::hang) {
         std::cout << "  alone: kcap replay " << word(opt_.path) << " --launch " << o.launchIndex << "\n";
@@ -283,28 +317,24 @@ class Report {
       j.beginArray("grid").value({}, o.grid[0]).value({}, o.grid[1]).value({}, o.grid[2]).endArray();
       j.beginArray("block").value({}, o.block[0]).value({}, o.block[1]).value({}, o.block[2]).endArray();
       j.value("sharedMemBytes", o.sharedMemBytes);
-      j.beginArray("buffers");
-      for (const auto& b : o.buffers) {
-        j.beginObject().value("label", b.label).value("address", b.address).value("size", b.size)
-            .value("differingBytes", b.differingBytes);
-        if (b.firstOffset) j.value("firstDifferingOffset", *b.firstOffset); else j.null("firstDifferingOffset");
-        if (b.stats) {
-          const auto& s = *b.stats;
-          j.beginObject("stats").value("dtype", replay::dtypeName(s.type)).value("elements", s.elements)
-              .value("mismatches", s.mismatches).value("maxAbsError", s.maxAbsError)
-              .value("maxRelError", s.maxRelError).value("maxUlp", s.maxUlp).value("nanRecorded", s.nanExpected)
-              .value("nanReplayed", s.nanActual).value("infRecorded", s.infExpected).value("infReplayed", s.infActual)
-              .value("withinTolerance", b.withinTolerance).endObject();
-        }
-        j.endObject();
-      }
-      j.endArray();
+      writeBuffersJson(j, o.buffers);
       if (const auto t = timing(o)) {
         j.beginObject("timeNs").value("median", t->median).value("min", t->min).value("max", t->max)
             .value("repeats", static_cast<uint64_t>(o.timesNs.size())).endObject();
       }
       if (o.recordedDurationNs) j.value("recordedDurationNs", *o.recordedDurationNs);
       j.value("restoredBytes", o.restoredBytes).value("restoreNs", o.restoreNs);
+      if (!o.checks.empty()) {
+        j.beginArray("checks");
+        for (const auto& c : o.checks) {
+          j.beginObject().value("name", c.name).value("status", std::string(replay::checkStatusName(c.status)))
+              .value("summary", c.summary);
+          j.beginArray("details");
+          for (const auto& d : c.details) j.value({}, d);
+          j.endArray().endObject();
+        }
+        j.endArray();
+      }
       j.endObject();
     }
     j.endArray().value("summary", summary()).value("exitCode", static_cast<int64_t>(exitCode())).endObject();
@@ -381,6 +411,7 @@ int runReplay(const Options& opt) {
       return kExitTrace;
     }
     if (progress) std::cerr << "\r\033[K" << std::flush;
+    report.completeChecks(options);
     if (opt.json) report.printJson(); else report.printText();
     return report.exitCode();
   });
@@ -409,6 +440,10 @@ Run setupReplay(CLI::App& cmd) {
   cmd.add_option("--repeat", opt->repeat, "Time each launch N more times with CUDA events");
   cmd.add_flag("--json", opt->json, "One JSON document instead of the table");
   cmd.add_flag("-v,--verbose", opt->verbose, "List every compared buffer, also when identical");
+  cmd.add_option("--check", opt->checks,
+                 "Run a checker on each launch (repeatable): determinism, unwritten, uninit, alias, overrun, "
+                 "sanitizer (docs/replay.md, Checkers)");
+  cmd.add_option("--runs", opt->runs, "Replays per launch for --check determinism (default 5)");
   cmd.add_flag("--no-isolate", opt->noIsolate, "Replay in this process (debugging; a fault ends the run)");
   return [opt] { return runReplay(*opt); };
 }

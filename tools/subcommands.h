@@ -27,6 +27,7 @@ Run setupDump(CLI::App& cmd);   // dump.cpp
 Run setupCheck(CLI::App& cmd);  // check.cpp
 Run setupRecord(CLI::App& cmd);  // record.cpp
 Run setupReplay(CLI::App& cmd);  // replay.cpp
+Run setupBisect(CLI::App& cmd);  // bisect.cpp
 Run setupExtract(CLI::App& cmd);  // extract.cpp
 
 }  // namespace kcap::tools

@@ -1,0 +1,330 @@
+// kcap bisect FILE [--against recorded|force-ptx|override:KERNEL=IMAGE] [--devices A,B]
+//                  [--perf [--threshold PCT]] [--sequence] ...:
+// the first launch whose outputs diverge, and why (replay/bisect.h does the
+// search; this file selects, prints and exits).
+//
+// Exit codes: 0 no launch diverges (with --perf: none is slower than the
+// threshold), 3 a launch diverges (or is slower), 4 the first divergence is
+// a fault or hang, 1 a trace problem or nothing can be replayed, 2 usage.
+#include <unistd.h>
+
+#include <iostream>
+#include <regex>
+
+#include <CLI/CLI.hpp>
+
+#include "bisect.h"
+#include "common.h"
+#include "driver.h"
+#include "replay_report.h"
+#include "subcommands.h"
+#include "trace_reader.h"
+
+namespace kcap::tools {
+namespace {
+
+using replay::Against;
+
+constexpr int kExitDiverges = 3;
+constexpr int kExitFault = 4;
+
+struct Options {
+  std::string path;
+  std::string against = "recorded";
+  std::string devices;
+  bool perf = false;
+  double threshold = 10;
+  unsigned repeat = 10;
+  bool sequence = false;
+  std::string kernel;
+  std::string range;
+  int device = 0;
+  bool noFixedVa = false;
+  std::string dtype;
+  std::string tolerance;
+  double timeout = 10;
+  bool json = false;
+};
+
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+replay::BisectOptions bisectOptions(const Options& o) {
+  replay::BisectOptions b;
+  b.base.tracePath = o.path;
+  b.base.device = o.device;
+  b.base.fixedAddresses = !o.noFixedVa;
+  b.base.timeoutSeconds = o.timeout;
+  b.sequence = o.sequence;
+  b.perf = o.perf;
+  b.thresholdPercent = o.threshold;
+  b.perfRepeat = o.repeat;
+  if (!(o.timeout > 0)) throw UsageError("--timeout must be positive");
+  if (o.perf && o.repeat == 0) throw UsageError("--repeat must be at least 1 with --perf");
+  if (!o.dtype.empty()) {
+    b.base.dtype = replay::parseDType(o.dtype);
+    if (!b.base.dtype) throw UsageError("--dtype " + o.dtype + ": unknown type");
+  }
+  if (!o.tolerance.empty()) {
+    b.base.tolerance = replay::parseTolerance(o.tolerance);
+    if (!b.base.tolerance) throw UsageError("--tolerance " + o.tolerance + ": expected e.g. 1e-3, rel=1e-2, ulp=4");
+    if (!b.base.dtype) throw UsageError("--tolerance needs --dtype");
+  }
+  if (!o.devices.empty()) {
+    if (o.against != "recorded") throw UsageError("--devices and --against are exclusive");
+    int first = -1, second = -1;
+    char extra = 0;
+    if (std::sscanf(o.devices.c_str(), "%d,%d%c", &first, &second, &extra) != 2 || first < 0 || second < 0 ||
+        first == second) {
+      throw UsageError("--devices " + o.devices + ": expected two different GPU ordinals, e.g. 0,1");
+    }
+    b.against = Against::otherDevice;
+    b.base.device = first;
+    b.otherDevice = second;
+  } else if (o.against == "recorded") {
+    b.against = Against::recorded;
+  } else if (o.against == "force-ptx") {
+    b.against = Against::forcePtx;
+  } else if (o.against.rfind("override:", 0) == 0) {
+    const std::string spec = o.against.substr(9);
+    const size_t eq = spec.rfind('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size()) {
+      throw UsageError("--against " + o.against + ": expected override:KERNEL=IMAGE");
+    }
+    try {
+      std::regex check(spec.substr(0, eq));
+    } catch (const std::regex_error&) {
+      throw UsageError("--against " + o.against + ": KERNEL is not a valid regular expression");
+    }
+    b.against = Against::override;
+    b.overrides.push_back({spec.substr(0, eq), spec.substr(eq + 1)});
+  } else {
+    throw UsageError("--against " + o.against + ": expected recorded, force-ptx or override:KERNEL=IMAGE");
+  }
+  return b;
+}
+
+std::vector<uint64_t> select(const Options& o, const replay::TraceModel& model) {
+  std::optional<std::regex> pattern;
+  if (!o.kernel.empty()) {
+    try {
+      pattern = std::regex(o.kernel);
+    } catch (const std::regex_error&) {
+      throw UsageError("--kernel " + o.kernel + ": not a valid regular expression");
+    }
+  }
+  uint64_t first = 0, last = UINT64_MAX;
+  if (!o.range.empty()) {
+    char extra = 0;
+    unsigned long long a = 0, b = 0;
+    if (std::sscanf(o.range.c_str(), "%llu..%llu%c", &a, &b, &extra) != 2 || b < a) {
+      throw UsageError("--range " + o.range + ": expected A..B with A <= B");
+    }
+    first = a;
+    last = b;
+  }
+  std::vector<uint64_t> launches;
+  for (const auto& l : model.launches()) {
+    if (l.event().getCapturing() || l.launchIndex < first || l.launchIndex > last) continue;
+    if (pattern && !std::regex_search(std::string(l.event().getKernelName()), *pattern)) continue;
+    launches.push_back(l.launchIndex);
+  }
+  if (launches.empty()) throw UsageError("no launch of " + o.path + " matches the selection");
+  return launches;
+}
+
+// The launch's parameters as the recording has them: one line each.
+std::vector<std::string> parameterLines(const replay::LaunchRecord& launch) {
+  const auto e = launch.event();
+  const auto params = e.getParams();
+  std::vector<std::string> lines;
+  const auto layout = e.getParamLayout();
+  for (uint32_t i = 0; i < layout.size(); ++i) {
+    const uint32_t offset = layout[i].getOffset(), size = layout[i].getSize();
+    std::string line = strf("param %u: offset %u, %u bytes", i, offset, size);
+    if (offset + size <= params.size()) {
+      if (size <= 8) {
+        uint64_t value = 0;
+        std::memcpy(&value, params.begin() + offset, size);
+        line += " = " + hex(value);
+        if (size == 4) {
+          float f = 0;
+          std::memcpy(&f, &value, 4);
+          line += strf(" (int %d, float %g)", static_cast<int32_t>(value), static_cast<double>(f));
+        }
+      } else {
+        line += " = " + hexBytes(params.begin() + offset, std::min<uint32_t>(size, 32)) + (size > 32 ? "..." : "");
+      }
+    }
+    for (const auto word : e.getPointers()) {
+      if (word.getOffset() >= offset && word.getOffset() < offset + size) {
+        line += strf("; pointer at +%u into allocation %s", word.getOffset() - offset, hex(word.getAllocationBase()).c_str());
+      }
+    }
+    lines.push_back(line);
+  }
+  return lines;
+}
+
+int runBisect(const Options& opt) {
+  return guarded(opt.path, [&]() -> int {
+    auto reader = format::TraceReader::open(opt.path);
+    const replay::TraceModel model = replay::TraceModel::load(*reader);
+    for (const auto& problem : reader->problems()) {
+      std::cerr << "kcap: " << opt.path << ": at byte " << problem.offset << ": " << problem.message
+                << " (bisecting the intact events)\n";
+    }
+    replay::BisectOptions options;
+    std::vector<uint64_t> launches;
+    try {
+      options = bisectOptions(opt);
+      launches = select(opt, model);
+    } catch (const UsageError& e) {
+      std::cerr << "kcap bisect: " << e.what() << "\n";
+      return kExitUsage;
+    }
+    const bool progress = !opt.json && isatty(STDERR_FILENO);
+    replay::BisectResult result;
+    try {
+      result = replay::bisect(model, launches, options, [&](uint64_t done, uint64_t total) {
+        if (progress) std::cerr << "\r[" << done << "/" << total << "] launches compared\033[K" << std::flush;
+      });
+    } catch (const replay::ReplayError& e) {
+      if (progress) std::cerr << "\r\033[K";
+      std::cerr << "kcap bisect: " << e.what() << "\n";
+      return kExitTrace;
+    }
+    if (progress) std::cerr << "\r\033[K" << std::flush;
+
+    int code = kExitOk;
+    if (options.perf) {
+      code = result.slower.empty() ? kExitOk : kExitDiverges;
+    } else if (result.first) {
+      const auto v = result.first->outcome.verdict;
+      code = (v == replay::Verdict::fault || v == replay::Verdict::hang) ? kExitFault : kExitDiverges;
+    }
+    const std::string sideA = replay::describeSide(options, false);
+    const std::string sideB = replay::describeSide(options, true);
+    const char* expected = options.against == Against::recorded ? "recorded" : "side A";
+    const char* actual = options.against == Against::recorded ? "replayed" : "side B";
+
+    if (opt.json) {
+      JsonWriter j;
+      j.beginObject().value("trace", opt.path).value("sideA", sideA).value("sideB", sideB)
+          .value("sequence", options.sequence).value("examined", result.examined)
+          .value("notComparable", result.notComparable).value("probes", result.probes)
+          .value("total", static_cast<uint64_t>(launches.size()));
+      if (options.perf) {
+        j.value("thresholdPercent", options.thresholdPercent).value("timed", result.timed).beginArray("slower");
+        for (const auto& s : result.slower) {
+          j.beginObject().value("launchIndex", s.launchIndex).value("kernel", s.kernel).value("baseNs", s.baseNs)
+              .value("otherNs", s.otherNs).value("percent", s.percent).endObject();
+        }
+        j.endArray();
+      }
+      if (result.first) {
+        const auto& o = result.first->outcome;
+        j.beginObject("first").value("launchIndex", o.launchIndex).value("kernel", o.kernel)
+            .value("verdict", std::string(replay::verdictName(o.verdict))).value("why", result.first->why)
+            .value("detail", o.detail).value("code", o.code);
+        j.beginArray("grid").value({}, o.grid[0]).value({}, o.grid[1]).value({}, o.grid[2]).endArray();
+        j.beginArray("block").value({}, o.block[0]).value({}, o.block[1]).value({}, o.block[2]).endArray();
+        j.value("sharedMemBytes", o.sharedMemBytes);
+        j.beginArray("parameters");
+        if (const auto* l = model.launch(o.launchIndex)) {
+          for (const auto& line : parameterLines(*l)) j.value({}, line);
+        }
+        j.endArray();
+        writeBuffersJson(j, o.buffers);
+        j.value("reproduce", result.first->reproduce).endObject();
+      } else {
+        j.null("first");
+      }
+      j.value("exitCode", static_cast<int64_t>(code)).endObject();
+      std::cout << j.str() << "\n";
+      return code;
+    }
+
+    std::cout << "kcap bisect " << opt.path << ": " << launches.size() << " launches"
+              << (options.sequence ? " as one sequence" : ", each from its recorded pre-state") << "; comparing "
+              << sideB << " with " << sideA << "\n\n";
+    if (options.perf) {
+      if (result.timed == 0 && options.against == Against::recorded) {
+        std::cout << "No launch could be timed against the recording: the trace holds no recorded durations "
+                     "(record with `kcap record --timing`), or no launch replayed.\n";
+        return kExitTrace;
+      }
+      std::cout << result.timed << " launches timed (" << options.perfRepeat << " runs each); slower by more than "
+                << options.thresholdPercent << "%: " << result.slower.size() << "\n";
+      Table table({"launch", "kernel", "before", "after", "slower"}, "rrrr");
+      for (const auto& s : result.slower) {
+        table.row({std::to_string(s.launchIndex), printable(s.kernel), strf("%.1f us", static_cast<double>(s.baseNs) / 1e3),
+                   strf("%.1f us", static_cast<double>(s.otherNs) / 1e3), strf("%+.1f%%", s.percent)});
+      }
+      if (!table.empty()) std::cout << table.render();
+      return code;
+    }
+    if (!result.first) {
+      std::cout << "No launch diverges: all " << result.examined - result.notComparable
+                << " compared launches agree.";
+      if (result.notComparable != 0) {
+        std::cout << " " << result.notComparable << " could not be replayed on one side (see kcap replay).";
+      }
+      std::cout << "\n";
+      return code;
+    }
+    const auto& d = *result.first;
+    const auto& o = d.outcome;
+    std::cout << "First divergent launch: " << o.launchIndex << " (" << printable(o.kernel) << "), grid "
+              << dim3Text(o.grid[0], o.grid[1], o.grid[2]) << ", block " << dim3Text(o.block[0], o.block[1], o.block[2])
+              << ", " << o.sharedMemBytes << " bytes of dynamic shared memory\n";
+    std::cout << "  " << replay::verdictName(o.verdict) << ": " << printable(d.why) << "\n";
+    if (const auto* l = model.launch(o.launchIndex)) {
+      std::cout << "  parameters:\n";
+      for (const auto& line : parameterLines(*l)) std::cout << "    " << line << "\n";
+    }
+    bool any = false;
+    for (const auto& b : o.buffers) {
+      if (b.differingBytes == 0) continue;
+      if (!any) std::cout << "  buffers that differ:\n";
+      any = true;
+      std::cout << "    " << bufferLine(b, expected, actual) << "\n";
+    }
+    std::cout << "  reproduce it alone: " << d.reproduce << "\n";
+    if (result.probes != 0) {
+      std::cout << "\nFound by bisection: " << result.probes << " prefixes of the " << launches.size()
+                << "-launch sequence replayed on each side.\n";
+    } else {
+      std::cout << "\n" << result.examined << " of " << launches.size() << " launches compared before it was found.\n";
+    }
+    return code;
+  });
+}
+
+}  // namespace
+
+Run setupBisect(CLI::App& cmd) {
+  auto opt = std::make_shared<Options>();
+  cmd.add_option("file", opt->path, "Trace file")->required();
+  cmd.add_option("--against", opt->against,
+                 "What to compare with: recorded (the recorded outputs, the default), force-ptx (the image's PTX "
+                 "JIT-compiled), override:KERNEL=IMAGE (another build of matching kernels)");
+  cmd.add_option("--devices", opt->devices, "A,B: the same launches on GPUs A and B, compared with each other");
+  cmd.add_flag("--perf", opt->perf, "Time both sides instead of comparing outputs; report launches slower on side B");
+  cmd.add_option("--threshold", opt->threshold, "--perf: percent slower that counts (default 10)");
+  cmd.add_option("--repeat", opt->repeat, "--perf: timed runs of each launch on each side (default 10)");
+  cmd.add_flag("--sequence", opt->sequence,
+               "The launches depend on each other: replay them in order from the first one's pre-state");
+  cmd.add_option("--kernel", opt->kernel, "Only launches of kernels whose name matches REGEX");
+  cmd.add_option("--range", opt->range, "Only launches A..B");
+  cmd.add_option("--device", opt->device, "GPU to replay on (default 0)");
+  cmd.add_flag("--no-fixed-va", opt->noFixedVa, "Relocate every pointer instead of asking for recorded addresses");
+  cmd.add_option("--dtype", opt->dtype, "Element type for error statistics of differing buffers");
+  cmd.add_option("--tolerance", opt->tolerance, "Accept differences within this (needs --dtype)");
+  cmd.add_option("--timeout", opt->timeout, "Seconds a launch may run before it counts as a hang (default 10)");
+  cmd.add_flag("--json", opt->json, "One JSON document instead of text");
+  return [opt] { return runBisect(*opt); };
+}
+
+}  // namespace kcap::tools

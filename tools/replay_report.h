@@ -1,0 +1,21 @@
+// Formatting shared by the subcommands that report replays (replay, bisect):
+// one compared buffer as a line of text or as JSON.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "common.h"
+#include "outcome.h"
+
+namespace kcap::tools {
+
+// "param 2 (0x7f.., 4.00 KiB): 12 of 4,096 bytes differ, first at offset 400 (0x190); as f32: ..."
+// `expected`/`actual` name the two sides in the statistics ("recorded" / "replayed").
+std::string bufferLine(const replay::BufferReport& buffer, const char* expected = "recorded",
+                       const char* actual = "replayed");
+
+// Writes "buffers": [...] into the current JSON object.
+void writeBuffersJson(JsonWriter& json, const std::vector<replay::BufferReport>& buffers);
+
+}  // namespace kcap::tools
