@@ -33,8 +33,8 @@ const char* memoryPathName(MemoryPath path) {
 const char* checkStatusName(CheckStatus status) {
   switch (status) {
     case CheckStatus::clean: return "clean";
-    case CheckStatus::finding: return "FINDING";
-    case CheckStatus::notRun: return "not run";
+    case CheckStatus::finding: return "finding";
+    case CheckStatus::notRun: return "not-run";
     case CheckStatus::error: return "error";
   }
   return "?";

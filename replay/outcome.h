@@ -38,7 +38,7 @@ struct BufferReport {
 
 // What one replay-time checker (checkers.h) found for a launch.
 enum class CheckStatus { clean, finding, notRun, error };
-const char* checkStatusName(CheckStatus status);  // "clean", "FINDING", "not run", "error"
+const char* checkStatusName(CheckStatus status);  // "clean", "finding", "not-run", "error" (as in --json)
 
 struct CheckFinding {
   std::string name;     // "determinism", "unwritten", ...

@@ -442,7 +442,8 @@ Run setupReplay(CLI::App& cmd) {
   cmd.add_flag("-v,--verbose", opt->verbose, "List every compared buffer, also when identical");
   cmd.add_option("--check", opt->checks,
                  "Run a checker on each launch (repeatable): determinism, unwritten, uninit, alias, overrun, "
-                 "sanitizer (docs/replay.md, Checkers)");
+                 "sanitizer (docs/replay.md, Checkers)")
+      ->allow_extra_args(false);
   cmd.add_option("--runs", opt->runs, "Replays per launch for --check determinism (default 5)");
   cmd.add_flag("--no-isolate", opt->noIsolate, "Replay in this process (debugging; a fault ends the run)");
   return [opt] { return runReplay(*opt); };

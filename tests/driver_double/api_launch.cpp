@@ -1,6 +1,7 @@
 // Streams and launches. Everything runs synchronously on the calling
 // thread: a launch runs the kernel's host implementation before returning, so
 // streams only need to be valid handles.
+#include <setjmp.h>
 #include "driver_exports.h"
 #include "state.h"
 
@@ -14,13 +15,50 @@
 
 namespace kcap_double {
 
+// A host kernel that touches memory nothing maps (a VMM reservation's
+// unmapped part, as replay's overrun check places guards) faults like a GPU
+// kernel: the launch "succeeds" and the context gets the sticky
+// CUDA_ERROR_ILLEGAL_ADDRESS, instead of the process dying of SIGSEGV.
+thread_local sigjmp_buf* fault_jump = nullptr;
+
+void on_fault(int signal)
+{
+    if (fault_jump != nullptr) {
+        siglongjmp(*fault_jump, 1);
+    }
+    ::signal(signal, SIG_DFL);
+    ::raise(signal);
+}
+
+void run_kernel(const CapturedLaunch& launch, void** values)
+{
+    struct sigaction action {};
+    action.sa_handler = on_fault;
+    sigemptyset(&action.sa_mask);
+    action.sa_flags = SA_NODEFER;
+    struct sigaction old_segv {};
+    struct sigaction old_bus {};
+    sigaction(SIGSEGV, &action, &old_segv);
+    sigaction(SIGBUS, &action, &old_bus);
+    sigjmp_buf jump;
+    if (sigsetjmp(jump, 1) == 0) {
+        fault_jump = &jump;
+        launch.def->run(launch.shape, values, *launch.module);
+    } else {
+        state().sticky.store(CUDA_ERROR_ILLEGAL_ADDRESS);
+    }
+    fault_jump = nullptr;
+    sigaction(SIGSEGV, &old_segv, nullptr);
+    sigaction(SIGBUS, &old_bus, nullptr);
+}
+
 void run_launch(const CapturedLaunch& launch)
 {
     std::vector<void*> values;
     for (const ParamSlot& slot : launch.def->params) {
         values.push_back(const_cast<unsigned char*>(launch.bytes.data()) + slot.offset);
     }
-    launch.def->run(launch.shape, values.data(), *launch.module);
+    run_kernel(launch, values.data());
 }
 
 namespace {

@@ -4,6 +4,7 @@
 #include "host_kernels.h"
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 
@@ -121,11 +122,85 @@ void poly_eval(const LaunchShape& shape, void* const* params, const ModuleGlobal
     __atomic_fetch_add(call_count, static_cast<int>(shape.blocks()), __ATOMIC_RELAXED);
 }
 
+// kernels/checks.cu: (const float* x, float* y, int n) each, for replay's --check.
+constexpr ParamSlot kCheckParams[] = {{0, 8}, {8, 8}, {16, 4}};
+struct CheckArgs {
+    const float* x;
+    float* y;
+    long long n;
+};
+CheckArgs check_args(void* const* params)
+{
+    const auto n = param<int>(params, 2);
+    return {param<const float*>(params, 0), param<float*>(params, 1), n < 0 ? 0 : n};
+}
+
+// racy_sum: the GPU's float atomicAdds land in any order. Emulated: each
+// call in the process starts the sum at another element.
+void racy_sum(const LaunchShape&, void* const* params, const ModuleGlobals&)
+{
+    static std::atomic<unsigned> calls{0};
+    const CheckArgs a = check_args(params);
+    if (a.n == 0) {
+        return;
+    }
+    const long long start = static_cast<long long>(calls.fetch_add(1) * 97u) % a.n;
+    float acc = *a.y;
+    for (long long k = 0; k < a.n; ++k) {
+        acc += a.x[(start + k) % a.n];
+    }
+    *a.y = acc;
+}
+
+void fill_empty(const LaunchShape&, void* const* params, const ModuleGlobals&)
+{
+    const CheckArgs a = check_args(params);
+    for (long long i = 0; i < a.n; ++i) {
+        if (a.y[i] == 0.0f) {
+            a.y[i] = a.x[i];
+        }
+    }
+}
+
+void pad_scale(const LaunchShape&, void* const* params, const ModuleGlobals&)
+{
+    const CheckArgs a = check_args(params);
+    for (long long i = 0; i < a.n; ++i) {
+        a.y[i] = a.x[i] + 0.0f * a.x[i + a.n];
+    }
+}
+
+// In thread order, as one GPU thread after another would run.
+void add_first(const LaunchShape&, void* const* params, const ModuleGlobals&)
+{
+    const CheckArgs a = check_args(params);
+    for (long long i = 0; i < a.n; ++i) {
+        a.y[i] = a.x[0] + a.x[i];
+    }
+}
+
+void sum_next(const LaunchShape&, void* const* params, const ModuleGlobals&)
+{
+    const CheckArgs a = check_args(params);
+    for (long long i = 0; i < a.n; ++i) {
+        const volatile float* next = a.x + i + 1;  // past the end for the last i
+        std::uint32_t bits = 0;
+        const float value = *next;
+        std::memcpy(&bits, &value, sizeof bits);
+        a.y[i] = a.x[i] + (bits == 0x7fc0beefu ? 1.0f : 0.0f);
+    }
+}
+
 constexpr KernelDef kKernels[] = {
     {"axpy", kAxpyParams, axpy},
     {"reduce_sum", kReduceParams, reduce_sum},
     {"scale_struct", kScaleParams, scale_struct},
     {"poly_eval", kPolyParams, poly_eval},
+    {"racy_sum", kCheckParams, racy_sum},
+    {"fill_empty", kCheckParams, fill_empty},
+    {"pad_scale", kCheckParams, pad_scale},
+    {"add_first", kCheckParams, add_first},
+    {"sum_next", kCheckParams, sum_next},
 };
 
 constexpr KernelVariant kVariants[] = {

@@ -14,6 +14,20 @@
 //               3 axpy a=1              y = 10i + 4
 //                 cuMemsetD8 sum = 0
 //               4 reduce_sum(y) -> sum
+//   checks    one launch per `kcap replay --check` checker to find
+//             something (kernels/checks.cu), and correct ones (axpy):
+//               0 axpy a=2 (x, y)            correct: every check clean
+//               1 racy_sum(r, sum)           determinism (r: values whose
+//                                            float sum depends on the order)
+//               2 fill_empty(x, z)           unwritten: z = 0 in its first
+//                                            half, = x in its second
+//               3 pad_scale(p, w)            uninit: p holds 2n floats, the
+//                                            program wrote the first n
+//               4 add_first(v, v)            alias
+//               5 axpy a=2 (v, v)            alias, but correct in place
+//               6 sum_next(x, w)             overrun: reads x[n]
+//             x[i] = 1 + i / 8 (never 0), n = 1024, every buffer 4096 bytes
+//             except p (8192)
 //   hang      one ordinary launch, then one that never returns (the double's
 //             kPoisonHang parameter); a watchdog thread kills the process
 //             (SIGKILL) a second later, as a user would
@@ -21,6 +35,7 @@
 
 #include <signal.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -123,6 +138,61 @@ int sequence()
     return 0;
 }
 
+int checks()
+{
+    start();
+    Axpy axpy;
+    std::string image = test::kernel_image("checks.fatbin");
+    CUmodule module = nullptr;
+    DRIVER(cuModuleLoadData, &module, image.data());
+    const auto kernel = [&](const char* name, CUdeviceptr x, CUdeviceptr y) {
+        CUfunction f = nullptr;
+        DRIVER(cuModuleGetFunction, &f, module, name);
+        int n = kN;
+        void* params[] = {&x, &y, &n};
+        DRIVER(cuLaunchKernel, f, kN / 256, 1, 1, 256, 1, 1, 0, nullptr, params, nullptr);
+        test::launches_made().add(name);
+    };
+    std::vector<float> xs(kN);
+    for (int i = 0; i < kN; ++i) {
+        xs[static_cast<std::size_t>(i)] = 1.0f + static_cast<float>(i) / 8.0f;
+    }
+    const CUdeviceptr x = upload(xs);
+    const CUdeviceptr y = upload(iota(2.0f));
+    DRIVER(axpy.launch, 2.0f, x, y);  // 0
+
+    std::vector<float> rs(kN);  // sums that round differently in every order
+    for (int i = 0; i < kN; ++i) {
+        rs[static_cast<std::size_t>(i)] = (i % 2 != 0 ? 1.0e7f : 1.0f) + 0.1f * static_cast<float>(i);
+    }
+    const CUdeviceptr r = upload(rs);
+    CUdeviceptr sum = 0;
+    DRIVER(cuMemAlloc, &sum, sizeof(float));
+    DRIVER(cuMemsetD8, sum, 0, sizeof(float));
+    kernel("racy_sum", r, sum);  // 1
+
+    std::vector<float> zs = xs;
+    std::fill(zs.begin(), zs.begin() + kN / 2, 0.0f);
+    const CUdeviceptr z = upload(zs);
+    kernel("fill_empty", x, z);  // 2
+
+    CUdeviceptr p = 0;
+    DRIVER(cuMemAlloc, &p, 2 * kN * sizeof(float));
+    DRIVER(cuMemcpyHtoD, p, xs.data(), kN * sizeof(float));  // the second half never written
+    CUdeviceptr w = 0;
+    DRIVER(cuMemAlloc, &w, kN * sizeof(float));
+    DRIVER(cuMemsetD32, w, 0, kN);
+    kernel("pad_scale", p, w);  // 3
+
+    const CUdeviceptr v = upload(xs);
+    kernel("add_first", v, v);  // 4
+    DRIVER(axpy.launch, 2.0f, v, v);  // 5
+
+    kernel("sum_next", x, w);  // 6
+    std::printf("result checks\n");
+    return 0;
+}
+
 int hang()
 {
     start();
@@ -152,6 +222,9 @@ int main(int argc, char** argv)
     const std::string scenario = argc > 1 ? argv[1] : "";
     if (scenario == "sequence") {
         return sequence();
+    }
+    if (scenario == "checks") {
+        return checks();
     }
     if (scenario == "hang") {
         return hang();
