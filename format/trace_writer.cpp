@@ -179,7 +179,13 @@ class TraceWriterImpl final : public TraceWriter {
         return;
       }
       closed_ = true;
-      cutBatch(lock);
+      // A failure already met makes cutBatch throw; the threads must be
+      // stopped and joined all the same (a joinable std::thread destroyed
+      // later would terminate the process), so it is reported at the end.
+      try {
+        cutBatch(lock);
+      } catch (const FormatError&) {
+      }
       stopping_ = true;
       workCv_.notify_all();
       doneCv_.notify_all();
