@@ -17,7 +17,12 @@ Records PROGRAM (a driver-API program loading the kernels/ fatbins) with
   3. `kcap replay --range 0..LAST` (the whole program as one sequence, with
      its recorded copies and memsets between launches) reproduces every
      launch;
-  4. `kcap replay --launch 0 --repeat 5 --json` reports 5 GPU timings.
+  4. `kcap replay --launch 0 --repeat 5 --json` reports 5 GPU timings;
+  5. with --fault-image (a build of the kernel that writes 1 TiB past its
+     output), `kcap replay --override NAME=FAULT_IMAGE` exits 4 and reports
+     each launch of NAME as FAULT with CUDA_ERROR_ILLEGAL_ADDRESS, while every
+     other launch, replayed after a fault in a fresh replay process, still
+     REPRODUCED.
 It never skips: a check that cannot run fails.
 """
 import argparse
@@ -47,6 +52,7 @@ def main():
     parser.add_argument("--override-image", required=True)
     parser.add_argument("--override-kernel", required=True)
     parser.add_argument("--expect-offset", type=int, required=True)
+    parser.add_argument("--fault-image", help="a build of the kernel that faults")
     parser.add_argument("--env", action="append", default=[], metavar="NAME=VALUE")
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args()
@@ -102,6 +108,20 @@ def main():
     times = (report or {}).get("launches", [{}])[0].get("timeNs", {})
     if code != 0 or times.get("repeats") != 5 or not times.get("median", 0) > 0:
         failures.append(f"{cmd}: exit {code}, timings {times}; expected 5 repeats with a positive median")
+
+    if args.fault_image:
+        code, report, cmd = replay(args.kcap, trace, log_dir, "fault", "--override",
+                                   f"^{kernel}$={args.fault_image}")
+        launches_seen = (report or {}).get("launches", [])
+        faulted = [l for l in launches_seen if l["kernel"] == kernel]
+        others = [l for l in launches_seen if l["kernel"] != kernel]
+        if code != 4 or not faulted or any(
+                l["verdict"] != "FAULT" or "CUDA_ERROR_ILLEGAL_ADDRESS" not in l["detail"] for l in faulted):
+            failures.append(f"{cmd}: exit {code}; expected FAULT (illegal address) for every {kernel} launch, got "
+                            f"{[(l['launchIndex'], l['verdict'], l['detail'][:80]) for l in faulted]}")
+        if not others or any(l["verdict"] != "REPRODUCED" for l in others):
+            failures.append(f"{cmd}: the other launches must still reproduce after a fault, got "
+                            f"{[(l['launchIndex'], l['verdict']) for l in others]}")
 
     for failure in failures:
         print("FAILED:", failure)
