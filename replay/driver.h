@@ -66,7 +66,8 @@ namespace kcap::replay {
   X(cuMemUnmap)                           \
   X(cuMemSetAccess)                       \
   X(cuEventElapsedTime)                   \
-  X(cuTensorMapReplaceAddress)
+  X(cuTensorMapReplaceAddress)             \
+  X(cuDeviceTotalMem)
 
 struct Driver {
 #define KCAP_REPLAY_MEMBER(fn) decltype(&::fn) fn = nullptr;

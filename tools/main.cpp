@@ -30,6 +30,8 @@ constexpr Subcommand kSubcommands[] = {
     {"bisect", "Find the first launch whose outputs diverge (from the recording, PTX, another build or GPU)", setupBisect},
     {"extract", "Write a minimal trace of selected launches: kcap extract FILE (--launch N | --range A..B) -o OUT",
      setupExtract},
+    {"doctor", "Compare the recorded environment with this machine's; check where the recorded launches can run",
+     setupDoctor},
 };
 
 constexpr int kUsage = 2;

@@ -29,5 +29,6 @@ Run setupRecord(CLI::App& cmd);  // record.cpp
 Run setupReplay(CLI::App& cmd);  // replay.cpp
 Run setupBisect(CLI::App& cmd);  // bisect.cpp
 Run setupExtract(CLI::App& cmd);  // extract.cpp
+Run setupDoctor(CLI::App& cmd);   // doctor.cpp
 
 }  // namespace kcap::tools
