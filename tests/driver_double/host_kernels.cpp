@@ -191,6 +191,10 @@ void sum_next(const LaunchShape&, void* const* params, const ModuleGlobals&)
     }
 }
 
+// kernels/empty.cu: no parameters, no work (the launch-overhead benchmark's
+// kernel, so that the shim's own cost per launch can be measured on the double).
+void kcap_empty(const LaunchShape&, void* const*, const ModuleGlobals&) {}
+
 constexpr KernelDef kKernels[] = {
     {"axpy", kAxpyParams, axpy},
     {"reduce_sum", kReduceParams, reduce_sum},
@@ -201,6 +205,7 @@ constexpr KernelDef kKernels[] = {
     {"pad_scale", kCheckParams, pad_scale},
     {"add_first", kCheckParams, add_first},
     {"sum_next", kCheckParams, sum_next},
+    {"kcap_empty", {}, kcap_empty},
 };
 
 constexpr KernelVariant kVariants[] = {
