@@ -63,7 +63,9 @@ std::string flagsOf(const BisectOptions& options) {
     case Against::override:
       for (const auto& o : options.overrides) flags += " --override '" + o.kernelPattern + "=" + o.imagePath + "'";
       break;
-    case Against::otherDevice: flags = " --device " + std::to_string(options.otherDevice) + (options.base.fixedAddresses ? "" : " --no-fixed-va"); break;
+    case Against::otherDevice:
+      flags = " --device " + std::to_string(options.otherDevice) + (options.base.fixedAddresses ? "" : " --no-fixed-va");
+      break;
   }
   if (options.base.dtype) flags += " --dtype " + dtypeName(*options.base.dtype);
   return flags;
@@ -76,14 +78,13 @@ std::vector<uint8_t> readFile(const std::string& path) {
 
 // Compares side B's saved outputs of one launch with side A's. Fills
 // b.buffers (expected: side A) and returns whether any byte differs.
-bool compareSides(const TraceModel& model, const LaunchOutcome& a, LaunchOutcome& b, const std::string& dirA,
-                  const std::string& dirB, const ReplayOptions& options) {
+bool compareSides(const TraceModel& model, LaunchOutcome& b, const std::string& dirA, const std::string& dirB,
+                  const ReplayOptions& options) {
   const LaunchRecord* launch = model.launch(b.launchIndex);
   auto ranges = launch->event().getPre();
   if (launch->end != nullptr && launch->end->get().getLaunchEnd().getPost().size() != 0) {
     ranges = launch->end->get().getLaunchEnd().getPost();
   }
-  (void)a;
   b.buffers.clear();
   bool differs = false;
   for (const auto range : ranges) {
@@ -257,7 +258,7 @@ BisectResult bisect(const TraceModel& model, const std::vector<uint64_t>& launch
       return std::nullopt;
     }
     if (failed(oa.verdict) || failed(ob.verdict)) return divergence(ob, why(oa, ob));
-    if (compareSides(model, oa, ob, dirA, dirB, options.base)) {
+    if (compareSides(model, ob, dirA, dirB, options.base)) {
       ob.verdict = Verdict::differs;
       return divergence(ob, why(oa, ob));
     }
