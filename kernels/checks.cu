@@ -54,3 +54,13 @@ extern "C" __global__ void sum_next(const float* x, float* y, int n)
         y[i] = x[i] + (__float_as_int(x[i + 1]) == 0x7fc0beef ? 1.0f : 0.0f);
     }
 }
+
+// Rows of 8 floats of which only the first 6 are written (an unrolled loop
+// without its remainder): `unwritten` reports the holes.
+extern "C" __global__ void skip_rows(const float* x, float* y, int n)
+{
+    const int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+    if (i < n && i % 8 < 6) {
+        y[i] = x[i];
+    }
+}

@@ -201,9 +201,9 @@ CheckFinding unwritten(CheckTarget& t) {
   };
   const auto a = poisoned(0xA5);
   const auto b = poisoned(0x5A);
-  uint64_t missedTotal = 0, extraTotal = 0;
+  uint64_t missedTotal = 0, extraTotal = 0, holesTotal = 0;
   for (size_t i = 0; i < outputs.size(); ++i) {
-    Diff missed, extra;
+    Diff missed, extra, holes;
     // Left at the poison: every byte of its aligned 4-byte word holds the
     // poison after both runs (a read-modify-write of the poison can leave
     // one byte at a poison value by chance, hardly a whole word twice).
@@ -214,21 +214,39 @@ CheckFinding unwritten(CheckTarget& t) {
       }
       return true;
     };
+    std::optional<uint64_t> firstWritten, lastWritten;
     for (uint64_t k = 0; k < ranges[i].size; ++k) {
       const bool notWritten = poisonWord(k);
       if (outputs[i].changed[k] && notWritten) missed.add(k);
       if (!outputs[i].changed[k] && !notWritten) extra.add(k);
+      if (!notWritten) {
+        if (!firstWritten) firstWritten = k;
+        lastWritten = k;
+      }
+    }
+    // Holes: bytes the launch never writes between bytes it does write (rows
+    // an unrolled loop skips, a group's tail). A slice written at one end of
+    // a larger buffer leaves no hole; a strided writer does, and is reported.
+    if (firstWritten) {
+      for (uint64_t k = *firstWritten; k <= *lastWritten; ++k) {
+        if (poisonWord(k)) holes.add(k);
+      }
     }
     missedTotal += missed.bytes;
     extraTotal += extra.bytes;
+    holesTotal += holes.bytes;
+    if (holes.bytes) {
+      f.details.push_back(diffText(ranges[i], holes, "never written by the launch, between bytes it writes (holes in its output)"));
+    }
     if (missed.bytes) f.details.push_back(diffText(ranges[i], missed, "the recorded launch changed were left unwritten"));
     if (extra.bytes) {
       f.details.push_back(diffText(ranges[i], extra, "written that the recorded launch left unchanged (note: possibly rewritten with the same value)"));
     }
   }
   f.summary = std::to_string(missedTotal) + " bytes the recorded launch changed were not written when poisoned; " +
+              std::to_string(holesTotal) + " bytes never written between bytes it writes; " +
               std::to_string(extraTotal) + " bytes written that the recording left unchanged";
-  if (missedTotal != 0) f.status = CheckStatus::finding;
+  if (missedTotal != 0 || holesTotal != 0) f.status = CheckStatus::finding;
   return f;
 }
 

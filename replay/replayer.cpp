@@ -196,13 +196,13 @@ void Replayer::restore(const LaunchRecord& launch, const LoadedKernel& kernel, b
   }
 }
 
-// Large contents go in 256 MiB windows of whole pieces through two page-locked
+// Large contents go in 64 MiB windows of whole pieces through two page-locked
 // buffers: decoding window k+1 (reading and decompressing the trace, on the
 // reader's threads) overlaps the copy of window k to the GPU.
 void Replayer::restoreContent(schema::Content::Reader content, CUdeviceptr dst) {
   const uint64_t size = content.getSize();
   const uint64_t pieceSize = content.getPieceSize();
-  constexpr uint64_t kWindow = uint64_t{256} << 20;
+  constexpr uint64_t kWindow = uint64_t{64} << 20;
   if (size <= kWindow || pieceSize == 0 || pieceSize > kWindow) {
     uint8_t* buffer = staging(size);
     reader_.readContentInto(content, buffer, size);

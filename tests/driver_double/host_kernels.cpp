@@ -191,6 +191,16 @@ void sum_next(const LaunchShape&, void* const* params, const ModuleGlobals&)
     }
 }
 
+void skip_rows(const LaunchShape&, void* const* params, const ModuleGlobals&)
+{
+    const CheckArgs a = check_args(params);
+    for (long long i = 0; i < a.n; ++i) {
+        if (i % 8 < 6) {
+            a.y[i] = a.x[i];
+        }
+    }
+}
+
 // kernels/empty.cu: no parameters, no work (the launch-overhead benchmark's
 // kernel, so that the shim's own cost per launch can be measured on the double).
 void kcap_empty(const LaunchShape&, void* const*, const ModuleGlobals&) {}
@@ -205,6 +215,7 @@ constexpr KernelDef kKernels[] = {
     {"pad_scale", kCheckParams, pad_scale},
     {"add_first", kCheckParams, add_first},
     {"sum_next", kCheckParams, sum_next},
+    {"skip_rows", kCheckParams, skip_rows},
     {"kcap_empty", {}, kcap_empty},
 };
 

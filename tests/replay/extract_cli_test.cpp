@@ -41,7 +41,7 @@ Outcome kcap(const std::vector<std::string>& args)
 }
 
 // The JSON object of launch N in `kcap replay --json` output, without the
-// one field that varies from run to run (restoreNs).
+// fields that vary from run to run (restoreNs, the addresses a refused hint got).
 std::string jsonLaunch(const std::string& json, uint64_t launch)
 {
     const std::string key = "{\"launchIndex\":" + std::to_string(launch) + ",";
@@ -64,7 +64,11 @@ std::string jsonLaunch(const std::string& json, uint64_t launch)
         } else if (c == '{' || c == '[') {
             ++depth;
         } else if ((c == '}' || c == ']') && --depth == 0) {
-            return std::regex_replace(json.substr(start, i + 1 - start), std::regex(",\"restoreNs\":[0-9]+"), "");
+            // The addresses a refused address hint was given instead vary from run to run too.
+            const std::string object =
+                std::regex_replace(json.substr(start, i + 1 - start), std::regex(",\"restoreNs\":[0-9]+"), "");
+            return std::regex_replace(object, std::regex(" gave 0x[0-9a-f]+, cuMemAlloc of that size 0x[0-9a-f]+"),
+                                      " gave ADDRESS");
         }
     }
     return {};

@@ -26,6 +26,8 @@
 //               4 add_first(v, v)            alias
 //               5 axpy a=2 (v, v)            alias, but correct in place
 //               6 sum_next(x, w)             overrun: reads x[n]
+//               7 skip_rows(x, u)            unwritten: elements 6 and 7 of
+//                                            every 8 never written (holes)
 //             x[i] = 1 + i / 8 (never 0), n = 1024, every buffer 4096 bytes
 //             except p (8192)
 //   hang      one ordinary launch, then one that never returns (the double's
@@ -189,6 +191,10 @@ int checks()
     DRIVER(axpy.launch, 2.0f, v, v);  // 5
 
     kernel("sum_next", x, w);  // 6
+    CUdeviceptr u = 0;
+    DRIVER(cuMemAlloc, &u, kN * sizeof(float));
+    DRIVER(cuMemsetD32, u, 0, kN);
+    kernel("skip_rows", x, u);  // 7
     std::printf("result checks\n");
     return 0;
 }
