@@ -74,14 +74,7 @@ std::string describeStatus(int status) {
 LaunchOutcome outcomeFor(const TraceModel& model, uint64_t index, Verdict verdict, const std::string& detail) {
   LaunchOutcome o;
   o.launchIndex = index;
-  if (const LaunchRecord* l = model.launch(index)) {
-    const auto e = l->event();
-    o.kernel = e.getKernelName();
-    o.grid[0] = e.getGridX(), o.grid[1] = e.getGridY(), o.grid[2] = e.getGridZ();
-    o.block[0] = e.getBlockX(), o.block[1] = e.getBlockY(), o.block[2] = e.getBlockZ();
-    o.sharedMemBytes = e.getSharedMemBytes();
-    o.recordedDurationNs = l->recordedDurationNs;
-  }
+  if (const LaunchRecord* l = model.launch(index)) o = outcomeOf(*l);
   o.verdict = verdict;
   o.detail = detail;
   return o;

@@ -156,7 +156,7 @@ std::vector<Region> Replayer::regionsOf(const LaunchRecord& launch) const {
   return regions;
 }
 
-LaunchOutcome Replayer::begin(const LaunchRecord& launch) const {
+LaunchOutcome outcomeOf(const LaunchRecord& launch) {
   const auto e = launch.event();
   LaunchOutcome o;
   o.launchIndex = launch.launchIndex;
@@ -451,7 +451,7 @@ void Replayer::applyMemoryOp(const StoredEvent& op) {
 LaunchOutcome Replayer::replayLaunch(const LaunchRecord& l, const std::function<void()>& place,
                                      const std::function<void(const LoadedKernel&)>& prepare,
                                      const std::function<void(const LaunchOutcome&)>& report) {
-  LaunchOutcome o = begin(l);
+  LaunchOutcome o = outcomeOf(l);
   bool launched = false;
   try {
     if (model_.traceBegin() != nullptr &&
@@ -552,7 +552,7 @@ void Replayer::run(const Selection& selection, const std::function<void(const La
   uint64_t previousSeq = launches.empty() ? 0 : launches.front()->seq();
   for (const LaunchRecord* l : launches) {
     if (!stopped.empty()) {
-      LaunchOutcome o = begin(*l);
+      LaunchOutcome o = outcomeOf(*l);
       o.verdict = Verdict::skipped;
       o.detail = stopped;
       report(o);

@@ -26,6 +26,10 @@ namespace kcap::replay {
 
 struct Driver;
 
+// An outcome naming the launch as recorded (kernel, grid, block, shared
+// memory, recorded duration), its verdict still to be decided.
+LaunchOutcome outcomeOf(const LaunchRecord& launch);
+
 // Thrown by Replayer::run after it reported a sticky FAULT: the context
 // cannot be used again, so the process must end.
 struct ContextLost {};
@@ -70,7 +74,6 @@ class Replayer {
   void copyToDevice(CUdeviceptr dst, const uint8_t* src, uint64_t size);
   void copyFromDevice(uint8_t* dst, CUdeviceptr src, uint64_t size);
   uint8_t* staging(uint64_t size);
-  LaunchOutcome begin(const LaunchRecord& launch) const;
   std::vector<Region> regionsOf(const LaunchRecord& launch) const;
 
   const TraceModel& model_;

@@ -10,6 +10,7 @@
 
 #include <iostream>
 #include <regex>
+#include <tuple>
 
 #include <CLI/CLI.hpp>
 
@@ -116,13 +117,9 @@ std::vector<uint64_t> select(const Options& o, const replay::TraceModel& model) 
   }
   uint64_t first = 0, last = UINT64_MAX;
   if (!o.range.empty()) {
-    char extra = 0;
-    unsigned long long a = 0, b = 0;
-    if (std::sscanf(o.range.c_str(), "%llu..%llu%c", &a, &b, &extra) != 2 || b < a) {
-      throw UsageError("--range " + o.range + ": expected A..B with A <= B");
-    }
-    first = a;
-    last = b;
+    const auto range = parseLaunchRange(o.range);
+    if (!range) throw UsageError("--range " + o.range + ": expected A..B with A <= B");
+    std::tie(first, last) = *range;
   }
   std::vector<uint64_t> launches;
   for (const auto& l : model.launches()) {

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstdarg>
 #include <cstdio>
@@ -30,6 +31,20 @@ int guarded(const std::string& path, const std::function<int()>& body) {
     std::cerr << path << ": out of memory while reading the trace\n";
   }
   return kExitTrace;
+}
+
+std::optional<std::pair<uint64_t, uint64_t>> parseLaunchRange(std::string_view text) {
+  const size_t dots = text.find("..");
+  if (dots == std::string_view::npos) return std::nullopt;
+  const auto number = [](std::string_view digits) -> std::optional<uint64_t> {
+    uint64_t value = 0;
+    const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
+    if (digits.empty() || ec != std::errc() || end != digits.data() + digits.size()) return std::nullopt;
+    return value;
+  };
+  const auto first = number(text.substr(0, dots)), last = number(text.substr(dots + 2));
+  if (!first || !last || *last < *first) return std::nullopt;
+  return std::make_pair(*first, *last);
 }
 
 // ---- text -------------------------------------------------------------------

@@ -5,8 +5,10 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <capnp/schema.h>
@@ -47,6 +49,10 @@ size_t utf8Length(std::string_view text, size_t at);
 // A problem message without the "PATH: " or "PATH: at byte N: " prefix that
 // some reader messages carry (the caller prints the offset itself).
 std::string bareProblem(const std::string& path, const std::string& message);
+
+// "A..B" (decimal launch indices, A <= B) as {A, B}; nullopt otherwise.
+// The --range of replay, bisect and extract.
+std::optional<std::pair<uint64_t, uint64_t>> parseLaunchRange(std::string_view text);
 
 // Column-aligned text table. Cells of columns marked right-aligned are padded
 // on the left. The last column is never padded. A header of empty strings is

@@ -29,16 +29,11 @@ int runExtract(const Options& opt) {
   request.output = opt.output;
   request.launches = opt.launches;
   if (!opt.range.empty()) {
-    const size_t dots = opt.range.find("..");
-    const std::string a = opt.range.substr(0, dots), b = dots == std::string::npos ? "" : opt.range.substr(dots + 2);
-    char* end1 = nullptr;
-    char* end2 = nullptr;
-    const uint64_t first = std::strtoull(a.c_str(), &end1, 10), last = std::strtoull(b.c_str(), &end2, 10);
-    if (dots == std::string::npos || a.empty() || b.empty() || *end1 != '\0' || *end2 != '\0' || last < first) {
+    request.range = parseLaunchRange(opt.range);
+    if (!request.range) {
       std::cerr << "kcap extract: --range " << opt.range << ": expected A..B with A <= B\n";
       return kExitUsage;
     }
-    request.range = std::make_pair(first, last);
   }
   if (opt.launches.empty() == opt.range.empty()) {
     std::cerr << "kcap extract: choose one of --launch N and --range A..B\n";

@@ -155,14 +155,9 @@ replay::Selection select(const Options& o, const replay::TraceModel& model) {
     }
     if (s.launchIndices.empty()) throw UsageError("no launch of a kernel matching " + o.kernel + " in " + o.path);
   } else if (!o.range.empty()) {
-    const size_t dots = o.range.find("..");
-    char* end1 = nullptr;
-    char* end2 = nullptr;
-    const std::string a = o.range.substr(0, dots), b = dots == std::string::npos ? "" : o.range.substr(dots + 2);
-    const uint64_t first = std::strtoull(a.c_str(), &end1, 10), last = std::strtoull(b.c_str(), &end2, 10);
-    if (dots == std::string::npos || a.empty() || b.empty() || *end1 != '\0' || *end2 != '\0' || last < first) {
-      throw UsageError("--range " + o.range + ": expected A..B with A <= B");
-    }
+    const auto range = parseLaunchRange(o.range);
+    if (!range) throw UsageError("--range " + o.range + ": expected A..B with A <= B");
+    const auto [first, last] = *range;
     for (const auto& l : launches) {
       if (!l.event().getCapturing() && l.launchIndex >= first && l.launchIndex <= last) {
         s.launchIndices.push_back(l.launchIndex);
