@@ -117,8 +117,7 @@ TEST(DoctorPortability, ClustersNeedSm90)
 
 Outcome kcap(const std::vector<std::string>& args, std::map<std::string, std::string> env = {})
 {
-    env.emplace("KCAP_LIBCUDA", doubleDir() + "/libcuda.so.1");
-    return kcap_test::run({kcapBinary(), args, env, false});
+    return kcapOnDouble(args, std::move(env));
 }
 
 class Doctor : public ::testing::Test {

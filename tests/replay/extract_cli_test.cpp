@@ -29,16 +29,11 @@ constexpr int kExitOk = 0, kExitUsage = 2, kExitDiffers = 3;
 
 void recordWithKcap(const std::string& path, const std::string& program, const std::vector<std::string>& args = {})
 {
-    std::vector<std::string> all = {"record", "-o", path, "--", program};
-    all.insert(all.end(), args.begin(), args.end());
-    const Outcome run = kcap_test::run({kcapBinary(), all, {}, false});
+    const Outcome run = kcapRecord(path, program, args);
     ASSERT_EQ(run.exitCode, 0) << run.describe();
 }
 
-Outcome kcap(const std::vector<std::string>& args)
-{
-    return kcap_test::run({kcapBinary(), args, {{"KCAP_LIBCUDA", doubleDir() + "/libcuda.so.1"}}, false});
-}
+Outcome kcap(const std::vector<std::string>& args) { return kcapOnDouble(args); }
 
 // The JSON object of launch N in `kcap replay --json` output, without the
 // fields that vary from run to run (restoreNs, the addresses a refused hint got).

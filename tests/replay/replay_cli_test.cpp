@@ -40,9 +40,7 @@ size_t occurrences(const std::string& text, const std::string& what)
 void recordWithKcap(const std::string& path, const std::string& program, const std::vector<std::string>& args = {},
                     std::map<std::string, std::string> env = {})
 {
-    std::vector<std::string> all = {"record", "-o", path, "--", program};
-    all.insert(all.end(), args.begin(), args.end());
-    const Outcome run = kcap_test::run({kcapBinary(), all, std::move(env), false});
+    const Outcome run = kcapRecord(path, program, args, std::move(env));
     ASSERT_EQ(run.exitCode, 0) << run.describe();
     ASSERT_NE(run.err.find("kcap: recorded "), std::string::npos) << run.describe();
 }
@@ -57,10 +55,9 @@ Outcome recordWithShim(const std::string& path, const std::string& program, cons
 
 Outcome replay(const std::vector<std::string>& args, std::map<std::string, std::string> env = {})
 {
-    env.emplace("KCAP_LIBCUDA", doubleDir() + "/libcuda.so.1");  // unless the test names another
     std::vector<std::string> all = {"replay"};
     all.insert(all.end(), args.begin(), args.end());
-    return kcap_test::run({kcapBinary(), all, std::move(env), false});
+    return kcapOnDouble(all, std::move(env));
 }
 
 // The table row of launch N: the line starting with its index.

@@ -167,4 +167,18 @@ Outcome run(const RunSpec& spec)
     return result;
 }
 
+Outcome kcapRecord(const std::string& path, const std::string& program, const std::vector<std::string>& args,
+                   std::map<std::string, std::string> env)
+{
+    std::vector<std::string> all = {"record", "-o", path, "--", program};
+    all.insert(all.end(), args.begin(), args.end());
+    return run({kcapBinary(), all, std::move(env), false});
+}
+
+Outcome kcapOnDouble(const std::vector<std::string>& args, std::map<std::string, std::string> env)
+{
+    env.emplace("KCAP_LIBCUDA", doubleDir() + "/libcuda.so.1");
+    return run({kcapBinary(), args, std::move(env), false});
+}
+
 }  // namespace kcap_test

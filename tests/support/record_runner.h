@@ -31,6 +31,13 @@ struct Outcome {
 
 Outcome run(const RunSpec& spec);
 
+// `kcap record -o PATH -- PROGRAM ARGS...`, `env` added to its environment.
+Outcome kcapRecord(const std::string& path, const std::string& program, const std::vector<std::string>& args = {},
+                   std::map<std::string, std::string> env = {});
+// `kcap ARGS...` with the driver double as the driver replay opens
+// (KCAP_LIBCUDA), unless `env` names another.
+Outcome kcapOnDouble(const std::vector<std::string>& args, std::map<std::string, std::string> env = {});
+
 // Paths of the build.
 std::string shimPath();
 std::string doubleDir();
