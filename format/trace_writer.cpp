@@ -27,9 +27,19 @@ namespace {
 
 // One chunk on its way to the file: queued by a producer, encoded (compressed,
 // checksummed) by a compression thread, written by the writer thread.
+// An event of a record chunk that is still to be built, and where it goes.
+struct DeferredSlot {
+  size_t at = 0;  // its bytes go at raw[at], before whatever was appended after it
+  uint64_t seq = 0;
+  std::unique_ptr<DeferredEvent> event;
+};
+
 struct Job {
   ChunkKind kind = ChunkKind::kRecords;
   std::vector<uint8_t> raw;
+  std::vector<DeferredSlot> deferred;  // record chunks: built by the compression thread
+  size_t deferredHint = 0;             // their size hints, summed
+  size_t deferredBytes = 0;            // their encoded size, once built
   Hash128 hash;             // blob chunks
   uint64_t firstSeq = 0;    // record chunks
   uint32_t eventCount = 0;  // record chunks
@@ -54,7 +64,71 @@ Codec compressInto(ZSTD_CCtx* cctx, int level, const std::vector<uint8_t>& raw, 
   return Codec::kZstd;
 }
 
+// Cap'n Proto's flat form of a message (segment table, then the segments)
+// appended to `out`.
+void appendFlat(kj::ArrayPtr<const kj::ArrayPtr<const capnp::word>> segments, std::vector<uint8_t>& out) {
+  const size_t tableWords = segments.size() / 2 + 1;
+  size_t words = tableWords;
+  for (auto segment : segments) words += segment.size();
+  const size_t at = out.size();
+  out.resize(at + words * sizeof(capnp::word));
+  uint8_t* dst = out.data() + at;
+  std::memset(dst, 0, tableWords * sizeof(capnp::word));
+  const uint32_t last = static_cast<uint32_t>(segments.size() - 1);
+  std::memcpy(dst, &last, sizeof last);
+  for (size_t i = 0; i < segments.size(); ++i) {
+    const uint32_t size = static_cast<uint32_t>(segments[i].size());
+    std::memcpy(dst + 4 * (i + 1), &size, sizeof size);
+  }
+  dst += tableWords * sizeof(capnp::word);
+  for (auto segment : segments) {
+    std::memcpy(dst, segment.begin(), segment.size() * sizeof(capnp::word));
+    dst += segment.size() * sizeof(capnp::word);
+  }
+}
+
+// Builds a record chunk's deferred events into place. An event that cannot
+// be built still takes its seq, as a message saying why, so that the chunk
+// holds every event it counts.
+void buildDeferred(Job& job) {
+  if (job.deferred.empty()) return;
+  std::vector<uint8_t> raw;
+  raw.reserve(job.raw.size() + job.deferredHint + job.deferredHint / 4);
+  // One zeroed first segment for all the chunk's messages (each builder
+  // zeroes what it used when it is destroyed): no 4 KiB calloc per event.
+  std::vector<capnp::word> scratch(512, capnp::word{});
+  size_t from = 0;
+  for (DeferredSlot& slot : job.deferred) {
+    raw.insert(raw.end(), job.raw.begin() + static_cast<std::ptrdiff_t>(from),
+               job.raw.begin() + static_cast<std::ptrdiff_t>(slot.at));
+    from = slot.at;
+    const size_t before = raw.size();
+    try {
+      capnp::MallocMessageBuilder message(kj::ArrayPtr<capnp::word>(scratch.data(), scratch.size()));
+      auto event = message.initRoot<schema::Event>();
+      event.setSeq(slot.seq);
+      slot.event->build(event);
+      appendFlat(message.getSegmentsForOutput(), raw);
+    } catch (const std::exception& e) {
+      raw.resize(before);
+      capnp::MallocMessageBuilder message(64);
+      auto event = message.initRoot<schema::Event>();
+      event.setSeq(slot.seq);
+      auto note = event.initMessage();
+      note.setLevel(schema::Message::Level::ERROR);
+      note.setText(std::string("an event could not be encoded: ") + e.what());
+      appendFlat(message.getSegmentsForOutput(), raw);
+    }
+    job.deferredBytes += raw.size() - before;
+    slot.event.reset();
+  }
+  raw.insert(raw.end(), job.raw.begin() + static_cast<std::ptrdiff_t>(from), job.raw.end());
+  job.raw = std::move(raw);
+  job.deferred.clear();
+}
+
 void encodeJob(ZSTD_CCtx* cctx, int level, Job& job) {
+  buildDeferred(job);
   size_t prefix = job.kind == ChunkKind::kBlob ? kBlobHashSize : 0;
   ChunkHeader header;
   header.kind = job.kind;
@@ -139,25 +213,47 @@ class TraceWriterImpl final : public TraceWriter {
     submit(lock, std::move(job));
   }
 
+  // The message is laid out in flat form straight into the batch, with no
+  // intermediate array: this runs under the lock every producer takes.
   uint64_t append(capnp::MessageBuilder& message) override {
+    auto root = message.getRoot<schema::Event>();
+    auto segments = message.getSegmentsForOutput();
+    size_t bytes = (segments.size() / 2 + 1) * sizeof(capnp::word);
+    for (auto segment : segments) bytes += segment.size() * sizeof(capnp::word);
+
     std::unique_lock lock(mutex_);
     throwIfFailed();
     throwIfClosed();
     uint64_t seq = nextSeq_++;
-    message.getRoot<schema::Event>().setSeq(seq);
-    kj::Array<capnp::word> words = capnp::messageToFlatArray(message);
-    auto bytes = words.asBytes();
-    if (bytes.size() > kMaxRecordChunkRaw) {
-      throw FormatError(path_ + ": event " + std::to_string(seq) + " is " + std::to_string(bytes.size()) +
+    root.setSeq(seq);  // in place: the segments above see it
+    if (bytes > kMaxRecordChunkRaw) {
+      throw FormatError(path_ + ": event " + std::to_string(seq) + " is " + std::to_string(bytes) +
                         " bytes, over the record chunk limit");
     }
-    if (batch_.raw.size() + bytes.size() > kMaxRecordChunkRaw) cutBatch(lock);
+    if (batchBytes() + bytes > kMaxRecordChunkRaw) cutBatch(lock);
     if (batch_.eventCount == 0) batch_.firstSeq = seq;
-    batch_.raw.insert(batch_.raw.end(), bytes.begin(), bytes.end());
+    appendFlat(segments, batch_.raw);
     batch_.eventCount++;
     stats_.events++;
-    stats_.recordRawBytes += bytes.size();
-    if (batch_.raw.size() >= options_.batchBytes) cutBatch(lock);
+    stats_.recordRawBytes += bytes;
+    if (batchBytes() >= options_.batchBytes) cutBatch(lock);
+    return seq;
+  }
+
+  uint64_t append(std::unique_ptr<DeferredEvent> event) override {
+    const size_t hint = event->sizeHint();
+    std::unique_lock lock(mutex_);
+    throwIfFailed();
+    throwIfClosed();
+    uint64_t seq = nextSeq_++;
+    // The hint is an estimate: leave room under the chunk limit for it to be off.
+    if (batchBytes() + 2 * hint > kMaxRecordChunkRaw / 2) cutBatch(lock);
+    if (batch_.eventCount == 0) batch_.firstSeq = seq;
+    batch_.deferred.push_back({batch_.raw.size(), seq, std::move(event)});
+    batch_.deferredHint += hint;
+    batch_.eventCount++;
+    stats_.events++;
+    if (batchBytes() >= options_.batchBytes) cutBatch(lock);
     return seq;
   }
 
@@ -210,8 +306,11 @@ class TraceWriterImpl final : public TraceWriter {
 
  private:
   // Caller holds the lock. Blocks while too many bytes wait to be written.
+  // Caller holds the lock.
+  size_t batchBytes() const { return batch_.raw.size() + batch_.deferredHint; }
+
   void submit(std::unique_lock<std::mutex>& lock, std::unique_ptr<Job> job) {
-    size_t cost = job->done ? job->encoded.size() : job->raw.size();
+    size_t cost = job->done ? job->encoded.size() : job->raw.size() + job->deferredHint;
     spaceCv_.wait(lock, [&] {
       return pendingBytes_ == 0 || pendingBytes_ + cost <= options_.maxPendingBytes || failed_;
     });
@@ -233,6 +332,7 @@ class TraceWriterImpl final : public TraceWriter {
     if (batch_.eventCount == 0) return;
     auto job = std::make_unique<Job>(std::move(batch_));
     batch_ = Job{};
+    batch_.raw.reserve(options_.batchBytes + (64u << 10));  // no regrowth while filling
     job->kind = ChunkKind::kRecords;
     submit(lock, std::move(job));
   }
@@ -252,6 +352,7 @@ class TraceWriterImpl final : public TraceWriter {
       lock.unlock();
       encodeJob(cctx, options_.zstdLevel, *job);
       lock.lock();
+      stats_.recordRawBytes += job->deferredBytes;
       job->done = true;
       doneCv_.notify_all();
     }

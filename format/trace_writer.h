@@ -25,6 +25,21 @@
 
 namespace kcap::format {
 
+// An event whose Cap'n Proto message the writer builds on one of its own
+// threads, from plain data the producer hands over. Building a message is
+// most of what an event costs its producer; the events made on every
+// recorded launch take this path, so that the launching thread only copies
+// its facts and queues them (docs/benchmarks.md, launch overhead).
+class DeferredEvent {
+ public:
+  virtual ~DeferredEvent() = default;
+  // Fills `event`, whose seq is already set. Called once, on a writer
+  // thread, after append() returned; it must not touch the producer's state.
+  virtual void build(schema::Event::Builder event) const = 0;
+  // About how many bytes the encoded event takes (batching, memory bound).
+  virtual size_t sizeHint() const = 0;
+};
+
 class TraceWriter {
  public:
   struct Options {
@@ -68,6 +83,11 @@ class TraceWriter {
   // Appends one event (root schema::Event). Assigns and returns its `seq`,
   // overwriting whatever the message held. Thread-safe.
   virtual uint64_t append(capnp::MessageBuilder& event) = 0;
+
+  // The same for an event built later by the writer: its seq is assigned now,
+  // so it keeps its place among the events appended before and after it.
+  // Thread-safe.
+  virtual uint64_t append(std::unique_ptr<DeferredEvent> event) = 0;
 
   // Blocks until everything appended or stored so far is written to the file.
   virtual void flush() = 0;

@@ -41,6 +41,14 @@ FunctionRegistry& FunctionRegistry::instance()
     return *registry;
 }
 
+namespace {
+std::atomic<std::uint64_t> g_codeGeneration{1};
+}  // namespace
+
+std::uint64_t codeGeneration() noexcept { return g_codeGeneration.load(std::memory_order_acquire); }
+
+void codeChanged() noexcept { g_codeGeneration.fetch_add(1, std::memory_order_acq_rel); }
+
 FunctionRegistry::KernelName* FunctionRegistry::intern(std::string_view name)
 {
     auto [it, inserted] = names_.try_emplace(std::string(name));
@@ -57,6 +65,7 @@ void FunctionRegistry::forget_owned_by(const void* owner)
     std::erase_if(handles_, [owner](const auto& entry) {
         return entry.second.owner == owner || entry.second.owner == nullptr;
     });
+    codeChanged();
 }
 
 void FunctionRegistry::module_loaded(CUmodule module, HookId source)
@@ -104,13 +113,13 @@ void FunctionRegistry::library_module(CUmodule module, CUlibrary library)
 void FunctionRegistry::function_found(CUfunction function, CUmodule module, const char* name)
 {
     std::unique_lock lock(mutex_);
-    handles_[function] = Handle{intern(name != nullptr ? name : kUnknownName), module};
+    bind(function, Handle{intern(name != nullptr ? name : kUnknownName), module});
 }
 
 void FunctionRegistry::kernel_found(CUkernel kernel, CUlibrary library, const char* name)
 {
     std::unique_lock lock(mutex_);
-    handles_[kernel] = Handle{intern(name != nullptr ? name : kUnknownName), library};
+    bind(kernel, Handle{intern(name != nullptr ? name : kUnknownName), library});
 }
 
 void FunctionRegistry::kernel_function(CUfunction function, CUkernel kernel)
@@ -118,7 +127,16 @@ void FunctionRegistry::kernel_function(CUfunction function, CUkernel kernel)
     std::unique_lock lock(mutex_);
     const auto it = handles_.find(kernel);
     if (it != handles_.end()) {
-        handles_[function] = it->second;
+        bind(function, it->second);
+    }
+}
+
+void FunctionRegistry::bind(const void* handle, Handle named)
+{
+    const auto [it, inserted] = handles_.try_emplace(handle, named);
+    if (!inserted && (it->second.name != named.name || it->second.owner != named.owner)) {
+        it->second = named;
+        codeChanged();
     }
 }
 
@@ -131,19 +149,39 @@ void FunctionRegistry::count_launch(KernelName& kernel)
 
 std::string_view FunctionRegistry::launched(CUfunction handle)
 {
+    // Most launches repeat a handle the thread launched before: a few
+    // entries per thread, valid while the code generation stays the same.
+    struct Cached {
+        CUfunction handle;
+        std::uint64_t generation;
+        KernelName* name;
+    };
+    constexpr size_t kEntries = 16;
+    thread_local Cached t_cache[kEntries] = {};  // trivially destructible: used until the thread is gone
+    Cached& cached = t_cache[(reinterpret_cast<std::uintptr_t>(handle) >> 4) % kEntries];
+    const std::uint64_t generation = codeGeneration();
+    if (cached.handle == handle && cached.generation == generation && cached.name != nullptr) {
+        count_launch(*cached.name);
+        return cached.name->name;
+    }
+    KernelName* name = lookup(handle);
+    cached = {handle, generation, name};
+    count_launch(*name);
+    return name->name;
+}
+
+FunctionRegistry::KernelName* FunctionRegistry::lookup(CUfunction handle)
+{
     {
         std::shared_lock lock(mutex_);
         const auto it = handles_.find(handle);
         if (it != handles_.end()) {
-            count_launch(*it->second.name);
-            return it->second.name->name;
+            return it->second.name;
         }
     }
     const std::string name = driver_name_of(handle);  // outside the lock: a driver call
     std::unique_lock lock(mutex_);
-    const auto it = handles_.try_emplace(handle, Handle{intern(name), nullptr}).first;
-    count_launch(*it->second.name);
-    return it->second.name->name;
+    return handles_.try_emplace(handle, Handle{intern(name), nullptr}).first->second.name;
 }
 
 std::vector<FunctionRegistry::LaunchCount> FunctionRegistry::launch_counts() const

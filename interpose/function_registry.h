@@ -9,8 +9,9 @@
 // Functions, ...) is named by asking the driver (cuFuncGetName, then
 // cuKernelGetName) at its first launch.
 //
-// Thread-safe. A launch takes a shared lock only; loads, lookups and unloads
-// take it exclusively. The driver is never called with the lock held.
+// Thread-safe. A launch of a handle the thread launched before takes no lock
+// (a per-thread cache, checked against codeGeneration()), another a shared
+// lock; loads, lookups and unloads take it exclusively. The driver is never called with the lock held.
 #pragma once
 
 #include "hook_table.h"
@@ -27,6 +28,13 @@
 #include <vector>
 
 namespace kcap {
+
+// Bumped whenever what a launch handle stands for may have changed (its
+// module unloaded, the handle bound again to something else). Per-thread
+// caches of launch handles, on every launch's path, compare it instead of
+// taking a lock.
+std::uint64_t codeGeneration() noexcept;
+void codeChanged() noexcept;
 
 class FunctionRegistry {
 public:
@@ -76,6 +84,8 @@ private:
         KernelName* name;
         const void* owner;  // module or library; nullptr: named by the driver
     };
+    KernelName* lookup(CUfunction handle);
+    void bind(const void* handle, Handle named);  // caller holds mutex_ exclusively
     struct Module {
         HookId source;
         const void* library;  // set for a library's module

@@ -79,6 +79,134 @@ void writeRanges(capnp::List<schema::MemoryRange>::Builder list, const std::vect
     }
 }
 
+size_t rangesHint(const std::vector<TakenRange>& taken)
+{
+    size_t bytes = 0;
+    for (const TakenRange& entry : taken) {
+        bytes += 64 + 16 * entry.content.pieces.size();
+    }
+    return bytes;
+}
+
+// A Launch event as the launching thread gathers it. The writer builds the
+// message on its own thread (format::DeferredEvent): on the launch path the
+// shim only copies these facts.
+struct LaunchEventData final : format::DeferredEvent {
+    uint64_t timeNs = 0;
+    uint32_t threadId = 0;
+    uint64_t launchIndex = 0;
+    LaunchCall call;  // its pointers are not followed after the launch returns
+    std::string_view kernelName;  // interned by the function registry: lives as long as the process
+    uint64_t context = 0;
+    int device = -1;
+    std::vector<CUlaunchAttribute> attributes;
+    ParamBuffer params;
+    std::vector<ParamPointer> pointers;
+    bool capturing = false;
+    bool synchronized = false;  // snapshots were attempted: syncResult and pre are meaningful
+    CUresult syncResult = CUDA_SUCCESS;
+    CUresult snapshotError = CUDA_SUCCESS;
+    std::vector<TakenRange> pre;
+    std::vector<IndirectPointer> indirect;
+
+    size_t sizeHint() const override
+    {
+        return 256 + kernelName.size() + params.bytes.size() + 8 * params.layout.size() + 32 * pointers.size() +
+               24 * attributes.size() + 40 * indirect.size() + rangesHint(pre);
+    }
+
+    void build(schema::Event::Builder event) const override
+    {
+        event.setTimeNs(timeNs);
+        event.setThreadId(threadId);
+        auto launch = event.initLaunch();
+        launch.setLaunchIndex(launchIndex);
+        launch.setApi(call.api);
+        launch.setPerThreadStream(call.perThreadStream);
+        launch.setFunction(reinterpret_cast<uint64_t>(call.function));
+        launch.setKernelName(capnp::Text::Reader(kernelName.data(), kernelName.size()));
+        launch.setGridX(call.grid[0]);
+        launch.setGridY(call.grid[1]);
+        launch.setGridZ(call.grid[2]);
+        launch.setBlockX(call.block[0]);
+        launch.setBlockY(call.block[1]);
+        launch.setBlockZ(call.block[2]);
+        launch.setSharedMemBytes(call.sharedMemBytes);
+        launch.setStream(reinterpret_cast<uint64_t>(call.stream));
+        launch.setContext(context);
+        launch.setDevice(device);
+        if (!attributes.empty()) {
+            auto list = launch.initAttributes(static_cast<unsigned>(attributes.size()));
+            for (unsigned i = 0; i < attributes.size(); ++i) {
+                list[i].setId(static_cast<int32_t>(attributes[i].id));
+                list[i].setValue(capnp::Data::Reader(reinterpret_cast<const uint8_t*>(&attributes[i].value),
+                                                     sizeof attributes[i].value));
+            }
+        }
+        launch.setParams(capnp::Data::Reader(params.bytes.data(), params.bytes.size()));
+        launch.setParamsFromExtra(params.fromExtra);
+        auto layout = launch.initParamLayout(static_cast<unsigned>(params.layout.size()));
+        for (unsigned i = 0; i < params.layout.size(); ++i) {
+            layout[i].setOffset(params.layout[i].offset);
+            layout[i].setSize(params.layout[i].size);
+        }
+        auto words = launch.initPointers(static_cast<unsigned>(pointers.size()));
+        for (unsigned i = 0; i < pointers.size(); ++i) {
+            words[i].setOffset(pointers[i].offset);
+            words[i].setValue(pointers[i].value);
+            words[i].setAllocationBase(pointers[i].allocationBase);
+            words[i].setInTensorMap(pointers[i].inTensorMap);
+        }
+        launch.setCapturing(capturing);
+        if (synchronized) {
+            launch.setSyncResult(syncResult);
+            if (snapshotError != CUDA_SUCCESS) {
+                launch.setSnapshotError(snapshotError);
+            }
+            writeRanges(launch.initPre(static_cast<unsigned>(pre.size())), pre);
+        }
+        auto indirectList = launch.initIndirectPointers(static_cast<unsigned>(indirect.size()));
+        for (unsigned i = 0; i < indirect.size(); ++i) {
+            indirectList[i].setBufferAddress(indirect[i].bufferAddress);
+            indirectList[i].setOffset(indirect[i].offset);
+            indirectList[i].setValue(indirect[i].value);
+            indirectList[i].setAllocationBase(indirect[i].allocationBase);
+        }
+    }
+};
+
+// A LaunchEnd event, the same way.
+struct LaunchEndData final : format::DeferredEvent {
+    uint64_t timeNs = 0;
+    uint32_t threadId = 0;
+    uint64_t launchIndex = 0;
+    CUresult result = CUDA_SUCCESS;
+    bool synchronized = false;  // a post snapshot was attempted
+    CUresult syncResult = CUDA_SUCCESS;
+    CUresult snapshotError = CUDA_SUCCESS;
+    std::vector<TakenRange> post;
+
+    size_t sizeHint() const override { return 96 + rangesHint(post); }
+
+    void build(schema::Event::Builder event) const override
+    {
+        event.setTimeNs(timeNs);
+        event.setThreadId(threadId);
+        auto end = event.initLaunchEnd();
+        end.setLaunchIndex(launchIndex);
+        end.setResult(result);
+        if (synchronized) {
+            end.setSyncResult(syncResult);
+            if (snapshotError != CUDA_SUCCESS) {
+                end.setSnapshotError(snapshotError);
+            }
+            if (syncResult == CUDA_SUCCESS) {
+                writeRanges(end.initPost(static_cast<unsigned>(post.size())), post);
+            }
+        }
+    }
+};
+
 }  // namespace
 
 bool Recorder::selects(std::string_view kernelName)
@@ -123,62 +251,34 @@ std::unique_ptr<PendingLaunch> Recorder::launchStarting(const LaunchCall& call, 
     pending->launchIndex = eligible - options_.skip;
     pending->syncStream = call.perThreadStream && call.stream == nullptr ? CU_STREAM_PER_THREAD : call.stream;
 
-    EventMessage message(*this);
-    auto launch = message.event().initLaunch();
-    launch.setLaunchIndex(pending->launchIndex);
-    launch.setApi(call.api);
-    launch.setPerThreadStream(call.perThreadStream);
-    launch.setFunction(reinterpret_cast<uint64_t>(call.function));
-    launch.setKernelName(capnp::Text::Reader(kernelName.data(), kernelName.size()));
-    launch.setGridX(call.grid[0]);
-    launch.setGridY(call.grid[1]);
-    launch.setGridZ(call.grid[2]);
-    launch.setBlockX(call.block[0]);
-    launch.setBlockY(call.block[1]);
-    launch.setBlockZ(call.block[2]);
-    launch.setSharedMemBytes(call.sharedMemBytes);
-    launch.setStream(reinterpret_cast<uint64_t>(call.stream));
-    launch.setContext(currentContext());
-    launch.setDevice(currentDevice());
+    auto data = std::make_unique<LaunchEventData>();
+    data->timeNs = nowNs();
+    data->threadId = callerThreadId();
+    data->launchIndex = pending->launchIndex;
+    data->call = call;
+    data->kernelName = kernelName;
+    data->context = currentContext();
+    data->device = currentDevice();
     if (call.attributes != nullptr && call.attributeCount != 0) {
-        auto attributes = launch.initAttributes(call.attributeCount);
-        for (unsigned i = 0; i < call.attributeCount; ++i) {
-            attributes[i].setId(static_cast<int32_t>(call.attributes[i].id));
-            attributes[i].setValue(capnp::Data::Reader(reinterpret_cast<const uint8_t*>(&call.attributes[i].value),
-                                                       sizeof call.attributes[i].value));
-        }
+        data->attributes.assign(call.attributes, call.attributes + call.attributeCount);
     }
 
     // Parameters and the words of them that are device pointers.
     const FunctionInfo info = functionInfo(call.function);
-    const ParamBuffer params = assembleParams(info.layout.get(), call.kernelParams, call.extra);
-    if (!params.complete) {
+    data->params = assembleParams(info.layout, call.kernelParams, call.extra);
+    if (!data->params.complete) {
         noteOnce(notedNoLayout_, schema::Message::Level::WARNING,
                  "the driver gave no parameter layout for " + std::string(kernelName) +
                      " (cuFuncGetParamInfo / cuKernelGetParamInfo); launches passing kernelParams are "
                      "recorded without parameters");
     }
-    launch.setParams(capnp::Data::Reader(params.bytes.data(), params.bytes.size()));
-    launch.setParamsFromExtra(params.fromExtra);
-    auto layout = launch.initParamLayout(static_cast<unsigned>(params.layout.size()));
-    for (unsigned i = 0; i < params.layout.size(); ++i) {
-        layout[i].setOffset(params.layout[i].offset);
-        layout[i].setSize(params.layout[i].size);
-    }
-    const std::vector<ParamPointer> pointers =
-        scanParams(params.bytes.data(), params.bytes.size(), params.layout, allocations_);
-    auto words = launch.initPointers(static_cast<unsigned>(pointers.size()));
-    for (unsigned i = 0; i < pointers.size(); ++i) {
-        words[i].setOffset(pointers[i].offset);
-        words[i].setValue(pointers[i].value);
-        words[i].setAllocationBase(pointers[i].allocationBase);
-        words[i].setInTensorMap(pointers[i].inTensorMap);
-    }
+    data->pointers = scanParams(data->params.bytes.data(), data->params.bytes.size(), data->params.layout, allocations_);
+    const std::vector<ParamPointer>& pointers = data->pointers;
 
     // No stream of the process is capturing (the capture hooks count them):
     // no need to ask the driver on every launch.
     const bool capturing = activeCaptures_.load(std::memory_order_relaxed) > 0 && isCapturing(pending->syncStream);
-    launch.setCapturing(capturing);
+    data->capturing = capturing;
     pending->executes = !capturing;
     bool snapshots = options_.mode != CaptureMode::kMetadata && !capturing;
     if (snapshots && waitsForPeers(kernelName)) {
@@ -188,8 +288,6 @@ std::unique_ptr<PendingLaunch> Recorder::launchStarting(const LaunchCall& call, 
                      ") are recorded without synchronizing and without memory snapshots");
     }
 
-    std::vector<TakenRange> taken;
-    std::vector<IndirectPointer> indirect;
     if (snapshots) {
         const RelaxedCaptureMode relaxed;
         const DriverApi& api = driverApi();
@@ -199,7 +297,8 @@ std::unique_ptr<PendingLaunch> Recorder::launchStarting(const LaunchCall& call, 
         } else if (api.streamSynchronize != nullptr) {
             sync = api.streamSynchronize(pending->syncStream);
         }
-        launch.setSyncResult(sync);
+        data->synchronized = true;
+        data->syncResult = sync;
 
         // What the launch can reach: the allocations its pointer words hit,
         // what pointers inside the small ones hit, the module's globals.
@@ -211,6 +310,7 @@ std::unique_ptr<PendingLaunch> Recorder::launchStarting(const LaunchCall& call, 
                 direct.push_back({extent->base, extent->size, extent->base, memoryKind(extent->kind)});
             }
         }
+        std::vector<TakenRange>& taken = data->pre;
         CUresult failed = sync;
         std::vector<SnapshotRange> second;
         for (const SnapshotRange& range : direct) {
@@ -227,7 +327,7 @@ std::unique_ptr<PendingLaunch> Recorder::launchStarting(const LaunchCall& call, 
             taken.push_back(std::move(entry));
             if (scan) {
                 for (const IndirectPointer& found : scanIndirect(bytes.data(), bytes.size(), range.address, allocations_)) {
-                    indirect.push_back(found);
+                    data->indirect.push_back(found);
                     const auto extent = allocations_.findExtent(found.value);
                     if (extent && seen.insert(extent->base).second) {
                         second.push_back({extent->base, extent->size, extent->base, memoryKind(extent->kind)});
@@ -251,23 +351,15 @@ std::unique_ptr<PendingLaunch> Recorder::launchStarting(const LaunchCall& call, 
             }
         }
         if (failed != CUDA_SUCCESS && sync == CUDA_SUCCESS) {
-            launch.setSnapshotError(failed);
+            data->snapshotError = failed;
         }
-        writeRanges(launch.initPre(static_cast<unsigned>(taken.size())), taken);
         pending->postSnapshot = options_.mode == CaptureMode::kFull && sync == CUDA_SUCCESS && failed == CUDA_SUCCESS;
         for (const TakenRange& entry : taken) {
             pending->ranges.push_back(entry.range);
         }
     }
-    auto indirectList = launch.initIndirectPointers(static_cast<unsigned>(indirect.size()));
-    for (unsigned i = 0; i < indirect.size(); ++i) {
-        indirectList[i].setBufferAddress(indirect[i].bufferAddress);
-        indirectList[i].setOffset(indirect[i].offset);
-        indirectList[i].setValue(indirect[i].value);
-        indirectList[i].setAllocationBase(indirect[i].allocationBase);
-    }
 
-    append(message);
+    writer_->append(std::move(data));
     if (options_.mode != CaptureMode::kMetadata) {
         flush();  // on disk before the launch runs: a launch that kills the process is still recorded
     }
@@ -280,30 +372,29 @@ void Recorder::launchFinished(PendingLaunch& pending, CUresult result)
     if (!operation) {
         return;
     }
-    EventMessage message(*this);
-    auto end = message.event().initLaunchEnd();
-    end.setLaunchIndex(pending.launchIndex);
-    end.setResult(result);
+    auto data = std::make_unique<LaunchEndData>();
+    data->timeNs = nowNs();
+    data->threadId = callerThreadId();
+    data->launchIndex = pending.launchIndex;
+    data->result = result;
     if (pending.postSnapshot && result == CUDA_SUCCESS) {
         const RelaxedCaptureMode relaxed;
         const auto synchronize = driverApi().streamSynchronize;
-        const CUresult sync = synchronize != nullptr ? synchronize(pending.syncStream) : CUDA_ERROR_NOT_FOUND;
-        end.setSyncResult(sync);
-        if (sync == CUDA_SUCCESS) {
-            std::vector<TakenRange> taken;
+        data->synchronized = true;
+        data->syncResult = synchronize != nullptr ? synchronize(pending.syncStream) : CUDA_ERROR_NOT_FOUND;
+        if (data->syncResult == CUDA_SUCCESS) {
             for (const SnapshotRange& range : pending.ranges) {
                 TakenRange entry{range, {}};
                 const CUresult failed = snapshot(*writer_, staging_, range, entry.content, nullptr);
                 if (failed != CUDA_SUCCESS) {
-                    end.setSnapshotError(failed);
+                    data->snapshotError = failed;
                     break;
                 }
-                taken.push_back(std::move(entry));
+                data->post.push_back(std::move(entry));
             }
-            writeRanges(end.initPost(static_cast<unsigned>(taken.size())), taken);
         }
     }
-    append(message);
+    writer_->append(std::move(data));
 }
 
 }  // namespace kcap

@@ -4,8 +4,10 @@
 
 #include "code_image.h"
 #include "driver_api.h"
+#include "function_registry.h"
 
 #include <cstdio>
+#include <map>
 #include <mutex>
 
 namespace kcap {
@@ -67,13 +69,31 @@ std::vector<GlobalVariable> resolveGlobals(uint64_t handle, bool isLibrary, cons
 
 // The parameter layout of a launch handle, from the driver. A CUkernel needs
 // cuKernelGetParamInfo (cuFuncGetParamInfo rejects it, CUDA-NOTES).
-std::shared_ptr<const std::vector<ParamSlot>> queryLayout(uint64_t handle, bool isKernel)
+const std::vector<ParamSlot>* internLayout(const std::vector<ParamSlot>& layout)
+{
+    static std::mutex mutex;
+    static auto* const layouts = new std::map<std::string, std::unique_ptr<const std::vector<ParamSlot>>>;
+    std::string key;
+    for (const ParamSlot& slot : layout) {
+        key.append(reinterpret_cast<const char*>(&slot.offset), sizeof slot.offset);
+        key.append(reinterpret_cast<const char*>(&slot.size), sizeof slot.size);
+    }
+    std::lock_guard lock(mutex);
+    auto& interned = (*layouts)[key];
+    if (!interned) {
+        interned = std::make_unique<const std::vector<ParamSlot>>(layout);
+    }
+    return interned.get();
+}
+
+const std::vector<ParamSlot>* queryLayout(uint64_t handle, bool isKernel)
 {
     const DriverApi& api = driverApi();
     if (isKernel ? api.kernelGetParamInfo == nullptr : api.funcGetParamInfo == nullptr) {
         return nullptr;
     }
-    auto layout = std::make_shared<std::vector<ParamSlot>>();
+    std::vector<ParamSlot> slots;
+    std::vector<ParamSlot>* layout = &slots;
     constexpr size_t kMaxParams = 4096;
     for (size_t i = 0; i < kMaxParams; ++i) {
         size_t offset = 0;
@@ -91,7 +111,7 @@ std::shared_ptr<const std::vector<ParamSlot>> queryLayout(uint64_t handle, bool 
         }
         layout->push_back({static_cast<uint32_t>(offset), static_cast<uint32_t>(size)});
     }
-    return layout;
+    return internLayout(slots);
 }
 
 }  // namespace
@@ -171,6 +191,7 @@ void Recorder::moduleUnloaded(uint64_t handle, bool isLibrary, CUresult result)
         std::erase_if(functions_, [&](const auto& entry) { return entry.second.owner == handle; });
         std::erase_if(kernelNames_, [&](const auto& entry) { return functions_.count(entry.first) == 0; });
     }
+    codeChanged();
     EventMessage message(*this);
     auto unload = message.event().initModuleUnload();
     unload.setHandle(handle);
@@ -232,7 +253,12 @@ void Recorder::functionBound(schema::BindApi api, CUresult result, uint64_t hand
             if (api == schema::BindApi::LIBRARY_GET_KERNEL || api == schema::BindApi::LIBRARY_ENUMERATE_KERNELS) {
                 kernelNames_[handle] = kernelName;
             }
-            functions_[handle] = std::move(info);
+            const auto [it, inserted] = functions_.try_emplace(handle, info);
+            if (!inserted && (it->second.owner != info.owner || it->second.isKernel != info.isKernel ||
+                              it->second.layout != info.layout)) {
+                it->second = info;
+                codeChanged();
+            }
         }
     }
     append(message);
@@ -267,6 +293,28 @@ std::vector<GlobalVariable> Recorder::globalsOf(uint64_t owner) const
 }
 
 FunctionInfo Recorder::functionInfo(CUfunction function)
+{
+    // A per-thread cache, as FunctionRegistry::launched keeps: no lock for a
+    // handle the thread launched before, while the code generation holds.
+    struct Cached {
+        CUfunction handle;
+        std::uint64_t generation;
+        const Recorder* recorder;
+        FunctionInfo info;
+    };
+    constexpr size_t kEntries = 16;
+    thread_local Cached t_cache[kEntries] = {};
+    Cached& cached = t_cache[(reinterpret_cast<std::uintptr_t>(function) >> 4) % kEntries];
+    const std::uint64_t generation = codeGeneration();
+    if (cached.handle == function && cached.generation == generation && cached.recorder == this) {
+        return cached.info;
+    }
+    const FunctionInfo info = lookupFunction(function);
+    cached = {function, generation, this, info};
+    return info;
+}
+
+FunctionInfo Recorder::lookupFunction(CUfunction function)
 {
     const auto handle = reinterpret_cast<uint64_t>(function);
     {

@@ -50,6 +50,22 @@ namespace kcap {
 
 class Recorder;
 
+// The first segment of an EventMessage: zeroed words, reused. Building an
+// event is on every recorded launch's path, and a fresh 2 KiB calloc + free
+// per event was a measurable part of its cost.
+class ScratchSegment {
+public:
+    ScratchSegment();
+    ~ScratchSegment();
+    ScratchSegment(const ScratchSegment&) = delete;
+    ScratchSegment& operator=(const ScratchSegment&) = delete;
+    kj::ArrayPtr<capnp::word> words() { return words_; }
+
+private:
+    kj::ArrayPtr<capnp::word> words_;
+    bool threadOwned_ = false;  // the thread's scratch (else our own heap words)
+};
+
 // One event being built: an Event message with time and thread set.
 class EventMessage {
 public:
@@ -60,6 +76,7 @@ public:
     capnp::MallocMessageBuilder& message() { return message_; }
 
 private:
+    ScratchSegment segment_;  // outlives message_, which zeroes what it used
     capnp::MallocMessageBuilder message_;
     schema::Event::Builder event_;
 };
@@ -74,7 +91,9 @@ struct GlobalVariable {
 struct FunctionInfo {
     uint64_t owner = 0;  // module or library it came from; 0: unknown
     bool isKernel = false;
-    std::shared_ptr<const std::vector<ParamSlot>> layout;  // nullptr: the driver could not say
+    // nullptr: the driver could not say. Layouts are interned and never
+    // freed (a few per kernel signature), so the pointer may be cached.
+    const std::vector<ParamSlot>* layout = nullptr;
 };
 
 // ---- calls, as the observers hand them over -----------------------------------
@@ -255,6 +274,7 @@ private:
     static Recorder* start() noexcept;
 
     uint64_t append(EventMessage& message);
+    static uint32_t callerThreadId();  // the calling thread's id, cached
     void flush();
     void end(schema::EndReason reason, int signal, const std::string& message,
              std::chrono::milliseconds wait) noexcept;
@@ -262,7 +282,8 @@ private:
 
     // Launch helpers (launch_capture.cpp).
     bool selects(std::string_view kernelName);
-    FunctionInfo functionInfo(CUfunction function);
+    FunctionInfo functionInfo(CUfunction function);  // cached per thread
+    FunctionInfo lookupFunction(CUfunction function);
     std::vector<GlobalVariable> globalsOf(uint64_t owner) const;
     void noteOnce(std::atomic<bool>& flag, schema::Message::Level level, const std::string& text);
 

@@ -10,6 +10,7 @@
 #include <atomic>
 #include <map>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -351,6 +352,112 @@ TEST(Writer, StatsMatchTheFile) {
   EXPECT_EQ(stats.storedRecordBytes, recordBytes);
   EXPECT_EQ(stats.recordRawBytes, recordRaw);
   EXPECT_EQ(stats.storedBlobBytes, blobBytes);
+}
+
+// A deferred KernelTiming event: built on the writer's thread from these fields.
+struct DeferredTiming final : format::DeferredEvent {
+  uint32_t thread = 0;
+  uint64_t index = 0;
+  bool fail = false;
+  size_t sizeHint() const override { return 96; }
+  void build(schema::Event::Builder event) const override {
+    if (fail) throw std::runtime_error("no such event");
+    event.setThreadId(thread);
+    auto t = event.initKernelTiming();
+    t.setLaunchIndex(index);
+    t.setStartNs(thread);
+  }
+};
+
+uint64_t appendDeferredTiming(format::TraceWriter& writer, uint32_t thread, uint64_t index) {
+  auto event = std::make_unique<DeferredTiming>();
+  event->thread = thread;
+  event->index = index;
+  return writer.append(std::move(event));
+}
+
+// Deferred and immediate events from several threads keep one gapless seq
+// order, each thread's in the order it appended, deferred ones built in place.
+TEST(Writer, DeferredEventsKeepTheirPlaceAmongImmediateOnes) {
+  constexpr uint32_t kThreads = 4;
+  constexpr uint64_t kPerThread = 3000;
+  TempDir dir;
+  const auto path = dir.file("deferred.kcap");
+  format::TraceWriter::Options options;
+  options.batchBytes = 4096;  // many record chunks, deferred events in most of them
+  options.compressionThreads = 2;
+  auto writer = format::TraceWriter::create(path, options);
+  std::vector<std::vector<uint64_t>> returned(kThreads);
+  std::vector<std::thread> threads;
+  for (uint32_t t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (uint64_t i = 0; i < kPerThread; ++i) {
+        // Thread t makes every (t+2)th event immediate, the rest deferred.
+        const bool immediate = i % (t + 2) == 0;
+        returned[t].push_back(immediate ? appendTiming(*writer, t + 1, i) : appendDeferredTiming(*writer, t + 1, i));
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  writer->close();
+  EXPECT_EQ(writer->stats().events, kThreads * kPerThread);
+
+  std::vector<uint64_t> next(kThreads, 0);
+  uint64_t expectSeq = 0;
+  auto reader = format::TraceReader::open(path);
+  EXPECT_TRUE(reader->problems().empty());
+  const uint64_t delivered = reader->forEachEvent([&](const format::EventRef& ref) {
+    EXPECT_EQ(ref.event.getSeq(), expectSeq++);
+    const uint32_t t = ref.event.getThreadId() - 1;
+    EXPECT_LT(t, kThreads);
+    if (t >= kThreads) return false;
+    EXPECT_TRUE(ref.event.isKernelTiming());
+    EXPECT_EQ(ref.event.getKernelTiming().getLaunchIndex(), next[t]) << "thread " << t << " out of order";
+    EXPECT_EQ(ref.event.getKernelTiming().getStartNs(), t + 1);
+    if (next[t] < kPerThread) {
+      EXPECT_EQ(returned[t][next[t]], ref.event.getSeq());
+    }
+    ++next[t];
+    return true;
+  });
+  EXPECT_EQ(delivered, kThreads * kPerThread);
+  for (uint32_t t = 0; t < kThreads; ++t) EXPECT_EQ(next[t], kPerThread) << t;
+}
+
+// flush() covers deferred events: they are built and on disk when it returns.
+TEST(Writer, FlushWritesDeferredEvents) {
+  TempDir dir;
+  const auto path = dir.file("deferred-flush.kcap");
+  auto writer = format::TraceWriter::create(path);
+  EXPECT_EQ(appendDeferredTiming(*writer, 7, 41), 0u);
+  EXPECT_EQ(appendTiming(*writer, 7, 42), 1u);
+  writer->flush();
+  auto events = readAllEvents(path);  // before close: the file has no index yet
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[0].get().getKernelTiming().getLaunchIndex(), 41u);
+  EXPECT_EQ(events[1].get().getKernelTiming().getLaunchIndex(), 42u);
+  writer->close();
+}
+
+// An event that cannot be built keeps its seq, as an error message saying why.
+TEST(Writer, DeferredEventThatFailsToBuildBecomesAnErrorMessage) {
+  TempDir dir;
+  const auto path = dir.file("deferred-fail.kcap");
+  auto writer = format::TraceWriter::create(path);
+  appendDeferredTiming(*writer, 1, 0);
+  auto bad = std::make_unique<DeferredTiming>();
+  bad->fail = true;
+  EXPECT_EQ(writer->append(std::move(bad)), 1u);
+  appendDeferredTiming(*writer, 1, 2);
+  writer->close();
+  auto events = readAllEvents(path);
+  ASSERT_EQ(events.size(), 3u);
+  EXPECT_EQ(events[0].get().getKernelTiming().getLaunchIndex(), 0u);
+  ASSERT_TRUE(events[1].get().isMessage());
+  EXPECT_EQ(events[1].get().getSeq(), 1u);
+  EXPECT_EQ(events[1].get().getMessage().getLevel(), schema::Message::Level::ERROR);
+  expectContains(events[1].get().getMessage().getText(), "no such event");
+  EXPECT_EQ(events[2].get().getKernelTiming().getLaunchIndex(), 2u);
 }
 
 TEST(Writer, AppendOverwritesSeq) {
