@@ -10,6 +10,7 @@
 #include <condition_variable>
 #include <cstring>
 #include <deque>
+#include <functional>
 #include <mutex>
 #include <thread>
 #include <unordered_set>
@@ -21,6 +22,7 @@
 #include "container.h"
 #include "errors.h"
 #include "version.h"
+#include "worker_pool.h"
 
 namespace kcap::format {
 namespace {
@@ -167,31 +169,84 @@ class TraceWriterImpl final : public TraceWriter {
     }
   }
 
+  // In three steps, so that the file is the same whatever the threads do:
+  // the pieces are hashed (in parallel), their places in the file are taken
+  // in piece order (under the lock, at once), and the new ones are copied
+  // into their jobs (in parallel, outside the lock: that copy is most of
+  // what a producer spends on a new piece). An event appended later, by any
+  // thread, that names a piece is written after it.
   void storeContent(const void* data, size_t size, schema::Content::Builder out) override {
     const auto* bytes = static_cast<const uint8_t*>(data);
-    size_t count = size == 0 ? 0 : (size + pieceSize() - 1) / pieceSize();
+    const size_t count = size == 0 ? 0 : (size + pieceSize() - 1) / pieceSize();
     out.setSize(size);
     out.setPieceSize(pieceSize());
     auto pieces = out.initPieces(static_cast<unsigned>(count));
-    for (size_t i = 0; i < count; ++i) {
-      size_t offset = i * pieceSize();
-      size_t length = std::min<size_t>(pieceSize(), size - offset);
-      Hash128 hash = contentHash(bytes + offset, length);
-      pieces[static_cast<unsigned>(i)].setHigh(hash.high);
-      pieces[static_cast<unsigned>(i)].setLow(hash.low);
+    auto pieceLength = [&](size_t i) { return std::min<size_t>(pieceSize(), size - i * pieceSize()); };
 
+    // Hashing runs at a few GB/s a core: a snapshot of device memory, copied
+    // at tens of GB/s, needs several cores to keep up.
+    WorkerPool* pool = count > 1 ? hashingPool() : nullptr;
+    auto forEachPiece = [&](size_t n, const std::function<void(size_t)>& fn) {
+      if (pool != nullptr && n > 1) {
+        pool->forEach(n, fn);
+      } else {
+        for (size_t i = 0; i < n; ++i) fn(i);
+      }
+    };
+    std::vector<Hash128> hashes(count);
+    forEachPiece(count, [&](size_t i) { hashes[i] = contentHash(bytes + i * pieceSize(), pieceLength(i)); });
+    for (size_t i = 0; i < count; ++i) {
+      pieces[static_cast<unsigned>(i)].setHigh(hashes[i].high);
+      pieces[static_cast<unsigned>(i)].setLow(hashes[i].low);
+    }
+
+    struct NewPiece {
+      size_t index;
+      Job* job;
+    };
+    std::vector<NewPiece> fresh;
+    {
       std::unique_lock lock(mutex_);
       throwIfFailed();
       throwIfClosed();
-      stats_.contentBytes += length;
-      if (!storedPieces_.insert(hash).second) continue;
-      stats_.uniqueBytes += length;
-      auto job = std::make_unique<Job>();
-      job->kind = ChunkKind::kBlob;
-      job->hash = hash;
-      job->raw.assign(bytes + offset, bytes + offset + length);
-      submit(lock, std::move(job));
+      std::vector<size_t> unseen;
+      size_t unseenBytes = 0;
+      for (size_t i = 0; i < count; ++i) {
+        stats_.contentBytes += pieceLength(i);
+        if (storedPieces_.count(hashes[i]) == 0) {
+          unseen.push_back(i);
+          unseenBytes += pieceLength(i);
+        }
+      }
+      // Room for all of them at once: waiting with some of them reserved
+      // and not yet copied could wait for ourselves.
+      if (unseenBytes > 0) waitForSpace(lock, unseenBytes);
+      for (size_t i : unseen) {
+        if (!storedPieces_.insert(hashes[i]).second) continue;  // the same piece earlier in this content
+        stats_.uniqueBytes += pieceLength(i);
+        auto job = std::make_unique<Job>();
+        job->kind = ChunkKind::kBlob;
+        job->hash = hashes[i];
+        fresh.push_back({i, job.get()});
+        enqueue(std::move(job), pieceLength(i), false);
+      }
+      reservedJobs_ += fresh.size();
     }
+    forEachPiece(fresh.size(), [&](size_t k) {
+      const size_t i = fresh[k].index;
+      Job& job = *fresh[k].job;
+      try {
+        job.raw.assign(bytes + i * pieceSize(), bytes + i * pieceSize() + pieceLength(i));
+      } catch (...) {
+        std::lock_guard lock(mutex_);
+        error_ = path_ + ": no memory for a piece of content";
+        failed_ = true;  // the job is still compressed and written (empty), so that nothing waits for it
+      }
+      std::lock_guard lock(mutex_);
+      --reservedJobs_;
+      unclaimed_.push_back(&job);
+      workCv_.notify_one();
+    });
   }
 
   void storeEncodedPiece(const Hash128& hash, uint64_t rawSize, std::vector<uint8_t> chunk) override {
@@ -305,25 +360,45 @@ class TraceWriterImpl final : public TraceWriter {
   uint32_t pieceSize() const override { return options_.pieceSize; }
 
  private:
-  // Caller holds the lock. Blocks while too many bytes wait to be written.
   // Caller holds the lock.
   size_t batchBytes() const { return batch_.raw.size() + batch_.deferredHint; }
 
+  WorkerPool* hashingPool() {
+    std::call_once(hashingPoolMade_, [&] {
+      unsigned threads = options_.hashingThreads;
+      if (threads == 0) threads = std::min(8u, std::max(2u, std::thread::hardware_concurrency()) - 1);
+      hashingPool_ = std::make_unique<WorkerPool>(threads);
+    });
+    return hashingPool_->threads() > 0 ? hashingPool_.get() : nullptr;
+  }
+
   void submit(std::unique_lock<std::mutex>& lock, std::unique_ptr<Job> job) {
-    size_t cost = job->done ? job->encoded.size() : job->raw.size() + job->deferredHint;
+    const size_t cost = job->done ? job->encoded.size() : job->raw.size() + job->deferredHint;
+    waitForSpace(lock, cost);
+    const bool claimable = !job->done;
+    enqueue(std::move(job), cost, claimable);
+  }
+
+  // Caller holds the lock. Blocks while too many bytes wait to be written.
+  void waitForSpace(std::unique_lock<std::mutex>& lock, size_t cost) {
     spaceCv_.wait(lock, [&] {
       return pendingBytes_ == 0 || pendingBytes_ + cost <= options_.maxPendingBytes || failed_;
     });
     throwIfFailed();
+  }
+
+  // Caller holds the lock. `claimable`: the job is ready for a compression
+  // thread now (else its producer hands it over later, see storeContent).
+  void enqueue(std::unique_ptr<Job> job, size_t cost, bool claimable) {
     pendingBytes_ += cost;
     jobCost_.push_back(cost);
     const bool encoded = job->done;
-    if (!encoded) unclaimed_.push_back(job.get());
+    if (claimable) unclaimed_.push_back(job.get());
     queue_.push_back(std::move(job));
     submittedJobs_++;
     if (encoded) {
       doneCv_.notify_all();
-    } else {
+    } else if (claimable) {
       workCv_.notify_one();
     }
   }
@@ -345,7 +420,9 @@ class TraceWriterImpl final : public TraceWriter {
     // writer still owns it (and leak checkers see it so).
     contexts_.push_back(cctx);
     for (;;) {
-      workCv_.wait(lock, [&] { return !unclaimed_.empty() || stopping_; });
+      // Stopping waits for pieces still being copied in (reservedJobs_): the
+      // writer thread waits for every queued job.
+      workCv_.wait(lock, [&] { return !unclaimed_.empty() || (stopping_ && reservedJobs_ == 0); });
       if (unclaimed_.empty()) break;
       Job* job = unclaimed_.front();
       unclaimed_.pop_front();
@@ -486,6 +563,7 @@ class TraceWriterImpl final : public TraceWriter {
   Job batch_;                               // the record chunk being filled
   std::unordered_set<Hash128, Hash128Hasher> storedPieces_;
   uint64_t nextSeq_ = 0;
+  size_t reservedJobs_ = 0;  // queued blob jobs whose bytes a producer is still copying in
   uint64_t submittedJobs_ = 0;
   uint64_t writtenJobs_ = 0;
   size_t pendingBytes_ = 0;
@@ -502,6 +580,8 @@ class TraceWriterImpl final : public TraceWriter {
   std::string error_;
 
   std::vector<ZSTD_CCtx*> contexts_;  // the compression threads' (guarded by mutex_)
+  std::once_flag hashingPoolMade_;
+  std::unique_ptr<WorkerPool> hashingPool_;
   std::vector<std::thread> workers_;
   std::thread writerThread_;
 };

@@ -2,7 +2,8 @@
 //
 // Thread model: any number of producer threads call storeContent() and append();
 // a pool of compression threads compresses chunks; one writer thread writes them
-// in submission order. Producers only hash, copy and queue. Memory is bounded:
+// in submission order. Producers only hash, copy and queue; a large
+// storeContent hashes and copies its pieces on a pool of threads. Memory is bounded:
 // when more than Options::maxPendingBytes wait to be written, producers block
 // until the writer catches up.
 //
@@ -45,6 +46,10 @@ class TraceWriter {
   struct Options {
     int zstdLevel = 3;
     unsigned compressionThreads = 0;        // 0: min(4, hardware threads - 1), at least 1
+    // Threads (besides the caller) that hash and queue the pieces of one
+    // storeContent call; 0: min(8, hardware threads - 1). Made at the first
+    // call with more than one piece.
+    unsigned hashingThreads = 0;
     uint32_t pieceSize = 1u << 20;          // content is split and deduplicated in pieces of this size
     size_t maxPendingBytes = 256ull << 20;  // bound on queued, unwritten bytes
     size_t batchBytes = 256u << 10;         // a record chunk is cut when its events reach this size

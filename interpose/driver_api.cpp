@@ -36,6 +36,8 @@ DriverApi load() noexcept
     resolve(api.streamIsCapturing, "cuStreamIsCapturing");
     resolve(api.threadExchangeStreamCaptureMode, "cuThreadExchangeStreamCaptureMode");
     resolve(api.memcpyDtoH, "cuMemcpyDtoH_v2");
+    resolve(api.memcpyDtoHAsync, "cuMemcpyDtoHAsync_v2");
+    resolve(api.streamCreate, "cuStreamCreate");
     resolve(api.memHostAlloc, "cuMemHostAlloc");
     resolve(api.pointerGetAttribute, "cuPointerGetAttribute");
     resolve(api.funcGetParamInfo, "cuFuncGetParamInfo");

@@ -31,6 +31,8 @@ struct DriverApi {
     PFN_cuThreadExchangeStreamCaptureMode_v10010 threadExchangeStreamCaptureMode = nullptr;
 
     PFN_cuMemcpyDtoH_v3020 memcpyDtoH = nullptr;
+    PFN_cuMemcpyDtoHAsync_v3020 memcpyDtoHAsync = nullptr;
+    PFN_cuStreamCreate_v2000 streamCreate = nullptr;
     PFN_cuMemHostAlloc_v2020 memHostAlloc = nullptr;
     PFN_cuPointerGetAttribute_v4000 pointerGetAttribute = nullptr;
 

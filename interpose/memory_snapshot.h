@@ -1,10 +1,12 @@
 // Snapshots of device memory: a range is copied to the host with the real
-// driver, a staging buffer at a time, and stored in the trace as content
-// pieces (identical pieces are stored once per file).
+// driver and stored in the trace as content pieces (identical pieces are
+// stored once per file). A large range is copied asynchronously, a staging
+// buffer at a time on the thread's own stream, while the previous buffer is
+// hashed and stored.
 //
 // Staging buffers are pinned (cuMemHostAlloc) where the driver allows, for
 // full device-to-host bandwidth, else plain host memory. They are reused:
-// a pool holds one per thread that snapshotted concurrently, never freed.
+// a pool holds two per thread that snapshotted concurrently, never freed.
 #pragma once
 
 #include "hash.h"

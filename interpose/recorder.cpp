@@ -125,10 +125,11 @@ std::unique_ptr<format::TraceWriter> createWriter(const std::string& path, const
     return writer;
 }
 
-// Staging buffers: a few MiB, a whole number of pieces.
+// Staging buffers: a whole number of pieces, enough of them that the
+// writer's hashing threads each get some (memory_snapshot.cpp).
 size_t stagingBytes(uint32_t pieceSize)
 {
-    constexpr size_t kTarget = 8u << 20;
+    constexpr size_t kTarget = 32u << 20;
     const size_t pieces = kTarget / pieceSize;
     return (pieces == 0 ? 1 : pieces) * pieceSize;
 }

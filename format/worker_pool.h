@@ -1,0 +1,50 @@
+// WorkerPool: a few threads, kept for the life of their owner, that run the
+// iterations of a loop for any number of callers at once.
+//
+// forEach(n, fn) runs fn(0) .. fn(n-1) on the pool's threads and on the
+// calling thread, and returns when all have run. The caller always takes
+// part, so a call finishes even while every pool thread is busy with another
+// caller's loop. Used where one thread would bound the rate: hashing the
+// pieces of a memory snapshot (TraceWriter).
+//
+// The threads block every signal (a program's asynchronous signal handlers
+// never run on them) and are joined by the destructor.
+#pragma once
+
+#include <condition_variable>
+#include <cstddef>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace kcap::format {
+
+class WorkerPool {
+ public:
+  explicit WorkerPool(unsigned threads);
+  ~WorkerPool();
+  WorkerPool(const WorkerPool&) = delete;
+  WorkerPool& operator=(const WorkerPool&) = delete;
+
+  // Rethrows the first exception an iteration threw, once all have ended;
+  // iterations not yet started when one threw are skipped.
+  void forEach(size_t count, const std::function<void(size_t)>& fn);
+
+  unsigned threads() const { return static_cast<unsigned>(threads_.size()); }
+
+ private:
+  struct Loop;
+  void work();
+  static void runSome(Loop& loop);
+
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<std::shared_ptr<Loop>> loops_;  // with iterations not yet claimed
+  bool stopping_ = false;
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace kcap::format
