@@ -422,6 +422,8 @@ struct KernelTiming {
   launchIndex @0 :UInt64;
   startNs @1 :UInt64;               # GPU timestamps
   endNs @2 :UInt64;
+  kernelName @3 :Text;              # the name CUPTI's kernel record gave (mangled), "" if none:
+                                    # equal to the launch's kernelName when the match is right
 }
 
 struct GraphLaunch {

@@ -81,8 +81,23 @@ std::map<uint32_t, uint64_t> g_launchOfCorrelation;  // CUPTI correlation id -> 
 struct KernelTimes {
     uint64_t start = 0;
     uint64_t end = 0;
+    std::string name;  // CUPTI's, copied: the record's buffer is freed after delivery
 };
 std::map<uint32_t, KernelTimes> g_waitingKernels;  // correlation id -> times, no launch index yet
+
+// External ids are launch indices, or tokens (top bit set). A token stands
+// for "the thread's next launch": CUPTI gives an API record the external id
+// on top of the thread's stack when the call ENTERS, and a launch through
+// cudart enters cudaLaunchKernel before the driver call the shim wraps, so
+// the id that the runtime record (whose correlation id the kernel record
+// carries) gets must be pushed before the launch is known. After each launch
+// the shim pushes a fresh token; at the thread's next launch the token is
+// bound to that launch's index. (Keeping the previous launch's index pushed
+// instead gave every cudart launch its predecessor's duration.)
+constexpr uint64_t kTokenBit = uint64_t{1} << 63;
+std::atomic<uint64_t> g_nextToken{0};
+std::map<uint64_t, uint64_t> g_launchOfToken;        // token -> the launch it stood for
+std::multimap<uint64_t, uint32_t> g_tokenWaiting;    // token not bound yet -> correlation ids
 uint64_t g_delivered = 0;      // kernelTiming events written
 uint64_t g_kernelRecords = 0;  // complete kernel records CUPTI delivered, matched or not
 uint64_t g_incomplete = 0;  // kernel records without valid timestamps (forced flush)
@@ -227,10 +242,12 @@ void emit(uint64_t launchIndex, const KernelTimes& times)
         return;
     }
     bound(g_emitted, kMaxWaitingCorrelations);
-    g_sink->kernelTimed(launchIndex, times.start, times.end);
+    g_sink->kernelTimed(launchIndex, times.start, times.end, times.name);
     ++g_delivered;
 }
 
+
+void correlate(uint32_t correlation, uint64_t launchIndex);
 
 void onCorrelation(const CUpti_ActivityExternalCorrelation& record)
 {
@@ -239,8 +256,38 @@ void onCorrelation(const CUpti_ActivityExternalCorrelation& record)
         return;  // another client's (if it shares CUPTI)
     }
     ++g_correlations;
-    const uint32_t correlation = record.correlationId;
-    const uint64_t launchIndex = record.externalId;
+    uint64_t launchIndex = record.externalId;
+    if ((launchIndex & kTokenBit) != 0) {
+        const auto known = g_launchOfToken.find(launchIndex);
+        if (known == g_launchOfToken.end()) {
+            // Delivered before the thread's next launch bound the token (or an
+            // API call after the thread's last launch).
+            g_tokenWaiting.emplace(launchIndex, record.correlationId);
+            bound(g_tokenWaiting, kMaxWaitingCorrelations);
+            return;
+        }
+        launchIndex = known->second;
+    }
+    correlate(record.correlationId, launchIndex);
+}
+
+void bindToken(uint64_t token, uint64_t launchIndex)
+{
+    g_launchOfToken[token] = launchIndex;
+    bound(g_launchOfToken, kMaxWaitingCorrelations);
+    const auto [first, last] = g_tokenWaiting.equal_range(token);
+    std::vector<uint32_t> correlations;
+    for (auto it = first; it != last; ++it) {
+        correlations.push_back(it->second);
+    }
+    g_tokenWaiting.erase(first, last);
+    for (const uint32_t correlation : correlations) {
+        correlate(correlation, launchIndex);
+    }
+}
+
+void correlate(uint32_t correlation, uint64_t launchIndex)
+{
     const auto waiting = g_waitingKernels.find(correlation);
     if (waiting != g_waitingKernels.end()) {
         emit(launchIndex, waiting->second);
@@ -258,7 +305,7 @@ void onKernel(const KernelRecord& record)
     if (record.graphId != 0 || record.isDeviceLaunched != 0) {
         return;
     }
-    const KernelTimes times{record.start, record.end};
+    const KernelTimes times{record.start, record.end, record.name != nullptr ? record.name : ""};
     if (times.start == 0 || times.end < times.start) {
         ++g_incomplete;  // still running when a forced flush took the buffer
         return;
@@ -469,11 +516,8 @@ void start(Recorder& recorder) noexcept
     }
 }
 
-// The launch's id stays pushed until the thread's next launch: an API record
-// is written when its call returns, and for a cudart launch that is
-// cudaLaunchKernel's return, after the driver call the shim wraps. (API
-// records of the thread's calls in between get the id too; no kernel record
-// carries their correlation ids, so they match nothing.)
+// Between launches a thread has a token pushed (see kTokenBit): the
+// runtime record of its next cudart launch gets it.
 thread_local bool t_pushed = false;
 
 bool enterLaunch(uint64_t launchIndex) noexcept
@@ -482,9 +526,16 @@ bool enterLaunch(uint64_t launchIndex) noexcept
         return false;
     }
     if (t_pushed) {
-        uint64_t previous = 0;
-        g_api.pop(kCorrelationKind, &previous);
+        uint64_t token = 0;
         t_pushed = false;
+        if (g_api.pop(kCorrelationKind, &token) == CUPTI_SUCCESS && (token & kTokenBit) != 0) {
+            try {
+                const Lock lock;
+                bindToken(token, launchIndex);
+            } catch (...) {
+                // no memory: this launch may go without its duration
+            }
+        }
     }
     t_pushed = g_api.push(kCorrelationKind, launchIndex) == CUPTI_SUCCESS;
     return t_pushed;
@@ -497,6 +548,12 @@ void leaveLaunch(CUresult result) noexcept
     }
     if (result == CUDA_SUCCESS) {
         g_timedLaunches.fetch_add(1, std::memory_order_relaxed);
+    }
+    if (t_pushed && g_state.load(std::memory_order_acquire) == kCollecting) {
+        uint64_t launchIndex = 0;
+        g_api.pop(kCorrelationKind, &launchIndex);
+        const uint64_t token = kTokenBit | g_nextToken.fetch_add(1, std::memory_order_relaxed);
+        t_pushed = g_api.push(kCorrelationKind, token) == CUPTI_SUCCESS;
     }
 }
 
@@ -527,6 +584,8 @@ void finish(Recorder& recorder, bool flush) noexcept
         g_launchOfCorrelation.clear();
         g_emitted.clear();
         g_waitingKernels.clear();
+        g_launchOfToken.clear();
+        g_tokenWaiting.clear();
     }
     const uint64_t timed = g_timedLaunches.load();
     if (!flush || timed == 0 || delivered >= timed) {

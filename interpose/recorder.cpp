@@ -226,13 +226,14 @@ void Recorder::note(schema::Message::Level level, const std::string& text)
     append(message);
 }
 
-void Recorder::kernelTimed(uint64_t launchIndex, uint64_t startNs, uint64_t endNs)
+void Recorder::kernelTimed(uint64_t launchIndex, uint64_t startNs, uint64_t endNs, const std::string& kernelName)
 {
     EventMessage message(*this, false);
     auto kernel = message.event().initKernelTiming();
     kernel.setLaunchIndex(launchIndex);
     kernel.setStartNs(startNs);
     kernel.setEndNs(endNs);
+    kernel.setKernelName(kernelName);
     append(message);
 }
 

@@ -260,7 +260,7 @@ public:
     // ---- durations (cupti_timing.cpp)
     // A launch's GPU duration (kernelTiming). Called on CUPTI's thread while
     // the timing sink is attached, which ends before traceEnd.
-    void kernelTimed(uint64_t launchIndex, uint64_t startNs, uint64_t endNs);
+    void kernelTimed(uint64_t launchIndex, uint64_t startNs, uint64_t endNs, const std::string& kernelName);
     // A Message event made by the shim.
     void note(schema::Message::Level level, const std::string& text);
 

@@ -39,7 +39,8 @@ With --kcap, the program is also recorded (`kcap record`, --record-mode) and
  10. with --timing required (recorded with `kcap record --timing`): every
      launch that ran (not captured into a graph, launchEnd result 0) has
      exactly one kernelTiming with endNs > startNs, no kernelTiming names
-     another launch, and no "kcap: --timing" note was printed; with
+     another launch (neither by index nor by the kernel name CUPTI gave it),
+     and no "kcap: --timing" note was printed; with
      --timing or-note, either that, or (CUPTI held by another client, such
      as the PyTorch profiler) exactly one "kcap: --timing" line on stderr,
      the same note in a trace, and whatever durations came are valid:
@@ -245,9 +246,11 @@ def timing_in(kcap, trace):
     """(launches that ran, kernelTiming counts by launch index, bad durations, --timing notes) of a trace."""
     dump = subprocess.run([kcap, "dump", "--json", str(trace)], capture_output=True, text=True, errors="replace")
     launched, succeeded, timings, bad, notes = set(), set(), Counter(), [], []
+    names, timed_names = {}, []
     for line in dump.stdout.splitlines():
         event = json.loads(line)
         if "launch" in event:
+            names[int(event["launch"]["launchIndex"])] = event["launch"].get("kernelName", "")
             if not event["launch"].get("capturing", False):
                 launched.add(int(event["launch"]["launchIndex"]))
         elif "launchEnd" in event:
@@ -257,10 +260,14 @@ def timing_in(kcap, trace):
             timing = event["kernelTiming"]
             index = int(timing["launchIndex"])
             timings[index] += 1
+            timed_names.append((index, timing.get("kernelName", "")))
             if int(timing.get("endNs", 0)) <= int(timing.get("startNs", 0)):
                 bad.append(f"#{index}: startNs {timing.get('startNs', 0)}, endNs {timing.get('endNs', 0)}")
         elif "message" in event and event["message"].get("text", "").startswith("--timing: "):
             notes.append(event["message"]["text"])
+    # A duration given to the wrong launch shows as a name that is not the launch's.
+    bad += [f"#{index}: the duration is of {name!r}, the launch is of {names.get(index)!r}"
+            for index, name in timed_names if name and names.get(index) not in (None, name)]
     return launched & succeeded, timings, bad, notes
 
 
@@ -274,7 +281,7 @@ def check_timing(kcap, recorded, traces, mode):
         notes += trace_notes
         ran_total += len(ran)
         timed_total += sum(1 for index in ran if timings[index] == 1)
-        failures += [f"{trace.name}: kernelTiming with endNs <= startNs, {b}" for b in bad]
+        failures += [f"{trace.name}: wrong kernelTiming, {b}" for b in bad]
         twice = sorted(index for index, n in timings.items() if n > 1)
         if twice:
             failures.append(f"{trace.name}: launches with more than one kernelTiming: {twice[:10]}")
