@@ -1,17 +1,20 @@
 #include "trace_reader.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
+#include <condition_variable>
+#include <cstring>
 #include <mutex>
 #include <thread>
-#include <cerrno>
-#include <cstring>
 
 #include <capnp/serialize.h>
+#include <xxhash.h>
 #include <zstd.h>
 
 #include "errors.h"
@@ -55,33 +58,148 @@ size_t messageWords(kj::ArrayPtr<const capnp::word> rest) {
 
 std::string sizeText(uint64_t n) { return std::to_string(n) + " bytes"; }
 
+// Maps the pages of map[offset, offset + size) in one call rather than a page
+// fault every few pages: a fresh mapping read by every core otherwise spends
+// more time in faults than in checking and copying (docs/benchmarks.md).
+// False when the pages cannot be had (the file was cut meanwhile: reading
+// them would raise SIGBUS); true too where the kernel has no
+// MADV_POPULATE_READ (before Linux 5.14), where faults then do the work.
+bool populate(const uint8_t* map, uint64_t offset, uint64_t size) {
+#ifdef MADV_POPULATE_READ
+  const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  const uint64_t start = offset / page * page;
+  if (::madvise(const_cast<uint8_t*>(map) + start, offset + size - start, MADV_POPULATE_READ) != 0) {
+    return errno == EINVAL || errno == EINTR;
+  }
+#else
+  (void)map, (void)offset, (void)size;
+#endif
+  return true;
+}
+
 }  // namespace
 
 // What one thread needs to read chunks: a buffer for the stored payload and a
 // zstd context, both reused from chunk to chunk.
 struct ReadScratch {
-  std::vector<uint8_t> staging;
+  std::vector<uint8_t> staging;  // the stored chunk, when it is read with pread
   ZSTD_DCtx* dctx = ZSTD_createDCtx();
+  XXH3_state_t* checksumState = XXH3_createState();
   ReadScratch() = default;
   ReadScratch(const ReadScratch&) = delete;
   ReadScratch& operator=(const ReadScratch&) = delete;
-  ~ReadScratch() { ZSTD_freeDCtx(dctx); }
+  ~ReadScratch() {
+    ZSTD_freeDCtx(dctx);
+    XXH3_freeState(checksumState);
+  }
+};
+
+// Threads that decode the pieces of one content at a time for readContentInto,
+// made once and kept with their buffers and zstd contexts for the reader's
+// life. (Making threads and buffers anew for every 64 MiB window of a restore
+// cost more than it gained on a 16-core host: docs/benchmarks.md.)
+class DecodePool {
+ public:
+  explicit DecodePool(unsigned workers) : owner_(::getpid()) {
+    for (unsigned i = 0; i < workers; ++i) scratch_.push_back(std::make_unique<ReadScratch>());
+    for (unsigned i = 0; i < workers; ++i) threads_.emplace_back([this, i] { serve(*scratch_[i]); });
+  }
+  ~DecodePool() {
+    {
+      std::lock_guard lock(mutex_);
+      stopping_ = true;
+    }
+    wake_.notify_all();
+    for (auto& t : threads_) t.join();
+  }
+  DecodePool(const DecodePool&) = delete;
+  DecodePool& operator=(const DecodePool&) = delete;
+
+  // The process that made the threads: a child forked later has none of them.
+  pid_t owner() const { return owner_; }
+
+  // Calls task(i, scratch) once for every i in [0, count), on the workers and
+  // on the calling thread (with `own`); returns when every call has returned.
+  // `task` must not throw.
+  void run(size_t count, ReadScratch& own, const std::function<void(size_t, ReadScratch&)>& task) {
+    {
+      std::lock_guard lock(mutex_);
+      task_ = &task;
+      count_ = count;
+      next_ = 0;
+      ++generation_;
+    }
+    wake_.notify_all();
+    work(task, count, own);
+    std::unique_lock lock(mutex_);
+    task_ = nullptr;  // a worker waking only now must not start on a finished task
+    idle_.wait(lock, [&] { return busy_ == 0; });
+  }
+
+ private:
+  void serve(ReadScratch& scratch) {
+    uint64_t seen = 0;
+    std::unique_lock lock(mutex_);
+    for (;;) {
+      wake_.wait(lock, [&] { return stopping_ || (task_ != nullptr && generation_ != seen); });
+      if (stopping_) return;
+      seen = generation_;
+      const auto* task = task_;
+      const size_t count = count_;
+      ++busy_;
+      lock.unlock();
+      work(*task, count, scratch);
+      lock.lock();
+      if (--busy_ == 0) idle_.notify_all();
+    }
+  }
+
+  void work(const std::function<void(size_t, ReadScratch&)>& task, size_t count, ReadScratch& scratch) {
+    for (size_t i = next_++; i < count; i = next_++) task(i, scratch);
+  }
+
+  const pid_t owner_;
+  std::vector<std::unique_ptr<ReadScratch>> scratch_;
+  std::vector<std::thread> threads_;
+  std::mutex mutex_;
+  std::condition_variable wake_;  // a task or stopping_
+  std::condition_variable idle_;  // busy_ fell to 0
+  const std::function<void(size_t, ReadScratch&)>* task_ = nullptr;
+  size_t count_ = 0;
+  std::atomic<size_t> next_{0};  // the next index to claim
+  uint64_t generation_ = 0;      // tasks given so far: a worker takes each once
+  unsigned busy_ = 0;            // workers inside work()
+  bool stopping_ = false;
 };
 
 TraceReader::TraceReader(std::string path) : path_(std::move(path)), scratch_(std::make_unique<ReadScratch>()) {}
 
 TraceReader::~TraceReader() {
+  // In a child forked after the pool was made, its threads do not exist:
+  // joining them would fail, so the pool is left as it is.
+  if (pool_ && pool_->owner() != ::getpid()) (void)pool_.release();
+  pool_.reset();
+  if (map_ != nullptr) ::munmap(const_cast<uint8_t*>(map_), fileSize_);
   if (fd_ >= 0) ::close(fd_);
 }
 
-std::unique_ptr<TraceReader> TraceReader::open(const std::string& path) {
+std::unique_ptr<TraceReader> TraceReader::open(const std::string& path, const Options& options) {
   std::unique_ptr<TraceReader> reader(new TraceReader(path));
+  unsigned threads = options.decodeThreads;
+  if (threads == 0) threads = std::clamp(std::thread::hardware_concurrency(), 1u, 16u);
+  reader->decodeThreads_ = threads;
   reader->fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (reader->fd_ < 0) throw FormatError(path + ": cannot open: " + std::strerror(errno));
   struct stat st {};
   if (::fstat(reader->fd_, &st) != 0) throw FormatError(path + ": cannot stat: " + std::strerror(errno));
   if (!S_ISREG(st.st_mode)) throw FormatError(path + ": not a regular file");
   reader->fileSize_ = static_cast<uint64_t>(st.st_size);
+  if (options.map && reader->fileSize_ > 0) {
+    // Only the bytes the file has now are mapped, and every read is checked
+    // against fileSize_ first, so no page past the end is ever touched.
+    void* p = ::mmap(nullptr, reader->fileSize_, PROT_READ, MAP_SHARED, reader->fd_, 0);
+    if (p != MAP_FAILED) reader->map_ = static_cast<const uint8_t*>(p);
+  }
   if (reader->fileSize_ < kFileHeaderSize) {
     throw FormatError(path + ": not a kcap trace: " + sizeText(reader->fileSize_) + ", shorter than the " +
                       std::to_string(kFileHeaderSize) + "-byte header");
@@ -106,16 +224,24 @@ std::unique_ptr<TraceReader> TraceReader::open(const std::string& path) {
 }
 
 void TraceReader::readAt(uint64_t offset, void* dst, size_t size) const {
+  uint64_t failedAt = offset;
+  std::string why = tryReadAt(failedAt, dst, size);
+  if (!why.empty()) throw FormatError(describeAt(path_, failedAt, why));
+}
+
+// As readAt, returning what went wrong (and setting `offset` to where) instead of throwing.
+std::string TraceReader::tryReadAt(uint64_t& offset, void* dst, size_t size) const {
   auto* out = static_cast<uint8_t*>(dst);
   while (size > 0) {
     ssize_t n = ::pread(fd_, out, size, static_cast<off_t>(offset));
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) throw FormatError(describeAt(path_, offset, std::string("read failed: ") + std::strerror(errno)));
-    if (n == 0) throw FormatError(describeAt(path_, offset, "unexpected end of file"));
+    if (n < 0) return std::string("read failed: ") + std::strerror(errno);
+    if (n == 0) return "unexpected end of file";
     out += n;
     offset += static_cast<uint64_t>(n);
     size -= static_cast<size_t>(n);
   }
+  return {};
 }
 
 void TraceReader::addProblem(uint64_t offset, std::string message) {
@@ -324,31 +450,64 @@ void TraceReader::loadIndex() {
 // or "" when intact. The checksum already proves the stored bytes are the
 // written ones; re-hashing the content checks the writer, which `kcap check`
 // (verifyChunk) does and bulk reads of memory skip.
+//
+// With `map` (the file's mapping, still fileSize_ long) the stored bytes are
+// checked and decoded where they are, with no copy; else they are read with
+// pread into the scratch buffer first.
 std::string TraceReader::loadPayload(const ChunkInfo& chunk, uint8_t* dst, ReadScratch& scratch,
-                                     bool verifyContent) const {
-  if (chunk.storedSize > fileSize_ || chunk.offset > fileSize_ - kChunkHeaderSize - chunk.storedSize) {
+                                     bool verifyContent, const uint8_t* map) const {
+  // Written so that no subtraction wraps: the mapping must not be read past
+  // fileSize_ whatever the sizes say.
+  if (chunk.storedSize > fileSize_ - kChunkHeaderSize || chunk.offset > fileSize_ - kChunkHeaderSize - chunk.storedSize) {
     return "chunk extends past the end of the file";
   }
-  std::vector<uint8_t>& staging = scratch.staging;
-  staging.resize(kChunkHeaderSize + chunk.storedSize);
-  readAt(chunk.offset, staging.data(), staging.size());
+  const uint8_t* stored = nullptr;  // the chunk header, then the payload
+  if (map != nullptr && !populate(map, chunk.offset, kChunkHeaderSize + chunk.storedSize)) {
+    map = nullptr;  // pread says what is wrong
+  }
+  if (map != nullptr) {
+    stored = map + chunk.offset;
+  } else {
+    std::vector<uint8_t>& staging = scratch.staging;
+    staging.resize(kChunkHeaderSize + chunk.storedSize);
+    uint64_t at = chunk.offset;
+    std::string why = tryReadAt(at, staging.data(), staging.size());
+    if (!why.empty()) {  // the file was cut or failed since it was opened
+      return why + " at byte " + std::to_string(at) + ", inside this " + chunkKindName(chunk.kind) + " chunk";
+    }
+    stored = staging.data();
+  }
   ChunkHeader header;
-  if (!decodeChunkHeader(staging.data(), header) || header.kind != chunk.kind ||
+  if (!decodeChunkHeader(stored, header) || header.kind != chunk.kind ||
       header.storedSize != chunk.storedSize || header.rawSize != chunk.rawSize) {
     return "chunk header is damaged or not what the index says";
   }
-  const uint8_t* payload = staging.data() + kChunkHeaderSize;
-  if (chunkChecksum(staging.data(), payload, chunk.storedSize) != header.checksum) {
-    return std::string(chunkKindName(chunk.kind)) + " chunk is damaged (checksum mismatch)";
-  }
+  const uint8_t* payload = stored + kChunkHeaderSize;
+  const std::string damaged = std::string(chunkKindName(chunk.kind)) + " chunk is damaged (checksum mismatch)";
   size_t prefix = chunk.kind == ChunkKind::kBlob ? kBlobHashSize : 0;
   if (chunk.storedSize < prefix) return "blob chunk too short";
   const uint8_t* body = payload + prefix;
   size_t bodySize = chunk.storedSize - prefix;
   if (header.codec == Codec::kNone) {
     if (bodySize != chunk.rawSize) return "stored size mismatch";
-    if (bodySize) std::memcpy(dst, body, bodySize);
+    // Checksummed and copied a cache-sized block at a time, so that the stored
+    // bytes come from memory once, not once for each. dst holds unchecked
+    // bytes until the end; on a mismatch it is garbage, as the caller expects
+    // of a failed read.
+    constexpr size_t kBlock = 64 << 10;
+    XXH3_state_t* state = scratch.checksumState;
+    if (state == nullptr || XXH3_64bits_reset_withSeed(state, checksum64(stored, 24)) != XXH_OK ||
+        XXH3_64bits_update(state, payload, prefix) != XXH_OK) {
+      return "cannot compute a checksum";
+    }
+    for (size_t at = 0; at < bodySize; at += kBlock) {
+      const size_t n = std::min(kBlock, bodySize - at);
+      XXH3_64bits_update(state, body + at, n);
+      std::memcpy(dst + at, body + at, n);
+    }
+    if (XXH3_64bits_digest(state) != header.checksum) return damaged;
   } else {
+    if (chunkChecksum(stored, payload, chunk.storedSize) != header.checksum) return damaged;
     size_t n = ZSTD_decompressDCtx(scratch.dctx, dst, chunk.rawSize, body, bodySize);
     if (ZSTD_isError(n) || n != chunk.rawSize) {
       return std::string(chunkKindName(chunk.kind)) + " chunk does not decompress to " + sizeText(chunk.rawSize) +
@@ -367,7 +526,16 @@ std::string TraceReader::loadPayload(const ChunkInfo& chunk, uint8_t* dst, ReadS
 }
 
 std::string TraceReader::loadPayload(const ChunkInfo& chunk, uint8_t* dst) {
-  return loadPayload(chunk, dst, *scratch_, true);
+  return loadPayload(chunk, dst, *scratch_, true, intactMap());
+}
+
+// One fstat a read: a file cut since it was opened is then read with pread,
+// which says where it ends now, instead of faulting on the mapping.
+const uint8_t* TraceReader::intactMap() const {
+  if (map_ == nullptr) return nullptr;
+  struct stat st {};
+  if (::fstat(fd_, &st) != 0 || static_cast<uint64_t>(st.st_size) < fileSize_) return nullptr;
+  return map_;
 }
 
 void TraceReader::readPayloadInto(const ChunkInfo& chunk, uint8_t* dst) {
@@ -431,7 +599,7 @@ std::vector<uint8_t> TraceReader::readBlob(const Hash128& hash) {
 
 std::vector<uint8_t> TraceReader::readStoredChunk(const ChunkInfo& chunk) {
   const auto fail = [&](const std::string& why) { throw FormatError(describeAt(path_, chunk.offset, why)); };
-  if (chunk.storedSize > fileSize_ || chunk.offset > fileSize_ - kChunkHeaderSize - chunk.storedSize) {
+  if (chunk.storedSize > fileSize_ - kChunkHeaderSize || chunk.offset > fileSize_ - kChunkHeaderSize - chunk.storedSize) {
     fail("chunk extends past the end of the file");
   }
   if (chunk.rawSize > rawLimit(chunk.kind)) fail("chunk is larger than the format allows");
@@ -494,43 +662,37 @@ void TraceReader::readContentInto(schema::Content::Reader content, uint8_t* dst,
   }
   std::vector<const ChunkInfo*> pieces = locatePieces(content);
   uint64_t pieceSize = content.getPieceSize();
+  const uint8_t* map = intactMap();
   // Pieces are independent zstd frames: decode them on several threads, as
   // restoring gigabytes of device memory for a replay would otherwise be
   // bound by one core's decompression speed.
-  // (Measured on a 16-core H200 host, restoring 4 GiB of incompressible
-  // pieces for a replay: 8 threads and 64 MiB windows decoded 13.5 GB/s;
-  // every core and 256 MiB windows only 6.3 GB/s, so 8 it is.)
-  unsigned threads = static_cast<unsigned>(
-      std::min<size_t>({pieces.size() / 2, std::max(1u, std::thread::hardware_concurrency()), 8}));
-  if (threads <= 1) {
+  const bool forked = pool_ && pool_->owner() != ::getpid();
+  if (pieces.size() < 2 || decodeThreads_ <= 1 || forked) {
     for (size_t i = 0; i < pieces.size(); ++i) {
-      std::string why = loadPayload(*pieces[i], dst + i * pieceSize, *scratch_, false);
+      std::string why = loadPayload(*pieces[i], dst + i * pieceSize, *scratch_, false, map);
       if (!why.empty()) throw FormatError(describeAt(path_, pieces[i]->offset, why));
     }
     return;
   }
-  std::atomic<size_t> next{0};
+  if (!pool_) pool_ = std::make_unique<DecodePool>(decodeThreads_ - 1);
+  std::atomic<bool> failed{false};
   std::mutex failureMutex;
   std::string failure;  // the first problem met, with its location
-  auto work = [&] {
-    ReadScratch scratch;
-    for (size_t i = next++; i < pieces.size(); i = next++) {
-      std::string why;
-      try {
-        why = loadPayload(*pieces[i], dst + i * pieceSize, scratch, false);
-      } catch (const std::exception& e) {  // an I/O error from readAt, or no memory
-        why = e.what();
-      }
-      if (why.empty()) continue;
-      std::lock_guard lock(failureMutex);
-      if (failure.empty()) failure = describeAt(path_, pieces[i]->offset, why);
-      next = pieces.size();
+  pool_->run(pieces.size(), *scratch_, [&](size_t i, ReadScratch& scratch) {
+    if (failed.load(std::memory_order_relaxed)) return;  // the read has failed: skip what is left
+    std::string why;
+    try {
+      why = loadPayload(*pieces[i], dst + i * pieceSize, scratch, false, map);
+    } catch (const std::exception& e) {  // an I/O error from readAt, or no memory
+      why = e.what();
+    } catch (...) {
+      why = "unknown error";
     }
-  };
-  std::vector<std::thread> pool;
-  for (unsigned t = 1; t < threads; ++t) pool.emplace_back(work);
-  work();
-  for (auto& t : pool) t.join();
+    if (why.empty()) return;
+    std::lock_guard lock(failureMutex);
+    if (failure.empty()) failure = describeAt(path_, pieces[i]->offset, why);
+    failed = true;
+  });
   if (!failure.empty()) throw FormatError(failure);
 }
 

@@ -46,14 +46,28 @@ struct EventRef {
 };
 
 struct ReadScratch;
+class DecodePool;
 
 // Not thread-safe: use one reader per thread. (readContentInto uses threads of
-// its own to decode large contents.)
+// its own to decode large contents: a pool the reader keeps.)
 class TraceReader {
  public:
+  struct Options {
+    // Read chunks through a read-only mapping of the file rather than into a
+    // buffer with pread (pread is used anyway when mmap fails).
+    bool map = true;
+    // readContentInto's threads, the caller's included; 0: min(hardware threads, 16).
+    unsigned decodeThreads = 0;
+  };
   // Throws FormatError when the file cannot be opened, has no valid kcap header,
   // or was written in a newer, unknown format version.
-  static std::unique_ptr<TraceReader> open(const std::string& path);
+  //
+  // A mapped file must not shrink while it is read: each read first checks the
+  // file is still as long as when it was opened (and falls back to pread,
+  // which reports where the file now ends, when it is not), but a file cut
+  // during a read would end the process with SIGBUS.
+  static std::unique_ptr<TraceReader> open(const std::string& path, const Options& options);
+  static std::unique_ptr<TraceReader> open(const std::string& path) { return open(path, Options{}); }
   ~TraceReader();
   TraceReader(const TraceReader&) = delete;
   TraceReader& operator=(const TraceReader&) = delete;
@@ -67,6 +81,7 @@ class TraceReader {
   bool torn() const { return torn_; }            // the file ends inside a chunk
   const std::vector<ChunkInfo>& chunks() const { return chunks_; }  // record and blob chunks, file order
   const std::vector<TraceProblem>& problems() const { return problems_; }
+  bool mapped() const { return map_ != nullptr; }  // chunks are read through a mapping of the file
 
   // Delivers every intact event in file order; `fn` returns false to stop.
   // Damaged record chunks are skipped and reported in problems(). Returns the
@@ -84,7 +99,8 @@ class TraceReader {
   // a piece is missing, damaged, or not the size the content says.
   std::vector<uint8_t> readContent(schema::Content::Reader content);
   // As readContent, into dst[0, content.size). Throws if capacity is smaller.
-  // Decodes pieces in parallel; checks chunk checksums but not content hashes
+  // Decodes pieces in parallel, on threads the reader keeps from call to call;
+  // checks chunk checksums but not content hashes
   // (verifyChunk does), since the checksum already proves the stored bytes.
   void readContentInto(schema::Content::Reader content, uint8_t* dst, size_t capacity);
   // The verified, decompressed bytes of one piece.
@@ -107,11 +123,14 @@ class TraceReader {
   std::vector<const ChunkInfo*> locatePieces(schema::Content::Reader content) const;
   bool findNextChunk(uint64_t from, uint64_t& found);
   bool probeChunk(uint64_t offset, ChunkInfo& out, std::string& why);
-  std::string loadPayload(const ChunkInfo& chunk, uint8_t* dst, ReadScratch& scratch, bool verifyContent) const;
+  std::string loadPayload(const ChunkInfo& chunk, uint8_t* dst, ReadScratch& scratch, bool verifyContent,
+                          const uint8_t* map) const;
+  const uint8_t* intactMap() const;  // map_ while the file is still fileSize_ long, else nullptr
   std::string loadPayload(const ChunkInfo& chunk, uint8_t* dst);  // verified, decompressed; "" or what is wrong
   void readPayloadInto(const ChunkInfo& chunk, uint8_t* dst);     // the same, throwing FormatError
   void addProblem(uint64_t offset, std::string message);
   void readAt(uint64_t offset, void* dst, size_t size) const;
+  std::string tryReadAt(uint64_t& offset, void* dst, size_t size) const;
 
   std::string path_;
   int fd_ = -1;
@@ -126,6 +145,9 @@ class TraceReader {
   std::unordered_map<Hash128, size_t, Hash128Hasher> blobs_;  // hash -> index in chunks_
   std::vector<TraceProblem> problems_;
   std::unique_ptr<ReadScratch> scratch_;  // buffers of the calling thread; the reader is not thread-safe
+  const uint8_t* map_ = nullptr;          // the file's first fileSize_ bytes, read-only; nullptr: use pread
+  unsigned decodeThreads_ = 1;
+  std::unique_ptr<DecodePool> pool_;      // made by the first readContentInto that has use for it
 };
 
 }  // namespace kcap::format

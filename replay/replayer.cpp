@@ -196,9 +196,11 @@ void Replayer::restore(const LaunchRecord& launch, const LoadedKernel& kernel, b
   }
 }
 
-// Large contents go in 64 MiB windows of whole pieces through two page-locked
-// buffers: decoding window k+1 (reading and decompressing the trace, on the
-// reader's threads) overlaps the copy of window k to the GPU.
+// Large contents go in 64 MiB windows of whole pieces through a ring of
+// page-locked buffers: decoding window k+1 (checking and decompressing the
+// trace's pieces, on the reader's threads) overlaps the copy of window k to
+// the GPU, and a copy that runs late delays the decoding only once every
+// buffer is waiting for one. Pinned memory stays at kRestoreWindows * 64 MiB.
 void Replayer::restoreContent(schema::Content::Reader content, CUdeviceptr dst) {
   const uint64_t size = content.getSize();
   const uint64_t pieceSize = content.getPieceSize();
@@ -234,8 +236,8 @@ void Replayer::restoreContent(schema::Content::Reader content, CUdeviceptr dst) 
     part.setPieceSize(static_cast<uint32_t>(pieceSize));
     auto list = part.initPieces(static_cast<unsigned>(count));
     for (uint64_t i = 0; i < count; ++i) list.setWithCaveats(static_cast<unsigned>(i), pieces[static_cast<unsigned>(first + i)]);
-    const size_t slot = window % 2;
-    if (window >= 2) check(driver_.cuEventSynchronize(windowDone_[slot]), "waiting for a restore copy");
+    const size_t slot = window % kRestoreWindows;
+    if (window >= kRestoreWindows) check(driver_.cuEventSynchronize(windowDone_[slot]), "waiting for a restore copy");
     reader_.readContentInto(part.asReader(), windows_[slot], bytes);
     check(driver_.cuMemcpyHtoDAsync(dst + offset, windows_[slot], bytes, stream_), "restoring a window of memory");
     check(driver_.cuEventRecord(windowDone_[slot], stream_), "cuEventRecord");

@@ -89,8 +89,11 @@ class Replayer {
   std::unique_ptr<CodeCache> code_;
   uint8_t* staging_ = nullptr;  // page-locked, for copies both ways
   uint64_t stagingSize_ = 0;
-  uint8_t* windows_[2] = {nullptr, nullptr};  // page-locked, restoreContent's double buffer
-  CUevent windowDone_[2] = {nullptr, nullptr};
+  // restoreContent's page-locked windows (64 MiB each), used in turn: with
+  // three, decoding is held up only when two copies are still queued.
+  static constexpr size_t kRestoreWindows = 3;
+  uint8_t* windows_[kRestoreWindows] = {};
+  CUevent windowDone_[kRestoreWindows] = {};
   std::set<uint64_t> restored_;
   uint64_t restoredBytes_ = 0;   // by the launch being prepared  // recorded ranges restored in this run (sequences restore each once)
 };
