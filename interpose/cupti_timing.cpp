@@ -457,6 +457,7 @@ std::string startCollecting()
 // The flush at exit: runs before the loader unloads CUPTI and the driver.
 void flushAtExit()
 {
+    g_collecting.store(false, std::memory_order_relaxed);
     int expected = kCollecting;
     if (g_state.compare_exchange_strong(expected, kClosed)) {
         g_api.flushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
@@ -510,6 +511,8 @@ void start(Recorder& recorder) noexcept
             g_sink = &recorder;
         }
         g_state.store(kCollecting);
+        g_collecting.store(true, std::memory_order_relaxed);
+        firstTokenOfThread();
         std::atexit(flushAtExit);
     } catch (...) {
         unavailable(recorder, "internal error while starting CUPTI");
@@ -519,6 +522,23 @@ void start(Recorder& recorder) noexcept
 // Between launches a thread has a token pushed (see kTokenBit): the
 // runtime record of its next cudart launch gets it.
 thread_local bool t_pushed = false;
+
+std::atomic<bool> g_collecting{false};
+
+namespace {
+void pushToken() noexcept
+{
+    const uint64_t token = kTokenBit | g_nextToken.fetch_add(1, std::memory_order_relaxed);
+    t_pushed = g_api.push(kCorrelationKind, token) == CUPTI_SUCCESS;
+}
+}  // namespace
+
+void firstTokenOfThread() noexcept
+{
+    if (!t_pushed && g_state.load(std::memory_order_acquire) == kCollecting) {
+        pushToken();
+    }
+}
 
 bool enterLaunch(uint64_t launchIndex) noexcept
 {
@@ -552,8 +572,7 @@ void leaveLaunch(CUresult result) noexcept
     if (t_pushed && g_state.load(std::memory_order_acquire) == kCollecting) {
         uint64_t launchIndex = 0;
         g_api.pop(kCorrelationKind, &launchIndex);
-        const uint64_t token = kTokenBit | g_nextToken.fetch_add(1, std::memory_order_relaxed);
-        t_pushed = g_api.push(kCorrelationKind, token) == CUPTI_SUCCESS;
+        pushToken();
     }
 }
 
@@ -620,6 +639,7 @@ void abandonAfterFork() noexcept
     // would never be released.
     pthread_mutex_init(&g_mutex, nullptr);
     g_sink = nullptr;
+    g_collecting.store(false);
     g_saidUnavailable.store(false);
     g_timedLaunches.store(0);
     if (g_state.load() != kUntried) {

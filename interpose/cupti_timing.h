@@ -8,10 +8,14 @@
 //
 // Correlation: just before the real launch call of a recorded launch that
 // executes (not one captured into a graph), the shim pushes an external
-// correlation id (kind CUSTOM2, id = the launch index) and pops it right
-// after. CUPTI then emits an external-correlation record binding its own
-// correlation id of that API call to the launch index; the kernel record
-// carries the same correlation id and the GPU start and end timestamps.
+// correlation id (kind CUSTOM2, id = the launch index). CUPTI then emits an
+// external-correlation record binding its own correlation id of that API
+// call to the launch index; the kernel record carries the same correlation
+// id and the GPU start and end timestamps. A launch made through cudart
+// (cudaLaunchKernel) takes its id when the runtime call ENTERS, before the
+// shim sees the driver call: so between launches each thread has a token
+// pushed, which its next launch binds to its index (cupti_timing.cpp,
+// kTokenBit), and a thread gets its first token at its first hooked call.
 // CUSTOM2, not CUSTOM0 or CUSTOM1: the PyTorch profiler (Kineto) and Triton's
 // profiler use those for their own correlation, and an id of ours on top of
 // their stack would take the place of theirs in their records.
@@ -42,6 +46,7 @@
 
 #include <cuda.h>
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -66,6 +71,17 @@ void start(Recorder& recorder) noexcept;
 // same thread, with the result of the launch call.
 bool enterLaunch(uint64_t launchIndex) noexcept;
 void leaveLaunch(CUresult result) noexcept;
+
+// Every hooked call, first: gives a thread that never launched its first
+// token. One relaxed load when timing is off.
+extern std::atomic<bool> g_collecting;
+void firstTokenOfThread() noexcept;
+inline void beforeAnyCall() noexcept
+{
+    if (g_collecting.load(std::memory_order_relaxed)) [[unlikely]] {
+        firstTokenOfThread();
+    }
+}
 
 // Before the recorder writes traceEnd: delivers what CUPTI still holds (when
 // `flush`; not on fatal signals), notes launches that got no duration, and

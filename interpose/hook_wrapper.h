@@ -5,6 +5,7 @@
 // symbol; cuGetProcAddress and dlsym hand out its address.
 #pragma once
 
+#include "cupti_timing.h"
 #include "hook_table.h"
 #include "observer.h"
 #include "stats.h"
@@ -26,6 +27,7 @@ template <HookId Id, class... Args>
 struct GenericWrapper<Id, CUresult(Args...)> {
     static CUresult call(Args... args) noexcept
     {
+        timing::beforeAnyCall();
         count_call(Id);
         using Pfn = typename HookPfn<Id>::type;
         const auto real = reinterpret_cast<Pfn>(real_function(Id));
