@@ -33,7 +33,7 @@ namespace {
 struct DeferredSlot {
   size_t at = 0;  // its bytes go at raw[at], before whatever was appended after it
   uint64_t seq = 0;
-  std::unique_ptr<DeferredEvent> event;
+  DeferredEventPtr event;
 };
 
 struct Job {
@@ -295,7 +295,7 @@ class TraceWriterImpl final : public TraceWriter {
     return seq;
   }
 
-  uint64_t append(std::unique_ptr<DeferredEvent> event) override {
+  uint64_t append(DeferredEventPtr event) override {
     const size_t hint = event->sizeHint();
     std::unique_lock lock(mutex_);
     throwIfFailed();

@@ -39,7 +39,16 @@ class DeferredEvent {
   virtual void build(schema::Event::Builder event) const = 0;
   // About how many bytes the encoded event takes (batching, memory bound).
   virtual size_t sizeHint() const = 0;
+  // Called once by the writer when it is done with the event (built, or
+  // dropped on failure), on one of its threads, instead of deleting it: an
+  // event may return itself to a pool of its producer's. Default: delete.
+  virtual void release() noexcept { delete this; }
 };
+
+struct ReleaseDeferredEvent {
+  void operator()(DeferredEvent* event) const noexcept { event->release(); }
+};
+using DeferredEventPtr = std::unique_ptr<DeferredEvent, ReleaseDeferredEvent>;
 
 class TraceWriter {
  public:
@@ -92,7 +101,7 @@ class TraceWriter {
   // The same for an event built later by the writer: its seq is assigned now,
   // so it keeps its place among the events appended before and after it.
   // Thread-safe.
-  virtual uint64_t append(std::unique_ptr<DeferredEvent> event) = 0;
+  virtual uint64_t append(DeferredEventPtr event) = 0;
 
   // Blocks until everything appended or stored so far is written to the file.
   virtual void flush() = 0;

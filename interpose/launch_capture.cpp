@@ -25,6 +25,7 @@
 #include "recorder.h"
 
 #include "driver_api.h"
+#include "event_recycler.h"
 #include "param_buffer.h"
 
 #include <algorithm>
@@ -92,6 +93,9 @@ size_t rangesHint(const std::vector<TakenRange>& taken)
 // message on its own thread (format::DeferredEvent): on the launch path the
 // shim only copies these facts.
 struct LaunchEventData final : format::DeferredEvent {
+    LaunchEventData* nextFree = nullptr;  // Recycler
+    Recycler<LaunchEventData>* home = nullptr;
+
     uint64_t timeNs = 0;
     uint32_t threadId = 0;
     uint64_t launchIndex = 0;
@@ -108,6 +112,31 @@ struct LaunchEventData final : format::DeferredEvent {
     CUresult snapshotError = CUDA_SUCCESS;
     std::vector<TakenRange> pre;
     std::vector<IndirectPointer> indirect;
+
+    // Back to the state of a new one; vectors keep their capacity.
+    void clear()
+    {
+        timeNs = 0;
+        threadId = 0;
+        launchIndex = 0;
+        call = LaunchCall{};
+        kernelName = {};
+        context = 0;
+        device = -1;
+        attributes.clear();
+        params.bytes.clear();
+        params.layout.clear();
+        params.fromExtra = false;
+        params.complete = false;
+        pointers.clear();
+        capturing = false;
+        synchronized = false;
+        syncResult = CUDA_SUCCESS;
+        snapshotError = CUDA_SUCCESS;
+        pre.clear();
+        indirect.clear();
+    }
+    void release() noexcept override { home->giveBack(this); }
 
     size_t sizeHint() const override
     {
@@ -177,6 +206,9 @@ struct LaunchEventData final : format::DeferredEvent {
 
 // A LaunchEnd event, the same way.
 struct LaunchEndData final : format::DeferredEvent {
+    LaunchEndData* nextFree = nullptr;  // Recycler
+    Recycler<LaunchEndData>* home = nullptr;
+
     uint64_t timeNs = 0;
     uint32_t threadId = 0;
     uint64_t launchIndex = 0;
@@ -185,6 +217,19 @@ struct LaunchEndData final : format::DeferredEvent {
     CUresult syncResult = CUDA_SUCCESS;
     CUresult snapshotError = CUDA_SUCCESS;
     std::vector<TakenRange> post;
+
+    void clear()
+    {
+        timeNs = 0;
+        threadId = 0;
+        launchIndex = 0;
+        result = CUDA_SUCCESS;
+        synchronized = false;
+        syncResult = CUDA_SUCCESS;
+        snapshotError = CUDA_SUCCESS;
+        post.clear();
+    }
+    void release() noexcept override { home->giveBack(this); }
 
     size_t sizeHint() const override { return 96 + rangesHint(post); }
 
@@ -251,7 +296,8 @@ std::unique_ptr<PendingLaunch> Recorder::launchStarting(const LaunchCall& call, 
     pending->launchIndex = eligible - options_.skip;
     pending->syncStream = call.perThreadStream && call.stream == nullptr ? CU_STREAM_PER_THREAD : call.stream;
 
-    auto data = std::make_unique<LaunchEventData>();
+    LaunchEventData* data = Recycler<LaunchEventData>::ofThisThread().take();
+    format::DeferredEventPtr event(data);  // back to the pool if anything below throws
     data->timeNs = nowNs();
     data->threadId = callerThreadId();
     data->launchIndex = pending->launchIndex;
@@ -265,7 +311,7 @@ std::unique_ptr<PendingLaunch> Recorder::launchStarting(const LaunchCall& call, 
 
     // Parameters and the words of them that are device pointers.
     const FunctionInfo info = functionInfo(call.function);
-    data->params = assembleParams(info.layout, call.kernelParams, call.extra);
+    assembleParams(info.layout, call.kernelParams, call.extra, data->params);
     if (!data->params.complete) {
         noteOnce(notedNoLayout_, schema::Message::Level::WARNING,
                  "the driver gave no parameter layout for " + std::string(kernelName) +
@@ -359,7 +405,7 @@ std::unique_ptr<PendingLaunch> Recorder::launchStarting(const LaunchCall& call, 
         }
     }
 
-    writer_->append(std::move(data));
+    writer_->append(std::move(event));
     if (options_.mode != CaptureMode::kMetadata) {
         flush();  // on disk before the launch runs: a launch that kills the process is still recorded
     }
@@ -372,7 +418,8 @@ void Recorder::launchFinished(PendingLaunch& pending, CUresult result)
     if (!operation) {
         return;
     }
-    auto data = std::make_unique<LaunchEndData>();
+    LaunchEndData* data = Recycler<LaunchEndData>::ofThisThread().take();
+    format::DeferredEventPtr event(data);
     data->timeNs = nowNs();
     data->threadId = callerThreadId();
     data->launchIndex = pending.launchIndex;
@@ -394,7 +441,7 @@ void Recorder::launchFinished(PendingLaunch& pending, CUresult result)
             }
         }
     }
-    writer_->append(std::move(data));
+    writer_->append(std::move(event));
 }
 
 }  // namespace kcap

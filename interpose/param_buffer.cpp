@@ -27,9 +27,20 @@ ParamBuffer assembleParams(const std::vector<ParamSlot>* layout, void* const* ke
                            void* const* extra)
 {
     ParamBuffer out;
+    assembleParams(layout, kernelParams, extra, out);
+    return out;
+}
+
+void assembleParams(const std::vector<ParamSlot>* layout, void* const* kernelParams, void* const* extra,
+                    ParamBuffer& out)
+{
+    out.bytes.clear();
+    out.layout.clear();
+    out.fromExtra = false;
+    out.complete = false;
     if (kernelParams != nullptr) {
         if (!layout) {
-            return out;  // how many parameters, and where: unknown
+            return;  // how many parameters, and where: unknown
         }
         out.layout = *layout;
         out.bytes.assign(layoutSize(out.layout), 0);
@@ -40,7 +51,7 @@ ParamBuffer assembleParams(const std::vector<ParamSlot>* layout, void* const* ke
             }
         }
         out.complete = true;
-        return out;
+        return;
     }
     if (extra != nullptr) {
         const void* buffer = nullptr;
@@ -54,24 +65,23 @@ ParamBuffer assembleParams(const std::vector<ParamSlot>* layout, void* const* ke
         }
         out.fromExtra = true;
         if (buffer == nullptr || size == nullptr || *size > (1u << 20)) {
-            return out;  // the driver refuses such a launch; nothing to read
+            return;  // the driver refuses such a launch; nothing to read
         }
         const auto* bytes = static_cast<const uint8_t*>(buffer);
         out.bytes.assign(bytes, bytes + *size);
         if (layout != nullptr) {
             out.layout = *layout;
         } else {
-            out.layout = {ParamSlot{0, static_cast<uint32_t>(*size)}};
+            out.layout.assign(1, ParamSlot{0, static_cast<uint32_t>(*size)});
         }
         out.complete = true;
-        return out;
+        return;
     }
     // No parameters given: complete only if the kernel takes none.
     out.complete = layout != nullptr && layout->empty();
     if (layout != nullptr) {
         out.layout = *layout;
     }
-    return out;
 }
 
 }  // namespace kcap

@@ -32,6 +32,9 @@ struct ParamBuffer {
 // one slot covering the whole buffer (every aligned word is then scanned).
 ParamBuffer assembleParams(const std::vector<ParamSlot>* layout, void* const* kernelParams,
                            void* const* extra);
+// The same into `out`, whose vectors keep their capacity (launch path).
+void assembleParams(const std::vector<ParamSlot>* layout, void* const* kernelParams, void* const* extra,
+                    ParamBuffer& out);
 
 // Bytes a layout spans (end of its furthest parameter).
 uint32_t layoutSize(const std::vector<ParamSlot>& layout);

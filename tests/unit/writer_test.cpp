@@ -370,10 +370,10 @@ struct DeferredTiming final : format::DeferredEvent {
 };
 
 uint64_t appendDeferredTiming(format::TraceWriter& writer, uint32_t thread, uint64_t index) {
-  auto event = std::make_unique<DeferredTiming>();
+  auto* event = new DeferredTiming;
   event->thread = thread;
   event->index = index;
-  return writer.append(std::move(event));
+  return writer.append(format::DeferredEventPtr(event));
 }
 
 // Deferred and immediate events from several threads keep one gapless seq
@@ -445,9 +445,9 @@ TEST(Writer, DeferredEventThatFailsToBuildBecomesAnErrorMessage) {
   const auto path = dir.file("deferred-fail.kcap");
   auto writer = format::TraceWriter::create(path);
   appendDeferredTiming(*writer, 1, 0);
-  auto bad = std::make_unique<DeferredTiming>();
+  auto* bad = new DeferredTiming;
   bad->fail = true;
-  EXPECT_EQ(writer->append(std::move(bad)), 1u);
+  EXPECT_EQ(writer->append(format::DeferredEventPtr(bad)), 1u);
   appendDeferredTiming(*writer, 1, 2);
   writer->close();
   auto events = readAllEvents(path);
