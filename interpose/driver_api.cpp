@@ -62,12 +62,27 @@ uint64_t currentContext() noexcept
     return get != nullptr && get(&context) == CUDA_SUCCESS ? reinterpret_cast<uint64_t>(context) : 0;
 }
 
-int currentDevice() noexcept
+int deviceOf(uint64_t context) noexcept
 {
+    // A context's device never changes: one driver call per context a thread
+    // switches to (this is on every recorded launch's path). A context
+    // destroyed and another made at the same address on another device, on
+    // the same thread, would be misnamed; the driver does not reuse handles
+    // that quickly in practice.
+    thread_local uint64_t t_context = 0;
+    thread_local int t_device = -1;
+    if (context != 0 && context == t_context) {
+        return t_device;
+    }
     CUdevice device = 0;
     const auto get = driverApi().ctxGetDevice;
-    return get != nullptr && get(&device) == CUDA_SUCCESS ? static_cast<int>(device) : -1;
+    const int found = get != nullptr && get(&device) == CUDA_SUCCESS ? static_cast<int>(device) : -1;
+    t_context = found >= 0 ? context : 0;
+    t_device = found;
+    return found;
 }
+
+int currentDevice() noexcept { return deviceOf(currentContext()); }
 
 const char* resultName(CUresult result, char (&buffer)[32]) noexcept
 {

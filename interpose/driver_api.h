@@ -48,6 +48,7 @@ const DriverApi& driverApi() noexcept;
 // The calling thread's current context (0 if none) and its device (-1).
 uint64_t currentContext() noexcept;
 int currentDevice() noexcept;
+int deviceOf(uint64_t context) noexcept;  // `context` must be the calling thread's current one
 
 // "CUDA_ERROR_ILLEGAL_ADDRESS", or "CUresult <n>" when the driver cannot say.
 const char* resultName(CUresult result, char (&buffer)[32]) noexcept;

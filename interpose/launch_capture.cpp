@@ -274,24 +274,24 @@ bool Recorder::selects(std::string_view kernelName)
     return selected;
 }
 
-std::unique_ptr<PendingLaunch> Recorder::launchStarting(const LaunchCall& call, std::string_view kernelName)
+bool Recorder::launchStarting(const LaunchCall& call, std::string_view kernelName, PendingLaunch& launch)
 {
     Operation operation(*this);
     if (!operation) {
-        return nullptr;
+        return false;
     }
     if (!selects(kernelName)) {
         droppedLaunches_.fetch_add(1, std::memory_order_relaxed);
-        return nullptr;
+        return false;
     }
     const uint64_t eligible = eligibleLaunches_.fetch_add(1, std::memory_order_relaxed);
     if (eligible < options_.skip || eligible - options_.skip >= options_.maxLaunches) {
         droppedLaunches_.fetch_add(1, std::memory_order_relaxed);
-        return nullptr;
+        return false;
     }
     recordedLaunches_.fetch_add(1, std::memory_order_relaxed);
 
-    auto pending = std::make_unique<PendingLaunch>();
+    PendingLaunch* const pending = &launch;
     pending->recorder = this;
     pending->launchIndex = eligible - options_.skip;
     pending->syncStream = call.perThreadStream && call.stream == nullptr ? CU_STREAM_PER_THREAD : call.stream;
@@ -304,7 +304,7 @@ std::unique_ptr<PendingLaunch> Recorder::launchStarting(const LaunchCall& call, 
     data->call = call;
     data->kernelName = kernelName;
     data->context = currentContext();
-    data->device = currentDevice();
+    data->device = deviceOf(data->context);
     if (call.attributes != nullptr && call.attributeCount != 0) {
         data->attributes.assign(call.attributes, call.attributes + call.attributeCount);
     }
@@ -409,7 +409,7 @@ std::unique_ptr<PendingLaunch> Recorder::launchStarting(const LaunchCall& call, 
     if (options_.mode != CaptureMode::kMetadata) {
         flush();  // on disk before the launch runs: a launch that kills the process is still recorded
     }
-    return pending;
+    return true;
 }
 
 void Recorder::launchFinished(PendingLaunch& pending, CUresult result)

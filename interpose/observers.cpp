@@ -53,41 +53,54 @@ void recordAttribute(schema::AttributeApi api, CUresult result, uint64_t functio
 
 // Launches between before() and after(), innermost last (a thread has one,
 // unless a driver calls back into a launch).
-thread_local std::vector<std::unique_ptr<PendingLaunch>> t_launches;
+// Launches in progress on this thread are t_launches[0, t_depth); the
+// entries past it are spare, kept with their buffers for the next launches
+// (no allocation per launch).
+thread_local std::vector<PendingLaunch> t_launches;
+thread_local size_t t_depth = 0;
+
+PendingLaunch& nextLaunchSlot()
+{
+    if (t_depth == t_launches.size()) {
+        t_launches.emplace_back();
+    }
+    PendingLaunch& slot = t_launches[t_depth];
+    slot.reset();
+    return slot;
+}
 
 void launchBefore(const LaunchCall& call)
 {
-    std::unique_ptr<PendingLaunch> pending;
-    // The kernel's name (a registry lookup under a shared lock, and the
-    // per-kernel count) is needed only to record or to count: a pass-through
-    // shim skips it, it is on every launch's path.
+    PendingLaunch& pending = nextLaunchSlot();
+    // The kernel's name (the registry, and the per-kernel count) is needed
+    // only to record or to count: a pass-through shim skips it, it is on
+    // every launch's path.
     Recorder* recorder = Recorder::active();
     if (recorder != nullptr || counting()) {
         const std::string_view name = registry().launched(call.function);
-        if (recorder != nullptr) {
-            pending = recorder->launchStarting(call, name);
+        if (recorder != nullptr && !recorder->launchStarting(call, name, pending)) {
+            pending.recorder = nullptr;
         }
     }
-    t_launches.push_back(std::move(pending));
+    ++t_depth;  // last but one: launchAfter runs only when this returned
     // Last before the real call (nothing after it may fail): the CUPTI
     // correlation id that ties the kernel's duration to this launch.
-    if (PendingLaunch* launch = t_launches.back().get(); launch != nullptr && launch->executes) {
-        launch->timed = timing::enterLaunch(launch->launchIndex);
+    if (pending.recorder != nullptr && pending.executes) {
+        pending.timed = timing::enterLaunch(pending.launchIndex);
     }
 }
 
 void launchAfter(CUresult result)
 {
-    if (t_launches.empty()) {
+    if (t_depth == 0) {
         return;
     }
-    std::unique_ptr<PendingLaunch> pending = std::move(t_launches.back());
-    t_launches.pop_back();
-    if (pending != nullptr && pending->timed) {
+    PendingLaunch& pending = t_launches[--t_depth];
+    if (pending.recorder != nullptr && pending.timed) {
         timing::leaveLaunch(result);  // first: whatever happens to the recording
     }
-    if (pending != nullptr && pending->recorder == Recorder::current()) {
-        pending->recorder->launchFinished(*pending, result);
+    if (pending.recorder != nullptr && pending.recorder == Recorder::current()) {
+        pending.recorder->launchFinished(pending, result);
     }
 }
 
@@ -326,7 +339,8 @@ void Observer<HookId::cuLaunchKernelEx_hook>::before(HookId id, const CUlaunchCo
         if (counting()) {
             registry().launched(f);  // counted as a launch of f, as the stats have always done
         }
-        t_launches.push_back(nullptr);  // the driver refuses it; nothing to record
+        nextLaunchSlot();  // the driver refuses it; nothing to record
+        ++t_depth;
         return;
     }
     launchBefore({.api = schema::LaunchApi::LAUNCH_KERNEL_EX,

@@ -176,14 +176,27 @@ struct LaunchCall {
 };
 
 // A launch between its Launch event and its LaunchEnd (launch_capture.cpp).
+// The observers keep one per launch in progress on a thread, reused from
+// launch to launch (observers.cpp).
 struct PendingLaunch {
-    Recorder* recorder = nullptr;
+    Recorder* recorder = nullptr;             // nullptr: the launch is not recorded
     uint64_t launchIndex = 0;
     CUstream syncStream = nullptr;            // the launch's stream, per-thread default resolved
     bool postSnapshot = false;                // full mode, not capturing
     bool executes = false;                    // not captured into a graph: its duration is wanted
     bool timed = false;                       // a CUPTI correlation id was pushed around the real call
     std::vector<SnapshotRange> ranges;        // what `pre` covered
+
+    void reset()
+    {
+        recorder = nullptr;
+        launchIndex = 0;
+        syncStream = nullptr;
+        postSnapshot = false;
+        executes = false;
+        timed = false;
+        ranges.clear();
+    }
 };
 
 class Recorder {
@@ -253,8 +266,9 @@ public:
 
     // ---- launches (launch_capture.cpp)
     // Records the launch before the real call (flushed to disk in full and
-    // pre modes); nullptr when it is not recorded (filters, range).
-    std::unique_ptr<PendingLaunch> launchStarting(const LaunchCall& call, std::string_view kernelName);
+    // pre modes) and fills `pending` (reset by the caller); false, and
+    // pending.recorder left nullptr, when it is not recorded (filters, range).
+    bool launchStarting(const LaunchCall& call, std::string_view kernelName, PendingLaunch& pending);
     void launchFinished(PendingLaunch& pending, CUresult result);
 
     // ---- durations (cupti_timing.cpp)
