@@ -59,9 +59,12 @@ struct LaunchOutcome {
   std::string code;    // "sass sm_90", "ptx compute_80 (JIT)", "override FILE"
   std::vector<BufferReport> buffers;  // every compared range (differing or not)
   // Restoring the pre-state: bytes copied to the GPU and the wall time it took
-  // (reading and decompressing the trace included).
+  // (reading and decompressing the trace included). placeNs: the time before
+  // that, placing the device memory (reserving, mapping, allocating) and
+  // loading the code.
   uint64_t restoredBytes = 0;
   uint64_t restoreNs = 0;
+  uint64_t placeNs = 0;
   // --repeat: GPU time of the launch in ns (CUDA events)
   std::vector<uint64_t> timesNs;
   std::optional<uint64_t> recordedDurationNs;

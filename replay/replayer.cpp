@@ -464,12 +464,15 @@ LaunchOutcome Replayer::replayLaunch(const LaunchRecord& l, const std::function<
     const CodeRef code = model_.codeFor(l);
     // Memory is placed before the code is loaded: a module's own memory must
     // not take a recorded address first.
-    const auto restoreStart = std::chrono::steady_clock::now();
+    const auto placeStart = std::chrono::steady_clock::now();
     place();
     const LoadedKernel kernel = code_->kernelFor(code);
     o.kernel = code.kernelName;
     o.code = kernel.code;
     restoredBytes_ = 0;
+    const auto restoreStart = std::chrono::steady_clock::now();
+    o.placeNs = static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(restoreStart - placeStart).count());
     prepare(kernel);
     o.restoreNs = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
                                             std::chrono::steady_clock::now() - restoreStart).count());

@@ -318,7 +318,7 @@ class Report {
             .value("repeats", static_cast<uint64_t>(o.timesNs.size())).endObject();
       }
       if (o.recordedDurationNs) j.value("recordedDurationNs", *o.recordedDurationNs);
-      j.value("restoredBytes", o.restoredBytes).value("restoreNs", o.restoreNs);
+      j.value("restoredBytes", o.restoredBytes).value("restoreNs", o.restoreNs).value("placeNs", o.placeNs);
       if (!o.checks.empty()) {
         j.beginArray("checks");
         for (const auto& c : o.checks) {

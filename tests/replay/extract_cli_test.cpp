@@ -61,7 +61,7 @@ std::string jsonLaunch(const std::string& json, uint64_t launch)
         } else if ((c == '}' || c == ']') && --depth == 0) {
             // The addresses a refused address hint was given instead vary from run to run too.
             const std::string object =
-                std::regex_replace(json.substr(start, i + 1 - start), std::regex(",\"restoreNs\":[0-9]+"), "");
+                std::regex_replace(json.substr(start, i + 1 - start), std::regex(",\"restoreNs\":[0-9]+(,\"placeNs\":[0-9]+)?"), "");
             return std::regex_replace(object, std::regex(" gave 0x[0-9a-f]+, cuMemAlloc of that size 0x[0-9a-f]+"),
                                       " gave ADDRESS");
         }

@@ -409,6 +409,9 @@ LaunchOutcome sampleOutcome()
     o.verdict = Verdict::differs;
     o.detail = "first = 100%\nsecond line";
     o.memory = MemoryPath::mixed;
+    o.restoredBytes = 1ull << 33;
+    o.restoreNs = 123456789;
+    o.placeNs = 987654321;
     o.code = "override /tmp/a b=c.fatbin (SASS sm_90)";
     o.timesNs = {1500, 1200, 9000000000ull};
     o.recordedDurationNs = 1400;
@@ -462,6 +465,9 @@ TEST(Outcome, RoundTripKeepsEveryField)
     EXPECT_EQ(back->code, o.code);
     EXPECT_EQ(back->timesNs, o.timesNs);
     EXPECT_EQ(back->recordedDurationNs, o.recordedDurationNs);
+    EXPECT_EQ(back->restoredBytes, o.restoredBytes);
+    EXPECT_EQ(back->restoreNs, o.restoreNs);
+    EXPECT_EQ(back->placeNs, o.placeNs);
     ASSERT_EQ(back->buffers.size(), 2u);
     const BufferReport& p = back->buffers[0];
     EXPECT_EQ(p.address, 0x7f0000001000ull);
