@@ -136,7 +136,7 @@ struct LaunchEventData final : format::DeferredEvent {
         pre.clear();
         indirect.clear();
     }
-    void release() noexcept override { home->giveBack(this); }
+    void release() noexcept override { Recycler<LaunchEventData>::release(this); }
 
     size_t sizeHint() const override
     {
@@ -229,7 +229,7 @@ struct LaunchEndData final : format::DeferredEvent {
         snapshotError = CUDA_SUCCESS;
         post.clear();
     }
-    void release() noexcept override { home->giveBack(this); }
+    void release() noexcept override { Recycler<LaunchEndData>::release(this); }
 
     size_t sizeHint() const override { return 96 + rangesHint(post); }
 
@@ -296,7 +296,7 @@ bool Recorder::launchStarting(const LaunchCall& call, std::string_view kernelNam
     pending->launchIndex = eligible - options_.skip;
     pending->syncStream = call.perThreadStream && call.stream == nullptr ? CU_STREAM_PER_THREAD : call.stream;
 
-    LaunchEventData* data = Recycler<LaunchEventData>::ofThisThread().take();
+    LaunchEventData* data = Recycler<LaunchEventData>::take(Recycler<LaunchEventData>::ofThisThread());
     format::DeferredEventPtr event(data);  // back to the pool if anything below throws
     data->timeNs = nowNs();
     data->threadId = callerThreadId();
@@ -418,7 +418,7 @@ void Recorder::launchFinished(PendingLaunch& pending, CUresult result)
     if (!operation) {
         return;
     }
-    LaunchEndData* data = Recycler<LaunchEndData>::ofThisThread().take();
+    LaunchEndData* data = Recycler<LaunchEndData>::take(Recycler<LaunchEndData>::ofThisThread());
     format::DeferredEventPtr event(data);
     data->timeNs = nowNs();
     data->threadId = callerThreadId();

@@ -460,6 +460,47 @@ TEST(Writer, DeferredEventThatFailsToBuildBecomesAnErrorMessage) {
   EXPECT_EQ(events[2].get().getKernelTiming().getLaunchIndex(), 2u);
 }
 
+// A large storeContent hashes and copies its pieces on several threads; the
+// file must not depend on how many (pieces keep their order, duplicates
+// inside the content are stored once) and must read back byte for byte.
+TEST(Writer, ParallelStoreContentWritesTheSameFileWhateverTheThreads) {
+  TempDir dir;
+  constexpr uint32_t kPiece = 64u << 10;
+  std::vector<uint8_t> data(40 * kPiece + 123);
+  std::mt19937_64 random(7);
+  for (auto& b : data) b = static_cast<uint8_t>(random());
+  std::copy(data.begin(), data.begin() + kPiece, data.begin() + 5 * kPiece);  // piece 5 repeats piece 0
+  std::vector<std::vector<uint8_t>> files;
+  for (unsigned threads : {1u, 2u, 7u}) {
+    const auto path = dir.file("parallel-" + std::to_string(threads) + ".kcap");
+    format::TraceWriter::Options options;
+    options.pieceSize = kPiece;
+    options.hashingThreads = threads;
+    options.compressionThreads = 2;
+    auto writer = format::TraceWriter::create(path, options);
+    capnp::MallocMessageBuilder message;
+    auto event = message.initRoot<Event>();
+    auto range = event.initLaunch().initPre(1)[0];
+    writer->storeContent(data.data(), data.size(), range.initContent());
+    writer->append(message);
+    const auto stats = writer->stats();
+    EXPECT_EQ(stats.contentBytes, data.size());
+    EXPECT_EQ(stats.uniqueBytes, data.size() - kPiece) << "piece 5 is piece 0 again";
+    writer->close();
+    auto reader = format::TraceReader::open(path);
+    uint64_t events = reader->forEachEvent([&](const format::EventRef& ref) {
+      auto content = ref.event.getLaunch().getPre()[0].getContent();
+      EXPECT_EQ(content.getPieces().size(), 41u);
+      EXPECT_EQ(reader->readContent(content), data);
+      return true;
+    });
+    EXPECT_EQ(events, 1u);
+    files.push_back(readFileBytes(path));
+  }
+  EXPECT_EQ(files[0], files[1]);
+  EXPECT_EQ(files[0], files[2]);
+}
+
 TEST(Writer, AppendOverwritesSeq) {
   TempDir dir;
   const auto path = dir.file("seq.kcap");
