@@ -19,7 +19,7 @@
 //      nothing).
 // Then (plain runs; --d2h-mib 0 skips it) pinned device-to-host bandwidth:
 // cuMemcpyDtoH of N MiB (default 1024) into cuMemAllocHost memory, in one call
-// and in 8 MiB calls (the shim's staging size), best of --d2h-reps (5); and
+// and in 32 MiB calls (the shim's staging size), best of --d2h-reps (5); and
 // pinned host-to-device of the same bytes back, in one call.
 // --host-rates DIR: what the shim's snapshot path costs per byte on this host,
 // on the first 1 GiB of the data (host side only): XXH3-128 per 1 MiB piece
@@ -50,7 +50,7 @@
 namespace {
 
 constexpr size_t kMiB = 1u << 20;
-constexpr size_t kStagingBytes = 8 * kMiB;  // interpose/recorder.cpp stagingBytes() at 1 MiB pieces
+constexpr size_t kStagingBytes = 32 * kMiB;  // interpose/recorder.cpp stagingBytes() at 1 MiB pieces
 
 struct Options {
     unsigned long long mib = 4096;
