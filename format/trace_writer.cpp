@@ -98,7 +98,8 @@ void buildDeferred(Job& job) {
   raw.reserve(job.raw.size() + job.deferredHint + job.deferredHint / 4);
   // One zeroed first segment for all the chunk's messages (each builder
   // zeroes what it used when it is destroyed): no 4 KiB calloc per event.
-  std::vector<capnp::word> scratch(512, capnp::word{});
+  constexpr size_t kScratchWords = 512;
+  std::unique_ptr<capnp::word[]> scratch(new capnp::word[kScratchWords]());
   size_t from = 0;
   for (DeferredSlot& slot : job.deferred) {
     raw.insert(raw.end(), job.raw.begin() + static_cast<std::ptrdiff_t>(from),
@@ -106,7 +107,7 @@ void buildDeferred(Job& job) {
     from = slot.at;
     const size_t before = raw.size();
     try {
-      capnp::MallocMessageBuilder message(kj::ArrayPtr<capnp::word>(scratch.data(), scratch.size()));
+      capnp::MallocMessageBuilder message(kj::ArrayPtr<capnp::word>(scratch.get(), kScratchWords));
       auto event = message.initRoot<schema::Event>();
       event.setSeq(slot.seq);
       slot.event->build(event);

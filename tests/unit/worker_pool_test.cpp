@@ -51,7 +51,6 @@ TEST(WorkerPool, ConcurrentCallersEachGetTheirOwnIterations) {
 TEST(WorkerPool, TheFirstFailureReachesTheCallerAfterEveryIterationEnded) {
   format::WorkerPool pool(3);
   std::atomic<int> running{0};
-  std::atomic<int> maxAfterThrow{0};
   try {
     pool.forEach(100, [&](size_t i) {
       running++;
