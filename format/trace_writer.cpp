@@ -17,6 +17,7 @@
 #include <vector>
 
 #include <capnp/serialize.h>
+#include <kj/io.h>
 #include <zstd.h>
 
 #include "container.h"
@@ -67,26 +68,13 @@ Codec compressInto(ZSTD_CCtx* cctx, int level, const std::vector<uint8_t>& raw, 
 }
 
 // Cap'n Proto's flat form of a message (segment table, then the segments)
-// appended to `out`.
+// appended to `out`, with no intermediate array.
 void appendFlat(kj::ArrayPtr<const kj::ArrayPtr<const capnp::word>> segments, std::vector<uint8_t>& out) {
-  const size_t tableWords = segments.size() / 2 + 1;
-  size_t words = tableWords;
-  for (auto segment : segments) words += segment.size();
+  const size_t bytes = capnp::computeSerializedSizeInWords(segments) * sizeof(capnp::word);
   const size_t at = out.size();
-  out.resize(at + words * sizeof(capnp::word));
-  uint8_t* dst = out.data() + at;
-  std::memset(dst, 0, tableWords * sizeof(capnp::word));
-  const uint32_t last = static_cast<uint32_t>(segments.size() - 1);
-  std::memcpy(dst, &last, sizeof last);
-  for (size_t i = 0; i < segments.size(); ++i) {
-    const uint32_t size = static_cast<uint32_t>(segments[i].size());
-    std::memcpy(dst + 4 * (i + 1), &size, sizeof size);
-  }
-  dst += tableWords * sizeof(capnp::word);
-  for (auto segment : segments) {
-    std::memcpy(dst, segment.begin(), segment.size() * sizeof(capnp::word));
-    dst += segment.size() * sizeof(capnp::word);
-  }
+  out.resize(at + bytes);
+  kj::ArrayOutputStream stream(kj::arrayPtr(reinterpret_cast<kj::byte*>(out.data() + at), bytes));
+  capnp::writeMessage(stream, segments);
 }
 
 // Builds a record chunk's deferred events into place. An event that cannot
@@ -274,8 +262,7 @@ class TraceWriterImpl final : public TraceWriter {
   uint64_t append(capnp::MessageBuilder& message) override {
     auto root = message.getRoot<schema::Event>();
     auto segments = message.getSegmentsForOutput();
-    size_t bytes = (segments.size() / 2 + 1) * sizeof(capnp::word);
-    for (auto segment : segments) bytes += segment.size() * sizeof(capnp::word);
+    const size_t bytes = capnp::computeSerializedSizeInWords(segments) * sizeof(capnp::word);
 
     std::unique_lock lock(mutex_);
     throwIfFailed();
