@@ -138,60 +138,8 @@ size_t stagingBytes(uint32_t pieceSize)
 
 // ---- events -----------------------------------------------------------------------
 
-namespace {
-
-// 4 KiB: a launch event with a few dozen pointer words fits; larger events
-// continue in segments the builder allocates.
-constexpr size_t kScratchWords = 512;
-
-// The calling thread's scratch words, free or held by an EventMessage. An
-// event may be built while another is (a note while a launch is recorded):
-// the inner one then uses heap words. The state is trivially destructible:
-// events are still built after the thread's thread_local destructors ran
-// (the shim ends the recording at exit, after the main thread's), and then
-// use heap words too.
-thread_local capnp::word* t_scratchWords = nullptr;
-thread_local bool t_scratchHeld = false;
-thread_local bool t_scratchGone = false;
-
-struct ScratchOwner {
-    ~ScratchOwner()
-    {
-        delete[] t_scratchWords;
-        t_scratchWords = nullptr;
-        t_scratchGone = true;
-    }
-};
-thread_local ScratchOwner t_scratchOwner;
-
-}  // namespace
-
-ScratchSegment::ScratchSegment()
-{
-    if (!t_scratchHeld && !t_scratchGone) {
-        if (t_scratchWords == nullptr) {
-            (void)&t_scratchOwner;  // registers the owner's destructor for this thread
-            t_scratchWords = new capnp::word[kScratchWords]();
-        }
-        t_scratchHeld = true;
-        threadOwned_ = true;
-        words_ = kj::ArrayPtr<capnp::word>(t_scratchWords, kScratchWords);
-        return;
-    }
-    words_ = kj::ArrayPtr<capnp::word>(new capnp::word[kScratchWords](), kScratchWords);
-}
-
-ScratchSegment::~ScratchSegment()
-{
-    if (threadOwned_) {
-        t_scratchHeld = false;
-    } else {
-        delete[] words_.begin();
-    }
-}
-
 EventMessage::EventMessage(const Recorder& recorder, bool fromProgram)
-    : message_(segment_.words()), event_(message_.initRoot<schema::Event>())
+    : message_(256), event_(message_.initRoot<schema::Event>())
 {
     event_.setTimeNs(recorder.nowNs());
     event_.setThreadId(fromProgram ? callerTid() : 0);

@@ -50,22 +50,6 @@ namespace kcap {
 
 class Recorder;
 
-// The first segment of an EventMessage: zeroed words, reused. Building an
-// event is on every recorded launch's path, and a fresh 2 KiB calloc + free
-// per event was a measurable part of its cost.
-class ScratchSegment {
-public:
-    ScratchSegment();
-    ~ScratchSegment();
-    ScratchSegment(const ScratchSegment&) = delete;
-    ScratchSegment& operator=(const ScratchSegment&) = delete;
-    kj::ArrayPtr<capnp::word> words() { return words_; }
-
-private:
-    kj::ArrayPtr<capnp::word> words_;
-    bool threadOwned_ = false;  // the thread's scratch (else our own heap words)
-};
-
 // One event being built: an Event message with time and thread set.
 class EventMessage {
 public:
@@ -76,7 +60,6 @@ public:
     capnp::MallocMessageBuilder& message() { return message_; }
 
 private:
-    ScratchSegment segment_;  // outlives message_, which zeroes what it used
     capnp::MallocMessageBuilder message_;
     schema::Event::Builder event_;
 };
