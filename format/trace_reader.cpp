@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
-#include <condition_variable>
 #include <cstring>
 #include <mutex>
 #include <thread>
@@ -19,6 +18,7 @@
 
 #include "errors.h"
 #include "message_check.h"
+#include "worker_pool.h"
 
 namespace kcap::format {
 namespace {
@@ -94,91 +94,10 @@ struct ReadScratch {
   }
 };
 
-// Threads that decode the pieces of one content at a time for readContentInto,
-// made once and kept with their buffers and zstd contexts for the reader's
-// life. (Making threads and buffers anew for every 64 MiB window of a restore
-// cost more than it gained on a 16-core host: docs/benchmarks.md.)
-class DecodePool {
- public:
-  explicit DecodePool(unsigned workers) : owner_(::getpid()) {
-    for (unsigned i = 0; i < workers; ++i) scratch_.push_back(std::make_unique<ReadScratch>());
-    for (unsigned i = 0; i < workers; ++i) threads_.emplace_back([this, i] { serve(*scratch_[i]); });
-  }
-  ~DecodePool() {
-    {
-      std::lock_guard lock(mutex_);
-      stopping_ = true;
-    }
-    wake_.notify_all();
-    for (auto& t : threads_) t.join();
-  }
-  DecodePool(const DecodePool&) = delete;
-  DecodePool& operator=(const DecodePool&) = delete;
-
-  // The process that made the threads: a child forked later has none of them.
-  pid_t owner() const { return owner_; }
-
-  // Calls task(i, scratch) once for every i in [0, count), on the workers and
-  // on the calling thread (with `own`); returns when every call has returned.
-  // `task` must not throw.
-  void run(size_t count, ReadScratch& own, const std::function<void(size_t, ReadScratch&)>& task) {
-    {
-      std::lock_guard lock(mutex_);
-      task_ = &task;
-      count_ = count;
-      next_ = 0;
-      ++generation_;
-    }
-    wake_.notify_all();
-    work(task, count, own);
-    std::unique_lock lock(mutex_);
-    task_ = nullptr;  // a worker waking only now must not start on a finished task
-    idle_.wait(lock, [&] { return busy_ == 0; });
-  }
-
- private:
-  void serve(ReadScratch& scratch) {
-    uint64_t seen = 0;
-    std::unique_lock lock(mutex_);
-    for (;;) {
-      wake_.wait(lock, [&] { return stopping_ || (task_ != nullptr && generation_ != seen); });
-      if (stopping_) return;
-      seen = generation_;
-      const auto* task = task_;
-      const size_t count = count_;
-      ++busy_;
-      lock.unlock();
-      work(*task, count, scratch);
-      lock.lock();
-      if (--busy_ == 0) idle_.notify_all();
-    }
-  }
-
-  void work(const std::function<void(size_t, ReadScratch&)>& task, size_t count, ReadScratch& scratch) {
-    for (size_t i = next_++; i < count; i = next_++) task(i, scratch);
-  }
-
-  const pid_t owner_;
-  std::vector<std::unique_ptr<ReadScratch>> scratch_;
-  std::vector<std::thread> threads_;
-  std::mutex mutex_;
-  std::condition_variable wake_;  // a task or stopping_
-  std::condition_variable idle_;  // busy_ fell to 0
-  const std::function<void(size_t, ReadScratch&)>* task_ = nullptr;
-  size_t count_ = 0;
-  std::atomic<size_t> next_{0};  // the next index to claim
-  uint64_t generation_ = 0;      // tasks given so far: a worker takes each once
-  unsigned busy_ = 0;            // workers inside work()
-  bool stopping_ = false;
-};
-
 TraceReader::TraceReader(std::string path) : path_(std::move(path)), scratch_(std::make_unique<ReadScratch>()) {}
 
 TraceReader::~TraceReader() {
-  // In a child forked after the pool was made, its threads do not exist:
-  // joining them would fail, so the pool is left as it is.
-  if (pool_ && pool_->owner() != ::getpid()) (void)pool_.release();
-  pool_.reset();
+  pool_.reset();  // before the mapping goes (in a forked child it leaves the parent's threads alone)
   if (map_ != nullptr) ::munmap(const_cast<uint8_t*>(map_), fileSize_);
   if (fd_ >= 0) ::close(fd_);
 }
@@ -674,12 +593,19 @@ void TraceReader::readContentInto(schema::Content::Reader content, uint8_t* dst,
     }
     return;
   }
-  if (!pool_) pool_ = std::make_unique<DecodePool>(decodeThreads_ - 1);
+  // The decoding threads are made once and kept, with their buffers and zstd
+  // contexts, for the reader's life. (Making threads and buffers anew for
+  // every 64 MiB window of a restore cost more than it gained on a 16-core
+  // host: docs/benchmarks.md.)
+  if (!pool_) pool_ = std::make_unique<WorkerPool>(decodeThreads_ - 1);
   std::atomic<bool> failed{false};
   std::mutex failureMutex;
   std::string failure;  // the first problem met, with its location
-  pool_->run(pieces.size(), *scratch_, [&](size_t i, ReadScratch& scratch) {
+  pool_->forEach(pieces.size(), [&](size_t i) {
     if (failed.load(std::memory_order_relaxed)) return;  // the read has failed: skip what is left
+    // Each thread's own buffers and contexts, kept from call to call (the
+    // pool's threads live as long as the reader).
+    thread_local ReadScratch scratch;
     std::string why;
     try {
       why = loadPayload(*pieces[i], dst + i * pieceSize, scratch, false, map);

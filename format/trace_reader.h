@@ -46,7 +46,7 @@ struct EventRef {
 };
 
 struct ReadScratch;
-class DecodePool;
+class WorkerPool;
 
 // Not thread-safe: use one reader per thread. (readContentInto uses threads of
 // its own to decode large contents: a pool the reader keeps.)
@@ -147,7 +147,7 @@ class TraceReader {
   std::unique_ptr<ReadScratch> scratch_;  // buffers of the calling thread; the reader is not thread-safe
   const uint8_t* map_ = nullptr;          // the file's first fileSize_ bytes, read-only; nullptr: use pread
   unsigned decodeThreads_ = 1;
-  std::unique_ptr<DecodePool> pool_;      // made by the first readContentInto that has use for it
+  std::unique_ptr<WorkerPool> pool_;      // made by the first readContentInto that has use for it
 };
 
 }  // namespace kcap::format

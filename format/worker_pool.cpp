@@ -1,6 +1,7 @@
 #include "worker_pool.h"
 
 #include <signal.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <exception>
@@ -12,12 +13,13 @@ struct WorkerPool::Loop {
   const std::function<void(size_t)>* fn = nullptr;
   std::atomic<size_t> next{0};   // the next iteration to claim
   std::atomic<size_t> ended{0};  // iterations run (or skipped after a failure)
+  std::atomic<bool> failed{false};
   std::mutex mutex;              // guards error, and the caller's wait
   std::condition_variable allEnded;
   std::exception_ptr error;
 };
 
-WorkerPool::WorkerPool(unsigned threads) {
+WorkerPool::WorkerPool(unsigned threads) : owner_(::getpid()) {
   sigset_t all;
   sigset_t old;
   sigfillset(&all);
@@ -38,6 +40,12 @@ WorkerPool::WorkerPool(unsigned threads) {
 }
 
 WorkerPool::~WorkerPool() {
+  if (::getpid() != owner_) {
+    // A forked child: the threads are the parent's, joining them would fail
+    // (and a lock may be held by one of them). They stay unjoined, unreachable.
+    (void)new std::vector<std::thread>(std::move(threads_));
+    return;
+  }
   {
     std::lock_guard lock(mutex_);
     stopping_ = true;
@@ -49,17 +57,13 @@ WorkerPool::~WorkerPool() {
 // Claims and runs iterations of `loop` until none is left.
 void WorkerPool::runSome(Loop& loop) {
   for (size_t i = loop.next++; i < loop.count; i = loop.next++) {
-    bool failed = false;
-    {
-      std::lock_guard lock(loop.mutex);
-      failed = loop.error != nullptr;
-    }
-    if (!failed) {
+    if (!loop.failed.load(std::memory_order_relaxed)) {
       try {
         (*loop.fn)(i);
       } catch (...) {
         std::lock_guard lock(loop.mutex);
         if (!loop.error) loop.error = std::current_exception();
+        loop.failed.store(true, std::memory_order_relaxed);
       }
     }
     if (loop.ended.fetch_add(1) + 1 == loop.count) {

@@ -8,8 +8,12 @@
 // pieces of a memory snapshot (TraceWriter).
 //
 // The threads block every signal (a program's asynchronous signal handlers
-// never run on them) and are joined by the destructor.
+// never run on them) and are joined by the destructor. In the child of a
+// fork they do not exist: there the pool must not be used (owner() says
+// whose it is), and its destructor leaves them alone.
 #pragma once
+
+#include <sys/types.h>
 
 #include <condition_variable>
 #include <cstddef>
@@ -34,6 +38,7 @@ class WorkerPool {
   void forEach(size_t count, const std::function<void(size_t)>& fn);
 
   unsigned threads() const { return static_cast<unsigned>(threads_.size()); }
+  pid_t owner() const { return owner_; }  // the process that made the threads
 
  private:
   struct Loop;
@@ -44,6 +49,7 @@ class WorkerPool {
   std::condition_variable wake_;
   std::deque<std::shared_ptr<Loop>> loops_;  // with iterations not yet claimed
   bool stopping_ = false;
+  const pid_t owner_;
   std::vector<std::thread> threads_;
 };
 
