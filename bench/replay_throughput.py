@@ -13,7 +13,9 @@ second.
    times; restore GB/s = restoredBytes / restoreNs from `kcap replay --json`
    (reading and decompressing the trace, and copying to the GPU; the time
    spent before it placing the device memory and loading the code, placeNs,
-   is printed beside). Pinned H2D GB/s comes from kcap_bench_capture's own measurement
+   is printed beside, and so is the share of the restore spent waiting for
+   copies to the GPU, restoreWaitNs: near 100% the bus binds, near 0% reading
+   the trace does). Pinned H2D GB/s comes from kcap_bench_capture's own measurement
    (cuMemcpyHtoD of 1 GiB from cuMemAllocHost memory, best of 5) in this run.
 2. Records --small launches of an empty kernel in full mode
    (kcap_bench_launch_overhead, `--max-launches`), replays them all
@@ -64,7 +66,7 @@ def main():
     run([args.kcap, "record", "-q", "--mode", "pre", "--include", "^kcap_read_sum$", "--max-launches", "1",
          "-o", str(trace), "--", args.capture_bench, "--mib", str(args.mib), "--rounds", "1", "--d2h-mib", "0"])
     size = trace.stat().st_size
-    rates, walls, places = [], [], []
+    rates, walls, places, waits = [], [], [], []
     for _ in range(args.reps):
         start = time.monotonic()
         done = subprocess.run([args.kcap, "replay", str(trace), "--json"], env=clean_env(), capture_output=True,
@@ -76,6 +78,7 @@ def main():
             failures.append(f"restore replay: {launch['verdict']} {launch['detail']}")
         rates.append(launch["restoredBytes"] / launch["restoreNs"])
         places.append(launch.get("placeNs", 0) / 1e9)
+        waits.append(launch.get("restoreWaitNs", 0) / launch["restoreNs"])
         restored = launch["restoredBytes"]
     trace.unlink(missing_ok=True)
     restore = statistics.median(rates)
@@ -84,6 +87,7 @@ def main():
     print(f"  pinned H2D GB/s (same run):      {h2d_gbps:.2f}")
     print(f"  restore / H2D: {100 * restore / h2d_gbps:.0f}%  (target >= 70%)")
     print(f"  placing memory and loading code before it, s: {', '.join(f'{p:.3f}' for p in places)}")
+    print(f"  share of the restore spent waiting for copies to the GPU: {', '.join(f'{100 * w:.0f}%' for w in waits)}")
     print(f"  whole replay wall s: {', '.join(f'{w:.2f}' for w in walls)}")
 
     # 2. small launches

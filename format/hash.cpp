@@ -1,6 +1,6 @@
 #include "hash.h"
 
-#include <xxhash.h>
+#include "xxhash_dispatch.h"
 
 #include <cstdio>
 

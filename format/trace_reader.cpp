@@ -13,7 +13,7 @@
 #include <thread>
 
 #include <capnp/serialize.h>
-#include <xxhash.h>
+#include "xxhash_dispatch.h"
 #include <zstd.h>
 
 #include "errors.h"
@@ -371,8 +371,8 @@ void TraceReader::loadIndex() {
 // (verifyChunk) does and bulk reads of memory skip.
 //
 // With `map` (the file's mapping, still fileSize_ long) the stored bytes are
-// checked and decoded where they are, with no copy; else they are read with
-// pread into the scratch buffer first.
+// checked and decoded where they are, with no copy; else a raw body is read
+// with pread straight into dst, a compressed one into the scratch buffer.
 std::string TraceReader::loadPayload(const ChunkInfo& chunk, uint8_t* dst, ReadScratch& scratch,
                                      bool verifyContent, const uint8_t* map) const {
   // Written so that no subtraction wraps: the mapping must not be read past
@@ -380,40 +380,35 @@ std::string TraceReader::loadPayload(const ChunkInfo& chunk, uint8_t* dst, ReadS
   if (chunk.storedSize > fileSize_ - kChunkHeaderSize || chunk.offset > fileSize_ - kChunkHeaderSize - chunk.storedSize) {
     return "chunk extends past the end of the file";
   }
-  const uint8_t* stored = nullptr;  // the chunk header, then the payload
   if (map != nullptr && !populate(map, chunk.offset, kChunkHeaderSize + chunk.storedSize)) {
     map = nullptr;  // pread says what is wrong
   }
-  if (map != nullptr) {
-    stored = map + chunk.offset;
-  } else {
-    std::vector<uint8_t>& staging = scratch.staging;
-    staging.resize(kChunkHeaderSize + chunk.storedSize);
+  const size_t prefix = chunk.kind == ChunkKind::kBlob ? kBlobHashSize : 0;
+  if (chunk.storedSize < prefix) return "blob chunk too short";
+  // The header and the blob's hash: from the mapping, or read on their own so
+  // that a raw body can then be read straight into dst.
+  uint8_t head[kChunkHeaderSize + kBlobHashSize];
+  const uint8_t* stored = map != nullptr ? map + chunk.offset : head;
+  if (map == nullptr) {
     uint64_t at = chunk.offset;
-    std::string why = tryReadAt(at, staging.data(), staging.size());
-    if (!why.empty()) {  // the file was cut or failed since it was opened
-      return why + " at byte " + std::to_string(at) + ", inside this " + chunkKindName(chunk.kind) + " chunk";
-    }
-    stored = staging.data();
+    std::string why = tryReadAt(at, head, kChunkHeaderSize + prefix);
+    if (!why.empty()) return why + " at byte " + std::to_string(at) + ", inside this " + chunkKindName(chunk.kind) + " chunk";
   }
   ChunkHeader header;
   if (!decodeChunkHeader(stored, header) || header.kind != chunk.kind ||
       header.storedSize != chunk.storedSize || header.rawSize != chunk.rawSize) {
     return "chunk header is damaged or not what the index says";
   }
-  const uint8_t* payload = stored + kChunkHeaderSize;
   const std::string damaged = std::string(chunkKindName(chunk.kind)) + " chunk is damaged (checksum mismatch)";
-  size_t prefix = chunk.kind == ChunkKind::kBlob ? kBlobHashSize : 0;
-  if (chunk.storedSize < prefix) return "blob chunk too short";
-  const uint8_t* body = payload + prefix;
-  size_t bodySize = chunk.storedSize - prefix;
+  const size_t bodySize = chunk.storedSize - prefix;
+  const uint8_t* payload = stored + kChunkHeaderSize;  // the blob's hash, then the body (when mapped)
   if (header.codec == Codec::kNone) {
     if (bodySize != chunk.rawSize) return "stored size mismatch";
-    // Checksummed and copied a cache-sized block at a time, so that the stored
-    // bytes come from memory once, not once for each. dst holds unchecked
-    // bytes until the end; on a mismatch it is garbage, as the caller expects
-    // of a failed read.
-    constexpr size_t kBlock = 64 << 10;
+    // Checksummed and copied (or read) a cache-sized block at a time, so that
+    // the stored bytes come from memory once, not once for each. dst holds
+    // unchecked bytes until the end; on a mismatch it is garbage, as the
+    // caller expects of a failed read.
+    constexpr size_t kBlock = 256 << 10;
     XXH3_state_t* state = scratch.checksumState;
     if (state == nullptr || XXH3_64bits_reset_withSeed(state, checksum64(stored, 24)) != XXH_OK ||
         XXH3_64bits_update(state, payload, prefix) != XXH_OK) {
@@ -421,13 +416,31 @@ std::string TraceReader::loadPayload(const ChunkInfo& chunk, uint8_t* dst, ReadS
     }
     for (size_t at = 0; at < bodySize; at += kBlock) {
       const size_t n = std::min(kBlock, bodySize - at);
-      XXH3_64bits_update(state, body + at, n);
-      std::memcpy(dst + at, body + at, n);
+      if (map != nullptr) {
+        std::memcpy(dst + at, payload + prefix + at, n);
+      } else {
+        // pread copies from the page cache with no page of the file mapped
+        // here: cheaper than faulting a fresh mapping in (docs/benchmarks.md).
+        uint64_t from = chunk.offset + kChunkHeaderSize + prefix + at;
+        std::string why = tryReadAt(from, dst + at, n);
+        if (!why.empty()) return why + " at byte " + std::to_string(from) + ", inside this " + chunkKindName(chunk.kind) + " chunk";
+      }
+      XXH3_64bits_update(state, dst + at, n);
     }
     if (XXH3_64bits_digest(state) != header.checksum) return damaged;
   } else {
+    if (map == nullptr) {
+      std::vector<uint8_t>& staging = scratch.staging;
+      staging.resize(kChunkHeaderSize + chunk.storedSize);
+      std::memcpy(staging.data(), head, kChunkHeaderSize + prefix);
+      uint64_t at = chunk.offset + kChunkHeaderSize + prefix;
+      std::string why = tryReadAt(at, staging.data() + kChunkHeaderSize + prefix, bodySize);
+      if (!why.empty()) return why + " at byte " + std::to_string(at) + ", inside this " + chunkKindName(chunk.kind) + " chunk";
+      stored = staging.data();
+      payload = stored + kChunkHeaderSize;
+    }
     if (chunkChecksum(stored, payload, chunk.storedSize) != header.checksum) return damaged;
-    size_t n = ZSTD_decompressDCtx(scratch.dctx, dst, chunk.rawSize, body, bodySize);
+    size_t n = ZSTD_decompressDCtx(scratch.dctx, dst, chunk.rawSize, payload + prefix, bodySize);
     if (ZSTD_isError(n) || n != chunk.rawSize) {
       return std::string(chunkKindName(chunk.kind)) + " chunk does not decompress to " + sizeText(chunk.rawSize) +
              (ZSTD_isError(n) ? std::string(": ") + ZSTD_getErrorName(n) : std::string());
@@ -581,7 +594,10 @@ void TraceReader::readContentInto(schema::Content::Reader content, uint8_t* dst,
   }
   std::vector<const ChunkInfo*> pieces = locatePieces(content);
   uint64_t pieceSize = content.getPieceSize();
-  const uint8_t* map = intactMap();
+  // Pieces are read with pread, not through the mapping: copying them from
+  // the page cache costs less than mapping its pages into this process
+  // (restoring 4 GiB on the H200 host: 33 GB/s against 27.5; docs/benchmarks.md).
+  const uint8_t* map = nullptr;
   // Pieces are independent zstd frames: decode them on several threads, as
   // restoring gigabytes of device memory for a replay would otherwise be
   // bound by one core's decompression speed.

@@ -53,8 +53,9 @@ class WorkerPool;
 class TraceReader {
  public:
   struct Options {
-    // Read chunks through a read-only mapping of the file rather than into a
-    // buffer with pread (pread is used anyway when mmap fails).
+    // Read events and single chunks through a read-only mapping of the file
+    // rather than into a buffer with pread (pread is used anyway when mmap
+    // fails). Memory contents (readContentInto) are always read with pread.
     bool map = true;
     // readContentInto's threads, the caller's included; 0: min(hardware threads, 16).
     unsigned decodeThreads = 0;

@@ -108,7 +108,8 @@ std::string encodeOutcome(const LaunchOutcome& o) {
       << o.grid[1] << ',' << o.grid[2] << " block=" << o.block[0] << ',' << o.block[1] << ',' << o.block[2]
       << " smem=" << o.sharedMemBytes << " verdict=" << static_cast<int>(o.verdict)
       << " memory=" << static_cast<int>(o.memory) << " code=" << escapeImpl(o.code) << " detail=" << escapeImpl(o.detail);
-  out << " restored=" << o.restoredBytes << " restoreNs=" << o.restoreNs << " placeNs=" << o.placeNs;
+  out << " restored=" << o.restoredBytes << " restoreNs=" << o.restoreNs << " placeNs=" << o.placeNs
+      << " restoreWaitNs=" << o.restoreWaitNs;
   if (o.recordedDurationNs) out << " recorded=" << *o.recordedDurationNs;
   if (!o.timesNs.empty()) {
     out << " times=";
@@ -167,6 +168,7 @@ std::optional<LaunchOutcome> decodeOutcome(const std::string& text) {
       o.restoredBytes = u64(f, "restored");
       o.restoreNs = u64(f, "restoreNs");
       if (f.count("placeNs")) o.placeNs = u64(f, "placeNs");
+      if (f.count("restoreWaitNs")) o.restoreWaitNs = u64(f, "restoreWaitNs");
       if (f.count("recorded")) o.recordedDurationNs = u64(f, "recorded");
       if (f.count("times")) {
         std::istringstream times(f.at("times"));

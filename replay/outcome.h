@@ -61,9 +61,13 @@ struct LaunchOutcome {
   // Restoring the pre-state: bytes copied to the GPU and the wall time it took
   // (reading and decompressing the trace included). placeNs: the time before
   // that, placing the device memory (reserving, mapping, allocating) and
-  // loading the code.
+  // loading the code and allocating page-locked buffers. restoreWaitNs: the
+  // part of restoreNs spent waiting for copies to the GPU (the rest reads
+  // and decodes the trace): close to restoreNs, the restore is bound by the
+  // bus; close to zero, by reading the trace.
   uint64_t restoredBytes = 0;
   uint64_t restoreNs = 0;
+  uint64_t restoreWaitNs = 0;
   uint64_t placeNs = 0;
   // --repeat: GPU time of the launch in ns (CUDA events)
   std::vector<uint64_t> timesNs;

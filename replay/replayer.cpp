@@ -204,26 +204,25 @@ void Replayer::restore(const LaunchRecord& launch, const LoadedKernel& kernel, b
 void Replayer::restoreContent(schema::Content::Reader content, CUdeviceptr dst) {
   const uint64_t size = content.getSize();
   const uint64_t pieceSize = content.getPieceSize();
-  constexpr uint64_t kWindow = uint64_t{64} << 20;
-  if (size <= kWindow || pieceSize == 0 || pieceSize > kWindow) {
+  if (size <= kRestoreWindow || pieceSize == 0 || pieceSize > kRestoreWindow) {
     uint8_t* buffer = staging(size);
     reader_.readContentInto(content, buffer, size);
+    const auto start = std::chrono::steady_clock::now();
     copyToDevice(dst, buffer, size);
+    restoreWaitNs_ += static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                                std::chrono::steady_clock::now() - start).count());
     return;
   }
-  const uint64_t piecesPerWindow = kWindow / pieceSize;
+  const uint64_t piecesPerWindow = kRestoreWindow / pieceSize;
   const uint64_t windowBytes = piecesPerWindow * pieceSize;
-  for (auto& buffer : windows_) {
-    if (buffer == nullptr) {
-      void* p = nullptr;
-      check(driver_.cuMemAllocHost(&p, kWindow), "cuMemAllocHost");
-      buffer = static_cast<uint8_t*>(p);
-    }
-  }
-  for (auto& event : windowDone_) {
-    if (event == nullptr) check(driver_.cuEventCreate(&event, CU_EVENT_DISABLE_TIMING), "cuEventCreate");
-  }
+  allocateWindows();
   const auto pieces = content.getPieces();
+  auto waitFor = [&](auto&& wait) {
+    const auto start = std::chrono::steady_clock::now();
+    wait();
+    restoreWaitNs_ += static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                                std::chrono::steady_clock::now() - start).count());
+  };
   uint64_t window = 0;
   for (uint64_t offset = 0; offset < size; offset += windowBytes, ++window) {
     const uint64_t bytes = std::min(windowBytes, size - offset);
@@ -237,12 +236,45 @@ void Replayer::restoreContent(schema::Content::Reader content, CUdeviceptr dst) 
     auto list = part.initPieces(static_cast<unsigned>(count));
     for (uint64_t i = 0; i < count; ++i) list.setWithCaveats(static_cast<unsigned>(i), pieces[static_cast<unsigned>(first + i)]);
     const size_t slot = window % kRestoreWindows;
-    if (window >= kRestoreWindows) check(driver_.cuEventSynchronize(windowDone_[slot]), "waiting for a restore copy");
+    if (window >= kRestoreWindows) {
+      waitFor([&] { check(driver_.cuEventSynchronize(windowDone_[slot]), "waiting for a restore copy"); });
+    }
     reader_.readContentInto(part.asReader(), windows_[slot], bytes);
     check(driver_.cuMemcpyHtoDAsync(dst + offset, windows_[slot], bytes, stream_), "restoring a window of memory");
     check(driver_.cuEventRecord(windowDone_[slot], stream_), "cuEventRecord");
   }
-  check(driver_.cuStreamSynchronize(stream_), "restoring memory");
+  waitFor([&] { check(driver_.cuStreamSynchronize(stream_), "restoring memory"); });
+}
+
+void Replayer::allocateWindows() {
+  for (auto& buffer : windows_) {
+    if (buffer == nullptr) {
+      void* p = nullptr;
+      check(driver_.cuMemAllocHost(&p, kRestoreWindow), "cuMemAllocHost");
+      buffer = static_cast<uint8_t*>(p);
+    }
+  }
+  for (auto& event : windowDone_) {
+    if (event == nullptr) check(driver_.cuEventCreate(&event, CU_EVENT_DISABLE_TIMING), "cuEventCreate");
+  }
+}
+
+// Page-locked buffers take milliseconds to allocate: done while placing the
+// memory, so that the restore's time is the restore's.
+void Replayer::allocateRestoreBuffers(const LaunchRecord& launch) {
+  uint64_t largestSmall = 0;
+  bool large = false;
+  for (const auto range : launch.event().getPre()) {
+    const auto content = range.getContent();
+    const uint64_t size = content.getSize(), pieceSize = content.getPieceSize();
+    if (size <= kRestoreWindow || pieceSize == 0 || pieceSize > kRestoreWindow) {
+      largestSmall = std::max(largestSmall, size);
+    } else {
+      large = true;
+    }
+  }
+  staging(largestSmall);
+  if (large) allocateWindows();
 }
 
 std::vector<uint8_t> Replayer::buildParams(const LaunchRecord& launch, const LoadedKernel& kernel) {
@@ -469,7 +501,9 @@ LaunchOutcome Replayer::replayLaunch(const LaunchRecord& l, const std::function<
     const LoadedKernel kernel = code_->kernelFor(code);
     o.kernel = code.kernelName;
     o.code = kernel.code;
+    allocateRestoreBuffers(l);
     restoredBytes_ = 0;
+    restoreWaitNs_ = 0;
     const auto restoreStart = std::chrono::steady_clock::now();
     o.placeNs = static_cast<uint64_t>(
         std::chrono::duration_cast<std::chrono::nanoseconds>(restoreStart - placeStart).count());
@@ -477,6 +511,7 @@ LaunchOutcome Replayer::replayLaunch(const LaunchRecord& l, const std::function<
     o.restoreNs = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
                                             std::chrono::steady_clock::now() - restoreStart).count());
     o.restoredBytes = restoredBytes_;
+    o.restoreWaitNs = restoreWaitNs_;
     o.memory = memory_->path();
     if (options_.fixedAddresses && !memory_->refusal().empty()) {
       o.detail = "recorded addresses not granted: " + memory_->refusal();

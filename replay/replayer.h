@@ -74,6 +74,8 @@ class Replayer {
   void copyToDevice(CUdeviceptr dst, const uint8_t* src, uint64_t size);
   void copyFromDevice(uint8_t* dst, CUdeviceptr src, uint64_t size);
   uint8_t* staging(uint64_t size);
+  void allocateRestoreBuffers(const LaunchRecord& launch);
+  void allocateWindows();
   std::vector<Region> regionsOf(const LaunchRecord& launch) const;
 
   const TraceModel& model_;
@@ -94,8 +96,10 @@ class Replayer {
   static constexpr size_t kRestoreWindows = 3;
   uint8_t* windows_[kRestoreWindows] = {};
   CUevent windowDone_[kRestoreWindows] = {};
-  std::set<uint64_t> restored_;
-  uint64_t restoredBytes_ = 0;   // by the launch being prepared  // recorded ranges restored in this run (sequences restore each once)
+  static constexpr uint64_t kRestoreWindow = uint64_t{64} << 20;
+  std::set<uint64_t> restored_;  // recorded ranges restored in this run (sequences restore each once)
+  uint64_t restoredBytes_ = 0;   // by the launch being prepared
+  uint64_t restoreWaitNs_ = 0;   // of its restore, spent waiting for copies to the GPU
 };
 
 }  // namespace kcap::replay

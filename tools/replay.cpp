@@ -318,7 +318,8 @@ class Report {
             .value("repeats", static_cast<uint64_t>(o.timesNs.size())).endObject();
       }
       if (o.recordedDurationNs) j.value("recordedDurationNs", *o.recordedDurationNs);
-      j.value("restoredBytes", o.restoredBytes).value("restoreNs", o.restoreNs).value("placeNs", o.placeNs);
+      j.value("restoredBytes", o.restoredBytes).value("restoreNs", o.restoreNs).value("placeNs", o.placeNs)
+          .value("restoreWaitNs", o.restoreWaitNs);
       if (!o.checks.empty()) {
         j.beginArray("checks");
         for (const auto& c : o.checks) {

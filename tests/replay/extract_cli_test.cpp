@@ -36,7 +36,7 @@ void recordWithKcap(const std::string& path, const std::string& program, const s
 Outcome kcap(const std::vector<std::string>& args) { return kcapOnDouble(args); }
 
 // The JSON object of launch N in `kcap replay --json` output, without the
-// fields that vary from run to run (restoreNs, the addresses a refused hint got).
+// fields that vary from run to run (restoreNs, restoreWaitNs, the addresses a refused hint got).
 std::string jsonLaunch(const std::string& json, uint64_t launch)
 {
     const std::string key = "{\"launchIndex\":" + std::to_string(launch) + ",";
@@ -61,7 +61,7 @@ std::string jsonLaunch(const std::string& json, uint64_t launch)
         } else if ((c == '}' || c == ']') && --depth == 0) {
             // The addresses a refused address hint was given instead vary from run to run too.
             const std::string object =
-                std::regex_replace(json.substr(start, i + 1 - start), std::regex(",\"restoreNs\":[0-9]+(,\"placeNs\":[0-9]+)?"), "");
+                std::regex_replace(json.substr(start, i + 1 - start), std::regex(",\"restoreNs\":[0-9]+(,\"placeNs\":[0-9]+)?(,\"restoreWaitNs\":[0-9]+)?"), "");
             return std::regex_replace(object, std::regex(" gave 0x[0-9a-f]+, cuMemAlloc of that size 0x[0-9a-f]+"),
                                       " gave ADDRESS");
         }

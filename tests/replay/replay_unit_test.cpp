@@ -412,6 +412,7 @@ LaunchOutcome sampleOutcome()
     o.restoredBytes = 1ull << 33;
     o.restoreNs = 123456789;
     o.placeNs = 987654321;
+    o.restoreWaitNs = 55555;
     o.code = "override /tmp/a b=c.fatbin (SASS sm_90)";
     o.timesNs = {1500, 1200, 9000000000ull};
     o.recordedDurationNs = 1400;
@@ -468,6 +469,7 @@ TEST(Outcome, RoundTripKeepsEveryField)
     EXPECT_EQ(back->restoredBytes, o.restoredBytes);
     EXPECT_EQ(back->restoreNs, o.restoreNs);
     EXPECT_EQ(back->placeNs, o.placeNs);
+    EXPECT_EQ(back->restoreWaitNs, o.restoreWaitNs);
     ASSERT_EQ(back->buffers.size(), 2u);
     const BufferReport& p = back->buffers[0];
     EXPECT_EQ(p.address, 0x7f0000001000ull);
