@@ -18,6 +18,63 @@ bool namesRecordedObject(int32_t id) {
   return id == CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_EVENT || id == CU_LAUNCH_ATTRIBUTE_LAUNCH_COMPLETION_EVENT;
 }
 
+void appendDetail(LaunchOutcome& o, const std::string& text) {
+  o.detail += (o.detail.empty() ? "" : "; ") + text;
+}
+
+bool sameContent(schema::Content::Reader a, schema::Content::Reader b) {
+  if (a.getSize() != b.getSize() || a.getPieceSize() != b.getPieceSize() || a.getPieces().size() != b.getPieces().size()) {
+    return false;
+  }
+  for (unsigned i = 0; i < a.getPieces().size(); ++i) {
+    if (a.getPieces()[i].getHigh() != b.getPieces()[i].getHigh() || a.getPieces()[i].getLow() != b.getPieces()[i].getLow()) {
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+// True when `next` was launched with programmatic stream serialization on the
+// stream `previous` ran on, with no recorded copy or memset between: on the
+// GPU it may then start before `previous` ends (programmatic dependent
+// launch), and a sequence replay submits the two that way.
+bool startsBeforeEnd(const TraceModel& model, const LaunchRecord& previous, const LaunchRecord& next) {
+  const auto a = previous.event(), b = next.event();
+  if (a.getStream() != b.getStream() || a.getPerThreadStream() != b.getPerThreadStream() ||
+      a.getContext() != b.getContext() || b.getCapturing() || a.getCapturing()) {
+    return false;
+  }
+  if (!model.memoryOpsBetween(previous.seq(), next.seq()).empty()) return false;
+  for (const auto attribute : b.getAttributes()) {
+    int32_t allowed = 0;
+    if (attribute.getId() == CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION &&
+        attribute.getValue().size() >= sizeof allowed) {
+      std::memcpy(&allowed, attribute.getValue().begin(), sizeof allowed);
+      if (allowed != 0) return true;
+    }
+  }
+  return false;
+}
+
+// The recorded addresses of the ranges a launch changed (post-state differs
+// from pre-state).
+std::set<uint64_t> rangesChangedBy(const LaunchRecord& launch) {
+  std::set<uint64_t> changed;
+  if (launch.end == nullptr) return changed;
+  for (const auto post : launch.end->get().getLaunchEnd().getPost()) {
+    bool same = false;
+    for (const auto pre : launch.event().getPre()) {
+      if (pre.getAddress() == post.getAddress()) same = sameContent(pre.getContent(), post.getContent());
+    }
+    if (!same) changed.insert(post.getAddress());
+  }
+  return changed;
+}
+
+namespace {
+
 }  // namespace
 
 // The checkers' view of the launch just replayed (checkers.h).
@@ -297,7 +354,8 @@ std::vector<uint8_t> Replayer::buildParams(const LaunchRecord& launch, const Loa
   return params;
 }
 
-void Replayer::launchOnce(const LaunchRecord& launch, const LoadedKernel& kernel, std::vector<uint8_t>& params) {
+void Replayer::launchOnce(const LaunchRecord& launch, const LoadedKernel& kernel, std::vector<uint8_t>& params,
+                          bool synchronize) {
   const auto e = launch.event();
   CUlaunchConfig config{};
   config.gridDimX = e.getGridX(), config.gridDimY = e.getGridY(), config.gridDimZ = e.getGridZ();
@@ -335,7 +393,7 @@ void Replayer::launchOnce(const LaunchRecord& launch, const LoadedKernel& kernel
   check(driver_.cuLaunchKernelEx(&config, kernel.function, useExtra ? nullptr : arguments.data(),
                                  useExtra ? extra : nullptr),
         "cuLaunchKernelEx");
-  check(driver_.cuStreamSynchronize(stream_), "the launch");
+  if (synchronize) check(driver_.cuStreamSynchronize(stream_), "the launch");
 }
 
 // The replayed bytes of the ranges the launch could reach: those of its
@@ -358,7 +416,8 @@ void Replayer::saveOutputs(const LaunchRecord& launch, const LoadedKernel& kerne
   }
 }
 
-void Replayer::compare(const LaunchRecord& launch, const LoadedKernel& kernel, LaunchOutcome& outcome) {
+void Replayer::compare(const LaunchRecord& launch, const LoadedKernel& kernel, LaunchOutcome& outcome,
+                       const std::set<uint64_t>& comparedLater) {
   const bool preOnly = model_.traceBegin() != nullptr &&
                        model_.traceBegin()->get().getTraceBegin().getCaptureMode() == schema::CaptureMode::PRE_ONLY;
   if (launch.end == nullptr || preOnly) {
@@ -374,6 +433,7 @@ void Replayer::compare(const LaunchRecord& launch, const LoadedKernel& kernel, L
   const auto paramOf = [&](uint64_t base, uint64_t size) { return parameterPointingInto(e, base, size); };
   bool differs = false;
   for (const auto range : launch.end->get().getLaunchEnd().getPost()) {
+    if (comparedLater.count(range.getAddress()) != 0) continue;
     const auto content = range.getContent();
     const uint64_t size = content.getSize();
     BufferReport report;
@@ -404,6 +464,12 @@ void Replayer::compare(const LaunchRecord& launch, const LoadedKernel& kernel, L
     }
     uint8_t* actual = staging(size);
     copyFromDevice(actual, *src, size);
+    if (keptOutputs_ != nullptr) {
+      char where[64];
+      std::snprintf(where, sizeof where, " (0x%llx, %llu bytes)", static_cast<unsigned long long>(range.getAddress()),
+                    static_cast<unsigned long long>(size));
+      (*keptOutputs_)[launch.launchIndex].push_back({report.label + where, std::vector<uint8_t>(actual, actual + size)});
+    }
     const ByteDiff diff = compareBytes(expected.data(), actual, size);
     report.differingBytes = diff.differingBytes;
     report.firstOffset = diff.firstOffset;
@@ -425,7 +491,7 @@ void Replayer::timeRepeats(const LaunchRecord& launch, const LoadedKernel& kerne
                            LaunchOutcome& outcome) {
   if (options_.repeat == 0) return;
   if (driver_.cuEventElapsedTime == nullptr) {
-    outcome.detail += (outcome.detail.empty() ? "" : "; ") + std::string("--repeat: the driver has no cuEventElapsedTime");
+    appendDetail(outcome, "--repeat: the driver has no cuEventElapsedTime");
     return;
   }
   CUevent start = nullptr, stop = nullptr;
@@ -487,6 +553,7 @@ LaunchOutcome Replayer::replayLaunch(const LaunchRecord& l, const std::function<
                                      const std::function<void(const LaunchOutcome&)>& report) {
   LaunchOutcome o = outcomeOf(l);
   bool launched = false;
+  companion_.reset();  // a companion prepared for a launch that then failed runs on its own
   try {
     if (model_.traceBegin() != nullptr &&
         model_.traceBegin()->get().getTraceBegin().getCaptureMode() == schema::CaptureMode::METADATA) {
@@ -519,7 +586,21 @@ LaunchOutcome Replayer::replayLaunch(const LaunchRecord& l, const std::function<
     std::vector<uint8_t> params = buildParams(l, kernel);
     if (onLaunchStart) onLaunchStart(o);
     launched = true;
-    launchOnce(l, kernel, params);
+    std::set<uint64_t> comparedLater;  // ranges the companion changes: compared with its outcome
+    if (submittedAhead_ == l.launchIndex) {
+      // Already run, behind the launch before it (programmatic dependent launch).
+      appendDetail(o, "ran overlapped with the launch before it (programmatic dependent launch)");
+    } else if (companion_) {
+      launchOnce(l, kernel, params, false);
+      launchOnce(*companion_->launch, companion_->kernel, companion_->params, true);
+      submittedAhead_ = companion_->launch->launchIndex;
+      comparedLater = rangesChangedBy(*companion_->launch);
+      appendDetail(o, "launch " + std::to_string(companion_->launch->launchIndex) +
+                          " ran overlapped with it (programmatic dependent launch); compared after both" +
+                          (comparedLater.empty() ? std::string() : ", but for the ranges that launch changes"));
+    } else {
+      launchOnce(l, kernel, params);
+    }
     if (onLaunchEnd) onLaunchEnd(l.launchIndex);
     if (!options_.saveOutputsDir.empty()) saveOutputs(l, kernel);
     if (l.end != nullptr && l.end->get().getLaunchEnd().getResult() != 0) {
@@ -528,9 +609,9 @@ LaunchOutcome Replayer::replayLaunch(const LaunchRecord& l, const std::function<
                  std::to_string(l.end->get().getLaunchEnd().getResult()) + "; here it ran";
       return o;
     }
-    compare(l, kernel, o);
+    compare(l, kernel, o, comparedLater);
     timeRepeats(l, kernel, params, o);
-    if (!options_.checks.empty()) {
+    if (!options_.checks.empty() && perLaunchChecks_) {
       LaunchCheckTarget target(*this, l, kernel, o);
       if (!runChecks(target, o)) {
         report(o);  // the checks' findings, then the context is gone
@@ -577,6 +658,18 @@ void Replayer::run(const Selection& selection, const std::function<void(const La
     return;
   }
 
+  const bool determinism =
+      std::find(options_.checks.begin(), options_.checks.end(), "determinism") != options_.checks.end();
+  if (determinism) {
+    runSequenceForDeterminism(launches, report);
+  } else {
+    runSequence(launches, report);
+  }
+}
+
+void Replayer::runSequence(const std::vector<const LaunchRecord*>& launches,
+                           const std::function<void(const LaunchOutcome&)>& report) {
+  perLaunchChecks_ = false;
   // A sequence: every range any of its launches reaches is placed once; the
   // first launch's pre-state is restored, then each later launch gets the
   // recorded copies and memsets made before it, and the pre-state of ranges
@@ -590,7 +683,10 @@ void Replayer::run(const Selection& selection, const std::function<void(const La
   bool placed = false;
   std::string stopped;
   uint64_t previousSeq = launches.empty() ? 0 : launches.front()->seq();
-  for (const LaunchRecord* l : launches) {
+  submittedAhead_.reset();
+  for (size_t i = 0; i < launches.size(); ++i) {
+    const LaunchRecord* l = launches[i];
+    const LaunchRecord* next = i + 1 < launches.size() ? launches[i + 1] : nullptr;
     if (!stopped.empty()) {
       LaunchOutcome o = outcomeOf(*l);
       o.verdict = Verdict::skipped;
@@ -611,6 +707,14 @@ void Replayer::run(const Selection& selection, const std::function<void(const La
             for (const StoredEvent* op : model_.memoryOpsBetween(previousSeq, l->seq())) applyMemoryOp(*op);
           }
           restore(*l, kernel, l == launches.front());
+          if (next != nullptr && submittedAhead_ != l->launchIndex && startsBeforeEnd(model_, *l, *next)) {
+            // Everything the companion needs is in place before the pair is
+            // submitted: a copy between the two would serialize them.
+            LoadedKernel nextKernel = code_->kernelFor(model_.codeFor(*next));
+            restore(*next, nextKernel, false);
+            std::vector<uint8_t> nextParams = buildParams(*next, nextKernel);
+            companion_ = Companion{next, std::move(nextKernel), std::move(nextParams)};
+          }
         },
         report);
     if (o.verdict == Verdict::fault || o.verdict == Verdict::error) {
@@ -622,6 +726,95 @@ void Replayer::run(const Selection& selection, const std::function<void(const La
   if (stopped.empty() && placed && options_.saveSequenceEnd && !options_.saveOutputsDir.empty()) {
     saveRegions(regions);
   }
+}
+
+// --check determinism over a sequence: the whole sequence is replayed --runs
+// times, each from its first launch's pre-state, and a launch whose compared
+// outputs are not the same in every run gets a finding. (A race between
+// launches, e.g. a consumer that does not wait for its producer under
+// programmatic dependent launch, shows only when they run together.) The
+// outcomes reported are the first run's, once every run is done; the
+// outputs of one run are held in memory to compare the others with.
+void Replayer::runSequenceForDeterminism(const std::vector<const LaunchRecord*>& launches,
+                                         const std::function<void(const LaunchOutcome&)>& report) {
+  const unsigned runs = std::max(2u, options_.checkRuns);
+  std::vector<LaunchOutcome> outcomes;  // of the first run
+  std::map<uint64_t, std::vector<KeptOutput>> first;
+  std::map<uint64_t, std::vector<std::vector<bool>>> varies;  // per launch, per kept range, per byte
+  std::string notRun;  // why the check could not finish
+  const auto reportAll = [&] {
+    for (LaunchOutcome& o : outcomes) {
+      CheckFinding f{"determinism", CheckStatus::clean, "", {}};
+      const bool clean = o.verdict == Verdict::reproduced || o.verdict == Verdict::differs;
+      if (!clean || !notRun.empty()) {
+        f.status = CheckStatus::notRun;
+        f.summary = o.verdict == Verdict::unverified ? "nothing compared: " + o.detail
+                    : !clean                           ? "the launch did not replay cleanly"
+                                                       : notRun;
+        o.checks.push_back(f);
+        report(o);
+        continue;
+      }
+      uint64_t total = 0;
+      const auto& kept = first[o.launchIndex];
+      const auto& flags = varies[o.launchIndex];
+      for (size_t r = 0; r < kept.size() && r < flags.size(); ++r) {
+        uint64_t bytes = 0, firstAt = 0;
+        for (uint64_t b = 0; b < flags[r].size(); ++b) {
+          if (flags[r][b] && bytes++ == 0) firstAt = b;
+        }
+        if (bytes == 0) continue;
+        total += bytes;
+        f.details.push_back(kept[r].label + ": " + std::to_string(bytes) + " bytes vary between runs, first at offset " +
+                            std::to_string(firstAt));
+      }
+      const std::string sequence = std::to_string(launches.size()) + "-launch sequence";
+      if (total == 0) {
+        f.summary = std::to_string(runs) + " runs of the " + sequence + " gave identical outputs";
+      } else {
+        f.status = CheckStatus::finding;
+        f.summary = std::to_string(total) + " output bytes in " + std::to_string(f.details.size()) +
+                    " range(s) vary over " + std::to_string(runs) + " runs of the " + sequence +
+                    " (a race, within the launch or with the launches around it)";
+      }
+      o.checks.push_back(f);
+      report(o);
+    }
+  };
+  try {
+    keptOutputs_ = &first;
+    runSequence(launches, [&](const LaunchOutcome& o) { outcomes.push_back(o); });
+    for (auto& [index, kept] : first) {
+      for (const auto& k : kept) varies[index].emplace_back(k.bytes.size(), false);
+    }
+    for (unsigned run = 1; run < runs && notRun.empty(); ++run) {
+      std::map<uint64_t, std::vector<KeptOutput>> again;
+      keptOutputs_ = &again;
+      runSequence(launches, [&](const LaunchOutcome& o) {
+        const bool clean = o.verdict == Verdict::reproduced || o.verdict == Verdict::differs;
+        if (!clean && notRun.empty()) {
+          notRun = "run " + std::to_string(run + 1) + " of the sequence stopped at launch " +
+                   std::to_string(o.launchIndex) + " (" + verdictName(o.verdict) + ": " + o.detail + ")";
+        }
+      });
+      for (auto& [index, kept] : first) {
+        const auto& other = again[index];
+        for (size_t r = 0; r < kept.size(); ++r) {
+          if (r >= other.size() || other[r].bytes.size() != kept[r].bytes.size()) continue;
+          for (size_t b = 0; b < kept[r].bytes.size(); ++b) {
+            if (other[r].bytes[b] != kept[r].bytes[b]) varies[index][r][b] = true;
+          }
+        }
+      }
+    }
+  } catch (const ContextLost&) {
+    keptOutputs_ = nullptr;
+    if (notRun.empty()) notRun = "a launch of the sequence ended the CUDA context";
+    reportAll();
+    throw;
+  }
+  keptOutputs_ = nullptr;
+  reportAll();
 }
 
 // The memory state a sequence left: every placed range, read back.

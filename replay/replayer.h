@@ -11,7 +11,9 @@
 #include <cuda.h>
 
 #include <functional>
+#include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -33,6 +35,13 @@ LaunchOutcome outcomeOf(const LaunchRecord& launch);
 // Thrown by Replayer::run after it reported a sticky FAULT: the context
 // cannot be used again, so the process must end.
 struct ContextLost {};
+
+// True when `next` was launched with programmatic stream serialization on the
+// stream `previous` ran on, with no recorded copy or memset between: the
+// two may overlap on the GPU, and a sequence replay submits them so.
+bool startsBeforeEnd(const TraceModel& model, const LaunchRecord& previous, const LaunchRecord& next);
+// The recorded addresses of the ranges a launch changed (post-state differs from pre-state).
+std::set<uint64_t> rangesChangedBy(const LaunchRecord& launch);
 
 class Replayer {
  public:
@@ -59,14 +68,20 @@ class Replayer {
   LaunchOutcome replayLaunch(const LaunchRecord& launch, const std::function<void()>& place,
                             const std::function<void(const LoadedKernel&)>& prepare,
                             const std::function<void(const LaunchOutcome&)>& report);
+  void runSequence(const std::vector<const LaunchRecord*>& launches,
+                   const std::function<void(const LaunchOutcome&)>& report);
+  void runSequenceForDeterminism(const std::vector<const LaunchRecord*>& launches,
+                                 const std::function<void(const LaunchOutcome&)>& report);
   void restore(const LaunchRecord& launch, const LoadedKernel& kernel, bool all);
   void applyMemoryOp(const StoredEvent& op);
-  void launchOnce(const LaunchRecord& launch, const LoadedKernel& kernel, std::vector<uint8_t>& params);
+  void launchOnce(const LaunchRecord& launch, const LoadedKernel& kernel, std::vector<uint8_t>& params,
+                  bool synchronize = true);
   std::vector<uint8_t> buildParams(const LaunchRecord& launch, const LoadedKernel& kernel);
   void saveOutputs(const LaunchRecord& launch, const LoadedKernel& kernel);
   void saveRegions(const std::vector<Region>& regions);
   void writeFile(const std::string& path, const uint8_t* bytes, uint64_t size);
-  void compare(const LaunchRecord& launch, const LoadedKernel& kernel, LaunchOutcome& outcome);
+  void compare(const LaunchRecord& launch, const LoadedKernel& kernel, LaunchOutcome& outcome,
+               const std::set<uint64_t>& comparedLater = {});
   void timeRepeats(const LaunchRecord& launch, const LoadedKernel& kernel, std::vector<uint8_t>& params,
                    LaunchOutcome& outcome);
   std::optional<uint64_t> translate(uint64_t recorded, const LoadedKernel& kernel) const;
@@ -97,6 +112,26 @@ class Replayer {
   uint8_t* windows_[kRestoreWindows] = {};
   CUevent windowDone_[kRestoreWindows] = {};
   static constexpr uint64_t kRestoreWindow = uint64_t{64} << 20;
+  // A sequence's launch that was recorded with programmatic stream
+  // serialization right behind the launch being replayed: prepared with it
+  // and submitted behind it with no synchronization between, so that the two
+  // overlap on the GPU as they could in the program (a missing
+  // cudaGridDependencySynchronize then shows).
+  struct Companion {
+    const LaunchRecord* launch = nullptr;
+    LoadedKernel kernel;
+    std::vector<uint8_t> params;
+  };
+  std::optional<Companion> companion_;
+  // --check determinism on a sequence: compare() keeps each launch's
+  // replayed outputs here, by launch index, in the order it compared them.
+  struct KeptOutput {
+    std::string label;  // "param 2 (0x7f..., 4096 bytes)"
+    std::vector<uint8_t> bytes;
+  };
+  std::map<uint64_t, std::vector<KeptOutput>>* keptOutputs_ = nullptr;
+  bool perLaunchChecks_ = true;  // false in sequences (their checks run over the whole sequence)
+  std::optional<uint64_t> submittedAhead_;  // launchIndex of the companion last submitted
   std::set<uint64_t> restored_;  // recorded ranges restored in this run (sequences restore each once)
   uint64_t restoredBytes_ = 0;   // by the launch being prepared
   uint64_t restoreWaitNs_ = 0;   // of its restore, spent waiting for copies to the GPU

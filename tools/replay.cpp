@@ -121,9 +121,15 @@ replay::ReplayOptions replayOptions(const Options& o) {
   }
   if (o.runs < 2) throw UsageError("--runs must be at least 2");
   r.checkRuns = o.runs;
-  if (!r.checks.empty() && !o.range.empty()) {
-    throw UsageError("--check replays each launch again from its own pre-state: select with --launch, --kernel or --all, "
-                     "not --range");
+  // A sequence is checked as a whole: only determinism (the sequence replayed
+  // --runs times) means something there; the other checkers replay one launch
+  // again from its own pre-state.
+  for (const std::string& name : r.checks) {
+    if (!o.range.empty() && name != "determinism") {
+      throw UsageError("--check " + name + " replays each launch again from its own pre-state: select with --launch, "
+                       "--kernel or --all, not --range (with --range only --check determinism, which replays the "
+                       "whole sequence --runs times)");
+    }
   }
   return r;
 }

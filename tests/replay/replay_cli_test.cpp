@@ -165,6 +165,14 @@ protected:
         }
         return path;
     }
+    static std::string pdl()
+    {
+        const std::string path = file("pdl.kcap");
+        if (access(path.c_str(), F_OK) != 0) {
+            recordWithKcap(path, replayProgram(), {"pdl"});
+        }
+        return path;
+    }
     static std::string changedAxpy() { return kernelFile("axpy_changed.fatbin"); }
 
     static kcap::test::TempDir* dir_;
@@ -323,6 +331,33 @@ TEST_F(Replay, ASequenceReappliesTheRecordedCopiesAndMemsets)
     const Outcome alone = replay({sequence(), "--all"});
     EXPECT_EQ(alone.exitCode, kExitOk) << alone.describe();
     EXPECT_NE(alone.out.find("5 launches: 5 REPRODUCED"), std::string::npos) << alone.out;
+}
+
+TEST_F(Replay, ALaunchWithProgrammaticStreamSerializationRunsBehindThePreviousOneInASequence)
+{
+    // pdl: axpy (x, y); axpy with programmatic stream serialization on the
+    // same stream; axpy. In a sequence the second is submitted right behind
+    // the first, so the two are compared after both ran: the first without
+    // y, which the second changes (y is compared with the second).
+    const Outcome run = replay({pdl(), "--range", "0..2", "--json"});
+    EXPECT_EQ(run.exitCode, kExitOk) << run.describe();
+    EXPECT_NE(run.out.find("3 launches: 3 REPRODUCED"), std::string::npos) << run.out;
+    const std::string first = jsonLaunch(run.out, 0), second = jsonLaunch(run.out, 1), third = jsonLaunch(run.out, 2);
+    EXPECT_NE(first.find("launch 1 ran overlapped with it (programmatic dependent launch); compared after both, but "
+                         "for the ranges that launch changes"),
+              std::string::npos)
+        << first;
+    EXPECT_NE(first.find("\"label\":\"param 1\""), std::string::npos) << first;
+    EXPECT_EQ(first.find("\"label\":\"param 2\""), std::string::npos) << first;
+    EXPECT_NE(second.find("ran overlapped with the launch before it (programmatic dependent launch)"), std::string::npos)
+        << second;
+    EXPECT_NE(second.find("\"label\":\"param 2\""), std::string::npos) << second;
+    EXPECT_EQ(third.find("overlapped"), std::string::npos) << third;
+
+    // Each alone, from its own pre-state: nothing runs together.
+    const Outcome alone = replay({pdl(), "--all", "--json"});
+    EXPECT_EQ(alone.exitCode, kExitOk) << alone.describe();
+    EXPECT_EQ(alone.out.find("overlapped"), std::string::npos) << alone.out;
 }
 
 // ---- (e), (j) --override with a changed build ----------------------------------------------
@@ -742,8 +777,30 @@ TEST_F(Checks, UsageErrors)
     const Outcome unknown = replay({trace(), "--check", "everything"});
     EXPECT_EQ(unknown.exitCode, kExitUsage) << unknown.describe();
     EXPECT_TRUE(has(unknown.err, "--check everything: unknown checker")) << unknown.err;
-    const Outcome range = replay({trace(), "--range", "0..2", "--check", "determinism"});
+    const Outcome range = replay({trace(), "--range", "0..2", "--check", "unwritten"});
     EXPECT_EQ(range.exitCode, kExitUsage) << range.describe();
+    EXPECT_TRUE(has(range.err, "--check unwritten replays each launch again from its own pre-state")) << range.err;
+    EXPECT_TRUE(has(range.err, "with --range only --check determinism")) << range.err;
+}
+
+TEST_F(Checks, DeterminismOverARangeReplaysTheWholeSequenceAndFlagsTheRacyLaunch)
+{
+    // Launches 0..2 of the checks scenario: axpy, racy_sum, fill_empty, as a
+    // sequence replayed 4 times.
+    const Outcome run = replay({trace(), "--range", "0..2", "--check", "determinism", "--runs", "4", "--json"});
+    EXPECT_EQ(run.exitCode, kExitDiffers) << run.describe();
+    EXPECT_TRUE(balancedJson(run.out)) << run.out;
+    const std::string racy = jsonLaunch(run.out, 1);
+    EXPECT_TRUE(has(racy, "\"name\":\"determinism\",\"status\":\"finding\"")) << racy;
+    EXPECT_TRUE(has(racy, "vary over 4 runs of the 3-launch sequence")) << racy;
+    EXPECT_TRUE(std::regex_search(racy, std::regex("param 1 \\(0x[0-9a-f]+, 4 bytes\\): [1-4] bytes vary between runs, "
+                                                   "first at offset [0-3]")))
+        << racy;
+    for (const uint64_t clean : {0u, 2u}) {
+        const std::string launch = jsonLaunch(run.out, clean);
+        EXPECT_TRUE(has(launch, "\"name\":\"determinism\",\"status\":\"clean\"")) << launch;
+        EXPECT_TRUE(has(launch, "4 runs of the 3-launch sequence gave identical outputs")) << launch;
+    }
 }
 
 }  // namespace

@@ -30,6 +30,12 @@
 //                                            every 8 never written (holes)
 //             x[i] = 1 + i / 8 (never 0), n = 1024, every buffer 4096 bytes
 //             except p (8192)
+//   pdl       three launches of axpy on one stream, the second with
+//             programmatic stream serialization (cuLaunchKernelEx), so it
+//             may start before the first ends; the double runs them in turn:
+//               0 axpy a=1              y = 3i
+//               1 axpy a=2, PDL         y = 5i
+//               2 axpy a=1              y = 6i
 //   hang      one ordinary launch, then one that never returns (the double's
 //             kPoisonHang parameter); a watchdog thread kills the process
 //             (SIGKILL) a second later, as a user would
@@ -88,12 +94,30 @@ struct Axpy {
         DRIVER(cuModuleLoadData, &module, image.data());
         DRIVER(cuModuleGetFunction, &function, module, "axpy");
     }
-    CUresult launch(float a, CUdeviceptr x, CUdeviceptr y)
+    CUresult launch(float a, CUdeviceptr x, CUdeviceptr y, CUstream stream = nullptr)
     {
         int n = kN;
         void* params[] = {&a, &x, &y, &n};
         test::launches_made().add("axpy");
-        return cuLaunchKernel(function, kN / 256, 1, 1, 256, 1, 1, 0, nullptr, params, nullptr);
+        return cuLaunchKernel(function, kN / 256, 1, 1, 256, 1, 1, 0, stream, params, nullptr);
+    }
+    // Launched with programmatic stream serialization: it may start before
+    // the launch ahead of it on `stream` ends.
+    CUresult launchDependent(float a, CUdeviceptr x, CUdeviceptr y, CUstream stream)
+    {
+        int n = kN;
+        void* params[] = {&a, &x, &y, &n};
+        CUlaunchAttribute attribute{};
+        attribute.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+        attribute.value.programmaticStreamSerializationAllowed = 1;
+        CUlaunchConfig config{};
+        config.gridDimX = kN / 256, config.gridDimY = 1, config.gridDimZ = 1;
+        config.blockDimX = 256, config.blockDimY = 1, config.blockDimZ = 1;
+        config.hStream = stream;
+        config.attrs = &attribute;
+        config.numAttrs = 1;
+        test::launches_made().add("axpy");
+        return cuLaunchKernelEx(&config, function, params, nullptr);
     }
 };
 
@@ -221,6 +245,27 @@ int hang()
     test::fail("the hanging launch returned");
 }
 
+int pdl()
+{
+    start();
+    Axpy axpy;
+    CUstream stream = nullptr;
+    DRIVER(cuStreamCreate, &stream, CU_STREAM_NON_BLOCKING);
+    const CUdeviceptr x = upload(iota(1.0f));
+    const CUdeviceptr y = upload(iota(2.0f));
+    DRIVER(axpy.launch, 1.0f, x, y, stream);
+    DRIVER(axpy.launchDependent, 2.0f, x, y, stream);
+    DRIVER(axpy.launch, 1.0f, x, y, stream);
+    DRIVER(cuStreamSynchronize, stream);
+    std::vector<float> out(kN);
+    DRIVER(cuMemcpyDtoH, out.data(), y, kN * sizeof(float));
+    for (int i = 0; i < kN; ++i) {
+        CHECK(out[static_cast<std::size_t>(i)] == static_cast<float>(6 * i));
+    }
+    std::printf("result pdl y[1] %.1f\n", static_cast<double>(out[1]));
+    return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv)
@@ -234,6 +279,9 @@ int main(int argc, char** argv)
     }
     if (scenario == "hang") {
         return hang();
+    }
+    if (scenario == "pdl") {
+        return pdl();
     }
     test::fail("unknown scenario '%s'", scenario.c_str());
 }
