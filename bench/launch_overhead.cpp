@@ -2,7 +2,7 @@
 // for bench/launch_overhead.py to compare without the shim, with it passing
 // calls through, and with it recording metadata (docs/benchmarks.md).
 //
-//   kcap_bench_launch_overhead [--launches N] [--reps R] [--warmup W] [--threads T]
+//   kcap_bench_launch_overhead [--launches N] [--reps R] [--warmup W] [--threads T] [--pin-cpu C]
 //
 // Each of T threads (default 1) launches kcap_empty (kernels/empty.cu,
 // <<<1, 1>>>, no parameters) N times (default 100000) into its own stream
@@ -10,7 +10,11 @@
 // on the host (steady_clock) from the start of the launch loop to the end of
 // the synchronize, all threads starting together. R repetitions (default 7)
 // after W untimed warm-up launches a thread (default 1000; they also start
-// the shim's recording, which happens at the first launch).
+// the shim's recording, which happens at the first launch). With --pin-cpu,
+// thread t runs on CPU C + t from the end of its warm-up on (threads made
+// before, the shim's among them, keep running anywhere): which core, and
+// how far it is from the GPU, changes a launch's cost by hundreds of ns
+// from one process to the next, more than the shim adds.
 //
 // Prints, one fact a line:
 //   rep I ns_per_launch X loop_ns_per_launch Y   X: loop + synchronize, Y: loop only
@@ -26,6 +30,9 @@
 // docs/benchmarks.md for how to read a small difference).
 #include "gpu_bench.h"
 
+#include <pthread.h>
+#include <sched.h>
+
 #include <barrier>
 #include <cstring>
 #include <thread>
@@ -37,6 +44,7 @@ struct Options {
     unsigned long long reps = 7;
     unsigned long long warmup = 1000;
     unsigned long long threads = 1;
+    long long pinCpu = -1;  // -1: not pinned
 };
 
 Options parse(int argc, char** argv)
@@ -45,7 +53,7 @@ Options parse(int argc, char** argv)
     for (int i = 1; i < argc; ++i) {
         const char* flag = argv[i];
         if (std::strcmp(flag, "--help") == 0) {
-            std::printf("usage: %s [--launches N] [--reps R] [--warmup W] [--threads T]\n", argv[0]);
+            std::printf("usage: %s [--launches N] [--reps R] [--warmup W] [--threads T] [--pin-cpu C]\n", argv[0]);
             std::exit(0);
         }
         if (i + 1 >= argc) {
@@ -61,6 +69,8 @@ Options parse(int argc, char** argv)
             options.warmup = value;
         } else if (std::strcmp(flag, "--threads") == 0) {
             options.threads = value;
+        } else if (std::strcmp(flag, "--pin-cpu") == 0) {
+            options.pinCpu = static_cast<long long>(value);
         } else {
             std::fprintf(stderr, "unknown flag %s (--help)\n", flag);
             std::exit(2);
@@ -96,8 +106,8 @@ int main(int argc, char** argv)
     const CUcontext context = bench::primaryContext();
     const CUfunction empty = bench::loadKernel("empty.fatbin", "kcap_empty");
     std::printf("device %s\n", bench::deviceName().c_str());
-    std::printf("config launches %llu reps %llu warmup %llu threads %llu\n", options.launches, options.reps,
-                options.warmup, options.threads);
+    std::printf("config launches %llu reps %llu warmup %llu threads %llu pin_cpu %lld\n", options.launches, options.reps,
+                options.warmup, options.threads, options.pinCpu);
 
     // Two phases a repetition: everyone starts, everyone has finished.
     std::barrier sync(static_cast<std::ptrdiff_t>(options.threads));
@@ -110,6 +120,15 @@ int main(int argc, char** argv)
             BENCH_CHECK(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
             launchMany(empty, stream, options.warmup);
             BENCH_CHECK(cuStreamSynchronize(stream));
+            if (options.pinCpu >= 0) {
+                cpu_set_t cpus;
+                CPU_ZERO(&cpus);
+                CPU_SET(static_cast<int>(options.pinCpu + static_cast<long long>(t)), &cpus);
+                if (pthread_setaffinity_np(pthread_self(), sizeof cpus, &cpus) != 0) {
+                    std::fprintf(stderr, "cannot pin thread %llu to CPU %lld\n", t, options.pinCpu + static_cast<long long>(t));
+                    std::exit(1);
+                }
+            }
             for (unsigned long long rep = 0; rep < options.reps; ++rep) {
                 sync.arrive_and_wait();
                 const double start = bench::nowNs();

@@ -44,6 +44,9 @@ def parse_args():
                    help="launches a repetition of each thread when there are several (16 x 100k would take minutes)")
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--dir", default="/tmp", help="where the metadata traces and stats files go (deleted)")
+    p.add_argument("--pin-cpu", type=int, default=-1,
+                   help="run the launching threads on CPUs C, C+1, ... (after warm-up; the same in every "
+                        "configuration): removes which-core noise; -1 (default) leaves them unpinned")
     return p.parse_args()
 
 
@@ -72,6 +75,8 @@ def run_once(args, config, threads, scratch):
         old.unlink()
     launches = args.launches if threads == 1 else args.threaded_launches
     command = [args.bench, "--launches", str(launches), "--reps", str(args.reps), "--threads", str(threads)]
+    if args.pin_cpu >= 0:
+        command += ["--pin-cpu", str(args.pin_cpu)]
     try:
         done = subprocess.run(command, env=environment(config, args.shim, scratch), capture_output=True, text=True,
                               timeout=600)
@@ -101,7 +106,8 @@ def main():
     print(f"bench: {args.bench}\nshim: {args.shim}\n{args.launches} launches (one thread; "
           f"{args.threaded_launches} a thread with several) x {args.reps} reps a process, "
           f"{args.rounds} processes a configuration, round-robin; figures: median over processes of each "
-          "process's median repetition, ns per launch of one thread (loop + synchronize; loop only)")
+          "process's median repetition, ns per launch of one thread (loop + synchronize; loop only); "
+          + (f"launching threads pinned from CPU {args.pin_cpu} on" if args.pin_cpu >= 0 else "threads not pinned"))
     rows = []
     try:
         for threads in [int(t) for t in args.threads.split(",")]:
