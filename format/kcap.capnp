@@ -295,8 +295,12 @@ struct Memcpy {
   stream @4 :UInt64;
   isAsync @5 :Bool;
   data @6 :Content;                 # the bytes written into device memory (host->device, and device->device when captured)
+                                    # (of a 2D copy only its rows, packed: row r at r * width)
   result @7 :Int32;
   # 2D/3D copies: row width in bytes, number of rows, pitches (0 for 1D).
+  # dst and src then address the first byte copied (row 0, after the X/Y
+  # offsets) and size is width * height. A 2D copy to or from a CUDA array
+  # is recorded unknown, the array's side 0, without data.
   width @8 :UInt64;
   height @9 :UInt64;
   dstPitch @10 :UInt64;
@@ -316,8 +320,8 @@ struct Memset {
   value @1 :UInt32;
   elementSize @2 :UInt8;            # 1, 2 or 4 (cuMemsetD8/D16/D32)
   count @3 :UInt64;                 # elements per row
-  height @4 :UInt64;                # rows for 2D forms, 1 otherwise
-  pitch @5 :UInt64;
+  height @4 :UInt64;                # rows for 2D forms (cuMemsetD2D*), 1 otherwise
+  pitch @5 :UInt64;                 # bytes from one row to the next (0 for 1D)
   stream @6 :UInt64;
   isAsync @7 :Bool;
   result @8 :Int32;

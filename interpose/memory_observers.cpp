@@ -57,6 +57,58 @@ void recordCopy(const CopyCall& call, const void* hostSource)
     }
 }
 
+// One side of a CUDA_MEMCPY2D: the address of its first byte copied (0 for
+// an array, which has none) and its pitch.
+struct Side2D {
+    uint64_t address = 0;
+    uint64_t pitch = 0;
+};
+
+Side2D side2D(CUmemorytype type, const void* host, CUdeviceptr device, size_t x, size_t y, size_t pitch)
+{
+    switch (type) {
+    case CU_MEMORYTYPE_HOST: return {word(host) + y * pitch + x, pitch};
+    case CU_MEMORYTYPE_DEVICE:
+    case CU_MEMORYTYPE_UNIFIED: return {device + y * pitch + x, pitch};
+    default: return {};
+    }
+}
+
+// A 2D copy as the recorder takes it: the directions the memory types give
+// are decided here, a unified side is left to the recorder (as for
+// cuMemcpy), and a copy to or from an array stays UNKNOWN.
+void recordCopy2D(CUresult result, const CUDA_MEMCPY2D* p, CUstream stream, bool isAsync)
+{
+    if (p == nullptr) {
+        return;  // the call failed: apiError has it
+    }
+    const Side2D dst = side2D(p->dstMemoryType, p->dstHost, p->dstDevice, p->dstXInBytes, p->dstY, p->dstPitch);
+    const Side2D src = side2D(p->srcMemoryType, p->srcHost, p->srcDevice, p->srcXInBytes, p->srcY, p->srcPitch);
+    CopyCall call{.result = result,
+                  .dst = dst.address,
+                  .src = src.address,
+                  .size = static_cast<uint64_t>(p->WidthInBytes) * p->Height,
+                  .stream = word(stream),
+                  .isAsync = isAsync,
+                  .width = p->WidthInBytes,
+                  .height = p->Height,
+                  .dstPitch = dst.pitch,
+                  .srcPitch = src.pitch};
+    const void* hostSource = nullptr;
+    const bool toHost = p->dstMemoryType == CU_MEMORYTYPE_HOST;
+    if (p->dstMemoryType == CU_MEMORYTYPE_ARRAY || p->srcMemoryType == CU_MEMORYTYPE_ARRAY) {
+        call.array = true;
+    } else if (p->dstMemoryType == CU_MEMORYTYPE_UNIFIED || p->srcMemoryType == CU_MEMORYTYPE_UNIFIED) {
+        // left UNKNOWN: the recorder decides
+    } else if (p->srcMemoryType == CU_MEMORYTYPE_HOST) {
+        call.direction = toHost ? schema::CopyDirection::HOST_TO_HOST : schema::CopyDirection::HOST_TO_DEVICE;
+        hostSource = p->srcHost != nullptr ? reinterpret_cast<const void*>(src.address) : nullptr;
+    } else {
+        call.direction = toHost ? schema::CopyDirection::DEVICE_TO_HOST : schema::CopyDirection::DEVICE_TO_DEVICE;
+    }
+    recordCopy(call, hostSource);
+}
+
 void recordSet(const SetCall& call)
 {
     if (Recorder* recorder = Recorder::active()) {
@@ -369,6 +421,66 @@ void Observer<HookId::cuMemsetD32Async_hook>::after(HookId, CUresult result, CUd
 {
     recordSet({.result = result, .dst = dst, .value = value, .elementSize = 4, .count = count,
                .stream = word(stream), .isAsync = true});
+}
+
+void Observer<HookId::cuMemcpy2D_v2_hook>::after(HookId, CUresult result, const CUDA_MEMCPY2D* copy)
+{
+    recordCopy2D(result, copy, nullptr, false);
+}
+
+void Observer<HookId::cuMemcpy2DUnaligned_v2_hook>::after(HookId, CUresult result, const CUDA_MEMCPY2D* copy)
+{
+    recordCopy2D(result, copy, nullptr, false);
+}
+
+void Observer<HookId::cuMemcpy2DAsync_v2_hook>::after(HookId, CUresult result, const CUDA_MEMCPY2D* copy,
+                                                      CUstream stream)
+{
+    recordCopy2D(result, copy, stream, true);
+}
+
+void Observer<HookId::cuMemsetD2D8_v2_hook>::after(HookId, CUresult result, CUdeviceptr dst, size_t pitch,
+                                                   unsigned char value, size_t width, size_t height)
+{
+    recordSet({.result = result, .dst = dst, .value = value, .elementSize = 1, .count = width, .height = height,
+               .pitch = pitch});
+}
+
+void Observer<HookId::cuMemsetD2D16_v2_hook>::after(HookId, CUresult result, CUdeviceptr dst, size_t pitch,
+                                                    unsigned short value, size_t width, size_t height)
+{
+    recordSet({.result = result, .dst = dst, .value = value, .elementSize = 2, .count = width, .height = height,
+               .pitch = pitch});
+}
+
+void Observer<HookId::cuMemsetD2D32_v2_hook>::after(HookId, CUresult result, CUdeviceptr dst, size_t pitch,
+                                                    unsigned value, size_t width, size_t height)
+{
+    recordSet({.result = result, .dst = dst, .value = value, .elementSize = 4, .count = width, .height = height,
+               .pitch = pitch});
+}
+
+void Observer<HookId::cuMemsetD2D8Async_hook>::after(HookId, CUresult result, CUdeviceptr dst, size_t pitch,
+                                                     unsigned char value, size_t width, size_t height,
+                                                     CUstream stream)
+{
+    recordSet({.result = result, .dst = dst, .value = value, .elementSize = 1, .count = width, .height = height,
+               .pitch = pitch, .stream = word(stream), .isAsync = true});
+}
+
+void Observer<HookId::cuMemsetD2D16Async_hook>::after(HookId, CUresult result, CUdeviceptr dst, size_t pitch,
+                                                      unsigned short value, size_t width, size_t height,
+                                                      CUstream stream)
+{
+    recordSet({.result = result, .dst = dst, .value = value, .elementSize = 2, .count = width, .height = height,
+               .pitch = pitch, .stream = word(stream), .isAsync = true});
+}
+
+void Observer<HookId::cuMemsetD2D32Async_hook>::after(HookId, CUresult result, CUdeviceptr dst, size_t pitch,
+                                                      unsigned value, size_t width, size_t height, CUstream stream)
+{
+    recordSet({.result = result, .dst = dst, .value = value, .elementSize = 4, .count = width, .height = height,
+               .pitch = pitch, .stream = word(stream), .isAsync = true});
 }
 
 // ---- streams, events, synchronization -------------------------------------------------

@@ -157,6 +157,21 @@ KCAP_OBSERVE_AFTER(cuMemsetD32_v2_hook, CUdeviceptr dst, unsigned value, size_t 
 KCAP_OBSERVE_AFTER(cuMemsetD8Async_hook, CUdeviceptr dst, unsigned char value, size_t count, CUstream stream)
 KCAP_OBSERVE_AFTER(cuMemsetD16Async_hook, CUdeviceptr dst, unsigned short value, size_t count, CUstream stream)
 KCAP_OBSERVE_AFTER(cuMemsetD32Async_hook, CUdeviceptr dst, unsigned value, size_t count, CUstream stream)
+KCAP_OBSERVE_AFTER(cuMemcpy2D_v2_hook, const CUDA_MEMCPY2D* copy)
+KCAP_OBSERVE_AFTER(cuMemcpy2DUnaligned_v2_hook, const CUDA_MEMCPY2D* copy)
+KCAP_OBSERVE_AFTER(cuMemcpy2DAsync_v2_hook, const CUDA_MEMCPY2D* copy, CUstream stream)
+KCAP_OBSERVE_AFTER(cuMemsetD2D8_v2_hook, CUdeviceptr dst, size_t pitch, unsigned char value, size_t width,
+                   size_t height)
+KCAP_OBSERVE_AFTER(cuMemsetD2D16_v2_hook, CUdeviceptr dst, size_t pitch, unsigned short value, size_t width,
+                   size_t height)
+KCAP_OBSERVE_AFTER(cuMemsetD2D32_v2_hook, CUdeviceptr dst, size_t pitch, unsigned value, size_t width,
+                   size_t height)
+KCAP_OBSERVE_AFTER(cuMemsetD2D8Async_hook, CUdeviceptr dst, size_t pitch, unsigned char value, size_t width,
+                   size_t height, CUstream stream)
+KCAP_OBSERVE_AFTER(cuMemsetD2D16Async_hook, CUdeviceptr dst, size_t pitch, unsigned short value, size_t width,
+                   size_t height, CUstream stream)
+KCAP_OBSERVE_AFTER(cuMemsetD2D32Async_hook, CUdeviceptr dst, size_t pitch, unsigned value, size_t width,
+                   size_t height, CUstream stream)
 
 // Streams, events, synchronization, graph capture
 KCAP_OBSERVE_AFTER(cuStreamCreate_hook, CUstream* stream, unsigned flags)

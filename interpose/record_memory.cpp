@@ -5,7 +5,9 @@
 
 #include "driver_api.h"
 
+#include <cstring>
 #include <mutex>
+#include <vector>
 
 namespace kcap {
 namespace {
@@ -137,10 +139,11 @@ void Recorder::copied(const CopyCall& call, const void* hostSource)
         return;
     }
     schema::CopyDirection direction = call.direction;
-    if (direction == schema::CopyDirection::UNKNOWN) {
-        // cuMemcpy: unified addressing; which side is the device's? Tracked
-        // allocations say; otherwise ask the driver. Host bytes are read only
-        // when the source is known to be host memory.
+    if (direction == schema::CopyDirection::UNKNOWN && !call.array) {
+        // cuMemcpy, or a unified side of a 2D copy: unified addressing; which
+        // side is the device's? Tracked allocations say; otherwise ask the
+        // driver. Host bytes are read only when the source is known to be
+        // host memory.
         const auto side = [&](uint64_t pointer) -> int {  // 1 device, 0 host, -1 unknown
             if (const auto allocation = allocations_.find(pointer)) {
                 return allocation->kind == AllocationKind::kHostMapped ? 0 : 1;
@@ -186,9 +189,24 @@ void Recorder::copied(const CopyCall& call, const void* hostSource)
     copy.setStream(call.stream);
     copy.setIsAsync(call.isAsync);
     copy.setResult(call.result);
+    copy.setWidth(call.width);
+    copy.setHeight(call.height);
+    copy.setDstPitch(call.dstPitch);
+    copy.setSrcPitch(call.srcPitch);
     if (direction == schema::CopyDirection::HOST_TO_DEVICE && hostSource != nullptr && call.size != 0 &&
         options_.mode != CaptureMode::kMetadata) {
-        writer_->storeContent(hostSource, call.size, copy.initData());
+        if (call.height > 1 && call.srcPitch != call.width) {
+            // Only the rows are stored, packed (the gaps between them in the
+            // program's buffer were never copied, and may not be readable).
+            std::vector<uint8_t> rows(call.width * call.height);
+            const auto* source = static_cast<const uint8_t*>(hostSource);
+            for (uint64_t row = 0; row < call.height; ++row) {
+                std::memcpy(rows.data() + row * call.width, source + row * call.srcPitch, call.width);
+            }
+            writer_->storeContent(rows.data(), rows.size(), copy.initData());
+        } else {
+            writer_->storeContent(hostSource, call.size, copy.initData());
+        }
     }
     append(message);
 }
@@ -208,7 +226,8 @@ void Recorder::memset(const SetCall& call)
     set.setValue(call.value);
     set.setElementSize(call.elementSize);
     set.setCount(call.count);
-    set.setHeight(1);
+    set.setHeight(call.height);
+    set.setPitch(call.pitch);
     set.setStream(call.stream);
     set.setIsAsync(call.isAsync);
     set.setResult(call.result);

@@ -116,13 +116,22 @@ struct FreeCall {
 };
 
 struct CopyCall {
-    schema::CopyDirection direction = schema::CopyDirection::UNKNOWN;  // UNKNOWN: cuMemcpy, decided here
+    // UNKNOWN: cuMemcpy or a 2D copy with a unified side, decided here
+    schema::CopyDirection direction = schema::CopyDirection::UNKNOWN;
+    // A side is a CUDA array (its address 0): kept UNKNOWN, without data.
+    bool array = false;
     CUresult result = CUDA_SUCCESS;
-    uint64_t dst = 0;
+    uint64_t dst = 0;  // of the first byte copied (2D: row 0)
     uint64_t src = 0;
     uint64_t size = 0;
     uint64_t stream = 0;
     bool isAsync = false;
+    // 2D copies: bytes per row, rows, and the pitches of the two sides (the
+    // host source's rows are srcPitch apart); all 0 for 1D.
+    uint64_t width = 0;
+    uint64_t height = 0;
+    uint64_t dstPitch = 0;
+    uint64_t srcPitch = 0;
 };
 
 struct SetCall {
@@ -130,7 +139,9 @@ struct SetCall {
     uint64_t dst = 0;
     uint32_t value = 0;
     uint8_t elementSize = 1;
-    uint64_t count = 0;
+    uint64_t count = 0;  // elements per row
+    uint64_t height = 1;
+    uint64_t pitch = 0;  // 0 for 1D
     uint64_t stream = 0;
     bool isAsync = false;
 };

@@ -515,7 +515,11 @@ void Replayer::applyMemoryOp(const StoredEvent& op) {
   const LoadedKernel none;
   if (event.isMemcpy()) {
     const auto copy = event.getMemcpy();
-    if (copy.getResult() != 0 || copy.getHeight() > 1) return;  // failed, or 2D (not replayed yet)
+    if (copy.getResult() != 0) return;
+    if (copy.getWidth() != 0) {
+      applyCopy2D(op);
+      return;
+    }
     const auto dst = translate(copy.getDst(), none);
     if (!dst) return;  // into memory no replayed launch reaches
     if (copy.getDirection() == schema::CopyDirection::DEVICE_TO_DEVICE && copy.getData().getSize() == 0) {
@@ -532,7 +536,9 @@ void Replayer::applyMemoryOp(const StoredEvent& op) {
   } else if (event.isMemset()) {
     const auto set = event.getMemset();
     if (set.getResult() != 0) return;
-    const uint64_t rows = std::max<uint64_t>(set.getHeight(), 1);
+    // 1D memsets are recorded with height 1 and pitch 0; a 2D one of 0 rows
+    // sets nothing.
+    const uint64_t rows = set.getPitch() == 0 ? std::max<uint64_t>(set.getHeight(), 1) : set.getHeight();
     for (uint64_t row = 0; row < rows; ++row) {
       const auto dst = translate(set.getDst() + row * set.getPitch(), none);
       if (!dst) continue;
@@ -541,6 +547,44 @@ void Replayer::applyMemoryOp(const StoredEvent& op) {
         case 2: check(driver_.cuMemsetD16(*dst, static_cast<unsigned short>(set.getValue()), set.getCount()), "memset"); break;
         default: check(driver_.cuMemsetD32(*dst, set.getValue(), set.getCount()), "memset"); break;
       }
+    }
+  }
+}
+
+// A recorded 2D copy: row r goes to dst + r * dstPitch, from the packed rows
+// the trace holds (host to device) or from src + r * srcPitch (device to
+// device). Each row is translated on its own, as the memset rows are.
+void Replayer::applyCopy2D(const StoredEvent& op) {
+  const auto copy = op.get().getMemcpy();
+  const LoadedKernel none;
+  const uint64_t width = copy.getWidth(), rows = copy.getHeight();
+  if (copy.getDirection() == schema::CopyDirection::UNKNOWN && (copy.getDst() == 0 || copy.getSrc() == 0)) {
+    // A CUDA array on one side: recorded without data, and replay holds no
+    // arrays. Harmless only when it writes memory no replayed launch reaches.
+    if (copy.getDst() != 0 && !translate(copy.getDst(), none)) return;
+    throw ReplayError("the 2D copy at event #" + std::to_string(op.seq()) +
+                      " is to or from a CUDA array, recorded without its data: replay cannot re-apply it");
+  }
+  const auto data = copy.getData();
+  if (copy.getDirection() == schema::CopyDirection::DEVICE_TO_DEVICE && data.getSize() == 0) {
+    for (uint64_t row = 0; row < rows; ++row) {
+      const auto dst = translate(copy.getDst() + row * copy.getDstPitch(), none);
+      const auto src = translate(copy.getSrc() + row * copy.getSrcPitch(), none);
+      if (dst && src) check(driver_.cuMemcpyDtoD(*dst, *src, width), "replaying a recorded 2D device-to-device copy");
+    }
+    return;
+  }
+  if (data.getSize() == 0) return;
+  if (data.getSize() != width * rows) {
+    throw ReplayError("the 2D copy at event #" + std::to_string(op.seq()) + " holds " +
+                      std::to_string(data.getSize()) + " bytes for " + std::to_string(rows) + " rows of " +
+                      std::to_string(width));
+  }
+  uint8_t* buffer = staging(data.getSize());
+  reader_.readContentInto(data, buffer, data.getSize());
+  for (uint64_t row = 0; row < rows; ++row) {
+    if (const auto dst = translate(copy.getDst() + row * copy.getDstPitch(), none)) {
+      copyToDevice(*dst, buffer + row * width, width);
     }
   }
 }

@@ -71,6 +71,119 @@ CUresult fill(CUdeviceptr dst, T value, std::size_t count, CUstream stream)
     return CUDA_SUCCESS;
 }
 
+// 2D forms, row by row. A side is host or device memory by its type, or,
+// unified, by whether it lies in an allocation. The double keeps no CUDA
+// arrays: any non-null array handle is taken, and a copy with an array on
+// either side succeeds without moving a byte (what a recorder sees of it is
+// all the tests need).
+struct Side {
+    std::uintptr_t address = 0;  // row 0's first byte
+    std::size_t pitch = 0;
+    bool device = false;
+    bool array = false;
+};
+
+CUresult side_of(const State& s, CUmemorytype type, const void* host, CUdeviceptr device, CUarray array,
+                 std::size_t x, std::size_t y, std::size_t pitch, Side& out)
+{
+    CUdeviceptr base = 0;
+    std::size_t size = 0;
+    switch (type) {
+    case CU_MEMORYTYPE_HOST:
+        out = {reinterpret_cast<std::uintptr_t>(host) + y * pitch + x, pitch, false, false};
+        return CUDA_SUCCESS;
+    case CU_MEMORYTYPE_DEVICE:
+        out = {device + y * pitch + x, pitch, true, false};
+        return CUDA_SUCCESS;
+    case CU_MEMORYTYPE_UNIFIED:
+        out = {device + y * pitch + x, pitch, s.range_of(device, base, size), false};
+        return CUDA_SUCCESS;
+    case CU_MEMORYTYPE_ARRAY:
+        out = {0, 0, false, true};
+        return array != nullptr ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+    default: return CUDA_ERROR_INVALID_VALUE;
+    }
+}
+
+CUresult copy_2d(const CUDA_MEMCPY2D* p, CUstream stream)
+{
+    if (const CUresult r = need_context(); r != CUDA_SUCCESS) {
+        return r;
+    }
+    if (p == nullptr) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    const std::size_t width = p->WidthInBytes;
+    const std::size_t height = p->Height;
+    Side dst;
+    Side src;
+    {
+        State& s = state();
+        Lock lock(s.mutex);
+        if (!valid_stream(s, stream)) {
+            return CUDA_ERROR_INVALID_HANDLE;
+        }
+        if (const CUresult r = side_of(s, p->dstMemoryType, p->dstHost, p->dstDevice, p->dstArray, p->dstXInBytes,
+                                       p->dstY, p->dstPitch, dst);
+            r != CUDA_SUCCESS) {
+            return r;
+        }
+        if (const CUresult r = side_of(s, p->srcMemoryType, p->srcHost, p->srcDevice, p->srcArray, p->srcXInBytes,
+                                       p->srcY, p->srcPitch, src);
+            r != CUDA_SUCCESS) {
+            return r;
+        }
+        if (width == 0 || height == 0) {
+            return CUDA_SUCCESS;
+        }
+        if (height > 1 && ((!dst.array && dst.pitch < width) || (!src.array && src.pitch < width))) {
+            return CUDA_ERROR_INVALID_VALUE;
+        }
+        for (const Side& side : {dst, src}) {
+            if (side.device && !s.contains(side.address, (height - 1) * side.pitch + width)) {
+                return CUDA_ERROR_INVALID_VALUE;
+            }
+        }
+    }
+    if (dst.array || src.array) {
+        return CUDA_SUCCESS;
+    }
+    for (std::size_t row = 0; row < height; ++row) {
+        std::memmove(reinterpret_cast<void*>(dst.address + row * dst.pitch),
+                     reinterpret_cast<const void*>(src.address + row * src.pitch), width);
+    }
+    return CUDA_SUCCESS;
+}
+
+template <class T>
+CUresult fill_2d(CUdeviceptr dst, std::size_t pitch, T value, std::size_t width, std::size_t height,
+                 CUstream stream)
+{
+    if (const CUresult r = need_context(); r != CUDA_SUCCESS) {
+        return r;
+    }
+    {
+        State& s = state();
+        Lock lock(s.mutex);
+        if (!valid_stream(s, stream)) {
+            return CUDA_ERROR_INVALID_HANDLE;
+        }
+        if (width == 0 || height == 0) {
+            return CUDA_SUCCESS;
+        }
+        if ((height > 1 && pitch < width * sizeof(T)) || !s.contains(dst, (height - 1) * pitch + width * sizeof(T))) {
+            return CUDA_ERROR_INVALID_VALUE;
+        }
+    }
+    for (std::size_t row = 0; row < height; ++row) {
+        auto* out = reinterpret_cast<T*>(dst + row * pitch);
+        for (std::size_t i = 0; i < width; ++i) {
+            out[i] = value;
+        }
+    }
+    return CUDA_SUCCESS;
+}
+
 // cuMemcpy: unified addressing; each side is device memory if it lies in an
 // allocation, host memory otherwise.
 CUresult copy_unified(CUdeviceptr dst, CUdeviceptr src, std::size_t bytes, CUstream stream)
@@ -371,6 +484,104 @@ DOUBLE_API CUresult cuMemsetD32Async(CUdeviceptr dst, unsigned value, std::size_
 DOUBLE_API CUresult cuMemsetD32Async_ptsz(CUdeviceptr dst, unsigned value, std::size_t count, CUstream stream)
 {
     return fill(dst, value, count, stream);
+}
+
+// ---- pitched memory: allocation, 2D copies and memsets ------------------------------
+
+// Rows 512 bytes apart at least, as an H200 pitches them.
+DOUBLE_API CUresult cuMemAllocPitch_v2(CUdeviceptr* address, std::size_t* pitch, std::size_t width,
+                                       std::size_t height, unsigned element_size)
+{
+    if (const CUresult r = need_context(); r != CUDA_SUCCESS) {
+        return r;
+    }
+    if (address == nullptr || pitch == nullptr || width == 0 || height == 0 ||
+        (element_size != 4 && element_size != 8 && element_size != 16)) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    const std::size_t row_pitch = (width + 511) / 512 * 512;
+    State& s = state();
+    Lock lock(s.mutex);
+    *address = s.allocate(row_pitch * height);
+    if (*address == 0) {
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    *pitch = row_pitch;
+    return CUDA_SUCCESS;
+}
+
+DOUBLE_API CUresult cuMemcpy2D_v2(const CUDA_MEMCPY2D* copy) { return copy_2d(copy, nullptr); }
+DOUBLE_API CUresult cuMemcpy2D_v2_ptds(const CUDA_MEMCPY2D* copy) { return copy_2d(copy, CU_STREAM_PER_THREAD); }
+DOUBLE_API CUresult cuMemcpy2DUnaligned_v2(const CUDA_MEMCPY2D* copy) { return copy_2d(copy, nullptr); }
+DOUBLE_API CUresult cuMemcpy2DUnaligned_v2_ptds(const CUDA_MEMCPY2D* copy)
+{
+    return copy_2d(copy, CU_STREAM_PER_THREAD);
+}
+DOUBLE_API CUresult cuMemcpy2DAsync_v2(const CUDA_MEMCPY2D* copy, CUstream stream) { return copy_2d(copy, stream); }
+DOUBLE_API CUresult cuMemcpy2DAsync_v2_ptsz(const CUDA_MEMCPY2D* copy, CUstream stream)
+{
+    return copy_2d(copy, stream);
+}
+
+DOUBLE_API CUresult cuMemsetD2D8_v2(CUdeviceptr dst, std::size_t pitch, unsigned char value, std::size_t width,
+                                    std::size_t height)
+{
+    return fill_2d(dst, pitch, value, width, height, nullptr);
+}
+DOUBLE_API CUresult cuMemsetD2D8_v2_ptds(CUdeviceptr dst, std::size_t pitch, unsigned char value,
+                                         std::size_t width, std::size_t height)
+{
+    return fill_2d(dst, pitch, value, width, height, CU_STREAM_PER_THREAD);
+}
+DOUBLE_API CUresult cuMemsetD2D16_v2(CUdeviceptr dst, std::size_t pitch, unsigned short value, std::size_t width,
+                                     std::size_t height)
+{
+    return fill_2d(dst, pitch, value, width, height, nullptr);
+}
+DOUBLE_API CUresult cuMemsetD2D16_v2_ptds(CUdeviceptr dst, std::size_t pitch, unsigned short value,
+                                          std::size_t width, std::size_t height)
+{
+    return fill_2d(dst, pitch, value, width, height, CU_STREAM_PER_THREAD);
+}
+DOUBLE_API CUresult cuMemsetD2D32_v2(CUdeviceptr dst, std::size_t pitch, unsigned value, std::size_t width,
+                                     std::size_t height)
+{
+    return fill_2d(dst, pitch, value, width, height, nullptr);
+}
+DOUBLE_API CUresult cuMemsetD2D32_v2_ptds(CUdeviceptr dst, std::size_t pitch, unsigned value, std::size_t width,
+                                          std::size_t height)
+{
+    return fill_2d(dst, pitch, value, width, height, CU_STREAM_PER_THREAD);
+}
+DOUBLE_API CUresult cuMemsetD2D8Async(CUdeviceptr dst, std::size_t pitch, unsigned char value, std::size_t width,
+                                      std::size_t height, CUstream stream)
+{
+    return fill_2d(dst, pitch, value, width, height, stream);
+}
+DOUBLE_API CUresult cuMemsetD2D8Async_ptsz(CUdeviceptr dst, std::size_t pitch, unsigned char value,
+                                           std::size_t width, std::size_t height, CUstream stream)
+{
+    return fill_2d(dst, pitch, value, width, height, stream);
+}
+DOUBLE_API CUresult cuMemsetD2D16Async(CUdeviceptr dst, std::size_t pitch, unsigned short value,
+                                       std::size_t width, std::size_t height, CUstream stream)
+{
+    return fill_2d(dst, pitch, value, width, height, stream);
+}
+DOUBLE_API CUresult cuMemsetD2D16Async_ptsz(CUdeviceptr dst, std::size_t pitch, unsigned short value,
+                                            std::size_t width, std::size_t height, CUstream stream)
+{
+    return fill_2d(dst, pitch, value, width, height, stream);
+}
+DOUBLE_API CUresult cuMemsetD2D32Async(CUdeviceptr dst, std::size_t pitch, unsigned value, std::size_t width,
+                                       std::size_t height, CUstream stream)
+{
+    return fill_2d(dst, pitch, value, width, height, stream);
+}
+DOUBLE_API CUresult cuMemsetD2D32Async_ptsz(CUdeviceptr dst, std::size_t pitch, unsigned value,
+                                            std::size_t width, std::size_t height, CUstream stream)
+{
+    return fill_2d(dst, pitch, value, width, height, stream);
 }
 
 // ---- tensor maps ------------------------------------------------------------------

@@ -221,6 +221,98 @@ TEST_F(DriverDouble, DeviceMemoryIsAlignedAndBounded)
     EXPECT_EQ(cuMemFree(p), CUDA_ERROR_INVALID_VALUE);
 }
 
+TEST_F(DriverDouble, PitchedMemoryIsCopiedAndSetRowByRow)
+{
+    CUdeviceptr p = 0;
+    std::size_t pitch = 0;
+    ASSERT_EQ(cuMemAllocPitch(&p, &pitch, 40, 3, 4), CUDA_SUCCESS);
+    EXPECT_EQ(pitch, 512u);
+    CUdeviceptr base = 0;
+    std::size_t size = 0;
+    ASSERT_EQ(cuMemGetAddressRange(&base, &size, p), CUDA_SUCCESS);
+    EXPECT_EQ(size, 3 * pitch);
+    std::memset(reinterpret_cast<void*>(p), 0x55, 3 * pitch);
+
+    // Host rows 16 bytes apart, 12 of each copied to (x 4, y 1) of p.
+    std::vector<std::uint8_t> host(16 * 2);
+    for (std::size_t i = 0; i < host.size(); ++i) {
+        host[i] = static_cast<std::uint8_t>(i);
+    }
+    CUDA_MEMCPY2D up{};
+    up.srcMemoryType = CU_MEMORYTYPE_HOST;
+    up.srcHost = host.data();
+    up.srcPitch = 16;
+    up.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+    up.dstDevice = p;
+    up.dstPitch = pitch;
+    up.dstXInBytes = 4;
+    up.dstY = 1;
+    up.WidthInBytes = 12;
+    up.Height = 2;
+    ASSERT_EQ(cuMemcpy2D(&up), CUDA_SUCCESS);
+    const auto* bytes = reinterpret_cast<const std::uint8_t*>(p);
+    EXPECT_EQ(bytes[pitch + 3], 0x55);
+    EXPECT_EQ(bytes[pitch + 4], 0);
+    EXPECT_EQ(bytes[pitch + 15], 11);
+    EXPECT_EQ(bytes[pitch + 16], 0x55);
+    EXPECT_EQ(bytes[2 * pitch + 4], 16);
+    EXPECT_EQ(bytes[2 * pitch + 15], 27);
+
+    // Rows 1 and 2 set, 2 elements each from element 1; the rest unchanged.
+    ASSERT_EQ(cuMemsetD2D32(p + pitch + 4, pitch, 0xAABBCCDDu, 2, 2), CUDA_SUCCESS);
+    std::uint32_t word = 0;
+    std::memcpy(&word, bytes + 2 * pitch + 8, 4);
+    EXPECT_EQ(word, 0xAABBCCDDu);
+    EXPECT_EQ(bytes[2 * pitch + 12], 24);
+    ASSERT_EQ(cuMemsetD2D8Async(p, pitch, 7, 2, 1, nullptr), CUDA_SUCCESS);
+    EXPECT_EQ(bytes[1], 7);
+    EXPECT_EQ(bytes[2], 0x55);
+
+    // Device to device through the unified type, and back to the host.
+    CUDA_MEMCPY2D across = up;
+    across.srcMemoryType = CU_MEMORYTYPE_UNIFIED;
+    across.srcDevice = p + pitch + 4;
+    across.srcPitch = pitch;
+    across.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+    across.dstXInBytes = 20;
+    across.dstY = 0;
+    ASSERT_EQ(cuMemcpy2DAsync(&across, nullptr), CUDA_SUCCESS);
+    std::vector<std::uint8_t> back(12);
+    CUDA_MEMCPY2D down{};
+    down.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+    down.srcDevice = p + pitch + 20;
+    down.srcPitch = pitch;
+    down.dstMemoryType = CU_MEMORYTYPE_HOST;
+    down.dstHost = back.data();
+    down.dstPitch = 12;
+    down.WidthInBytes = 12;
+    down.Height = 1;
+    ASSERT_EQ(cuMemcpy2DUnaligned(&down), CUDA_SUCCESS);
+    EXPECT_EQ(back[0], 0xDD);
+    EXPECT_EQ(back[8], 24);
+    EXPECT_EQ(bytes[20], 0xDD);  // row 0 got source row 1
+
+    // Bounds: a last row past the allocation, a pitch below the width.
+    up.dstY = 2;
+    EXPECT_EQ(cuMemcpy2D(&up), CUDA_ERROR_INVALID_VALUE);
+    up.dstY = 0;
+    up.srcPitch = 8;
+    EXPECT_EQ(cuMemcpy2D(&up), CUDA_ERROR_INVALID_VALUE);
+    up.srcPitch = 16;
+    // No arrays: a handle is taken, nothing moves.
+    up.dstMemoryType = CU_MEMORYTYPE_ARRAY;
+    EXPECT_EQ(cuMemcpy2D(&up), CUDA_ERROR_INVALID_HANDLE);
+    up.dstArray = reinterpret_cast<CUarray>(&up);
+    EXPECT_EQ(cuMemcpy2D(&up), CUDA_SUCCESS);
+    EXPECT_EQ(bytes[pitch + 4], 0xDD);
+    EXPECT_EQ(cuMemsetD2D16(p, pitch, 1, 257, 3), CUDA_ERROR_INVALID_VALUE);
+
+    EXPECT_EQ(lookup("cuMemcpy2D", 13000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM),
+              reinterpret_cast<void*>(&cuMemcpy2D_v2_ptds));
+    EXPECT_EQ(lookup("cuMemsetD2D32Async", 13000, 0), reinterpret_cast<void*>(&cuMemsetD2D32Async));
+    EXPECT_EQ(cuMemFree(p), CUDA_SUCCESS);
+}
+
 }  // namespace
 
 // ---- what replay needs of the double (tests/replay) -------------------------------------

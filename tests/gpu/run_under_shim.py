@@ -50,6 +50,9 @@ With --kcap, the program is also recorded (`kcap record`, --record-mode) and
      (bit-exact against the recorded post-state); in the first, every
      launch kept its recorded addresses or says what the driver answered
      instead; the second relocated every one.
+ 12. with --replay-range A..B: `kcap replay TRACE --range A..B --json` (the
+     launches as one sequence, the recorded copies and memsets between them
+     re-applied) exits 0 with every launch of the range REPRODUCED.
 
 The runs' output, the stats file and the traces are kept in --log-dir.
 """
@@ -84,8 +87,12 @@ def parse_args():
     parser.add_argument("--replay", action="store_true",
                         help="also replay every recorded launch with `kcap replay`, with fixed addresses and "
                              "with --no-fixed-va: each must reproduce bit-exactly")
+    parser.add_argument("--replay-range", metavar="A..B",
+                        help="also replay launches A..B as one sequence: each must reproduce bit-exactly")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
     args = parser.parse_args()
+    if args.replay_range is not None and not re.fullmatch(r"\d+\.\.\d+", args.replay_range):
+        parser.error(f"--replay-range {args.replay_range}: not A..B")
     expectations = []
     for text in args.expect_trace:
         m = re.fullmatch(r"([\w.]+)(>=|==)(\d+)", text)
@@ -350,6 +357,37 @@ def check_replay(kcap, traces, log_dir, timeout):
     return failures
 
 
+def check_replay_range(kcap, traces, log_dir, timeout, launch_range):
+    """Failures of replaying launches A..B of the traces as one sequence (12. above)."""
+    failures = []
+    first, last = (int(n) for n in launch_range.split(".."))
+    for trace in traces:
+        command = [kcap, "replay", str(trace), "--range", launch_range, "--json"]
+        try:
+            done = subprocess.run(command, capture_output=True, text=True, errors="replace", timeout=timeout)
+        except subprocess.TimeoutExpired:
+            failures.append(f"{' '.join(command)}: timed out after {timeout} s")
+            continue
+        (log_dir / f"{trace.name}.replay-range.json").write_text(done.stdout)
+        (log_dir / f"{trace.name}.replay-range.stderr").write_text(done.stderr)
+        try:
+            launches = json.loads(done.stdout)["launches"]
+        except (ValueError, KeyError, TypeError) as e:
+            failures.append(f"{' '.join(command)}: exit {done.returncode}, no JSON report ({e}):\n{done.stderr}")
+            continue
+        print(f"replay {trace.name} --range {launch_range}: "
+              f"{[(l['launchIndex'], l['verdict']) for l in launches]}")
+        bad = [f"#{l['launchIndex']} {l['kernel']}: {l['verdict']} {l.get('detail', '')}"
+               for l in launches if l["verdict"] != "REPRODUCED"]
+        if done.returncode != 0 or bad:
+            failures.append(f"{' '.join(command)}: exit {done.returncode}; not reproduced:\n  "
+                            + "\n  ".join(bad[:20]))
+        if sorted(l["launchIndex"] for l in launches) != list(range(first, last + 1)):
+            failures.append(f"{' '.join(command)}: replayed launches {[l['launchIndex'] for l in launches]}, "
+                            f"expected {first}..{last}")
+    return failures
+
+
 def summary(stats):
     """What the shim saw, for the log: launch entry points and kernels."""
     lines = []
@@ -406,8 +444,10 @@ def main():
             failures += check_timing(args.kcap, recorded, traces, args.timing)
         if args.replay and recorded.ok() and traces:
             failures += check_replay(args.kcap, traces, log_dir, args.timeout)
-    elif args.expect_trace or args.timing:
-        failures.append("--expect-trace and --timing need --kcap")
+        if args.replay_range and recorded.ok() and traces:
+            failures += check_replay_range(args.kcap, traces, log_dir, args.timeout, args.replay_range)
+    elif args.expect_trace or args.timing or args.replay_range:
+        failures.append("--expect-trace, --timing and --replay-range need --kcap")
     for failure in failures:
         print("FAILED:", failure)
     print("PASSED" if not failures else f"{len(failures)} check(s) failed; logs in {log_dir}")

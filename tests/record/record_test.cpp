@@ -607,6 +607,147 @@ TEST(Record, LibrariesWrappersKernelsAndHostMemory)
     EXPECT_EQ(trace.of(Event::MODULE_UNLOAD).size(), 3u);
 }
 
+// ---- 2D copies and memsets ---------------------------------------------------------------
+
+TEST(Record, TwoDimensionalCopiesAndMemsetsKeepTheirRowsAndPitches)
+{
+    kcap::test::TempDir dir("kcap-record");
+    const std::string path = dir.file("pitched.kcap");
+    const Outcome plain = plainRun(scenarioProgram(), {"pitched"});
+    const Outcome shimmed = recorded(scenarioProgram(), {"pitched"}, {{"KCAP_OUTPUT", path}});
+    expectClean(plain);
+    expectClean(shimmed);
+    EXPECT_EQ(shimmed.out, plain.out);
+    expectChecks(path);
+    Trace trace(path);
+    EXPECT_TRUE(trace.of(Event::API_ERROR).empty());
+
+    constexpr uint64_t kPitch = 512;
+    uint64_t p = 0;
+    for (const auto& e : trace.of(Event::ALLOC)) {
+        if (e.getAlloc().getKind() == schema::AllocKind::MEM_ALLOC_PITCH) {
+            p = e.getAlloc().getAddress();
+            EXPECT_EQ(e.getAlloc().getPitch(), kPitch);
+            EXPECT_EQ(e.getAlloc().getSize(), 8 * kPitch);
+        }
+    }
+    ASSERT_NE(p, 0u);
+    std::vector<schema::Memcpy::Reader> copies;
+    for (const auto& e : trace.of(Event::MEMCPY)) {
+        if (e.getMemcpy().getWidth() != 0) {
+            copies.push_back(e.getMemcpy());
+        }
+    }
+    ASSERT_EQ(copies.size(), 5u);
+    const auto packed = [](const std::vector<uint8_t>& from, size_t first, size_t pitch, size_t width, size_t rows) {
+        std::vector<uint8_t> out;
+        for (size_t r = 0; r < rows; ++r) {
+            out.insert(out.end(), from.begin() + static_cast<std::ptrdiff_t>(first + r * pitch),
+                       from.begin() + static_cast<std::ptrdiff_t>(first + r * pitch + width));
+        }
+        return out;
+    };
+    // Host to device: dst at (12, 1), the host rows from (8, 1), packed.
+    std::vector<uint8_t> host(4 * 64);
+    for (size_t i = 0; i < host.size(); ++i) {
+        host[i] = static_cast<uint8_t>(i);
+    }
+    EXPECT_EQ(copies[0].getDirection(), schema::CopyDirection::HOST_TO_DEVICE);
+    EXPECT_EQ(copies[0].getDst(), p + kPitch + 12);
+    EXPECT_EQ(copies[0].getSrc(), 0u);
+    EXPECT_EQ(copies[0].getWidth(), 40u);
+    EXPECT_EQ(copies[0].getHeight(), 3u);
+    EXPECT_EQ(copies[0].getDstPitch(), kPitch);
+    EXPECT_EQ(copies[0].getSrcPitch(), 64u);
+    EXPECT_EQ(copies[0].getSize(), 120u);
+    EXPECT_FALSE(copies[0].getIsAsync());
+    EXPECT_EQ(trace.bytes(copies[0].getData()), packed(host, 64 + 8, 64, 40, 3));
+    // Unified on both sides: the recorder found pageable host memory to device.
+    std::vector<uint8_t> more(3 * 48);
+    for (size_t i = 0; i < more.size(); ++i) {
+        more[i] = static_cast<uint8_t>(200 + i % 50);
+    }
+    EXPECT_EQ(copies[1].getDirection(), schema::CopyDirection::HOST_TO_DEVICE);
+    EXPECT_EQ(copies[1].getDst(), p + 4 * kPitch);
+    EXPECT_EQ(copies[1].getSrcPitch(), 48u);
+    EXPECT_EQ(trace.bytes(copies[1].getData()), packed(more, 0, 48, 32, 3));
+    // Device to device, per-thread and async: addresses and pitches, no data.
+    EXPECT_EQ(copies[2].getDirection(), schema::CopyDirection::DEVICE_TO_DEVICE);
+    EXPECT_EQ(copies[2].getDst(), p + 5 * kPitch + 256);
+    EXPECT_EQ(copies[2].getSrc(), p + kPitch);
+    EXPECT_EQ(copies[2].getWidth(), 64u);
+    EXPECT_EQ(copies[2].getHeight(), 2u);
+    EXPECT_EQ(copies[2].getSrcPitch(), kPitch);
+    EXPECT_TRUE(copies[2].getIsAsync());
+    EXPECT_NE(copies[2].getStream(), 0u);
+    EXPECT_EQ(copies[2].getData().getSize(), 0u);
+    // From an array: unknown, no address on the array's side, no data.
+    EXPECT_EQ(copies[3].getDirection(), schema::CopyDirection::UNKNOWN);
+    EXPECT_EQ(copies[3].getDst(), p + 6 * kPitch + 448);
+    EXPECT_EQ(copies[3].getSrc(), 0u);
+    EXPECT_EQ(copies[3].getWidth(), 16u);
+    EXPECT_EQ(copies[3].getData().getSize(), 0u);
+    // To the host: no data.
+    EXPECT_EQ(copies[4].getDirection(), schema::CopyDirection::DEVICE_TO_HOST);
+    EXPECT_EQ(copies[4].getDst(), 0u);
+    EXPECT_EQ(copies[4].getSrc(), p);
+    EXPECT_EQ(copies[4].getSize(), 8 * kPitch);
+    EXPECT_EQ(copies[4].getData().getSize(), 0u);
+
+    std::vector<schema::Memset::Reader> sets;
+    for (const auto& e : trace.of(Event::MEMSET)) {
+        if (e.getMemset().getPitch() != 0) {
+            sets.push_back(e.getMemset());
+        }
+    }
+    ASSERT_EQ(sets.size(), 3u);
+    EXPECT_EQ(sets[0].getDst(), p + 7 * kPitch);
+    EXPECT_EQ(sets[0].getElementSize(), 4u);
+    EXPECT_EQ(sets[0].getCount(), 64u);
+    EXPECT_EQ(sets[0].getHeight(), 1u);
+    EXPECT_EQ(sets[0].getValue(), 0x3f800000u);
+    EXPECT_EQ(sets[1].getDst(), p + 2 * kPitch + 300);
+    EXPECT_EQ(sets[1].getElementSize(), 1u);
+    EXPECT_EQ(sets[1].getCount(), 20u);
+    EXPECT_EQ(sets[1].getHeight(), 3u);
+    EXPECT_EQ(sets[1].getPitch(), kPitch);
+    EXPECT_EQ(sets[1].getValue(), 0xABu);
+    EXPECT_EQ(sets[2].getElementSize(), 2u);
+    EXPECT_EQ(sets[2].getHeight(), 2u);
+    EXPECT_TRUE(sets[2].getIsAsync());
+    EXPECT_EQ(sets[2].getValue(), 0x3c00u);
+    for (const auto& e : trace.of(Event::MEMSET)) {
+        if (e.getMemset().getPitch() == 0) {
+            EXPECT_EQ(e.getMemset().getHeight(), 1u);  // 1D
+        }
+    }
+
+    // What axpy found in p afterwards: each of them where the program put it.
+    const auto launches = trace.launches();
+    ASSERT_EQ(launches.size(), 1u);
+    const auto range = rangeAt(launches[0].getPre(), p);
+    ASSERT_TRUE(range.has_value());
+    const std::vector<uint8_t> bytes = trace.bytes(range->getContent());
+    ASSERT_EQ(bytes.size(), 8 * kPitch);
+    EXPECT_EQ(bytes[kPitch + 12], 72);            // host row 1, byte 8
+    EXPECT_EQ(bytes[4 * kPitch + 1], 201);        // unified
+    EXPECT_EQ(bytes[5 * kPitch + 256 + 12], 72);  // device to device, from row 1
+    EXPECT_EQ(bytes[2 * kPitch + 300], 0xAB);
+    EXPECT_EQ(bytes[2 * kPitch + 320], 0);
+    EXPECT_EQ(at<float>(capnp::Data::Reader(bytes.data(), bytes.size()), 7 * kPitch), 1.0f);
+
+    // Metadata mode keeps the rows' shape, not their bytes.
+    const std::string metadata = dir.file("pitched-metadata.kcap");
+    expectClean(recorded(scenarioProgram(), {"pitched"}, {{"KCAP_OUTPUT", metadata}, {"KCAP_MODE", "metadata"}}));
+    Trace shape(metadata);
+    size_t shaped = 0;
+    for (const auto& e : shape.of(Event::MEMCPY)) {
+        EXPECT_EQ(e.getMemcpy().getData().getSize(), 0u);
+        shaped += e.getMemcpy().getWidth() != 0 && e.getMemcpy().getSrcPitch() == 64 ? 1 : 0;
+    }
+    EXPECT_EQ(shaped, 1u);
+}
+
 TEST(Record, VirtualMemoryMappingsJoinIntoOneSnapshot)
 {
     kcap::test::TempDir dir("kcap-record");

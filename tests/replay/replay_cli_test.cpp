@@ -6,6 +6,7 @@
 // JSON report and the exit codes.
 #include "record_runner.h"
 #include "trace_files.h"
+#include "trace_reader.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -170,6 +171,14 @@ protected:
         const std::string path = file("pdl.kcap");
         if (access(path.c_str(), F_OK) != 0) {
             recordWithKcap(path, replayProgram(), {"pdl"});
+        }
+        return path;
+    }
+    static std::string pitched()
+    {
+        const std::string path = file("pitched.kcap");
+        if (access(path.c_str(), F_OK) != 0) {
+            recordWithKcap(path, replayProgram(), {"pitched"});
         }
         return path;
     }
@@ -358,6 +367,161 @@ TEST_F(Replay, ALaunchWithProgrammaticStreamSerializationRunsBehindThePreviousOn
     const Outcome alone = replay({pdl(), "--all", "--json"});
     EXPECT_EQ(alone.exitCode, kExitOk) << alone.describe();
     EXPECT_EQ(alone.out.find("overlapped"), std::string::npos) << alone.out;
+}
+
+// The pitched scenario's events (programs/replay_scenarios.cpp), read back.
+struct PitchedTrace {
+    std::vector<kcap::test::OwnedEvent> events;
+    std::vector<kcap::schema::Event::Reader> copies2D, memsets2D, launches;
+    explicit PitchedTrace(const std::string& path) : events(kcap::test::readAllEvents(path))
+    {
+        for (const auto& owned : events) {
+            const auto e = owned.get();
+            if (e.isMemcpy() && e.getMemcpy().getWidth() != 0) {
+                copies2D.push_back(e);
+            } else if (e.isMemset() && e.getMemset().getHeight() > 1) {
+                memsets2D.push_back(e);
+            } else if (e.isLaunch()) {
+                launches.push_back(e);
+            }
+        }
+    }
+};
+
+// The bytes a launch's pre-state holds for the range at `address`.
+std::vector<uint8_t> preBytes(kcap::format::TraceReader& reader, kcap::schema::Event::Reader launch, uint64_t address)
+{
+    for (const auto range : launch.getLaunch().getPre()) {
+        if (range.getAddress() == address) {
+            return reader.readContent(range.getContent());
+        }
+    }
+    return {};
+}
+
+TEST_F(Replay, ASequenceReappliesThe2DCopiesAndMemsetsRowByRow)
+{
+    namespace schema = kcap::schema;
+    const PitchedTrace trace(pitched());
+    auto reader = kcap::format::TraceReader::open(pitched());
+    ASSERT_EQ(trace.copies2D.size(), 2u);
+    ASSERT_EQ(trace.memsets2D.size(), 1u);
+    ASSERT_EQ(trace.launches.size(), 3u);
+    constexpr uint64_t kPitch = 512;
+    uint64_t p = 0;
+    for (const auto& owned : trace.events) {
+        const auto e = owned.get();
+        if (e.isAlloc() && e.getAlloc().getKind() == schema::AllocKind::MEM_ALLOC_PITCH) {
+            p = e.getAlloc().getAddress();
+            EXPECT_EQ(e.getAlloc().getPitch(), kPitch);
+            EXPECT_EQ(e.getAlloc().getSize(), 8 * kPitch);
+        }
+    }
+    ASSERT_NE(p, 0u);
+
+    // Host to device: 8 rows of 64 floats, from host rows 80 floats apart,
+    // stored packed.
+    const auto up = trace.copies2D[0].getMemcpy();
+    EXPECT_EQ(up.getDirection(), schema::CopyDirection::HOST_TO_DEVICE);
+    EXPECT_EQ(up.getDst(), p);
+    EXPECT_EQ(up.getWidth(), 256u);
+    EXPECT_EQ(up.getHeight(), 8u);
+    EXPECT_EQ(up.getDstPitch(), kPitch);
+    EXPECT_EQ(up.getSrcPitch(), 320u);
+    EXPECT_EQ(up.getSize(), 2048u);
+    const std::vector<uint8_t> packed = reader->readContent(up.getData());
+    ASSERT_EQ(packed.size(), 2048u);
+    std::vector<float> rows(512);
+    std::memcpy(rows.data(), packed.data(), packed.size());
+    for (size_t r = 0; r < 8; ++r) {
+        for (size_t c = 0; c < 64; ++c) {
+            ASSERT_EQ(rows[r * 64 + c], static_cast<float>(r * 100 + c)) << r << "," << c;
+        }
+    }
+    // The memset: rows 2..5 from element 16, 32 elements each.
+    const auto set = trace.memsets2D[0].getMemset();
+    EXPECT_EQ(set.getDst(), p + 2 * kPitch + 64);
+    EXPECT_EQ(set.getElementSize(), 4u);
+    EXPECT_EQ(set.getCount(), 32u);
+    EXPECT_EQ(set.getHeight(), 4u);
+    EXPECT_EQ(set.getPitch(), kPitch);
+    // Device to device, from y into elements 32..63 of each row: no data.
+    const auto across = trace.copies2D[1].getMemcpy();
+    EXPECT_EQ(across.getDirection(), schema::CopyDirection::DEVICE_TO_DEVICE);
+    EXPECT_EQ(across.getDst(), p + 128);
+    EXPECT_NE(across.getSrc(), 0u);
+    EXPECT_EQ(across.getWidth(), 128u);
+    EXPECT_EQ(across.getHeight(), 8u);
+    EXPECT_EQ(across.getDstPitch(), kPitch);
+    EXPECT_EQ(across.getSrcPitch(), kPitch);
+    EXPECT_EQ(across.getData().getSize(), 0u);
+    EXPECT_TRUE(trace.copies2D[0].getSeq() < trace.launches[1].getSeq() &&
+                trace.copies2D[1].getSeq() < trace.launches[2].getSeq());
+
+    // A sequence restores p once, from launch 0's pre-state: launches 1 and
+    // 2 read a p that only the 2D copies and the memset made.
+    const auto p0 = preBytes(*reader, trace.launches[0], p);
+    const auto p1 = preBytes(*reader, trace.launches[1], p);
+    const auto p2 = preBytes(*reader, trace.launches[2], p);
+    ASSERT_EQ(p0.size(), 4096u);
+    EXPECT_NE(p1, p0);
+    EXPECT_NE(p2, p1);
+
+    const Outcome run = replay({pitched(), "--range", "0..2", "--json"});
+    EXPECT_EQ(run.exitCode, kExitOk) << run.describe();
+    EXPECT_EQ(occurrences(run.out, "\"verdict\":\"REPRODUCED\""), 3u) << run.out;
+    EXPECT_TRUE(balancedJson(run.out)) << run.out;
+    const Outcome later = replay({pitched(), "--range", "1..2", "--no-fixed-va"});
+    EXPECT_EQ(later.exitCode, kExitOk) << later.describe();
+    EXPECT_NE(later.out.find("2 launches: 2 REPRODUCED"), std::string::npos) << later.out;
+}
+
+TEST_F(Replay, A2DCopyFromAnArrayCannotBeReappliedAndSaysWhich)
+{
+    // The pitched trace with its device-to-device 2D copy turned into one
+    // from a CUDA array, as the recorder writes those: unknown, no source.
+    const std::string path = file("pitched-array.kcap");
+    auto reader = kcap::format::TraceReader::open(pitched());
+    std::vector<std::vector<uint8_t>> events;
+    uint64_t arraySeq = 0;
+    reader->forEachEvent([&](const kcap::format::EventRef& ref) {
+        const bool copy2D = ref.event.isMemcpy() && ref.event.getMemcpy().getWidth() != 0;
+        if (copy2D && ref.event.getMemcpy().getDirection() == kcap::schema::CopyDirection::DEVICE_TO_DEVICE) {
+            capnp::MallocMessageBuilder message;
+            message.setRoot(ref.event);
+            auto copy = message.getRoot<kcap::schema::Event>().getMemcpy();
+            copy.setDirection(kcap::schema::CopyDirection::UNKNOWN);
+            copy.setSrc(0);
+            copy.setSrcPitch(0);
+            arraySeq = ref.event.getSeq();
+            events.push_back(kcap::test::eventBytes(message.getRoot<kcap::schema::Event>().asReader()));
+        } else {
+            events.push_back(kcap::test::eventBytes(ref.event));
+        }
+        return true;
+    });
+    ASSERT_NE(arraySeq, 0u);
+    std::vector<kcap::test::RawBlob> blobs;
+    for (const auto& chunk : reader->chunks()) {
+        if (chunk.kind == kcap::format::ChunkKind::kBlob) {
+            blobs.push_back({chunk.hash, reader->readBlob(chunk.hash)});
+        }
+    }
+    kcap::test::writeFileBytes(path, kcap::test::buildUncompressedTrace(events, blobs, 4, true));
+
+    const Outcome run = replay({path, "--range", "0..2", "--json"});
+    EXPECT_EQ(run.exitCode, kExitTrace) << run.describe();
+    EXPECT_EQ(occurrences(run.out, "\"verdict\":\"REPRODUCED\""), 2u) << run.out;
+    const std::string third = jsonLaunch(run.out, 2);
+    EXPECT_NE(third.find("\"verdict\":\"ERROR\""), std::string::npos) << third;
+    EXPECT_NE(third.find("the 2D copy at event #" + std::to_string(arraySeq) +
+                         " is to or from a CUDA array, recorded without its data: replay cannot re-apply it"),
+              std::string::npos)
+        << third;
+    // Alone, from its own pre-state, it needs no copy.
+    const Outcome alone = replay({path, "--launch", "2"});
+    EXPECT_EQ(alone.exitCode, kExitOk) << alone.describe();
+    EXPECT_NE(alone.out.find("1 launch: 1 REPRODUCED"), std::string::npos) << alone.out;
 }
 
 // ---- (e), (j) --override with a changed build ----------------------------------------------

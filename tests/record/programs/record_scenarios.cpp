@@ -22,6 +22,12 @@
 //               that spans two mappings
 //   disk-full   the trace cannot grow past 256 KiB (RLIMIT_FSIZE): recording
 //               fails and stops, the program must not notice
+//   pitched     2D copies and memsets into a pitched allocation p (8 rows,
+//               512 bytes apart): host to device with offsets on both sides,
+//               a unified one from pageable host memory, device to device
+//               per-thread and async, from a CUDA array, device to host;
+//               cuMemsetD2D32, D2D8 (per-thread), D2D16Async; then axpy
+//               reads p whole
 #include "driver_program.h"
 
 #include <dlfcn.h>
@@ -456,6 +462,137 @@ int diskFull()
     return 0;
 }
 
+int pitched()
+{
+    constexpr std::size_t kRows = 8;
+    start();
+    Axpy axpy;
+    CUstream stream = nullptr;
+    DRIVER(cuStreamCreate, &stream, CU_STREAM_NON_BLOCKING);
+    CUdeviceptr p = 0;
+    std::size_t pitch = 0;
+    DRIVER(cuMemAllocPitch, &p, &pitch, 256, kRows, 4);
+    CHECK(pitch * kRows == kN * sizeof(float));
+    DRIVER(cuMemsetD32, p, 0, kN);
+    std::vector<std::uint8_t> model(pitch * kRows, 0);  // what p holds, computed alongside
+    const auto copyRows = [](std::uint8_t* to, std::size_t toPitch, const std::uint8_t* from, std::size_t fromPitch,
+                             std::size_t width, std::size_t height) {
+        for (std::size_t r = 0; r < height; ++r) {
+            std::memcpy(to + r * toPitch, from + r * fromPitch, width);
+        }
+    };
+
+    // Host to device, from (8, 1) of host rows 64 bytes apart to (12, 1).
+    std::vector<std::uint8_t> host(4 * 64);
+    for (std::size_t i = 0; i < host.size(); ++i) {
+        host[i] = static_cast<std::uint8_t>(i);
+    }
+    CUDA_MEMCPY2D up{};
+    up.srcMemoryType = CU_MEMORYTYPE_HOST;
+    up.srcHost = host.data();
+    up.srcXInBytes = 8;
+    up.srcY = 1;
+    up.srcPitch = 64;
+    up.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+    up.dstDevice = p;
+    up.dstXInBytes = 12;
+    up.dstY = 1;
+    up.dstPitch = pitch;
+    up.WidthInBytes = 40;
+    up.Height = 3;
+    DRIVER(cuMemcpy2D, &up);
+    copyRows(model.data() + pitch + 12, pitch, host.data() + 64 + 8, 64, 40, 3);
+
+    // Both sides unified: pageable host memory to rows 4..6.
+    std::vector<std::uint8_t> more(3 * 48);
+    for (std::size_t i = 0; i < more.size(); ++i) {
+        more[i] = static_cast<std::uint8_t>(200 + i % 50);
+    }
+    CUDA_MEMCPY2D unified{};
+    unified.srcMemoryType = CU_MEMORYTYPE_UNIFIED;
+    unified.srcDevice = reinterpret_cast<CUdeviceptr>(more.data());
+    unified.srcPitch = 48;
+    unified.dstMemoryType = CU_MEMORYTYPE_UNIFIED;
+    unified.dstDevice = p + 4 * pitch;
+    unified.dstPitch = pitch;
+    unified.WidthInBytes = 32;
+    unified.Height = 3;
+    DRIVER(cuMemcpy2DUnaligned, &unified);
+    copyRows(model.data() + 4 * pitch, pitch, more.data(), 48, 32, 3);
+
+    // Device to device, per-thread and async: rows 1..2 to (256, 5).
+    using Copy2DAsync = CUresult (*)(const CUDA_MEMCPY2D*, CUstream);
+    const auto copy_ptsz = reinterpret_cast<Copy2DAsync>(dlsym(RTLD_DEFAULT, "cuMemcpy2DAsync_v2_ptsz"));
+    CHECK(copy_ptsz != nullptr);
+    CUDA_MEMCPY2D across{};
+    across.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+    across.srcDevice = p;
+    across.srcY = 1;
+    across.srcPitch = pitch;
+    across.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+    across.dstDevice = p;
+    across.dstXInBytes = 256;
+    across.dstY = 5;
+    across.dstPitch = pitch;
+    across.WidthInBytes = 64;
+    across.Height = 2;
+    test::checked("cuMemcpy2DAsync_v2_ptsz", copy_ptsz(&across, stream), __FILE__, __LINE__);
+    DRIVER(cuStreamSynchronize, stream);
+    copyRows(model.data() + 5 * pitch + 256, pitch, model.data() + pitch, pitch, 64, 2);
+
+    // Memsets: row 7's first 64 floats = 1.0f; 0xAB in rows 2..4 from byte
+    // 300 (per-thread); 0x3c00 in rows 4..5 from byte 400 (async).
+    DRIVER(cuMemsetD2D32, p + 7 * pitch, pitch, 0x3f800000u, 64, 1);
+    const float one = 1.0f;
+    for (std::size_t i = 0; i < 64; ++i) {
+        std::memcpy(model.data() + 7 * pitch + 4 * i, &one, 4);
+    }
+    using Set2D8 = CUresult (*)(CUdeviceptr, std::size_t, unsigned char, std::size_t, std::size_t);
+    const auto set_ptds = reinterpret_cast<Set2D8>(dlsym(RTLD_DEFAULT, "cuMemsetD2D8_v2_ptds"));
+    CHECK(set_ptds != nullptr);
+    test::checked("cuMemsetD2D8_v2_ptds", set_ptds(p + 2 * pitch + 300, pitch, 0xAB, 20, 3), __FILE__, __LINE__);
+    for (std::size_t r = 2; r < 5; ++r) {
+        std::memset(model.data() + r * pitch + 300, 0xAB, 20);
+    }
+    DRIVER(cuMemsetD2D16Async, p + 4 * pitch + 400, pitch, 0x3c00, 8, 2, stream);
+    DRIVER(cuStreamSynchronize, stream);
+    const unsigned short half = 0x3c00;
+    for (std::size_t r = 4; r < 6; ++r) {
+        for (std::size_t i = 0; i < 8; ++i) {
+            std::memcpy(model.data() + r * pitch + 400 + 2 * i, &half, 2);
+        }
+    }
+
+    // From a CUDA array (the double moves nothing), and back to the host.
+    CUDA_MEMCPY2D fromArray{};
+    fromArray.srcMemoryType = CU_MEMORYTYPE_ARRAY;
+    fromArray.srcArray = reinterpret_cast<CUarray>(&fromArray);
+    fromArray.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+    fromArray.dstDevice = p + 6 * pitch + 448;
+    fromArray.dstPitch = pitch;
+    fromArray.WidthInBytes = 16;
+    fromArray.Height = 1;
+    DRIVER(cuMemcpy2D, &fromArray);
+    std::vector<std::uint8_t> back(model.size());
+    CUDA_MEMCPY2D down{};
+    down.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+    down.srcDevice = p;
+    down.srcPitch = pitch;
+    down.dstMemoryType = CU_MEMORYTYPE_HOST;
+    down.dstHost = back.data();
+    down.dstPitch = pitch;
+    down.WidthInBytes = pitch;
+    down.Height = kRows;
+    DRIVER(cuMemcpy2D, &down);
+    CHECK(back == model);
+
+    CHECK(axpy.launch(1.0f, nullptr, p) == CUDA_SUCCESS);
+    const std::size_t row7 = pitch / sizeof(float) * 7;
+    std::printf("result pitched y[%zu] %.1f\n", row7, static_cast<double>(download(axpy.y, kN)[row7]));
+    DRIVER(cuStreamDestroy, stream);
+    return 0;
+}
+
 int main(int argc, char** argv)
 {
     const std::string scenario = argc > 1 ? argv[1] : "";
@@ -480,6 +617,9 @@ int main(int argc, char** argv)
     }
     if (scenario == "disk-full") {
         return diskFull();
+    }
+    if (scenario == "pitched") {
+        return pitched();
     }
     if (scenario == "fault" || scenario == "fault-kill") {
         return fault(scenario == "fault-kill");

@@ -36,6 +36,18 @@
 //               0 axpy a=1              y = 3i
 //               1 axpy a=2, PDL         y = 5i
 //               2 axpy a=1              y = 6i
+//   pitched   2D copies and memsets between launches of axpy (x = p, a
+//             pitched allocation of 8 rows of 64 floats, its whole pitch read
+//             as kN floats: the double pitches rows 512 bytes apart):
+//                 cuMemsetD32 p = 1.0f (padding included); y = 2i
+//               0 axpy a=1
+//                 cuMemcpy2D host -> p, 8 rows r*100 + c (host rows 80
+//                 floats apart)
+//                 cuMemsetD2D32 rows 2..5, elements 16..47 = 0.5f
+//               1 axpy a=2
+//                 cuMemcpy2D y -> p (device to device): 8 rows of 32
+//                 floats from y + r * pitch to elements 32..63 of row r
+//               2 axpy a=1
 //   hang      one ordinary launch, then one that never returns (the double's
 //             kPoisonHang parameter); a watchdog thread kills the process
 //             (SIGKILL) a second later, as a user would
@@ -164,6 +176,85 @@ int sequence()
     return 0;
 }
 
+unsigned floatBits(float value)
+{
+    unsigned bits = 0;
+    std::memcpy(&bits, &value, sizeof bits);
+    return bits;
+}
+
+int pitched()
+{
+    constexpr std::size_t kRows = 8, kColumns = 64, kHostPitch = 80;  // floats
+    start();
+    Axpy axpy;
+    CUdeviceptr p = 0;
+    std::size_t pitch = 0;
+    DRIVER(cuMemAllocPitch, &p, &pitch, kColumns * sizeof(float), kRows, 4);
+    CHECK(pitch * kRows == kN * sizeof(float));
+    const std::size_t rowFloats = pitch / sizeof(float);
+    // What the program expects p and y to hold, computed alongside.
+    std::vector<float> x(kN, 1.0f);
+    std::vector<float> y = iota(2.0f);
+    const auto axpyOnHost = [&](float a) {
+        for (int i = 0; i < kN; ++i) {
+            y[static_cast<std::size_t>(i)] += a * x[static_cast<std::size_t>(i)];
+        }
+    };
+    DRIVER(cuMemsetD32, p, floatBits(1.0f), kN);
+    const CUdeviceptr yd = upload(y);
+    DRIVER(axpy.launch, 1.0f, p, yd);
+    axpyOnHost(1.0f);
+
+    std::vector<float> host(kRows * kHostPitch, -1.0f);
+    for (std::size_t r = 0; r < kRows; ++r) {
+        for (std::size_t c = 0; c < kColumns; ++c) {
+            host[r * kHostPitch + c] = static_cast<float>(r * 100 + c);
+            x[r * rowFloats + c] = host[r * kHostPitch + c];
+        }
+    }
+    CUDA_MEMCPY2D up{};
+    up.srcMemoryType = CU_MEMORYTYPE_HOST;
+    up.srcHost = host.data();
+    up.srcPitch = kHostPitch * sizeof(float);
+    up.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+    up.dstDevice = p;
+    up.dstPitch = pitch;
+    up.WidthInBytes = kColumns * sizeof(float);
+    up.Height = kRows;
+    DRIVER(cuMemcpy2D, &up);
+    DRIVER(cuMemsetD2D32, p + 2 * pitch + 16 * sizeof(float), pitch, floatBits(0.5f), 32, 4);
+    for (std::size_t r = 2; r < 6; ++r) {
+        std::fill_n(x.begin() + static_cast<std::ptrdiff_t>(r * rowFloats + 16), 32, 0.5f);
+    }
+    DRIVER(axpy.launch, 2.0f, p, yd);
+    axpyOnHost(2.0f);
+
+    CUDA_MEMCPY2D across{};
+    across.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+    across.srcDevice = yd;
+    across.srcPitch = pitch;
+    across.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+    across.dstDevice = p;
+    across.dstXInBytes = 32 * sizeof(float);
+    across.dstPitch = pitch;
+    across.WidthInBytes = 32 * sizeof(float);
+    across.Height = kRows;
+    DRIVER(cuMemcpy2D, &across);
+    for (std::size_t r = 0; r < kRows; ++r) {
+        std::copy_n(y.begin() + static_cast<std::ptrdiff_t>(r * rowFloats), 32,
+                    x.begin() + static_cast<std::ptrdiff_t>(r * rowFloats + 32));
+    }
+    DRIVER(axpy.launch, 1.0f, p, yd);
+    axpyOnHost(1.0f);
+
+    std::vector<float> out(kN);
+    DRIVER(cuMemcpyDtoH, out.data(), yd, kN * sizeof(float));
+    CHECK(out == y);
+    std::printf("result pitched y[%zu] %.1f\n", rowFloats + 40, static_cast<double>(out[rowFloats + 40]));
+    return 0;
+}
+
 int checks()
 {
     start();
@@ -282,6 +373,9 @@ int main(int argc, char** argv)
     }
     if (scenario == "pdl") {
         return pdl();
+    }
+    if (scenario == "pitched") {
+        return pitched();
     }
     test::fail("unknown scenario '%s'", scenario.c_str());
 }
