@@ -36,10 +36,6 @@ bool sameContent(schema::Content::Reader a, schema::Content::Reader b) {
 
 }  // namespace
 
-// True when `next` was launched with programmatic stream serialization on the
-// stream `previous` ran on, with no recorded copy or memset between: on the
-// GPU it may then start before `previous` ends (programmatic dependent
-// launch), and a sequence replay submits the two that way.
 bool startsBeforeEnd(const TraceModel& model, const LaunchRecord& previous, const LaunchRecord& next) {
   const auto a = previous.event(), b = next.event();
   if (a.getStream() != b.getStream() || a.getPerThreadStream() != b.getPerThreadStream() ||
@@ -58,8 +54,6 @@ bool startsBeforeEnd(const TraceModel& model, const LaunchRecord& previous, cons
   return false;
 }
 
-// The recorded addresses of the ranges a launch changed (post-state differs
-// from pre-state).
 std::set<uint64_t> rangesChangedBy(const LaunchRecord& launch) {
   std::set<uint64_t> changed;
   if (launch.end == nullptr) return changed;
@@ -72,10 +66,6 @@ std::set<uint64_t> rangesChangedBy(const LaunchRecord& launch) {
   }
   return changed;
 }
-
-namespace {
-
-}  // namespace
 
 // The checkers' view of the launch just replayed (checkers.h).
 class LaunchCheckTarget : public CheckTarget {
