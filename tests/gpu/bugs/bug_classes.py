@@ -10,7 +10,9 @@ program makes, in order. Then kcap's own tools must find the launch that has
 the bug and name its class, and must leave the launch without it alone:
 
   tail_oob        `kcap replay --launch 1 --check overrun`: finding (n = 4000
-                  writes past y); launch 0 (n = 4096, whole tiles): clean
+                  writes past y); launch 0 (n = 4096, whole tiles): clean; the
+                  same with `--check sanitizer` (compute-sanitizer's initcheck
+                  reports launch 1's reads past x)
   nan_padding     `--check uninit`: finding on launch 0 (padded_dot reads a's
                   padding, which nothing wrote), clean on launch 1 (it writes
                   the workspace, reads none of it); `--override
@@ -263,6 +265,16 @@ class Test:
         self.expect_check(0, "overrun", "clean",
                           "launch 0 (tile_scale, n = 4096: 16 whole tiles) stays inside x and y; --check overrun "
                           "must not flag it")
+        # compute-sanitizer (in the CUDA toolkit) on the replayed launch: the
+        # reads past x's end are of bytes nothing initialized, which
+        # initcheck reports (memcheck does not: the recorded addresses are
+        # mapped whole granules, so the overrun stays in mapped memory).
+        self.expect_check(1, "sanitizer", "finding",
+                          "launch 1 (tile_scale, n = 4000) reads past the end of x; compute-sanitizer's initcheck "
+                          "must report the uninitialized reads")
+        self.expect_check(0, "sanitizer", "clean",
+                          "launch 0 (tile_scale, n = 4096) reads only what the program wrote; compute-sanitizer "
+                          "must find nothing")
 
     def nan_padding(self):
         self.expect_check(0, "uninit", "finding",
