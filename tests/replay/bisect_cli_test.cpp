@@ -4,6 +4,7 @@
 // built from kernels/axpy_changed.cu (y[100]'s lowest bit flipped), which is
 // what the override searches must find.
 #include "record_runner.h"
+#include "recorded_traces.h"
 #include "trace_files.h"
 
 #include <gtest/gtest.h>
@@ -17,45 +18,17 @@ namespace {
 
 constexpr int kExitOk = 0, kExitTrace = 1, kExitUsage = 2, kExitDiverges = 3;
 
-void recordWithKcap(const std::string& path, const std::string& program, const std::vector<std::string>& args = {})
-{
-    const Outcome run = kcapRecord(path, program, args);
-    ASSERT_EQ(run.exitCode, 0) << run.describe();
-}
 
 Outcome kcap(const std::vector<std::string>& args) { return kcapOnDouble(args); }
 
 bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
-class Bisect : public ::testing::Test {
+class Bisect : public RecordedTraces<Bisect> {
 protected:
-    static void SetUpTestSuite() { dir_ = new kcap::test::TempDir("kcap-bisect"); }
-    static void TearDownTestSuite()
-    {
-        delete dir_;
-        dir_ = nullptr;
-    }
-    static std::string file(const std::string& name) { return dir_->file(name); }
-
-    // direct_launch: 6 independent launches (axpy x3, reduce_sum, scale_struct, poly_eval).
-    static std::string directLaunch()
-    {
-        const std::string path = file("direct.kcap");
-        if (access(path.c_str(), F_OK) != 0) recordWithKcap(path, interposeProgram("direct_launch"));
-        return path;
-    }
     // replay_scenarios sequence: axpy x4, reduce_sum, each reading the last one's output.
-    static std::string sequence()
-    {
-        const std::string path = file("sequence.kcap");
-        if (access(path.c_str(), F_OK) != 0) recordWithKcap(path, KCAP_TEST_REPLAY_PROGRAM, {"sequence"});
-        return path;
-    }
+    static std::string sequence() { return scenario("sequence"); }
     static std::string changedAxpy() { return "override:axpy=" + kernelFile("axpy_changed.fatbin"); }
-
-    static kcap::test::TempDir* dir_;
 };
-kcap::test::TempDir* Bisect::dir_ = nullptr;
 
 TEST_F(Bisect, AgainstTheRecordingEveryLaunchAgrees)
 {

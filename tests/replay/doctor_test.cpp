@@ -4,6 +4,7 @@
 // `kcap record`.
 #include "portability.h"
 #include "record_runner.h"
+#include "recorded_traces.h"
 #include "trace_files.h"
 
 #include <gtest/gtest.h>
@@ -120,28 +121,7 @@ Outcome kcap(const std::vector<std::string>& args, std::map<std::string, std::st
     return kcapOnDouble(args, std::move(env));
 }
 
-class Doctor : public ::testing::Test {
-protected:
-    static void SetUpTestSuite() { dir_ = new kcap::test::TempDir("kcap-doctor"); }
-    static void TearDownTestSuite()
-    {
-        delete dir_;
-        dir_ = nullptr;
-    }
-    // direct_launch: axpy x3, reduce_sum, scale_struct, poly_eval from four modules.
-    static std::string directLaunch()
-    {
-        const std::string path = dir_->file("direct.kcap");
-        if (access(path.c_str(), F_OK) != 0) {
-            const Outcome rec = kcap_test::run(
-                {kcapBinary(), {"record", "-o", path, "--", interposeProgram("direct_launch")}, {}, false});
-            EXPECT_EQ(rec.exitCode, 0) << rec.describe();
-        }
-        return path;
-    }
-    static kcap::test::TempDir* dir_;
-};
-kcap::test::TempDir* Doctor::dir_ = nullptr;
+class Doctor : public RecordedTraces<Doctor> {};
 
 TEST_F(Doctor, ATraceRecordedOnThisMachineMatches)
 {
@@ -210,7 +190,7 @@ TEST_F(Doctor, UsageAndTraceProblems)
     const Outcome device = kcap({"doctor", directLaunch(), "--device", "5"});
     EXPECT_EQ(device.exitCode, kExitUsage) << device.describe();
     EXPECT_NE(device.err.find("--device 5: this machine has 1 CUDA device"), std::string::npos) << device.describe();
-    const std::string junk = dir_->file("junk.kcap");
+    const std::string junk = file("junk.kcap");
     kcap::test::writeFileBytes(junk, std::vector<uint8_t>(64, 'x'));
     const Outcome bad = kcap({"doctor", junk});
     EXPECT_EQ(bad.exitCode, 1) << bad.describe();

@@ -5,6 +5,7 @@
 // `kcap replay` (KCAP_LIBCUDA naming the double) reports on it exactly what
 // it reports on the source.
 #include "record_runner.h"
+#include "recorded_traces.h"
 #include "trace_files.h"
 
 #include <gtest/gtest.h>
@@ -27,11 +28,6 @@ using kcap::test::OwnedEvent;
 
 constexpr int kExitOk = 0, kExitUsage = 2, kExitDiffers = 3;
 
-void recordWithKcap(const std::string& path, const std::string& program, const std::vector<std::string>& args = {})
-{
-    const Outcome run = kcapRecord(path, program, args);
-    ASSERT_EQ(run.exitCode, 0) << run.describe();
-}
 
 Outcome kcap(const std::vector<std::string>& args) { return kcapOnDouble(args); }
 
@@ -140,35 +136,10 @@ void expectWellFormed(const std::vector<OwnedEvent>& out, const std::string& sou
 
 uint64_t fileSize(const std::string& path) { return kcap::test::readFileBytes(path).size(); }
 
-class Extract : public ::testing::Test {
+class Extract : public RecordedTraces<Extract> {
 protected:
-    static void SetUpTestSuite() { dir_ = new kcap::test::TempDir("kcap-extract"); }
-    static void TearDownTestSuite()
-    {
-        delete dir_;
-        dir_ = nullptr;
-    }
-    static std::string file(const std::string& name) { return dir_->file(name); }
-
-    // direct_launch: 6 launches (axpy x3, reduce_sum, scale_struct, poly_eval)
-    // from four modules.
-    static std::string directLaunch()
-    {
-        const std::string path = file("direct.kcap");
-        if (access(path.c_str(), F_OK) != 0) {
-            recordWithKcap(path, interposeProgram("direct_launch"));
-        }
-        return path;
-    }
     // replay_scenarios sequence: axpy x4, reduce_sum, with memsets and copies between.
-    static std::string sequence()
-    {
-        const std::string path = file("sequence.kcap");
-        if (access(path.c_str(), F_OK) != 0) {
-            recordWithKcap(path, KCAP_TEST_REPLAY_PROGRAM, {"sequence"});
-        }
-        return path;
-    }
+    static std::string sequence() { return scenario("sequence"); }
 
     // Replays `launch` of the source and of the extract with the same
     // arguments; both reports must say the same of it.
@@ -187,9 +158,7 @@ protected:
         EXPECT_EQ(jsonLaunch(extracted.out, launch), expected) << extracted.out;
     }
 
-    static kcap::test::TempDir* dir_;
 };
-kcap::test::TempDir* Extract::dir_ = nullptr;
 
 TEST_F(Extract, OneLaunchKeepsOnlyItsModuleAndReplaysAsTheOriginal)
 {
@@ -398,7 +367,7 @@ TEST_F(Extract, RefusesToOverwriteTheInputAndReplacesAnyOtherOutputWhole)
     const Outcome run = kcap({"extract", source, "--launch", "4", "-o", out});
     ASSERT_EQ(run.exitCode, kExitOk) << run.describe();
     EXPECT_EQ(kcap({"check", out}).exitCode, kExitOk);
-    DIR* dir = ::opendir(dir_->path().c_str());
+    DIR* dir = ::opendir(directory().c_str());
     ASSERT_NE(dir, nullptr);
     while (const dirent* entry = ::readdir(dir)) {
         EXPECT_EQ(std::string(entry->d_name).find(".extract-"), std::string::npos) << entry->d_name;

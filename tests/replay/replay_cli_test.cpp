@@ -5,6 +5,7 @@
 // sequences, --override, faults and hangs, damaged traces, usage errors, the
 // JSON report and the exit codes.
 #include "record_runner.h"
+#include "recorded_traces.h"
 #include "trace_files.h"
 #include "trace_reader.h"
 
@@ -37,14 +38,6 @@ size_t occurrences(const std::string& text, const std::string& what)
     return count;
 }
 
-// `kcap record -o path -- program args...`; the trace must be written.
-void recordWithKcap(const std::string& path, const std::string& program, const std::vector<std::string>& args = {},
-                    std::map<std::string, std::string> env = {})
-{
-    const Outcome run = kcapRecord(path, program, args, std::move(env));
-    ASSERT_EQ(run.exitCode, 0) << run.describe();
-    ASSERT_NE(run.err.find("kcap: recorded "), std::string::npos) << run.describe();
-}
 
 // The shim with KCAP_OUTPUT, for programs that end badly.
 Outcome recordWithShim(const std::string& path, const std::string& program, const std::vector<std::string>& args,
@@ -138,55 +131,13 @@ bool balancedJson(const std::string& json)
     return !inString && stack.empty() && end != 0 && json.substr(end) == "\n" && json[0] == '{';
 }
 
-// Traces made once per test process.
-class Replay : public ::testing::Test {
+class Replay : public RecordedTraces<Replay> {
 protected:
-    static void SetUpTestSuite() { dir_ = new kcap::test::TempDir("kcap-replay"); }
-    static void TearDownTestSuite()
-    {
-        delete dir_;
-        dir_ = nullptr;
-    }
-    static std::string file(const std::string& name) { return dir_->file(name); }
-
-    // direct_launch: 6 launches (axpy x3, reduce_sum, scale_struct, poly_eval).
-    static std::string directLaunch()
-    {
-        const std::string path = file("direct.kcap");
-        if (access(path.c_str(), F_OK) != 0) {
-            recordWithKcap(path, interposeProgram("direct_launch"));
-        }
-        return path;
-    }
-    static std::string sequence()
-    {
-        const std::string path = file("sequence.kcap");
-        if (access(path.c_str(), F_OK) != 0) {
-            recordWithKcap(path, replayProgram(), {"sequence"});
-        }
-        return path;
-    }
-    static std::string pdl()
-    {
-        const std::string path = file("pdl.kcap");
-        if (access(path.c_str(), F_OK) != 0) {
-            recordWithKcap(path, replayProgram(), {"pdl"});
-        }
-        return path;
-    }
-    static std::string pitched()
-    {
-        const std::string path = file("pitched.kcap");
-        if (access(path.c_str(), F_OK) != 0) {
-            recordWithKcap(path, replayProgram(), {"pitched"});
-        }
-        return path;
-    }
+    static std::string sequence() { return scenario("sequence"); }
+    static std::string pdl() { return scenario("pdl"); }
+    static std::string pitched() { return scenario("pitched"); }
     static std::string changedAxpy() { return kernelFile("axpy_changed.fatbin"); }
-
-    static kcap::test::TempDir* dir_;
 };
-kcap::test::TempDir* Replay::dir_ = nullptr;
 
 const std::vector<std::string> kDirectKernels = {"axpy", "axpy", "axpy", "reduce_sum", "scale_struct", "poly_eval"};
 
@@ -785,23 +736,9 @@ TEST_F(Replay, WithoutADriverReplaySaysSo)
 namespace kcap_test {
 namespace {
 
-class Checks : public ::testing::Test {
+class Checks : public RecordedTraces<Checks> {
 protected:
-    // The recording is made by the first test that needs it, inside the test:
-    // a failure there fails that test (in SetUpTestSuite it would show as
-    // every test skipped).
-    static void SetUpTestSuite() { dir_ = new kcap::test::TempDir("kcap-checks"); }
-    static void TearDownTestSuite()
-    {
-        delete dir_;
-        dir_ = nullptr;
-    }
-    static std::string trace()
-    {
-        const std::string path = dir_->file("checks.kcap");
-        if (access(path.c_str(), F_OK) != 0) recordWithKcap(path, replayProgram(), {"checks"});
-        return path;
-    }
+    static std::string trace() { return scenario("checks"); }
     // `kcap replay --launch N --check NAME --json`: the check's JSON object.
     static std::string check(uint64_t launch, const std::string& name, int expectedExit,
                              std::vector<std::string> extra = {}, std::map<std::string, std::string> env = {})
@@ -816,9 +753,7 @@ protected:
         EXPECT_NE(at, std::string::npos) << run.out;
         return at == std::string::npos ? std::string() : object.substr(at);
     }
-    static kcap::test::TempDir* dir_;
 };
-kcap::test::TempDir* Checks::dir_ = nullptr;
 
 bool has(const std::string& text, const std::string& what) { return text.find(what) != std::string::npos; }
 
@@ -921,7 +856,7 @@ TEST_F(Checks, SanitizerNotFoundIsNotRunAndItsSummaryIsRead)
     const std::string missing = check(0, "sanitizer", kExitOk, {}, {{"KCAP_COMPUTE_SANITIZER", "/nonexistent"}});
     EXPECT_TRUE(has(missing, "\"status\":\"not-run\"")) << missing;
     EXPECT_TRUE(has(missing, "compute-sanitizer not found")) << missing;
-    const std::string fake = dir_->file("compute-sanitizer");
+    const std::string fake = file("compute-sanitizer");
     {
         std::ofstream script(fake);
         script << "#!/bin/sh\n"
