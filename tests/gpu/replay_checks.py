@@ -22,7 +22,11 @@ Records PROGRAM (a driver-API program loading the kernels/ fatbins) with
      output), `kcap replay --override NAME=FAULT_IMAGE` exits 4 and reports
      each launch of NAME as FAULT with CUDA_ERROR_ILLEGAL_ADDRESS, while every
      other launch, replayed after a fault in a fresh replay process, still
-     REPRODUCED.
+     REPRODUCED;
+  6. with --slow-image (a build of the kernel with the same results, ~200 us
+     slower), `kcap bisect --perf --against override:^NAME$=SLOW_IMAGE
+     --threshold 100` exits 3 and lists every launch of NAME as slower, and
+     no launch of another kernel.
 It never skips: a check that cannot run fails.
 """
 import argparse
@@ -53,6 +57,7 @@ def main():
     parser.add_argument("--override-kernel", required=True)
     parser.add_argument("--expect-offset", type=int, required=True)
     parser.add_argument("--fault-image", help="a build of the kernel that faults")
+    parser.add_argument("--slow-image", help="a build of the kernel with the same results, much slower")
     parser.add_argument("--env", action="append", default=[], metavar="NAME=VALUE")
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args()
@@ -122,6 +127,28 @@ def main():
         if not others or any(l["verdict"] != "REPRODUCED" for l in others):
             failures.append(f"{cmd}: the other launches must still reproduce after a fault, got "
                             f"{[(l['launchIndex'], l['verdict']) for l in others]}")
+
+    if args.slow_image:
+        perf_command = [args.kcap, "bisect", str(trace), "--perf", "--against", f"override:^{kernel}$={args.slow_image}",
+                   "--threshold", "100", "--json"]
+        done = subprocess.run(perf_command, capture_output=True, text=True, errors="replace", timeout=300)
+        (log_dir / "bisect-perf.json").write_text(done.stdout)
+        (log_dir / "bisect-perf.stderr").write_text(done.stderr)
+        try:
+            report = json.loads(done.stdout)
+        except ValueError:
+            report = None
+        slower = (report or {}).get("slower", [])
+        print(f"bisect --perf: exit {done.returncode}, timed {(report or {}).get('timed')}, slower "
+              f"{[(s['launchIndex'], s['kernel'], round(s['percent'])) for s in slower]}")
+        every = sorted(l["launchIndex"] for l in json.loads(subprocess.run(
+            [args.kcap, "replay", str(trace), "--kernel", f"^{kernel}$", "--json"], capture_output=True,
+            text=True).stdout)["launches"])
+        if done.returncode != 3 or sorted(s["launchIndex"] for s in slower) != every or any(
+                s["kernel"] != kernel for s in slower):
+            failures.append(f"{' '.join(perf_command)}: exit {done.returncode}, slower "
+                            f"{[(s['launchIndex'], s['kernel']) for s in slower]}; expected exit 3 and exactly "
+                            f"the {kernel} launches {every}")
 
     for failure in failures:
         print("FAILED:", failure)
