@@ -24,15 +24,17 @@
 // --host-rates DIR: what the shim's snapshot path costs per byte on this host,
 // on the first 1 GiB of the data (host side only): XXH3-128 per 1 MiB piece
 // (the dedup key), the piece copy into the writer's job, zstd at level 3 per
-// piece on one thread, and a TraceWriter with the shim's default settings
-// storing 1 GiB into DIR.
+// piece on one thread, plain write() of the same bytes into a file in DIR in
+// 32 MiB calls, closed (the storage path's own limit: the page cache, then
+// the disk), and a TraceWriter with the shim's default settings storing
+// 1 GiB into DIR.
 //
 // Prints one fact a line:
 //   result round I KIND sum X               the kernel's exact result (same with and without the shim)
 //   launch round I KIND call_ns X total_ns Y
 //   d2h whole|chunked gbps X
 //   h2d whole gbps X                        pinned host-to-device, one call (best of --d2h-reps)
-//   host hash|copy|zstd|writer gbps X [ratio R]
+//   host hash|copy|zstd|filewrite|writer gbps X [ratio R]
 #include "gpu_bench.h"
 
 #include "hash.h"
@@ -42,6 +44,7 @@
 #include <capnp/message.h>
 #include <zstd.h>
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -233,6 +236,29 @@ void measureHostRates(const uint8_t* data, size_t bytes, const std::string& dir)
     ZSTD_freeCCtx(cctx);
     const double zstdBytes = static_cast<double>(zstdPieces * kMiB);
     std::printf("host zstd gbps %.2f ratio %.3f\n", gbps(zstdBytes, zstdNs), static_cast<double>(compressed) / zstdBytes);
+
+    // What writing the bytes to a file costs with nothing else to do: the
+    // bound under the writer for data it cannot shrink.
+    const std::string rawPath = dir + "/kcap-bench-filewrite-" + std::to_string(::getpid());
+    start = bench::nowNs();
+    {
+        const int fd = ::open(rawPath.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        if (fd < 0) {
+            std::fprintf(stderr, "cannot create %s\n", rawPath.c_str());
+            std::exit(1);
+        }
+        for (size_t done = 0; done < pieces * kMiB;) {
+            const ssize_t n = ::write(fd, data + done, std::min(kStagingBytes, pieces * kMiB - done));
+            if (n <= 0) {
+                std::fprintf(stderr, "write to %s failed\n", rawPath.c_str());
+                std::exit(1);
+            }
+            done += static_cast<size_t>(n);
+        }
+        ::close(fd);
+    }
+    std::printf("host filewrite gbps %.2f\n", gbps(total, bench::nowNs() - start));
+    std::filesystem::remove(rawPath);
 
     // The writer as the shim creates it (level 3, 1 MiB pieces, default threads).
     const std::string path = dir + "/kcap-bench-writer-" + std::to_string(::getpid()) + ".kcap";

@@ -93,6 +93,7 @@ def main():
             chunked = rate(plain.stdout, "d2h chunked")
             hash_rate, copy_rate = rate(plain.stdout, "host hash"), rate(plain.stdout, "host copy")
             zstd_rate, writer_rate = rate(plain.stdout, "host zstd"), rate(plain.stdout, "host writer")
+            file_rate = rate(plain.stdout, "host filewrite")
             ratio = re.search(r"^host zstd gbps [\d.]+ ratio ([\d.]+)", plain.stdout, re.M)
             if None in (d2h, chunked, hash_rate, copy_rate, zstd_rate, writer_rate) or 0 in (chunked, hash_rate, copy_rate):
                 failures.append(f"mask {mask}: the plain run did not print every rate")
@@ -106,7 +107,8 @@ def main():
             dedup = min(chunked, hashers * hash_rate)
             notes.append(f"mask {mask}: pinned D2H {d2h:.2f} GB/s whole, {chunked:.2f} in 32 MiB calls; one thread: "
                          f"XXH3-128 {hash_rate:.2f}, piece copy {copy_rate:.2f}, zstd-3 {zstd_rate:.2f} GB/s "
-                         f"(ratio {float(ratio.group(1)) if ratio else 0:.3f}); writer (default threads) "
+                         f"(ratio {float(ratio.group(1)) if ratio else 0:.3f}); plain write() to a file "
+                         f"{file_rate or 0:.2f} GB/s; writer (default threads) "
                          f"{writer_rate:.2f} GB/s. Predicted: fresh <= min(producer {producer:.2f}, writer "
                          f"{writer_rate:.2f}) GB/s, repeat <= {dedup:.2f} GB/s (D2H overlapped with hashing on "
                          f"{hashers} threads)")
