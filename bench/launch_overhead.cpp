@@ -22,6 +22,11 @@
 //   median_ns_per_launch X
 //   min_ns_per_launch X
 //   median_loop_ns_per_launch Y
+//   involuntary_switches_per_1k_launches Z        the launching threads' involuntary
+//                                                context switches over the timed
+//                                                repetitions (getrusage RUSAGE_THREAD):
+//                                                other threads (the shim's writer
+//                                                among them) taking their CPU
 //
 // An empty kernel runs for about a microsecond: when the host submits
 // faster than the GPU retires, the launch queue fills and cuLaunchKernel
@@ -32,6 +37,7 @@
 
 #include <pthread.h>
 #include <sched.h>
+#include <sys/resource.h>
 
 #include <barrier>
 #include <cstring>
@@ -96,7 +102,14 @@ void launchMany(CUfunction empty, CUstream stream, unsigned long long count)
 struct Times {
     std::vector<double> loopNs;   // per repetition: the launch loop
     std::vector<double> totalNs;  // the loop and the synchronize
+    long involuntarySwitches = 0;  // over all repetitions
 };
+
+long involuntarySwitchesOfThisThread()
+{
+    rusage usage{};
+    return getrusage(RUSAGE_THREAD, &usage) == 0 ? usage.ru_nivcsw : 0;
+}
 
 }  // namespace
 
@@ -129,6 +142,7 @@ int main(int argc, char** argv)
                     std::exit(1);
                 }
             }
+            const long switchesBefore = involuntarySwitchesOfThisThread();
             for (unsigned long long rep = 0; rep < options.reps; ++rep) {
                 sync.arrive_and_wait();
                 const double start = bench::nowNs();
@@ -140,6 +154,7 @@ int main(int argc, char** argv)
                 times[t].totalNs.push_back(end - start);
                 sync.arrive_and_wait();
             }
+            times[t].involuntarySwitches = involuntarySwitchesOfThisThread() - switchesBefore;
             BENCH_CHECK(cuStreamDestroy(stream));
         });
     }
@@ -165,6 +180,12 @@ int main(int argc, char** argv)
     std::printf("median_ns_per_launch %.1f\n", bench::median(perLaunch));
     std::printf("min_ns_per_launch %.1f\n", bench::minimum(perLaunch));
     std::printf("median_loop_ns_per_launch %.1f\n", bench::median(loopPerLaunch));
+    long switches = 0;
+    for (const Times& thread : times) {
+        switches += thread.involuntarySwitches;
+    }
+    std::printf("involuntary_switches_per_1k_launches %.3f\n",
+                1000.0 * static_cast<double>(switches) / (n * static_cast<double>(options.reps * options.threads)));
     std::printf("made kernel kcap_empty %llu\n", (options.warmup + options.reps * options.launches) * options.threads);
     return 0;
 }

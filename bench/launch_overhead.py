@@ -8,10 +8,13 @@ and prints the nanoseconds each adds per launch against the 300 ns target.
     launch_overhead.py --bench build-gpu/bench/kcap_bench_launch_overhead \\
         --shim build-gpu/interpose/libkcap_interpose.so [--kcap build-gpu/tools/kcap] \\
         [--threads 1,16] [--rounds 9] [--launches 100000] [--threaded-launches 20000] [--reps 3] [--dir /tmp]
+        [--pin-cpu C]
 
 Configurations run round-robin, --rounds processes each, so that drift of
 the machine hits all of them; a configuration's figure is the median over its
-processes of each process's median repetition. With --kcap, every metadata
+processes of each process's median repetition. Each process's line also
+gives its launching threads' involuntary context switches per 1,000 launches
+(other threads, the shim's writer among them, taking their CPU). With --kcap, every metadata
 trace must hold every launch the program made (else the row says so and the
 script exits 1). Exit status 1 also when a run fails; a missed target is a
 result, not a failure.
@@ -81,12 +84,12 @@ def run_once(args, config, threads, scratch):
         done = subprocess.run(command, env=environment(config, args.shim, scratch), capture_output=True, text=True,
                               timeout=600)
     except subprocess.TimeoutExpired:
-        return None, None, "timed out after 600 s"
+        return None, None, "timed out after 600 s", None
     if done.returncode != 0:
-        return None, None, f"exit status {done.returncode}: {done.stderr.strip()[-500:]}"
+        return None, None, f"exit status {done.returncode}: {done.stderr.strip()[-500:]}", None
     shim_lines = [line for line in done.stderr.splitlines() if line.startswith("kcap:")]
     if shim_lines:
-        return None, None, "the shim said: " + " / ".join(shim_lines)
+        return None, None, "the shim said: " + " / ".join(shim_lines), None
     value = lambda key: float(re.search(rf"^{key} ([\d.]+)$", done.stdout, re.M).group(1))
     problem = None
     if config == "metadata" and args.kcap:
@@ -95,7 +98,9 @@ def run_once(args, config, threads, scratch):
         held = launches_in(args.kcap, traces[0]) if len(traces) == 1 else None
         if held != made:
             problem = f"the trace holds {held} launches of {made} made ({len(traces)} trace files)"
-    return value("median_ns_per_launch"), value("median_loop_ns_per_launch"), problem
+    switches = re.search(r"^involuntary_switches_per_1k_launches ([\d.]+)$", done.stdout, re.M)
+    return value("median_ns_per_launch"), value("median_loop_ns_per_launch"), problem, \
+        float(switches.group(1)) if switches else None
 
 
 def main():
@@ -115,10 +120,11 @@ def main():
             problems = {config: [] for config in CONFIGS}
             for _ in range(args.rounds):
                 for config in CONFIGS:
-                    total, loop, problem = run_once(args, config, threads, scratch)
+                    total, loop, problem, switches = run_once(args, config, threads, scratch)
                     if total is not None:
                         results[config].append((total, loop))
-                        print(f"  threads {threads} {config}: {total:.1f} ns/launch (loop {loop:.1f})", flush=True)
+                        print(f"  threads {threads} {config}: {total:.1f} ns/launch (loop {loop:.1f}); involuntary "
+                              f"context switches of the launching threads: {switches} per 1k launches", flush=True)
                     if problem:
                         problems[config].append(problem)
                         print(f"  threads {threads} {config}: PROBLEM {problem}", flush=True)
