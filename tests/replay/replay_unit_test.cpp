@@ -9,11 +9,17 @@
 #include "image_choice.h"
 #include "memory_plan.h"
 #include "outcome.h"
+#include "replayer.h"
+#include "trace_model.h"
+#include "trace_reader.h"
+#include "trace_writer.h"
 #include "record_runner.h"
 #include "trace_files.h"
 
 #include <dlfcn.h>
 #include <gtest/gtest.h>
+
+#include <capnp/message.h>
 
 #include <algorithm>
 #include <cctype>
@@ -617,6 +623,92 @@ TEST(ImageChoice, CubinAndPtxFiles)
     c = chooseCode(junk, 90, false);
     EXPECT_FALSE(c.runnable);
     EXPECT_FALSE(c.why.empty());
+}
+
+// ---- which launches a sequence submits back to back ---------------------------------------
+
+// A trace of launches (and memcpys) written with the format library, read
+// back as the TraceModel replay uses.
+class SyntheticTrace {
+public:
+    struct Launch {
+        uint64_t stream = 7;
+        bool programmaticSerialization = false;
+        bool memcpyBefore = false;                  // a recorded copy between it and the launch before
+        std::vector<uint8_t> pre = {1}, post = {1};  // one range at 0x1000: its bytes before and after
+    };
+    explicit SyntheticTrace(const std::vector<Launch>& launches) : path_(dir_.file("t.kcap"))
+    {
+        auto writer = kcap::format::TraceWriter::create(path_);
+        uint64_t index = 0;
+        for (const Launch& l : launches) {
+            if (l.memcpyBefore) {
+                capnp::MallocMessageBuilder message;
+                auto copy = message.initRoot<kcap::schema::Event>().initMemcpy();
+                copy.setDirection(kcap::schema::CopyDirection::DEVICE_TO_DEVICE);
+                copy.setDst(0x1000), copy.setSrc(0x2000), copy.setSize(1), copy.setStream(l.stream);
+                writer->append(message);
+            }
+            capnp::MallocMessageBuilder message;
+            auto launch = message.initRoot<kcap::schema::Event>().initLaunch();
+            launch.setLaunchIndex(index);
+            launch.setStream(l.stream);
+            launch.setKernelName("k");
+            if (l.programmaticSerialization) {
+                auto attribute = launch.initAttributes(1)[0];
+                attribute.setId(CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION);
+                CUlaunchAttributeValue value{};
+                value.programmaticStreamSerializationAllowed = 1;
+                attribute.setValue(kj::arrayPtr(reinterpret_cast<const kj::byte*>(&value), sizeof value));
+            }
+            auto pre = launch.initPre(1)[0];
+            pre.setAddress(0x1000);
+            writer->storeContent(l.pre.data(), l.pre.size(), pre.initContent());
+            writer->append(message);
+            capnp::MallocMessageBuilder endMessage;
+            auto end = endMessage.initRoot<kcap::schema::Event>().initLaunchEnd();
+            end.setLaunchIndex(index++);
+            auto post = end.initPost(1)[0];
+            post.setAddress(0x1000);
+            writer->storeContent(l.post.data(), l.post.size(), post.initContent());
+            writer->append(endMessage);
+        }
+        writer->close();
+        reader_ = kcap::format::TraceReader::open(path_);
+        model_ = std::make_unique<TraceModel>(TraceModel::load(*reader_));
+    }
+    const TraceModel& model() const { return *model_; }
+    const LaunchRecord& launch(uint64_t index) const { return *model_->launch(index); }
+
+private:
+    kcap::test::TempDir dir_{"kcap-synthetic"};
+    std::string path_;
+    std::unique_ptr<kcap::format::TraceReader> reader_;
+    std::unique_ptr<TraceModel> model_;
+};
+
+TEST(SequenceOverlap, OnlyAProgrammaticLaunchRightBehindOnTheSameStreamStartsBeforeTheEnd)
+{
+    SyntheticTrace::Launch plain, dependent, otherStream, afterCopy;
+    dependent.programmaticSerialization = true;
+    otherStream.programmaticSerialization = true;
+    otherStream.stream = 8;
+    afterCopy.programmaticSerialization = true;
+    afterCopy.memcpyBefore = true;
+    const SyntheticTrace t({plain, dependent, plain, otherStream, afterCopy});
+    EXPECT_TRUE(startsBeforeEnd(t.model(), t.launch(0), t.launch(1)));
+    EXPECT_FALSE(startsBeforeEnd(t.model(), t.launch(1), t.launch(2))) << "no attribute";
+    EXPECT_FALSE(startsBeforeEnd(t.model(), t.launch(2), t.launch(3))) << "another stream";
+    EXPECT_FALSE(startsBeforeEnd(t.model(), t.launch(3), t.launch(4))) << "a recorded copy between";
+}
+
+TEST(SequenceOverlap, RangesChangedAreThoseWhosePostStateDiffersFromThePreState)
+{
+    SyntheticTrace::Launch same, changed;
+    changed.post = {2};
+    const SyntheticTrace t({same, changed});
+    EXPECT_TRUE(rangesChangedBy(t.launch(0)).empty());
+    EXPECT_EQ(rangesChangedBy(t.launch(1)), (std::set<uint64_t>{0x1000}));
 }
 
 // ---- the driver double has what replay needs ------------------------------------------------
