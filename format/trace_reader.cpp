@@ -385,14 +385,18 @@ std::string TraceReader::loadPayload(const ChunkInfo& chunk, uint8_t* dst, ReadS
   }
   const size_t prefix = chunk.kind == ChunkKind::kBlob ? kBlobHashSize : 0;
   if (chunk.storedSize < prefix) return "blob chunk too short";
+  // pread of [at, at + size): "" or what went wrong, and where (the file was
+  // cut or failed since it was opened).
+  const auto read = [&](uint64_t at, uint8_t* into, size_t size) {
+    std::string why = tryReadAt(at, into, size);
+    return why.empty() ? why : why + " at byte " + std::to_string(at) + ", inside this " + chunkKindName(chunk.kind) + " chunk";
+  };
   // The header and the blob's hash: from the mapping, or read on their own so
   // that a raw body can then be read straight into dst.
   uint8_t head[kChunkHeaderSize + kBlobHashSize];
   const uint8_t* stored = map != nullptr ? map + chunk.offset : head;
   if (map == nullptr) {
-    uint64_t at = chunk.offset;
-    std::string why = tryReadAt(at, head, kChunkHeaderSize + prefix);
-    if (!why.empty()) return why + " at byte " + std::to_string(at) + ", inside this " + chunkKindName(chunk.kind) + " chunk";
+    if (std::string why = read(chunk.offset, head, kChunkHeaderSize + prefix); !why.empty()) return why;
   }
   ChunkHeader header;
   if (!decodeChunkHeader(stored, header) || header.kind != chunk.kind ||
@@ -421,9 +425,7 @@ std::string TraceReader::loadPayload(const ChunkInfo& chunk, uint8_t* dst, ReadS
       } else {
         // pread copies from the page cache with no page of the file mapped
         // here: cheaper than faulting a fresh mapping in (docs/benchmarks.md).
-        uint64_t from = chunk.offset + kChunkHeaderSize + prefix + at;
-        std::string why = tryReadAt(from, dst + at, n);
-        if (!why.empty()) return why + " at byte " + std::to_string(from) + ", inside this " + chunkKindName(chunk.kind) + " chunk";
+        if (std::string why = read(chunk.offset + kChunkHeaderSize + prefix + at, dst + at, n); !why.empty()) return why;
       }
       XXH3_64bits_update(state, dst + at, n);
     }
@@ -433,9 +435,11 @@ std::string TraceReader::loadPayload(const ChunkInfo& chunk, uint8_t* dst, ReadS
       std::vector<uint8_t>& staging = scratch.staging;
       staging.resize(kChunkHeaderSize + chunk.storedSize);
       std::memcpy(staging.data(), head, kChunkHeaderSize + prefix);
-      uint64_t at = chunk.offset + kChunkHeaderSize + prefix;
-      std::string why = tryReadAt(at, staging.data() + kChunkHeaderSize + prefix, bodySize);
-      if (!why.empty()) return why + " at byte " + std::to_string(at) + ", inside this " + chunkKindName(chunk.kind) + " chunk";
+      if (std::string why = read(chunk.offset + kChunkHeaderSize + prefix, staging.data() + kChunkHeaderSize + prefix,
+                                 bodySize);
+          !why.empty()) {
+        return why;
+      }
       stored = staging.data();
       payload = stored + kChunkHeaderSize;
     }
@@ -594,17 +598,17 @@ void TraceReader::readContentInto(schema::Content::Reader content, uint8_t* dst,
   }
   std::vector<const ChunkInfo*> pieces = locatePieces(content);
   uint64_t pieceSize = content.getPieceSize();
-  // Pieces are read with pread, not through the mapping: copying them from
-  // the page cache costs less than mapping its pages into this process
-  // (restoring 4 GiB on the H200 host: 33 GB/s against 27.5; docs/benchmarks.md).
-  const uint8_t* map = nullptr;
+  // Pieces are read with pread (no mapping given to loadPayload): copying
+  // them from the page cache costs less than mapping its pages into this
+  // process (restoring 4 GiB on the H200 host: 33 GB/s against 27.5;
+  // docs/benchmarks.md).
   // Pieces are independent zstd frames: decode them on several threads, as
   // restoring gigabytes of device memory for a replay would otherwise be
   // bound by one core's decompression speed.
   const bool forked = pool_ && pool_->owner() != ::getpid();
   if (pieces.size() < 2 || decodeThreads_ <= 1 || forked) {
     for (size_t i = 0; i < pieces.size(); ++i) {
-      std::string why = loadPayload(*pieces[i], dst + i * pieceSize, *scratch_, false, map);
+      std::string why = loadPayload(*pieces[i], dst + i * pieceSize, *scratch_, false, nullptr);
       if (!why.empty()) throw FormatError(describeAt(path_, pieces[i]->offset, why));
     }
     return;
@@ -624,7 +628,7 @@ void TraceReader::readContentInto(schema::Content::Reader content, uint8_t* dst,
     thread_local ReadScratch scratch;
     std::string why;
     try {
-      why = loadPayload(*pieces[i], dst + i * pieceSize, scratch, false, map);
+      why = loadPayload(*pieces[i], dst + i * pieceSize, scratch, false, nullptr);
     } catch (const std::exception& e) {  // an I/O error from readAt, or no memory
       why = e.what();
     } catch (...) {

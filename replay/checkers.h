@@ -62,6 +62,13 @@ std::vector<std::string> checkNames();
 // sticky CUDA error ended the context (the caller reports, then stops).
 bool runChecks(CheckTarget& target, LaunchOutcome& outcome);
 
+// The determinism finding from the bytes that varied between runs:
+// varies[r][b] for byte b of range r (labelled labels[r]). `runs` says what
+// was repeated ("5 runs from the same pre-state"), `cause` what varying
+// outputs point at. Used for one launch and for a whole sequence.
+CheckFinding determinismFinding(const std::vector<std::string>& labels, const std::vector<std::vector<bool>>& varies,
+                                const std::string& runs, const std::string& cause);
+
 // "Never written before the launch" (the uninit check): the recorded bytes
 // each device range held from the program before the launch, as sorted,
 // disjoint [begin, end) intervals of recorded addresses. Pure.

@@ -18,6 +18,11 @@ bool namesRecordedObject(int32_t id) {
   return id == CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_EVENT || id == CU_LAUNCH_ATTRIBUTE_LAUNCH_COMPLETION_EVENT;
 }
 
+uint64_t nsSince(std::chrono::steady_clock::time_point start) {
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count());
+}
+
 void appendDetail(LaunchOutcome& o, const std::string& text) {
   o.detail += (o.detail.empty() ? "" : "; ") + text;
 }
@@ -251,13 +256,12 @@ void Replayer::restore(const LaunchRecord& launch, const LoadedKernel& kernel, b
 void Replayer::restoreContent(schema::Content::Reader content, CUdeviceptr dst) {
   const uint64_t size = content.getSize();
   const uint64_t pieceSize = content.getPieceSize();
-  if (size <= kRestoreWindow || pieceSize == 0 || pieceSize > kRestoreWindow) {
+  if (!throughWindows(content)) {
     uint8_t* buffer = staging(size);
     reader_.readContentInto(content, buffer, size);
     const auto start = std::chrono::steady_clock::now();
     copyToDevice(dst, buffer, size);
-    restoreWaitNs_ += static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                                std::chrono::steady_clock::now() - start).count());
+    restoreWaitNs_ += nsSince(start);
     return;
   }
   const uint64_t piecesPerWindow = kRestoreWindow / pieceSize;
@@ -267,8 +271,7 @@ void Replayer::restoreContent(schema::Content::Reader content, CUdeviceptr dst) 
   auto waitFor = [&](auto&& wait) {
     const auto start = std::chrono::steady_clock::now();
     wait();
-    restoreWaitNs_ += static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                                std::chrono::steady_clock::now() - start).count());
+    restoreWaitNs_ += nsSince(start);
   };
   uint64_t window = 0;
   for (uint64_t offset = 0; offset < size; offset += windowBytes, ++window) {
@@ -293,6 +296,13 @@ void Replayer::restoreContent(schema::Content::Reader content, CUdeviceptr dst) 
   waitFor([&] { check(driver_.cuStreamSynchronize(stream_), "restoring memory"); });
 }
 
+// Contents over a window that are split into pieces go through the
+// page-locked windows; the rest through one staging buffer.
+bool Replayer::throughWindows(schema::Content::Reader content) {
+  return content.getSize() > kRestoreWindow && content.getPieceSize() != 0 &&
+         content.getPieceSize() <= kRestoreWindow;
+}
+
 void Replayer::allocateWindows() {
   for (auto& buffer : windows_) {
     if (buffer == nullptr) {
@@ -313,11 +323,10 @@ void Replayer::allocateRestoreBuffers(const LaunchRecord& launch) {
   bool large = false;
   for (const auto range : launch.event().getPre()) {
     const auto content = range.getContent();
-    const uint64_t size = content.getSize(), pieceSize = content.getPieceSize();
-    if (size <= kRestoreWindow || pieceSize == 0 || pieceSize > kRestoreWindow) {
-      largestSmall = std::max(largestSmall, size);
-    } else {
+    if (throughWindows(content)) {
       large = true;
+    } else {
+      largestSmall = std::max(largestSmall, content.getSize());
     }
   }
   staging(largestSmall);
@@ -605,12 +614,10 @@ LaunchOutcome Replayer::replayLaunch(const LaunchRecord& l, const std::function<
     allocateRestoreBuffers(l);
     restoredBytes_ = 0;
     restoreWaitNs_ = 0;
+    o.placeNs = nsSince(placeStart);
     const auto restoreStart = std::chrono::steady_clock::now();
-    o.placeNs = static_cast<uint64_t>(
-        std::chrono::duration_cast<std::chrono::nanoseconds>(restoreStart - placeStart).count());
     prepare(kernel);
-    o.restoreNs = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                            std::chrono::steady_clock::now() - restoreStart).count());
+    o.restoreNs = nsSince(restoreStart);
     o.restoredBytes = restoredBytes_;
     o.restoreWaitNs = restoreWaitNs_;
     o.memory = memory_->path();
@@ -778,40 +785,22 @@ void Replayer::runSequenceForDeterminism(const std::vector<const LaunchRecord*>&
   std::string notRun;  // why the check could not finish
   const auto reportAll = [&] {
     for (LaunchOutcome& o : outcomes) {
-      CheckFinding f{"determinism", CheckStatus::clean, "", {}};
       const bool clean = o.verdict == Verdict::reproduced || o.verdict == Verdict::differs;
       if (!clean || !notRun.empty()) {
-        f.status = CheckStatus::notRun;
-        f.summary = o.verdict == Verdict::unverified ? "nothing compared: " + o.detail
-                    : !clean                           ? "the launch did not replay cleanly"
-                                                       : notRun;
-        o.checks.push_back(f);
+        o.checks.push_back({"determinism", CheckStatus::notRun,
+                            o.verdict == Verdict::unverified ? "nothing compared: " + o.detail
+                            : !clean                         ? "the launch did not replay cleanly"
+                                                             : notRun,
+                            {}});
         report(o);
         continue;
       }
-      uint64_t total = 0;
-      const auto& kept = first[o.launchIndex];
-      const auto& flags = varies[o.launchIndex];
-      for (size_t r = 0; r < kept.size() && r < flags.size(); ++r) {
-        uint64_t bytes = 0, firstAt = 0;
-        for (uint64_t b = 0; b < flags[r].size(); ++b) {
-          if (flags[r][b] && bytes++ == 0) firstAt = b;
-        }
-        if (bytes == 0) continue;
-        total += bytes;
-        f.details.push_back(kept[r].label + ": " + std::to_string(bytes) + " bytes vary between runs, first at offset " +
-                            std::to_string(firstAt));
-      }
-      const std::string sequence = std::to_string(launches.size()) + "-launch sequence";
-      if (total == 0) {
-        f.summary = std::to_string(runs) + " runs of the " + sequence + " gave identical outputs";
-      } else {
-        f.status = CheckStatus::finding;
-        f.summary = std::to_string(total) + " output bytes in " + std::to_string(f.details.size()) +
-                    " range(s) vary over " + std::to_string(runs) + " runs of the " + sequence +
-                    " (a race, within the launch or with the launches around it)";
-      }
-      o.checks.push_back(f);
+      std::vector<std::string> labels;
+      for (const KeptOutput& k : first[o.launchIndex]) labels.push_back(k.label);
+      o.checks.push_back(determinismFinding(labels, varies[o.launchIndex],
+                                            std::to_string(runs) + " runs of the " + std::to_string(launches.size()) +
+                                                "-launch sequence",
+                                            "a race, within the launch or with the launches around it"));
       report(o);
     }
   };

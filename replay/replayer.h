@@ -90,6 +90,7 @@ class Replayer {
   void copyToDevice(CUdeviceptr dst, const uint8_t* src, uint64_t size);
   void copyFromDevice(uint8_t* dst, CUdeviceptr src, uint64_t size);
   uint8_t* staging(uint64_t size);
+  static bool throughWindows(schema::Content::Reader content);
   void allocateRestoreBuffers(const LaunchRecord& launch);
   void allocateWindows();
   std::vector<Region> regionsOf(const LaunchRecord& launch) const;
