@@ -574,7 +574,8 @@ void Replayer::applyCopy2D(const StoredEvent& op) {
     return;
   }
   if (data.getSize() == 0) return;
-  if (data.getSize() != width * rows) {
+  // (Written so that a damaged trace's width and height cannot overflow.)
+  if (rows == 0 || width == 0 || data.getSize() / rows != width || data.getSize() % rows != 0) {
     throw ReplayError("the 2D copy at event #" + std::to_string(op.seq()) + " holds " +
                       std::to_string(data.getSize()) + " bytes for " + std::to_string(rows) + " rows of " +
                       std::to_string(width));
