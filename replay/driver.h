@@ -42,10 +42,10 @@ namespace kcap::replay {
   X(cuMemcpyHtoD)                         \
   X(cuMemcpyHtoDAsync)                    \
   X(cuMemcpyDtoH)                         \
-  X(cuMemcpyDtoD)                         \
-  X(cuMemsetD8)                           \
-  X(cuMemsetD16)                          \
-  X(cuMemsetD32)                          \
+  X(cuMemcpyDtoDAsync)                    \
+  X(cuMemsetD8Async)                      \
+  X(cuMemsetD16Async)                     \
+  X(cuMemsetD32Async)                     \
   X(cuStreamCreate)                       \
   X(cuStreamDestroy)                      \
   X(cuStreamSynchronize)                  \

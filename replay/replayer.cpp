@@ -509,7 +509,16 @@ void Replayer::timeRepeats(const LaunchRecord& launch, const LoadedKernel& kerne
   driver_.cuEventDestroy(stop);
 }
 
+// Device-side copies and memsets go on the replay stream, and the stream is
+// drained before returning: the stream does not wait for the legacy default
+// stream (it is non-blocking), and a host-to-device copy from the staging
+// buffer next must not overtake them.
 void Replayer::applyMemoryOp(const StoredEvent& op) {
+  applyMemoryOpOnStream(op);
+  check(driver_.cuStreamSynchronize(stream_), "waiting for a recorded copy or memset");
+}
+
+void Replayer::applyMemoryOpOnStream(const StoredEvent& op) {
   const auto event = op.get();
   const LoadedKernel none;
   if (event.isMemcpy()) {
@@ -523,7 +532,7 @@ void Replayer::applyMemoryOp(const StoredEvent& op) {
     if (!dst) return;  // into memory no replayed launch reaches
     if (copy.getDirection() == schema::CopyDirection::DEVICE_TO_DEVICE && copy.getData().getSize() == 0) {
       if (const auto src = translate(copy.getSrc(), none)) {
-        check(driver_.cuMemcpyDtoD(*dst, *src, copy.getSize()), "replaying a recorded device-to-device copy");
+        check(driver_.cuMemcpyDtoDAsync(*dst, *src, copy.getSize(), stream_), "replaying a recorded device-to-device copy");
       }
       return;
     }
@@ -542,9 +551,9 @@ void Replayer::applyMemoryOp(const StoredEvent& op) {
       const auto dst = translate(set.getDst() + row * set.getPitch(), none);
       if (!dst) continue;
       switch (set.getElementSize()) {
-        case 1: check(driver_.cuMemsetD8(*dst, static_cast<unsigned char>(set.getValue()), set.getCount()), "memset"); break;
-        case 2: check(driver_.cuMemsetD16(*dst, static_cast<unsigned short>(set.getValue()), set.getCount()), "memset"); break;
-        default: check(driver_.cuMemsetD32(*dst, set.getValue(), set.getCount()), "memset"); break;
+        case 1: check(driver_.cuMemsetD8Async(*dst, static_cast<unsigned char>(set.getValue()), set.getCount(), stream_), "memset"); break;
+        case 2: check(driver_.cuMemsetD16Async(*dst, static_cast<unsigned short>(set.getValue()), set.getCount(), stream_), "memset"); break;
+        default: check(driver_.cuMemsetD32Async(*dst, set.getValue(), set.getCount(), stream_), "memset"); break;
       }
     }
   }
@@ -569,7 +578,7 @@ void Replayer::applyCopy2D(const StoredEvent& op) {
     for (uint64_t row = 0; row < rows; ++row) {
       const auto dst = translate(copy.getDst() + row * copy.getDstPitch(), none);
       const auto src = translate(copy.getSrc() + row * copy.getSrcPitch(), none);
-      if (dst && src) check(driver_.cuMemcpyDtoD(*dst, *src, width), "replaying a recorded 2D device-to-device copy");
+      if (dst && src) check(driver_.cuMemcpyDtoDAsync(*dst, *src, width, stream_), "replaying a recorded 2D device-to-device copy");
     }
     return;
   }

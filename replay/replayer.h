@@ -74,6 +74,7 @@ class Replayer {
                                  const std::function<void(const LaunchOutcome&)>& report);
   void restore(const LaunchRecord& launch, const LoadedKernel& kernel, bool all);
   void applyMemoryOp(const StoredEvent& op);
+  void applyMemoryOpOnStream(const StoredEvent& op);
   void applyCopy2D(const StoredEvent& op);
   void launchOnce(const LaunchRecord& launch, const LoadedKernel& kernel, std::vector<uint8_t>& params,
                   bool synchronize = true);

@@ -52,7 +52,9 @@ With --kcap, the program is also recorded (`kcap record`, --record-mode) and
      instead; the second relocated every one.
  12. with --replay-range A..B: `kcap replay TRACE --range A..B --json` (the
      launches as one sequence, the recorded copies and memsets between them
-     re-applied) exits 0 with every launch of the range REPRODUCED.
+     re-applied) exits 0 with every launch of the range REPRODUCED, and so
+     does the same with --no-fixed-va (the copies and memsets then land
+     where replay relocated their memory).
 
 The runs' output, the stats file and the traces are kept in --log-dir.
 """
@@ -361,21 +363,22 @@ def check_replay_range(kcap, traces, log_dir, timeout, launch_range):
     """Failures of replaying launches A..B of the traces as one sequence (12. above)."""
     failures = []
     first, last = (int(n) for n in launch_range.split(".."))
-    for trace in traces:
-        command = [kcap, "replay", str(trace), "--range", launch_range, "--json"]
+    for trace, extra, name in ((t, e, n) for t in traces
+                               for e, n in (([], "replay-range"), (["--no-fixed-va"], "replay-range-relocated"))):
+        command = [kcap, "replay", str(trace), "--range", launch_range, "--json"] + extra
         try:
             done = subprocess.run(command, capture_output=True, text=True, errors="replace", timeout=timeout)
         except subprocess.TimeoutExpired:
             failures.append(f"{' '.join(command)}: timed out after {timeout} s")
             continue
-        (log_dir / f"{trace.name}.replay-range.json").write_text(done.stdout)
-        (log_dir / f"{trace.name}.replay-range.stderr").write_text(done.stderr)
+        (log_dir / f"{trace.name}.{name}.json").write_text(done.stdout)
+        (log_dir / f"{trace.name}.{name}.stderr").write_text(done.stderr)
         try:
             launches = json.loads(done.stdout)["launches"]
         except (ValueError, KeyError, TypeError) as e:
             failures.append(f"{' '.join(command)}: exit {done.returncode}, no JSON report ({e}):\n{done.stderr}")
             continue
-        print(f"replay {trace.name} --range {launch_range}: "
+        print(f"replay {trace.name} --range {launch_range}{' '.join([''] + extra)}: "
               f"{[(l['launchIndex'], l['verdict']) for l in launches]}")
         bad = [f"#{l['launchIndex']} {l['kernel']}: {l['verdict']} {l.get('detail', '')}"
                for l in launches if l["verdict"] != "REPRODUCED"]

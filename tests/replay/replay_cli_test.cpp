@@ -422,6 +422,9 @@ TEST_F(Replay, ASequenceReappliesThe2DCopiesAndMemsetsRowByRow)
     EXPECT_EQ(run.exitCode, kExitOk) << run.describe();
     EXPECT_EQ(occurrences(run.out, "\"verdict\":\"REPRODUCED\""), 3u) << run.out;
     EXPECT_TRUE(balancedJson(run.out)) << run.out;
+    const Outcome relocated = replay({pitched(), "--range", "0..2", "--no-fixed-va"});
+    EXPECT_EQ(relocated.exitCode, kExitOk) << relocated.describe();
+    EXPECT_NE(relocated.out.find("3 launches: 3 REPRODUCED"), std::string::npos) << relocated.out;
     const Outcome later = replay({pitched(), "--range", "1..2", "--no-fixed-va"});
     EXPECT_EQ(later.exitCode, kExitOk) << later.describe();
     EXPECT_NE(later.out.find("2 launches: 2 REPRODUCED"), std::string::npos) << later.out;
