@@ -23,8 +23,8 @@
 // pinned host-to-device of the same bytes back, in one call.
 // --host-rates DIR: what the shim's snapshot path costs per byte on this host,
 // on the first 1 GiB of the data (host side only): XXH3-128 per 1 MiB piece
-// (the dedup key), the piece copy into the writer's job, zstd at level 3 per
-// piece on one thread, plain write() of the same bytes into a file in DIR in
+// (the dedup key), the piece copy into the writer's job, zstd at the writer's
+// default level per piece on one thread, plain write() of the same bytes into a file in DIR in
 // 32 MiB calls, closed (the storage path's own limit: the page cache, then
 // the disk), and a TraceWriter with the shim's default settings storing
 // 1 GiB into DIR.
@@ -229,7 +229,8 @@ void measureHostRates(const uint8_t* data, size_t bytes, const std::string& dir)
     size_t compressed = 0;
     start = bench::nowNs();
     for (size_t i = 0; i < zstdPieces; ++i) {
-        const size_t n = ZSTD_compressCCtx(cctx, out.data(), out.size(), data + i * kMiB, kMiB, 3);
+        const size_t n = ZSTD_compressCCtx(cctx, out.data(), out.size(), data + i * kMiB, kMiB,
+                                           kcap::format::TraceWriter::Options{}.zstdLevel);
         compressed += ZSTD_isError(n) || n >= kMiB ? kMiB : n;  // the writer stores such a piece raw
     }
     const double zstdNs = bench::nowNs() - start;

@@ -106,7 +106,7 @@ def main():
             producer = min(chunked, hashers / (1 / hash_rate + 1 / copy_rate))
             dedup = min(chunked, hashers * hash_rate)
             notes.append(f"mask {mask}: pinned D2H {d2h:.2f} GB/s whole, {chunked:.2f} in 32 MiB calls; one thread: "
-                         f"XXH3-128 {hash_rate:.2f}, piece copy {copy_rate:.2f}, zstd-3 {zstd_rate:.2f} GB/s "
+                         f"XXH3-128 {hash_rate:.2f}, piece copy {copy_rate:.2f}, zstd {zstd_rate:.2f} GB/s "
                          f"(ratio {float(ratio.group(1)) if ratio else 0:.3f}); plain write() to a file "
                          f"{file_rate or 0:.2f} GB/s; writer (default threads) "
                          f"{writer_rate:.2f} GB/s. Predicted: fresh <= min(producer {producer:.2f}, writer "

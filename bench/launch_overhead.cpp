@@ -27,6 +27,15 @@
 //                                                repetitions (getrusage RUSAGE_THREAD):
 //                                                other threads (the shim's writer
 //                                                among them) taking their CPU
+//   voluntary_switches_per_1k_launches Z          ... and voluntary ones (blocking:
+//                                                a contended lock, a full queue)
+//   migrations_per_1k_launches Z                  ... and moves to another CPU (a perf
+//                                                software counter; -1 where the
+//                                                kernel does not allow it)
+//   process_cpu_ns_per_launch Z                   CPU time of the whole process (every
+//                                                thread: the driver's, the shim's
+//                                                writer) over the timed repetitions,
+//                                                per launch
 //
 // An empty kernel runs for about a microsecond: when the host submits
 // faster than the GPU retires, the launch queue fills and cuLaunchKernel
@@ -35,9 +44,12 @@
 // docs/benchmarks.md for how to read a small difference).
 #include "gpu_bench.h"
 
+#include <linux/perf_event.h>
 #include <pthread.h>
 #include <sched.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <barrier>
 #include <cstring>
@@ -103,12 +115,42 @@ struct Times {
     std::vector<double> loopNs;   // per repetition: the launch loop
     std::vector<double> totalNs;  // the loop and the synchronize
     long involuntarySwitches = 0;  // over all repetitions
+    long voluntarySwitches = 0;
+    long long migrations = -1;  // -1: not counted
 };
 
-long involuntarySwitchesOfThisThread()
+rusage usageOf(int who)
 {
     rusage usage{};
-    return getrusage(RUSAGE_THREAD, &usage) == 0 ? usage.ru_nivcsw : 0;
+    getrusage(who, &usage);
+    return usage;
+}
+
+double cpuNs(const rusage& usage)
+{
+    const auto ns = [](const timeval& t) { return static_cast<double>(t.tv_sec) * 1e9 + static_cast<double>(t.tv_usec) * 1e3; };
+    return ns(usage.ru_utime) + ns(usage.ru_stime);
+}
+
+// The calling thread's CPU migrations from now on (a perf software counter,
+// which needs no privilege for one's own thread at perf_event_paranoid <= 2);
+// -1 when the kernel refuses.
+int countMigrationsOfThisThread()
+{
+    perf_event_attr attr{};
+    attr.size = sizeof attr;
+    attr.type = PERF_TYPE_SOFTWARE;
+    attr.config = PERF_COUNT_SW_CPU_MIGRATIONS;
+    attr.exclude_kernel = 0;
+    return static_cast<int>(syscall(SYS_perf_event_open, &attr, 0, -1, -1, 0));
+}
+
+long long readCounter(int fd)
+{
+    long long value = 0;
+    if (fd < 0 || read(fd, &value, sizeof value) != static_cast<ssize_t>(sizeof value)) return -1;
+    close(fd);
+    return value;
 }
 
 }  // namespace
@@ -124,6 +166,7 @@ int main(int argc, char** argv)
 
     // Two phases a repetition: everyone starts, everyone has finished.
     std::barrier sync(static_cast<std::ptrdiff_t>(options.threads));
+    const double processCpuBefore = cpuNs(usageOf(RUSAGE_SELF));  // (warm-up included: small)
     std::vector<Times> times(options.threads);
     std::vector<std::thread> threads;
     for (unsigned long long t = 0; t < options.threads; ++t) {
@@ -142,7 +185,8 @@ int main(int argc, char** argv)
                     std::exit(1);
                 }
             }
-            const long switchesBefore = involuntarySwitchesOfThisThread();
+            const rusage before = usageOf(RUSAGE_THREAD);
+            const int migrations = countMigrationsOfThisThread();
             for (unsigned long long rep = 0; rep < options.reps; ++rep) {
                 sync.arrive_and_wait();
                 const double start = bench::nowNs();
@@ -154,13 +198,17 @@ int main(int argc, char** argv)
                 times[t].totalNs.push_back(end - start);
                 sync.arrive_and_wait();
             }
-            times[t].involuntarySwitches = involuntarySwitchesOfThisThread() - switchesBefore;
+            const rusage after = usageOf(RUSAGE_THREAD);
+            times[t].migrations = readCounter(migrations);
+            times[t].involuntarySwitches = after.ru_nivcsw - before.ru_nivcsw;
+            times[t].voluntarySwitches = after.ru_nvcsw - before.ru_nvcsw;
             BENCH_CHECK(cuStreamDestroy(stream));
         });
     }
     for (auto& thread : threads) {
         thread.join();
     }
+    const double processCpuNs = cpuNs(usageOf(RUSAGE_SELF)) - processCpuBefore;
 
     // A repetition takes as long as its slowest thread.
     std::vector<double> perLaunch;
@@ -180,12 +228,19 @@ int main(int argc, char** argv)
     std::printf("median_ns_per_launch %.1f\n", bench::median(perLaunch));
     std::printf("min_ns_per_launch %.1f\n", bench::minimum(perLaunch));
     std::printf("median_loop_ns_per_launch %.1f\n", bench::median(loopPerLaunch));
-    long switches = 0;
+    long involuntary = 0, voluntary = 0;
+    long long migrations = 0;
     for (const Times& thread : times) {
-        switches += thread.involuntarySwitches;
+        involuntary += thread.involuntarySwitches;
+        voluntary += thread.voluntarySwitches;
+        migrations = (migrations < 0 || thread.migrations < 0) ? -1 : migrations + thread.migrations;
     }
-    std::printf("involuntary_switches_per_1k_launches %.3f\n",
-                1000.0 * static_cast<double>(switches) / (n * static_cast<double>(options.reps * options.threads)));
+    const double launched = n * static_cast<double>(options.reps * options.threads);
+    const auto per1k = [&](double count) { return 1000.0 * count / launched; };
+    std::printf("involuntary_switches_per_1k_launches %.3f\n", per1k(static_cast<double>(involuntary)));
+    std::printf("voluntary_switches_per_1k_launches %.3f\n", per1k(static_cast<double>(voluntary)));
+    std::printf("migrations_per_1k_launches %.3f\n", migrations < 0 ? -1.0 : per1k(static_cast<double>(migrations)));
+    std::printf("process_cpu_ns_per_launch %.1f\n", processCpuNs / launched);
     std::printf("made kernel kcap_empty %llu\n", (options.warmup + options.reps * options.launches) * options.threads);
     return 0;
 }

@@ -8,13 +8,15 @@ and prints the nanoseconds each adds per launch against the 300 ns target.
     launch_overhead.py --bench build-gpu/bench/kcap_bench_launch_overhead \\
         --shim build-gpu/interpose/libkcap_interpose.so [--kcap build-gpu/tools/kcap] \\
         [--threads 1,16] [--rounds 9] [--launches 100000] [--threaded-launches 20000] [--reps 3] [--dir /tmp]
-        [--pin-cpu C]
+        [--pin-cpu C] [--cpus LIST]
 
 Configurations run round-robin, --rounds processes each, so that drift of
 the machine hits all of them; a configuration's figure is the median over its
 processes of each process's median repetition. Each process's line also
-gives its launching threads' involuntary context switches per 1,000 launches
-(other threads, the shim's writer among them, taking their CPU). With --kcap, every metadata
+gives its launching threads' context switches (involuntary: other threads,
+the shim's writer among them, taking their CPU; voluntary: blocking) and
+CPU migrations per 1,000 launches, and the whole process's CPU time per
+launch (what the shim's other threads cost the machine). With --kcap, every metadata
 trace must hold every launch the program made (else the row says so and the
 script exits 1). Exit status 1 also when a run fails; a missed target is a
 result, not a failure.
@@ -30,6 +32,12 @@ from pathlib import Path
 
 TARGET_NS = 300.0
 CONFIGS = ["plain", "pass-through", "stats", "metadata"]
+# What each process says about the scheduling of its launching threads, and
+# the CPU time of all its threads (the shim's writer among them).
+SCHEDULING = [("involuntary_switches_per_1k_launches", "involuntary switches/1k"),
+              ("voluntary_switches_per_1k_launches", "voluntary switches/1k"),
+              ("migrations_per_1k_launches", "migrations/1k"),
+              ("process_cpu_ns_per_launch", "process CPU ns/launch")]
 
 
 def parse_args():
@@ -50,6 +58,9 @@ def parse_args():
     p.add_argument("--pin-cpu", type=int, default=-1,
                    help="run the launching threads on CPUs C, C+1, ... (after warm-up; the same in every "
                         "configuration): removes which-core noise; -1 (default) leaves them unpinned")
+    p.add_argument("--cpus", default="",
+                   help="run each process under `taskset -c CPUS`: all its threads, the shim's included, "
+                        "on these CPUs (tells whether the shim's threads cost by being elsewhere)")
     return p.parse_args()
 
 
@@ -78,6 +89,8 @@ def run_once(args, config, threads, scratch):
         old.unlink()
     launches = args.launches if threads == 1 else args.threaded_launches
     command = [args.bench, "--launches", str(launches), "--reps", str(args.reps), "--threads", str(threads)]
+    if args.cpus:
+        command = ["taskset", "-c", args.cpus] + command
     if args.pin_cpu >= 0:
         command += ["--pin-cpu", str(args.pin_cpu)]
     try:
@@ -98,9 +111,11 @@ def run_once(args, config, threads, scratch):
         held = launches_in(args.kcap, traces[0]) if len(traces) == 1 else None
         if held != made:
             problem = f"the trace holds {held} launches of {made} made ({len(traces)} trace files)"
-    switches = re.search(r"^involuntary_switches_per_1k_launches ([\d.]+)$", done.stdout, re.M)
-    return value("median_ns_per_launch"), value("median_loop_ns_per_launch"), problem, \
-        float(switches.group(1)) if switches else None
+    scheduling = {}
+    for key, name in SCHEDULING:
+        found = re.search(rf"^{key} (-?[\d.]+)$", done.stdout, re.M)
+        scheduling[name] = float(found.group(1)) if found else None
+    return value("median_ns_per_launch"), value("median_loop_ns_per_launch"), problem, scheduling
 
 
 def main():
@@ -112,19 +127,22 @@ def main():
           f"{args.threaded_launches} a thread with several) x {args.reps} reps a process, "
           f"{args.rounds} processes a configuration, round-robin; figures: median over processes of each "
           "process's median repetition, ns per launch of one thread (loop + synchronize; loop only); "
-          + (f"launching threads pinned from CPU {args.pin_cpu} on" if args.pin_cpu >= 0 else "threads not pinned"))
+          + (f"launching threads pinned from CPU {args.pin_cpu} on" if args.pin_cpu >= 0 else "threads not pinned")
+          + (f"; every process on CPUs {args.cpus} (taskset)" if args.cpus else ""))
     rows = []
     try:
         for threads in [int(t) for t in args.threads.split(",")]:
             results = {config: [] for config in CONFIGS}
             problems = {config: [] for config in CONFIGS}
+            cpu = {config: [] for config in CONFIGS}
             for _ in range(args.rounds):
                 for config in CONFIGS:
-                    total, loop, problem, switches = run_once(args, config, threads, scratch)
+                    total, loop, problem, scheduling = run_once(args, config, threads, scratch)
                     if total is not None:
                         results[config].append((total, loop))
-                        print(f"  threads {threads} {config}: {total:.1f} ns/launch (loop {loop:.1f}); involuntary "
-                              f"context switches of the launching threads: {switches} per 1k launches", flush=True)
+                        cpu[config].append(scheduling["process CPU ns/launch"])
+                        print(f"  threads {threads} {config}: {total:.1f} ns/launch (loop {loop:.1f}); launching "
+                              "threads: " + ", ".join(f"{k} {v}" for k, v in scheduling.items()), flush=True)
                     if problem:
                         problems[config].append(problem)
                         print(f"  threads {threads} {config}: PROBLEM {problem}", flush=True)
@@ -135,27 +153,31 @@ def main():
             base = statistics.median(t for t, _ in results["plain"])
             for config in CONFIGS:
                 if not results[config]:
-                    rows.append((threads, config, None, None, None, "; ".join(problems[config])))
+                    rows.append((threads, config, None, None, None, None, "; ".join(problems[config])))
                     continue
                 total = statistics.median(t for t, _ in results[config])
                 loop = statistics.median(l for _, l in results[config])
-                rows.append((threads, config, total, loop, total - base, "; ".join(problems[config])))
+                known = [c for c in cpu[config] if c is not None]
+                rows.append((threads, config, total, loop, total - base,
+                             statistics.median(known) if known else None, "; ".join(problems[config])))
     finally:
         for old in scratch.glob("*"):
             old.unlink()
         scratch.rmdir()
 
-    print("\n| threads | configuration | ns/launch | loop only | added vs plain | target: added <= 300 ns |")
-    print("|---:|---|---:|---:|---:|---|")
-    for threads, config, total, loop, added, problem in rows:
+    print("\n| threads | configuration | ns/launch | loop only | added vs plain | process CPU ns/launch "
+          "| target: added <= 300 ns |")
+    print("|---:|---|---:|---:|---:|---:|---|")
+    for threads, config, total, loop, added, process_cpu, problem in rows:
         if total is None:
-            print(f"| {threads} | {config} | failed | | | {problem} |")
+            print(f"| {threads} | {config} | failed | | | | {problem} |")
             continue
+        cpu_text = "" if process_cpu is None else f"{process_cpu:.0f}"
         verdict = "" if config == "plain" else ("met" if added <= TARGET_NS else "MISSED")
         if problem:
             verdict += f" ({problem})"
         added_text = "" if config == "plain" else f"{added:+.1f}"
-        print(f"| {threads} | {config} | {total:.1f} | {loop:.1f} | {added_text} | {verdict} |")
+        print(f"| {threads} | {config} | {total:.1f} | {loop:.1f} | {added_text} | {cpu_text} | {verdict} |")
     return 1 if failed else 0
 
 

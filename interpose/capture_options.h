@@ -9,7 +9,7 @@
 //   KCAP_EXCLUDE       ECMAScript regex; launches of kernels it matches are not
 //   KCAP_SKIP          skip the first K launches that pass the filters
 //   KCAP_MAX_LAUNCHES  then record at most N of them
-//   KCAP_LEVEL         zstd compression level (default 3)
+//   KCAP_LEVEL         zstd compression level (default 1)
 //   KCAP_PIECE_SIZE    bytes per content piece, K/M suffixes allowed (default 1M)
 //   KCAP_TIMING        1: also record each launch's GPU duration (CUPTI); 0 or
 //                      unset: not
@@ -43,7 +43,7 @@ struct CaptureOptions {
     std::string exclude;
     uint64_t skip = 0;
     uint64_t maxLaunches = std::numeric_limits<uint64_t>::max();  // max: unlimited
-    int zstdLevel = 3;
+    int zstdLevel = 1;  // format::TraceWriter::Options' default (why 1: there)
     uint32_t pieceSize = 1u << 20;
     bool timing = false;  // kernelTiming events through CUPTI (cupti_timing.h)
 

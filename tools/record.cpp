@@ -373,7 +373,7 @@ Run setupRecord(CLI::App& cmd) {
   cmd.add_option("--skip", opt->skip, "Skip the first N launches that pass the filters (KCAP_SKIP)")->type_name("N");
   cmd.add_option("--max-launches", opt->maxLaunches, "Then record at most N launches (KCAP_MAX_LAUNCHES)")
       ->type_name("N");
-  cmd.add_option("--level", opt->level, "zstd compression level (KCAP_LEVEL) [default: 3]")->type_name("LEVEL");
+  cmd.add_option("--level", opt->level, "zstd compression level (KCAP_LEVEL) [default: 1]")->type_name("LEVEL");
   cmd.add_option("--piece-size", opt->pieceSize, "Bytes per stored memory piece, e.g. 1M (KCAP_PIECE_SIZE)")
       ->type_name("SIZE");
   cmd.add_flag("--timing", opt->timing,

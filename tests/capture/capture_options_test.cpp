@@ -40,7 +40,7 @@ TEST(CaptureOptions, Defaults)
     EXPECT_EQ(options->mode, CaptureMode::kFull);
     EXPECT_EQ(options->skip, 0u);
     EXPECT_EQ(options->maxLaunches, std::numeric_limits<uint64_t>::max());
-    EXPECT_EQ(options->zstdLevel, 3);
+    EXPECT_EQ(options->zstdLevel, 1);
     EXPECT_EQ(options->pieceSize, 1u << 20);
     EXPECT_TRUE(options->selects("anything"));
 }
