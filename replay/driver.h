@@ -39,9 +39,8 @@ namespace kcap::replay {
   X(cuMemFree)                            \
   X(cuMemAllocHost)                       \
   X(cuMemFreeHost)                        \
-  X(cuMemcpyHtoD)                         \
   X(cuMemcpyHtoDAsync)                    \
-  X(cuMemcpyDtoH)                         \
+  X(cuMemcpyDtoHAsync)                    \
   X(cuMemcpyDtoDAsync)                    \
   X(cuMemsetD8Async)                      \
   X(cuMemsetD16Async)                     \

@@ -176,12 +176,19 @@ uint8_t* Replayer::staging(uint64_t size) {
   return staging_;
 }
 
+// Copies between host and device go on the replay stream and are waited
+// for. A plain cuMemcpyHtoD would go on the legacy default stream, which the
+// replay stream (non-blocking) does not wait for, and from pageable memory
+// it returns before the bytes arrive: a launch right after it could run on
+// memory not yet restored or poisoned.
 void Replayer::copyToDevice(CUdeviceptr dst, const uint8_t* src, uint64_t size) {
-  check(driver_.cuMemcpyHtoD(dst, src, size), "restoring " + std::to_string(size) + " bytes");
+  check(driver_.cuMemcpyHtoDAsync(dst, src, size, stream_), "restoring " + std::to_string(size) + " bytes");
+  check(driver_.cuStreamSynchronize(stream_), "restoring " + std::to_string(size) + " bytes");
 }
 
 void Replayer::copyFromDevice(uint8_t* dst, CUdeviceptr src, uint64_t size) {
-  check(driver_.cuMemcpyDtoH(dst, src, size), "reading back " + std::to_string(size) + " bytes");
+  check(driver_.cuMemcpyDtoHAsync(dst, src, size, stream_), "reading back " + std::to_string(size) + " bytes");
+  check(driver_.cuStreamSynchronize(stream_), "reading back " + std::to_string(size) + " bytes");
 }
 
 std::optional<uint64_t> Replayer::translate(uint64_t recorded, const LoadedKernel& kernel) const {
