@@ -143,8 +143,11 @@ class TraceWriterImpl final : public TraceWriter {
       : path_(std::move(path)), fd_(fd), options_(options) {
     unsigned threads = options.compressionThreads;
     if (threads == 0) {
+      // Compressing data the trace has not seen runs at 0.4-4 GB/s a thread
+      // (docs/benchmarks.md), below the file's write rate: up to half the
+      // machine, at most 8. They sleep when there is nothing to compress.
       unsigned hw = std::max(2u, std::thread::hardware_concurrency());
-      threads = std::min(4u, hw - 1);
+      threads = std::min(8u, hw / 2);
     }
     for (unsigned i = 0; i < threads; ++i) workers_.emplace_back([this] { compressLoop(); });
     writerThread_ = std::thread([this] { writeLoop(); });
@@ -264,47 +267,50 @@ class TraceWriterImpl final : public TraceWriter {
     auto segments = message.getSegmentsForOutput();
     const size_t bytes = capnp::computeSerializedSizeInWords(segments) * sizeof(capnp::word);
 
-    std::unique_lock lock(mutex_);
-    throwIfFailed();
-    throwIfClosed();
+    std::unique_lock batchLock(batchMutex_);
+    throwIfFailedOrClosed();
     uint64_t seq = nextSeq_++;
     root.setSeq(seq);  // in place: the segments above see it
     if (bytes > kMaxRecordChunkRaw) {
       throw FormatError(path_ + ": event " + std::to_string(seq) + " is " + std::to_string(bytes) +
                         " bytes, over the record chunk limit");
     }
-    if (batchBytes() + bytes > kMaxRecordChunkRaw) cutBatch(lock);
+    if (batchBytes() + bytes > kMaxRecordChunkRaw) cutBatch();
     if (batch_.eventCount == 0) batch_.firstSeq = seq;
     appendFlat(segments, batch_.raw);
     batch_.eventCount++;
-    stats_.events++;
-    stats_.recordRawBytes += bytes;
-    if (batchBytes() >= options_.batchBytes) cutBatch(lock);
+    batchStats_.events++;
+    batchStats_.recordRawBytes += bytes;
+    if (batchBytes() >= options_.batchBytes) cutBatch();
     return seq;
   }
 
   uint64_t append(DeferredEventPtr event) override {
     const size_t hint = event->sizeHint();
-    std::unique_lock lock(mutex_);
-    throwIfFailed();
-    throwIfClosed();
+    std::unique_lock batchLock(batchMutex_);
+    throwIfFailedOrClosed();
     uint64_t seq = nextSeq_++;
     // The hint is an estimate: leave room under the chunk limit for it to be off.
-    if (batchBytes() + 2 * hint > kMaxRecordChunkRaw / 2) cutBatch(lock);
+    if (batchBytes() + 2 * hint > kMaxRecordChunkRaw / 2) cutBatch();
     if (batch_.eventCount == 0) batch_.firstSeq = seq;
     batch_.deferred.push_back({batch_.raw.size(), seq, std::move(event)});
     batch_.deferredHint += hint;
     batch_.eventCount++;
-    stats_.events++;
-    if (batchBytes() >= options_.batchBytes) cutBatch(lock);
+    batchStats_.events++;
+    if (batchBytes() >= options_.batchBytes) cutBatch();
     return seq;
   }
 
   void flush() override {
-    std::unique_lock lock(mutex_);
-    throwIfFailed();
+    std::unique_lock batchLock(batchMutex_);
+    {
+      std::lock_guard lock(mutex_);
+      throwIfFailed();
+    }
     if (closed_) return;  // close() flushed everything
-    cutBatch(lock);
+    cutBatch();
+    std::unique_lock lock(mutex_);
+    batchLock.unlock();  // producers go on while this waits
     uint64_t target = submittedJobs_;
     writtenCv_.wait(lock, [&] { return writtenJobs_ >= target || failed_; });
     throwIfFailed();
@@ -312,19 +318,23 @@ class TraceWriterImpl final : public TraceWriter {
 
   void close() override {
     {
-      std::unique_lock lock(mutex_);
-      if (closed_) {
-        throwIfFailed();
-        return;
+      std::unique_lock batchLock(batchMutex_);
+      {
+        std::lock_guard lock(mutex_);
+        if (closed_) {
+          throwIfFailed();
+          return;
+        }
+        closed_ = true;
       }
-      closed_ = true;
       // A failure already met makes cutBatch throw; the threads must be
       // stopped and joined all the same (a joinable std::thread destroyed
       // later would terminate the process), so it is reported at the end.
       try {
-        cutBatch(lock);
+        cutBatch();
       } catch (const FormatError&) {
       }
+      std::lock_guard lock(mutex_);
       stopping_ = true;
       workCv_.notify_all();
       doneCv_.notify_all();
@@ -341,14 +351,18 @@ class TraceWriterImpl final : public TraceWriter {
   }
 
   Stats stats() const override {
+    std::lock_guard batchLock(batchMutex_);
     std::lock_guard lock(mutex_);
-    return stats_;
+    Stats all = stats_;
+    all.events += batchStats_.events;
+    all.recordRawBytes += batchStats_.recordRawBytes;
+    return all;
   }
   const std::string& path() const override { return path_; }
   uint32_t pieceSize() const override { return options_.pieceSize; }
 
  private:
-  // Caller holds the lock.
+  // Caller holds batchMutex_.
   size_t batchBytes() const { return batch_.raw.size() + batch_.deferredHint; }
 
   WorkerPool* hashingPool() {
@@ -391,12 +405,15 @@ class TraceWriterImpl final : public TraceWriter {
     }
   }
 
-  void cutBatch(std::unique_lock<std::mutex>& lock) {
+  // Caller holds batchMutex_ (not mutex_): batches are queued in the order
+  // of their sequence numbers, so that the file's events are in order.
+  void cutBatch() {
     if (batch_.eventCount == 0) return;
     auto job = std::make_unique<Job>(std::move(batch_));
     batch_ = Job{};
     batch_.raw.reserve(options_.batchBytes + (64u << 10));  // no regrowth while filling
     job->kind = ChunkKind::kRecords;
+    std::unique_lock lock(mutex_);
     submit(lock, std::move(job));
   }
 
@@ -518,8 +535,18 @@ class TraceWriterImpl final : public TraceWriter {
   void throwIfFailed() const {
     if (failed_) throw FormatError(error_);
   }
+  // Caller holds mutex_ or batchMutex_ (close() sets closed_ under both).
   void throwIfClosed() const {
     if (closed_) throw FormatError(path_ + ": the trace writer is closed");
+  }
+  // Caller holds batchMutex_ only: error_ is read under mutex_, and only
+  // once failed_ says there is one.
+  void throwIfFailedOrClosed() const {
+    if (failed_.load(std::memory_order_acquire)) {
+      std::lock_guard lock(mutex_);
+      throwIfFailed();
+    }
+    throwIfClosed();
   }
 
   struct ChunkEntry {
@@ -540,6 +567,18 @@ class TraceWriterImpl final : public TraceWriter {
   const int fd_;
   const Options options_;
 
+  // Two locks, taken in this order when both are: batchMutex_ is the
+  // producers' (the record chunk being filled and the sequence numbers:
+  // every launch takes it twice), mutex_ the queue's, shared with the
+  // compression and writer threads. A launching thread thus never waits for
+  // one of those threads' critical sections, except once a chunk when it
+  // queues the batch.
+  mutable std::mutex batchMutex_;
+  Job batch_;                // the record chunk being filled
+  uint64_t nextSeq_ = 0;
+  Stats batchStats_;         // its events and recordRawBytes (stats() adds them up)
+  bool closed_ = false;      // set under both locks
+
   mutable std::mutex mutex_;
   std::condition_variable workCv_;     // compression threads: a job is unclaimed
   std::condition_variable doneCv_;     // writer thread: the head job is encoded
@@ -548,15 +587,12 @@ class TraceWriterImpl final : public TraceWriter {
   std::deque<std::unique_ptr<Job>> queue_;  // submitted, not yet written, in file order
   std::deque<size_t> jobCost_;              // raw bytes of each queued job
   std::deque<Job*> unclaimed_;              // submitted, not yet picked by a compression thread
-  Job batch_;                               // the record chunk being filled
   std::unordered_set<Hash128, Hash128Hasher> storedPieces_;
-  uint64_t nextSeq_ = 0;
   size_t reservedJobs_ = 0;  // queued blob jobs whose bytes a producer is still copying in
   uint64_t submittedJobs_ = 0;
   uint64_t writtenJobs_ = 0;
   size_t pendingBytes_ = 0;
   bool stopping_ = false;
-  bool closed_ = false;
   Stats stats_;
 
   // Owned by the writer thread while it runs.

@@ -58,7 +58,7 @@ class TraceWriter {
     // (docs/capture.md), and compression is what limits capturing data the
     // trace has not seen.
     int zstdLevel = 1;
-    unsigned compressionThreads = 0;        // 0: min(4, hardware threads - 1), at least 1
+    unsigned compressionThreads = 0;        // 0: min(8, hardware threads / 2), at least 1
     // Threads (besides the caller) that hash and queue the pieces of one
     // storeContent call; 0: min(8, hardware threads - 1). Made at the first
     // call with more than one piece.
