@@ -37,13 +37,16 @@ CodeCache::Module& CodeCache::loadRecorded(const StoredEvent& event) {
   const auto found = recorded_.find(event.seq());
   if (found != recorded_.end()) return found->second;
   const auto load = event.get().getModuleLoad();
-  if (load.getExtraImages().size() != 0) {
-    throw ReplayError("the module is relocatable device code (a fatbin wrapper with " +
-                      std::to_string(load.getExtraImages().size()) +
-                      " extra fatbins to link); replaying it needs linking, which kcap replay does not do yet");
-  }
   const std::vector<uint8_t> bytes = reader_.readContent(load.getImage());
   ImageChoice choice = chooseCode(image::Bytes(bytes.data(), bytes.size()), sm_, options_.forcePtx);
+  if (load.getExtraImages().size() != 0 && !choice.sass) {
+    // Relocatable device code: the wrapper's own fatbin is nvcc's device-link
+    // output, SASS for the architectures the program was built for; the extra
+    // fatbins are its translation units, which cudart links with the driver's
+    // linker when that SASS does not fit the GPU. Replay does the same, and
+    // for --force-ptx (device-link output holds no PTX).
+    return recorded_.emplace(event.seq(), linkRelocatable(load)).first->second;
+  }
   if (!choice.runnable) throw ReplayError(choice.why);
   Module m;
   const std::string what = "loading the recorded image (" + imageContents(image::Bytes(bytes.data(), bytes.size())) +
@@ -52,6 +55,56 @@ CodeCache::Module& CodeCache::loadRecorded(const StoredEvent& event) {
   m.code = choice.description;
 
   return recorded_.emplace(event.seq(), std::move(m)).first->second;
+}
+
+CodeCache::Module CodeCache::linkRelocatable(schema::ModuleLoad::Reader load) {
+  const auto extras = load.getExtraImages();
+  const std::string what = "linking the recorded relocatable device code (" + std::to_string(extras.size()) +
+                           " fatbins) on sm_" + std::to_string(sm_);
+  if (driver_.cuLinkCreate == nullptr || driver_.cuLinkAddData == nullptr || driver_.cuLinkComplete == nullptr ||
+      driver_.cuLinkDestroy == nullptr) {
+    throw ReplayError(what + ": this driver has no cuLink* functions");
+  }
+  char log[4096] = {};
+  CUjit_option keys[] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
+  void* values[] = {log, reinterpret_cast<void*>(sizeof log)};
+  CUlinkState link = nullptr;
+  check(driver_.cuLinkCreate(2, keys, values, &link), what);
+  // Destroyed on every path: the linked cubin lives in the link state.
+  struct Destroy {
+    Driver& driver;
+    CUlinkState link;
+    ~Destroy() { driver.cuLinkDestroy(link); }
+  } destroy{driver_, link};
+  const auto fail = [&](CUresult result, const std::string& step) {
+    std::string message = what + ": " + step;
+    if (log[0] != '\0') message += " (linker log: " + std::string(log, strnlen(log, sizeof log)) + ")";
+    throw CudaError(result, message);
+  };
+  std::vector<std::string> parts;
+  for (unsigned i = 0; i < extras.size(); ++i) {
+    std::vector<uint8_t> bytes = reader_.readContent(extras[i]);
+    ImageChoice choice = chooseCode(image::Bytes(bytes.data(), bytes.size()), sm_, options_.forcePtx);
+    if (!choice.runnable) throw ReplayError(what + ": fatbin " + std::to_string(i) + ": " + choice.why);
+    const bool ptx = !choice.ptx.empty();
+    std::vector<uint8_t> input = ptx ? std::move(choice.ptx) : std::move(bytes);
+    const std::string name = "kcap_rdc_" + std::to_string(i);
+    const CUresult added = driver_.cuLinkAddData(link, ptx ? CU_JIT_INPUT_PTX : CU_JIT_INPUT_FATBINARY, input.data(),
+                                                 input.size(), name.c_str(), 0, nullptr, nullptr);
+    if (added != CUDA_SUCCESS) fail(added, "adding fatbin " + std::to_string(i));
+    parts.push_back(choice.description);
+  }
+  void* cubin = nullptr;
+  size_t cubinSize = 0;
+  const CUresult linked = driver_.cuLinkComplete(link, &cubin, &cubinSize);
+  if (linked != CUDA_SUCCESS) fail(linked, "cuLinkComplete");
+  const auto* begin = static_cast<const uint8_t*>(cubin);
+  Module m;
+  m.module = loadImage(std::vector<uint8_t>(begin, begin + cubinSize), what);
+  m.code = "relocatable device code linked here from " + std::to_string(extras.size()) + " fatbins (";
+  for (size_t i = 0; i < parts.size(); ++i) m.code += (i ? ", " : "") + parts[i];
+  m.code += ")";
+  return m;
 }
 
 CodeCache::Module& CodeCache::loadOverride(const KernelOverride& override) {

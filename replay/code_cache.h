@@ -48,6 +48,7 @@ class CodeCache {
     std::string code;
   };
   Module& loadRecorded(const StoredEvent& load);
+  Module linkRelocatable(schema::ModuleLoad::Reader load);
   Module& loadOverride(const KernelOverride& override);
   std::vector<GlobalPlacement> globalsOf(CUmodule module, const StoredEvent& load);
   CUmodule loadImage(const std::vector<uint8_t>& bytes, const std::string& what);

@@ -66,6 +66,10 @@ namespace kcap::replay {
   X(cuMemSetAccess)                       \
   X(cuEventElapsedTime)                   \
   X(cuTensorMapReplaceAddress)             \
+  X(cuLinkCreate)                         \
+  X(cuLinkAddData)                        \
+  X(cuLinkComplete)                       \
+  X(cuLinkDestroy)                        \
   X(cuDeviceTotalMem)
 
 struct Driver {

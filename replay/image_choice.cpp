@@ -102,6 +102,7 @@ ImageChoice chooseCode(image::Bytes bytes, int sm, bool forcePtx) {
   }
   if (sass != nullptr) {
     choice.runnable = true;
+    choice.sass = true;
     choice.description = "SASS " + archName(*sass);
   } else if (ptx != nullptr) {
     choice.runnable = true;

@@ -16,6 +16,7 @@ struct ImageChoice {
   std::string description;   // what runs: "SASS sm_90", "PTX compute_80 (JIT)", "cubin", "PTX (JIT)"
   std::string why;           // when not runnable: what the image has and what this GPU is
   std::vector<uint8_t> ptx;  // forcePtx: the PTX text to load instead (NUL-terminated)
+  bool sass = false;         // a fatbin with SASS for this GPU (no JIT): what runs is machine code
 };
 
 // sm: this GPU's compute capability as major * 10 + minor (90 for sm_90).

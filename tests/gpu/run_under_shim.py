@@ -50,6 +50,9 @@ With --kcap, the program is also recorded (`kcap record`, --record-mode) and
      (bit-exact against the recorded post-state); in the first, every
      launch kept its recorded addresses or says what the driver answered
      instead; the second relocated every one.
+ 11b. with --force-ptx-code REGEX: `kcap replay TRACE --force-ptx --json`
+     also reproduces every launch, and each launch's code (what ran, e.g.
+     "relocatable device code linked here ...") matches REGEX.
  12. with --replay-range A..B: `kcap replay TRACE --range A..B --json` (the
      launches as one sequence, the recorded copies and memsets between them
      re-applied) exits 0 with every launch of the range REPRODUCED, and so
@@ -89,6 +92,8 @@ def parse_args():
     parser.add_argument("--replay", action="store_true",
                         help="also replay every recorded launch with `kcap replay`, with fixed addresses and "
                              "with --no-fixed-va: each must reproduce bit-exactly")
+    parser.add_argument("--force-ptx-code", metavar="REGEX",
+                        help="with --replay: also replay with --force-ptx; what ran must match REGEX (see 11b.)")
     parser.add_argument("--replay-range", metavar="A..B",
                         help="also replay launches A..B as one sequence: each must reproduce bit-exactly")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
@@ -314,11 +319,14 @@ def check_timing(kcap, recorded, traces, mode):
     return failures
 
 
-def check_replay(kcap, traces, log_dir, timeout):
+def check_replay(kcap, traces, log_dir, timeout, force_ptx_code=None):
     """Failures of replaying every launch of the traces, twice (11. above)."""
     failures = []
+    variants = [("fixed", []), ("relocated", ["--no-fixed-va"])]
+    if force_ptx_code:
+        variants.append(("force-ptx", ["--force-ptx"]))
     for trace in traces:
-        for label, extra in (("fixed", []), ("relocated", ["--no-fixed-va"])):
+        for label, extra in variants:
             command = [kcap, "replay", str(trace), "--json"] + extra
             try:
                 done = subprocess.run(command, capture_output=True, text=True, errors="replace", timeout=timeout)
@@ -342,6 +350,11 @@ def check_replay(kcap, traces, log_dir, timeout):
                                 + "\n  ".join(bad[:20]))
             if not launches:
                 failures.append(f"{' '.join(command)}: replayed no launch")
+            if label == "force-ptx":
+                odd = sorted({l.get("code", "") for l in launches if not re.search(force_ptx_code, l.get("code", ""))})
+                print(f"replay {trace.name} (force-ptx): code {sorted({l.get('code', '') for l in launches})}")
+                if odd:
+                    failures.append(f"{' '.join(command)}: code {odd} does not match {force_ptx_code!r}")
             if label == "relocated" and paths["fixed-va"]:
                 failures.append(f"{' '.join(command)}: {paths['fixed-va']} launches kept fixed addresses")
             # Fixed addresses are asked for; where the driver refuses one (it does
@@ -446,7 +459,7 @@ def main():
         if args.timing and recorded.ok() and traces:
             failures += check_timing(args.kcap, recorded, traces, args.timing)
         if args.replay and recorded.ok() and traces:
-            failures += check_replay(args.kcap, traces, log_dir, args.timeout)
+            failures += check_replay(args.kcap, traces, log_dir, args.timeout, args.force_ptx_code)
         if args.replay_range and recorded.ok() and traces:
             failures += check_replay_range(args.kcap, traces, log_dir, args.timeout, args.replay_range)
     elif args.expect_trace or args.timing or args.replay_range:
