@@ -295,16 +295,27 @@ struct Memcpy {
   stream @4 :UInt64;
   isAsync @5 :Bool;
   data @6 :Content;                 # the bytes written into device memory (host->device, and device->device when captured)
-                                    # (of a 2D copy only its rows, packed: row r at r * width)
+                                    # (of a 2D copy only its rows, packed: row r at r * width; of a 3D
+                                    # copy row y of slice z at (z * height + y) * width)
   result @7 :Int32;
   # 2D/3D copies: row width in bytes, number of rows, pitches (0 for 1D).
   # dst and src then address the first byte copied (row 0, after the X/Y
-  # offsets) and size is width * height. A 2D copy to or from a CUDA array
-  # is recorded unknown, the array's side 0, without data.
+  # offsets; of a 3D copy also after the Z offset) and size is width *
+  # height (* depth). A 2D or 3D copy to or from a CUDA array is recorded
+  # unknown, the array's side 0, without data.
   width @8 :UInt64;
   height @9 :UInt64;
   dstPitch @10 :UInt64;
   srcPitch @11 :UInt64;
+  # 3D copies (cuMemcpy3D*): slices of `height` rows; 0 for 1D and 2D copies
+  # (0 or 1: one slice). Row y of slice z of a side starts at its first byte
+  # + z * pitch * sliceHeight + y * pitch, sliceHeight being dstHeight or
+  # srcHeight, the rows from one slice to the next (the CUDA_MEMCPY3D field;
+  # 0 for 1D and 2D copies, and may be 0 with depth 1). A 3D copy of depth 0,
+  # which copies nothing, is recorded with height 0.
+  depth @12 :UInt64;
+  dstHeight @13 :UInt64;
+  srcHeight @14 :UInt64;
 }
 
 enum CopyDirection {

@@ -172,6 +172,8 @@ KCAP_OBSERVE_AFTER(cuMemsetD2D16Async_hook, CUdeviceptr dst, size_t pitch, unsig
                    size_t height, CUstream stream)
 KCAP_OBSERVE_AFTER(cuMemsetD2D32Async_hook, CUdeviceptr dst, size_t pitch, unsigned value, size_t width,
                    size_t height, CUstream stream)
+KCAP_OBSERVE_AFTER(cuMemcpy3D_v2_hook, const CUDA_MEMCPY3D* copy)
+KCAP_OBSERVE_AFTER(cuMemcpy3DAsync_v2_hook, const CUDA_MEMCPY3D* copy, CUstream stream)
 
 // Streams, events, synchronization, graph capture
 KCAP_OBSERVE_AFTER(cuStreamCreate_hook, CUstream* stream, unsigned flags)

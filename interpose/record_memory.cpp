@@ -5,6 +5,7 @@
 
 #include "driver_api.h"
 
+#include <algorithm>
 #include <cstring>
 #include <mutex>
 #include <vector>
@@ -140,7 +141,7 @@ void Recorder::copied(const CopyCall& call, const void* hostSource)
     }
     schema::CopyDirection direction = call.direction;
     if (direction == schema::CopyDirection::UNKNOWN && !call.array) {
-        // cuMemcpy, or a unified side of a 2D copy: unified addressing; which
+        // cuMemcpy, or a unified side of a 2D/3D copy: unified addressing; which
         // side is the device's? Tracked allocations say; otherwise ask the
         // driver. Host bytes are read only when the source is known to be
         // host memory.
@@ -193,15 +194,26 @@ void Recorder::copied(const CopyCall& call, const void* hostSource)
     copy.setHeight(call.height);
     copy.setDstPitch(call.dstPitch);
     copy.setSrcPitch(call.srcPitch);
+    copy.setDepth(call.depth);
+    copy.setDstHeight(call.dstHeight);
+    copy.setSrcHeight(call.srcHeight);
     if (direction == schema::CopyDirection::HOST_TO_DEVICE && hostSource != nullptr && call.size != 0 &&
         options_.mode != CaptureMode::kMetadata) {
-        if (call.height > 1 && call.srcPitch != call.width) {
-            // Only the rows are stored, packed (the gaps between them in the
-            // program's buffer were never copied, and may not be readable).
-            std::vector<uint8_t> rows(call.width * call.height);
+        const uint64_t slices = std::max<uint64_t>(call.depth, 1);
+        const uint64_t slicePitch = call.srcPitch * call.srcHeight;
+        const bool rowsApart = call.height > 1 && call.srcPitch != call.width;
+        const bool slicesApart = slices > 1 && slicePitch != call.width * call.height;
+        if (rowsApart || slicesApart) {
+            // Only the rows are stored, packed, slice after slice (the gaps
+            // between them in the program's buffer were never copied, and
+            // may not be readable).
+            std::vector<uint8_t> rows(call.width * call.height * slices);
             const auto* source = static_cast<const uint8_t*>(hostSource);
-            for (uint64_t row = 0; row < call.height; ++row) {
-                std::memcpy(rows.data() + row * call.width, source + row * call.srcPitch, call.width);
+            uint8_t* out = rows.data();
+            for (uint64_t z = 0; z < slices; ++z) {
+                for (uint64_t y = 0; y < call.height; ++y, out += call.width) {
+                    std::memcpy(out, source + z * slicePitch + y * call.srcPitch, call.width);
+                }
             }
             writer_->storeContent(rows.data(), rows.size(), copy.initData());
         } else {

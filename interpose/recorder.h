@@ -116,22 +116,28 @@ struct FreeCall {
 };
 
 struct CopyCall {
-    // UNKNOWN: cuMemcpy or a 2D copy with a unified side, decided here
+    // UNKNOWN: cuMemcpy or a 2D/3D copy with a unified side, decided here
     schema::CopyDirection direction = schema::CopyDirection::UNKNOWN;
     // A side is a CUDA array (its address 0): kept UNKNOWN, without data.
     bool array = false;
     CUresult result = CUDA_SUCCESS;
-    uint64_t dst = 0;  // of the first byte copied (2D: row 0)
+    uint64_t dst = 0;  // of the first byte copied (2D/3D: row 0 of slice 0)
     uint64_t src = 0;
     uint64_t size = 0;
     uint64_t stream = 0;
     bool isAsync = false;
-    // 2D copies: bytes per row, rows, and the pitches of the two sides (the
-    // host source's rows are srcPitch apart); all 0 for 1D.
+    // 2D and 3D copies: bytes per row, rows, and the pitches of the two sides
+    // (the host source's rows are srcPitch apart); all 0 for 1D.
     uint64_t width = 0;
     uint64_t height = 0;
     uint64_t dstPitch = 0;
     uint64_t srcPitch = 0;
+    // 3D copies: slices of `height` rows, and the rows from one slice to the
+    // next on each side (the host source's slices are srcPitch * srcHeight
+    // apart); all 0 for 1D and 2D.
+    uint64_t depth = 0;
+    uint64_t dstHeight = 0;
+    uint64_t srcHeight = 0;
 };
 
 struct SetCall {

@@ -567,10 +567,14 @@ std::vector<std::pair<uint64_t, uint64_t>> writtenBefore(const TraceModel& model
           c.getDirection() == schema::CopyDirection::HOST_TO_HOST) {
         continue;
       }
-      if (c.getHeight() > 1) {
-        for (uint64_t row = 0; row < c.getHeight(); ++row) {
-          const uint64_t at = c.getDst() + row * c.getDstPitch();
-          addInterval(set, at, at + c.getWidth());
+      if (c.getWidth() != 0 && (c.getHeight() > 1 || c.getDepth() > 1)) {
+        // 2D and 3D: the rows, slice by slice (none of a damaged trace's).
+        const auto rows = copyRows(c);
+        for (uint64_t z = 0; rows && z < rows->slices; ++z) {
+          for (uint64_t y = 0; y < rows->rows; ++y) {
+            const uint64_t at = c.getDst() + rows->dstAt(y, z);
+            addInterval(set, at, at + rows->width);
+          }
         }
       } else {
         addInterval(set, c.getDst(), c.getDst() + c.getSize());

@@ -532,7 +532,7 @@ void Replayer::applyMemoryOpOnStream(const StoredEvent& op) {
     const auto copy = event.getMemcpy();
     if (copy.getResult() != 0) return;
     if (copy.getWidth() != 0) {
-      applyCopy2D(op);
+      applyCopyRows(op);
       return;
     }
     const auto dst = translate(copy.getDst(), none);
@@ -566,41 +566,54 @@ void Replayer::applyMemoryOpOnStream(const StoredEvent& op) {
   }
 }
 
-// A recorded 2D copy: row r goes to dst + r * dstPitch, from the packed rows
-// the trace holds (host to device) or from src + r * srcPitch (device to
-// device). Each row is translated on its own, as the memset rows are.
-void Replayer::applyCopy2D(const StoredEvent& op) {
+// A recorded 2D or 3D copy, row by row: row y of slice z goes to dst +
+// dstAt(y, z), from the packed rows the trace holds (host to device) or from
+// src + srcAt(y, z) (device to device). Each row is translated on its own, as
+// the memset rows are.
+void Replayer::applyCopyRows(const StoredEvent& op) {
   const auto copy = op.get().getMemcpy();
   const LoadedKernel none;
-  const uint64_t width = copy.getWidth(), rows = copy.getHeight();
+  const std::string what =
+      std::string(copy.getDepth() != 0 ? "the 3D copy" : "the 2D copy") + " at event #" + std::to_string(op.seq());
   if (copy.getDirection() == schema::CopyDirection::UNKNOWN && (copy.getDst() == 0 || copy.getSrc() == 0)) {
     // A CUDA array on one side: recorded without data, and replay holds no
     // arrays. Harmless only when it writes memory no replayed launch reaches.
     if (copy.getDst() != 0 && !translate(copy.getDst(), none)) return;
-    throw ReplayError("the 2D copy at event #" + std::to_string(op.seq()) +
-                      " is to or from a CUDA array, recorded without its data: replay cannot re-apply it");
+    throw ReplayError(what + " is to or from a CUDA array, recorded without its data: replay cannot re-apply it");
   }
+  const auto shape = copyRows(copy);
+  if (!shape) throw ReplayError(what + " has rows past the end of the address space (a damaged trace?)");
+  const CopyRows& r = *shape;
   const auto data = copy.getData();
   if (copy.getDirection() == schema::CopyDirection::DEVICE_TO_DEVICE && data.getSize() == 0) {
-    for (uint64_t row = 0; row < rows; ++row) {
-      const auto dst = translate(copy.getDst() + row * copy.getDstPitch(), none);
-      const auto src = translate(copy.getSrc() + row * copy.getSrcPitch(), none);
-      if (dst && src) check(driver_.cuMemcpyDtoDAsync(*dst, *src, width, stream_), "replaying a recorded 2D device-to-device copy");
+    for (uint64_t z = 0; z < r.slices; ++z) {
+      for (uint64_t y = 0; y < r.rows; ++y) {
+        const auto dst = translate(copy.getDst() + r.dstAt(y, z), none);
+        const auto src = translate(copy.getSrc() + r.srcAt(y, z), none);
+        if (dst && src) {
+          check(driver_.cuMemcpyDtoDAsync(*dst, *src, r.width, stream_), "replaying a recorded 2D/3D device-to-device copy");
+        }
+      }
     }
     return;
   }
   if (data.getSize() == 0) return;
-  // (Written so that a damaged trace's width and height cannot overflow.)
-  if (rows == 0 || width == 0 || data.getSize() / rows != width || data.getSize() % rows != 0) {
-    throw ReplayError("the 2D copy at event #" + std::to_string(op.seq()) + " holds " +
-                      std::to_string(data.getSize()) + " bytes for " + std::to_string(rows) + " rows of " +
-                      std::to_string(width));
+  // The packed rows must be exactly width * rows * slices bytes. (Divided,
+  // not multiplied, so that a damaged trace's sizes cannot overflow into a
+  // match and read past the staging buffer.)
+  const uint64_t size = data.getSize(), perSlice = size / r.slices;
+  if (r.rows == 0 || r.width == 0 || size % r.slices != 0 || perSlice % r.rows != 0 || perSlice / r.rows != r.width) {
+    throw ReplayError(what + " holds " + std::to_string(size) + " bytes for " +
+                      (copy.getDepth() != 0 ? std::to_string(r.slices) + " slices of " : std::string()) +
+                      std::to_string(r.rows) + " rows of " + std::to_string(r.width));
   }
-  uint8_t* buffer = staging(data.getSize());
-  reader_.readContentInto(data, buffer, data.getSize());
-  for (uint64_t row = 0; row < rows; ++row) {
-    if (const auto dst = translate(copy.getDst() + row * copy.getDstPitch(), none)) {
-      copyToDevice(*dst, buffer + row * width, width);
+  uint8_t* buffer = staging(size);
+  reader_.readContentInto(data, buffer, size);
+  for (uint64_t z = 0; z < r.slices; ++z) {
+    for (uint64_t y = 0; y < r.rows; ++y) {
+      if (const auto dst = translate(copy.getDst() + r.dstAt(y, z), none)) {
+        copyToDevice(*dst, buffer + r.packedAt(y, z), r.width);
+      }
     }
   }
 }

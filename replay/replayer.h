@@ -75,7 +75,7 @@ class Replayer {
   void restore(const LaunchRecord& launch, const LoadedKernel& kernel, bool all);
   void applyMemoryOp(const StoredEvent& op);
   void applyMemoryOpOnStream(const StoredEvent& op);
-  void applyCopy2D(const StoredEvent& op);
+  void applyCopyRows(const StoredEvent& op);
   void launchOnce(const LaunchRecord& launch, const LoadedKernel& kernel, std::vector<uint8_t>& params,
                   bool synchronize = true);
   std::vector<uint8_t> buildParams(const LaunchRecord& launch, const LoadedKernel& kernel);

@@ -20,6 +20,29 @@ StoredEvent::StoredEvent(schema::Event::Reader event) {
   root_ = message_->getRoot<schema::Event>();
 }
 
+std::optional<CopyRows> copyRows(schema::Memcpy::Reader copy) {
+  CopyRows r;
+  r.width = copy.getWidth();
+  r.rows = copy.getHeight();
+  r.slices = std::max<uint64_t>(copy.getDepth(), 1);
+  r.dstPitch = copy.getDstPitch();
+  r.srcPitch = copy.getSrcPitch();
+  // Where the last row of a side ends, past its first byte, without wrapping.
+  const auto fits = [&](uint64_t base, uint64_t pitch, uint64_t sliceHeight, uint64_t& slicePitch) {
+    if (__builtin_mul_overflow(pitch, sliceHeight, &slicePitch)) return false;
+    if (r.rows == 0) return true;
+    uint64_t last = 0, rowsIn = 0, end = 0;
+    return !__builtin_mul_overflow(r.slices - 1, slicePitch, &last) &&
+           !__builtin_mul_overflow(r.rows - 1, pitch, &rowsIn) && !__builtin_add_overflow(last, rowsIn, &end) &&
+           !__builtin_add_overflow(end, r.width, &end) && !__builtin_add_overflow(base, end, &end);
+  };
+  if (!fits(copy.getDst(), r.dstPitch, copy.getDstHeight(), r.dstSlicePitch) ||
+      !fits(copy.getSrc(), r.srcPitch, copy.getSrcHeight(), r.srcSlicePitch)) {
+    return std::nullopt;
+  }
+  return r;
+}
+
 std::optional<uint32_t> parameterPointingInto(schema::Launch::Reader launch, uint64_t base, uint64_t size) {
   for (const auto word : launch.getPointers()) {
     if (word.getValue() < base || word.getValue() - base >= size) continue;

@@ -63,6 +63,25 @@ struct CodeRef {
 // pointer into [base, base + size), if any: names a compared range.
 std::optional<uint32_t> parameterPointingInto(schema::Launch::Reader launch, uint64_t base, uint64_t size);
 
+// The rows of a recorded 2D or 3D copy (width != 0): `slices` slices (1 for
+// a 2D copy) of `rows` rows of `width` bytes. Row y of slice z starts
+// dstAt(y, z) bytes past the copy's dst, srcAt(y, z) past its src, and
+// packedAt(y, z) into the packed rows a host-to-device copy stores.
+struct CopyRows {
+  uint64_t width = 0, rows = 0, slices = 1;
+  uint64_t dstPitch = 0, dstSlicePitch = 0, srcPitch = 0, srcSlicePitch = 0;
+
+  uint64_t dstAt(uint64_t y, uint64_t z) const { return z * dstSlicePitch + y * dstPitch; }
+  uint64_t srcAt(uint64_t y, uint64_t z) const { return z * srcSlicePitch + y * srcPitch; }
+  uint64_t packedAt(uint64_t y, uint64_t z) const { return (z * rows + y) * width; }
+};
+
+// The rows of `copy`; nullopt when, on either side, a slice pitch or a row's
+// end would not fit in 64 bits (only a damaged trace says so), so that no
+// offset the CopyRows gives wraps around. packedAt is bounded by the packed
+// data's size only once that size is checked against width, rows and slices.
+std::optional<CopyRows> copyRows(schema::Memcpy::Reader copy);
+
 class TraceModel {
  public:
   // Reads every event. Problems the reader found stay in reader.problems().

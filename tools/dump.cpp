@@ -175,6 +175,9 @@ void formatMemcpy(Line& l, schema::Memcpy::Reader m) {
     l.num("width", m.getWidth()).num("height", m.getHeight()).num("dstPitch", m.getDstPitch()).num("srcPitch",
                                                                                                    m.getSrcPitch());
   }
+  if (m.getDepth()) {  // 3D: slices, and the rows from one slice to the next
+    l.num("depth", m.getDepth()).num("dstHeight", m.getDstHeight()).num("srcHeight", m.getSrcHeight());
+  }
   if (m.hasData()) l.num("data", m.getData().getSize());
   l.result(m.getResult());
 }

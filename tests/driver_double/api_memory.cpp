@@ -71,50 +71,59 @@ CUresult fill(CUdeviceptr dst, T value, std::size_t count, CUstream stream)
     return CUDA_SUCCESS;
 }
 
-// 2D forms, row by row. A side is host or device memory by its type, or,
-// unified, by whether it lies in an allocation. The double keeps no CUDA
-// arrays: any non-null array handle is taken, and a copy with an array on
-// either side succeeds without moving a byte (what a recorder sees of it is
-// all the tests need).
-struct Side {
-    std::uintptr_t address = 0;  // row 0's first byte
+// 2D and 3D forms, row by row. A side is host or device memory by its
+// type, or, unified, by whether it lies in an allocation. The double keeps
+// no CUDA arrays: any non-null array handle is taken, and a copy with an
+// array on either side succeeds without moving a byte (what a recorder sees
+// of it is all the tests need).
+struct Layout {  // one side of a CUDA_MEMCPY2D / CUDA_MEMCPY3D (2D: z = height = 0)
+    CUmemorytype type = CU_MEMORYTYPE_HOST;
+    const void* host = nullptr;
+    CUdeviceptr device = 0;
+    CUarray array = nullptr;
+    std::size_t x = 0, y = 0, z = 0;
     std::size_t pitch = 0;
+    std::size_t height = 0;  // rows from one slice to the next
+};
+
+struct Side {
+    std::uintptr_t address = 0;  // row 0's first byte (of slice 0)
+    std::size_t pitch = 0;
+    std::size_t slice = 0;  // bytes from one slice to the next
     bool device = false;
     bool array = false;
 };
 
-CUresult side_of(const State& s, CUmemorytype type, const void* host, CUdeviceptr device, CUarray array,
-                 std::size_t x, std::size_t y, std::size_t pitch, Side& out)
+CUresult side_of(const State& s, const Layout& l, Side& out)
 {
     CUdeviceptr base = 0;
     std::size_t size = 0;
-    switch (type) {
+    const std::size_t offset = (l.z * l.height + l.y) * l.pitch + l.x;
+    const std::size_t slice = l.pitch * l.height;
+    switch (l.type) {
     case CU_MEMORYTYPE_HOST:
-        out = {reinterpret_cast<std::uintptr_t>(host) + y * pitch + x, pitch, false, false};
+        out = {reinterpret_cast<std::uintptr_t>(l.host) + offset, l.pitch, slice, false, false};
         return CUDA_SUCCESS;
     case CU_MEMORYTYPE_DEVICE:
-        out = {device + y * pitch + x, pitch, true, false};
+        out = {l.device + offset, l.pitch, slice, true, false};
         return CUDA_SUCCESS;
     case CU_MEMORYTYPE_UNIFIED:
-        out = {device + y * pitch + x, pitch, s.range_of(device, base, size), false};
+        out = {l.device + offset, l.pitch, slice, s.range_of(l.device, base, size), false};
         return CUDA_SUCCESS;
     case CU_MEMORYTYPE_ARRAY:
-        out = {0, 0, false, true};
-        return array != nullptr ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+        out = {0, 0, 0, false, true};
+        return l.array != nullptr ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
     default: return CUDA_ERROR_INVALID_VALUE;
     }
 }
 
-CUresult copy_2d(const CUDA_MEMCPY2D* p, CUstream stream)
+// `depth` slices of `height` rows of `width` bytes (a 2D copy: depth 1).
+CUresult copy_pitched(const Layout& to, const Layout& from, std::size_t width, std::size_t height, std::size_t depth,
+                      CUstream stream)
 {
     if (const CUresult r = need_context(); r != CUDA_SUCCESS) {
         return r;
     }
-    if (p == nullptr) {
-        return CUDA_ERROR_INVALID_VALUE;
-    }
-    const std::size_t width = p->WidthInBytes;
-    const std::size_t height = p->Height;
     Side dst;
     Side src;
     {
@@ -123,24 +132,25 @@ CUresult copy_2d(const CUDA_MEMCPY2D* p, CUstream stream)
         if (!valid_stream(s, stream)) {
             return CUDA_ERROR_INVALID_HANDLE;
         }
-        if (const CUresult r = side_of(s, p->dstMemoryType, p->dstHost, p->dstDevice, p->dstArray, p->dstXInBytes,
-                                       p->dstY, p->dstPitch, dst);
-            r != CUDA_SUCCESS) {
+        if (const CUresult r = side_of(s, to, dst); r != CUDA_SUCCESS) {
             return r;
         }
-        if (const CUresult r = side_of(s, p->srcMemoryType, p->srcHost, p->srcDevice, p->srcArray, p->srcXInBytes,
-                                       p->srcY, p->srcPitch, src);
-            r != CUDA_SUCCESS) {
+        if (const CUresult r = side_of(s, from, src); r != CUDA_SUCCESS) {
             return r;
         }
-        if (width == 0 || height == 0) {
+        if (width == 0 || height == 0 || depth == 0) {
             return CUDA_SUCCESS;
         }
-        if (height > 1 && ((!dst.array && dst.pitch < width) || (!src.array && src.pitch < width))) {
-            return CUDA_ERROR_INVALID_VALUE;
+        for (const Layout* layout : {&to, &from}) {
+            if (layout->type == CU_MEMORYTYPE_ARRAY) {
+                continue;
+            }
+            if ((height > 1 && layout->pitch < width) || (depth > 1 && layout->height < height)) {
+                return CUDA_ERROR_INVALID_VALUE;
+            }
         }
         for (const Side& side : {dst, src}) {
-            if (side.device && !s.contains(side.address, (height - 1) * side.pitch + width)) {
+            if (side.device && !s.contains(side.address, (depth - 1) * side.slice + (height - 1) * side.pitch + width)) {
                 return CUDA_ERROR_INVALID_VALUE;
             }
         }
@@ -148,11 +158,39 @@ CUresult copy_2d(const CUDA_MEMCPY2D* p, CUstream stream)
     if (dst.array || src.array) {
         return CUDA_SUCCESS;
     }
-    for (std::size_t row = 0; row < height; ++row) {
-        std::memmove(reinterpret_cast<void*>(dst.address + row * dst.pitch),
-                     reinterpret_cast<const void*>(src.address + row * src.pitch), width);
+    for (std::size_t z = 0; z < depth; ++z) {
+        for (std::size_t row = 0; row < height; ++row) {
+            std::memmove(reinterpret_cast<void*>(dst.address + z * dst.slice + row * dst.pitch),
+                         reinterpret_cast<const void*>(src.address + z * src.slice + row * src.pitch), width);
+        }
     }
     return CUDA_SUCCESS;
+}
+
+CUresult copy_2d(const CUDA_MEMCPY2D* p, CUstream stream)
+{
+    if (p == nullptr) {
+        const CUresult r = need_context();
+        return r != CUDA_SUCCESS ? r : CUDA_ERROR_INVALID_VALUE;
+    }
+    const Layout dst{.type = p->dstMemoryType, .host = p->dstHost, .device = p->dstDevice, .array = p->dstArray,
+                     .x = p->dstXInBytes, .y = p->dstY, .pitch = p->dstPitch};
+    const Layout src{.type = p->srcMemoryType, .host = p->srcHost, .device = p->srcDevice, .array = p->srcArray,
+                     .x = p->srcXInBytes, .y = p->srcY, .pitch = p->srcPitch};
+    return copy_pitched(dst, src, p->WidthInBytes, p->Height, 1, stream);
+}
+
+CUresult copy_3d(const CUDA_MEMCPY3D* p, CUstream stream)
+{
+    if (p == nullptr) {
+        const CUresult r = need_context();
+        return r != CUDA_SUCCESS ? r : CUDA_ERROR_INVALID_VALUE;
+    }
+    const Layout dst{.type = p->dstMemoryType, .host = p->dstHost, .device = p->dstDevice, .array = p->dstArray,
+                     .x = p->dstXInBytes, .y = p->dstY, .z = p->dstZ, .pitch = p->dstPitch, .height = p->dstHeight};
+    const Layout src{.type = p->srcMemoryType, .host = p->srcHost, .device = p->srcDevice, .array = p->srcArray,
+                     .x = p->srcXInBytes, .y = p->srcY, .z = p->srcZ, .pitch = p->srcPitch, .height = p->srcHeight};
+    return copy_pitched(dst, src, p->WidthInBytes, p->Height, p->Depth, stream);
 }
 
 template <class T>
@@ -486,7 +524,7 @@ DOUBLE_API CUresult cuMemsetD32Async_ptsz(CUdeviceptr dst, unsigned value, std::
     return fill(dst, value, count, stream);
 }
 
-// ---- pitched memory: allocation, 2D copies and memsets ------------------------------
+// ---- pitched memory: allocation, 2D and 3D copies, 2D memsets ------------------------
 
 // Rows 512 bytes apart at least, as an H200 pitches them.
 DOUBLE_API CUresult cuMemAllocPitch_v2(CUdeviceptr* address, std::size_t* pitch, std::size_t width,
@@ -521,6 +559,14 @@ DOUBLE_API CUresult cuMemcpy2DAsync_v2(const CUDA_MEMCPY2D* copy, CUstream strea
 DOUBLE_API CUresult cuMemcpy2DAsync_v2_ptsz(const CUDA_MEMCPY2D* copy, CUstream stream)
 {
     return copy_2d(copy, stream);
+}
+
+DOUBLE_API CUresult cuMemcpy3D_v2(const CUDA_MEMCPY3D* copy) { return copy_3d(copy, nullptr); }
+DOUBLE_API CUresult cuMemcpy3D_v2_ptds(const CUDA_MEMCPY3D* copy) { return copy_3d(copy, CU_STREAM_PER_THREAD); }
+DOUBLE_API CUresult cuMemcpy3DAsync_v2(const CUDA_MEMCPY3D* copy, CUstream stream) { return copy_3d(copy, stream); }
+DOUBLE_API CUresult cuMemcpy3DAsync_v2_ptsz(const CUDA_MEMCPY3D* copy, CUstream stream)
+{
+    return copy_3d(copy, stream);
 }
 
 DOUBLE_API CUresult cuMemsetD2D8_v2(CUdeviceptr dst, std::size_t pitch, unsigned char value, std::size_t width,

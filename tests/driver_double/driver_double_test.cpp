@@ -313,6 +313,122 @@ TEST_F(DriverDouble, PitchedMemoryIsCopiedAndSetRowByRow)
     EXPECT_EQ(cuMemFree(p), CUDA_SUCCESS);
 }
 
+TEST_F(DriverDouble, VolumesAreCopiedSliceBySlice)
+{
+    // A volume of 3 slices of 4 rows, each row 512 bytes apart (pitched as
+    // cudaMalloc3D does: one allocation of 12 rows).
+    CUdeviceptr p = 0;
+    std::size_t pitch = 0;
+    ASSERT_EQ(cuMemAllocPitch(&p, &pitch, 40, 12, 4), CUDA_SUCCESS);
+    ASSERT_EQ(pitch, 512u);
+    std::memset(reinterpret_cast<void*>(p), 0x55, 12 * pitch);
+    const auto* bytes = reinterpret_cast<const std::uint8_t*>(p);
+    const std::size_t slice = 4 * pitch;
+
+    // Host: slices of 3 rows 16 bytes apart. 10 bytes of 2 rows of 2 slices,
+    // from (2, 1, 0) of the host to (4, 1, 1) of p.
+    std::vector<std::uint8_t> host(3 * 3 * 16);
+    for (std::size_t i = 0; i < host.size(); ++i) {
+        host[i] = static_cast<std::uint8_t>(i);
+    }
+    CUDA_MEMCPY3D up{};
+    up.srcMemoryType = CU_MEMORYTYPE_HOST;
+    up.srcHost = host.data();
+    up.srcXInBytes = 2;
+    up.srcY = 1;
+    up.srcPitch = 16;
+    up.srcHeight = 3;
+    up.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+    up.dstDevice = p;
+    up.dstXInBytes = 4;
+    up.dstY = 1;
+    up.dstZ = 1;
+    up.dstPitch = pitch;
+    up.dstHeight = 4;
+    up.WidthInBytes = 10;
+    up.Height = 2;
+    up.Depth = 2;
+    ASSERT_EQ(cuMemcpy3D(&up), CUDA_SUCCESS);
+    // Slice 1 row 1 <- host slice 0 row 1; slice 2 row 2 <- host slice 1 row 2.
+    EXPECT_EQ(bytes[slice + pitch + 3], 0x55);
+    EXPECT_EQ(bytes[slice + pitch + 4], 18);
+    EXPECT_EQ(bytes[slice + pitch + 13], 27);
+    EXPECT_EQ(bytes[slice + pitch + 14], 0x55);
+    EXPECT_EQ(bytes[slice + 2 * pitch + 4], 34);
+    EXPECT_EQ(bytes[2 * slice + pitch + 4], 48 + 18);
+    EXPECT_EQ(bytes[2 * slice + 2 * pitch + 13], 48 + 32 + 11);
+    EXPECT_EQ(bytes[2 * slice + 3 * pitch + 4], 0x55);
+    EXPECT_EQ(bytes[pitch + 4], 0x55);
+
+    // Device to device through the unified type (async, per-thread form),
+    // slices 1..2 rows 1..2 to (100, 0, 0), and back to a packed host buffer.
+    CUDA_MEMCPY3D across{};
+    across.srcMemoryType = CU_MEMORYTYPE_UNIFIED;
+    across.srcDevice = p;
+    across.srcXInBytes = 4;
+    across.srcY = 1;
+    across.srcZ = 1;
+    across.srcPitch = pitch;
+    across.srcHeight = 4;
+    across.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+    across.dstDevice = p;
+    across.dstXInBytes = 100;
+    across.dstPitch = pitch;
+    across.dstHeight = 4;
+    across.WidthInBytes = 10;
+    across.Height = 2;
+    across.Depth = 2;
+    ASSERT_EQ(cuMemcpy3DAsync_v2_ptsz(&across, nullptr), CUDA_SUCCESS);
+    std::vector<std::uint8_t> back(2 * 2 * 10);
+    CUDA_MEMCPY3D down{};
+    down.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+    down.srcDevice = p + 100;
+    down.srcPitch = pitch;
+    down.srcHeight = 4;
+    down.dstMemoryType = CU_MEMORYTYPE_HOST;
+    down.dstHost = back.data();
+    down.dstPitch = 10;
+    down.dstHeight = 2;
+    down.WidthInBytes = 10;
+    down.Height = 2;
+    down.Depth = 2;
+    ASSERT_EQ(cuMemcpy3D_v2_ptds(&down), CUDA_SUCCESS);
+    EXPECT_EQ(back[0], 18);
+    EXPECT_EQ(back[10], 34);
+    EXPECT_EQ(back[20], 48 + 18);
+    EXPECT_EQ(back[39], 48 + 32 + 11);
+
+    // Depth 1 may leave the heights 0; depth 0 copies nothing.
+    down.srcHeight = 0;
+    down.dstHeight = 0;
+    down.Depth = 1;
+    EXPECT_EQ(cuMemcpy3DAsync(&down, nullptr), CUDA_SUCCESS);
+    down.Depth = 0;
+    EXPECT_EQ(cuMemcpy3D(&down), CUDA_SUCCESS);
+    // Bounds: a slice height below the copy's, a last slice past the
+    // allocation, a pitch below the width.
+    down.Depth = 2;
+    EXPECT_EQ(cuMemcpy3D(&down), CUDA_ERROR_INVALID_VALUE);
+    down.dstHeight = 2;
+    down.srcHeight = 4;
+    down.srcZ = 2;
+    EXPECT_EQ(cuMemcpy3D(&down), CUDA_ERROR_INVALID_VALUE);
+    down.srcZ = 0;
+    down.dstPitch = 8;
+    EXPECT_EQ(cuMemcpy3D(&down), CUDA_ERROR_INVALID_VALUE);
+    down.dstPitch = 10;
+    // No arrays: a handle is taken, nothing moves.
+    down.dstMemoryType = CU_MEMORYTYPE_ARRAY;
+    EXPECT_EQ(cuMemcpy3D(&down), CUDA_ERROR_INVALID_HANDLE);
+    down.dstArray = reinterpret_cast<CUarray>(&down);
+    EXPECT_EQ(cuMemcpy3D(&down), CUDA_SUCCESS);
+
+    EXPECT_EQ(lookup("cuMemcpy3D", 13000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM),
+              reinterpret_cast<void*>(&cuMemcpy3D_v2_ptds));
+    EXPECT_EQ(lookup("cuMemcpy3DAsync", 13000, 0), reinterpret_cast<void*>(&cuMemcpy3DAsync));
+    EXPECT_EQ(cuMemFree(p), CUDA_SUCCESS);
+}
+
 }  // namespace
 
 // ---- what replay needs of the double (tests/replay) -------------------------------------

@@ -156,7 +156,7 @@ void touch(Event::Reader e, Sink& s) {
       auto c = e.getMemcpy();
       s.add(static_cast<uint64_t>(c.getDirection()) + c.getDst() + c.getSrc() + c.getSize() + c.getStream() +
             c.getIsAsync() + static_cast<uint64_t>(c.getResult()) + c.getWidth() + c.getHeight() + c.getDstPitch() +
-            c.getSrcPitch());
+            c.getSrcPitch() + c.getDepth() + c.getDstHeight() + c.getSrcHeight());
       s.content(c.getData());
       break;
     }

@@ -660,6 +660,9 @@ TEST(Record, TwoDimensionalCopiesAndMemsetsKeepTheirRowsAndPitches)
     EXPECT_EQ(copies[0].getDstPitch(), kPitch);
     EXPECT_EQ(copies[0].getSrcPitch(), 64u);
     EXPECT_EQ(copies[0].getSize(), 120u);
+    EXPECT_EQ(copies[0].getDepth(), 0u);  // 2D: no slices
+    EXPECT_EQ(copies[0].getDstHeight(), 0u);
+    EXPECT_EQ(copies[0].getSrcHeight(), 0u);
     EXPECT_FALSE(copies[0].getIsAsync());
     EXPECT_EQ(trace.bytes(copies[0].getData()), packed(host, 64 + 8, 64, 40, 3));
     // Unified on both sides: the recorder found pageable host memory to device.
@@ -744,6 +747,167 @@ TEST(Record, TwoDimensionalCopiesAndMemsetsKeepTheirRowsAndPitches)
     for (const auto& e : shape.of(Event::MEMCPY)) {
         EXPECT_EQ(e.getMemcpy().getData().getSize(), 0u);
         shaped += e.getMemcpy().getWidth() != 0 && e.getMemcpy().getSrcPitch() == 64 ? 1 : 0;
+    }
+    EXPECT_EQ(shaped, 1u);
+}
+
+// ---- 3D copies -------------------------------------------------------------------------------
+
+TEST(Record, ThreeDimensionalCopiesKeepTheirSlicesRowsAndPitches)
+{
+    kcap::test::TempDir dir("kcap-record");
+    const std::string path = dir.file("volume.kcap");
+    const Outcome plain = plainRun(scenarioProgram(), {"volume"});
+    const Outcome shimmed = recorded(scenarioProgram(), {"volume"}, {{"KCAP_OUTPUT", path}});
+    expectClean(plain);
+    expectClean(shimmed);
+    EXPECT_EQ(shimmed.out, plain.out);
+    expectChecks(path);
+    Trace trace(path);
+    EXPECT_TRUE(trace.of(Event::API_ERROR).empty());
+
+    constexpr uint64_t kPitch = 512, kSliceRows = 4, kSlice = kSliceRows * kPitch;
+    uint64_t v = 0;
+    for (const auto& e : trace.of(Event::ALLOC)) {
+        if (e.getAlloc().getKind() == schema::AllocKind::MEM_ALLOC_PITCH) {
+            v = e.getAlloc().getAddress();
+            EXPECT_EQ(e.getAlloc().getSize(), 2 * kSlice);
+        }
+    }
+    ASSERT_NE(v, 0u);
+    const auto at = [&](uint64_t x, uint64_t y, uint64_t z) { return (z * kSliceRows + y) * kPitch + x; };
+    std::vector<schema::Memcpy::Reader> copies;
+    for (const auto& e : trace.of(Event::MEMCPY)) {
+        if (e.getMemcpy().getWidth() != 0) {
+            copies.push_back(e.getMemcpy());
+        }
+    }
+    ASSERT_EQ(copies.size(), 7u);
+    // Rows of `width` bytes, slice after slice, from a volume laid out by
+    // pitch and slice height, starting at `first`.
+    const auto packed = [](const std::vector<uint8_t>& from, size_t first, size_t pitch, size_t sliceRows,
+                           size_t width, size_t rows, size_t slices) {
+        std::vector<uint8_t> out;
+        for (size_t z = 0; z < slices; ++z) {
+            for (size_t y = 0; y < rows; ++y) {
+                const size_t start = first + (z * sliceRows + y) * pitch;
+                out.insert(out.end(), from.begin() + static_cast<std::ptrdiff_t>(start),
+                           from.begin() + static_cast<std::ptrdiff_t>(start + width));
+            }
+        }
+        return out;
+    };
+
+    // Host to device (cuMemcpy3D): dst at (12, 1, 0), the host rows from
+    // (8, 1, 1) of slices of 5 rows 64 bytes apart, packed.
+    std::vector<uint8_t> host(3 * 5 * 64);
+    for (size_t i = 0; i < host.size(); ++i) {
+        host[i] = static_cast<uint8_t>(i * 7);
+    }
+    EXPECT_EQ(copies[0].getDirection(), schema::CopyDirection::HOST_TO_DEVICE);
+    EXPECT_EQ(copies[0].getDst(), v + at(12, 1, 0));
+    EXPECT_EQ(copies[0].getSrc(), 0u);
+    EXPECT_EQ(copies[0].getWidth(), 40u);
+    EXPECT_EQ(copies[0].getHeight(), 3u);
+    EXPECT_EQ(copies[0].getDepth(), 2u);
+    EXPECT_EQ(copies[0].getDstPitch(), kPitch);
+    EXPECT_EQ(copies[0].getDstHeight(), kSliceRows);
+    EXPECT_EQ(copies[0].getSrcPitch(), 64u);
+    EXPECT_EQ(copies[0].getSrcHeight(), 5u);
+    EXPECT_EQ(copies[0].getSize(), 240u);
+    EXPECT_FALSE(copies[0].getIsAsync());
+    EXPECT_EQ(trace.bytes(copies[0].getData()), packed(host, (5 + 1) * 64 + 8, 64, 5, 40, 3, 2));
+    // From a host volume already packed (cuMemcpy3DAsync): its bytes as they are.
+    std::vector<uint8_t> dense(64);
+    for (size_t i = 0; i < dense.size(); ++i) {
+        dense[i] = static_cast<uint8_t>(100 + i);
+    }
+    EXPECT_EQ(copies[1].getDirection(), schema::CopyDirection::HOST_TO_DEVICE);
+    EXPECT_EQ(copies[1].getDst(), v + 300);
+    EXPECT_EQ(copies[1].getWidth(), 16u);
+    EXPECT_EQ(copies[1].getSrcPitch(), 16u);
+    EXPECT_EQ(copies[1].getSrcHeight(), 2u);
+    EXPECT_TRUE(copies[1].getIsAsync());
+    EXPECT_NE(copies[1].getStream(), 0u);
+    EXPECT_EQ(trace.bytes(copies[1].getData()), dense);
+    // Unified on both sides, slices of one row: the recorder found pageable
+    // host memory to device; the rows 96 bytes apart, packed.
+    std::vector<uint8_t> more(2 * 2 * 48);
+    for (size_t i = 0; i < more.size(); ++i) {
+        more[i] = static_cast<uint8_t>(200 + i % 50);
+    }
+    EXPECT_EQ(copies[2].getDirection(), schema::CopyDirection::HOST_TO_DEVICE);
+    EXPECT_EQ(copies[2].getDst(), v + at(400, 3, 0));
+    EXPECT_EQ(copies[2].getHeight(), 1u);
+    EXPECT_EQ(copies[2].getDepth(), 2u);
+    EXPECT_EQ(copies[2].getSrcPitch(), 48u);
+    EXPECT_EQ(copies[2].getSrcHeight(), 2u);
+    EXPECT_EQ(trace.bytes(copies[2].getData()), packed(more, 0, 48, 2, 32, 1, 2));
+    // Device to device, per-thread and async: addresses, pitches and slice
+    // heights, no data.
+    EXPECT_EQ(copies[3].getDirection(), schema::CopyDirection::DEVICE_TO_DEVICE);
+    EXPECT_EQ(copies[3].getDst(), v + at(256, 2, 0));
+    EXPECT_EQ(copies[3].getSrc(), v + at(0, 1, 0));
+    EXPECT_EQ(copies[3].getWidth(), 64u);
+    EXPECT_EQ(copies[3].getHeight(), 2u);
+    EXPECT_EQ(copies[3].getDepth(), 2u);
+    EXPECT_EQ(copies[3].getDstHeight(), kSliceRows);
+    EXPECT_EQ(copies[3].getSrcHeight(), kSliceRows);
+    EXPECT_EQ(copies[3].getSrcPitch(), kPitch);
+    EXPECT_TRUE(copies[3].getIsAsync());
+    EXPECT_NE(copies[3].getStream(), 0u);
+    EXPECT_EQ(copies[3].getData().getSize(), 0u);
+    // From an array: unknown, no address, pitch or slice height on the
+    // array's side, no data.
+    EXPECT_EQ(copies[4].getDirection(), schema::CopyDirection::UNKNOWN);
+    EXPECT_EQ(copies[4].getDst(), v + 448);
+    EXPECT_EQ(copies[4].getSrc(), 0u);
+    EXPECT_EQ(copies[4].getSrcPitch(), 0u);
+    EXPECT_EQ(copies[4].getSrcHeight(), 0u);
+    EXPECT_EQ(copies[4].getDepth(), 2u);
+    EXPECT_EQ(copies[4].getData().getSize(), 0u);
+    // Depth 0 copies nothing: recorded with no rows (depth 0 alone would
+    // read as a 2D copy).
+    EXPECT_EQ(copies[5].getDirection(), schema::CopyDirection::HOST_TO_DEVICE);
+    EXPECT_EQ(copies[5].getDepth(), 0u);
+    EXPECT_EQ(copies[5].getHeight(), 0u);
+    EXPECT_EQ(copies[5].getSize(), 0u);
+    EXPECT_EQ(copies[5].getData().getSize(), 0u);
+    // To the host: no data.
+    EXPECT_EQ(copies[6].getDirection(), schema::CopyDirection::DEVICE_TO_HOST);
+    EXPECT_EQ(copies[6].getDst(), 0u);
+    EXPECT_EQ(copies[6].getSrc(), v);
+    EXPECT_EQ(copies[6].getSize(), 2 * kSlice);
+    EXPECT_EQ(copies[6].getData().getSize(), 0u);
+
+    // What axpy found in v afterwards: each of them where the program put it.
+    const auto launches = trace.launches();
+    ASSERT_EQ(launches.size(), 1u);
+    const auto range = rangeAt(launches[0].getPre(), v);
+    ASSERT_TRUE(range.has_value());
+    const std::vector<uint8_t> bytes = trace.bytes(range->getContent());
+    ASSERT_EQ(bytes.size(), 2 * kSlice);
+    EXPECT_EQ(bytes[at(12, 1, 0)], 184);        // host (8, 1, 1)
+    EXPECT_EQ(bytes[at(12, 3, 1)], 248);        // host (8, 3, 2)
+    EXPECT_EQ(bytes[at(11, 1, 0)], 0);
+    EXPECT_EQ(bytes[at(300, 1, 1)], 148);       // dense byte 48
+    EXPECT_EQ(bytes[at(400, 3, 1)], 246);       // unified, more[96]
+    EXPECT_EQ(bytes[at(268, 2, 0)], 184);       // device to device, from (12, 1, 0)
+    EXPECT_EQ(bytes[at(268, 3, 1)], 56);        // from (12, 2, 1)
+
+    // kcap dump shows the slices.
+    const Outcome dump = run({kcapBinary(), {"dump", path}, {}, false});
+    EXPECT_EQ(dump.exitCode, 0) << dump.describe();
+    EXPECT_NE(dump.out.find("depth=2 dstHeight=4 srcHeight=5"), std::string::npos) << dump.out;
+
+    // Metadata mode keeps the slices' shape, not their bytes.
+    const std::string metadata = dir.file("volume-metadata.kcap");
+    expectClean(recorded(scenarioProgram(), {"volume"}, {{"KCAP_OUTPUT", metadata}, {"KCAP_MODE", "metadata"}}));
+    Trace shape(metadata);
+    size_t shaped = 0;
+    for (const auto& e : shape.of(Event::MEMCPY)) {
+        EXPECT_EQ(e.getMemcpy().getData().getSize(), 0u);
+        shaped += e.getMemcpy().getDepth() == 2 && e.getMemcpy().getSrcHeight() == 5 ? 1 : 0;
     }
     EXPECT_EQ(shaped, 1u);
 }

@@ -16,6 +16,7 @@
 
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <memory>
 #include <regex>
@@ -136,6 +137,7 @@ protected:
     static std::string sequence() { return scenario("sequence"); }
     static std::string pdl() { return scenario("pdl"); }
     static std::string pitched() { return scenario("pitched"); }
+    static std::string volume() { return scenario("volume"); }
     static std::string changedAxpy() { return kernelFile("axpy_changed.fatbin"); }
 };
 
@@ -320,16 +322,17 @@ TEST_F(Replay, ALaunchWithProgrammaticStreamSerializationRunsBehindThePreviousOn
     EXPECT_EQ(alone.out.find("overlapped"), std::string::npos) << alone.out;
 }
 
-// The pitched scenario's events (programs/replay_scenarios.cpp), read back.
+// The pitched or volume scenario's events (programs/replay_scenarios.cpp),
+// read back: its 2D and 3D copies (width != 0), 2D memsets and launches.
 struct PitchedTrace {
     std::vector<kcap::test::OwnedEvent> events;
-    std::vector<kcap::schema::Event::Reader> copies2D, memsets2D, launches;
+    std::vector<kcap::schema::Event::Reader> pitchedCopies, memsets2D, launches;
     explicit PitchedTrace(const std::string& path) : events(kcap::test::readAllEvents(path))
     {
         for (const auto& owned : events) {
             const auto e = owned.get();
             if (e.isMemcpy() && e.getMemcpy().getWidth() != 0) {
-                copies2D.push_back(e);
+                pitchedCopies.push_back(e);
             } else if (e.isMemset() && e.getMemset().getHeight() > 1) {
                 memsets2D.push_back(e);
             } else if (e.isLaunch()) {
@@ -355,7 +358,7 @@ TEST_F(Replay, ASequenceReappliesThe2DCopiesAndMemsetsRowByRow)
     namespace schema = kcap::schema;
     const PitchedTrace trace(pitched());
     auto reader = kcap::format::TraceReader::open(pitched());
-    ASSERT_EQ(trace.copies2D.size(), 2u);
+    ASSERT_EQ(trace.pitchedCopies.size(), 2u);
     ASSERT_EQ(trace.memsets2D.size(), 1u);
     ASSERT_EQ(trace.launches.size(), 3u);
     constexpr uint64_t kPitch = 512;
@@ -372,7 +375,7 @@ TEST_F(Replay, ASequenceReappliesThe2DCopiesAndMemsetsRowByRow)
 
     // Host to device: 8 rows of 64 floats, from host rows 80 floats apart,
     // stored packed.
-    const auto up = trace.copies2D[0].getMemcpy();
+    const auto up = trace.pitchedCopies[0].getMemcpy();
     EXPECT_EQ(up.getDirection(), schema::CopyDirection::HOST_TO_DEVICE);
     EXPECT_EQ(up.getDst(), p);
     EXPECT_EQ(up.getWidth(), 256u);
@@ -397,7 +400,7 @@ TEST_F(Replay, ASequenceReappliesThe2DCopiesAndMemsetsRowByRow)
     EXPECT_EQ(set.getHeight(), 4u);
     EXPECT_EQ(set.getPitch(), kPitch);
     // Device to device, from y into elements 32..63 of each row: no data.
-    const auto across = trace.copies2D[1].getMemcpy();
+    const auto across = trace.pitchedCopies[1].getMemcpy();
     EXPECT_EQ(across.getDirection(), schema::CopyDirection::DEVICE_TO_DEVICE);
     EXPECT_EQ(across.getDst(), p + 128);
     EXPECT_NE(across.getSrc(), 0u);
@@ -406,8 +409,8 @@ TEST_F(Replay, ASequenceReappliesThe2DCopiesAndMemsetsRowByRow)
     EXPECT_EQ(across.getDstPitch(), kPitch);
     EXPECT_EQ(across.getSrcPitch(), kPitch);
     EXPECT_EQ(across.getData().getSize(), 0u);
-    EXPECT_TRUE(trace.copies2D[0].getSeq() < trace.launches[1].getSeq() &&
-                trace.copies2D[1].getSeq() < trace.launches[2].getSeq());
+    EXPECT_TRUE(trace.pitchedCopies[0].getSeq() < trace.launches[1].getSeq() &&
+                trace.pitchedCopies[1].getSeq() < trace.launches[2].getSeq());
 
     // A sequence restores p once, from launch 0's pre-state: launches 1 and
     // 2 read a p that only the 2D copies and the memset made.
@@ -430,31 +433,26 @@ TEST_F(Replay, ASequenceReappliesThe2DCopiesAndMemsetsRowByRow)
     EXPECT_NE(later.out.find("2 launches: 2 REPRODUCED"), std::string::npos) << later.out;
 }
 
-TEST_F(Replay, A2DCopyFromAnArrayCannotBeReappliedAndSaysWhich)
+// `source` written to `path` (uncompressed), each of its events passed to
+// `change` as a copy it may edit; returns the seq of the last one it edited
+// (it says so by returning true), 0 if none.
+uint64_t rewritten(const std::string& source, const std::string& path,
+                   const std::function<bool(kcap::schema::Event::Builder)>& change)
 {
-    // The pitched trace with its device-to-device 2D copy turned into one
-    // from a CUDA array, as the recorder writes those: unknown, no source.
-    const std::string path = file("pitched-array.kcap");
-    auto reader = kcap::format::TraceReader::open(pitched());
+    auto reader = kcap::format::TraceReader::open(source);
     std::vector<std::vector<uint8_t>> events;
-    uint64_t arraySeq = 0;
+    uint64_t changed = 0;
     reader->forEachEvent([&](const kcap::format::EventRef& ref) {
-        const bool copy2D = ref.event.isMemcpy() && ref.event.getMemcpy().getWidth() != 0;
-        if (copy2D && ref.event.getMemcpy().getDirection() == kcap::schema::CopyDirection::DEVICE_TO_DEVICE) {
-            capnp::MallocMessageBuilder message;
-            message.setRoot(ref.event);
-            auto copy = message.getRoot<kcap::schema::Event>().getMemcpy();
-            copy.setDirection(kcap::schema::CopyDirection::UNKNOWN);
-            copy.setSrc(0);
-            copy.setSrcPitch(0);
-            arraySeq = ref.event.getSeq();
+        capnp::MallocMessageBuilder message;
+        message.setRoot(ref.event);
+        if (change(message.getRoot<kcap::schema::Event>())) {
+            changed = ref.event.getSeq();
             events.push_back(kcap::test::eventBytes(message.getRoot<kcap::schema::Event>().asReader()));
         } else {
             events.push_back(kcap::test::eventBytes(ref.event));
         }
         return true;
     });
-    ASSERT_NE(arraySeq, 0u);
     std::vector<kcap::test::RawBlob> blobs;
     for (const auto& chunk : reader->chunks()) {
         if (chunk.kind == kcap::format::ChunkKind::kBlob) {
@@ -462,6 +460,33 @@ TEST_F(Replay, A2DCopyFromAnArrayCannotBeReappliedAndSaysWhich)
         }
     }
     kcap::test::writeFileBytes(path, kcap::test::buildUncompressedTrace(events, blobs, 4, true));
+    return changed;
+}
+
+// `source` with its device-to-device 2D or 3D copy turned into one from a
+// CUDA array, as the recorder writes those: unknown, no source. Returns its
+// seq.
+uint64_t withCopyFromAnArray(const std::string& source, const std::string& path)
+{
+    return rewritten(source, path, [](kcap::schema::Event::Builder e) {
+        if (!e.isMemcpy() || e.getMemcpy().getWidth() == 0 ||
+            e.getMemcpy().getDirection() != kcap::schema::CopyDirection::DEVICE_TO_DEVICE) {
+            return false;
+        }
+        auto copy = e.getMemcpy();
+        copy.setDirection(kcap::schema::CopyDirection::UNKNOWN);
+        copy.setSrc(0);
+        copy.setSrcPitch(0);
+        copy.setSrcHeight(0);
+        return true;
+    });
+}
+
+TEST_F(Replay, A2DCopyFromAnArrayCannotBeReappliedAndSaysWhich)
+{
+    const std::string path = file("pitched-array.kcap");
+    const uint64_t arraySeq = withCopyFromAnArray(pitched(), path);
+    ASSERT_NE(arraySeq, 0u);
 
     const Outcome run = replay({path, "--range", "0..2", "--json"});
     EXPECT_EQ(run.exitCode, kExitTrace) << run.describe();
@@ -476,6 +501,146 @@ TEST_F(Replay, A2DCopyFromAnArrayCannotBeReappliedAndSaysWhich)
     const Outcome alone = replay({path, "--launch", "2"});
     EXPECT_EQ(alone.exitCode, kExitOk) << alone.describe();
     EXPECT_NE(alone.out.find("1 launch: 1 REPRODUCED"), std::string::npos) << alone.out;
+}
+
+TEST_F(Replay, ASequenceReappliesThe3DCopiesSliceBySlice)
+{
+    namespace schema = kcap::schema;
+    const PitchedTrace trace(volume());
+    auto reader = kcap::format::TraceReader::open(volume());
+    ASSERT_EQ(trace.pitchedCopies.size(), 2u);
+    ASSERT_EQ(trace.launches.size(), 3u);
+    constexpr uint64_t kPitch = 512, kSliceRows = 4;
+    uint64_t v = 0;
+    for (const auto& owned : trace.events) {
+        const auto e = owned.get();
+        if (e.isAlloc() && e.getAlloc().getKind() == schema::AllocKind::MEM_ALLOC_PITCH) {
+            v = e.getAlloc().getAddress();
+            EXPECT_EQ(e.getAlloc().getPitch(), kPitch);
+            EXPECT_EQ(e.getAlloc().getSize(), 2 * kSliceRows * kPitch);
+        }
+    }
+    ASSERT_NE(v, 0u);
+
+    // Host to device: 2 slices of 4 rows of 64 floats, from a host volume
+    // of rows 80 floats apart and slices 5 rows apart, stored packed.
+    const auto up = trace.pitchedCopies[0].getMemcpy();
+    EXPECT_EQ(up.getDirection(), schema::CopyDirection::HOST_TO_DEVICE);
+    EXPECT_EQ(up.getDst(), v);
+    EXPECT_EQ(up.getWidth(), 256u);
+    EXPECT_EQ(up.getHeight(), 4u);
+    EXPECT_EQ(up.getDepth(), 2u);
+    EXPECT_EQ(up.getDstPitch(), kPitch);
+    EXPECT_EQ(up.getDstHeight(), kSliceRows);
+    EXPECT_EQ(up.getSrcPitch(), 320u);
+    EXPECT_EQ(up.getSrcHeight(), 5u);
+    EXPECT_EQ(up.getSize(), 2048u);
+    const std::vector<uint8_t> packed = reader->readContent(up.getData());
+    ASSERT_EQ(packed.size(), 2048u);
+    std::vector<float> rows(512);
+    std::memcpy(rows.data(), packed.data(), packed.size());
+    for (size_t z = 0; z < 2; ++z) {
+        for (size_t r = 0; r < 4; ++r) {
+            for (size_t c = 0; c < 64; ++c) {
+                ASSERT_EQ(rows[(z * 4 + r) * 64 + c], static_cast<float>(z * 1000 + r * 100 + c)) << z << "," << r;
+            }
+        }
+    }
+    // Device to device, from y into elements 32..63 of rows 1..3 of both
+    // slices: no data.
+    const auto across = trace.pitchedCopies[1].getMemcpy();
+    EXPECT_EQ(across.getDirection(), schema::CopyDirection::DEVICE_TO_DEVICE);
+    EXPECT_EQ(across.getDst(), v + kPitch + 128);
+    EXPECT_NE(across.getSrc(), 0u);
+    EXPECT_EQ(across.getWidth(), 128u);
+    EXPECT_EQ(across.getHeight(), 3u);
+    EXPECT_EQ(across.getDepth(), 2u);
+    EXPECT_EQ(across.getDstPitch(), kPitch);
+    EXPECT_EQ(across.getSrcPitch(), kPitch);
+    EXPECT_EQ(across.getDstHeight(), kSliceRows);
+    EXPECT_EQ(across.getSrcHeight(), kSliceRows);
+    EXPECT_TRUE(across.getIsAsync());
+    EXPECT_EQ(across.getData().getSize(), 0u);
+    EXPECT_TRUE(trace.launches[0].getSeq() < trace.pitchedCopies[0].getSeq() &&
+                trace.pitchedCopies[0].getSeq() < trace.launches[1].getSeq() &&
+                trace.pitchedCopies[1].getSeq() < trace.launches[2].getSeq());
+
+    // A sequence restores v once, from launch 0's pre-state: launches 1 and
+    // 2 read a v that only the 3D copies made.
+    const auto v0 = preBytes(*reader, trace.launches[0], v);
+    const auto v1 = preBytes(*reader, trace.launches[1], v);
+    const auto v2 = preBytes(*reader, trace.launches[2], v);
+    ASSERT_EQ(v0.size(), 4096u);
+    EXPECT_NE(v1, v0);
+    EXPECT_NE(v2, v1);
+
+    const Outcome run = replay({volume(), "--range", "0..2", "--json"});
+    EXPECT_EQ(run.exitCode, kExitOk) << run.describe();
+    EXPECT_EQ(occurrences(run.out, "\"verdict\":\"REPRODUCED\""), 3u) << run.out;
+    EXPECT_TRUE(balancedJson(run.out)) << run.out;
+    const Outcome relocated = replay({volume(), "--range", "0..2", "--no-fixed-va", "--json"});
+    EXPECT_EQ(relocated.exitCode, kExitOk) << relocated.describe();
+    EXPECT_EQ(occurrences(relocated.out, "\"verdict\":\"REPRODUCED\""), 3u) << relocated.out;
+    EXPECT_EQ(occurrences(relocated.out, "\"memory\":\"relocated\""), 3u) << relocated.out;
+    const Outcome later = replay({volume(), "--range", "1..2", "--no-fixed-va"});
+    EXPECT_EQ(later.exitCode, kExitOk) << later.describe();
+    EXPECT_NE(later.out.find("2 launches: 2 REPRODUCED"), std::string::npos) << later.out;
+}
+
+TEST_F(Replay, A3DCopyFromAnArrayCannotBeReappliedAndSaysWhich)
+{
+    const std::string path = file("volume-array.kcap");
+    const uint64_t arraySeq = withCopyFromAnArray(volume(), path);
+    ASSERT_NE(arraySeq, 0u);
+
+    const Outcome run = replay({path, "--range", "0..2", "--json"});
+    EXPECT_EQ(run.exitCode, kExitTrace) << run.describe();
+    EXPECT_EQ(occurrences(run.out, "\"verdict\":\"REPRODUCED\""), 2u) << run.out;
+    const std::string third = jsonLaunch(run.out, 2);
+    EXPECT_NE(third.find("\"verdict\":\"ERROR\""), std::string::npos) << third;
+    EXPECT_NE(third.find("the 3D copy at event #" + std::to_string(arraySeq) +
+                         " is to or from a CUDA array, recorded without its data: replay cannot re-apply it"),
+              std::string::npos)
+        << third;
+}
+
+TEST_F(Replay, ADamaged3DCopyIsAnErrorAndNeverReadsPastItsRows)
+{
+    // Depth 2 + 2^54: width * height * depth wraps around to the 2048 bytes
+    // the copy holds (a multiplied check would pass and read past them).
+    // The slice heights 0, so that only the size can be wrong.
+    const std::string wrapped = file("volume-wrapped.kcap");
+    const uint64_t wrappedSeq = rewritten(volume(), wrapped, [](kcap::schema::Event::Builder e) {
+        if (!e.isMemcpy() || e.getMemcpy().getDepth() == 0 || e.getMemcpy().getData().getSize() == 0) return false;
+        e.getMemcpy().setDepth(2 + (uint64_t{1} << 54));
+        e.getMemcpy().setDstHeight(0);
+        e.getMemcpy().setSrcHeight(0);
+        return true;
+    });
+    ASSERT_NE(wrappedSeq, 0u);
+    const Outcome run = replay({wrapped, "--range", "0..2", "--json"});
+    EXPECT_EQ(run.exitCode, kExitTrace) << run.describe();
+    const std::string second = jsonLaunch(run.out, 1);
+    EXPECT_NE(second.find("\"verdict\":\"ERROR\""), std::string::npos) << second;
+    EXPECT_NE(second.find("the 3D copy at event #" + std::to_string(wrappedSeq) + " holds 2048 bytes for " +
+                          std::to_string(2 + (uint64_t{1} << 54)) + " slices of 4 rows of 256"),
+              std::string::npos)
+        << second;
+
+    // A slice height whose slices lie past the end of the address space.
+    const std::string far = file("volume-far.kcap");
+    const uint64_t farSeq = rewritten(volume(), far, [](kcap::schema::Event::Builder e) {
+        if (!e.isMemcpy() || e.getMemcpy().getDepth() == 0 || e.getMemcpy().getData().getSize() == 0) return false;
+        e.getMemcpy().setDstHeight(uint64_t{1} << 62);
+        return true;
+    });
+    ASSERT_NE(farSeq, 0u);
+    const Outcome farRun = replay({far, "--range", "0..2", "--json"});
+    EXPECT_EQ(farRun.exitCode, kExitTrace) << farRun.describe();
+    EXPECT_NE(jsonLaunch(farRun.out, 1).find("the 3D copy at event #" + std::to_string(farSeq) +
+                                             " has rows past the end of the address space"),
+              std::string::npos)
+        << farRun.out;
 }
 
 // ---- (e), (j) --override with a changed build ----------------------------------------------

@@ -1,8 +1,8 @@
 // replay/'s pure parts, without a driver: byte and element comparison,
 // dtypes and tolerances (compare.h), reservation groups and the address map
-// (memory_plan.h), the outcome encoding between processes (outcome.h), and
+// (memory_plan.h), the outcome encoding between processes (outcome.h),
 // which code of the real images of kernels/ runs on a given GPU
-// (image_choice.h). Last, the driver double has every function replay looks
+// (image_choice.h), and the rows of a recorded 2D or 3D copy (trace_model.h). Last, the driver double has every function replay looks
 // up (driver.h's lists), so the end-to-end tests exercise all of them.
 #include "compare.h"
 #include "driver.h"
@@ -709,6 +709,51 @@ TEST(SequenceOverlap, RangesChangedAreThoseWhosePostStateDiffersFromThePreState)
     const SyntheticTrace t({same, changed});
     EXPECT_TRUE(rangesChangedBy(t.launch(0)).empty());
     EXPECT_EQ(rangesChangedBy(t.launch(1)), (std::set<uint64_t>{0x1000}));
+}
+
+// ---- the rows of a recorded 2D or 3D copy ---------------------------------------------------
+
+TEST(CopyRows, TwoDimensionalCopiesHaveOneSliceThreeDimensionalOnesTheirDepth)
+{
+    capnp::MallocMessageBuilder message;
+    auto copy = message.initRoot<kcap::schema::Memcpy>();
+    copy.setDst(0x10000), copy.setSrc(0x20000);
+    copy.setWidth(40), copy.setHeight(3), copy.setDstPitch(512), copy.setSrcPitch(64);
+    auto flat = copyRows(copy.asReader());
+    ASSERT_TRUE(flat.has_value());
+    EXPECT_EQ(flat->slices, 1u);  // depth 0: 2D
+    EXPECT_EQ(flat->dstAt(2, 0), 1024u);
+    EXPECT_EQ(flat->srcAt(2, 0), 128u);
+    EXPECT_EQ(flat->packedAt(2, 0), 80u);
+
+    copy.setDepth(2), copy.setDstHeight(4), copy.setSrcHeight(5);
+    auto volume = copyRows(copy.asReader());
+    ASSERT_TRUE(volume.has_value());
+    EXPECT_EQ(volume->slices, 2u);
+    EXPECT_EQ(volume->dstAt(1, 1), 4 * 512u + 512u);
+    EXPECT_EQ(volume->srcAt(1, 1), 5 * 64u + 64u);
+    EXPECT_EQ(volume->packedAt(1, 1), 4 * 40u);  // row 1 of slice 1: packed row 3 + 1
+    copy.setDepth(1), copy.setDstHeight(0), copy.setSrcHeight(0);  // depth 1 may leave the heights 0
+    EXPECT_EQ(copyRows(copy.asReader())->slices, 1u);
+}
+
+TEST(CopyRows, RowsPastTheEndOfTheAddressSpaceAreRefused)
+{
+    capnp::MallocMessageBuilder message;
+    auto copy = message.initRoot<kcap::schema::Memcpy>();
+    copy.setDst(0x10000), copy.setWidth(16), copy.setHeight(2), copy.setDstPitch(16);
+    copy.setDepth(2), copy.setDstHeight(uint64_t{1} << 62);  // the slice pitch overflows
+    EXPECT_FALSE(copyRows(copy.asReader()).has_value());
+    copy.setDstHeight(2), copy.setDepth(uint64_t{1} << 60);  // the last slice overflows
+    EXPECT_FALSE(copyRows(copy.asReader()).has_value());
+    copy.setDepth(2), copy.setDst(std::numeric_limits<uint64_t>::max() - 32);  // the address does
+    EXPECT_FALSE(copyRows(copy.asReader()).has_value());
+    copy.setDst(std::numeric_limits<uint64_t>::max() - 64);  // the last row ends just inside
+    EXPECT_TRUE(copyRows(copy.asReader()).has_value());
+    copy.setSrcPitch(std::numeric_limits<uint64_t>::max());  // and the source side is checked too
+    EXPECT_FALSE(copyRows(copy.asReader()).has_value());
+    copy.setHeight(0), copy.setSrcPitch(0);  // no rows: nothing to place
+    EXPECT_TRUE(copyRows(copy.asReader()).has_value());
 }
 
 // ---- the driver double has what replay needs ------------------------------------------------

@@ -280,6 +280,9 @@ void RoundTrip::writeAll(const std::string& path) {
     c.setHeight(4);
     c.setDstPitch(2048);
     c.setSrcPitch(1536);
+    c.setDepth(3);
+    c.setDstHeight(6);
+    c.setSrcHeight(5);
   });
   add([&](Event::Builder e) {
     auto m = e.initMemset();
@@ -581,6 +584,9 @@ TEST_F(RoundTrip, Memcpy) {
     EXPECT_EQ(c.getHeight(), 4u);
     EXPECT_EQ(c.getDstPitch(), 2048u);
     EXPECT_EQ(c.getSrcPitch(), 1536u);
+    EXPECT_EQ(c.getDepth(), 3u);
+    EXPECT_EQ(c.getDstHeight(), 6u);
+    EXPECT_EQ(c.getSrcHeight(), 5u);
   });
 }
 

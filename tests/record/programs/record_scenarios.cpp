@@ -28,6 +28,13 @@
 //               per-thread and async, from a CUDA array, device to host;
 //               cuMemsetD2D32, D2D8 (per-thread), D2D16Async; then axpy
 //               reads p whole
+//   volume      3D copies into a pitched volume v (2 slices of 4 rows, 512
+//               bytes apart): host to device with offsets on both sides
+//               (cuMemcpy3D), from a host volume whose rows are contiguous
+//               (cuMemcpy3DAsync), a unified one of 1-row slices from pageable
+//               host memory, device to device (cuMemcpy3DAsync_v2_ptsz), from
+//               a CUDA array, one of depth 0, device to host
+//               (cuMemcpy3D_v2_ptds); then axpy reads v whole
 #include "driver_program.h"
 
 #include <dlfcn.h>
@@ -593,6 +600,177 @@ int pitched()
     return 0;
 }
 
+// Copies `depth` slices of `height` rows of `width` bytes between two
+// volumes laid out by pitch and slice height (rows per slice), as
+// cuMemcpy3D does: the programs' model of what a 3D copy writes.
+void copyVolume(std::uint8_t* to, std::size_t toPitch, std::size_t toHeight, const std::uint8_t* from,
+                std::size_t fromPitch, std::size_t fromHeight, std::size_t width, std::size_t height,
+                std::size_t depth)
+{
+    for (std::size_t z = 0; z < depth; ++z) {
+        for (std::size_t y = 0; y < height; ++y) {
+            std::memcpy(to + (z * toHeight + y) * toPitch, from + (z * fromHeight + y) * fromPitch, width);
+        }
+    }
+}
+
+int volume()
+{
+    constexpr std::size_t kSlices = 2, kSliceRows = 4;
+    start();
+    Axpy axpy;
+    CUstream stream = nullptr;
+    DRIVER(cuStreamCreate, &stream, CU_STREAM_NON_BLOCKING);
+    CUdeviceptr v = 0;
+    std::size_t pitch = 0;
+    DRIVER(cuMemAllocPitch, &v, &pitch, 256, kSlices * kSliceRows, 4);
+    CHECK(pitch * kSlices * kSliceRows == kN * sizeof(float));
+    DRIVER(cuMemsetD32, v, 0, kN);
+    std::vector<std::uint8_t> model(pitch * kSlices * kSliceRows, 0);  // what v holds, computed alongside
+    const auto at = [&](std::size_t x, std::size_t y, std::size_t z) { return (z * kSliceRows + y) * pitch + x; };
+
+    // Host to device: 3 host slices of 5 rows 64 bytes apart; 2 slices of 3
+    // rows of 40 bytes from (8, 1, 1) of the host to (12, 1, 0) of v.
+    std::vector<std::uint8_t> host(3 * 5 * 64);
+    for (std::size_t i = 0; i < host.size(); ++i) {
+        host[i] = static_cast<std::uint8_t>(i * 7);
+    }
+    CUDA_MEMCPY3D up{};
+    up.srcMemoryType = CU_MEMORYTYPE_HOST;
+    up.srcHost = host.data();
+    up.srcXInBytes = 8;
+    up.srcY = 1;
+    up.srcZ = 1;
+    up.srcPitch = 64;
+    up.srcHeight = 5;
+    up.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+    up.dstDevice = v;
+    up.dstXInBytes = 12;
+    up.dstY = 1;
+    up.dstPitch = pitch;
+    up.dstHeight = kSliceRows;
+    up.WidthInBytes = 40;
+    up.Height = 3;
+    up.Depth = 2;
+    DRIVER(cuMemcpy3D, &up);
+    copyVolume(model.data() + at(12, 1, 0), pitch, kSliceRows, host.data() + (1 * 5 + 1) * 64 + 8, 64, 5, 40, 3, 2);
+
+    // From a host volume whose rows and slices follow one another (pitch =
+    // width, slice height = height), async: to (300, 0, 0).
+    std::vector<std::uint8_t> dense(16 * 2 * 2);
+    for (std::size_t i = 0; i < dense.size(); ++i) {
+        dense[i] = static_cast<std::uint8_t>(100 + i);
+    }
+    CUDA_MEMCPY3D packed{};
+    packed.srcMemoryType = CU_MEMORYTYPE_HOST;
+    packed.srcHost = dense.data();
+    packed.srcPitch = 16;
+    packed.srcHeight = 2;
+    packed.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+    packed.dstDevice = v;
+    packed.dstXInBytes = 300;
+    packed.dstPitch = pitch;
+    packed.dstHeight = kSliceRows;
+    packed.WidthInBytes = 16;
+    packed.Height = 2;
+    packed.Depth = 2;
+    DRIVER(cuMemcpy3DAsync, &packed, stream);
+    DRIVER(cuStreamSynchronize, stream);
+    copyVolume(model.data() + at(300, 0, 0), pitch, kSliceRows, dense.data(), 16, 2, 16, 2, 2);
+
+    // Both sides unified: slices of 1 row of 32 bytes from pageable host
+    // memory (rows 48 bytes apart, slices 2 rows apart) to (400, 3, 0).
+    std::vector<std::uint8_t> more(2 * 2 * 48);
+    for (std::size_t i = 0; i < more.size(); ++i) {
+        more[i] = static_cast<std::uint8_t>(200 + i % 50);
+    }
+    CUDA_MEMCPY3D unified{};
+    unified.srcMemoryType = CU_MEMORYTYPE_UNIFIED;
+    unified.srcDevice = reinterpret_cast<CUdeviceptr>(more.data());
+    unified.srcPitch = 48;
+    unified.srcHeight = 2;
+    unified.dstMemoryType = CU_MEMORYTYPE_UNIFIED;
+    unified.dstDevice = v;
+    unified.dstXInBytes = 400;
+    unified.dstY = 3;
+    unified.dstPitch = pitch;
+    unified.dstHeight = kSliceRows;
+    unified.WidthInBytes = 32;
+    unified.Height = 1;
+    unified.Depth = 2;
+    DRIVER(cuMemcpy3D, &unified);
+    copyVolume(model.data() + at(400, 3, 0), pitch, kSliceRows, more.data(), 48, 2, 32, 1, 2);
+
+    // Device to device, per-thread and async: rows 1..2 of both slices to
+    // (256, 2, 0).
+    using Copy3DAsync = CUresult (*)(const CUDA_MEMCPY3D*, CUstream);
+    const auto copy_ptsz = reinterpret_cast<Copy3DAsync>(dlsym(RTLD_DEFAULT, "cuMemcpy3DAsync_v2_ptsz"));
+    CHECK(copy_ptsz != nullptr);
+    CUDA_MEMCPY3D across{};
+    across.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+    across.srcDevice = v;
+    across.srcY = 1;
+    across.srcPitch = pitch;
+    across.srcHeight = kSliceRows;
+    across.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+    across.dstDevice = v;
+    across.dstXInBytes = 256;
+    across.dstY = 2;
+    across.dstPitch = pitch;
+    across.dstHeight = kSliceRows;
+    across.WidthInBytes = 64;
+    across.Height = 2;
+    across.Depth = 2;
+    test::checked("cuMemcpy3DAsync_v2_ptsz", copy_ptsz(&across, stream), __FILE__, __LINE__);
+    DRIVER(cuStreamSynchronize, stream);
+    copyVolume(model.data() + at(256, 2, 0), pitch, kSliceRows, model.data() + at(0, 1, 0), pitch, kSliceRows, 64,
+               2, 2);
+
+    // From a CUDA array (the double moves nothing) to (448, 0, 0); one of
+    // depth 0 (copies nothing).
+    CUDA_MEMCPY3D fromArray{};
+    fromArray.srcMemoryType = CU_MEMORYTYPE_ARRAY;
+    fromArray.srcArray = reinterpret_cast<CUarray>(&fromArray);
+    fromArray.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+    fromArray.dstDevice = v;
+    fromArray.dstXInBytes = 448;
+    fromArray.dstPitch = pitch;
+    fromArray.dstHeight = kSliceRows;
+    fromArray.WidthInBytes = 16;
+    fromArray.Height = 1;
+    fromArray.Depth = 2;
+    DRIVER(cuMemcpy3D, &fromArray);
+    CUDA_MEMCPY3D none = up;
+    none.Depth = 0;
+    DRIVER(cuMemcpy3D, &none);
+
+    // Back to the host, whole (per-thread).
+    using Copy3D = CUresult (*)(const CUDA_MEMCPY3D*);
+    const auto copy_ptds = reinterpret_cast<Copy3D>(dlsym(RTLD_DEFAULT, "cuMemcpy3D_v2_ptds"));
+    CHECK(copy_ptds != nullptr);
+    std::vector<std::uint8_t> back(model.size());
+    CUDA_MEMCPY3D down{};
+    down.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+    down.srcDevice = v;
+    down.srcPitch = pitch;
+    down.srcHeight = kSliceRows;
+    down.dstMemoryType = CU_MEMORYTYPE_HOST;
+    down.dstHost = back.data();
+    down.dstPitch = pitch;
+    down.dstHeight = kSliceRows;
+    down.WidthInBytes = pitch;
+    down.Height = kSliceRows;
+    down.Depth = kSlices;
+    test::checked("cuMemcpy3D_v2_ptds", copy_ptds(&down), __FILE__, __LINE__);
+    CHECK(back == model);
+
+    CHECK(axpy.launch(1.0f, nullptr, v) == CUDA_SUCCESS);
+    const std::size_t element = at(400, 3, 1) / sizeof(float);
+    std::printf("result volume y[%zu] %.1f\n", element, static_cast<double>(download(axpy.y, kN)[element]));
+    DRIVER(cuStreamDestroy, stream);
+    return 0;
+}
+
 int main(int argc, char** argv)
 {
     const std::string scenario = argc > 1 ? argv[1] : "";
@@ -620,6 +798,9 @@ int main(int argc, char** argv)
     }
     if (scenario == "pitched") {
         return pitched();
+    }
+    if (scenario == "volume") {
+        return volume();
     }
     if (scenario == "fault" || scenario == "fault-kill") {
         return fault(scenario == "fault-kill");

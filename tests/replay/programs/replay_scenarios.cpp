@@ -48,6 +48,19 @@
 //                 cuMemcpy2D y -> p (device to device): 8 rows of 32
 //                 floats from y + r * pitch to elements 32..63 of row r
 //               2 axpy a=1
+//   volume    3D copies between launches of axpy (x = v, a pitched volume
+//             of 2 slices of 4 rows of 64 floats, as cudaMalloc3D makes one:
+//             rows 512 bytes apart, its whole pitch read as kN floats):
+//                 cuMemsetD32 v = 1.0f (padding included); y = 2i
+//               0 axpy a=1
+//                 cuMemcpy3D host -> v: slice z, row r, element c =
+//                 z*1000 + r*100 + c (a linear host volume: rows 80 floats
+//                 apart, slices 5 rows apart)
+//               1 axpy a=2
+//                 cuMemcpy3DAsync y -> v (device to device): y read as a
+//                 volume shaped like v; 2 slices of 3 rows of 32 floats
+//                 from (0, 0, 0) to (32, 1, 0)
+//               2 axpy a=1
 //   hang      one ordinary launch, then one that never returns (the double's
 //             kPoisonHang parameter); a watchdog thread kills the process
 //             (SIGKILL) a second later, as a user would
@@ -255,6 +268,92 @@ int pitched()
     return 0;
 }
 
+int volume()
+{
+    constexpr std::size_t kSlices = 2, kSliceRows = 4, kColumns = 64;  // floats
+    constexpr std::size_t kHostPitch = 80, kHostSliceRows = 5;         // floats, rows
+    start();
+    Axpy axpy;
+    CUdeviceptr v = 0;
+    std::size_t pitch = 0;
+    DRIVER(cuMemAllocPitch, &v, &pitch, kColumns * sizeof(float), kSlices * kSliceRows, 4);
+    CHECK(pitch * kSlices * kSliceRows == kN * sizeof(float));
+    const std::size_t rowFloats = pitch / sizeof(float);
+    const auto element = [&](std::size_t c, std::size_t r, std::size_t z) {
+        return (z * kSliceRows + r) * rowFloats + c;
+    };
+    // What the program expects v and y to hold, computed alongside.
+    std::vector<float> x(kN, 1.0f);
+    std::vector<float> y = iota(2.0f);
+    const auto axpyOnHost = [&](float a) {
+        for (int i = 0; i < kN; ++i) {
+            y[static_cast<std::size_t>(i)] += a * x[static_cast<std::size_t>(i)];
+        }
+    };
+    DRIVER(cuMemsetD32, v, floatBits(1.0f), kN);
+    const CUdeviceptr yd = upload(y);
+    DRIVER(axpy.launch, 1.0f, v, yd);
+    axpyOnHost(1.0f);
+
+    std::vector<float> host(kSlices * kHostSliceRows * kHostPitch, -1.0f);
+    for (std::size_t z = 0; z < kSlices; ++z) {
+        for (std::size_t r = 0; r < kSliceRows; ++r) {
+            for (std::size_t c = 0; c < kColumns; ++c) {
+                const float value = static_cast<float>(z * 1000 + r * 100 + c);
+                host[(z * kHostSliceRows + r) * kHostPitch + c] = value;
+                x[element(c, r, z)] = value;
+            }
+        }
+    }
+    CUDA_MEMCPY3D up{};
+    up.srcMemoryType = CU_MEMORYTYPE_HOST;
+    up.srcHost = host.data();
+    up.srcPitch = kHostPitch * sizeof(float);
+    up.srcHeight = kHostSliceRows;
+    up.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+    up.dstDevice = v;
+    up.dstPitch = pitch;
+    up.dstHeight = kSliceRows;
+    up.WidthInBytes = kColumns * sizeof(float);
+    up.Height = kSliceRows;
+    up.Depth = kSlices;
+    DRIVER(cuMemcpy3D, &up);
+    DRIVER(axpy.launch, 2.0f, v, yd);
+    axpyOnHost(2.0f);
+
+    CUDA_MEMCPY3D across{};
+    across.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+    across.srcDevice = yd;
+    across.srcPitch = pitch;
+    across.srcHeight = kSliceRows;
+    across.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+    across.dstDevice = v;
+    across.dstXInBytes = 32 * sizeof(float);
+    across.dstY = 1;
+    across.dstPitch = pitch;
+    across.dstHeight = kSliceRows;
+    across.WidthInBytes = 32 * sizeof(float);
+    across.Height = 3;
+    across.Depth = kSlices;
+    DRIVER(cuMemcpy3DAsync, &across, nullptr);
+    DRIVER(cuStreamSynchronize, nullptr);
+    for (std::size_t z = 0; z < kSlices; ++z) {
+        for (std::size_t r = 0; r < 3; ++r) {
+            std::copy_n(y.begin() + static_cast<std::ptrdiff_t>(element(0, r, z)), 32,
+                        x.begin() + static_cast<std::ptrdiff_t>(element(32, r + 1, z)));
+        }
+    }
+    DRIVER(axpy.launch, 1.0f, v, yd);
+    axpyOnHost(1.0f);
+
+    std::vector<float> out(kN);
+    DRIVER(cuMemcpyDtoH, out.data(), yd, kN * sizeof(float));
+    CHECK(out == y);
+    const std::size_t shown = element(40, 2, 1);
+    std::printf("result volume y[%zu] %.1f\n", shown, static_cast<double>(out[shown]));
+    return 0;
+}
+
 int checks()
 {
     start();
@@ -376,6 +475,9 @@ int main(int argc, char** argv)
     }
     if (scenario == "pitched") {
         return pitched();
+    }
+    if (scenario == "volume") {
+        return volume();
     }
     test::fail("unknown scenario '%s'", scenario.c_str());
 }
