@@ -461,3 +461,76 @@ DOUBLE_API CUresult cuKernelSetAttribute(CUfunction_attribute, int, CUkernel ker
     return find_launchable(s, kernel, Launchable::Kind::kernel) != nullptr ? CUDA_SUCCESS
                                                                            : CUDA_ERROR_INVALID_HANDLE;
 }
+
+// ---- the JIT linker --------------------------------------------------------------
+// The double links by listing what its inputs define: cuLinkComplete hands
+// back PTX-like text naming every kernel and global of the images added,
+// which cuModuleLoadData then takes like any PTX (images.cpp). Enough for
+// replay's linking of relocatable device code to be tested end to end.
+
+namespace kcap_double {
+namespace {
+
+struct LinkState {
+    std::string linked = "// kcap driver double: linked image\n";
+    std::size_t inputs = 0;
+};
+
+}  // namespace
+}  // namespace kcap_double
+
+DOUBLE_API CUresult cuLinkCreate_v2(unsigned, CUjit_option*, void**, CUlinkState* state_out)
+{
+    if (const CUresult r = need_context(); r != CUDA_SUCCESS) {
+        return r;
+    }
+    if (state_out == nullptr) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    *state_out = reinterpret_cast<CUlinkState>(new LinkState);
+    return CUDA_SUCCESS;
+}
+
+DOUBLE_API CUresult cuLinkAddData_v2(CUlinkState state_in, CUjitInputType type, void* data, std::size_t size,
+                                     const char*, unsigned, CUjit_option*, void**)
+{
+    auto* link = reinterpret_cast<LinkState*>(state_in);
+    if (link == nullptr || data == nullptr || size == 0) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    if (type != CU_JIT_INPUT_PTX && type != CU_JIT_INPUT_FATBINARY && type != CU_JIT_INPUT_CUBIN) {
+        return CUDA_ERROR_NOT_SUPPORTED;
+    }
+    ImageContents contents;
+    if (!inspect_image(data, contents)) {
+        return CUDA_ERROR_INVALID_IMAGE;
+    }
+    for (const KernelDef* kernel : contents.kernels) {
+        link->linked += ".entry " + std::string(kernel->name) + "\n";
+    }
+    for (const GlobalDef* global : contents.globals) {
+        link->linked += ".global " + std::string(global->name) + "\n";
+    }
+    ++link->inputs;
+    return CUDA_SUCCESS;
+}
+
+DOUBLE_API CUresult cuLinkComplete(CUlinkState state_in, void** cubin, std::size_t* size)
+{
+    auto* link = reinterpret_cast<LinkState*>(state_in);
+    if (link == nullptr || cubin == nullptr || size == nullptr) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    if (link->inputs == 0) {
+        return CUDA_ERROR_INVALID_IMAGE;
+    }
+    *cubin = link->linked.data();  // NUL-terminated, owned by the state
+    *size = link->linked.size() + 1;
+    return CUDA_SUCCESS;
+}
+
+DOUBLE_API CUresult cuLinkDestroy(CUlinkState state_in)
+{
+    delete reinterpret_cast<LinkState*>(state_in);
+    return CUDA_SUCCESS;
+}

@@ -223,11 +223,15 @@ TEST_F(Replay, RecordScenariosVmmReproduces)
     EXPECT_TRUE(jsonLaunch(run.out, 1).empty()) << run.out;
 }
 
-TEST_F(Replay, RecordScenariosLibraryReproducesAllButRelocatableDeviceCode)
+TEST_F(Replay, RecordScenariosLibraryReproducesAndLinksRelocatableDeviceCode)
 {
     // CUkernel launches, cuLaunchKernelEx with attributes, a pointer array,
     // cudart's fatbin wrappers; launch 2 comes from a relocatable-device-code
-    // wrapper, which replay does not link (yet) and says so.
+    // wrapper whose own fatbin (reduce) does not hold the kernel: only its
+    // extra fatbin (axpy) does. Replay runs the wrapper's own SASS when it
+    // fits, as cudart does (nvcc's device-link output always holds every
+    // kernel), so the kernel is missing there; with --force-ptx it links the
+    // extra fatbins' PTX itself (the double's linker lists what they define).
     const std::string path = file("library.kcap");
     recordWithKcap(path, scenarioProgram(), {"library"});
     const Outcome run = replay({path});
@@ -236,9 +240,16 @@ TEST_F(Replay, RecordScenariosLibraryReproducesAllButRelocatableDeviceCode)
         EXPECT_NE(row(run.out, i).find("REPRODUCED"), std::string::npos) << i << ": " << run.out;
     }
     EXPECT_NE(row(run.out, 2).find("ERROR"), std::string::npos) << run.out;
-    EXPECT_NE(run.out.find("launch 2 (axpy): ERROR: the module is relocatable device code"), std::string::npos)
-        << run.out;
+    EXPECT_NE(run.out.find("launch 2 (axpy): ERROR: "), std::string::npos) << run.out;
+    EXPECT_NE(run.out.find("kernel axpy not found in the recorded image"), std::string::npos) << run.out;
     EXPECT_NE(run.out.find("4 launches: 1 ERROR, 3 REPRODUCED"), std::string::npos) << run.out;
+
+    const Outcome linked = replay({path, "--launch", "2", "--force-ptx", "--json"});
+    EXPECT_EQ(linked.exitCode, kExitOk) << linked.describe();
+    EXPECT_NE(linked.out.find("\"verdict\":\"REPRODUCED\""), std::string::npos) << linked.out;
+    EXPECT_NE(linked.out.find("\"code\":\"relocatable device code linked here from 1 fatbins (PTX compute_80 (forced JIT))\""),
+              std::string::npos)
+        << linked.out;
 }
 
 // ---- (b), (c) relocated memory ----------------------------------------------------------
