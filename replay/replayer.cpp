@@ -255,11 +255,11 @@ void Replayer::restore(const LaunchRecord& launch, const LoadedKernel& kernel, b
   }
 }
 
-// Large contents go in 64 MiB windows of whole pieces through a ring of
+// Large contents go in 32 MiB windows of whole pieces through a ring of
 // page-locked buffers: decoding window k+1 (checking and decompressing the
 // trace's pieces, on the reader's threads) overlaps the copy of window k to
 // the GPU, and a copy that runs late delays the decoding only once every
-// buffer is waiting for one. Pinned memory stays at kRestoreWindows * 64 MiB.
+// buffer is waiting for one. Pinned memory stays at kRestoreWindows * kRestoreWindow.
 void Replayer::restoreContent(schema::Content::Reader content, CUdeviceptr dst) {
   const uint64_t size = content.getSize();
   const uint64_t pieceSize = content.getPieceSize();

@@ -109,12 +109,17 @@ class Replayer {
   std::unique_ptr<CodeCache> code_;
   uint8_t* staging_ = nullptr;  // page-locked, for copies both ways
   uint64_t stagingSize_ = 0;
-  // restoreContent's page-locked windows (64 MiB each), used in turn: with
-  // three, decoding is held up only when two copies are still queued.
+  // restoreContent's page-locked windows (32 MiB each), used in turn: with
+  // three, decoding is held up only when two copies are still queued. 32 MiB
+  // restored 4 GiB at a median 81% of pinned H2D on the H200 against 75% for
+  // 64 MiB and 78% for 16 (docs/benchmarks.md, 6 runs each).
   static constexpr size_t kRestoreWindows = 3;
   uint8_t* windows_[kRestoreWindows] = {};
   CUevent windowDone_[kRestoreWindows] = {};
-  static constexpr uint64_t kRestoreWindow = uint64_t{64} << 20;
+#ifndef KCAP_RESTORE_WINDOW_MIB  // (a build-time knob for bench/replay_throughput.py comparisons)
+#define KCAP_RESTORE_WINDOW_MIB 32
+#endif
+  static constexpr uint64_t kRestoreWindow = uint64_t{KCAP_RESTORE_WINDOW_MIB} << 20;
   // A sequence's launch that was recorded with programmatic stream
   // serialization right behind the launch being replayed: prepared with it
   // and submitted behind it with no synchronization between, so that the two
