@@ -5,7 +5,7 @@ pre`, and prints how fast the shim snapshots the buffer, against pinned
 device-to-host bandwidth (target: at least 50% of it).
 
     capture_throughput.py --bench build-gpu/bench/kcap_bench_capture --kcap build-gpu/tools/kcap \\
-        [--mib 4096] [--rounds 2] [--masks 0xffffffff,0x0000ffff] [--modes full,pre] [--dir /tmp]
+        [--mib 4096] [--rounds 2] [--masks 0xffffffff,0x0000ffff] [--modes full,pre] [--dir /tmp] [--buffer SIZE]
 
 For each data kind (--masks: 0xffffffff random words, incompressible;
 0x0000ffff 16 random bits a word, compressible) the plain run measures the
@@ -42,6 +42,8 @@ def parse_args():
     p.add_argument("--masks", default="0xffffffff,0x0000ffff")
     p.add_argument("--modes", default="full,pre")
     p.add_argument("--dir", default="/tmp", help="traces go here (deleted after each run)")
+    p.add_argument("--buffer", help="`kcap record --buffer SIZE`: with more than a snapshot's size, the figure is "
+                                    "how long the program waits; the file is written behind it")
     p.add_argument("--timeout", type=float, default=500, help="seconds for each run")
     return p.parse_args()
 
@@ -114,8 +116,9 @@ def main():
                          f"{hashers} threads)")
             for mode in args.modes.split(","):
                 trace = work / "trace.kcap"
+                buffer = ["--buffer", args.buffer] if args.buffer else []
                 recorded, problem = run([args.kcap, "record", "-q", "--mode", mode, "--include", "^kcap_read_sum$",
-                                         "-o", str(trace), "--", args.bench, *common, "--mask", mask,
+                                         *buffer, "-o", str(trace), "--", args.bench, *common, "--mask", mask,
                                          "--d2h-mib", "0"], args.timeout)
                 if problem:
                     failures.append(problem)

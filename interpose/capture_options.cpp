@@ -18,6 +18,9 @@ constexpr const char* kSkip = "KCAP_SKIP";
 constexpr const char* kMaxLaunches = "KCAP_MAX_LAUNCHES";
 constexpr const char* kLevel = "KCAP_LEVEL";
 constexpr const char* kPieceSize = "KCAP_PIECE_SIZE";
+constexpr const char* kBuffer = "KCAP_BUFFER";
+constexpr uint64_t kMinBufferBytes = uint64_t{64} << 20;
+constexpr uint64_t kMaxBufferBytes = uint64_t{1024} << 30;
 constexpr const char* kTiming = "KCAP_TIMING";
 
 std::optional<uint64_t> parseUnsigned(std::string_view text)
@@ -89,14 +92,15 @@ std::vector<std::pair<std::string, std::string>> CaptureOptions::describe() cons
                      maxLaunches == std::numeric_limits<uint64_t>::max() ? "unlimited" : std::to_string(maxLaunches));
     out.emplace_back("level", std::to_string(zstdLevel));
     out.emplace_back("pieceSize", std::to_string(pieceSize));
+    out.emplace_back("buffer", std::to_string(bufferBytes));
     out.emplace_back("timing", timing ? "on" : "off");
     return out;
 }
 
 const std::vector<const char*>& captureVariables()
 {
-    static const std::vector<const char*> names = {kOutput,      kMode,  kInclude,   kExclude, kSkip,
-                                                   kMaxLaunches, kLevel, kPieceSize, kTiming};
+    static const std::vector<const char*> names = {kOutput, kMode,  kInclude,   kExclude, kSkip,   kMaxLaunches,
+                                                   kLevel,  kPieceSize, kBuffer, kTiming};
     return names;
 }
 
@@ -193,6 +197,13 @@ std::optional<CaptureOptions> readCaptureOptions(const VariableLookup& lookup)
                               "expected a size from 4K to 64M (bytes, or with a K or M suffix)");
         }
         options.pieceSize = static_cast<uint32_t>(*parsed);
+    }
+    if (const std::string buffer = value(kBuffer); !buffer.empty()) {
+        const auto parsed = parseByteCount(buffer);
+        if (!parsed || *parsed < kMinBufferBytes || *parsed > kMaxBufferBytes) {
+            throw OptionError(kBuffer, buffer, "expected a size from 64M to 1024G (bytes, or with a K, M or G suffix)");
+        }
+        options.bufferBytes = *parsed;
     }
     if (const std::string timing = value(kTiming); !timing.empty()) {
         if (timing != "0" && timing != "1") {

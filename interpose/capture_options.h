@@ -11,6 +11,7 @@
 //   KCAP_MAX_LAUNCHES  then record at most N of them
 //   KCAP_LEVEL         zstd compression level (default 1)
 //   KCAP_PIECE_SIZE    bytes per content piece, K/M suffixes allowed (default 1M)
+//   KCAP_BUFFER        memory for snapshots not yet written to the file (default 256M)
 //   KCAP_TIMING        1: also record each launch's GPU duration (CUPTI); 0 or
 //                      unset: not
 //
@@ -45,6 +46,11 @@ struct CaptureOptions {
     uint64_t maxLaunches = std::numeric_limits<uint64_t>::max();  // max: unlimited
     int zstdLevel = 1;  // format::TraceWriter::Options' default (why 1: there)
     uint32_t pieceSize = 1u << 20;
+    // Bytes of snapshots the writer may hold before the launching thread
+    // waits for the file (format::TraceWriter::Options::maxPendingBytes):
+    // more lets a burst of fresh memory be captured at memory speed and
+    // written out behind the program, at the cost of that much RAM.
+    uint64_t bufferBytes = uint64_t{256} << 20;
     bool timing = false;  // kernelTiming events through CUPTI (cupti_timing.h)
 
     // Compiled once by readCaptureOptions; shared, immutable.

@@ -107,6 +107,7 @@ std::unique_ptr<format::TraceWriter> createWriter(const std::string& path, const
     format::TraceWriter::Options writerOptions;
     writerOptions.zstdLevel = options.zstdLevel;
     writerOptions.pieceSize = options.pieceSize;
+    writerOptions.maxPendingBytes = options.bufferBytes;
     // The writer's threads inherit this mask: asynchronous signals (SIGTERM,
     // SIGINT) then never land on them, so a handler never runs on a thread
     // the trace's progress depends on.

@@ -58,6 +58,7 @@ struct Options {
   std::string maxLaunches;
   std::string level;
   std::string pieceSize;
+  std::string buffer;
   bool timing = false;
   std::string shim;
   bool quiet = false;
@@ -70,7 +71,7 @@ const std::map<std::string, std::string>& flagOf() {
       {"KCAP_OUTPUT", "--output"}, {"KCAP_MODE", "--mode"},
       {"KCAP_INCLUDE", "--include"}, {"KCAP_EXCLUDE", "--exclude"},
       {"KCAP_SKIP", "--skip"}, {"KCAP_MAX_LAUNCHES", "--max-launches"},
-      {"KCAP_LEVEL", "--level"}, {"KCAP_PIECE_SIZE", "--piece-size"},
+      {"KCAP_LEVEL", "--level"}, {"KCAP_PIECE_SIZE", "--piece-size"}, {"KCAP_BUFFER", "--buffer"},
       {"KCAP_TIMING", "--timing"}};
   return flags;
 }
@@ -131,7 +132,7 @@ std::map<std::string, std::string> settings(const Options& opt) {
       {"KCAP_MODE", &opt.mode},     {"KCAP_INCLUDE", &opt.include},
       {"KCAP_EXCLUDE", &opt.exclude}, {"KCAP_SKIP", &opt.skip},
       {"KCAP_MAX_LAUNCHES", &opt.maxLaunches}, {"KCAP_LEVEL", &opt.level},
-      {"KCAP_PIECE_SIZE", &opt.pieceSize}};
+      {"KCAP_PIECE_SIZE", &opt.pieceSize}, {"KCAP_BUFFER", &opt.buffer}};
   for (const char* name : captureVariables()) {
     const char* env = std::getenv(name);
     if (env != nullptr) out[name] = env;
@@ -375,6 +376,10 @@ Run setupRecord(CLI::App& cmd) {
       ->type_name("N");
   cmd.add_option("--level", opt->level, "zstd compression level (KCAP_LEVEL) [default: 1]")->type_name("LEVEL");
   cmd.add_option("--piece-size", opt->pieceSize, "Bytes per stored memory piece, e.g. 1M (KCAP_PIECE_SIZE)")
+      ->type_name("SIZE");
+  cmd.add_option("--buffer", opt->buffer,
+                 "Memory for snapshots not yet written to the file, e.g. 8G (KCAP_BUFFER) [default: 256M]; more "
+                 "captures a burst of fresh memory at memory speed, written out behind the program")
       ->type_name("SIZE");
   cmd.add_flag("--timing", opt->timing,
                "Also record each launch's GPU duration through CUPTI (KCAP_TIMING=1); without CUPTI, or "

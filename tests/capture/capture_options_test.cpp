@@ -42,6 +42,7 @@ TEST(CaptureOptions, Defaults)
     EXPECT_EQ(options->maxLaunches, std::numeric_limits<uint64_t>::max());
     EXPECT_EQ(options->zstdLevel, 1);
     EXPECT_EQ(options->pieceSize, 1u << 20);
+    EXPECT_EQ(options->bufferBytes, uint64_t{256} << 20);
     EXPECT_TRUE(options->selects("anything"));
 }
 
@@ -54,13 +55,15 @@ TEST(CaptureOptions, EverySetting)
                                {"KCAP_SKIP", "10"},
                                {"KCAP_MAX_LAUNCHES", "5"},
                                {"KCAP_LEVEL", "-3"},
-                               {"KCAP_PIECE_SIZE", "4MiB"}});
+                               {"KCAP_PIECE_SIZE", "4MiB"},
+                               {"KCAP_BUFFER", "8G"}});
     ASSERT_TRUE(options);
     EXPECT_EQ(options->mode, CaptureMode::kMetadata);
     EXPECT_EQ(options->skip, 10u);
     EXPECT_EQ(options->maxLaunches, 5u);
     EXPECT_EQ(options->zstdLevel, -3);
     EXPECT_EQ(options->pieceSize, 4u << 20);
+    EXPECT_EQ(options->bufferBytes, uint64_t{8} << 30);
     EXPECT_TRUE(options->selects("sm90_gemm_kernel"));     // search, not full match
     EXPECT_TRUE(options->selects("flash_attn_fwd"));
     EXPECT_FALSE(options->selects("ncclKernel_gemm"));      // excluded wins
@@ -80,6 +83,9 @@ TEST(CaptureOptions, InvalidValuesNameTheVariableAndValue)
     EXPECT_NE(errorOf({{"KCAP_OUTPUT", "t"}, {"KCAP_LEVEL", "23"}}).find("KCAP_LEVEL=\"23\""), std::string::npos);
     EXPECT_NE(errorOf({{"KCAP_OUTPUT", "t"}, {"KCAP_PIECE_SIZE", "1000"}}).find("KCAP_PIECE_SIZE"), std::string::npos);
     EXPECT_NE(errorOf({{"KCAP_OUTPUT", "t"}, {"KCAP_PIECE_SIZE", "128M"}}).find("KCAP_PIECE_SIZE"), std::string::npos);
+    EXPECT_NE(errorOf({{"KCAP_OUTPUT", "t"}, {"KCAP_BUFFER", "32M"}}).find("KCAP_BUFFER=\"32M\": expected a size from 64M"),
+              std::string::npos);
+    EXPECT_NE(errorOf({{"KCAP_OUTPUT", "t"}, {"KCAP_BUFFER", "2T"}}).find("KCAP_BUFFER"), std::string::npos);
     EXPECT_NE(errorOf({{"KCAP_OUTPUT", "t-%x"}}).find("KCAP_OUTPUT=\"t-%x\": unknown placeholder %x"), std::string::npos);
     EXPECT_NE(errorOf({{"KCAP_OUTPUT", "t%"}}).find("lone '%'"), std::string::npos);
 }

@@ -1103,18 +1103,28 @@ TEST(Record, KernelNameFiltersAndLaunchRange)
     EXPECT_EQ(recordedKernels({{"KCAP_MAX_LAUNCHES", "0"}}, dropped), Names{});
 }
 
-TEST(Record, CompressionLevelAndPieceSize)
+TEST(Record, CompressionLevelPieceSizeAndBuffer)
 {
     kcap::test::TempDir dir("kcap-record");
     const std::string path = dir.file("pieces.kcap");
     const Outcome shimmed = recorded(interposeProgram("direct_launch"), {},
-                                 {{"KCAP_OUTPUT", path}, {"KCAP_LEVEL", "19"}, {"KCAP_PIECE_SIZE", "4K"}});
+                                     {{"KCAP_OUTPUT", path},
+                                      {"KCAP_LEVEL", "19"},
+                                      {"KCAP_PIECE_SIZE", "4K"},
+                                      {"KCAP_BUFFER", "64M"}});
     expectClean(shimmed);
     expectChecks(path);
     Trace trace(path);
     const auto image = trace.of(Event::MODULE_LOAD)[0].getModuleLoad().getImage();
     EXPECT_EQ(image.getPieceSize(), 4096u);
     EXPECT_EQ(image.getPieces().size(), (image.getSize() + 4095) / 4096);
+    std::map<std::string, std::string> options;
+    for (const auto option : trace.all().front().getTraceBegin().getOptions()) {
+        options[option.getKey().cStr()] = option.getValue().cStr();
+    }
+    EXPECT_EQ(options["level"], "19");
+    EXPECT_EQ(options["pieceSize"], "4096");
+    EXPECT_EQ(options["buffer"], std::to_string(64u << 20));
 }
 
 TEST(Record, InvalidOptionsLeaveTheProgramAlone)
@@ -1123,6 +1133,7 @@ TEST(Record, InvalidOptionsLeaveTheProgramAlone)
     const std::pair<const char*, const char*> bad[] = {
         {"KCAP_MODE", "everything"}, {"KCAP_INCLUDE", "(axpy"}, {"KCAP_SKIP", "-1"},
         {"KCAP_MAX_LAUNCHES", "many"}, {"KCAP_LEVEL", "99"},      {"KCAP_PIECE_SIZE", "12"},
+        {"KCAP_BUFFER", "1M"},
     };
     for (const auto& [variable, value] : bad) {
         kcap::test::TempDir dir("kcap-record");
@@ -1448,8 +1459,8 @@ TEST(KcapRecord, OptionsBecomeTheShimsSettings)
     const std::string path = dir.file("r.kcap");
     const Outcome run = kcap_test::run({kcapBinary(),
                                     {"record", "--quiet", "--mode", "metadata", "--include", "axpy", "--max-launches",
-                                     "2", "--level", "1", "--piece-size", "64K", "-o", path, "--",
-                                     interposeProgram("direct_launch")},
+                                     "2", "--level", "1", "--piece-size", "64K", "--buffer", "128M", "-o", path,
+                                     "--", interposeProgram("direct_launch")},
                                     {},
                                     false});
     EXPECT_EQ(run.exitCode, 0) << run.describe();
@@ -1458,6 +1469,12 @@ TEST(KcapRecord, OptionsBecomeTheShimsSettings)
     EXPECT_EQ(trace.all().front().getTraceBegin().getCaptureMode(), schema::CaptureMode::METADATA);
     EXPECT_EQ(trace.launches().size(), 2u);
     EXPECT_EQ(trace.of(Event::MODULE_LOAD)[0].getModuleLoad().getImage().getPieceSize(), 64u << 10);
+    bool sawBuffer = false;
+    for (const auto option : trace.all().front().getTraceBegin().getOptions()) {
+        sawBuffer = sawBuffer || (std::string(option.getKey().cStr()) == "buffer" &&
+                                  std::string(option.getValue().cStr()) == std::to_string(128u << 20));
+    }
+    EXPECT_TRUE(sawBuffer);
 }
 
 TEST(KcapRecord, ExitCodesAndUsageErrors)
@@ -1474,6 +1491,9 @@ TEST(KcapRecord, ExitCodesAndUsageErrors)
     const Outcome badMode = record({"--mode", "sometimes", "--", "/bin/true"});
     EXPECT_EQ(badMode.exitCode, 2);
     EXPECT_NE(badMode.err.find("--mode \"sometimes\""), std::string::npos) << badMode.err;
+    const Outcome badBuffer = record({"--buffer", "1M", "--", "/bin/true"});
+    EXPECT_EQ(badBuffer.exitCode, 2);
+    EXPECT_NE(badBuffer.err.find("--buffer \"1M\""), std::string::npos) << badBuffer.err;
     EXPECT_EQ(record({"--"}).exitCode, 2);
     EXPECT_EQ(record({"--shim", dir.file("nothing.so"), "--", "/bin/true"}).exitCode, 2);
     EXPECT_EQ(record({"-q", "--", dir.file("no-such-program")}).exitCode, 127);
