@@ -96,6 +96,7 @@ struct Event {
     graphLaunch @17 :GraphLaunch;
     apiError @18 :ApiError;
     message @19 :Message;
+    tensorMapEncode @20 :TensorMapEncode;
   }
 }
 
@@ -439,6 +440,48 @@ struct KernelTiming {
   endNs @2 :UInt64;
   kernelName @3 :Text;              # the name CUPTI's kernel record gave (mangled), "" if none:
                                     # equal to the launch's kernelName when the match is right
+}
+
+struct TensorMapEncode {
+  # One call of cuTensorMapEncodeTiled, cuTensorMapEncodeIm2col or
+  # cuTensorMapEncodeIm2colWide: the arguments the program gave (the logical
+  # shape a TMA kernel sees) and the 128 bytes the driver produced. Recorded
+  # in every capture mode, failed calls included. Replay re-encodes a launch's
+  # tensor-map parameter from the newest such event before the launch whose
+  # `map` equals the parameter's bytes. The CUDA enums are kept as their
+  # numeric values (cuda.h), so that values newer than this schema survive.
+  api @0 :TensorMapApi;
+  dataType @1 :Int32;               # CUtensorMapDataType (9: BFLOAT16, 7: FLOAT32, ...)
+  rank @2 :UInt32;                  # tensorRank as passed (the driver accepts 1..5; 3..5 for im2col)
+  globalAddress @3 :UInt64;         # globalAddress as passed
+  globalDim @4 :List(UInt64);       # elements per dimension, innermost first (`rank` entries)
+  globalStrides @5 :List(UInt64);   # bytes from one index to the next of dimensions 1..rank-1
+                                    # (rank-1 entries; dimension 0 is dense)
+  boxDim @6 :List(UInt32);          # tiled: the box (tile) each copy moves, in elements (`rank` entries);
+                                    # empty for im2col forms
+  elementStrides @7 :List(UInt32);  # traversal strides, in elements (`rank` entries)
+  pixelBoxLowerCorner @8 :List(Int32);  # im2col: lower corner of the bounding box, rank-2 entries
+  pixelBoxUpperCorner @9 :List(Int32);  # im2col: upper corner, rank-2 entries
+  pixelBoxLowerCornerWidth @10 :Int32;  # im2colWide: lower corner along W
+  pixelBoxUpperCornerWidth @11 :Int32;  # im2colWide: upper corner along W
+  channelsPerPixel @12 :UInt32;     # im2col forms; 0 for tiled
+  pixelsPerColumn @13 :UInt32;      # im2col forms; 0 for tiled
+  interleave @14 :Int32;            # CUtensorMapInterleave (0 none, 1 16B, 2 32B)
+  swizzle @15 :Int32;               # CUtensorMapSwizzle (0 none, 1 32B, 2 64B, 3 128B, ...)
+  l2Promotion @16 :Int32;           # CUtensorMapL2promotion (0 none, 1 64B, 2 128B, 3 256B)
+  oobFill @17 :Int32;               # CUtensorMapFloatOOBfill (0 none, 1 NaN request zero FMA)
+  im2colWideMode @18 :Int32;        # CUtensorMapIm2ColWideMode, im2colWide only; 0 otherwise
+  result @19 :Int32;                # CUresult of the call
+  map @20 :Data;                    # the 128 bytes of the CUtensorMap the call wrote; empty when it failed
+  # A list argument the program passed as NULL, or a rank over 5, is
+  # recorded as an empty list (more than 5 entries are never read).
+}
+
+enum TensorMapApi {
+  unknown @0;
+  tiled @1;          # cuTensorMapEncodeTiled
+  im2col @2;         # cuTensorMapEncodeIm2col
+  im2colWide @3;     # cuTensorMapEncodeIm2colWide
 }
 
 struct GraphLaunch {

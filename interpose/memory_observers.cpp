@@ -618,4 +618,92 @@ void Observer<HookId::cuStreamEndCapture_hook>::after(HookId, CUresult result, C
     recordSync({.kind = schema::SyncKind::STREAM_END_CAPTURE, .result = result, .stream = word(stream)});
 }
 
+// ---- tensor maps ----------------------------------------------------------------
+
+namespace {
+
+void recordTensorMap(const TensorMapEncodeCall& call)
+{
+    if (Recorder* recorder = Recorder::active()) {
+        recorder->tensorMapEncoded(call);
+    }
+}
+
+}  // namespace
+
+void Observer<HookId::cuTensorMapEncodeTiled_hook>::after(
+    HookId, CUresult result, CUtensorMap* map, CUtensorMapDataType dataType, cuuint32_t rank, void* address,
+    const cuuint64_t* globalDim, const cuuint64_t* globalStrides, const cuuint32_t* boxDim,
+    const cuuint32_t* elementStrides, CUtensorMapInterleave interleave, CUtensorMapSwizzle swizzle,
+    CUtensorMapL2promotion l2Promotion, CUtensorMapFloatOOBfill oobFill)
+{
+    recordTensorMap({.api = schema::TensorMapApi::TILED,
+                     .result = result,
+                     .map = map,
+                     .dataType = dataType,
+                     .rank = rank,
+                     .globalAddress = word(address),
+                     .globalDim = globalDim,
+                     .globalStrides = globalStrides,
+                     .boxDim = boxDim,
+                     .elementStrides = elementStrides,
+                     .interleave = interleave,
+                     .swizzle = swizzle,
+                     .l2Promotion = l2Promotion,
+                     .oobFill = oobFill});
+}
+
+void Observer<HookId::cuTensorMapEncodeIm2col_hook>::after(
+    HookId, CUresult result, CUtensorMap* map, CUtensorMapDataType dataType, cuuint32_t rank, void* address,
+    const cuuint64_t* globalDim, const cuuint64_t* globalStrides, const int* lowerCorner, const int* upperCorner,
+    cuuint32_t channelsPerPixel, cuuint32_t pixelsPerColumn, const cuuint32_t* elementStrides,
+    CUtensorMapInterleave interleave, CUtensorMapSwizzle swizzle, CUtensorMapL2promotion l2Promotion,
+    CUtensorMapFloatOOBfill oobFill)
+{
+    recordTensorMap({.api = schema::TensorMapApi::IM2COL,
+                     .result = result,
+                     .map = map,
+                     .dataType = dataType,
+                     .rank = rank,
+                     .globalAddress = word(address),
+                     .globalDim = globalDim,
+                     .globalStrides = globalStrides,
+                     .elementStrides = elementStrides,
+                     .lowerCorner = lowerCorner,
+                     .upperCorner = upperCorner,
+                     .channelsPerPixel = channelsPerPixel,
+                     .pixelsPerColumn = pixelsPerColumn,
+                     .interleave = interleave,
+                     .swizzle = swizzle,
+                     .l2Promotion = l2Promotion,
+                     .oobFill = oobFill});
+}
+
+void Observer<HookId::cuTensorMapEncodeIm2colWide_hook>::after(
+    HookId, CUresult result, CUtensorMap* map, CUtensorMapDataType dataType, cuuint32_t rank, void* address,
+    const cuuint64_t* globalDim, const cuuint64_t* globalStrides, int lowerCornerWidth, int upperCornerWidth,
+    cuuint32_t channelsPerPixel, cuuint32_t pixelsPerColumn, const cuuint32_t* elementStrides,
+    CUtensorMapInterleave interleave, CUtensorMapIm2ColWideMode mode, CUtensorMapSwizzle swizzle,
+    CUtensorMapL2promotion l2Promotion, CUtensorMapFloatOOBfill oobFill)
+{
+    recordTensorMap({.api = schema::TensorMapApi::IM2COL_WIDE,
+                     .result = result,
+                     .map = map,
+                     .dataType = dataType,
+                     .rank = rank,
+                     .globalAddress = word(address),
+                     .globalDim = globalDim,
+                     .globalStrides = globalStrides,
+                     .elementStrides = elementStrides,
+                     .lowerCornerWidth = lowerCornerWidth,
+                     .upperCornerWidth = upperCornerWidth,
+                     .channelsPerPixel = channelsPerPixel,
+                     .pixelsPerColumn = pixelsPerColumn,
+                     .interleave = interleave,
+                     .swizzle = swizzle,
+                     .l2Promotion = l2Promotion,
+                     .oobFill = oobFill,
+                     .im2colWideMode = mode});
+}
+
 }  // namespace kcap

@@ -188,6 +188,23 @@ KCAP_OBSERVE_AFTER(cuEventSynchronize_hook, CUevent event)
 KCAP_OBSERVE_AFTER(cuStreamBeginCapture_v2_hook, CUstream stream, CUstreamCaptureMode mode)
 KCAP_OBSERVE_AFTER(cuStreamEndCapture_hook, CUstream stream, CUgraph* graph)
 
+// Tensor maps (memory_observers.cpp)
+KCAP_OBSERVE_AFTER(cuTensorMapEncodeTiled_hook, CUtensorMap* map, CUtensorMapDataType dataType, cuuint32_t rank,
+                   void* address, const cuuint64_t* globalDim, const cuuint64_t* globalStrides,
+                   const cuuint32_t* boxDim, const cuuint32_t* elementStrides, CUtensorMapInterleave interleave,
+                   CUtensorMapSwizzle swizzle, CUtensorMapL2promotion l2Promotion, CUtensorMapFloatOOBfill oobFill)
+KCAP_OBSERVE_AFTER(cuTensorMapEncodeIm2col_hook, CUtensorMap* map, CUtensorMapDataType dataType, cuuint32_t rank,
+                   void* address, const cuuint64_t* globalDim, const cuuint64_t* globalStrides,
+                   const int* lowerCorner, const int* upperCorner, cuuint32_t channelsPerPixel,
+                   cuuint32_t pixelsPerColumn, const cuuint32_t* elementStrides, CUtensorMapInterleave interleave,
+                   CUtensorMapSwizzle swizzle, CUtensorMapL2promotion l2Promotion, CUtensorMapFloatOOBfill oobFill)
+KCAP_OBSERVE_AFTER(cuTensorMapEncodeIm2colWide_hook, CUtensorMap* map, CUtensorMapDataType dataType,
+                   cuuint32_t rank, void* address, const cuuint64_t* globalDim, const cuuint64_t* globalStrides,
+                   int lowerCornerWidth, int upperCornerWidth, cuuint32_t channelsPerPixel,
+                   cuuint32_t pixelsPerColumn, const cuuint32_t* elementStrides, CUtensorMapInterleave interleave,
+                   CUtensorMapIm2ColWideMode mode, CUtensorMapSwizzle swizzle, CUtensorMapL2promotion l2Promotion,
+                   CUtensorMapFloatOOBfill oobFill)
+
 // cuCtxSynchronize has two ABIs (CUDA 13 added the context argument).
 template <>
 struct Observer<HookId::cuCtxSynchronize_hook> {

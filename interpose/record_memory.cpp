@@ -286,6 +286,62 @@ void Recorder::graphLaunched(uint64_t graphExec, uint64_t stream, CUresult resul
     append(message);
 }
 
+void Recorder::tensorMapEncoded(const TensorMapEncodeCall& call)
+{
+    Operation operation(*this);
+    if (!operation) {
+        return;
+    }
+    constexpr uint32_t kMaxRank = 5;  // the driver's limit: no more entries are read
+    const uint32_t rank = call.rank <= kMaxRank ? call.rank : 0;
+    const bool im2col = call.api != schema::TensorMapApi::TILED;
+    EventMessage message(*this);
+    auto encode = message.event().initTensorMapEncode();
+    encode.setApi(call.api);
+    encode.setDataType(call.dataType);
+    encode.setRank(call.rank);
+    encode.setGlobalAddress(call.globalAddress);
+    const auto copy = [](auto list, const auto* from, uint32_t count) {
+        for (uint32_t i = 0; i < count; ++i) {
+            list.set(i, from[i]);
+        }
+    };
+    if (call.globalDim != nullptr) {
+        copy(encode.initGlobalDim(rank), call.globalDim, rank);
+    }
+    if (call.globalStrides != nullptr && rank > 1) {
+        copy(encode.initGlobalStrides(rank - 1), call.globalStrides, rank - 1);
+    }
+    if (!im2col && call.boxDim != nullptr) {
+        copy(encode.initBoxDim(rank), call.boxDim, rank);
+    }
+    if (call.elementStrides != nullptr) {
+        copy(encode.initElementStrides(rank), call.elementStrides, rank);
+    }
+    if (call.api == schema::TensorMapApi::IM2COL && rank > 2) {
+        if (call.lowerCorner != nullptr) {
+            copy(encode.initPixelBoxLowerCorner(rank - 2), call.lowerCorner, rank - 2);
+        }
+        if (call.upperCorner != nullptr) {
+            copy(encode.initPixelBoxUpperCorner(rank - 2), call.upperCorner, rank - 2);
+        }
+    }
+    encode.setPixelBoxLowerCornerWidth(call.lowerCornerWidth);
+    encode.setPixelBoxUpperCornerWidth(call.upperCornerWidth);
+    encode.setChannelsPerPixel(call.channelsPerPixel);
+    encode.setPixelsPerColumn(call.pixelsPerColumn);
+    encode.setInterleave(call.interleave);
+    encode.setSwizzle(call.swizzle);
+    encode.setL2Promotion(call.l2Promotion);
+    encode.setOobFill(call.oobFill);
+    encode.setIm2colWideMode(call.im2colWideMode);
+    encode.setResult(call.result);
+    if (call.result == CUDA_SUCCESS && call.map != nullptr) {
+        encode.setMap(capnp::Data::Reader(reinterpret_cast<const kj::byte*>(call.map->opaque), sizeof call.map->opaque));
+    }
+    append(message);
+}
+
 void Recorder::apiError(HookId id, CUresult result)
 {
     Operation operation(*this);

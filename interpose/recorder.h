@@ -161,6 +161,32 @@ struct SyncCall {
     int32_t priority = 0;
 };
 
+// cuTensorMapEncode{Tiled,Im2col,Im2colWide}: the arguments as passed. The
+// list pointers are read only for rank <= 5 (the driver's limit).
+struct TensorMapEncodeCall {
+    schema::TensorMapApi api = schema::TensorMapApi::TILED;
+    CUresult result = CUDA_SUCCESS;
+    const CUtensorMap* map = nullptr;
+    int32_t dataType = 0;
+    uint32_t rank = 0;
+    uint64_t globalAddress = 0;
+    const cuuint64_t* globalDim = nullptr;
+    const cuuint64_t* globalStrides = nullptr;
+    const cuuint32_t* boxDim = nullptr;         // tiled
+    const cuuint32_t* elementStrides = nullptr;
+    const int* lowerCorner = nullptr;           // im2col
+    const int* upperCorner = nullptr;
+    int32_t lowerCornerWidth = 0;               // im2colWide
+    int32_t upperCornerWidth = 0;
+    uint32_t channelsPerPixel = 0;              // im2col forms
+    uint32_t pixelsPerColumn = 0;
+    int32_t interleave = 0;
+    int32_t swizzle = 0;
+    int32_t l2Promotion = 0;
+    int32_t oobFill = 0;
+    int32_t im2colWideMode = 0;
+};
+
 struct LaunchCall {
     schema::LaunchApi api = schema::LaunchApi::LAUNCH_KERNEL;
     bool perThreadStream = false;
@@ -262,6 +288,7 @@ public:
     void memset(const SetCall& call);
     void synchronized(const SyncCall& call);
     void graphLaunched(uint64_t graphExec, uint64_t stream, CUresult result);
+    void tensorMapEncoded(const TensorMapEncodeCall& call);
     void apiError(HookId id, CUresult result);
 
     // ---- launches (launch_capture.cpp)

@@ -66,6 +66,9 @@ namespace kcap::replay {
   X(cuMemSetAccess)                       \
   X(cuEventElapsedTime)                   \
   X(cuTensorMapReplaceAddress)             \
+  X(cuTensorMapEncodeTiled)               \
+  X(cuTensorMapEncodeIm2col)              \
+  X(cuTensorMapEncodeIm2colWide)          \
   X(cuLinkCreate)                         \
   X(cuLinkAddData)                        \
   X(cuLinkComplete)                       \

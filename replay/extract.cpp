@@ -263,6 +263,15 @@ ExtractResult extract(const ExtractRequest& request) {
     } catch (const ReplayError& e) {
       result.skipped.push_back(std::string(e.what()) + "; extracted without its code (as in the source, it cannot be replayed)");
     }
+    // The encodes that made its tensor-map parameters: replay re-encodes from them.
+    const auto e = l->event();
+    for (const auto word : e.getPointers()) {
+      if (!word.getInTensorMap() || word.getOffset() + sizeof(CUtensorMap) > e.getParams().size()) continue;
+      if (const StoredEvent* encode =
+              model.tensorMapEncodeFor(e.getParams().begin() + word.getOffset(), sizeof(CUtensorMap), l->seq())) {
+        kept[encode->seq()] = encode;
+      }
+    }
   }
   if (request.range) {
     for (const StoredEvent* op : model.memoryOpsBetween(selected.front()->seq(), selected.back()->seq())) {

@@ -79,6 +79,7 @@ class Replayer {
   void launchOnce(const LaunchRecord& launch, const LoadedKernel& kernel, std::vector<uint8_t>& params,
                   bool synchronize = true);
   std::vector<uint8_t> buildParams(const LaunchRecord& launch, const LoadedKernel& kernel);
+  std::optional<CUtensorMap> reencode(schema::TensorMapEncode::Reader encode, uint64_t seq, const LoadedKernel& kernel);
   void saveOutputs(const LaunchRecord& launch, const LoadedKernel& kernel);
   void saveRegions(const std::vector<Region>& regions);
   void writeFile(const std::string& path, const uint8_t* bytes, uint64_t size);
@@ -142,6 +143,7 @@ class Replayer {
   std::optional<uint64_t> submittedAhead_;  // launchIndex of the companion last submitted
   std::set<uint64_t> restored_;  // recorded ranges restored in this run (sequences restore each once)
   uint64_t restoredBytes_ = 0;   // by the launch being prepared
+  std::vector<uint64_t> reencodedFrom_;  // by the last buildParams: the seqs of the encodes re-run
   uint64_t restoreWaitNs_ = 0;   // of its restore, spent waiting for copies to the GPU
 };
 

@@ -78,6 +78,15 @@ TraceModel TraceModel::load(format::TraceReader& reader) {
           model.attributes_[event.getFunctionAttribute().getHandle()].push_back(std::make_shared<StoredEvent>(event));
         }
         break;
+      case schema::Event::TENSOR_MAP_ENCODE: {
+        const auto encode = event.getTensorMapEncode();
+        if (encode.getResult() == 0 && encode.getMap().size() == sizeof(CUtensorMap)) {
+          const auto map = encode.getMap();
+          model.tensorMaps_[std::string(reinterpret_cast<const char*>(map.begin()), map.size())].push_back(
+              std::make_shared<StoredEvent>(event));
+        }
+        break;
+      }
       case schema::Event::MEMCPY:
       case schema::Event::MEMSET:
         model.memoryOps_.push_back(std::make_shared<StoredEvent>(event));
@@ -209,6 +218,13 @@ std::vector<const StoredEvent*> TraceModel::memoryOpsBetween(uint64_t afterSeq, 
     ops.push_back(it->get());
   }
   return ops;
+}
+
+const StoredEvent* TraceModel::tensorMapEncodeFor(const uint8_t* map, size_t size, uint64_t beforeSeq) const {
+  if (map == nullptr || size != sizeof(CUtensorMap)) return nullptr;
+  const auto it = tensorMaps_.find(std::string(reinterpret_cast<const char*>(map), size));
+  if (it == tensorMaps_.end()) return nullptr;
+  return latestBefore(it->second, beforeSeq).get();
 }
 
 }  // namespace kcap::replay

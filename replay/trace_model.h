@@ -100,6 +100,13 @@ class TraceModel {
   // (afterSeq, beforeSeq), in order: what ran between two launches.
   std::vector<const StoredEvent*> memoryOpsBetween(uint64_t afterSeq, uint64_t beforeSeq) const;
 
+  // The tensor map encode (a TensorMapEncode event that succeeded) that made
+  // `map`: the newest with seq < beforeSeq whose 128 recorded bytes equal
+  // map[0..size). nullptr when none did (size other than 128, a map the
+  // program built itself or copied from elsewhere, a trace from before
+  // encodes were recorded).
+  const StoredEvent* tensorMapEncodeFor(const uint8_t* map, size_t size, uint64_t beforeSeq) const;
+
  private:
   std::shared_ptr<StoredEvent> traceBegin_;
   std::vector<LaunchRecord> launches_;  // by launchIndex order (file order)
@@ -109,6 +116,8 @@ class TraceModel {
   std::map<uint64_t, std::vector<std::shared_ptr<StoredEvent>>> binds_;       // FunctionBind by launch handle
   std::map<uint64_t, std::vector<std::shared_ptr<StoredEvent>>> attributes_;  // FunctionAttribute by handle
   std::vector<std::shared_ptr<StoredEvent>> memoryOps_;                        // Memcpy / Memset, seq order
+  // TensorMapEncode events that succeeded, by the 128 bytes they made, in seq order
+  std::map<std::string, std::vector<std::shared_ptr<StoredEvent>>> tensorMaps_;
 
   static std::shared_ptr<StoredEvent> latestBefore(const std::vector<std::shared_ptr<StoredEvent>>& events,
                                                    uint64_t seq);

@@ -8,6 +8,7 @@
 #include <iostream>
 #include <memory>
 #include <set>
+#include <unordered_map>
 
 #include <CLI/CLI.hpp>
 #include <capnp/compat/json.h>
@@ -75,7 +76,13 @@ std::string rangesText(capnp::List<schema::MemoryRange>::Reader ranges) {
   return out + "]";
 }
 
-std::string pointersText(capnp::List<schema::PointerWord>::Reader words) {
+// The 128 bytes each successful tensorMapEncode made -> its seq (the newest
+// such encode so far in the file), to name the encode of a launch's
+// tensor-map parameter.
+using TensorMapIndex = std::unordered_map<std::string, uint64_t>;
+
+std::string pointersText(capnp::List<schema::PointerWord>::Reader words, capnp::Data::Reader params = {},
+                         const TensorMapIndex* maps = nullptr) {
   std::string out = "[";
   unsigned shown = 0;
   for (auto w : words) {
@@ -85,7 +92,15 @@ std::string pointersText(capnp::List<schema::PointerWord>::Reader words) {
     }
     if (shown++) out += ' ';
     out += strf("%u:", w.getOffset()) + hex(w.getValue());
-    if (w.getInTensorMap()) out += "(tensorMap)";
+    if (w.getInTensorMap()) {
+      out += "(tensorMap";
+      constexpr size_t kMapBytes = 128;
+      if (maps != nullptr && w.getOffset() + kMapBytes <= params.size()) {
+        const auto it = maps->find(std::string(reinterpret_cast<const char*>(params.begin()) + w.getOffset(), kMapBytes));
+        if (it != maps->end()) out += " encode #" + std::to_string(it->second);
+      }
+      out += ")";
+    }
   }
   return out + "]";
 }
@@ -200,7 +215,75 @@ void formatSync(Line& l, schema::SyncOp::Reader s) {
   l.result(s.getResult());
 }
 
-void formatLaunch(Line& l, schema::Launch::Reader k) {
+// ---- tensor map encodes (CUDA enums by their cuda.h numbers)
+
+std::string pick(uint32_t value, std::initializer_list<const char*> names, const char* what) {
+  if (value < names.size()) return names.begin()[value];
+  return strf("%s(%u)", what, value);
+}
+
+std::string tensorDataTypeText(int32_t t) {
+  return pick(static_cast<uint32_t>(t),
+              {"u8", "u16", "u32", "i32", "u64", "i64", "f16", "f32", "f64", "bf16", "f32ftz", "tf32", "tf32ftz",
+               "16u4align8B", "16u4align16B", "16u6align16B"},
+              "type");
+}
+
+template <class List>
+std::string listText(List list) {
+  std::string out = "[";
+  for (unsigned i = 0; i < list.size(); ++i) out += (i ? ", " : "") + std::to_string(list[i]);
+  return out + "]";
+}
+
+void formatTensorMapEncode(Line& l, schema::TensorMapEncode::Reader t) {
+  l.add(enumName(t.getApi()))
+      .add(tensorDataTypeText(t.getDataType()))
+      .add("rank")
+      .add(std::to_string(t.getRank()))
+      .add("global")
+      .add(hex(t.getGlobalAddress()))
+      .add("dims")
+      .add(listText(t.getGlobalDim()))
+      .add("strides")
+      .add(listText(t.getGlobalStrides()));
+  if (t.getApi() == schema::TensorMapApi::TILED || t.hasBoxDim()) l.add("box").add(listText(t.getBoxDim()));
+  l.add("elementStrides").add(listText(t.getElementStrides()));
+  if (t.getApi() == schema::TensorMapApi::IM2COL) {
+    l.add("lowerCorner")
+        .add(listText(t.getPixelBoxLowerCorner()))
+        .add("upperCorner")
+        .add(listText(t.getPixelBoxUpperCorner()));
+  }
+  if (t.getApi() == schema::TensorMapApi::IM2COL_WIDE) {
+    l.add("lowerCornerW")
+        .add(std::to_string(t.getPixelBoxLowerCornerWidth()))
+        .add("upperCornerW")
+        .add(std::to_string(t.getPixelBoxUpperCornerWidth()))
+        .add("mode")
+        .add(pick(static_cast<uint32_t>(t.getIm2colWideMode()), {"W", "W128"}, "mode"));
+  }
+  if (t.getApi() == schema::TensorMapApi::IM2COL || t.getApi() == schema::TensorMapApi::IM2COL_WIDE) {
+    l.add("channels").add(std::to_string(t.getChannelsPerPixel()));
+    l.add("pixels").add(std::to_string(t.getPixelsPerColumn()));
+  }
+  l.add("interleave")
+      .add(pick(static_cast<uint32_t>(t.getInterleave()), {"none", "16B", "32B"}, "interleave"))
+      .add("swizzle")
+      .add(pick(static_cast<uint32_t>(t.getSwizzle()),
+                {"none", "32B", "64B", "128B", "128B_atom32B", "128B_atom32B_flip8B", "128B_atom64B"}, "swizzle"))
+      .add("l2")
+      .add(pick(static_cast<uint32_t>(t.getL2Promotion()), {"none", "64B", "128B", "256B"}, "l2"))
+      .add("oobFill")
+      .add(pick(static_cast<uint32_t>(t.getOobFill()), {"none", "nanRequestZeroFma"}, "oobFill"));
+  if (t.getResult() != 0) {
+    l.snum("result", t.getResult());
+  } else {
+    l.kv("map", std::to_string(t.getMap().size()) + "B");
+  }
+}
+
+void formatLaunch(Line& l, schema::Launch::Reader k, const TensorMapIndex* maps) {
   l.add("#" + std::to_string(k.getLaunchIndex()))
       .add(k.hasKernelName() ? word(k.getKernelName().cStr()) : "<function " + hex(k.getFunction()) + ">")
       .kv("grid", dim3Text(k.getGridX(), k.getGridY(), k.getGridZ()))
@@ -208,7 +291,7 @@ void formatLaunch(Line& l, schema::Launch::Reader k) {
       .num("smem", k.getSharedMemBytes())
       .addr("stream", k.getStream())
       .kv("params", std::to_string(k.getParams().size()) + "B")
-      .kv("ptrs", pointersText(k.getPointers()));
+      .kv("ptrs", pointersText(k.getPointers(), k.getParams(), maps));
   if (k.hasIndirectPointers()) l.num("indirect", k.getIndirectPointers().size());
   l.kv("pre", rangesText(k.getPre()));
   if (k.getApi() != schema::LaunchApi::LAUNCH_KERNEL) l.kv("api", enumName(k.getApi()));
@@ -236,7 +319,7 @@ void formatKernelTiming(Line& l, schema::KernelTiming::Reader t) {
                                                                                                   t.getEndNs());
 }
 
-void formatEvent(std::string& out, const Event::Reader& e) {
+void formatEvent(std::string& out, const Event::Reader& e, const TensorMapIndex* maps) {
   const char* type = eventTypeName(e);
   out += strf("#%-7llu +%-10llu %7u %-17s", static_cast<unsigned long long>(e.getSeq()),
               static_cast<unsigned long long>(e.getTimeNs() / 1000), e.getThreadId(), type ? type : "unknown");
@@ -255,9 +338,10 @@ void formatEvent(std::string& out, const Event::Reader& e) {
     case Event::MEMCPY: formatMemcpy(l, e.getMemcpy()); break;
     case Event::MEMSET: formatMemset(l, e.getMemset()); break;
     case Event::SYNC: formatSync(l, e.getSync()); break;
-    case Event::LAUNCH: formatLaunch(l, e.getLaunch()); break;
+    case Event::LAUNCH: formatLaunch(l, e.getLaunch(), maps); break;
     case Event::LAUNCH_END: formatLaunchEnd(l, e.getLaunchEnd()); break;
     case Event::KERNEL_TIMING: formatKernelTiming(l, e.getKernelTiming()); break;
+    case Event::TENSOR_MAP_ENCODE: formatTensorMapEncode(l, e.getTensorMapEncode()); break;
     case Event::GRAPH_LAUNCH: {
       auto g = e.getGraphLaunch();
       l.addr("exec", g.getGraphExec()).addr("stream", g.getStream()).result(g.getResult());
@@ -401,8 +485,16 @@ int runDump(const Options& opt) {
     if (opt.json) json = std::make_unique<JsonEncoder>();
     uint64_t printed = 0;
     std::string line;
+    TensorMapIndex maps;
     if (opt.limit > 0) {
       reader->forEachEvent([&](const format::EventRef& ref) {
+        if (ref.event.isTensorMapEncode()) {
+          const auto encode = ref.event.getTensorMapEncode();
+          if (encode.getResult() == 0 && encode.getMap().size() != 0) {
+            maps[std::string(reinterpret_cast<const char*>(encode.getMap().begin()), encode.getMap().size())] =
+                ref.event.getSeq();
+          }
+        }
         if (!wanted.empty()) {
           const char* type = eventTypeName(ref.event);
           if (!wanted.count(type ? type : "unknown")) return true;
@@ -411,7 +503,7 @@ int runDump(const Options& opt) {
         if (json) {
           json->encode(line, ref.event);
         } else {
-          formatEvent(line, ref.event);
+          formatEvent(line, ref.event, &maps);
         }
         std::fwrite(line.data(), 1, line.size(), stdout);
         return ++printed < opt.limit;

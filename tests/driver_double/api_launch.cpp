@@ -143,6 +143,12 @@ CUresult launch(CUfunction f, const LaunchShape& shape, CUstream stream, void** 
     for (std::size_t i = 0; i < def->params.size(); ++i) {
         std::memcpy(copy.bytes.data() + def->params[i].offset, values[i], def->params[i].size);
     }
+    // A tensor map parameter (128 bytes) another driver made is refused.
+    for (const ParamSlot& slot : def->params) {
+        if (slot.size == sizeof(CUtensorMap) && !tensor_map_is_ours(copy.bytes.data() + slot.offset)) {
+            return CUDA_ERROR_INVALID_VALUE;
+        }
+    }
     // Poison values (state.h): a fault, a process killed mid-launch, a hang.
     for (const ParamSlot& slot : def->params) {
         if (slot.size != 8) {

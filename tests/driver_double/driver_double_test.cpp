@@ -519,6 +519,64 @@ TEST_F(DriverDouble, TensorMapReplaceAddressRewritesTheAddressWord)
     EXPECT_EQ(cuTensorMapReplaceAddress(&map, target + 1), CUDA_ERROR_INVALID_VALUE);  // misaligned
 }
 
+TEST_F(DriverDouble, TensorMapEncodesCheckTheBasicsAndAreDeterministic)
+{
+    alignas(16) static char global[4096];
+    const cuuint64_t dims[2] = {64, 16};
+    const cuuint64_t strides[1] = {256};
+    const cuuint32_t box[2] = {32, 8};
+    const cuuint32_t unit[3] = {1, 1, 1};
+    const auto tiled = [&](CUtensorMap* map, void* address, const cuuint64_t* s, const cuuint32_t* b, cuuint32_t rank) {
+        return cuTensorMapEncodeTiled(map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, rank, address, dims, s, b, unit,
+                                      CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                      CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    };
+    CUtensorMap a{}, b{};
+    ASSERT_EQ(tiled(&a, global, strides, box, 2), CUDA_SUCCESS);
+    ASSERT_EQ(tiled(&b, global, strides, box, 2), CUDA_SUCCESS);
+    EXPECT_EQ(std::memcmp(&a, &b, sizeof a), 0);  // the same arguments, the same map
+    std::uint64_t word = 0;
+    std::memcpy(&word, &a, sizeof word);
+    EXPECT_EQ(word, reinterpret_cast<std::uintptr_t>(global));
+    // Another address changes only the address word.
+    ASSERT_EQ(tiled(&b, global + 16, strides, box, 2), CUDA_SUCCESS);
+    EXPECT_NE(std::memcmp(&a, &b, 8), 0);
+    EXPECT_EQ(std::memcmp(reinterpret_cast<const char*>(&a) + 8, reinterpret_cast<const char*>(&b) + 8, 120), 0);
+    // Another box, another map.
+    const cuuint32_t otherBox[2] = {16, 8};
+    ASSERT_EQ(tiled(&b, global, strides, otherBox, 2), CUDA_SUCCESS);
+    EXPECT_NE(std::memcmp(&a, &b, sizeof a), 0);
+    // What the real driver refuses first.
+    const cuuint64_t oddStrides[1] = {260};
+    const cuuint32_t bigBox[2] = {512, 8};
+    EXPECT_EQ(tiled(nullptr, global, strides, box, 2), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_EQ(tiled(&b, global + 8, strides, box, 2), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_EQ(tiled(&b, global, oddStrides, box, 2), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_EQ(tiled(&b, global, strides, bigBox, 2), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_EQ(tiled(&b, global, strides, box, 0), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_EQ(tiled(&b, global, strides, box, 6), CUDA_ERROR_INVALID_VALUE);
+    // im2col forms: rank 3 at least.
+    const cuuint64_t dims3[3] = {4, 16, 16};
+    const cuuint64_t strides3[2] = {16, 256};
+    const int lower[1] = {-1};
+    const int upper[1] = {1};
+    CUtensorMap c{}, d{};
+    EXPECT_EQ(cuTensorMapEncodeIm2col(&c, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 3, global, dims3, strides3, lower, upper, 4,
+                                      8, unit, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
+                                      CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
+              CUDA_SUCCESS);
+    EXPECT_EQ(cuTensorMapEncodeIm2col(&d, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, global, dims3, strides3, lower, upper, 4,
+                                      8, unit, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
+                                      CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
+              CUDA_ERROR_INVALID_VALUE);
+    EXPECT_EQ(cuTensorMapEncodeIm2colWide(&d, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 3, global, dims3, strides3, -1, 1, 4,
+                                          8, unit, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_IM2COL_WIDE_MODE_W,
+                                          CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_NONE,
+                                          CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
+              CUDA_SUCCESS);
+    EXPECT_NE(std::memcmp(&c, &d, sizeof c), 0);
+}
+
 // Hints are honoured when the range is free, and ignored with
 // KCAP_DOUBLE_REFUSE_ADDRESS_HINTS=1 (replay's relocation tests).
 TEST_F(DriverDouble, AddressHintsCanBeRefused)

@@ -207,6 +207,22 @@ void skip_rows(const LaunchShape&, void* const* params, const ModuleGlobals&)
 // kernel, so that the shim's own cost per launch can be measured on the double).
 void kcap_empty(const LaunchShape&, void* const*, const ModuleGlobals&) {}
 
+// tma_scale(const __grid_constant__ CUtensorMap map, float* out, int n):
+// out[i] = 2 * src[i], src being the tensor map's global address, which the
+// double's maps hold in their first 8 bytes (api_memory.cpp). Test material
+// only (tests/support/driver_program.h holds its PTX): a map whose address
+// was not rewritten for the replay's memory reads the recorded address.
+constexpr ParamSlot kTmaParams[] = {{0, 128}, {128, 8}, {136, 4}};
+void tma_scale(const LaunchShape&, void* const* params, const ModuleGlobals&)
+{
+    const auto* src = param<const float*>(params, 0);
+    auto* out = param<float*>(params, 1);
+    const auto n = param<int>(params, 2);
+    for (int i = 0; i < n; ++i) {
+        out[i] = 2.0f * src[i];
+    }
+}
+
 constexpr KernelDef kKernels[] = {
     {"axpy", kAxpyParams, axpy},
     {"reduce_sum", kReduceParams, reduce_sum},
@@ -219,6 +235,7 @@ constexpr KernelDef kKernels[] = {
     {"sum_next", kCheckParams, sum_next},
     {"skip_rows", kCheckParams, skip_rows},
     {"kcap_empty", {}, kcap_empty},
+    {"tma_scale", kTmaParams, tma_scale},
 };
 
 constexpr KernelVariant kVariants[] = {

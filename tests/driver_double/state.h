@@ -159,6 +159,12 @@ inline CUresult need_context()
 //   kPoisonKill   the process is killed (SIGKILL) inside the launch
 //   kPoisonHang   the launch never returns (it sleeps until the process is
 //                 killed), as a kernel stuck in a loop
+// Tensor maps (api_memory.cpp): whether a CUtensorMap's 128 bytes carry this
+// driver's tag (KCAP_DOUBLE_TENSOR_MAP_SALT); launches refuse maps that do not.
+std::uint64_t tensor_map_tag();
+bool tensor_map_is_ours(const void* map);
+bool tensor_maps_refused();  // KCAP_DOUBLE_TENSOR_MAP_REFUSE=1: every encode fails
+
 inline constexpr std::uint64_t kPoisonFault = 0xDEAD0000DEAD0000ull;
 inline constexpr std::uint64_t kPoisonKill = 0xDEAD0000DEADDEADull;
 inline constexpr std::uint64_t kPoisonHang = 0xDEAD0000DEAD4A46ull;

@@ -216,6 +216,24 @@ void touch(Event::Reader e, Sink& s) {
       s.text(a.getResultName());
       break;
     }
+    case Event::TENSOR_MAP_ENCODE: {
+      auto t = e.getTensorMapEncode();
+      s.add(static_cast<uint64_t>(t.getApi()) + static_cast<uint64_t>(t.getDataType()) + t.getRank() +
+            t.getGlobalAddress());
+      for (auto v : t.getGlobalDim()) s.add(v);
+      for (auto v : t.getGlobalStrides()) s.add(v);
+      for (auto v : t.getBoxDim()) s.add(v);
+      for (auto v : t.getElementStrides()) s.add(v);
+      for (auto v : t.getPixelBoxLowerCorner()) s.add(static_cast<uint64_t>(v));
+      for (auto v : t.getPixelBoxUpperCorner()) s.add(static_cast<uint64_t>(v));
+      s.add(static_cast<uint64_t>(t.getPixelBoxLowerCornerWidth()) + static_cast<uint64_t>(t.getPixelBoxUpperCornerWidth()) +
+            t.getChannelsPerPixel() + t.getPixelsPerColumn() + static_cast<uint64_t>(t.getInterleave()) +
+            static_cast<uint64_t>(t.getSwizzle()) + static_cast<uint64_t>(t.getL2Promotion()) +
+            static_cast<uint64_t>(t.getOobFill()) + static_cast<uint64_t>(t.getIm2colWideMode()) +
+            static_cast<uint64_t>(t.getResult()));
+      s.data(t.getMap());
+      break;
+    }
     case Event::MESSAGE:
       s.add(static_cast<uint64_t>(e.getMessage().getLevel()));
       s.text(e.getMessage().getText());

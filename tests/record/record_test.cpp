@@ -751,6 +751,168 @@ TEST(Record, TwoDimensionalCopiesAndMemsetsKeepTheirRowsAndPitches)
     EXPECT_EQ(shaped, 1u);
 }
 
+// ---- tensor map encodes -----------------------------------------------------------------------
+
+template <class List>
+std::vector<int64_t> listOf(List list)
+{
+    std::vector<int64_t> out;
+    for (const auto v : list) {
+        out.push_back(static_cast<int64_t>(v));
+    }
+    return out;
+}
+
+TEST(Record, TensorMapEncodesKeepTheirArgumentsAndTheMapTheyMade)
+{
+    kcap::test::TempDir dir("kcap-record");
+    const std::string path = dir.file("tensor-map.kcap");
+    const Outcome plain = plainRun(scenarioProgram(), {"tensor-map"});
+    const Outcome shimmed = recorded(scenarioProgram(), {"tensor-map"}, {{"KCAP_OUTPUT", path}});
+    expectClean(plain);
+    expectClean(shimmed);
+    EXPECT_EQ(shimmed.out, plain.out);
+    EXPECT_NE(plain.out.find("result tensor-map out[10] 20.0"), std::string::npos) << plain.out;
+    expectChecks(path);
+    Trace trace(path);
+
+    uint64_t src = 0;
+    for (const auto& e : trace.of(Event::ALLOC)) {
+        if (src == 0) {
+            src = e.getAlloc().getAddress();  // the first allocation: src
+        }
+    }
+    ASSERT_NE(src, 0u);
+    const auto encodes = trace.of(Event::TENSOR_MAP_ENCODE);
+    ASSERT_EQ(encodes.size(), 4u);
+
+    // The failed one, before any context: arguments, its error, no map.
+    const auto failed = encodes[0].getTensorMapEncode();
+    EXPECT_NE(encodes[0].getThreadId(), 0u);
+    EXPECT_EQ(failed.getApi(), schema::TensorMapApi::TILED);
+    EXPECT_EQ(failed.getDataType(), static_cast<int32_t>(CU_TENSOR_MAP_DATA_TYPE_FLOAT32));
+    EXPECT_EQ(failed.getRank(), 2u);
+    EXPECT_EQ(failed.getGlobalAddress(), 0x1008u);
+    EXPECT_EQ(listOf(failed.getGlobalDim()), (std::vector<int64_t>{64, 16}));
+    EXPECT_EQ(failed.getResult(), static_cast<int32_t>(CUDA_ERROR_INVALID_VALUE));
+    EXPECT_EQ(failed.getMap().size(), 0u);
+    const auto errors = trace.of(Event::API_ERROR);
+    ASSERT_EQ(errors.size(), 1u);
+    EXPECT_EQ(std::string(errors[0].getApiError().getFunction().cStr()), "cuTensorMapEncodeTiled");
+    EXPECT_LT(encodes[0].getSeq(), trace.of(Event::ALLOC).at(0).getSeq());
+
+    // The tiled map the launch takes: every argument, and the 128 bytes.
+    const auto tiled = encodes[1].getTensorMapEncode();
+    EXPECT_EQ(tiled.getApi(), schema::TensorMapApi::TILED);
+    EXPECT_EQ(tiled.getDataType(), static_cast<int32_t>(CU_TENSOR_MAP_DATA_TYPE_FLOAT32));
+    EXPECT_EQ(tiled.getRank(), 2u);
+    EXPECT_EQ(tiled.getGlobalAddress(), src);
+    EXPECT_EQ(listOf(tiled.getGlobalDim()), (std::vector<int64_t>{64, 16}));
+    EXPECT_EQ(listOf(tiled.getGlobalStrides()), (std::vector<int64_t>{256}));
+    EXPECT_EQ(listOf(tiled.getBoxDim()), (std::vector<int64_t>{32, 8}));
+    EXPECT_EQ(listOf(tiled.getElementStrides()), (std::vector<int64_t>{1, 1}));
+    EXPECT_EQ(tiled.getPixelBoxLowerCorner().size(), 0u);
+    EXPECT_EQ(tiled.getPixelBoxUpperCorner().size(), 0u);
+    EXPECT_EQ(tiled.getChannelsPerPixel(), 0u);
+    EXPECT_EQ(tiled.getPixelsPerColumn(), 0u);
+    EXPECT_EQ(tiled.getInterleave(), static_cast<int32_t>(CU_TENSOR_MAP_INTERLEAVE_NONE));
+    EXPECT_EQ(tiled.getSwizzle(), static_cast<int32_t>(CU_TENSOR_MAP_SWIZZLE_128B));
+    EXPECT_EQ(tiled.getL2Promotion(), static_cast<int32_t>(CU_TENSOR_MAP_L2_PROMOTION_L2_128B));
+    EXPECT_EQ(tiled.getOobFill(), static_cast<int32_t>(CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
+    EXPECT_EQ(tiled.getIm2colWideMode(), 0);
+    EXPECT_EQ(tiled.getResult(), 0);
+    ASSERT_EQ(tiled.getMap().size(), 128u);
+    EXPECT_EQ(at<uint64_t>(tiled.getMap(), 0), src);  // the double's layout: the address first
+    const auto launches = trace.launches();
+    ASSERT_EQ(launches.size(), 1u);
+    const auto launch = launches[0];
+    EXPECT_EQ(std::string(launch.getKernelName().cStr()), "tma_scale");
+    ASSERT_GE(launch.getParams().size(), 128u);
+    EXPECT_EQ(std::vector<uint8_t>(launch.getParams().begin(), launch.getParams().begin() + 128),
+              std::vector<uint8_t>(tiled.getMap().begin(), tiled.getMap().end()));
+    ASSERT_GE(launch.getPointers().size(), 1u);
+    EXPECT_EQ(launch.getPointers()[0].getOffset(), 0u);
+    EXPECT_TRUE(launch.getPointers()[0].getInTensorMap());
+    EXPECT_LT(encodes[1].getSeq(), trace.of(Event::LAUNCH).at(0).getSeq());
+
+    // im2col: the pixel box corners, channels and pixels.
+    const auto im2col = encodes[2].getTensorMapEncode();
+    EXPECT_EQ(im2col.getApi(), schema::TensorMapApi::IM2COL);
+    EXPECT_EQ(im2col.getRank(), 3u);
+    EXPECT_EQ(im2col.getGlobalAddress(), src);
+    EXPECT_EQ(listOf(im2col.getGlobalDim()), (std::vector<int64_t>{4, 16, 16}));
+    EXPECT_EQ(listOf(im2col.getGlobalStrides()), (std::vector<int64_t>{16, 256}));
+    EXPECT_EQ(im2col.getBoxDim().size(), 0u);
+    EXPECT_EQ(listOf(im2col.getElementStrides()), (std::vector<int64_t>{1, 1, 1}));
+    EXPECT_EQ(listOf(im2col.getPixelBoxLowerCorner()), (std::vector<int64_t>{-1}));
+    EXPECT_EQ(listOf(im2col.getPixelBoxUpperCorner()), (std::vector<int64_t>{1}));
+    EXPECT_EQ(im2col.getChannelsPerPixel(), 4u);
+    EXPECT_EQ(im2col.getPixelsPerColumn(), 8u);
+    EXPECT_EQ(im2col.getSwizzle(), static_cast<int32_t>(CU_TENSOR_MAP_SWIZZLE_NONE));
+    EXPECT_EQ(im2col.getOobFill(), static_cast<int32_t>(CU_TENSOR_MAP_FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA));
+    EXPECT_EQ(im2col.getMap().size(), 128u);
+    EXPECT_NE(std::vector<uint8_t>(im2col.getMap().begin(), im2col.getMap().end()),
+              std::vector<uint8_t>(tiled.getMap().begin(), tiled.getMap().end()));
+
+    // im2colWide: the W corners and the mode.
+    const auto wide = encodes[3].getTensorMapEncode();
+    EXPECT_EQ(wide.getApi(), schema::TensorMapApi::IM2COL_WIDE);
+    EXPECT_EQ(wide.getDataType(), static_cast<int32_t>(CU_TENSOR_MAP_DATA_TYPE_FLOAT16));
+    EXPECT_EQ(wide.getPixelBoxLowerCornerWidth(), -2);
+    EXPECT_EQ(wide.getPixelBoxUpperCornerWidth(), 2);
+    EXPECT_EQ(wide.getPixelBoxLowerCorner().size(), 0u);
+    EXPECT_EQ(wide.getChannelsPerPixel(), 4u);
+    EXPECT_EQ(wide.getPixelsPerColumn(), 16u);
+    EXPECT_EQ(wide.getIm2colWideMode(), static_cast<int32_t>(CU_TENSOR_MAP_IM2COL_WIDE_MODE_W128));
+    EXPECT_EQ(wide.getSwizzle(), static_cast<int32_t>(CU_TENSOR_MAP_SWIZZLE_64B));
+    EXPECT_EQ(wide.getL2Promotion(), static_cast<int32_t>(CU_TENSOR_MAP_L2_PROMOTION_L2_256B));
+    EXPECT_EQ(wide.getMap().size(), 128u);
+
+    // kcap dump: the encodes readably, and which encode made the launch's map.
+    const Outcome dump = run({kcapBinary(), {"dump", path}, {}, false});
+    EXPECT_EQ(dump.exitCode, 0) << dump.describe();
+    char global[32];
+    std::snprintf(global, sizeof global, "0x%llx", static_cast<unsigned long long>(src));
+    EXPECT_NE(dump.out.find("tensorMapEncode   tiled f32 rank 2 global 0x1008 dims [64, 16] strides [256] box [32, "
+                            "8] elementStrides [1, 1] interleave none swizzle 128B l2 128B oobFill none result=1\n"),
+              std::string::npos)
+        << dump.out;
+    EXPECT_NE(dump.out.find(std::string("tiled f32 rank 2 global ") + global +
+                            " dims [64, 16] strides [256] box [32, 8] elementStrides [1, 1] interleave none "
+                            "swizzle 128B l2 128B oobFill none map=128B\n"),
+              std::string::npos)
+        << dump.out;
+    EXPECT_NE(dump.out.find(std::string("im2col f32 rank 3 global ") + global +
+                            " dims [4, 16, 16] strides [16, 256] elementStrides [1, 1, 1] lowerCorner [-1] "
+                            "upperCorner [1] channels 4 pixels 8 interleave none swizzle none l2 none oobFill "
+                            "nanRequestZeroFma map=128B\n"),
+              std::string::npos)
+        << dump.out;
+    EXPECT_NE(dump.out.find("im2colWide f16 rank 3 global " + std::string(global) +
+                            " dims [4, 16, 16] strides [16, 256] elementStrides [1, 1, 1] lowerCornerW -2 "
+                            "upperCornerW 2 mode W128 channels 4 pixels 16 interleave none swizzle 64B l2 256B "
+                            "oobFill none map=128B\n"),
+              std::string::npos)
+        << dump.out;
+    EXPECT_NE(dump.out.find("ptrs=[0:" + std::string(global) + "(tensorMap encode #" +
+                            std::to_string(encodes[1].getSeq()) + ")"),
+              std::string::npos)
+        << dump.out;
+    const Outcome json = run({kcapBinary(), {"dump", path, "--json", "--type", "tensorMapEncode"}, {}, false});
+    EXPECT_EQ(json.exitCode, 0) << json.describe();
+    EXPECT_NE(json.out.find("\"tensorMapEncode\":{\"api\":\"tiled\""), std::string::npos) << json.out;
+    EXPECT_NE(json.out.find("\"pixelBoxLowerCorner\":[-1]"), std::string::npos) << json.out;
+
+    // Metadata mode records them all the same (small, and what a user reads).
+    const std::string metadata = dir.file("tensor-map-metadata.kcap");
+    expectClean(recorded(scenarioProgram(), {"tensor-map"}, {{"KCAP_OUTPUT", metadata}, {"KCAP_MODE", "metadata"}}));
+    Trace shape(metadata);
+    const auto recordedAgain = shape.of(Event::TENSOR_MAP_ENCODE);
+    ASSERT_EQ(recordedAgain.size(), 4u);
+    EXPECT_EQ(recordedAgain[1].getTensorMapEncode().getMap().size(), 128u);
+    EXPECT_EQ(listOf(recordedAgain[1].getTensorMapEncode().getBoxDim()), (std::vector<int64_t>{32, 8}));
+}
+
 // ---- 3D copies -------------------------------------------------------------------------------
 
 TEST(Record, ThreeDimensionalCopiesKeepTheirSlicesRowsAndPitches)

@@ -318,6 +318,36 @@ TEST_F(Extract, CUkernelLaunchesKeepTheirWholeBindChainAndAttributes)
     expectSameReplay(source, out, 1, {"--launch", "1"}, kExitOk, "REPRODUCED");
 }
 
+TEST_F(Extract, ALaunchKeepsTheEncodeOfItsTensorMapAndIsReEncodedFromIt)
+{
+    const std::string source = file("tensor-map.kcap"), out = file("tensor-map-0.kcap");
+    recordWithKcap(source, scenarioProgram(), {"tensor-map"});
+    ASSERT_EQ(kcap({"extract", source, "--launch", "0", "-o", out}).exitCode, kExitOk);
+    EXPECT_EQ(kcap({"check", out}).exitCode, kExitOk);
+    // Of the four encodes, only the one whose map the launch takes.
+    const auto events = kcap::test::readAllEvents(out);
+    ASSERT_EQ(count(events, Event::TENSOR_MAP_ENCODE), 1u);
+    uint64_t encodeSeq = 0, launchSeq = 0;
+    for (const auto& e : events) {
+        if (e.get().isTensorMapEncode()) {
+            encodeSeq = e.get().getSeq();
+            EXPECT_EQ(e.get().getTensorMapEncode().getApi(), kcap::schema::TensorMapApi::TILED);
+            EXPECT_EQ(e.get().getTensorMapEncode().getMap().size(), 128u);
+        } else if (e.get().isLaunch()) {
+            launchSeq = e.get().getSeq();
+        }
+    }
+    EXPECT_LT(encodeSeq, launchSeq);
+    // Replayed by a driver that refuses the recorded map: re-encoded, reproduced.
+    const Outcome run = kcapOnDouble({"replay", out, "--json", "--no-fixed-va"}, {{"KCAP_DOUBLE_TENSOR_MAP_SALT", "3"}});
+    EXPECT_EQ(run.exitCode, kExitOk) << run.describe();
+    const std::string launch = jsonLaunch(run.out, 0);
+    EXPECT_NE(launch.find("\"verdict\":\"REPRODUCED\""), std::string::npos) << run.out;
+    EXPECT_NE(launch.find("1 tensor map re-encoded here (tensorMapEncode #" + std::to_string(encodeSeq) + ")"),
+              std::string::npos)
+        << launch;
+}
+
 TEST_F(Extract, UnknownLaunchesAndBadSelectionsAreUsageErrorsAndWriteNothing)
 {
     const std::string source = directLaunch(), out = file("nothing.kcap");

@@ -277,6 +277,72 @@ TEST_F(Replay, ADriverThatRefusesAddressHintsGetsARelocatedReplay)
     EXPECT_EQ(run.out.find("fixed-va"), std::string::npos) << run.out;
 }
 
+// ---- tensor maps ----------------------------------------------------------------------
+
+// record_scenarios tensor-map: tma_scale takes a tiled tensor map (128 bytes)
+// whose encode is on record. The replaying double is made "another driver"
+// (KCAP_DOUBLE_TENSOR_MAP_SALT): its launches refuse the maps the recording
+// driver made, so only a map re-encoded here passes, and tma_scale reads
+// through the map's address, so only a map of the replay's own memory
+// reproduces relocated.
+class ReplayTensorMaps : public RecordedTraces<ReplayTensorMaps> {
+protected:
+    static std::string trace() { return recorded("tensor-map.kcap", scenarioProgram(), {"tensor-map"}); }
+    // The seq of the encode that made the launch's map: the first that succeeded.
+    static uint64_t encodeSeq(const std::string& path)
+    {
+        for (const auto& e : kcap::test::readAllEvents(path)) {
+            if (e.get().isTensorMapEncode() && e.get().getTensorMapEncode().getResult() == 0) {
+                return e.get().getSeq();
+            }
+        }
+        return 0;
+    }
+};
+
+TEST_F(ReplayTensorMaps, AreReEncodedFromTheRecordedEncodeAtFixedAndRelocatedAddresses)
+{
+    const std::string path = trace();
+    const uint64_t seq = encodeSeq(path);
+    ASSERT_NE(seq, 0u);
+    const std::string note = "1 tensor map re-encoded here (tensorMapEncode #" + std::to_string(seq) + ")";
+    for (const bool relocate : {false, true}) {
+        std::vector<std::string> args = {path, "--json"};
+        if (relocate) {
+            args.push_back("--no-fixed-va");
+        }
+        const Outcome run = replay(args, {{"KCAP_DOUBLE_TENSOR_MAP_SALT", "7"}});
+        EXPECT_EQ(run.exitCode, kExitOk) << run.describe();
+        EXPECT_TRUE(balancedJson(run.out)) << run.out;
+        const std::string launch = jsonLaunch(run.out, 0);
+        EXPECT_NE(launch.find("\"verdict\":\"REPRODUCED\""), std::string::npos) << run.out;
+        EXPECT_NE(launch.find(note), std::string::npos) << launch;
+        if (relocate) {
+            EXPECT_NE(launch.find("\"memory\":\"relocated\""), std::string::npos) << launch;
+        } else {
+            expectRecordedAddressPath(launch);
+        }
+    }
+    // The driver that recorded it: reproduces as well.
+    const Outcome same = replay({path, "--no-fixed-va"});
+    EXPECT_EQ(same.exitCode, kExitOk) << same.describe();
+    EXPECT_NE(row(same.out, 0).find("REPRODUCED"), std::string::npos) << same.out;
+}
+
+TEST_F(ReplayTensorMaps, AnEncodeTheReplayDriverRefusesIsAnErrorNamingTheEncode)
+{
+    const std::string path = trace();
+    const uint64_t seq = encodeSeq(path);
+    const Outcome run = replay({path, "--json"}, {{"KCAP_DOUBLE_TENSOR_MAP_REFUSE", "1"}});
+    EXPECT_NE(run.exitCode, kExitOk) << run.describe();
+    const std::string launch = jsonLaunch(run.out, 0);
+    EXPECT_NE(launch.find("\"verdict\":\"ERROR\""), std::string::npos) << run.out;
+    EXPECT_NE(launch.find("re-encoding the tensor map of tensorMapEncode #" + std::to_string(seq) +
+                          ": CUDA_ERROR_NOT_SUPPORTED"),
+              std::string::npos)
+        << launch;
+}
+
 // ---- (d) sequences ----------------------------------------------------------------------
 
 TEST_F(Replay, ASequenceReappliesTheRecordedCopiesAndMemsets)

@@ -711,6 +711,56 @@ TEST(SequenceOverlap, RangesChangedAreThoseWhosePostStateDiffersFromThePreState)
     EXPECT_EQ(rangesChangedBy(t.launch(1)), (std::set<uint64_t>{0x1000}));
 }
 
+// ---- which recorded encode made a tensor map ----------------------------------------------
+
+TEST(TensorMapLookup, FindsTheNewestSuccessfulEncodeBeforeTheLaunchWithTheSameBytes)
+{
+    kcap::test::TempDir dir("kcap-tensor-maps");
+    const std::string path = dir.file("t.kcap");
+    std::vector<uint8_t> first(128), second(128);
+    for (size_t i = 0; i < 128; ++i) {
+        first[i] = static_cast<uint8_t>(i);
+        second[i] = static_cast<uint8_t>(255 - i);
+    }
+    {
+        auto writer = kcap::format::TraceWriter::create(path);
+        // seq 0: first; 1: a failure (no map); 2: first again; 3: second; 4: 64 bytes (damaged)
+        const auto encode = [&](const std::vector<uint8_t>& map, int32_t result) {
+            capnp::MallocMessageBuilder message;
+            auto e = message.initRoot<kcap::schema::Event>().initTensorMapEncode();
+            e.setApi(kcap::schema::TensorMapApi::TILED);
+            e.setRank(1);
+            e.setResult(result);
+            if (!map.empty()) {
+                e.setMap(kj::arrayPtr(reinterpret_cast<const kj::byte*>(map.data()), map.size()));
+            }
+            writer->append(message);
+        };
+        encode(first, 0);
+        encode({}, 1);
+        encode(first, 0);
+        encode(second, 0);
+        encode(std::vector<uint8_t>(first.begin(), first.begin() + 64), 0);
+        writer->close();
+    }
+    auto reader = kcap::format::TraceReader::open(path);
+    const TraceModel model = TraceModel::load(*reader);
+    const auto seqOf = [&](const std::vector<uint8_t>& map, uint64_t before) -> int64_t {
+        const StoredEvent* found = model.tensorMapEncodeFor(map.data(), map.size(), before);
+        return found == nullptr ? -1 : static_cast<int64_t>(found->seq());
+    };
+    EXPECT_EQ(seqOf(first, 0), -1) << "nothing before seq 0";
+    EXPECT_EQ(seqOf(first, 1), 0);
+    EXPECT_EQ(seqOf(first, 2), 0);
+    EXPECT_EQ(seqOf(first, 3), 2) << "the newest before the launch";
+    EXPECT_EQ(seqOf(first, 100), 2);
+    EXPECT_EQ(seqOf(second, 3), -1);
+    EXPECT_EQ(seqOf(second, 4), 3);
+    std::vector<uint8_t> unknown(128, 0);
+    EXPECT_EQ(seqOf(unknown, 100), -1) << "a map no encode made";
+    EXPECT_EQ(seqOf(std::vector<uint8_t>(first.begin(), first.begin() + 64), 100), -1) << "not 128 bytes";
+}
+
 // ---- the rows of a recorded 2D or 3D copy ---------------------------------------------------
 
 TEST(CopyRows, TwoDimensionalCopiesHaveOneSliceThreeDimensionalOnesTheirDepth)

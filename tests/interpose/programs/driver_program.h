@@ -105,6 +105,26 @@ inline std::string kernel_path(const char* file)
 }
 inline std::string kernel_image(const char* file) { return read_file(kernel_path(file)); }
 
+// tma_scale(const __grid_constant__ CUtensorMap map, float* out, int n), for
+// the driver double only: its PTX body does nothing; the double runs its host
+// version (tests/driver_double/host_kernels.cpp), out[i] = 2 * src[i], src
+// being the address the double's tensor maps hold in their first 8 bytes.
+inline constexpr char kTmaScalePtx[] =
+    "//\n"
+    "// tma_scale: driver-double test material (no GPU semantics)\n"
+    ".version 8.0\n"
+    ".target sm_90\n"
+    ".address_size 64\n"
+    "\n"
+    ".visible .entry tma_scale(\n"
+    "\t.param .align 64 .b8 tma_scale_param_0[128],\n"
+    "\t.param .u64 tma_scale_param_1,\n"
+    "\t.param .u32 tma_scale_param_2\n"
+    ")\n"
+    "{\n"
+    "\tret;\n"
+    "}\n";
+
 // What a real driver did where it need not behave like the double: printed
 // on stderr with KCAP_TEST_REAL_DRIVER=1 only.
 [[gnu::format(printf, 1, 2)]] inline void note(const char* format, ...)

@@ -35,6 +35,13 @@
 //               host memory, device to device (cuMemcpy3DAsync_v2_ptsz), from
 //               a CUDA array, one of depth 0, device to host
 //               (cuMemcpy3D_v2_ptds); then axpy reads v whole
+//   tensor-map  tensor map encodes: a tiled one that fails (misaligned
+//               address) before any context exists; then, over src (a
+//               cuMemAlloc'd buffer of kN floats x = i): a tiled f32 map
+//               (dims [64, 16], strides [256], box [32, 8], 128B swizzle,
+//               128B L2 promotion), an im2col f32 map and an im2colWide f16
+//               map (rank 3: dims [4, 16, 16], strides [16, 256]), not
+//               launched; tma_scale(tiled map, out, kN) (out = 2 * src)
 #include "driver_program.h"
 
 #include <dlfcn.h>
@@ -402,6 +409,53 @@ int fault(bool kill)
     const CUresult synced = cuCtxSynchronize();
     std::printf("result launch %d sync %d\n", static_cast<int>(launched), static_cast<int>(synced));
     return synced == CUDA_ERROR_ILLEGAL_ADDRESS ? 3 : 0;
+}
+
+int tensorMap()
+{
+    DRIVER(cuInit, 0);
+    const cuuint64_t dims[2] = {64, 16};
+    const cuuint64_t strides[1] = {256};
+    const cuuint32_t box[2] = {32, 8};
+    const cuuint32_t unit[3] = {1, 1, 1};
+    CUtensorMap misaligned{};
+    CHECK(cuTensorMapEncodeTiled(&misaligned, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, reinterpret_cast<void*>(0x1008),
+                                 dims, strides, box, unit, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                                 CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+                                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_ERROR_INVALID_VALUE);
+    start();
+    const CUdeviceptr src = upload(iota(1.0f));
+    CUdeviceptr out = 0;
+    DRIVER(cuMemAlloc, &out, kN * sizeof(float));
+    void* const global = reinterpret_cast<void*>(src);
+    CUtensorMap tiled{};
+    DRIVER(cuTensorMapEncodeTiled, &tiled, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, global, dims, strides, box, unit,
+           CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+           CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    const cuuint64_t dims3[3] = {4, 16, 16};
+    const cuuint64_t strides3[2] = {16, 256};
+    const int lower[1] = {-1};
+    const int upper[1] = {1};
+    CUtensorMap im2col{};
+    DRIVER(cuTensorMapEncodeIm2col, &im2col, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 3, global, dims3, strides3, lower,
+           upper, 4, 8, unit, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
+           CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA);
+    CUtensorMap wide{};
+    DRIVER(cuTensorMapEncodeIm2colWide, &wide, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 3, global, dims3, strides3, -2, 2, 4,
+           16, unit, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_IM2COL_WIDE_MODE_W128, CU_TENSOR_MAP_SWIZZLE_64B,
+           CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    CUmodule module = nullptr;
+    DRIVER(cuModuleLoadData, &module, test::kTmaScalePtx);
+    CUfunction function = nullptr;
+    DRIVER(cuModuleGetFunction, &function, module, "tma_scale");
+    int n = kN;
+    void* params[] = {&tiled, &out, &n};
+    test::launches_made().add("tma_scale");
+    DRIVER(cuLaunchKernel, function, 1, 1, 1, 32, 1, 1, 0, nullptr, params, nullptr);
+    const std::vector<float> values = download(out, kN);
+    CHECK(values[10] == 20.0f);
+    std::printf("result tensor-map out[10] %.1f\n", static_cast<double>(values[10]));
+    return 0;
 }
 
 }  // namespace
@@ -789,6 +843,9 @@ int main(int argc, char** argv)
     if (scenario == "abort" || scenario == "segv" || scenario == "sigterm" || scenario == "sigkill" ||
         scenario == "sigterm-handled") {
         return dies(scenario);
+    }
+    if (scenario == "tensor-map") {
+        return tensorMap();
     }
     if (scenario == "vmm") {
         return vmm();
