@@ -53,6 +53,9 @@ With --kcap, the program is also recorded (`kcap record`, --record-mode) and
  11b. with --force-ptx-code REGEX: `kcap replay TRACE --force-ptx --json`
      also reproduces every launch, and each launch's code (what ran, e.g.
      "relocatable device code linked here ...") matches REGEX.
+ 11c. with --replay-detail REGEX: in each of those replays every launch's
+     detail (what replay did beyond the plain path, e.g. "1 tensor map
+     re-encoded here") matches REGEX.
  12. with --replay-range A..B: `kcap replay TRACE --range A..B --json` (the
      launches as one sequence, the recorded copies and memsets between them
      re-applied) exits 0 with every launch of the range REPRODUCED, and so
@@ -92,6 +95,8 @@ def parse_args():
     parser.add_argument("--replay", action="store_true",
                         help="also replay every recorded launch with `kcap replay`, with fixed addresses and "
                              "with --no-fixed-va: each must reproduce bit-exactly")
+    parser.add_argument("--replay-detail", metavar="REGEX",
+                        help="with --replay: each replayed launch's detail must match REGEX (see 11c.)")
     parser.add_argument("--force-ptx-code", metavar="REGEX",
                         help="with --replay: also replay with --force-ptx; what ran must match REGEX (see 11b.)")
     parser.add_argument("--replay-range", metavar="A..B",
@@ -319,7 +324,7 @@ def check_timing(kcap, recorded, traces, mode):
     return failures
 
 
-def check_replay(kcap, traces, log_dir, timeout, force_ptx_code=None):
+def check_replay(kcap, traces, log_dir, timeout, force_ptx_code=None, detail=None):
     """Failures of replaying every launch of the traces, twice (11. above)."""
     failures = []
     variants = [("fixed", []), ("relocated", ["--no-fixed-va"])]
@@ -350,6 +355,11 @@ def check_replay(kcap, traces, log_dir, timeout, force_ptx_code=None):
                                 + "\n  ".join(bad[:20]))
             if not launches:
                 failures.append(f"{' '.join(command)}: replayed no launch")
+            if detail:
+                unlike = [f"#{l['launchIndex']}: {l.get('detail', '')!r}" for l in launches
+                          if not re.search(detail, l.get("detail", ""))]
+                if unlike:
+                    failures.append(f"{' '.join(command)}: detail does not match {detail!r}: " + "; ".join(unlike[:5]))
             if label == "force-ptx":
                 odd = sorted({l.get("code", "") for l in launches if not re.search(force_ptx_code, l.get("code", ""))})
                 print(f"replay {trace.name} (force-ptx): code {sorted({l.get('code', '') for l in launches})}")
@@ -459,7 +469,7 @@ def main():
         if args.timing and recorded.ok() and traces:
             failures += check_timing(args.kcap, recorded, traces, args.timing)
         if args.replay and recorded.ok() and traces:
-            failures += check_replay(args.kcap, traces, log_dir, args.timeout, args.force_ptx_code)
+            failures += check_replay(args.kcap, traces, log_dir, args.timeout, args.force_ptx_code, args.replay_detail)
         if args.replay_range and recorded.ok() and traces:
             failures += check_replay_range(args.kcap, traces, log_dir, args.timeout, args.replay_range)
     elif args.expect_trace or args.timing or args.replay_range:
