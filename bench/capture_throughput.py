@@ -6,6 +6,7 @@ device-to-host bandwidth (target: at least 50% of it).
 
     capture_throughput.py --bench build-gpu/bench/kcap_bench_capture --kcap build-gpu/tools/kcap \\
         [--mib 4096] [--rounds 2] [--masks 0xffffffff,0x0000ffff] [--modes full,pre] [--dir /tmp] [--buffer SIZE]
+        [--flush launch|batch]
 
 For each data kind (--masks: 0xffffffff random words, incompressible;
 0x0000ffff 16 random bits a word, compressible) the plain run measures the
@@ -18,6 +19,13 @@ snapshotted (the buffer once in pre mode, twice in full mode) / that cost.
 compresses and writes every piece), "repeat" launches the same data again
 (every piece deduplicates: copy and hash only).
 
+By default (`--flush launch`) a launch runs only once its record and every
+piece it references are in the file: fresh data is captured at the rate it
+is compressed and written. With `--flush batch` and a `--buffer` larger than
+the snapshot, the launch waits only for the copy and the hashing; the file is
+written behind the program, and the recorded process's wall time (printed
+with each trace) includes writing it out at the end.
+
 The program's results must be identical with and without recording, and
 every trace must pass `kcap check` (exit status 1 otherwise).
 """
@@ -28,6 +36,7 @@ import re
 import statistics
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 MIB = 1 << 20
@@ -44,6 +53,7 @@ def parse_args():
     p.add_argument("--dir", default="/tmp", help="traces go here (deleted after each run)")
     p.add_argument("--buffer", help="`kcap record --buffer SIZE`: with more than a snapshot's size, the figure is "
                                     "how long the program waits; the file is written behind it")
+    p.add_argument("--flush", choices=["launch", "batch"], help="`kcap record --flush`")
     p.add_argument("--timeout", type=float, default=500, help="seconds for each run")
     return p.parse_args()
 
@@ -117,9 +127,12 @@ def main():
             for mode in args.modes.split(","):
                 trace = work / "trace.kcap"
                 buffer = ["--buffer", args.buffer] if args.buffer else []
+                buffer += ["--flush", args.flush] if args.flush else []
+                began = time.monotonic()
                 recorded, problem = run([args.kcap, "record", "-q", "--mode", mode, "--include", "^kcap_read_sum$",
                                          *buffer, "-o", str(trace), "--", args.bench, *common, "--mask", mask,
                                          "--d2h-mib", "0"], args.timeout)
+                wall = time.monotonic() - began
                 if problem:
                     failures.append(problem)
                     continue
@@ -132,7 +145,8 @@ def main():
                     failures.append(f"mask {mask} mode {mode}: kcap check failed: {checked.stdout}{checked.stderr}")
                 info = subprocess.run([args.kcap, "info", "--json", str(trace)], capture_output=True, text=True)
                 stored = json.loads(info.stdout).get("bytes", {}) if info.returncode == 0 else {}
-                notes.append(f"mask {mask} mode {mode}: trace {trace.stat().st_size / 1e9:.2f} GB; bytes "
+                notes.append(f"mask {mask} mode {mode}: recorded process {wall:.2f} s wall (the file complete); "
+                             f"trace {trace.stat().st_size / 1e9:.2f} GB; bytes "
                              f"raw {stored.get('raw', 0) / 1e9:.2f} GB, unique {stored.get('unique', 0) / 1e9:.2f}"
                              f" GB, stored {stored.get('stored', 0) / 1e9:.2f} GB")
                 for old in work.glob("trace*.kcap"):

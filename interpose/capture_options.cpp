@@ -21,6 +21,7 @@ constexpr const char* kPieceSize = "KCAP_PIECE_SIZE";
 constexpr const char* kBuffer = "KCAP_BUFFER";
 constexpr uint64_t kMinBufferBytes = uint64_t{64} << 20;
 constexpr uint64_t kMaxBufferBytes = uint64_t{1024} << 30;
+constexpr const char* kFlush = "KCAP_FLUSH";
 constexpr const char* kTiming = "KCAP_TIMING";
 
 std::optional<uint64_t> parseUnsigned(std::string_view text)
@@ -58,6 +59,11 @@ const char* captureModeName(CaptureMode mode)
     return "?";
 }
 
+const char* flushPolicyName(FlushPolicy policy)
+{
+    return policy == FlushPolicy::kLaunch ? "launch" : "batch";
+}
+
 OptionError::OptionError(std::string variable, std::string value, const std::string& reason)
     : std::runtime_error(variable + "=\"" + value + "\": " + reason),
       variable_(std::move(variable)),
@@ -93,6 +99,7 @@ std::vector<std::pair<std::string, std::string>> CaptureOptions::describe() cons
     out.emplace_back("level", std::to_string(zstdLevel));
     out.emplace_back("pieceSize", std::to_string(pieceSize));
     out.emplace_back("buffer", std::to_string(bufferBytes));
+    out.emplace_back("flush", flushPolicyName(flush));
     out.emplace_back("timing", timing ? "on" : "off");
     return out;
 }
@@ -100,7 +107,7 @@ std::vector<std::pair<std::string, std::string>> CaptureOptions::describe() cons
 const std::vector<const char*>& captureVariables()
 {
     static const std::vector<const char*> names = {kOutput, kMode,  kInclude,   kExclude, kSkip,   kMaxLaunches,
-                                                   kLevel,  kPieceSize, kBuffer, kTiming};
+                                                   kLevel,  kPieceSize, kBuffer, kFlush, kTiming};
     return names;
 }
 
@@ -204,6 +211,12 @@ std::optional<CaptureOptions> readCaptureOptions(const VariableLookup& lookup)
             throw OptionError(kBuffer, buffer, "expected a size from 64M to 1024G (bytes, or with a K, M or G suffix)");
         }
         options.bufferBytes = *parsed;
+    }
+    if (const std::string flush = value(kFlush); !flush.empty()) {
+        if (flush != "launch" && flush != "batch") {
+            throw OptionError(kFlush, flush, "expected launch (each launch's record in the file before it runs) or batch");
+        }
+        options.flush = flush == "launch" ? FlushPolicy::kLaunch : FlushPolicy::kBatch;
     }
     if (const std::string timing = value(kTiming); !timing.empty()) {
         if (timing != "0" && timing != "1") {

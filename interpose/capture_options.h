@@ -12,6 +12,9 @@
 //   KCAP_LEVEL         zstd compression level (default 1)
 //   KCAP_PIECE_SIZE    bytes per content piece, K/M suffixes allowed (default 1M)
 //   KCAP_BUFFER        memory for snapshots not yet written to the file (default 256M)
+//   KCAP_FLUSH         launch (default in full and pre modes): each launch's record
+//                      and the memory it references are in the file before the
+//                      launch runs; batch: written behind the program, in batches
 //   KCAP_TIMING        1: also record each launch's GPU duration (CUPTI); 0 or
 //                      unset: not
 //
@@ -37,6 +40,16 @@ enum class CaptureMode : uint8_t { kFull, kPreOnly, kMetadata };
 
 const char* captureModeName(CaptureMode mode);  // "full", "pre", "metadata"
 
+// When the writer must have put a launch's record into the file. kLaunch:
+// before the launch runs, so that a launch that kills the process (or a
+// SIGKILL during it) is on record, at the cost of waiting for every byte of
+// memory the trace has not seen to be compressed and written. kBatch: the
+// file is written behind the program; SIGKILL loses what was not yet
+// written, every other exit path still writes everything.
+enum class FlushPolicy : uint8_t { kLaunch, kBatch };
+
+const char* flushPolicyName(FlushPolicy policy);  // "launch", "batch"
+
 struct CaptureOptions {
     std::string output;  // the template, placeholders unexpanded
     CaptureMode mode = CaptureMode::kFull;
@@ -51,6 +64,7 @@ struct CaptureOptions {
     // more lets a burst of fresh memory be captured at memory speed and
     // written out behind the program, at the cost of that much RAM.
     uint64_t bufferBytes = uint64_t{256} << 20;
+    FlushPolicy flush = FlushPolicy::kLaunch;  // metadata mode never waits for the file
     bool timing = false;  // kernelTiming events through CUPTI (cupti_timing.h)
 
     // Compiled once by readCaptureOptions; shared, immutable.

@@ -318,7 +318,8 @@ bool Recorder::launchStarting(const LaunchCall& call, std::string_view kernelNam
                      " (cuFuncGetParamInfo / cuKernelGetParamInfo); launches passing kernelParams are "
                      "recorded without parameters");
     }
-    data->pointers = scanParams(data->params.bytes.data(), data->params.bytes.size(), data->params.layout, allocations_);
+    data->pointers = scanParams(data->params.bytes.data(), data->params.bytes.size(), data->params.layout, allocations_,
+                                tensorMaps_);
     const std::vector<ParamPointer>& pointers = data->pointers;
 
     // No stream of the process is capturing (the capture hooks count them):
@@ -406,8 +407,8 @@ bool Recorder::launchStarting(const LaunchCall& call, std::string_view kernelNam
     }
 
     writer_->append(std::move(event));
-    if (options_.mode != CaptureMode::kMetadata) {
-        flush();  // on disk before the launch runs: a launch that kills the process is still recorded
+    if (options_.mode != CaptureMode::kMetadata && options_.flush == FlushPolicy::kLaunch) {
+        flush();  // in the file before the launch runs: a launch that kills the process is still recorded
     }
     return true;
 }

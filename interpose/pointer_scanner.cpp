@@ -17,12 +17,28 @@ bool plausibleAddress(uint64_t value) { return value >= 4096; }
 
 }  // namespace
 
+void KnownTensorMaps::add(const void* map) {
+    Bytes bytes;
+    std::memcpy(bytes.data(), map, bytes.size());
+    std::lock_guard lock(mutex_);
+    maps_.insert(bytes);
+    any_.store(true, std::memory_order_release);
+}
+
+bool KnownTensorMaps::contains(const uint8_t* bytes) const {
+    if (!any_.load(std::memory_order_acquire)) return false;
+    Bytes key;
+    std::memcpy(key.data(), bytes, key.size());
+    std::lock_guard lock(mutex_);
+    return maps_.count(key) != 0;
+}
+
 std::vector<ParamPointer> scanParams(const uint8_t* params, size_t size, const std::vector<ParamSlot>& layout,
-                                     const AllocationMap& allocations) {
+                                     const AllocationMap& allocations, const KnownTensorMaps& tensorMaps) {
     std::vector<ParamPointer> found;
     for (const ParamSlot& slot : layout) {
         if (slot.size < 8 || slot.offset > size || slot.size > size - slot.offset) continue;
-        bool tensorMap = slot.size == kTensorMapBytes && slot.offset % 64 == 0;
+        const bool tensorMap = slot.size == kTensorMapBytes && tensorMaps.contains(params + slot.offset);
         uint32_t first = (slot.offset + 7u) & ~7u;
         for (uint32_t at = first; at + 8 <= slot.offset + slot.size; at += 8) {
             uint64_t value = wordAt(params, at);

@@ -4,17 +4,26 @@
 // A parameter word is a device pointer when its value falls inside a tracked
 // allocation (AllocationMap). Only 8-byte-aligned words are candidates: the
 // ABI aligns pointers, including pointer members of by-value structs, to 8
-// within the parameter buffer. A 128-byte parameter at a 64-aligned offset is
-// taken for a CUtensorMap: its first word is the tensor's global address
-// (CUDA-NOTES: cuTensorMapReplaceAddress rewrites exactly those bytes).
+// within the parameter buffer. A 128-byte parameter holding the very bytes a
+// recorded cuTensorMapEncode* call made (KnownTensorMaps) is a CUtensorMap:
+// its first word is the tensor's global address (CUDA-NOTES), and the rest,
+// dimensions and strides, is not scanned. The bytes decide, not the offset:
+// on the H200 a map's parameter offset was 112 (cuFuncGetParamInfo aligns
+// parameters in the constant bank, not in the packed buffer), and a 128-byte
+// struct of sixteen pointers must not be taken for a map. A map the shim did
+// not see made is scanned as any struct (its address word is still found).
 //
 // Grouped kernels (e.g. grouped GEMM) take a pointer to an array of pointers;
 // scanIndirect() finds those in a host copy of a small referenced buffer, so
 // that the memory they reach is snapshotted and, at replay, relocatable.
 #pragma once
 
+#include <array>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <mutex>
+#include <set>
 #include <vector>
 
 #include "allocation_map.h"
@@ -42,9 +51,23 @@ struct IndirectPointer {
 
 inline constexpr uint32_t kTensorMapBytes = 128;
 
+// The tensor maps the program's encode calls made, by their bytes. Thread-safe;
+// free to ask while none was made (the common case: no lock taken).
+class KnownTensorMaps {
+public:
+    void add(const void* map);
+    bool contains(const uint8_t* bytes) const;
+
+private:
+    using Bytes = std::array<uint8_t, kTensorMapBytes>;
+    mutable std::mutex mutex_;
+    std::set<Bytes> maps_;
+    std::atomic<bool> any_{false};
+};
+
 // Scans `params` (the packed parameter buffer, laid out per `layout`).
 std::vector<ParamPointer> scanParams(const uint8_t* params, size_t size, const std::vector<ParamSlot>& layout,
-                                     const AllocationMap& allocations);
+                                     const AllocationMap& allocations, const KnownTensorMaps& tensorMaps);
 
 // Scans a host copy of device memory [bufferAddress, bufferAddress + size).
 // Pointers into the buffer's own allocation are reported too (linked

@@ -337,6 +337,7 @@ void Recorder::tensorMapEncoded(const TensorMapEncodeCall& call)
     encode.setIm2colWideMode(call.im2colWideMode);
     encode.setResult(call.result);
     if (call.result == CUDA_SUCCESS && call.map != nullptr) {
+        tensorMaps_.add(call.map->opaque);
         encode.setMap(capnp::Data::Reader(reinterpret_cast<const kj::byte*>(call.map->opaque), sizeof call.map->opaque));
     }
     append(message);

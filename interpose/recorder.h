@@ -335,6 +335,7 @@ private:
     uint64_t startUnixNs_ = 0;
 
     AllocationMap allocations_;
+    KnownTensorMaps tensorMaps_;  // the maps encodes made: which parameters are tensor maps
     StagingPool staging_;
 
     mutable std::shared_mutex codeMutex_;

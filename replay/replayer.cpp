@@ -602,6 +602,8 @@ void Replayer::applyMemoryOp(const StoredEvent& op) {
   check(driver_.cuStreamSynchronize(stream_), "waiting for a recorded copy or memset");
 }
 
+// Issues the op on the replay stream; the caller waits for the stream before
+// the staging buffer is used again.
 void Replayer::applyMemoryOpOnStream(const StoredEvent& op) {
   const auto event = op.get();
   const LoadedKernel none;
@@ -686,10 +688,13 @@ void Replayer::applyCopyRows(const StoredEvent& op) {
   }
   uint8_t* buffer = staging(size);
   reader_.readContentInto(data, buffer, size);
+  // The staging buffer is page-locked, so the rows can all go out before the
+  // one wait of applyMemoryOp (nothing rewrites the staging buffer before it).
   for (uint64_t z = 0; z < r.slices; ++z) {
     for (uint64_t y = 0; y < r.rows; ++y) {
       if (const auto dst = translate(copy.getDst() + r.dstAt(y, z), none)) {
-        copyToDevice(*dst, buffer + r.packedAt(y, z), r.width);
+        check(driver_.cuMemcpyHtoDAsync(*dst, buffer + r.packedAt(y, z), r.width, stream_),
+              "replaying a row of " + what);
       }
     }
   }

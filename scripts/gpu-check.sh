@@ -4,10 +4,12 @@
 # of docs/benchmarks.md. Logs go to $OUT (the device tool's output folder) or
 # build-gpu/logs; keep what the check writes there to a few files (the
 # device tool brings back a limited number).
-#   scripts/gpu-check.sh [--no-bench] [--no-gpu-tests] [--ci] [--container] [--buffer SIZE]
-# --ci also runs the CI tests (label gpu excluded); --container the container
+#   scripts/gpu-check.sh [--no-bench] [--no-gpu-tests] [--no-overhead] [--ci] [--container] [--buffer SIZE]
+# --ci also runs the CI tests (label gpu excluded); --no-overhead leaves out
+# the launch-overhead benchmark; --container the container
 # benchmark; --buffer SIZE also runs the capture benchmark with `kcap record
-# --buffer SIZE`. The default fits the device tool's 10 minutes on the H200
+# --flush batch --buffer SIZE` (the file written behind the program). The
+# default fits the device tool's 10 minutes on the H200
 # host (about 8: build 1, GPU tests 3, benchmarks 4).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -15,11 +17,12 @@ source scripts/env.sh
 out=${OUT:-build-gpu/logs}
 mkdir -p "$out"
 status=0
-bench=1 ci=0 gputests=1 container=0 buffer=""
+bench=1 ci=0 gputests=1 overhead=1 container=0 buffer=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --no-bench) bench=0 ;;
     --no-gpu-tests) gputests=0 ;;
+    --no-overhead) overhead=0 ;;
     --ci) ci=1 ;;
     --container) container=1 ;;
     --buffer) buffer=${2:?--buffer needs a size}; shift ;;
@@ -62,19 +65,21 @@ if [ $bench = 1 ]; then
     timeout 150 python3 bench/launch_overhead.py --bench build-gpu/bench/kcap_bench_launch_overhead \
       --shim build-gpu/interpose/libkcap_interpose.so --kcap build-gpu/tools/kcap "$@"
   }
-  { overhead --threads 1 --rounds 7; echo "=== launching thread pinned"; overhead --threads 1 --rounds 5 --pin-cpu 2
-    echo "=== 16 threads"; overhead --threads 16 --rounds 3; } >"$out/bench-launch-overhead.txt" 2>&1 || status=1
-  grep -E '^\| (1|16) ' "$out/bench-launch-overhead.txt"
-  echo "launch overhead done$(elapsed)"
+  if [ $overhead = 1 ]; then
+    { overhead --threads 1 --rounds 7; echo "=== launching thread pinned"; overhead --threads 1 --rounds 5 --pin-cpu 2
+      echo "=== 16 threads"; overhead --threads 16 --rounds 3; } >"$out/bench-launch-overhead.txt" 2>&1 || status=1
+    grep -E '^\| (1|16) ' "$out/bench-launch-overhead.txt"
+    echo "launch overhead done$(elapsed)"
+  fi
   # Full capture against pinned D2H; the same with a larger buffer if asked.
   sync
   timeout 150 python3 bench/capture_throughput.py --bench build-gpu/bench/kcap_bench_capture \
     --kcap build-gpu/tools/kcap --dir /tmp --rounds 1 >"$out/bench-capture.txt" 2>&1 || status=1
   if [ -n "$buffer" ]; then
     sync
-    { echo "=== kcap record --buffer $buffer"
+    { echo "=== kcap record --flush batch --buffer $buffer"
       timeout 150 python3 bench/capture_throughput.py --bench build-gpu/bench/kcap_bench_capture \
-        --kcap build-gpu/tools/kcap --dir /tmp --rounds 1 --buffer "$buffer"; } >>"$out/bench-capture.txt" 2>&1 || status=1
+        --kcap build-gpu/tools/kcap --dir /tmp --rounds 1 --flush batch --buffer "$buffer"; } >>"$out/bench-capture.txt" 2>&1 || status=1
   fi
   grep -E '^\| 0x|^=== ' "$out/bench-capture.txt"
   echo "capture done$(elapsed)"

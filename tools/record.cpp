@@ -59,6 +59,7 @@ struct Options {
   std::string level;
   std::string pieceSize;
   std::string buffer;
+  std::string flush;
   bool timing = false;
   std::string shim;
   bool quiet = false;
@@ -72,7 +73,7 @@ const std::map<std::string, std::string>& flagOf() {
       {"KCAP_INCLUDE", "--include"}, {"KCAP_EXCLUDE", "--exclude"},
       {"KCAP_SKIP", "--skip"}, {"KCAP_MAX_LAUNCHES", "--max-launches"},
       {"KCAP_LEVEL", "--level"}, {"KCAP_PIECE_SIZE", "--piece-size"}, {"KCAP_BUFFER", "--buffer"},
-      {"KCAP_TIMING", "--timing"}};
+      {"KCAP_FLUSH", "--flush"}, {"KCAP_TIMING", "--timing"}};
   return flags;
 }
 
@@ -132,7 +133,8 @@ std::map<std::string, std::string> settings(const Options& opt) {
       {"KCAP_MODE", &opt.mode},     {"KCAP_INCLUDE", &opt.include},
       {"KCAP_EXCLUDE", &opt.exclude}, {"KCAP_SKIP", &opt.skip},
       {"KCAP_MAX_LAUNCHES", &opt.maxLaunches}, {"KCAP_LEVEL", &opt.level},
-      {"KCAP_PIECE_SIZE", &opt.pieceSize}, {"KCAP_BUFFER", &opt.buffer}};
+      {"KCAP_PIECE_SIZE", &opt.pieceSize}, {"KCAP_BUFFER", &opt.buffer},
+      {"KCAP_FLUSH", &opt.flush}};
   for (const char* name : captureVariables()) {
     const char* env = std::getenv(name);
     if (env != nullptr) out[name] = env;
@@ -381,6 +383,12 @@ Run setupRecord(CLI::App& cmd) {
                  "Memory for snapshots not yet written to the file, e.g. 8G (KCAP_BUFFER) [default: 256M]; more "
                  "captures a burst of fresh memory at memory speed, written out behind the program")
       ->type_name("SIZE");
+  cmd.add_option("--flush", opt->flush,
+                 "launch: each launch's record and memory are in the file before the launch runs, so a launch "
+                 "that kills the process is on record (KCAP_FLUSH) [default]; batch: the file is written behind "
+                 "the program (with a --buffer large enough, fresh memory is captured at memory speed); a SIGKILL "
+                 "then loses what was not yet written")
+      ->type_name("launch|batch");
   cmd.add_flag("--timing", opt->timing,
                "Also record each launch's GPU duration through CUPTI (KCAP_TIMING=1); without CUPTI, or "
                "when a profiler holds it, says so once and records without durations");

@@ -43,6 +43,7 @@ TEST(CaptureOptions, Defaults)
     EXPECT_EQ(options->zstdLevel, 1);
     EXPECT_EQ(options->pieceSize, 1u << 20);
     EXPECT_EQ(options->bufferBytes, uint64_t{256} << 20);
+    EXPECT_EQ(options->flush, FlushPolicy::kLaunch);
     EXPECT_TRUE(options->selects("anything"));
 }
 
@@ -56,7 +57,8 @@ TEST(CaptureOptions, EverySetting)
                                {"KCAP_MAX_LAUNCHES", "5"},
                                {"KCAP_LEVEL", "-3"},
                                {"KCAP_PIECE_SIZE", "4MiB"},
-                               {"KCAP_BUFFER", "8G"}});
+                               {"KCAP_BUFFER", "8G"},
+                               {"KCAP_FLUSH", "batch"}});
     ASSERT_TRUE(options);
     EXPECT_EQ(options->mode, CaptureMode::kMetadata);
     EXPECT_EQ(options->skip, 10u);
@@ -64,6 +66,7 @@ TEST(CaptureOptions, EverySetting)
     EXPECT_EQ(options->zstdLevel, -3);
     EXPECT_EQ(options->pieceSize, 4u << 20);
     EXPECT_EQ(options->bufferBytes, uint64_t{8} << 30);
+    EXPECT_EQ(options->flush, FlushPolicy::kBatch);
     EXPECT_TRUE(options->selects("sm90_gemm_kernel"));     // search, not full match
     EXPECT_TRUE(options->selects("flash_attn_fwd"));
     EXPECT_FALSE(options->selects("ncclKernel_gemm"));      // excluded wins
@@ -86,6 +89,8 @@ TEST(CaptureOptions, InvalidValuesNameTheVariableAndValue)
     EXPECT_NE(errorOf({{"KCAP_OUTPUT", "t"}, {"KCAP_BUFFER", "32M"}}).find("KCAP_BUFFER=\"32M\": expected a size from 64M"),
               std::string::npos);
     EXPECT_NE(errorOf({{"KCAP_OUTPUT", "t"}, {"KCAP_BUFFER", "2T"}}).find("KCAP_BUFFER"), std::string::npos);
+    EXPECT_EQ(errorOf({{"KCAP_OUTPUT", "t"}, {"KCAP_FLUSH", "never"}}),
+              "KCAP_FLUSH=\"never\": expected launch (each launch's record in the file before it runs) or batch");
     EXPECT_NE(errorOf({{"KCAP_OUTPUT", "t-%x"}}).find("KCAP_OUTPUT=\"t-%x\": unknown placeholder %x"), std::string::npos);
     EXPECT_NE(errorOf({{"KCAP_OUTPUT", "t%"}}).find("lone '%'"), std::string::npos);
 }

@@ -23,6 +23,7 @@ protected:
         std::memcpy(buffer.data() + offset, &value, sizeof value);
     }
     AllocationMap allocations;
+    KnownTensorMaps tensorMaps;
 };
 
 TEST_F(PointerScannerTest, PlainPointerAndScalarParameters) {
@@ -32,7 +33,7 @@ TEST_F(PointerScannerTest, PlainPointerAndScalarParameters) {
     put<uint64_t>(params, 8, 0x7f0000000000 + 64);
     put<uint64_t>(params, 16, 0x7f0000200000);
     put(params, 24, 1000);
-    auto found = scanParams(params.data(), params.size(), {{0, 4}, {8, 8}, {16, 8}, {24, 4}}, allocations);
+    auto found = scanParams(params.data(), params.size(), {{0, 4}, {8, 8}, {16, 8}, {24, 4}}, allocations, tensorMaps);
     ASSERT_EQ(found.size(), 2u);
     EXPECT_EQ(found[0].offset, 8u);
     EXPECT_EQ(found[0].value, 0x7f0000000040u);
@@ -50,22 +51,36 @@ TEST_F(PointerScannerTest, PointersInsideAByValueStruct) {
     put(params, 16, 0.5f);
     put(params, 20, 7);
     put<int64_t>(params, 24, 1);
-    auto found = scanParams(params.data(), params.size(), {{0, 32}}, allocations);
+    auto found = scanParams(params.data(), params.size(), {{0, 32}}, allocations, tensorMaps);
     ASSERT_EQ(found.size(), 2u);
     EXPECT_EQ(found[0].offset, 0u);
     EXPECT_EQ(found[1].offset, 8u);
 }
 
+// A 128-byte parameter is a tensor map when an encode made those bytes,
+// wherever it lies (112 on the H200: the offset says nothing).
 TEST_F(PointerScannerTest, TensorMapGlobalAddress) {
-    std::vector<uint8_t> params(256, 0);
-    put<uint64_t>(params, 0, 0x7f0000000000);   // an ordinary pointer
-    put<uint64_t>(params, 128, 0x7f0000000800);  // tensor map at 128: global address first
-    put<uint64_t>(params, 136, 0x7f0000000000);  // later words are not pointers
-    auto found = scanParams(params.data(), params.size(), {{0, 8}, {128, 128}}, allocations);
+    std::vector<uint8_t> params(240, 0);
+    put<uint64_t>(params, 0, 0x7f0000000000);    // an ordinary pointer
+    put<uint64_t>(params, 112, 0x7f0000000800);  // tensor map at 112: global address first
+    put<uint64_t>(params, 120, 0x7f0000000000);  // later words are not pointers
+    tensorMaps.add(params.data() + 112);
+    auto found = scanParams(params.data(), params.size(), {{0, 8}, {112, 128}}, allocations, tensorMaps);
     ASSERT_EQ(found.size(), 2u);
     EXPECT_FALSE(found[0].inTensorMap);
     EXPECT_TRUE(found[1].inTensorMap);
-    EXPECT_EQ(found[1].offset, 128u);
+    EXPECT_EQ(found[1].offset, 112u);
+}
+
+// Sixteen pointers by value (a grouped kernel's argument) are not a map, even
+// 64-aligned: every one of them is found.
+TEST_F(PointerScannerTest, A128ByteStructNoEncodeMadeIsScannedWhole) {
+    std::vector<uint8_t> params(128, 0);
+    for (size_t i = 0; i < 16; ++i) put<uint64_t>(params, i * 8, 0x7f0000000000 + i * 0x100);
+    tensorMaps.add(std::vector<uint8_t>(128, 7).data());  // some other map
+    auto found = scanParams(params.data(), params.size(), {{0, 128}}, allocations, tensorMaps);
+    ASSERT_EQ(found.size(), 16u);
+    for (const ParamPointer& p : found) EXPECT_FALSE(p.inTensorMap);
 }
 
 TEST_F(PointerScannerTest, WordsOutsideAnyAllocationAreNotPointers) {
@@ -73,13 +88,13 @@ TEST_F(PointerScannerTest, WordsOutsideAnyAllocationAreNotPointers) {
     put<uint64_t>(params, 0, 0x7f0000100000);   // one past the first allocation
     put<uint64_t>(params, 8, 42);
     put<uint64_t>(params, 16, 0x7f0000201000);  // one past the second
-    EXPECT_TRUE(scanParams(params.data(), params.size(), {{0, 8}, {8, 8}, {16, 8}}, allocations).empty());
+    EXPECT_TRUE(scanParams(params.data(), params.size(), {{0, 8}, {8, 8}, {16, 8}}, allocations, tensorMaps).empty());
 }
 
 TEST_F(PointerScannerTest, LayoutBeyondTheBufferIsIgnored) {
     std::vector<uint8_t> params(8);
     put<uint64_t>(params, 0, 0x7f0000000000);
-    EXPECT_TRUE(scanParams(params.data(), params.size(), {{8, 8}, {4, 8}}, allocations).empty());
+    EXPECT_TRUE(scanParams(params.data(), params.size(), {{8, 8}, {4, 8}}, allocations, tensorMaps).empty());
 }
 
 TEST_F(PointerScannerTest, PointerArrayInsideABuffer) {

@@ -1547,6 +1547,40 @@ TEST(Record, ALaunchThatKillsTheProcessIsOnDisk)
     EXPECT_EQ(trace.launchEnds().size(), 1u);  // the fatal launch never returned
 }
 
+// --flush batch: the launch does not wait for the file. Every exit path but
+// SIGKILL still writes everything; SIGKILL leaves what was written readable.
+TEST(Record, FlushBatchWritesTheSameTraceBehindTheProgram)
+{
+    kcap::test::TempDir dir("kcap-record");
+    const std::string eager = dir.file("launch.kcap"), behind = dir.file("batch.kcap");
+    expectClean(recorded(interposeProgram("direct_launch"), {}, {{"KCAP_OUTPUT", eager}}));
+    expectClean(recorded(interposeProgram("direct_launch"), {}, {{"KCAP_OUTPUT", behind}, {"KCAP_FLUSH", "batch"}}));
+    expectChecks(behind);
+    Trace a(eager), b(behind);
+    std::map<std::string, std::string> options;
+    for (const auto option : b.all().front().getTraceBegin().getOptions()) {
+        options[option.getKey().cStr()] = option.getValue().cStr();
+    }
+    EXPECT_EQ(options["flush"], "batch");
+    ASSERT_EQ(a.launches().size(), b.launches().size());
+    for (size_t i = 0; i < a.launches().size(); ++i) {
+        const auto x = a.launches()[i], y = b.launches()[i];
+        EXPECT_EQ(x.getParams().size(), y.getParams().size()) << i;  // (addresses differ from run to run)
+        ASSERT_EQ(x.getPre().size(), y.getPre().size()) << i;
+        for (unsigned r = 0; r < x.getPre().size(); ++r) {
+            EXPECT_EQ(a.bytes(x.getPre()[r].getContent()), b.bytes(y.getPre()[r].getContent()))
+                << "launch " << i << " range " << r;
+        }
+    }
+
+    const std::string killed = dir.file("batch-killed.kcap");
+    const Outcome shimmed = recorded(scenarioProgram(), {"fault-kill"}, {{"KCAP_OUTPUT", killed}, {"KCAP_FLUSH", "batch"}});
+    EXPECT_EQ(shimmed.signal, SIGKILL) << shimmed.describe();
+    expectReadableButNotClosed(killed);
+    Trace partial(killed);
+    EXPECT_LE(partial.launches().size(), 2u);
+}
+
 TEST(Record, AFaultingLaunchIsRecordedWithItsError)
 {
     kcap::test::TempDir dir("kcap-record");
