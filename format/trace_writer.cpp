@@ -135,8 +135,37 @@ void encodeJob(ZSTD_CCtx* cctx, int level, Job& job) {
   header.checksum = chunkChecksum(job.encoded.data(), job.encoded.data() + kChunkHeaderSize, header.storedSize);
   encodeChunkHeader(header, job.encoded.data());
   job.rawSize = job.raw.size();
-  job.raw = {};  // the memory bound counts raw bytes; release them early
 }
+
+// Buffers kept for reuse, at most `limit` of them. Memory a process touches
+// for the first time costs a page fault every 4 KiB: on the GPU host's VM a
+// thread filled fresh 1 MiB buffers at 1.5-2 GB/s against 6 GB/s for buffers
+// it had used before (docs/benchmarks.md), and a burst of memory the trace
+// has not seen would fault in every byte it queues, on the launching
+// thread's critical path.
+class SpareBuffers {
+ public:
+  explicit SpareBuffers(size_t limit) : limit_(limit) {}
+  std::vector<uint8_t> take() {
+    std::lock_guard lock(mutex_);
+    if (spare_.empty()) return {};
+    std::vector<uint8_t> buffer = std::move(spare_.back());
+    spare_.pop_back();
+    return buffer;
+  }
+  void giveBack(std::vector<uint8_t>& buffer) {
+    std::vector<uint8_t> kept = std::move(buffer);
+    buffer = {};
+    kept.clear();
+    std::lock_guard lock(mutex_);
+    if (spare_.size() < limit_) spare_.push_back(std::move(kept));
+  }
+
+ private:
+  std::mutex mutex_;
+  std::vector<std::vector<uint8_t>> spare_;
+  const size_t limit_;
+};
 
 // glibc's adaptive mutex: it spins a little before sleeping. Producers hold
 // theirs for a fraction of a microsecond, and with many launching threads a
@@ -252,6 +281,7 @@ class TraceWriterImpl final : public TraceWriter {
       const size_t i = fresh[k].index;
       Job& job = *fresh[k].job;
       try {
+        job.raw = spareRaw_.take();
         job.raw.assign(bytes + i * pieceSize(), bytes + i * pieceSize() + pieceLength(i));
       } catch (...) {
         std::lock_guard lock(mutex_);
@@ -456,7 +486,15 @@ class TraceWriterImpl final : public TraceWriter {
       Job* job = unclaimed_.front();
       unclaimed_.pop_front();
       lock.unlock();
+      const bool blob = job->kind == ChunkKind::kBlob;
+      if (blob && job->encoded.capacity() == 0) job->encoded = spareEncoded_.take();
       encodeJob(cctx, options_.zstdLevel, *job);
+      // The memory bound counts raw bytes: they go back (or are released) early.
+      if (blob && job->raw.capacity() >= options_.pieceSize) {
+        spareRaw_.giveBack(job->raw);
+      } else {
+        job->raw = {};
+      }
       lock.lock();
       stats_.recordRawBytes += job->deferredBytes;
       job->done = true;
@@ -488,6 +526,7 @@ class TraceWriterImpl final : public TraceWriter {
         blobIndex_.push_back({job->hash, offset, stored, job->rawSize});
         stats_.blobChunks++;
         stats_.storedBlobBytes += job->encoded.size() - kChunkHeaderSize;
+        spareEncoded_.giveBack(job->encoded);
       }
       stats_.fileBytes = fileOffset_;
       pendingBytes_ -= cost;
@@ -628,6 +667,12 @@ class TraceWriterImpl final : public TraceWriter {
   std::string error_;
 
   std::vector<ZSTD_CCtx*> contexts_;  // the compression threads' (guarded by mutex_)
+  // Piece buffers for reuse: the raw ones up to what may be pending (a
+  // burst the size of the buffer), encoded ones enough for the pipeline
+  // between the compression threads and the writer thread.
+  SpareBuffers spareRaw_{std::max<size_t>(options_.maxPendingBytes / std::max<uint32_t>(options_.pieceSize, 1), 1)};
+  SpareBuffers spareEncoded_{24};  // twice the most compression threads, and some
+
   std::once_flag hashingPoolMade_;
   std::unique_ptr<WorkerPool> hashingPool_;
   std::vector<std::thread> workers_;
