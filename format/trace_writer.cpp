@@ -214,12 +214,11 @@ class TraceWriterImpl final : public TraceWriter {
     }
   }
 
-  // In three steps, so that the file is the same whatever the threads do:
-  // the pieces are hashed (in parallel), their places in the file are taken
-  // in piece order (under the lock, at once), and the new ones are copied
-  // into their jobs (in parallel, outside the lock: that copy is most of
-  // what a producer spends on a new piece). An event appended later, by any
-  // thread, that names a piece is written after it.
+  // In two steps: the pieces are hashed, and the new ones copied, on the
+  // hashing pool; then the new ones take their places in the file in piece
+  // order, under the lock (so the file is the same whatever the threads do).
+  // An event appended later, by any thread, that names a piece is written
+  // after it.
   void storeContent(const void* data, size_t size, schema::Content::Builder out) override {
     const auto* bytes = static_cast<const uint8_t*>(data);
     const size_t count = size == 0 ? 0 : (size + pieceSize() - 1) / pieceSize();
@@ -228,8 +227,8 @@ class TraceWriterImpl final : public TraceWriter {
     auto pieces = out.initPieces(static_cast<unsigned>(count));
     auto pieceLength = [&](size_t i) { return std::min<size_t>(pieceSize(), size - i * pieceSize()); };
 
-    // Hashing runs at a few GB/s a core: a snapshot of device memory, copied
-    // at tens of GB/s, needs several cores to keep up.
+    // Hashing and copying run at a few GB/s a core: a snapshot of device
+    // memory, copied at tens of GB/s, needs several cores to keep up.
     WorkerPool* pool = count > 1 ? hashingPool() : nullptr;
     auto forEachPiece = [&](size_t n, const std::function<void(size_t)>& fn) {
       if (pool != nullptr && n > 1) {
@@ -238,61 +237,51 @@ class TraceWriterImpl final : public TraceWriter {
         for (size_t i = 0; i < n; ++i) fn(i);
       }
     };
+    // Each piece is hashed and, if the trace has not seen it, copied right
+    // away by the same thread, while it is still in that core's cache.
     std::vector<Hash128> hashes(count);
-    forEachPiece(count, [&](size_t i) { hashes[i] = contentHash(bytes + i * pieceSize(), pieceLength(i)); });
+    std::vector<std::vector<uint8_t>> copies(count);
+    forEachPiece(count, [&](size_t i) {
+      const uint8_t* piece = bytes + i * pieceSize();
+      hashes[i] = contentHash(piece, pieceLength(i));
+      {
+        std::lock_guard lock(mutex_);
+        if (storedPieces_.count(hashes[i]) != 0) return;
+      }
+      copies[i] = spareRaw_.take();
+      copies[i].assign(piece, piece + pieceLength(i));
+    });
     for (size_t i = 0; i < count; ++i) {
       pieces[static_cast<unsigned>(i)].setHigh(hashes[i].high);
       pieces[static_cast<unsigned>(i)].setLow(hashes[i].low);
     }
 
-    struct NewPiece {
-      size_t index;
-      Job* job;
-    };
-    std::vector<NewPiece> fresh;
-    {
-      std::unique_lock lock(mutex_);
-      throwIfFailed();
-      throwIfClosed();
-      std::vector<size_t> unseen;
-      size_t unseenBytes = 0;
-      for (size_t i = 0; i < count; ++i) {
-        stats_.contentBytes += pieceLength(i);
-        if (storedPieces_.count(hashes[i]) == 0) {
-          unseen.push_back(i);
-          unseenBytes += pieceLength(i);
-        }
+    // Then queued in piece order, so that the file does not depend on the
+    // threads. A copy made for a piece that turned out to be stored already
+    // (twice in this content, or queued by another thread meanwhile) goes
+    // back unused. The copies exist before they are counted as pending: a
+    // producer holds at most one call's worth beyond the bound.
+    std::unique_lock lock(mutex_);
+    throwIfFailed();
+    throwIfClosed();
+    stats_.contentBytes += size;
+    size_t copied = 0;
+    for (const auto& copy : copies) copied += copy.size();
+    if (copied > 0) waitForSpace(lock, copied);
+    for (size_t i = 0; i < count; ++i) {
+      if (copies[i].empty()) continue;
+      if (!storedPieces_.insert(hashes[i]).second) {
+        spareRaw_.giveBack(copies[i]);
+        continue;
       }
-      // Room for all of them at once: waiting with some of them reserved
-      // and not yet copied could wait for ourselves.
-      if (unseenBytes > 0) waitForSpace(lock, unseenBytes);
-      for (size_t i : unseen) {
-        if (!storedPieces_.insert(hashes[i]).second) continue;  // the same piece earlier in this content
-        stats_.uniqueBytes += pieceLength(i);
-        auto job = std::make_unique<Job>();
-        job->kind = ChunkKind::kBlob;
-        job->hash = hashes[i];
-        fresh.push_back({i, job.get()});
-        enqueue(std::move(job), pieceLength(i), false);
-      }
-      reservedJobs_ += fresh.size();
+      stats_.uniqueBytes += copies[i].size();
+      auto job = std::make_unique<Job>();
+      job->kind = ChunkKind::kBlob;
+      job->hash = hashes[i];
+      job->raw = std::move(copies[i]);
+      const size_t cost = job->raw.size();
+      enqueue(std::move(job), cost);
     }
-    forEachPiece(fresh.size(), [&](size_t k) {
-      const size_t i = fresh[k].index;
-      Job& job = *fresh[k].job;
-      try {
-        job.raw = spareRaw_.take();
-        job.raw.assign(bytes + i * pieceSize(), bytes + i * pieceSize() + pieceLength(i));
-      } catch (...) {
-        std::lock_guard lock(mutex_);
-        error_ = path_ + ": no memory for a piece of content";
-        failed_ = true;  // the job is still compressed and written (empty), so that nothing waits for it
-      }
-      std::lock_guard lock(mutex_);
-      --reservedJobs_;
-      unclaimed_.push_back(&job);
-      workCv_.notify_one();
-    });
   }
 
   void storeEncodedPiece(const Hash128& hash, uint64_t rawSize, std::vector<uint8_t> chunk) override {
@@ -431,8 +420,7 @@ class TraceWriterImpl final : public TraceWriter {
   void submit(std::unique_lock<std::mutex>& lock, std::unique_ptr<Job> job) {
     const size_t cost = job->done ? job->encoded.size() : job->raw.size() + job->deferredHint;
     waitForSpace(lock, cost);
-    const bool claimable = !job->done;
-    enqueue(std::move(job), cost, claimable);
+    enqueue(std::move(job), cost);
   }
 
   // Caller holds the lock. Blocks while too many bytes wait to be written.
@@ -443,18 +431,18 @@ class TraceWriterImpl final : public TraceWriter {
     throwIfFailed();
   }
 
-  // Caller holds the lock. `claimable`: the job is ready for a compression
-  // thread now (else its producer hands it over later, see storeContent).
-  void enqueue(std::unique_ptr<Job> job, size_t cost, bool claimable) {
+  // Caller holds the lock. A job not yet encoded goes to the compression
+  // threads, an encoded one straight to the writer thread.
+  void enqueue(std::unique_ptr<Job> job, size_t cost) {
     pendingBytes_ += cost;
     jobCost_.push_back(cost);
     const bool encoded = job->done;
-    if (claimable) unclaimed_.push_back(job.get());
+    if (!encoded) unclaimed_.push_back(job.get());
     queue_.push_back(std::move(job));
     submittedJobs_++;
     if (encoded) {
       doneCv_.notify_all();
-    } else if (claimable) {
+    } else {
       workCv_.notify_one();
     }
   }
@@ -479,9 +467,8 @@ class TraceWriterImpl final : public TraceWriter {
     // writer still owns it (and leak checkers see it so).
     contexts_.push_back(cctx);
     for (;;) {
-      // Stopping waits for pieces still being copied in (reservedJobs_): the
-      // writer thread waits for every queued job.
-      workCv_.wait(lock, [&] { return !unclaimed_.empty() || (stopping_ && reservedJobs_ == 0); });
+      // The writer thread waits for every queued job.
+      workCv_.wait(lock, [&] { return !unclaimed_.empty() || stopping_; });
       if (unclaimed_.empty()) break;
       Job* job = unclaimed_.front();
       unclaimed_.pop_front();
@@ -651,7 +638,6 @@ class TraceWriterImpl final : public TraceWriter {
   std::deque<size_t> jobCost_;              // raw bytes of each queued job
   std::deque<Job*> unclaimed_;              // submitted, not yet picked by a compression thread
   std::unordered_set<Hash128, Hash128Hasher> storedPieces_;
-  size_t reservedJobs_ = 0;  // queued blob jobs whose bytes a producer is still copying in
   uint64_t submittedJobs_ = 0;
   uint64_t writtenJobs_ = 0;
   size_t pendingBytes_ = 0;
