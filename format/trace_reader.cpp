@@ -617,7 +617,7 @@ void TraceReader::readContentInto(schema::Content::Reader content, uint8_t* dst,
   // contexts, for the reader's life. (Making threads and buffers anew for
   // every 64 MiB window of a restore cost more than it gained on a 16-core
   // host: docs/benchmarks.md.)
-  if (!pool_) pool_ = std::make_unique<WorkerPool>(decodeThreads_ - 1);
+  if (!pool_) pool_ = std::make_unique<WorkerPool>(decodeThreads_ - 1, "kcap-read");
   std::atomic<bool> failed{false};
   std::mutex failureMutex;
   std::string failure;  // the first problem met, with its location

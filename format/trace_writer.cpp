@@ -2,7 +2,9 @@
 
 #include <fcntl.h>
 #include <pthread.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -412,7 +414,7 @@ class TraceWriterImpl final : public TraceWriter {
     std::call_once(hashingPoolMade_, [&] {
       unsigned threads = options_.hashingThreads;
       if (threads == 0) threads = std::min(8u, std::max(2u, std::thread::hardware_concurrency()) - 1);
-      hashingPool_ = std::make_unique<WorkerPool>(threads);
+      hashingPool_ = std::make_unique<WorkerPool>(threads, "kcap-hash");
     });
     return hashingPool_->threads() > 0 ? hashingPool_.get() : nullptr;
   }
@@ -459,7 +461,19 @@ class TraceWriterImpl final : public TraceWriter {
     submit(lock, std::move(job));
   }
 
+  // Names the calling thread and lowers its priority by backgroundNice.
+  void becomeBackgroundThread(const char* name) const {
+    pthread_setname_np(pthread_self(), name);
+    if (options_.backgroundNice > 0) {
+      const id_t self = static_cast<id_t>(::syscall(SYS_gettid));
+      errno = 0;
+      const int current = ::getpriority(PRIO_PROCESS, self);
+      if (errno == 0) ::setpriority(PRIO_PROCESS, self, std::min(19, current + options_.backgroundNice));
+    }
+  }
+
   void compressLoop() {
+    becomeBackgroundThread("kcap-zstd");
     ZSTD_CCtx* cctx = ZSTD_createCCtx();
     std::unique_lock lock(mutex_);
     // Kept reachable from the writer, not only from this thread's stack: in
@@ -493,6 +507,7 @@ class TraceWriterImpl final : public TraceWriter {
   }
 
   void writeLoop() {
+    becomeBackgroundThread("kcap-write");
     std::unique_lock lock(mutex_);
     for (;;) {
       doneCv_.wait(lock, [&] { return (!queue_.empty() && queue_.front()->done) || (stopping_ && queue_.empty()); });

@@ -1,5 +1,6 @@
 #include "worker_pool.h"
 
+#include <pthread.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -19,13 +20,18 @@ struct WorkerPool::Loop {
   std::exception_ptr error;
 };
 
-WorkerPool::WorkerPool(unsigned threads) : owner_(::getpid()) {
+WorkerPool::WorkerPool(unsigned threads, const char* name) : owner_(::getpid()) {
   sigset_t all;
   sigset_t old;
   sigfillset(&all);
   pthread_sigmask(SIG_BLOCK, &all, &old);  // inherited by the threads made here
   try {
-    for (unsigned i = 0; i < threads; ++i) threads_.emplace_back([this] { work(); });
+    for (unsigned i = 0; i < threads; ++i) {
+      threads_.emplace_back([this, name] {
+        pthread_setname_np(pthread_self(), name);
+        work();
+      });
+    }
   } catch (...) {
     pthread_sigmask(SIG_SETMASK, &old, nullptr);
     {

@@ -28,7 +28,8 @@ namespace kcap::format {
 
 class WorkerPool {
  public:
-  explicit WorkerPool(unsigned threads);
+  // `name`: the threads' name (at most 15 characters), as top and gdb show it.
+  explicit WorkerPool(unsigned threads, const char* name = "kcap-worker");
   ~WorkerPool();
   WorkerPool(const WorkerPool&) = delete;
   WorkerPool& operator=(const WorkerPool&) = delete;
