@@ -2,9 +2,7 @@
 
 #include <fcntl.h>
 #include <pthread.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -461,19 +459,11 @@ class TraceWriterImpl final : public TraceWriter {
     submit(lock, std::move(job));
   }
 
-  // Names the calling thread and lowers its priority by backgroundNice.
-  void becomeBackgroundThread(const char* name) const {
-    pthread_setname_np(pthread_self(), name);
-    if (options_.backgroundNice > 0) {
-      const id_t self = static_cast<id_t>(::syscall(SYS_gettid));
-      errno = 0;
-      const int current = ::getpriority(PRIO_PROCESS, self);
-      if (errno == 0) ::setpriority(PRIO_PROCESS, self, std::min(19, current + options_.backgroundNice));
-    }
-  }
+  // Named, so that top, gdb and py-spy tell kcap's threads from the program's.
+  static void nameThisThread(const char* name) { pthread_setname_np(pthread_self(), name); }
 
   void compressLoop() {
-    becomeBackgroundThread("kcap-zstd");
+    nameThisThread("kcap-zstd");
     ZSTD_CCtx* cctx = ZSTD_createCCtx();
     std::unique_lock lock(mutex_);
     // Kept reachable from the writer, not only from this thread's stack: in
@@ -507,7 +497,7 @@ class TraceWriterImpl final : public TraceWriter {
   }
 
   void writeLoop() {
-    becomeBackgroundThread("kcap-write");
+    nameThisThread("kcap-write");
     std::unique_lock lock(mutex_);
     for (;;) {
       doneCv_.wait(lock, [&] { return (!queue_.empty() && queue_.front()->done) || (stopping_ && queue_.empty()); });

@@ -66,12 +66,6 @@ class TraceWriter {
     uint32_t pieceSize = 1u << 20;          // content is split and deduplicated in pieces of this size
     size_t maxPendingBytes = 256ull << 20;  // bound on queued, unwritten bytes
     size_t batchBytes = 256u << 10;         // a record chunk is cut when its events reach this size
-    // Added to the nice value of the compression and writer threads (Linux
-    // sets it per thread). When the file is written behind the program, a
-    // positive value lets the program's threads, and the hashing threads
-    // that copy its snapshots, have the cores first during a burst; the
-    // writer catches up when they are idle.
-    int backgroundNice = 0;
     std::string writerVersion;              // stored in the header; default "kcap <version>"
   };
 

@@ -108,11 +108,6 @@ std::unique_ptr<format::TraceWriter> createWriter(const std::string& path, const
     writerOptions.zstdLevel = options.zstdLevel;
     writerOptions.pieceSize = options.pieceSize;
     writerOptions.maxPendingBytes = options.bufferBytes;
-    // Written behind the program: during a burst of fresh memory the
-    // launching thread and the hashing threads copying its snapshot come
-    // first. (When each launch waits for the file, the writer's threads are
-    // on its critical path and keep their priority.)
-    writerOptions.backgroundNice = options.flush == FlushPolicy::kBatch ? 10 : 0;
     // The writer's threads inherit this mask: asynchronous signals (SIGTERM,
     // SIGINT) then never land on them, so a handler never runs on a thread
     // the trace's progress depends on.
