@@ -241,6 +241,7 @@ class TraceWriterImpl final : public TraceWriter {
     // away by the same thread, while it is still in that core's cache.
     std::vector<Hash128> hashes(count);
     std::vector<std::vector<uint8_t>> copies(count);
+    std::atomic<uint64_t> reused{0};
     forEachPiece(count, [&](size_t i) {
       const uint8_t* piece = bytes + i * pieceSize();
       hashes[i] = contentHash(piece, pieceLength(i));
@@ -249,6 +250,7 @@ class TraceWriterImpl final : public TraceWriter {
         if (storedPieces_.count(hashes[i]) != 0) return;
       }
       copies[i] = spareRaw_.take();
+      if (copies[i].capacity() != 0) reused.fetch_add(1, std::memory_order_relaxed);
       copies[i].assign(piece, piece + pieceLength(i));
     });
     for (size_t i = 0; i < count; ++i) {
@@ -265,6 +267,7 @@ class TraceWriterImpl final : public TraceWriter {
     throwIfFailed();
     throwIfClosed();
     stats_.contentBytes += size;
+    stats_.reusedBuffers += reused.load();
     size_t copied = 0;
     for (const auto& copy : copies) copied += copy.size();
     if (copied > 0) waitForSpace(lock, copied);

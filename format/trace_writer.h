@@ -78,6 +78,7 @@ class TraceWriter {
     uint64_t recordRawBytes = 0;
     uint64_t storedRecordBytes = 0;
     uint64_t fileBytes = 0;         // bytes written so far
+    uint64_t reusedBuffers = 0;     // new pieces copied into a buffer the writer had used before
   };
 
   // Creates (truncates) `path` with mode 0600 and writes the header.

@@ -536,6 +536,43 @@ TEST(Writer, ThreadsAreNamed) {
   writer->close();
 }
 
+// Piece buffers come back once their piece is compressed: a second burst of
+// new memory is copied into buffers the first one used (no page faults), at
+// most as many as the memory bound holds.
+TEST(Writer, PieceBuffersAreReused) {
+  TempDir dir;
+  format::TraceWriter::Options options;
+  options.pieceSize = 64u << 10;
+  options.maxPendingBytes = 16 * options.pieceSize;
+  options.hashingThreads = 2;
+  auto writer = format::TraceWriter::create(dir.file("reuse.kcap"), options);
+  std::vector<uint8_t> first(8 * options.pieceSize), second(first.size()), third(32 * options.pieceSize);
+  std::mt19937_64 random(3);
+  for (auto* bytes : {&first, &second, &third}) {
+    for (auto& b : *bytes) b = static_cast<uint8_t>(random());
+  }
+  capnp::MallocMessageBuilder message;
+  auto pre = message.initRoot<Event>().initLaunch().initPre(3);
+  writer->storeContent(first.data(), first.size(), pre[0].initContent());
+  EXPECT_EQ(writer->stats().reusedBuffers, 0u);  // nothing was used before
+  writer->flush();  // compressed and written: the buffers are back
+  writer->storeContent(second.data(), second.size(), pre[1].initContent());
+  EXPECT_EQ(writer->stats().reusedBuffers, 8u);
+  writer->flush();
+  writer->storeContent(third.data(), third.size(), pre[2].initContent());
+  EXPECT_EQ(writer->stats().reusedBuffers, 16u) << "the 8 buffers there were, then new ones";
+  writer->append(message);
+  writer->close();
+  auto reader = format::TraceReader::open(dir.file("reuse.kcap"));
+  reader->forEachEvent([&](const format::EventRef& ref) {
+    const auto ranges = ref.event.getLaunch().getPre();
+    EXPECT_EQ(reader->readContent(ranges[0].getContent()), first);
+    EXPECT_EQ(reader->readContent(ranges[1].getContent()), second);
+    EXPECT_EQ(reader->readContent(ranges[2].getContent()), third);
+    return true;
+  });
+}
+
 TEST(Writer, AppendOverwritesSeq) {
   TempDir dir;
   const auto path = dir.file("seq.kcap");
