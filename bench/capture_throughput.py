@@ -121,9 +121,11 @@ def main():
                          f"XXH3-128 {hash_rate:.2f}, piece copy {copy_rate:.2f}, zstd {zstd_rate:.2f} GB/s "
                          f"(ratio {float(ratio.group(1)) if ratio else 0:.3f}); plain write() to a file "
                          f"{file_rate or 0:.2f} GB/s; writer (default threads) "
-                         f"{writer_rate:.2f} GB/s. Predicted: fresh <= min(producer {producer:.2f}, writer "
-                         f"{writer_rate:.2f}) GB/s, repeat <= {dedup:.2f} GB/s (D2H overlapped with hashing on "
-                         f"{hashers} threads)")
+                         f"{writer_rate:.2f} GB/s. Predicted: fresh <= "
+                         + (f"producer {producer:.2f} (the file written behind)" if args.flush == "batch" else
+                            f"min(producer {producer:.2f}, writer {writer_rate:.2f})")
+                         + f" GB/s, repeat <= {dedup:.2f} GB/s (D2H overlapped with hashing on {hashers} threads; "
+                         "single-thread rates, not counting the compression threads sharing the cores)")
             for mode in args.modes.split(","):
                 trace = work / "trace.kcap"
                 buffer = ["--buffer", args.buffer] if args.buffer else []
