@@ -1655,7 +1655,8 @@ TEST(KcapRecord, OptionsBecomeTheShimsSettings)
     const std::string path = dir.file("r.kcap");
     const Outcome run = kcap_test::run({kcapBinary(),
                                     {"record", "--quiet", "--mode", "metadata", "--include", "axpy", "--max-launches",
-                                     "2", "--level", "1", "--piece-size", "64K", "--buffer", "128M", "-o", path,
+                                     "2", "--level", "1", "--piece-size", "64K", "--buffer", "128M", "--flush",
+                                     "batch", "-o", path,
                                      "--", interposeProgram("direct_launch")},
                                     {},
                                     false});
@@ -1665,12 +1666,12 @@ TEST(KcapRecord, OptionsBecomeTheShimsSettings)
     EXPECT_EQ(trace.all().front().getTraceBegin().getCaptureMode(), schema::CaptureMode::METADATA);
     EXPECT_EQ(trace.launches().size(), 2u);
     EXPECT_EQ(trace.of(Event::MODULE_LOAD)[0].getModuleLoad().getImage().getPieceSize(), 64u << 10);
-    bool sawBuffer = false;
+    std::map<std::string, std::string> options;
     for (const auto option : trace.all().front().getTraceBegin().getOptions()) {
-        sawBuffer = sawBuffer || (std::string(option.getKey().cStr()) == "buffer" &&
-                                  std::string(option.getValue().cStr()) == std::to_string(128u << 20));
+        options[option.getKey().cStr()] = option.getValue().cStr();
     }
-    EXPECT_TRUE(sawBuffer);
+    EXPECT_EQ(options["buffer"], std::to_string(128u << 20));
+    EXPECT_EQ(options["flush"], "batch");
 }
 
 TEST(KcapRecord, ExitCodesAndUsageErrors)
@@ -1690,6 +1691,9 @@ TEST(KcapRecord, ExitCodesAndUsageErrors)
     const Outcome badBuffer = record({"--buffer", "1M", "--", "/bin/true"});
     EXPECT_EQ(badBuffer.exitCode, 2);
     EXPECT_NE(badBuffer.err.find("--buffer \"1M\""), std::string::npos) << badBuffer.err;
+    const Outcome badFlush = record({"--flush", "never", "--", "/bin/true"});
+    EXPECT_EQ(badFlush.exitCode, 2);
+    EXPECT_NE(badFlush.err.find("--flush \"never\""), std::string::npos) << badFlush.err;
     EXPECT_EQ(record({"--"}).exitCode, 2);
     EXPECT_EQ(record({"--shim", dir.file("nothing.so"), "--", "/bin/true"}).exitCode, 2);
     EXPECT_EQ(record({"-q", "--", dir.file("no-such-program")}).exitCode, 127);
