@@ -202,8 +202,13 @@ class TraceWriterImpl final : public TraceWriter {
       unsigned hw = std::max(2u, std::thread::hardware_concurrency());
       threads = std::min(8u, hw / 2);
     }
-    for (unsigned i = 0; i < threads; ++i) workers_.emplace_back([this] { compressLoop(); });
+    // Named, so that top, gdb and py-spy tell kcap's threads from the program's.
+    for (unsigned i = 0; i < threads; ++i) {
+      workers_.emplace_back([this] { compressLoop(); });
+      pthread_setname_np(workers_.back().native_handle(), "kcap-zstd");
+    }
     writerThread_ = std::thread([this] { writeLoop(); });
+    pthread_setname_np(writerThread_.native_handle(), "kcap-write");
   }
 
   ~TraceWriterImpl() override {
@@ -462,11 +467,7 @@ class TraceWriterImpl final : public TraceWriter {
     submit(lock, std::move(job));
   }
 
-  // Named, so that top, gdb and py-spy tell kcap's threads from the program's.
-  static void nameThisThread(const char* name) { pthread_setname_np(pthread_self(), name); }
-
   void compressLoop() {
-    nameThisThread("kcap-zstd");
     ZSTD_CCtx* cctx = ZSTD_createCCtx();
     std::unique_lock lock(mutex_);
     // Kept reachable from the writer, not only from this thread's stack: in
@@ -500,7 +501,6 @@ class TraceWriterImpl final : public TraceWriter {
   }
 
   void writeLoop() {
-    nameThisThread("kcap-write");
     std::unique_lock lock(mutex_);
     for (;;) {
       doneCv_.wait(lock, [&] { return (!queue_.empty() && queue_.front()->done) || (stopping_ && queue_.empty()); });

@@ -27,10 +27,8 @@ WorkerPool::WorkerPool(unsigned threads, const char* name) : owner_(::getpid()) 
   pthread_sigmask(SIG_BLOCK, &all, &old);  // inherited by the threads made here
   try {
     for (unsigned i = 0; i < threads; ++i) {
-      threads_.emplace_back([this, name] {
-        pthread_setname_np(pthread_self(), name);
-        work();
-      });
+      threads_.emplace_back([this] { work(); });
+      pthread_setname_np(threads_.back().native_handle(), name);  // named before it first runs
     }
   } catch (...) {
     pthread_sigmask(SIG_SETMASK, &old, nullptr);

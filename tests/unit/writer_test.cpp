@@ -528,7 +528,7 @@ TEST(Writer, ThreadsAreNamed) {
   std::vector<uint8_t> data(4 * options.pieceSize, 1);
   writer->storeContent(data.data(), data.size(), message.initRoot<Event>().initLaunch().initPre(1)[0].initContent());
   writer->append(message);
-  writer->flush();  // every thread has run by now
+  writer->flush();  // the hashing pool exists now (threads are named when made, run or not)
   const auto names = threadNames();
   EXPECT_EQ(names.count("kcap-zstd"), 2u);
   EXPECT_EQ(names.count("kcap-write"), 1u);
