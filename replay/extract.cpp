@@ -264,13 +264,8 @@ ExtractResult extract(const ExtractRequest& request) {
       result.skipped.push_back(std::string(e.what()) + "; extracted without its code (as in the source, it cannot be replayed)");
     }
     // The encodes that made its tensor-map parameters: replay re-encodes from them.
-    const auto e = l->event();
-    for (const auto word : e.getPointers()) {
-      if (!word.getInTensorMap() || word.getOffset() + sizeof(CUtensorMap) > e.getParams().size()) continue;
-      if (const StoredEvent* encode =
-              model.tensorMapEncodeFor(e.getParams().begin() + word.getOffset(), sizeof(CUtensorMap), l->seq())) {
-        kept[encode->seq()] = encode;
-      }
+    for (const auto word : l->event().getPointers()) {
+      if (const StoredEvent* encode = model.tensorMapEncodeFor(*l, word)) kept[encode->seq()] = encode;
     }
   }
   if (request.range) {

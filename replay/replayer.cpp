@@ -411,14 +411,11 @@ std::vector<uint8_t> Replayer::buildParams(const LaunchRecord& launch, const Loa
   reencodedFrom_.clear();
   for (const auto word : e.getPointers()) {
     // A tensor map a recorded encode made is made again here.
-    if (word.getInTensorMap() && word.getOffset() + sizeof(CUtensorMap) <= params.size()) {
-      if (const StoredEvent* encode =
-              model_.tensorMapEncodeFor(e.getParams().begin() + word.getOffset(), sizeof(CUtensorMap), launch.seq())) {
-        if (const auto map = reencode(encode->get().getTensorMapEncode(), encode->seq(), kernel)) {
-          std::memcpy(params.data() + word.getOffset(), &*map, sizeof *map);
-          reencodedFrom_.push_back(encode->seq());
-          continue;
-        }
+    if (const StoredEvent* encode = model_.tensorMapEncodeFor(launch, word)) {
+      if (const auto map = reencode(encode->get().getTensorMapEncode(), encode->seq(), kernel)) {
+        std::memcpy(params.data() + word.getOffset(), &*map, sizeof *map);
+        reencodedFrom_.push_back(encode->seq());
+        continue;
       }
     }
     const auto moved = translate(word.getValue(), kernel);

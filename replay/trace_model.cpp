@@ -227,4 +227,10 @@ const StoredEvent* TraceModel::tensorMapEncodeFor(const uint8_t* map, size_t siz
   return latestBefore(it->second, beforeSeq).get();
 }
 
+const StoredEvent* TraceModel::tensorMapEncodeFor(const LaunchRecord& launch, schema::PointerWord::Reader word) const {
+  const auto params = launch.event().getParams();
+  if (!word.getInTensorMap() || word.getOffset() + sizeof(CUtensorMap) > params.size()) return nullptr;
+  return tensorMapEncodeFor(params.begin() + word.getOffset(), sizeof(CUtensorMap), launch.seq());
+}
+
 }  // namespace kcap::replay

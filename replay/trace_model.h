@@ -106,6 +106,9 @@ class TraceModel {
   // program built itself or copied from elsewhere, a trace from before
   // encodes were recorded).
   const StoredEvent* tensorMapEncodeFor(const uint8_t* map, size_t size, uint64_t beforeSeq) const;
+  // The same for a word of `launch` the recorder marked as a tensor map's
+  // address: the encode that made the 128 parameter bytes starting there.
+  const StoredEvent* tensorMapEncodeFor(const LaunchRecord& launch, schema::PointerWord::Reader word) const;
 
  private:
   std::shared_ptr<StoredEvent> traceBegin_;
