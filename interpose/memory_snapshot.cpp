@@ -11,22 +11,51 @@
 
 namespace kcap {
 
+struct StagingPool::Shared {
+    std::mutex mutex;
+    std::vector<uint8_t*> free;
+    size_t lentBytes = 0;
+
+    void giveBack(uint8_t* data)
+    {
+        std::lock_guard lock(mutex);
+        free.push_back(data);
+    }
+};
+
+StagingPool::StagingPool(size_t bufferBytes, size_t lendLimit)
+    : bufferBytes_(bufferBytes), lendLimit_(lendLimit), shared_(std::make_shared<Shared>())
+{
+}
+
 StagingPool::Lease::~Lease()
 {
     if (data_ != nullptr) {
-        std::lock_guard lock(pool_->mutex_);
-        pool_->free_.push_back(data_);
+        pool_->giveBack(data_);
     }
+}
+
+StagingPool::Lease& StagingPool::Lease::operator=(Lease&& other) noexcept
+{
+    if (this != &other) {
+        if (data_ != nullptr) {
+            pool_->giveBack(data_);
+        }
+        pool_ = std::move(other.pool_);
+        size_ = other.size_;
+        data_ = std::exchange(other.data_, nullptr);
+    }
+    return *this;
 }
 
 StagingPool::Lease StagingPool::acquire()
 {
     {
-        std::lock_guard lock(mutex_);
-        if (!free_.empty()) {
-            uint8_t* data = free_.back();
-            free_.pop_back();
-            return Lease(*this, data);
+        std::lock_guard lock(shared_->mutex);
+        if (!shared_->free.empty()) {
+            uint8_t* data = shared_->free.back();
+            shared_->free.pop_back();
+            return Lease(shared_, bufferBytes_, data);
         }
     }
     void* memory = nullptr;
@@ -38,7 +67,26 @@ StagingPool::Lease StagingPool::acquire()
             throw std::bad_alloc();
         }
     }
-    return Lease(*this, static_cast<uint8_t*>(memory));
+    return Lease(shared_, bufferBytes_, static_cast<uint8_t*>(memory));
+}
+
+std::shared_ptr<const void> StagingPool::lend(Lease& lease)
+{
+    {
+        std::lock_guard lock(shared_->mutex);
+        if (lease.data_ == nullptr || shared_->lentBytes + bufferBytes_ > lendLimit_) {
+            return nullptr;
+        }
+        shared_->lentBytes += bufferBytes_;
+    }
+    uint8_t* data = std::exchange(lease.data_, nullptr);
+    auto giveBack = [shared = shared_, bytes = bufferBytes_](const void* lent) {
+        std::lock_guard lock(shared->mutex);
+        shared->free.push_back(static_cast<uint8_t*>(const_cast<void*>(lent)));
+        shared->lentBytes -= bytes;
+    };
+    // Should the control block's allocation throw, shared_ptr gives the buffer back first.
+    return std::shared_ptr<const void>(data, giveBack);
 }
 
 void StoredContent::writeTo(schema::Content::Builder out) const
@@ -54,12 +102,20 @@ void StoredContent::writeTo(schema::Content::Builder out) const
 
 namespace {
 
-// Stores one staged chunk of a range and appends its pieces to `out`.
-void storeChunk(format::TraceWriter& writer, capnp::MallocMessageBuilder& scratch, const uint8_t* data, size_t size,
-                StoredContent& out)
+// Stores the first `size` bytes of a staging buffer and appends their pieces
+// to `out`. The buffer is lent to the writer where the pool allows (the lease
+// is then empty: the caller takes another), else the writer copies what it
+// keeps.
+void storeChunk(format::TraceWriter& writer, StagingPool& staging, capnp::MallocMessageBuilder& scratch,
+                StagingPool::Lease& buffer, size_t size, StoredContent& out)
 {
     auto content = scratch.initRoot<schema::Content>();
-    writer.storeContent(data, size, content);
+    const uint8_t* data = buffer.data();
+    if (std::shared_ptr<const void> owner = staging.lend(buffer)) {
+        writer.storeLentContent(data, size, std::move(owner), content);
+    } else {
+        writer.storeContent(data, size, content);
+    }
     for (const auto piece : content.asReader().getPieces()) {
         out.pieces.push_back({piece.getHigh(), piece.getLow()});
     }
@@ -132,9 +188,12 @@ CUresult snapshotInSeries(format::TraceWriter& writer, StagingPool& staging, con
         } else if (const CUresult r = copy(buffer.data(), range.address + done, chunk); r != CUDA_SUCCESS) {
             return r;
         }
-        storeChunk(writer, scratch, buffer.data(), chunk, out);
-        if (hostCopy != nullptr) {
+        if (hostCopy != nullptr) {  // first: a lent buffer may be refilled as soon as the writer lets it go
             std::memcpy(hostCopy->data() + done, buffer.data(), chunk);
+        }
+        storeChunk(writer, staging, scratch, buffer, chunk, out);
+        if (buffer.data() == nullptr) {
+            buffer = staging.acquire();
         }
         done += chunk;
     }
@@ -176,13 +235,11 @@ CUresult snapshot(format::TraceWriter& writer, StagingPool& staging, const Snaps
     if (stream == nullptr) {
         return snapshotInSeries(writer, staging, range, out, hostCopy);
     }
-    StagingPool::Lease first = staging.acquire();
-    StagingPool::Lease second = staging.acquire();
-    uint8_t* const buffers[2] = {first.data(), second.data()};
+    StagingPool::Lease buffers[2] = {staging.acquire(), staging.acquire()};
     const uint64_t bufferBytes = staging.bufferBytes();
     auto chunkAt = [&](uint64_t offset) { return static_cast<size_t>(std::min(bufferBytes, range.size - offset)); };
 
-    if (api.memcpyDtoHAsync(buffers[0], range.address, chunkAt(0), stream) != CUDA_SUCCESS) {
+    if (api.memcpyDtoHAsync(buffers[0].data(), range.address, chunkAt(0), stream) != CUDA_SUCCESS) {
         // A stream of a context that is gone, most likely: once more in series.
         forgetSnapshotStream(stream);
         return snapshotInSeries(writer, staging, range, out, hostCopy);
@@ -197,14 +254,18 @@ CUresult snapshot(format::TraceWriter& writer, StagingPool& staging, const Snaps
         }
         const uint64_t next = done + chunk;
         if (next < range.size) {
-            if (const CUresult r = api.memcpyDtoHAsync(buffers[slot ^ 1], range.address + next, chunkAt(next), stream);
+            if (const CUresult r =
+                    api.memcpyDtoHAsync(buffers[slot ^ 1].data(), range.address + next, chunkAt(next), stream);
                 r != CUDA_SUCCESS) {
                 return r;
             }
         }
-        storeChunk(writer, scratch, buffers[slot], chunk, out);
-        if (hostCopy != nullptr) {
-            std::memcpy(hostCopy->data() + done, buffers[slot], chunk);
+        if (hostCopy != nullptr) {  // first: a lent buffer may be refilled as soon as the writer lets it go
+            std::memcpy(hostCopy->data() + done, buffers[slot].data(), chunk);
+        }
+        storeChunk(writer, staging, scratch, buffers[slot], chunk, out);
+        if (buffers[slot].data() == nullptr) {  // lent: another for the chunk after next (while this one copies)
+            buffers[slot] = staging.acquire();
         }
         done = next;
     }

@@ -204,7 +204,7 @@ Recorder::Recorder(CaptureOptions options, std::string path, std::unique_ptr<for
       writer_(std::move(writer)),
       startMonotonicNs_(clockNs(CLOCK_MONOTONIC)),
       startUnixNs_(clockNs(CLOCK_REALTIME)),
-      staging_(stagingBytes(options_.pieceSize))
+      staging_(stagingBytes(options_.pieceSize), options_.bufferBytes)
 {
 }
 

@@ -1607,6 +1607,59 @@ TEST(Record, AFaultingLaunchIsRecordedWithItsError)
     EXPECT_EQ(trace.all().back().getTraceEnd().getReason(), schema::EndReason::EXIT);
 }
 
+// A range larger than two staging buffers goes out a buffer at a time; the
+// shim lends the buffers to the writer instead of having it copy their new
+// pieces, up to --buffer's worth (64M, the least: two buffers at a time,
+// the third copied unless the writer let one go already). Either way the trace holds the bytes exactly, pieces repeated
+// within and across launches stored once.
+TEST(Record, LargeRangesAreStoredExactlyWhetherLentOrCopied)
+{
+    kcap::test::TempDir dir("kcap-record");
+    constexpr size_t kPiece = 1u << 20, kBytes = 80 * kPiece + 4096;
+    std::vector<uint8_t> expected(kBytes);
+    for (size_t i = 0; i < kBytes / 4; ++i) {
+        const size_t piece = i / (kPiece / 4), word = i % (kPiece / 4);
+        const uint32_t value = static_cast<uint32_t>((piece == 70 ? 3 : piece) * 2654435761u) ^
+                               static_cast<uint32_t>(word * 40503u);  // record_scenarios.cpp largeWord()
+        std::memcpy(expected.data() + 4 * i, &value, 4);
+    }
+    std::vector<uint8_t> second = expected;
+    for (size_t i = 0; i < 1024; ++i) {
+        const uint32_t value = 0x5a5a5a5au;
+        std::memcpy(second.data() + kPiece + 4 * i, &value, 4);
+    }
+    const Outcome plain = plainRun(scenarioProgram(), {"large"});
+    expectClean(plain);
+    for (const std::string buffer : {"64M", "1G"}) {
+        const std::string path = dir.file("large-" + buffer + ".kcap");
+        const Outcome shimmed = recorded(scenarioProgram(), {"large"}, {{"KCAP_OUTPUT", path}, {"KCAP_BUFFER", buffer}});
+        expectClean(shimmed);
+        EXPECT_EQ(shimmed.out, plain.out);
+        expectChecks(path);
+        Trace trace(path);
+        const auto launches = trace.launches();
+        ASSERT_EQ(launches.size(), 2u) << buffer;
+        const uint64_t big = launches[0].getPointers()[0].getValue();  // x: the large buffer
+        const auto ends = trace.launchEnds();
+        ASSERT_EQ(ends.size(), 2u) << buffer;
+        const auto first = rangeAt(launches[0].getPre(), big), after = rangeAt(ends[0].getPost(), big),
+                   then = rangeAt(launches[1].getPre(), big);
+        ASSERT_TRUE(first.has_value() && after.has_value() && then.has_value()) << buffer;
+        EXPECT_TRUE(trace.bytes(first->getContent()) == expected) << buffer;
+        EXPECT_TRUE(trace.bytes(after->getContent()) == expected) << buffer;
+        EXPECT_TRUE(trace.bytes(then->getContent()) == second) << buffer;
+        // 80 distinct pieces + the tail the first time, one new piece the
+        // second (piece 70 is piece 3): what the file's blobs hold, once each.
+        auto reader = kcap::format::TraceReader::open(path);
+        uint64_t blobBytes = 0;
+        for (const auto& chunk : reader->chunks()) {
+            blobBytes += chunk.kind == kcap::format::ChunkKind::kBlob ? chunk.rawSize : 0;
+        }
+        EXPECT_GE(blobBytes, 80 * kPiece + 4096) << buffer;
+        EXPECT_LT(blobBytes, 81 * kPiece + 4096 + (1u << 20)) << buffer << " (at most 1 MiB of other content)";
+    }
+}
+
 TEST(Record, AnInternalFailureStopsRecordingButNotTheProgram)
 {
     kcap::test::TempDir dir("kcap-record");

@@ -22,6 +22,11 @@
 //               that spans two mappings
 //   disk-full   the trace cannot grow past 256 KiB (RLIMIT_FSIZE): recording
 //               fails and stops, the program must not notice
+//   large       80 MiB + 4 KiB read by two launches (several staging buffers:
+//               the shim lends them to the writer, or copies past its
+//               buffer), the pattern of largeWord() with piece 70 a copy of
+//               piece 3; between the launches the first 4 KiB of piece 1 are
+//               set to 0x5a5a5a5a
 //   pitched     2D copies and memsets into a pitched allocation p (8 rows,
 //               512 bytes apart): host to device with offsets on both sides,
 //               a unified one from pageable host memory, device to device
@@ -494,6 +499,37 @@ int vmm()
     return 0;
 }
 
+// What the `large` scenario writes: word `w` of 1 MiB piece `p`.
+std::uint32_t largeWord(std::size_t piece, std::size_t word)
+{
+    return static_cast<std::uint32_t>(piece * 2654435761u) ^ static_cast<std::uint32_t>(word * 40503u);
+}
+
+int large()
+{
+    constexpr std::size_t kPiece = 1u << 20, kPieces = 80;
+    constexpr std::size_t kBytes = kPieces * kPiece + 4096;
+    start();
+    Axpy axpy;
+    std::vector<std::uint32_t> words(kBytes / 4);
+    for (std::size_t i = 0; i < words.size(); ++i) {
+        const std::size_t piece = i / (kPiece / 4);
+        words[i] = largeWord(piece == 70 ? 3 : piece, i % (kPiece / 4));
+    }
+    CUdeviceptr big = 0;
+    DRIVER(cuMemAlloc, &big, kBytes);
+    DRIVER(cuMemcpyHtoD, big, words.data(), kBytes);
+    CHECK(axpy.launch(1.0f, nullptr, big) == CUDA_SUCCESS);
+    DRIVER(cuMemsetD32, big + kPiece, 0x5a5a5a5au, 1024);
+    CHECK(axpy.launch(1.0f, nullptr, big) == CUDA_SUCCESS);
+    const std::vector<float> y = download(axpy.y, kN);
+    std::uint32_t bits = 0;
+    std::memcpy(&bits, &y[5], sizeof bits);
+    std::printf("result large_y5 %08x\n", bits);
+    DRIVER(cuMemFree, big);
+    return 0;
+}
+
 int diskFull()
 {
     const rlimit limit{256u << 10, 256u << 10};
@@ -852,6 +888,9 @@ int main(int argc, char** argv)
     }
     if (scenario == "disk-full") {
         return diskFull();
+    }
+    if (scenario == "large") {
+        return large();
     }
     if (scenario == "pitched") {
         return pitched();
