@@ -27,14 +27,16 @@
 // default level per piece on one thread, plain write() of the same bytes into a file in DIR in
 // 32 MiB calls, closed (the storage path's own limit: the page cache, then
 // the disk), and a TraceWriter with the shim's default settings storing
-// 1 GiB into DIR.
+// 1 GiB into DIR; then page-locked allocation of 32 MiB buffers (what the
+// shim's staging pool costs as it grows), first touch of plain memory, and
+// cuMemHostRegister of memory already touched.
 //
 // Prints one fact a line:
 //   result round I KIND sum X               the kernel's exact result (same with and without the shim)
 //   launch round I KIND call_ns X total_ns Y
 //   d2h whole|chunked gbps X
 //   h2d whole gbps X                        pinned host-to-device, one call (best of --d2h-reps)
-//   host hash|copy|zstd|filewrite|writer gbps X [ratio R]
+//   host hash|copy|zstd|filewrite|writer|pinalloc|touch|register gbps X [ratio R]
 #include "gpu_bench.h"
 
 #include "hash.h"
@@ -275,6 +277,36 @@ void measureHostRates(const uint8_t* data, size_t bytes, const std::string& dir)
     }
     std::printf("host writer gbps %.2f\n", gbps(total, bench::nowNs() - start));
     std::filesystem::remove(path);
+
+    // Staging buffers of the shim's size, 8 of them: page-locked allocation
+    // (cuMemHostAlloc, as the shim's pool grows), first touch of plain
+    // memory, and page-locking memory already touched (cuMemHostRegister).
+    constexpr size_t kBuffers = 8;
+    const double pinBytes = static_cast<double>(kBuffers * kStagingBytes);
+    std::vector<void*> buffers(kBuffers);
+    start = bench::nowNs();
+    for (void*& b : buffers) {
+        BENCH_CHECK(cuMemHostAlloc(&b, kStagingBytes, CU_MEMHOSTALLOC_PORTABLE));
+    }
+    std::printf("host pinalloc gbps %.2f\n", gbps(pinBytes, bench::nowNs() - start));
+    for (void* b : buffers) {
+        BENCH_CHECK(cuMemFreeHost(b));
+    }
+    start = bench::nowNs();
+    for (void*& b : buffers) {
+        b = std::aligned_alloc(4096, kStagingBytes);
+        std::memset(b, 1, kStagingBytes);
+    }
+    std::printf("host touch gbps %.2f\n", gbps(pinBytes, bench::nowNs() - start));
+    start = bench::nowNs();
+    for (void* b : buffers) {
+        BENCH_CHECK(cuMemHostRegister(b, kStagingBytes, CU_MEMHOSTREGISTER_PORTABLE));
+    }
+    std::printf("host register gbps %.2f\n", gbps(pinBytes, bench::nowNs() - start));
+    for (void* b : buffers) {
+        BENCH_CHECK(cuMemHostUnregister(b));
+        std::free(b);
+    }
     if (sink == 42) {
         std::printf("\n");  // keeps the loops above from being optimised away
     }

@@ -62,9 +62,10 @@ def clean_env():
     return {k: v for k, v in os.environ.items() if k != "LD_PRELOAD" and not k.startswith("KCAP_")}
 
 
-def run(command, timeout):
+def run(command, timeout, env=None):
     try:
-        done = subprocess.run(command, env=clean_env(), capture_output=True, text=True, timeout=timeout)
+        done = subprocess.run(command, env={**clean_env(), **(env or {})}, capture_output=True, text=True,
+                              timeout=timeout)
     except subprocess.TimeoutExpired:
         return None, f"timed out after {timeout:.0f} s: {' '.join(command)}"
     if done.returncode != 0:
@@ -78,6 +79,31 @@ def launches(out):
     for m in re.finditer(r"^launch round \d+ (\w+) call_ns ([\d.]+) total_ns ([\d.]+)$", out, re.M):
         times.setdefault(m.group(1), []).append(float(m.group(3)))
     return times, [line for line in out.splitlines() if line.startswith("result ")]
+
+
+def profile(path):
+    """The shim's snapshot profile (KCAP_STATS_FILE, interpose/stats.h): {line kind: {key: value}}."""
+    out = {}
+    try:
+        text = Path(path).read_text()
+    except OSError:
+        return out
+    for line in text.splitlines():
+        words = line.split()
+        if words and words[0] in ("snapshot", "snapshot_ns", "writer"):
+            out[words[0]] = {k: int(v) for k, v in zip(words[1::2], words[2::2])}
+    return out
+
+
+def describe_profile(p):
+    if "snapshot" not in p or "snapshot_ns" not in p:
+        return "no snapshot profile"
+    s, t, w = p["snapshot"], p["snapshot_ns"], p.get("writer", {})
+    ms = lambda ns: f"{ns / 1e6:.0f} ms"
+    return (f"launching thread, all rounds ({s['chunks']} chunks of 32 MiB): waiting for D2H {ms(t['copy_wait'])}, "
+            f"storing chunks {ms(t['store'])}, page-locked allocation {ms(t['staging'])} ({t['buffers_made']} "
+            f"buffers); writer: {w.get('unique_bytes', 0) / 1e9:.2f} GB new, {w.get('reused_buffers', 0)} into "
+            f"reused buffers, producers blocked on --buffer {ms(w.get('wait_ns', 0))}")
 
 
 def rate(out, what):
@@ -121,7 +147,9 @@ def main():
                          f"XXH3-128 {hash_rate:.2f}, piece copy {copy_rate:.2f}, zstd {zstd_rate:.2f} GB/s "
                          f"(ratio {float(ratio.group(1)) if ratio else 0:.3f}); plain write() to a file "
                          f"{file_rate or 0:.2f} GB/s; writer (default threads) "
-                         f"{writer_rate:.2f} GB/s. Predicted: fresh <= "
+                         f"{writer_rate:.2f} GB/s; page-locked allocation {rate(plain.stdout, 'host pinalloc') or 0:.2f}"
+                         f" GB/s (first touch {rate(plain.stdout, 'host touch') or 0:.2f}, locking touched memory "
+                         f"{rate(plain.stdout, 'host register') or 0:.2f}). Predicted: fresh <= "
                          + (f"producer {producer:.2f} (the file written behind)" if args.flush == "batch" else
                             f"min(producer {producer:.2f}, writer {writer_rate:.2f})")
                          + f" GB/s, repeat <= {dedup:.2f} GB/s (D2H overlapped with hashing on {hashers} threads; "
@@ -130,10 +158,11 @@ def main():
                 trace = work / "trace.kcap"
                 buffer = ["--buffer", args.buffer] if args.buffer else []
                 buffer += ["--flush", args.flush] if args.flush else []
+                stats = work / "stats.txt"
                 began = time.monotonic()
                 recorded, problem = run([args.kcap, "record", "-q", "--mode", mode, "--include", "^kcap_read_sum$",
                                          *buffer, "-o", str(trace), "--", args.bench, *common, "--mask", mask,
-                                         "--d2h-mib", "0"], args.timeout)
+                                         "--d2h-mib", "0"], args.timeout, {"KCAP_STATS_FILE": str(stats)})
                 wall = time.monotonic() - began
                 if problem:
                     failures.append(problem)
@@ -150,9 +179,9 @@ def main():
                 notes.append(f"mask {mask} mode {mode}: recorded process {wall:.2f} s wall (the file complete); "
                              f"trace {trace.stat().st_size / 1e9:.2f} GB; bytes "
                              f"raw {stored.get('raw', 0) / 1e9:.2f} GB, unique {stored.get('unique', 0) / 1e9:.2f}"
-                             f" GB, stored {stored.get('stored', 0) / 1e9:.2f} GB")
-                for old in work.glob("trace*.kcap"):
-                    old.unlink()
+                             f" GB, stored {stored.get('stored', 0) / 1e9:.2f} GB; " + describe_profile(profile(stats)))
+                for old in [*work.glob("trace*.kcap"), stats]:
+                    old.unlink(missing_ok=True)
                 snapshotted = args.mib * MIB * (2 if mode == "full" else 1)
                 for kind in ("fresh", "repeat"):
                     if not plain_times.get(kind) or not shim_times.get(kind):

@@ -7,13 +7,13 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cerrno>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
 #include <functional>
 #include <mutex>
-#include <span>
 #include <thread>
 #include <unordered_set>
 #include <vector>
@@ -42,10 +42,6 @@ struct DeferredSlot {
 struct Job {
   ChunkKind kind = ChunkKind::kRecords;
   std::vector<uint8_t> raw;
-  // A blob's bytes when its producer lent them (storeLentContent) instead of
-  // `raw`: `lent` points into memory `lender` keeps alive until it is encoded.
-  std::span<const uint8_t> lent;
-  std::shared_ptr<const void> lender;
   std::vector<DeferredSlot> deferred;  // record chunks: built by the compression thread
   size_t deferredHint = 0;             // their size hints, summed
   size_t deferredBytes = 0;            // their encoded size, once built
@@ -59,7 +55,7 @@ struct Job {
 
 // Compresses `raw` into out[at...], falling back to storing it when zstd does
 // not make it smaller (already-compressed or random memory).
-Codec compressInto(ZSTD_CCtx* cctx, int level, std::span<const uint8_t> raw, std::vector<uint8_t>& out,
+Codec compressInto(ZSTD_CCtx* cctx, int level, const std::vector<uint8_t>& raw, std::vector<uint8_t>& out,
                    size_t at) {
   size_t bound = ZSTD_compressBound(raw.size());
   out.resize(at + bound);
@@ -129,18 +125,17 @@ void encodeJob(ZSTD_CCtx* cctx, int level, Job& job) {
   size_t prefix = job.kind == ChunkKind::kBlob ? kBlobHashSize : 0;
   ChunkHeader header;
   header.kind = job.kind;
-  const std::span<const uint8_t> input = job.lender ? job.lent : std::span<const uint8_t>(job.raw);
-  header.codec = compressInto(cctx, level, input, job.encoded, kChunkHeaderSize + prefix);
+  header.codec = compressInto(cctx, level, job.raw, job.encoded, kChunkHeaderSize + prefix);
   if (prefix) {
     std::memcpy(job.encoded.data() + kChunkHeaderSize, &job.hash.high, 8);
     std::memcpy(job.encoded.data() + kChunkHeaderSize + 8, &job.hash.low, 8);
   }
   header.storedSize = job.encoded.size() - kChunkHeaderSize;
-  header.rawSize = input.size();
+  header.rawSize = job.raw.size();
   encodeChunkHeader(header, job.encoded.data());
   header.checksum = chunkChecksum(job.encoded.data(), job.encoded.data() + kChunkHeaderSize, header.storedSize);
   encodeChunkHeader(header, job.encoded.data());
-  job.rawSize = input.size();
+  job.rawSize = job.raw.size();
 }
 
 // Buffers kept for reuse, at most `limit` of them. Memory a process touches
@@ -226,14 +221,77 @@ class TraceWriterImpl final : public TraceWriter {
     }
   }
 
+  // In two steps: the pieces are hashed, and the new ones copied, on the
+  // hashing pool; then the new ones take their places in the file in piece
+  // order, under the lock (so the file is the same whatever the threads do).
+  // An event appended later, by any thread, that names a piece is written
+  // after it.
   void storeContent(const void* data, size_t size, schema::Content::Builder out) override {
-    storePieces(static_cast<const uint8_t*>(data), size, nullptr, out);
-  }
+    const auto* bytes = static_cast<const uint8_t*>(data);
+    const size_t count = size == 0 ? 0 : (size + pieceSize() - 1) / pieceSize();
+    out.setSize(size);
+    out.setPieceSize(pieceSize());
+    auto pieces = out.initPieces(static_cast<unsigned>(count));
+    auto pieceLength = [&](size_t i) { return std::min<size_t>(pieceSize(), size - i * pieceSize()); };
 
-  void storeLentContent(const void* data, size_t size, std::shared_ptr<const void> owner,
-                        schema::Content::Builder out) override {
-    if (!owner) throw FormatError(path_ + ": storeLentContent needs an owner of the bytes");
-    storePieces(static_cast<const uint8_t*>(data), size, std::move(owner), out);
+    // Hashing and copying run at a few GB/s a core: a snapshot of device
+    // memory, copied at tens of GB/s, needs several cores to keep up.
+    WorkerPool* pool = count > 1 ? hashingPool() : nullptr;
+    auto forEachPiece = [&](size_t n, const std::function<void(size_t)>& fn) {
+      if (pool != nullptr && n > 1) {
+        pool->forEach(n, fn);
+      } else {
+        for (size_t i = 0; i < n; ++i) fn(i);
+      }
+    };
+    // Each piece is hashed and, if the trace has not seen it, copied right
+    // away by the same thread, while it is still in that core's cache.
+    std::vector<Hash128> hashes(count);
+    std::vector<std::vector<uint8_t>> copies(count);
+    std::atomic<uint64_t> reused{0};
+    forEachPiece(count, [&](size_t i) {
+      const uint8_t* piece = bytes + i * pieceSize();
+      hashes[i] = contentHash(piece, pieceLength(i));
+      {
+        std::lock_guard lock(mutex_);
+        if (storedPieces_.count(hashes[i]) != 0) return;
+      }
+      copies[i] = spareRaw_.take();
+      if (copies[i].capacity() != 0) reused.fetch_add(1, std::memory_order_relaxed);
+      copies[i].assign(piece, piece + pieceLength(i));
+    });
+    for (size_t i = 0; i < count; ++i) {
+      pieces[static_cast<unsigned>(i)].setHigh(hashes[i].high);
+      pieces[static_cast<unsigned>(i)].setLow(hashes[i].low);
+    }
+
+    // Then queued in piece order, so that the file does not depend on the
+    // threads. A copy made for a piece that turned out to be stored already
+    // (twice in this content, or queued by another thread meanwhile) goes
+    // back unused. The copies exist before they are counted as pending: a
+    // producer holds at most one call's worth beyond the bound.
+    std::unique_lock lock(mutex_);
+    throwIfFailed();
+    throwIfClosed();
+    stats_.contentBytes += size;
+    stats_.reusedBuffers += reused.load();
+    size_t copied = 0;
+    for (const auto& copy : copies) copied += copy.size();
+    if (copied > 0) waitForSpace(lock, copied);
+    for (size_t i = 0; i < count; ++i) {
+      if (copies[i].empty()) continue;
+      if (!storedPieces_.insert(hashes[i]).second) {
+        spareRaw_.giveBack(copies[i]);
+        continue;
+      }
+      stats_.uniqueBytes += copies[i].size();
+      auto job = std::make_unique<Job>();
+      job->kind = ChunkKind::kBlob;
+      job->hash = hashes[i];
+      job->raw = std::move(copies[i]);
+      const size_t cost = job->raw.size();
+      enqueue(std::move(job), cost);
+    }
   }
 
   void storeEncodedPiece(const Hash128& hash, uint64_t rawSize, std::vector<uint8_t> chunk) override {
@@ -360,88 +418,6 @@ class TraceWriterImpl final : public TraceWriter {
   // Caller holds batchMutex_.
   size_t batchBytes() const { return batch_.raw.size() + batch_.deferredHint; }
 
-  // In two steps: the pieces are hashed, and the new ones copied (unless
-  // `owner` lends them), on the hashing pool; then the new ones take their
-  // places in the file in piece order, under the lock (so the file is the
-  // same whatever the threads do). An event appended later, by any thread,
-  // that names a piece is written after it.
-  void storePieces(const uint8_t* bytes, size_t size, std::shared_ptr<const void> owner,
-                   schema::Content::Builder out) {
-    const size_t count = size == 0 ? 0 : (size + pieceSize() - 1) / pieceSize();
-    out.setSize(size);
-    out.setPieceSize(pieceSize());
-    auto pieces = out.initPieces(static_cast<unsigned>(count));
-    auto pieceLength = [&](size_t i) { return std::min<size_t>(pieceSize(), size - i * pieceSize()); };
-
-    // Hashing and copying run at a few GB/s a core: a snapshot of device
-    // memory, copied at tens of GB/s, needs several cores to keep up.
-    WorkerPool* pool = count > 1 ? hashingPool() : nullptr;
-    auto forEachPiece = [&](size_t n, const std::function<void(size_t)>& fn) {
-      if (pool != nullptr && n > 1) {
-        pool->forEach(n, fn);
-      } else {
-        for (size_t i = 0; i < n; ++i) fn(i);
-      }
-    };
-    // Each piece is hashed and, if the trace has not seen it, copied right
-    // away by the same thread, while it is still in that core's cache.
-    std::vector<Hash128> hashes(count);
-    std::vector<char> unseen(count, 0);  // not std::vector<bool>: written by several threads
-    std::vector<std::vector<uint8_t>> copies(count);
-    std::atomic<uint64_t> reused{0};
-    forEachPiece(count, [&](size_t i) {
-      const uint8_t* piece = bytes + i * pieceSize();
-      hashes[i] = contentHash(piece, pieceLength(i));
-      {
-        std::lock_guard lock(mutex_);
-        if (storedPieces_.count(hashes[i]) != 0) return;
-      }
-      unseen[i] = 1;
-      if (owner) return;
-      copies[i] = spareRaw_.take();
-      if (copies[i].capacity() != 0) reused.fetch_add(1, std::memory_order_relaxed);
-      copies[i].assign(piece, piece + pieceLength(i));
-    });
-    for (size_t i = 0; i < count; ++i) {
-      pieces[static_cast<unsigned>(i)].setHigh(hashes[i].high);
-      pieces[static_cast<unsigned>(i)].setLow(hashes[i].low);
-    }
-
-    // Then queued in piece order, so that the file does not depend on the
-    // threads. A piece that turned out to be stored already (twice in this
-    // content, or queued by another thread meanwhile) is dropped, its copy
-    // given back. The copies exist before they are counted as pending: a
-    // producer holds at most one call's worth beyond the bound.
-    std::unique_lock lock(mutex_);
-    throwIfFailed();
-    throwIfClosed();
-    stats_.contentBytes += size;
-    stats_.reusedBuffers += reused.load();
-    size_t queued = 0;
-    for (size_t i = 0; i < count; ++i) queued += unseen[i] ? pieceLength(i) : 0;
-    if (queued > 0) waitForSpace(lock, queued);
-    for (size_t i = 0; i < count; ++i) {
-      if (!unseen[i]) continue;
-      if (!storedPieces_.insert(hashes[i]).second) {
-        if (!owner) spareRaw_.giveBack(copies[i]);
-        continue;
-      }
-      auto job = std::make_unique<Job>();
-      job->kind = ChunkKind::kBlob;
-      job->hash = hashes[i];
-      if (owner) {
-        job->lent = std::span<const uint8_t>(bytes + i * pieceSize(), pieceLength(i));
-        job->lender = owner;
-        stats_.lentBytes += pieceLength(i);
-      } else {
-        job->raw = std::move(copies[i]);
-      }
-      stats_.uniqueBytes += pieceLength(i);
-      enqueue(std::move(job), pieceLength(i));
-    }
-  }
-
-
   WorkerPool* hashingPool() {
     std::call_once(hashingPoolMade_, [&] {
       unsigned threads = options_.hashingThreads;
@@ -459,9 +435,13 @@ class TraceWriterImpl final : public TraceWriter {
 
   // Caller holds the lock. Blocks while too many bytes wait to be written.
   void waitForSpace(std::unique_lock<std::mutex>& lock, size_t cost) {
-    spaceCv_.wait(lock, [&] {
-      return pendingBytes_ == 0 || pendingBytes_ + cost <= options_.maxPendingBytes || failed_;
-    });
+    auto room = [&] { return pendingBytes_ == 0 || pendingBytes_ + cost <= options_.maxPendingBytes || failed_; };
+    if (!room()) {
+      const auto start = std::chrono::steady_clock::now();
+      spaceCv_.wait(lock, room);
+      stats_.producerWaitNs += static_cast<uint64_t>(
+          std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count());
+    }
     throwIfFailed();
   }
 
@@ -510,8 +490,6 @@ class TraceWriterImpl final : public TraceWriter {
       const bool blob = job->kind == ChunkKind::kBlob;
       if (blob && job->encoded.capacity() == 0) job->encoded = spareEncoded_.take();
       encodeJob(cctx, options_.zstdLevel, *job);
-      job->lender.reset();  // lent memory goes back to its owner now
-      job->lent = {};
       // The memory bound counts raw bytes: they go back (or are released) early.
       if (blob && job->raw.capacity() >= options_.pieceSize) {
         spareRaw_.giveBack(job->raw);
@@ -689,11 +667,15 @@ class TraceWriterImpl final : public TraceWriter {
   std::string error_;
 
   std::vector<ZSTD_CCtx*> contexts_;  // the compression threads' (guarded by mutex_)
-  // Piece buffers for reuse: the raw ones up to what may be pending (a
-  // burst the size of the buffer), encoded ones enough for the pipeline
-  // between the compression threads and the writer thread.
-  SpareBuffers spareRaw_{std::max<size_t>(options_.maxPendingBytes / std::max<uint32_t>(options_.pieceSize, 1), 1)};
-  SpareBuffers spareEncoded_{24};  // twice the most compression threads, and some
+  // Piece buffers for reuse, raw and encoded, each up to what may be
+  // pending (a burst the size of the buffer). The compression threads fill
+  // an encoded buffer for every new piece, which comes back only once it is
+  // written, at the file's pace: with a few spares (24, until 2026-11-30) a
+  // burst faulted in almost all of them, a page fault every 4 KiB on the
+  // compression threads (docs/benchmarks.md, 2026-11-30).
+  const size_t sparePieces_ = std::max<size_t>(options_.maxPendingBytes / std::max<uint32_t>(options_.pieceSize, 1), 1);
+  SpareBuffers spareRaw_{sparePieces_};
+  SpareBuffers spareEncoded_{sparePieces_};
 
   std::once_flag hashingPoolMade_;
   std::unique_ptr<WorkerPool> hashingPool_;

@@ -3,8 +3,7 @@
 // Thread model: any number of producer threads call storeContent() and append();
 // a pool of compression threads compresses chunks; one writer thread writes them
 // in submission order. Producers only hash, copy and queue; a large
-// storeContent hashes and copies its pieces on a pool of threads
-// (storeLentContent keeps them where they are instead of copying). Memory is bounded:
+// storeContent hashes and copies its pieces on a pool of threads. Memory is bounded:
 // when more than Options::maxPendingBytes wait to be written, producers block
 // until the writer catches up.
 //
@@ -80,7 +79,7 @@ class TraceWriter {
     uint64_t storedRecordBytes = 0;
     uint64_t fileBytes = 0;         // bytes written so far
     uint64_t reusedBuffers = 0;     // new pieces copied into a buffer the writer had used before
-    uint64_t lentBytes = 0;         // bytes of new pieces kept in lent memory (storeLentContent), not copied
+    uint64_t producerWaitNs = 0;    // time producers spent blocked on maxPendingBytes
   };
 
   // Creates (truncates) `path` with mode 0600 and writes the header.
@@ -93,16 +92,6 @@ class TraceWriter {
   // Stores `size` bytes as content-addressed pieces and describes them in `out`.
   // Pieces already in the file are not stored again. Thread-safe.
   virtual void storeContent(const void* data, size_t size, schema::Content::Builder out) = 0;
-
-  // The same, for bytes the caller lends instead of having them copied:
-  // `owner` keeps `data` alive and unchanged until the writer lets go of its
-  // copies of it, each once the new piece it holds is compressed (at once
-  // when every piece is stored already). For buffers the caller would
-  // otherwise refill at once, such as the shim's page-locked staging
-  // buffers: copying every new piece cost capture of memory the trace had
-  // not seen about a third of its speed (docs/benchmarks.md). Thread-safe.
-  virtual void storeLentContent(const void* data, size_t size, std::shared_ptr<const void> owner,
-                                schema::Content::Builder out) = 0;
 
   // Stores one piece already encoded by another trace's writer: `chunk` is a
   // whole blob chunk (header and payload) as TraceReader::readStoredChunk

@@ -62,8 +62,7 @@ struct CaptureOptions {
     // Bytes of snapshots the writer may hold before the launching thread
     // waits for the file (format::TraceWriter::Options::maxPendingBytes):
     // more lets a burst of fresh memory be captured at memory speed and
-    // written out behind the program, at the cost of that much RAM (much of
-    // it page-locked: staging buffers lent to the writer, memory_snapshot.h).
+    // written out behind the program, at the cost of that much RAM.
     uint64_t bufferBytes = uint64_t{256} << 20;
     FlushPolicy flush = FlushPolicy::kLaunch;  // metadata mode never waits for the file
     bool timing = false;  // kernelTiming events through CUPTI (cupti_timing.h)

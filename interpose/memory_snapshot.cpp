@@ -1,63 +1,68 @@
 #include "memory_snapshot.h"
 
 #include "driver_api.h"
+#include "stats.h"
 
 #include <capnp/message.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <new>
 
 namespace kcap {
 
-struct StagingPool::Shared {
-    std::mutex mutex;
-    std::vector<uint8_t*> free;
-    size_t lentBytes = 0;
+namespace {
 
-    void giveBack(uint8_t* data)
+// Adds the time until it goes out of scope to the snapshot profile
+// (stats.h), when that is counted.
+class PhaseTimer {
+public:
+    explicit PhaseTimer(SnapshotTime what) : what_(what), counting_(counting())
     {
-        std::lock_guard lock(mutex);
-        free.push_back(data);
+        if (counting_) {
+            start_ = std::chrono::steady_clock::now();
+        }
     }
+    ~PhaseTimer()
+    {
+        if (counting_) {
+            const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start_);
+            count_snapshot_time(what_, static_cast<uint64_t>(ns.count()));
+        }
+    }
+    PhaseTimer(const PhaseTimer&) = delete;
+    PhaseTimer& operator=(const PhaseTimer&) = delete;
+
+private:
+    SnapshotTime what_;
+    bool counting_;
+    std::chrono::steady_clock::time_point start_;
 };
 
-StagingPool::StagingPool(size_t bufferBytes, size_t lendLimit)
-    : bufferBytes_(bufferBytes), lendLimit_(lendLimit), shared_(std::make_shared<Shared>())
-{
-}
+}  // namespace
 
 StagingPool::Lease::~Lease()
 {
     if (data_ != nullptr) {
-        pool_->giveBack(data_);
+        std::lock_guard lock(pool_->mutex_);
+        pool_->free_.push_back(data_);
     }
-}
-
-StagingPool::Lease& StagingPool::Lease::operator=(Lease&& other) noexcept
-{
-    if (this != &other) {
-        if (data_ != nullptr) {
-            pool_->giveBack(data_);
-        }
-        pool_ = std::move(other.pool_);
-        size_ = other.size_;
-        data_ = std::exchange(other.data_, nullptr);
-    }
-    return *this;
 }
 
 StagingPool::Lease StagingPool::acquire()
 {
     {
-        std::lock_guard lock(shared_->mutex);
-        if (!shared_->free.empty()) {
-            uint8_t* data = shared_->free.back();
-            shared_->free.pop_back();
-            return Lease(shared_, bufferBytes_, data);
+        std::lock_guard lock(mutex_);
+        if (!free_.empty()) {
+            uint8_t* data = free_.back();
+            free_.pop_back();
+            return Lease(*this, data);
         }
     }
+    const PhaseTimer timer(SnapshotTime::kStaging);
+    count_staging_buffer_made();
     void* memory = nullptr;
     const auto hostAlloc = driverApi().memHostAlloc;
     if (hostAlloc == nullptr || hostAlloc(&memory, bufferBytes_, CU_MEMHOSTALLOC_PORTABLE) != CUDA_SUCCESS ||
@@ -67,26 +72,7 @@ StagingPool::Lease StagingPool::acquire()
             throw std::bad_alloc();
         }
     }
-    return Lease(shared_, bufferBytes_, static_cast<uint8_t*>(memory));
-}
-
-std::shared_ptr<const void> StagingPool::lend(Lease& lease)
-{
-    {
-        std::lock_guard lock(shared_->mutex);
-        if (lease.data_ == nullptr || shared_->lentBytes + bufferBytes_ > lendLimit_) {
-            return nullptr;
-        }
-        shared_->lentBytes += bufferBytes_;
-    }
-    uint8_t* data = std::exchange(lease.data_, nullptr);
-    auto giveBack = [shared = shared_, bytes = bufferBytes_](const void* lent) {
-        std::lock_guard lock(shared->mutex);
-        shared->free.push_back(static_cast<uint8_t*>(const_cast<void*>(lent)));
-        shared->lentBytes -= bytes;
-    };
-    // Should the control block's allocation throw, shared_ptr gives the buffer back first.
-    return std::shared_ptr<const void>(data, giveBack);
+    return Lease(*this, static_cast<uint8_t*>(memory));
 }
 
 void StoredContent::writeTo(schema::Content::Builder out) const
@@ -102,20 +88,14 @@ void StoredContent::writeTo(schema::Content::Builder out) const
 
 namespace {
 
-// Stores the first `size` bytes of a staging buffer and appends their pieces
-// to `out`. The buffer is lent to the writer where the pool allows (the lease
-// is then empty: the caller takes another), else the writer copies what it
-// keeps.
-void storeChunk(format::TraceWriter& writer, StagingPool& staging, capnp::MallocMessageBuilder& scratch,
-                StagingPool::Lease& buffer, size_t size, StoredContent& out)
+// Stores one staged chunk of a range and appends its pieces to `out`.
+void storeChunk(format::TraceWriter& writer, capnp::MallocMessageBuilder& scratch, const uint8_t* data, size_t size,
+                StoredContent& out)
 {
+    const PhaseTimer timer(SnapshotTime::kStore);
+    count_snapshot_chunk();
     auto content = scratch.initRoot<schema::Content>();
-    const uint8_t* data = buffer.data();
-    if (std::shared_ptr<const void> owner = staging.lend(buffer)) {
-        writer.storeLentContent(data, size, std::move(owner), content);
-    } else {
-        writer.storeContent(data, size, content);
-    }
+    writer.storeContent(data, size, content);
     for (const auto piece : content.asReader().getPieces()) {
         out.pieces.push_back({piece.getHigh(), piece.getLow()});
     }
@@ -185,19 +165,25 @@ CUresult snapshotInSeries(format::TraceWriter& writer, StagingPool& staging, con
         const size_t chunk = static_cast<size_t>(std::min<uint64_t>(buffer.size(), range.size - done));
         if (hostMapped) {
             std::memcpy(buffer.data(), reinterpret_cast<const void*>(range.address + done), chunk);
-        } else if (const CUresult r = copy(buffer.data(), range.address + done, chunk); r != CUDA_SUCCESS) {
-            return r;
+        } else {
+            const PhaseTimer timer(SnapshotTime::kCopyWait);
+            if (const CUresult r = copy(buffer.data(), range.address + done, chunk); r != CUDA_SUCCESS) {
+                return r;
+            }
         }
-        if (hostCopy != nullptr) {  // first: a lent buffer may be refilled as soon as the writer lets it go
+        storeChunk(writer, scratch, buffer.data(), chunk, out);
+        if (hostCopy != nullptr) {
             std::memcpy(hostCopy->data() + done, buffer.data(), chunk);
-        }
-        storeChunk(writer, staging, scratch, buffer, chunk, out);
-        if (buffer.data() == nullptr) {
-            buffer = staging.acquire();
         }
         done += chunk;
     }
     return CUDA_SUCCESS;
+}
+
+CUresult waitForCopies(CUstream stream)
+{
+    const PhaseTimer timer(SnapshotTime::kCopyWait);
+    return driverApi().streamSynchronize(stream);
 }
 
 // Waits for the stream when it goes out of scope: a staging buffer goes
@@ -221,6 +207,7 @@ private:
 CUresult snapshot(format::TraceWriter& writer, StagingPool& staging, const SnapshotRange& range,
                   StoredContent& out, std::vector<uint8_t>* hostCopy)
 {
+    count_snapshot_range(range.size);
     out.size = range.size;
     out.pieceSize = writer.pieceSize();
     out.pieces.clear();
@@ -235,11 +222,13 @@ CUresult snapshot(format::TraceWriter& writer, StagingPool& staging, const Snaps
     if (stream == nullptr) {
         return snapshotInSeries(writer, staging, range, out, hostCopy);
     }
-    StagingPool::Lease buffers[2] = {staging.acquire(), staging.acquire()};
+    StagingPool::Lease first = staging.acquire();
+    StagingPool::Lease second = staging.acquire();
+    uint8_t* const buffers[2] = {first.data(), second.data()};
     const uint64_t bufferBytes = staging.bufferBytes();
     auto chunkAt = [&](uint64_t offset) { return static_cast<size_t>(std::min(bufferBytes, range.size - offset)); };
 
-    if (api.memcpyDtoHAsync(buffers[0].data(), range.address, chunkAt(0), stream) != CUDA_SUCCESS) {
+    if (api.memcpyDtoHAsync(buffers[0], range.address, chunkAt(0), stream) != CUDA_SUCCESS) {
         // A stream of a context that is gone, most likely: once more in series.
         forgetSnapshotStream(stream);
         return snapshotInSeries(writer, staging, range, out, hostCopy);
@@ -249,23 +238,19 @@ CUresult snapshot(format::TraceWriter& writer, StagingPool& staging, const Snaps
     size_t slot = 0;
     for (uint64_t done = 0; done < range.size; slot ^= 1) {
         const size_t chunk = chunkAt(done);
-        if (const CUresult r = api.streamSynchronize(stream); r != CUDA_SUCCESS) {
+        if (const CUresult r = waitForCopies(stream); r != CUDA_SUCCESS) {
             return r;
         }
         const uint64_t next = done + chunk;
         if (next < range.size) {
-            if (const CUresult r =
-                    api.memcpyDtoHAsync(buffers[slot ^ 1].data(), range.address + next, chunkAt(next), stream);
+            if (const CUresult r = api.memcpyDtoHAsync(buffers[slot ^ 1], range.address + next, chunkAt(next), stream);
                 r != CUDA_SUCCESS) {
                 return r;
             }
         }
-        if (hostCopy != nullptr) {  // first: a lent buffer may be refilled as soon as the writer lets it go
-            std::memcpy(hostCopy->data() + done, buffers[slot].data(), chunk);
-        }
-        storeChunk(writer, staging, scratch, buffers[slot], chunk, out);
-        if (buffers[slot].data() == nullptr) {  // lent: another for the chunk after next (while this one copies)
-            buffers[slot] = staging.acquire();
+        storeChunk(writer, scratch, buffers[slot], chunk, out);
+        if (hostCopy != nullptr) {
+            std::memcpy(hostCopy->data() + done, buffers[slot], chunk);
         }
         done = next;
     }

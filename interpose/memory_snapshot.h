@@ -5,11 +5,8 @@
 // hashed and stored.
 //
 // Staging buffers are pinned (cuMemHostAlloc) where the driver allows, for
-// full device-to-host bandwidth, else plain host memory. They are reused,
-// never freed: a pool holds two per thread that snapshotted concurrently,
-// and those lent to the trace writer, which keeps the new pieces it holds
-// until they are compressed instead of copying them (up to a limit: the
-// writer's own bound on what waits to be written).
+// full device-to-host bandwidth, else plain host memory. They are reused:
+// a pool holds two per thread that snapshotted concurrently, never freed.
 #pragma once
 
 #include "hash.h"
@@ -20,62 +17,42 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <memory>
 #include <mutex>
-#include <utility>
 #include <vector>
 
 namespace kcap {
 
 class StagingPool {
-    struct Shared;  // the free buffers: outlives the pool while the writer holds lent ones
-
 public:
     // Buffers of `bufferBytes` (a multiple of the trace's piece size, so
-    // that the pieces of a range do not depend on how it was staged); at
-    // most `lendLimit` bytes of them lent at a time.
-    StagingPool(size_t bufferBytes, size_t lendLimit);
+    // that the pieces of a range do not depend on how it was staged).
+    explicit StagingPool(size_t bufferBytes) : bufferBytes_(bufferBytes) {}
     StagingPool(const StagingPool&) = delete;
     StagingPool& operator=(const StagingPool&) = delete;
 
     class Lease {
     public:
-        Lease(std::shared_ptr<Shared> pool, size_t size, uint8_t* data)
-            : pool_(std::move(pool)), size_(size), data_(data)
-        {
-        }
-        Lease(Lease&& other) noexcept
-            : pool_(std::move(other.pool_)), size_(other.size_), data_(std::exchange(other.data_, nullptr))
-        {
-        }
-        Lease& operator=(Lease&& other) noexcept;
+        Lease(StagingPool& pool, uint8_t* data) : pool_(&pool), data_(data) {}
+        Lease(Lease&& other) noexcept : pool_(other.pool_), data_(other.data_) { other.data_ = nullptr; }
         Lease(const Lease&) = delete;
         Lease& operator=(const Lease&) = delete;
+        Lease& operator=(Lease&&) = delete;
         ~Lease();
-        uint8_t* data() const { return data_; }  // nullptr once lent
-        size_t size() const { return size_; }
+        uint8_t* data() const { return data_; }
+        size_t size() const { return pool_->bufferBytes_; }
 
     private:
-        friend class StagingPool;
-        std::shared_ptr<Shared> pool_;
-        size_t size_;
+        StagingPool* pool_;
         uint8_t* data_;
     };
 
     Lease acquire();  // throws std::bad_alloc when no memory at all
-
-    // Gives the lease's buffer to whoever holds the returned owner (and its
-    // copies): it comes back to the pool when the last of them goes. Null,
-    // leaving the lease as it was, when the lend limit would be passed.
-    // Throws std::bad_alloc (the buffer back in the pool) when out of memory.
-    std::shared_ptr<const void> lend(Lease& lease);
-
     size_t bufferBytes() const { return bufferBytes_; }
 
 private:
     const size_t bufferBytes_;
-    const size_t lendLimit_;
-    std::shared_ptr<Shared> shared_;
+    std::mutex mutex_;
+    std::vector<uint8_t*> free_;
 };
 
 // What a snapshot stored: Content fields, ready to be copied into an event.

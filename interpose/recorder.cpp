@@ -5,6 +5,7 @@
 #include "driver_api.h"
 #include "process_hooks.h"
 #include "shim_log.h"
+#include "stats.h"
 
 #include <fcntl.h>
 #include <pthread.h>
@@ -204,7 +205,7 @@ Recorder::Recorder(CaptureOptions options, std::string path, std::unique_ptr<for
       writer_(std::move(writer)),
       startMonotonicNs_(clockNs(CLOCK_MONOTONIC)),
       startUnixNs_(clockNs(CLOCK_REALTIME)),
-      staging_(stagingBytes(options_.pieceSize), options_.bufferBytes)
+      staging_(stagingBytes(options_.pieceSize))
 {
 }
 
@@ -311,6 +312,7 @@ void Recorder::end(schema::EndReason reason, int signal, const std::string& mess
     }
     try {
         writer_->close();
+        note_writer_stats(writer_->stats());
     } catch (const std::exception& e) {
         if (reason != schema::EndReason::INTERNAL_ERROR) {
             log_message("the trace %s may be incomplete: %s", path_.c_str(), e.what());

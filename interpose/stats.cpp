@@ -4,6 +4,7 @@
 #include "shim_log.h"
 
 #include <cerrno>
+#include <mutex>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -30,6 +31,63 @@ std::uint64_t call_count(HookId id) noexcept
 
 namespace {
 
+struct SnapshotProfile {
+    std::atomic<std::uint64_t> ranges{0}, bytes{0}, chunks{0}, buffersMade{0};
+    std::atomic<std::uint64_t> ns[3] = {};
+};
+SnapshotProfile g_snapshots;
+
+std::mutex g_writerMutex;
+bool g_writerNoted = false;
+format::TraceWriter::Stats g_writer;
+
+unsigned long long ull(const std::atomic<std::uint64_t>& value)
+{
+    return static_cast<unsigned long long>(value.load(std::memory_order_relaxed));
+}
+
+}  // namespace
+
+void count_snapshot_range(std::uint64_t bytes) noexcept
+{
+    if (counting()) {
+        g_snapshots.ranges.fetch_add(1, std::memory_order_relaxed);
+        g_snapshots.bytes.fetch_add(bytes, std::memory_order_relaxed);
+    }
+}
+
+void count_snapshot_chunk() noexcept
+{
+    if (counting()) {
+        g_snapshots.chunks.fetch_add(1, std::memory_order_relaxed);
+    }
+}
+
+void count_snapshot_time(SnapshotTime what, std::uint64_t ns) noexcept
+{
+    if (counting()) {
+        g_snapshots.ns[static_cast<int>(what)].fetch_add(ns, std::memory_order_relaxed);
+    }
+}
+
+void count_staging_buffer_made() noexcept
+{
+    if (counting()) {
+        g_snapshots.buffersMade.fetch_add(1, std::memory_order_relaxed);
+    }
+}
+
+void note_writer_stats(const format::TraceWriter::Stats& stats) noexcept
+{
+    if (counting()) {
+        std::lock_guard lock(g_writerMutex);
+        g_writer = stats;
+        g_writerNoted = true;
+    }
+}
+
+namespace {
+
 void write_stats(const char* path)
 {
     std::FILE* out = std::fopen(path, "w");
@@ -48,14 +106,35 @@ void write_stats(const char* path)
     for (const auto& [name, launches] : FunctionRegistry::instance().launch_counts()) {
         std::fprintf(out, "kernel %s %llu\n", name.c_str(), static_cast<unsigned long long>(launches));
     }
+    const SnapshotProfile& s = g_snapshots;
+    if (s.ranges.load() > 0) {
+        std::fprintf(out, "snapshot ranges %llu bytes %llu chunks %llu\n", ull(s.ranges), ull(s.bytes),
+                     ull(s.chunks));
+        std::fprintf(out, "snapshot_ns copy_wait %llu store %llu staging %llu buffers_made %llu\n",
+                     ull(s.ns[static_cast<int>(SnapshotTime::kCopyWait)]),
+                     ull(s.ns[static_cast<int>(SnapshotTime::kStore)]),
+                     ull(s.ns[static_cast<int>(SnapshotTime::kStaging)]), ull(s.buffersMade));
+    }
+    {
+        std::lock_guard lock(g_writerMutex);
+        if (g_writerNoted) {
+            std::fprintf(out, "writer unique_bytes %llu reused_buffers %llu wait_ns %llu\n",
+                         static_cast<unsigned long long>(g_writer.uniqueBytes),
+                         static_cast<unsigned long long>(g_writer.reusedBuffers),
+                         static_cast<unsigned long long>(g_writer.producerWaitNs));
+        }
+    }
     if (std::fclose(out) != 0) {
         log_message("cannot write KCAP_STATS_FILE %s: %s", path, std::strerror(errno));
     }
 }
 
 // Runs when the shim is unloaded at exit, after the program's own exit
-// handlers. Threads the program left running may still be counting.
-[[gnu::destructor]] void write_stats_at_exit() noexcept
+// handlers, and last of the shim's: a destructor with a priority runs after
+// those without one, such as the one that ends the trace (process_hooks.cpp),
+// whose writer statistics this reports. Threads the program left running may
+// still be counting.
+[[gnu::destructor(101)]] void write_stats_at_exit() noexcept
 {
     const char* path = std::getenv("KCAP_STATS_FILE");
     if (!counting() || path == nullptr || path[0] == '\0') {

@@ -7,6 +7,16 @@
 //   kcap-stats 1
 //   call cuLaunchKernel 12
 //   kernel axpy 10
+//   snapshot ranges 4 bytes 8589934592 chunks 256
+//   snapshot_ns copy_wait 1200000 store 380000000 staging 2500000 buffers_made 2
+//   writer unique_bytes 4294967296 reused_buffers 4096 wait_ns 0
+//
+// The snapshot lines say where capturing device memory spent its time, on
+// the launching threads (memory_snapshot.cpp): waiting for the copies from
+// the device, storing the staged chunks (hashing, copying new pieces,
+// queueing them), making staging buffers (page-locked allocation). The
+// writer line is its statistics at the end of the trace (wait_ns: producers
+// blocked on --buffer).
 //
 // Tests assert on it; it is also a quick way to see whether a program's
 // launches reach the shim at all. Without KCAP_STATS_FILE nothing is counted:
@@ -14,6 +24,7 @@
 #pragma once
 
 #include "hook_table.h"
+#include "trace_writer.h"
 
 #include <cstdint>
 
@@ -42,5 +53,14 @@ inline void count_call(HookId id) noexcept
 }
 
 std::uint64_t call_count(HookId id) noexcept;
+
+// The snapshot profile (counted only with KCAP_STATS_FILE).
+enum class SnapshotTime { kCopyWait, kStore, kStaging };
+void count_snapshot_range(std::uint64_t bytes) noexcept;
+void count_snapshot_chunk() noexcept;
+void count_snapshot_time(SnapshotTime what, std::uint64_t ns) noexcept;
+void count_staging_buffer_made() noexcept;
+// The writer's statistics as the trace ended (the last trace's, after a fork).
+void note_writer_stats(const format::TraceWriter::Stats& stats) noexcept;
 
 }  // namespace kcap

@@ -17,7 +17,9 @@
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <fstream>
 #include <map>
+#include <sstream>
 #include <optional>
 #include <memory>
 #include <set>
@@ -1607,20 +1609,20 @@ TEST(Record, AFaultingLaunchIsRecordedWithItsError)
     EXPECT_EQ(trace.all().back().getTraceEnd().getReason(), schema::EndReason::EXIT);
 }
 
-// A range larger than two staging buffers goes out a buffer at a time; the
-// shim lends the buffers to the writer instead of having it copy their new
-// pieces, up to --buffer's worth (64M, the least: two buffers at a time,
-// the third copied unless the writer let one go already). Either way the trace holds the bytes exactly, pieces repeated
-// within and across launches stored once.
-TEST(Record, LargeRangesAreStoredExactlyWhetherLentOrCopied)
+// A range larger than two staging buffers goes out a buffer at a time
+// (copied from the device while the one before is stored), with the smallest
+// and a large --buffer: the trace holds the bytes exactly, pieces repeated
+// within and across launches stored once. KCAP_STATS_FILE's snapshot
+// profile accounts for it.
+TEST(Record, LargeRangesAreStoredExactlyAndProfiled)
 {
     kcap::test::TempDir dir("kcap-record");
     constexpr size_t kPiece = 1u << 20, kBytes = 80 * kPiece + 4096;
     std::vector<uint8_t> expected(kBytes);
     for (size_t i = 0; i < kBytes / 4; ++i) {
-        const size_t piece = i / (kPiece / 4), word = i % (kPiece / 4);
-        const uint32_t value = static_cast<uint32_t>((piece == 70 ? 3 : piece) * 2654435761u) ^
-                               static_cast<uint32_t>(word * 40503u);  // record_scenarios.cpp largeWord()
+        const size_t piece = i / (kPiece / 4);
+        const uint32_t value = piece == 80 ? 0xabcdef01u  // record_scenarios.cpp large(), largeWord()
+                                           : static_cast<uint32_t>((piece == 70 ? 3 : piece) * 2654435761u);
         std::memcpy(expected.data() + 4 * i, &value, 4);
     }
     std::vector<uint8_t> second = expected;
@@ -1631,9 +1633,35 @@ TEST(Record, LargeRangesAreStoredExactlyWhetherLentOrCopied)
     const Outcome plain = plainRun(scenarioProgram(), {"large"});
     expectClean(plain);
     for (const std::string buffer : {"64M", "1G"}) {
-        const std::string path = dir.file("large-" + buffer + ".kcap");
-        const Outcome shimmed = recorded(scenarioProgram(), {"large"}, {{"KCAP_OUTPUT", path}, {"KCAP_BUFFER", buffer}});
+        const std::string path = dir.file("large-" + buffer + ".kcap"), stats = dir.file("stats-" + buffer);
+        const Outcome shimmed = recorded(scenarioProgram(), {"large"},
+                                         {{"KCAP_OUTPUT", path}, {"KCAP_BUFFER", buffer}, {"KCAP_STATS_FILE", stats}});
         expectClean(shimmed);
+        // The snapshot profile: three snapshots of the large range (and
+        // the small ones), three staging chunks each.
+        std::map<std::string, std::map<std::string, uint64_t>> profile;
+        {
+            std::ifstream in(stats);
+            std::string line;
+            while (std::getline(in, line)) {
+                std::istringstream words(line);
+                std::string kind, key;
+                uint64_t value = 0;
+                words >> kind;
+                while (words >> key >> value) {
+                    profile[kind][key] = value;
+                }
+            }
+        }
+        EXPECT_GE(profile["snapshot"]["bytes"], 3 * kBytes) << buffer;
+        EXPECT_GE(profile["snapshot"]["ranges"], 3u) << buffer;
+        EXPECT_GE(profile["snapshot"]["chunks"], 9u) << buffer;
+        EXPECT_GT(profile["snapshot_ns"]["store"], 0u) << buffer;
+        EXPECT_GT(profile["snapshot_ns"]["copy_wait"], 0u) << buffer;
+        EXPECT_EQ(profile["snapshot_ns"]["buffers_made"], 2u) << buffer << " (one thread snapshots: two buffers)";
+        // 79 distinct pieces, the tail, and piece 1 changed: new to the writer.
+        EXPECT_GE(profile["writer"]["unique_bytes"], 80 * kPiece + 4096) << buffer;
+        EXPECT_LT(profile["writer"]["unique_bytes"], 81 * kPiece + 4096) << buffer;
         EXPECT_EQ(shimmed.out, plain.out);
         expectChecks(path);
         Trace trace(path);

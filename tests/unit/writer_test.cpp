@@ -573,60 +573,6 @@ TEST(Writer, PieceBuffersAreReused) {
   });
 }
 
-// Lent bytes (storeLentContent) make the same file as copied ones; the
-// writer keeps only the owner of memory holding new pieces, and lets it go
-// once they are compressed (at once when it holds none).
-TEST(Writer, LentContentMakesTheSameFileAndIsLetGoOnceCompressed) {
-  TempDir dir;
-  format::TraceWriter::Options options;
-  options.pieceSize = 64u << 10;
-  options.hashingThreads = 3;
-  std::vector<uint8_t> data(10 * options.pieceSize + 777);
-  std::mt19937_64 random(11);
-  for (auto& b : data) b = static_cast<uint8_t>(random());
-  std::copy(data.begin(), data.begin() + options.pieceSize, data.begin() + 6 * options.pieceSize);  // 6 = 0
-  const uint64_t newBytes = data.size() - options.pieceSize;
-
-  auto write = [&](const std::string& path, bool lend) {
-    auto writer = format::TraceWriter::create(path, options);
-    capnp::MallocMessageBuilder message;
-    auto pre = message.initRoot<Event>().initLaunch().initPre(2);
-    // Owners that only watch: the memory itself is `data`, unchanged throughout.
-    auto first = std::make_shared<int>(1), second = std::make_shared<int>(2);
-    std::weak_ptr<int> firstSeen = first, secondSeen = second;
-    if (lend) {
-      writer->storeLentContent(data.data(), data.size(), std::move(first), pre[0].initContent());
-      EXPECT_EQ(writer->stats().lentBytes, newBytes);
-      writer->flush();
-      EXPECT_TRUE(firstSeen.expired()) << "every new piece is compressed: the owner is let go";
-      writer->storeLentContent(data.data(), data.size(), std::move(second), pre[1].initContent());
-      EXPECT_TRUE(secondSeen.expired()) << "nothing new in it: not kept at all";
-      EXPECT_EQ(writer->stats().lentBytes, newBytes);
-    } else {
-      writer->storeContent(data.data(), data.size(), pre[0].initContent());
-      writer->storeContent(data.data(), data.size(), pre[1].initContent());
-      EXPECT_EQ(writer->stats().lentBytes, 0u);
-    }
-    EXPECT_EQ(writer->stats().uniqueBytes, newBytes);
-    writer->append(message);
-    writer->close();
-  };
-  write(dir.file("copied.kcap"), false);
-  write(dir.file("lent.kcap"), true);
-  EXPECT_EQ(readFileBytes(dir.file("lent.kcap")), readFileBytes(dir.file("copied.kcap")));
-  auto reader = format::TraceReader::open(dir.file("lent.kcap"));
-  EXPECT_EQ(reader->forEachEvent([&](const format::EventRef& ref) {
-    EXPECT_EQ(reader->readContent(ref.event.getLaunch().getPre()[1].getContent()), data);
-    return true;
-  }), 1u);
-
-  auto writer = format::TraceWriter::create(dir.file("no-owner.kcap"), options);
-  capnp::MallocMessageBuilder message;
-  EXPECT_THROW(writer->storeLentContent(data.data(), data.size(), nullptr,
-                                        message.initRoot<Event>().initMemcpy().initData()),
-               format::FormatError);
-}
-
 TEST(Writer, AppendOverwritesSeq) {
   TempDir dir;
   const auto path = dir.file("seq.kcap");

@@ -22,11 +22,10 @@
 //               that spans two mappings
 //   disk-full   the trace cannot grow past 256 KiB (RLIMIT_FSIZE): recording
 //               fails and stops, the program must not notice
-//   large       80 MiB + 4 KiB read by two launches (several staging buffers:
-//               the shim lends them to the writer, or copies past its
-//               buffer), the pattern of largeWord() with piece 70 a copy of
-//               piece 3; between the launches the first 4 KiB of piece 1 are
-//               set to 0x5a5a5a5a
+//   large       80 MiB + 4 KiB read by two launches (three staging buffers
+//               a snapshot), each 1 MiB piece p set to largeWord(p), piece 70 to
+//               piece 3's, the last 4 KiB to 0xabcdef01; between the
+//               launches the first 4 KiB of piece 1 are set to 0x5a5a5a5a
 //   pitched     2D copies and memsets into a pitched allocation p (8 rows,
 //               512 bytes apart): host to device with offsets on both sides,
 //               a unified one from pageable host memory, device to device
@@ -499,26 +498,25 @@ int vmm()
     return 0;
 }
 
-// What the `large` scenario writes: word `w` of 1 MiB piece `p`.
-std::uint32_t largeWord(std::size_t piece, std::size_t word)
+// What the `large` scenario sets each word of 1 MiB piece `p` to.
+std::uint32_t largeWord(std::size_t piece)
 {
-    return static_cast<std::uint32_t>(piece * 2654435761u) ^ static_cast<std::uint32_t>(word * 40503u);
+    return static_cast<std::uint32_t>(piece * 2654435761u);
 }
 
 int large()
 {
     constexpr std::size_t kPiece = 1u << 20, kPieces = 80;
-    constexpr std::size_t kBytes = kPieces * kPiece + 4096;
     start();
     Axpy axpy;
-    std::vector<std::uint32_t> words(kBytes / 4);
-    for (std::size_t i = 0; i < words.size(); ++i) {
-        const std::size_t piece = i / (kPiece / 4);
-        words[i] = largeWord(piece == 70 ? 3 : piece, i % (kPiece / 4));
-    }
     CUdeviceptr big = 0;
-    DRIVER(cuMemAlloc, &big, kBytes);
-    DRIVER(cuMemcpyHtoD, big, words.data(), kBytes);
+    DRIVER(cuMemAlloc, &big, kPieces * kPiece + 4096);
+    // Memsets, not copies from the host: the trace sees these bytes first
+    // in the launch's snapshot, as with memory a kernel wrote.
+    for (std::size_t piece = 0; piece < kPieces; ++piece) {
+        DRIVER(cuMemsetD32, big + piece * kPiece, largeWord(piece == 70 ? 3 : piece), kPiece / 4);
+    }
+    DRIVER(cuMemsetD32, big + kPieces * kPiece, 0xabcdef01u, 1024);
     CHECK(axpy.launch(1.0f, nullptr, big) == CUDA_SUCCESS);
     DRIVER(cuMemsetD32, big + kPiece, 0x5a5a5a5au, 1024);
     CHECK(axpy.launch(1.0f, nullptr, big) == CUDA_SUCCESS);
