@@ -21,6 +21,9 @@
 #include <capnp/serialize.h>
 #include <kj/io.h>
 #include <zstd.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "container.h"
 #include "errors.h"
@@ -147,7 +150,9 @@ void encodeJob(ZSTD_CCtx* cctx, int level, Job& job) {
 // path.
 class SpareBuffers {
  public:
-  explicit SpareBuffers(size_t limit) : limit_(limit) {}
+  // keepSize: a buffer comes back with its size, not emptied, so that
+  // resizing it to a piece's length writes nothing (copyPiece).
+  SpareBuffers(size_t limit, bool keepSize) : limit_(limit), keepSize_(keepSize) {}
   std::vector<uint8_t> take() {
     std::lock_guard lock(mutex_);
     if (spare_.empty()) return {};
@@ -158,7 +163,7 @@ class SpareBuffers {
   void giveBack(std::vector<uint8_t>& buffer) {
     std::vector<uint8_t> kept = std::move(buffer);
     buffer = {};
-    kept.clear();
+    if (!keepSize_) kept.clear();
     std::lock_guard lock(mutex_);
     if (spare_.size() < limit_) spare_.push_back(std::move(kept));
   }
@@ -167,7 +172,41 @@ class SpareBuffers {
   std::mutex mutex_;
   std::vector<std::vector<uint8_t>> spare_;
   const size_t limit_;
+  const bool keepSize_;
 };
+
+// Copies a new piece into `out`, a buffer from the spares (or an empty one).
+// Into a used buffer the bytes are written with non-temporal stores: the
+// piece is read next by a compression thread, later and from another core,
+// so the stores need not bring the buffer's old lines in (a read for every
+// line written) nor evict what the hashing threads are using. On the H200
+// host that cut the time the launching thread spent storing new memory by
+// about a third (docs/benchmarks.md, 2026-11-30).
+void copyPiece(std::vector<uint8_t>& out, const uint8_t* piece, size_t length) {
+#if defined(__SSE2__)
+  if (out.capacity() >= length) {
+    out.resize(length);  // no writes: a used buffer keeps its size (SpareBuffers)
+    uint8_t* dst = out.data();
+    size_t done = 0;
+    if (reinterpret_cast<uintptr_t>(dst) % 16 == 0) {
+      for (; done + 64 <= length; done += 64) {
+        const auto* from = reinterpret_cast<const __m128i*>(piece + done);
+        auto* to = reinterpret_cast<__m128i*>(dst + done);
+        const __m128i a = _mm_loadu_si128(from), b = _mm_loadu_si128(from + 1);
+        const __m128i c = _mm_loadu_si128(from + 2), d = _mm_loadu_si128(from + 3);
+        _mm_stream_si128(to, a);
+        _mm_stream_si128(to + 1, b);
+        _mm_stream_si128(to + 2, c);
+        _mm_stream_si128(to + 3, d);
+      }
+      _mm_sfence();  // the stores are visible before the piece is queued
+    }
+    std::memcpy(dst + done, piece + done, length - done);
+    return;
+  }
+#endif
+  out.assign(piece, piece + length);
+}
 
 // glibc's adaptive mutex: it spins a little before sleeping. Producers hold
 // theirs for a fraction of a microsecond, and with many launching threads a
@@ -258,7 +297,7 @@ class TraceWriterImpl final : public TraceWriter {
       }
       copies[i] = spareRaw_.take();
       if (copies[i].capacity() != 0) reused.fetch_add(1, std::memory_order_relaxed);
-      copies[i].assign(piece, piece + pieceLength(i));
+      copyPiece(copies[i], piece, pieceLength(i));
     });
     for (size_t i = 0; i < count; ++i) {
       pieces[static_cast<unsigned>(i)].setHigh(hashes[i].high);
@@ -674,8 +713,8 @@ class TraceWriterImpl final : public TraceWriter {
   // burst faulted in almost all of them, a page fault every 4 KiB on the
   // compression threads (docs/benchmarks.md, 2026-11-30).
   const size_t sparePieces_ = std::max<size_t>(options_.maxPendingBytes / std::max<uint32_t>(options_.pieceSize, 1), 1);
-  SpareBuffers spareRaw_{sparePieces_};
-  SpareBuffers spareEncoded_{sparePieces_};
+  SpareBuffers spareRaw_{sparePieces_, true};
+  SpareBuffers spareEncoded_{sparePieces_, false};
 
   std::once_flag hashingPoolMade_;
   std::unique_ptr<WorkerPool> hashingPool_;
