@@ -185,7 +185,7 @@ class SpareBuffers {
 void copyPiece(std::vector<uint8_t>& out, const uint8_t* piece, size_t length) {
 #if defined(__SSE2__)
   if (out.capacity() >= length) {
-    out.resize(length);  // no writes: a used buffer keeps its size (SpareBuffers)
+    out.resize(length);  // writes nothing when it held a piece as long (SpareBuffers keeps sizes)
     uint8_t* dst = out.data();
     size_t done = 0;
     if (reinterpret_cast<uintptr_t>(dst) % 16 == 0) {

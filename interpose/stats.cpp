@@ -4,10 +4,10 @@
 #include "shim_log.h"
 
 #include <cerrno>
-#include <mutex>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 
 namespace kcap {
 
