@@ -6,7 +6,8 @@
 // pieceSize)) of `base`; out[2p] = its hash's high half, out[2p + 1] the low
 // half. Pieces of fewer than xxh3::kMinLength bytes are left to the host
 // (out is zero): XXH3 hashes them another way. `base` must be 16-byte
-// aligned and `pieceSize` a multiple of 1 KiB.
+// aligned, `pieceSize` a multiple of 1 KiB, and blockDim.x a multiple of 32
+// (a warp is one piece: its threads leave or stay together).
 #include "xxh3_long.h"
 
 namespace {
@@ -44,6 +45,7 @@ extern "C" __global__ void kcap_content_hash(const uint8_t* base, uint64_t size,
     for (int j = 0; j < 4; ++j) {
         keys[j] = readLE64(key + threadKeyOffset(t, j));
     }
+    const ScrambleKeys scrambleWith = scrambleKeys(key);
     const Layout layout = layoutOf(length);
     Accumulators acc = initialAccumulators();
     // Sums the warp's shares of one block: every thread ends with all eight lanes.
@@ -73,7 +75,7 @@ extern "C" __global__ void kcap_content_hash(const uint8_t* base, uint64_t size,
         for (int i = 0; i < 8; ++i) {
             acc.lane[i] += sum[i];
         }
-        scramble(acc, key + kSecretSize - kStripe);
+        scramble(acc, scrambleWith);
     }
     // The stripes of the last, partial block: thread t's stripe is t / 2.
     blockSum(input + layout.wholeBlocks * kBlock, static_cast<uint64_t>(t >> 1) < layout.tailStripes, sum);

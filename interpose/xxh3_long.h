@@ -82,13 +82,27 @@ KCAP_HD WordAddition wordAddition(uint64_t word, uint64_t key)
     return {word, (mixed & 0xFFFFFFFFull) * (mixed >> 32)};
 }
 
-// After each whole block: `key` is the secret's last 64 bytes.
-KCAP_HD void scramble(Accumulators& acc, const uint8_t* key)
+// After each whole block, with the secret's last 64 bytes as eight words
+// (read once: a warp scrambles a thousand times a piece).
+struct ScrambleKeys {
+    uint64_t word[8];
+};
+
+KCAP_HD ScrambleKeys scrambleKeys(const uint8_t* secret)
+{
+    ScrambleKeys keys;
+    for (int i = 0; i < 8; ++i) {
+        keys.word[i] = readLE64(secret + kSecretSize - kStripe + 8 * i);
+    }
+    return keys;
+}
+
+KCAP_HD void scramble(Accumulators& acc, const ScrambleKeys& keys)
 {
     for (int i = 0; i < 8; ++i) {
         uint64_t a = acc.lane[i];
         a ^= a >> 47;
-        a ^= readLE64(key + 8 * i);
+        a ^= keys.word[i];
         a *= kPrime32_1;
         acc.lane[i] = a;
     }
@@ -190,6 +204,7 @@ inline Hash hashLong(const uint8_t* input, uint64_t length, const uint8_t* secre
 {
     Accumulators acc = initialAccumulators();
     const Layout layout = layoutOf(length);
+    const ScrambleKeys keys = scrambleKeys(secret);
     for (uint64_t block = 0; block < layout.wholeBlocks; ++block) {
         Accumulators sum{};
         for (size_t stripe = 0; stripe < kStripesPerBlock; ++stripe) {
@@ -198,7 +213,7 @@ inline Hash hashLong(const uint8_t* input, uint64_t length, const uint8_t* secre
         for (int i = 0; i < 8; ++i) {
             acc.lane[i] += sum.lane[i];
         }
-        scramble(acc, secret + kSecretSize - kStripe);
+        scramble(acc, keys);
     }
     for (uint64_t stripe = 0; stripe < layout.tailStripes; ++stripe) {
         addStripe(acc, input + layout.wholeBlocks * kBlock + stripe * kStripe, secret + stripe * 8);

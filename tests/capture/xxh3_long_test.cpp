@@ -22,6 +22,7 @@ Hash warpOrder(const uint8_t* input, uint64_t length, const uint8_t* secret)
 {
     using namespace kcap::xxh3;
     const Layout layout = layoutOf(length);
+    const ScrambleKeys scrambleWith = scrambleKeys(secret);
     Accumulators acc = initialAccumulators();
     auto addBlock = [&](const uint8_t* block, uint64_t stripes) {
         uint64_t sum[8] = {};
@@ -45,7 +46,7 @@ Hash warpOrder(const uint8_t* input, uint64_t length, const uint8_t* secret)
     };
     for (uint64_t block = 0; block < layout.wholeBlocks; ++block) {
         addBlock(input + block * kBlock, kStripesPerBlock);
-        scramble(acc, secret + kSecretSize - kStripe);
+        scramble(acc, scrambleWith);
     }
     addBlock(input + layout.wholeBlocks * kBlock, layout.tailStripes);
     addStripe(acc, input + length - kStripe, secret + kLastStripeSecret);
