@@ -333,6 +333,46 @@ class TraceWriterImpl final : public TraceWriter {
     }
   }
 
+  std::vector<uint8_t> missingPieces(const std::vector<Hash128>& hashes) const override {
+    std::vector<uint8_t> missing(hashes.size(), 0);
+    std::lock_guard lock(mutex_);
+    for (size_t i = 0; i < hashes.size(); ++i) missing[i] = storedPieces_.count(hashes[i]) == 0 ? 1 : 0;
+    return missing;
+  }
+
+  void storeHashedPiece(const Hash128& hash, const void* data, size_t size) override {
+    if (size > pieceSize()) {
+      throw FormatError(path_ + ": a piece of " + std::to_string(size) + " bytes is longer than the trace's " +
+                        std::to_string(pieceSize()) + "-byte pieces");
+    }
+    {
+      std::lock_guard lock(mutex_);
+      if (storedPieces_.count(hash) != 0) {
+        stats_.contentBytes += size;
+        return;
+      }
+    }
+    std::vector<uint8_t> copy = spareRaw_.take();
+    const bool reused = copy.capacity() != 0;
+    copyPiece(copy, static_cast<const uint8_t*>(data), size);
+    std::unique_lock lock(mutex_);
+    throwIfFailed();
+    throwIfClosed();
+    stats_.contentBytes += size;
+    stats_.reusedBuffers += reused ? 1 : 0;
+    waitForSpace(lock, size);
+    if (!storedPieces_.insert(hash).second) {  // queued by another producer meanwhile
+      spareRaw_.giveBack(copy);
+      return;
+    }
+    stats_.uniqueBytes += size;
+    auto job = std::make_unique<Job>();
+    job->kind = ChunkKind::kBlob;
+    job->hash = hash;
+    job->raw = std::move(copy);
+    enqueue(std::move(job), size);
+  }
+
   void storeEncodedPiece(const Hash128& hash, uint64_t rawSize, std::vector<uint8_t> chunk) override {
     if (chunk.size() < kChunkHeaderSize + kBlobHashSize) {
       throw FormatError(path_ + ": an encoded piece of " + std::to_string(chunk.size()) + " bytes is no blob chunk");

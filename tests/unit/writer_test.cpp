@@ -610,6 +610,70 @@ TEST(Writer, ReusedBuffersHoldExactlyTheNewPiece) {
   for (const auto& chunk : reader->chunks()) EXPECT_EQ(reader->verifyChunk(chunk), "");
 }
 
+// A producer that hashes pieces itself (the shim, on the device) asks which
+// the file lacks and stores only those: the same file as storeContent makes.
+TEST(Writer, PiecesHashedByTheProducerMakeTheSameFile) {
+  TempDir dir;
+  format::TraceWriter::Options options;
+  options.pieceSize = 64u << 10;
+  std::vector<uint8_t> data(6 * options.pieceSize + 999);
+  std::mt19937_64 random(17);
+  for (auto& b : data) b = static_cast<uint8_t>(random());
+  std::copy(data.begin(), data.begin() + options.pieceSize, data.begin() + 4 * options.pieceSize);  // 4 = 0
+  auto write = [&](const std::string& path, bool hashedByProducer) {
+    auto writer = format::TraceWriter::create(path, options);
+    capnp::MallocMessageBuilder message;
+    auto pre = message.initRoot<Event>().initLaunch().initPre(2);
+    for (unsigned r = 0; r < 2; ++r) {  // twice: the second time every piece is there
+      auto content = pre[r].initContent();
+      if (!hashedByProducer) {
+        writer->storeContent(data.data(), data.size(), content);
+        continue;
+      }
+      const size_t count = (data.size() + options.pieceSize - 1) / options.pieceSize;
+      auto length = [&](size_t i) { return std::min<size_t>(options.pieceSize, data.size() - i * options.pieceSize); };
+      std::vector<format::Hash128> hashes;
+      for (size_t i = 0; i < count; ++i) hashes.push_back(format::contentHash(data.data() + i * options.pieceSize, length(i)));
+      const std::vector<uint8_t> missing = writer->missingPieces(hashes);
+      if (r == 0) {
+        EXPECT_EQ(missing, (std::vector<uint8_t>{1, 1, 1, 1, 1, 1, 1})) << "piece 4 is still missing when asked";
+      } else {
+        EXPECT_EQ(missing, std::vector<uint8_t>(count, 0));
+      }
+      for (size_t i = 0; i < count; ++i) {
+        if (missing[i]) writer->storeHashedPiece(hashes[i], data.data() + i * options.pieceSize, length(i));
+      }
+      content.setSize(data.size());
+      content.setPieceSize(options.pieceSize);
+      auto pieces = content.initPieces(static_cast<unsigned>(count));
+      for (unsigned i = 0; i < count; ++i) {
+        pieces[i].setHigh(hashes[i].high);
+        pieces[i].setLow(hashes[i].low);
+      }
+    }
+    EXPECT_EQ(writer->stats().uniqueBytes, data.size() - options.pieceSize);
+    writer->append(message);
+    writer->close();
+  };
+  write(dir.file("stored.kcap"), false);
+  write(dir.file("hashed.kcap"), true);
+  EXPECT_EQ(readFileBytes(dir.file("hashed.kcap")), readFileBytes(dir.file("stored.kcap")));
+  auto reader = format::TraceReader::open(dir.file("hashed.kcap"));
+  EXPECT_EQ(reader->forEachEvent([&](const format::EventRef& ref) {
+    EXPECT_EQ(reader->readContent(ref.event.getLaunch().getPre()[1].getContent()), data);
+    return true;
+  }), 1u);
+
+  auto writer = format::TraceWriter::create(dir.file("long.kcap"), options);
+  std::vector<uint8_t> tooLong(options.pieceSize + 1);
+  try {
+    writer->storeHashedPiece(format::contentHash(tooLong.data(), tooLong.size()), tooLong.data(), tooLong.size());
+    ADD_FAILURE() << "a piece longer than the trace's pieces was taken";
+  } catch (const format::FormatError& e) {
+    expectContains(e.what(), "a piece of 65537 bytes is longer than the trace's 65536-byte pieces");
+  }
+}
+
 TEST(Writer, AppendOverwritesSeq) {
   TempDir dir;
   const auto path = dir.file("seq.kcap");
