@@ -1,4 +1,5 @@
-// Shared by the GPU benchmarks (launch_overhead.cpp, capture_throughput.cpp):
+// Shared by the GPU benchmarks (launch_overhead.cpp, capture_throughput.cpp)
+// and tests/gpu/programs/content_hash_check.cpp:
 // driver-API setup, kernel loading, timing. Driver API only, so that the
 // shim's cost is measured on the shortest path to the driver.
 #pragma once

@@ -295,9 +295,7 @@ class TraceWriterImpl final : public TraceWriter {
         std::lock_guard lock(mutex_);
         if (storedPieces_.count(hashes[i]) != 0) return;
       }
-      copies[i] = spareRaw_.take();
-      if (copies[i].capacity() != 0) reused.fetch_add(1, std::memory_order_relaxed);
-      copyPiece(copies[i], piece, pieceLength(i));
+      if (copyIntoSpare(copies[i], piece, pieceLength(i))) reused.fetch_add(1, std::memory_order_relaxed);
     });
     for (size_t i = 0; i < count; ++i) {
       pieces[static_cast<unsigned>(i)].setHigh(hashes[i].high);
@@ -318,18 +316,7 @@ class TraceWriterImpl final : public TraceWriter {
     for (const auto& copy : copies) copied += copy.size();
     if (copied > 0) waitForSpace(lock, copied);
     for (size_t i = 0; i < count; ++i) {
-      if (copies[i].empty()) continue;
-      if (!storedPieces_.insert(hashes[i]).second) {
-        spareRaw_.giveBack(copies[i]);
-        continue;
-      }
-      stats_.uniqueBytes += copies[i].size();
-      auto job = std::make_unique<Job>();
-      job->kind = ChunkKind::kBlob;
-      job->hash = hashes[i];
-      job->raw = std::move(copies[i]);
-      const size_t cost = job->raw.size();
-      enqueue(std::move(job), cost);
+      if (!copies[i].empty()) queueNewPiece(hashes[i], copies[i]);
     }
   }
 
@@ -352,25 +339,15 @@ class TraceWriterImpl final : public TraceWriter {
         return;
       }
     }
-    std::vector<uint8_t> copy = spareRaw_.take();
-    const bool reused = copy.capacity() != 0;
-    copyPiece(copy, static_cast<const uint8_t*>(data), size);
+    std::vector<uint8_t> copy;
+    const bool reused = copyIntoSpare(copy, static_cast<const uint8_t*>(data), size);
     std::unique_lock lock(mutex_);
     throwIfFailed();
     throwIfClosed();
     stats_.contentBytes += size;
     stats_.reusedBuffers += reused ? 1 : 0;
     waitForSpace(lock, size);
-    if (!storedPieces_.insert(hash).second) {  // queued by another producer meanwhile
-      spareRaw_.giveBack(copy);
-      return;
-    }
-    stats_.uniqueBytes += size;
-    auto job = std::make_unique<Job>();
-    job->kind = ChunkKind::kBlob;
-    job->hash = hash;
-    job->raw = std::move(copy);
-    enqueue(std::move(job), size);
+    queueNewPiece(hash, copy);  // unless another producer queued it meanwhile
   }
 
   void storeEncodedPiece(const Hash128& hash, uint64_t rawSize, std::vector<uint8_t> chunk) override {
@@ -496,6 +473,31 @@ class TraceWriterImpl final : public TraceWriter {
  private:
   // Caller holds batchMutex_.
   size_t batchBytes() const { return batch_.raw.size() + batch_.deferredHint; }
+
+  // Copies a new piece into a spare buffer (copyPiece); true when the buffer
+  // had been used before.
+  bool copyIntoSpare(std::vector<uint8_t>& copy, const uint8_t* piece, size_t length) {
+    copy = spareRaw_.take();
+    const bool reused = copy.capacity() != 0;
+    copyPiece(copy, piece, length);
+    return reused;
+  }
+
+  // Caller holds the lock. Queues a copied piece for compression, or gives
+  // the copy back when the file holds the piece already.
+  void queueNewPiece(const Hash128& hash, std::vector<uint8_t>& copy) {
+    if (!storedPieces_.insert(hash).second) {
+      spareRaw_.giveBack(copy);
+      return;
+    }
+    stats_.uniqueBytes += copy.size();
+    auto job = std::make_unique<Job>();
+    job->kind = ChunkKind::kBlob;
+    job->hash = hash;
+    job->raw = std::move(copy);
+    const size_t cost = job->raw.size();
+    enqueue(std::move(job), cost);
+  }
 
   WorkerPool* hashingPool() {
     std::call_once(hashingPoolMade_, [&] {

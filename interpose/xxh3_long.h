@@ -137,9 +137,9 @@ KCAP_HD uint64_t mergeAccumulators(const Accumulators& acc, const uint8_t* secre
     return avalanche(result);
 }
 
-// Blocks before the last partial one, stripes in that partial block, and
-// where the last stripe starts: XXH3 hashes the final 64 bytes once more
-// (overlapping what came before), with the secret at an odd offset.
+// Whole blocks, then the stripes of the last, partial block. After them
+// XXH3 hashes the final 64 bytes once more (overlapping what came before),
+// with the secret at an odd offset (kLastStripeSecret).
 struct Layout {
     uint64_t wholeBlocks;
     uint64_t tailStripes;
@@ -198,8 +198,7 @@ KCAP_HD size_t threadKeyOffset(int thread, int j)
 }
 
 // The whole hash on one thread, in the warp's order: each block's
-// additions summed first, then added to the accumulators. For the host
-// tests and for a piece a warp does not take.
+// additions summed first, then added to the accumulators (the host tests).
 inline Hash hashLong(const uint8_t* input, uint64_t length, const uint8_t* secret)
 {
     Accumulators acc = initialAccumulators();

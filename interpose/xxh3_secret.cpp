@@ -4,14 +4,8 @@
 
 #include <cstring>
 
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wconversion"
-#pragma GCC diagnostic ignored "-Wshadow"
-#pragma GCC diagnostic ignored "-Wcast-align"
-#pragma GCC diagnostic ignored "-Wnull-dereference"
 #define XXH_INLINE_ALL
 #include <xxhash.h>
-#pragma GCC diagnostic pop
 
 namespace kcap::xxh3 {
 

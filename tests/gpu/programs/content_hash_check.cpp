@@ -8,36 +8,18 @@
 // last piece is too short for the kernel (left to the host: zero). Prints
 // each mismatch and the kernel's and pinned D2H's GB/s; exit 0 when every
 // piece matches.
+#include "gpu_bench.h"  // bench/: driver-API setup shared with the GPU benchmarks
 #include "hash.h"
 #include "xxh3_long.h"
 
 #include <cuda.h>
 
-#include <chrono>
-#include <cstdio>
-#include <cstdlib>
 #include <algorithm>
+#include <cstdio>
 #include <random>
-#include <string>
 #include <vector>
 
-#define CHECK_CU(call)                                                                          \
-    do {                                                                                        \
-        const CUresult r_ = (call);                                                             \
-        if (r_ != CUDA_SUCCESS) {                                                               \
-            const char* name_ = nullptr;                                                        \
-            cuGetErrorName(r_, &name_);                                                         \
-            std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, name_ ? name_ : "?"); \
-            std::exit(1);                                                                       \
-        }                                                                                       \
-    } while (0)
-
 namespace {
-
-double seconds()
-{
-    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 
 // Hashes [address, address + size) in pieces on the device; returns {high, low} a piece.
 std::vector<uint64_t> deviceHashes(CUfunction kernel, CUdeviceptr address, uint64_t size, uint32_t pieceSize,
@@ -45,19 +27,19 @@ std::vector<uint64_t> deviceHashes(CUfunction kernel, CUdeviceptr address, uint6
 {
     const uint64_t pieces = (size + pieceSize - 1) / pieceSize;
     CUdeviceptr out = 0;
-    CHECK_CU(cuMemAlloc(&out, pieces * 16));
+    BENCH_CHECK(cuMemAlloc(&out, pieces * 16));
     kcap::xxh3::Secret secret = kcap::xxh3::defaultSecret();
     void* params[] = {&address, &size, &pieceSize, &secret, &out};
     const unsigned threads = 256;  // 8 warps, 8 pieces a block
     const unsigned blocks = static_cast<unsigned>((pieces * 32 + threads - 1) / threads);
-    CHECK_CU(cuCtxSynchronize());
-    const double start = seconds();
-    CHECK_CU(cuLaunchKernel(kernel, blocks, 1, 1, threads, 1, 1, 0, nullptr, params, nullptr));
-    CHECK_CU(cuCtxSynchronize());
-    *elapsed = seconds() - start;
+    BENCH_CHECK(cuCtxSynchronize());
+    const double start = bench::nowNs() / 1e9;
+    BENCH_CHECK(cuLaunchKernel(kernel, blocks, 1, 1, threads, 1, 1, 0, nullptr, params, nullptr));
+    BENCH_CHECK(cuCtxSynchronize());
+    *elapsed = bench::nowNs() / 1e9 - start;
     std::vector<uint64_t> hashes(pieces * 2);
-    CHECK_CU(cuMemcpyDtoH(hashes.data(), out, hashes.size() * 8));
-    CHECK_CU(cuMemFree(out));
+    BENCH_CHECK(cuMemcpyDtoH(hashes.data(), out, hashes.size() * 8));
+    BENCH_CHECK(cuMemFree(out));
     return hashes;
 }
 
@@ -91,28 +73,13 @@ int main(int argc, char** argv)
         std::fprintf(stderr, "usage: %s content_hash.fatbin\n", argv[0]);
         return 2;
     }
-    std::string image;
-    if (std::FILE* file = std::fopen(argv[1], "rb")) {
-        char chunk[65536];
-        for (size_t n; (n = std::fread(chunk, 1, sizeof chunk, file)) > 0;) {
-            image.append(chunk, n);
-        }
-        std::fclose(file);
-    }
-    if (image.empty()) {
-        std::fprintf(stderr, "cannot read %s\n", argv[1]);
-        return 2;
-    }
-    CHECK_CU(cuInit(0));
-    CUdevice device = 0;
-    CHECK_CU(cuDeviceGet(&device, 0));
-    CUcontext context = nullptr;
-    CHECK_CU(cuDevicePrimaryCtxRetain(&context, device));
-    CHECK_CU(cuCtxSetCurrent(context));
+    bench::primaryContext();
     CUmodule module = nullptr;
-    CHECK_CU(cuModuleLoadData(&module, image.data()));
+    if (const CUresult r = cuModuleLoad(&module, argv[1]); r != CUDA_SUCCESS) {
+        bench::die(argv[1], r);
+    }
     CUfunction kernel = nullptr;
-    CHECK_CU(cuModuleGetFunction(&kernel, module, "kcap_content_hash"));
+    BENCH_CHECK(cuModuleGetFunction(&kernel, module, "kcap_content_hash"));
 
     constexpr uint32_t kPiece = 1u << 20;
     const uint64_t size = 64ull * kPiece + 777;
@@ -124,8 +91,8 @@ int main(int argc, char** argv)
     std::fill(host.begin() + 5 * kPiece, host.begin() + 7 * kPiece, 0);                 // zero pieces
     std::copy(host.begin(), host.begin() + kPiece, host.begin() + 9 * kPiece);          // a repeat
     CUdeviceptr memory = 0;
-    CHECK_CU(cuMemAlloc(&memory, size));
-    CHECK_CU(cuMemcpyHtoD(memory, host.data(), size));
+    BENCH_CHECK(cuMemAlloc(&memory, size));
+    BENCH_CHECK(cuMemcpyHtoD(memory, host.data(), size));
 
     double kernelSeconds = 0;
     int mismatches = compare(deviceHashes(kernel, memory, size, kPiece, &kernelSeconds), host.data(), size, kPiece,
@@ -141,14 +108,14 @@ int main(int argc, char** argv)
 
     // Rates, for the record (not asserted): the kernel over 64 MiB, pinned D2H of it.
     void* pinned = nullptr;
-    CHECK_CU(cuMemAllocHost(&pinned, size));
-    const double start = seconds();
-    CHECK_CU(cuMemcpyDtoH(pinned, memory, size));
-    const double d2h = seconds() - start;
+    BENCH_CHECK(cuMemAllocHost(&pinned, size));
+    const double start = bench::nowNs() / 1e9;
+    BENCH_CHECK(cuMemcpyDtoH(pinned, memory, size));
+    const double d2h = bench::nowNs() / 1e9 - start;
     std::printf("kernel GB/s %.1f (first launch, 64 MiB), pinned D2H GB/s %.1f\n", size / kernelSeconds / 1e9,
                 size / d2h / 1e9);
-    CHECK_CU(cuMemFreeHost(pinned));
-    CHECK_CU(cuMemFree(memory));
+    BENCH_CHECK(cuMemFreeHost(pinned));
+    BENCH_CHECK(cuMemFree(memory));
     std::printf("%s: %d mismatching pieces\n", mismatches == 0 ? "OK" : "FAILED", mismatches);
     return mismatches == 0 ? 0 : 1;
 }
