@@ -314,7 +314,8 @@ void Recorder::end(schema::EndReason reason, int signal, const std::string& mess
     }
     try {
         writer_->close();
-        note_writer_stats(writer_->stats());
+        const format::TraceWriter::Stats stats = writer_->stats();
+        note_writer_stats({stats.uniqueBytes, stats.reusedBuffers, stats.producerWaitNs});
     } catch (const std::exception& e) {
         if (reason != schema::EndReason::INTERNAL_ERROR) {
             log_message("the trace %s may be incomplete: %s", path_.c_str(), e.what());

@@ -39,7 +39,7 @@ SnapshotProfile g_snapshots;
 
 std::mutex g_writerMutex;
 bool g_writerNoted = false;
-format::TraceWriter::Stats g_writer;
+WriterFigures g_writer{};
 
 unsigned long long ull(const std::atomic<std::uint64_t>& value)
 {
@@ -77,11 +77,11 @@ void count_staging_buffer_made() noexcept
     }
 }
 
-void note_writer_stats(const format::TraceWriter::Stats& stats) noexcept
+void note_writer_stats(const WriterFigures& figures) noexcept
 {
     if (counting()) {
         std::lock_guard lock(g_writerMutex);
-        g_writer = stats;
+        g_writer = figures;
         g_writerNoted = true;
     }
 }

@@ -24,7 +24,6 @@
 #pragma once
 
 #include "hook_table.h"
-#include "trace_writer.h"
 
 #include <cstdint>
 
@@ -60,7 +59,14 @@ void count_snapshot_range(std::uint64_t bytes) noexcept;
 void count_snapshot_chunk() noexcept;
 void count_snapshot_time(SnapshotTime what, std::uint64_t ns) noexcept;
 void count_staging_buffer_made() noexcept;
-// The writer's statistics as the trace ended (the last trace's, after a fork).
-void note_writer_stats(const format::TraceWriter::Stats& stats) noexcept;
+// The writer's statistics as the trace ended (the last trace's, after a
+// fork): the figures of format::TraceWriter::Stats the report prints. Plain
+// numbers: every hook includes this header, the writer's is heavier.
+struct WriterFigures {
+    std::uint64_t uniqueBytes;
+    std::uint64_t reusedBuffers;
+    std::uint64_t producerWaitNs;
+};
+void note_writer_stats(const WriterFigures& figures) noexcept;
 
 }  // namespace kcap
