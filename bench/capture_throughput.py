@@ -6,7 +6,7 @@ device-to-host bandwidth (target: at least 50% of it).
 
     capture_throughput.py --bench build-gpu/bench/kcap_bench_capture --kcap build-gpu/tools/kcap \\
         [--mib 4096] [--rounds 2] [--masks 0xffffffff,0x0000ffff] [--modes full,pre] [--dir /tmp] [--buffer SIZE]
-        [--flush launch|batch]
+        [--flush launch|batch] [--hash device|host]
 
 For each data kind (--masks: 0xffffffff random words, incompressible;
 0x0000ffff 16 random bits a word, compressible) the plain run measures the
@@ -54,6 +54,8 @@ def parse_args():
     p.add_argument("--buffer", help="`kcap record --buffer SIZE`: with more than a snapshot's size, the figure is "
                                     "how long the program waits; the file is written behind it")
     p.add_argument("--flush", choices=["launch", "batch"], help="`kcap record --flush`")
+    p.add_argument("--hash", choices=["device", "host"], help="`kcap record --hash` (default device: large ranges "
+                                                               "are hashed on the GPU, only new pieces copied)")
     p.add_argument("--timeout", type=float, default=500, help="seconds for each run")
     return p.parse_args()
 
@@ -100,7 +102,9 @@ def describe_profile(p):
         return "no snapshot profile"
     s, t, w = p["snapshot"], p["snapshot_ns"], p.get("writer", {})
     ms = lambda ns: f"{ns / 1e6:.0f} ms"
-    return (f"launching thread, all rounds ({s['chunks']} chunks of 32 MiB): waiting for D2H {ms(t['copy_wait'])}, "
+    return (f"launching thread, all rounds: hashed on the device {s.get('device_hashed', 0) / 1e9:.2f} GB in "
+            f"{ms(t.get('device_hash', 0))}, copied {s.get('copied', 0) / 1e9:.2f} GB in {s['chunks']} chunks of at "
+            f"most 32 MiB; waiting for D2H {ms(t['copy_wait'])}, "
             f"storing chunks {ms(t['store'])}, page-locked allocation {ms(t['staging'])} ({t['buffers_made']} "
             f"buffers); writer: {w.get('unique_bytes', 0) / 1e9:.2f} GB new, {w.get('reused_buffers', 0)} into "
             f"reused buffers, producers blocked on --buffer {ms(w.get('wait_ns', 0))}")
@@ -158,6 +162,7 @@ def main():
                 trace = work / "trace.kcap"
                 buffer = ["--buffer", args.buffer] if args.buffer else []
                 buffer += ["--flush", args.flush] if args.flush else []
+                buffer += ["--hash", args.hash] if args.hash else []
                 stats = work / "stats.txt"
                 began = time.monotonic()
                 recorded, problem = run([args.kcap, "record", "-q", "--mode", mode, "--include", "^kcap_read_sum$",

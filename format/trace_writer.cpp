@@ -260,64 +260,13 @@ class TraceWriterImpl final : public TraceWriter {
     }
   }
 
-  // In two steps: the pieces are hashed, and the new ones copied, on the
-  // hashing pool; then the new ones take their places in the file in piece
-  // order, under the lock (so the file is the same whatever the threads do).
-  // An event appended later, by any thread, that names a piece is written
-  // after it.
   void storeContent(const void* data, size_t size, schema::Content::Builder out) override {
-    const auto* bytes = static_cast<const uint8_t*>(data);
-    const size_t count = size == 0 ? 0 : (size + pieceSize() - 1) / pieceSize();
-    out.setSize(size);
-    out.setPieceSize(pieceSize());
-    auto pieces = out.initPieces(static_cast<unsigned>(count));
-    auto pieceLength = [&](size_t i) { return std::min<size_t>(pieceSize(), size - i * pieceSize()); };
+    store(data, size, nullptr, out);
+  }
 
-    // Hashing and copying run at a few GB/s a core: a snapshot of device
-    // memory, copied at tens of GB/s, needs several cores to keep up.
-    WorkerPool* pool = count > 1 ? hashingPool() : nullptr;
-    auto forEachPiece = [&](size_t n, const std::function<void(size_t)>& fn) {
-      if (pool != nullptr && n > 1) {
-        pool->forEach(n, fn);
-      } else {
-        for (size_t i = 0; i < n; ++i) fn(i);
-      }
-    };
-    // Each piece is hashed and, if the trace has not seen it, copied right
-    // away by the same thread, while it is still in that core's cache.
-    std::vector<Hash128> hashes(count);
-    std::vector<std::vector<uint8_t>> copies(count);
-    std::atomic<uint64_t> reused{0};
-    forEachPiece(count, [&](size_t i) {
-      const uint8_t* piece = bytes + i * pieceSize();
-      hashes[i] = contentHash(piece, pieceLength(i));
-      {
-        std::lock_guard lock(mutex_);
-        if (storedPieces_.count(hashes[i]) != 0) return;
-      }
-      if (copyIntoSpare(copies[i], piece, pieceLength(i))) reused.fetch_add(1, std::memory_order_relaxed);
-    });
-    for (size_t i = 0; i < count; ++i) {
-      pieces[static_cast<unsigned>(i)].setHigh(hashes[i].high);
-      pieces[static_cast<unsigned>(i)].setLow(hashes[i].low);
-    }
-
-    // Then queued in piece order, so that the file does not depend on the
-    // threads. A copy made for a piece that turned out to be stored already
-    // (twice in this content, or queued by another thread meanwhile) goes
-    // back unused. The copies exist before they are counted as pending: a
-    // producer holds at most one call's worth beyond the bound.
-    std::unique_lock lock(mutex_);
-    throwIfFailed();
-    throwIfClosed();
-    stats_.contentBytes += size;
-    stats_.reusedBuffers += reused.load();
-    size_t copied = 0;
-    for (const auto& copy : copies) copied += copy.size();
-    if (copied > 0) waitForSpace(lock, copied);
-    for (size_t i = 0; i < count; ++i) {
-      if (!copies[i].empty()) queueNewPiece(hashes[i], copies[i]);
-    }
+  void storeHashedContent(const void* data, size_t size, const Hash128* hashes,
+                          schema::Content::Builder out) override {
+    store(data, size, hashes, out);
   }
 
   std::vector<uint8_t> missingPieces(const std::vector<Hash128>& hashes) const override {
@@ -325,29 +274,6 @@ class TraceWriterImpl final : public TraceWriter {
     std::lock_guard lock(mutex_);
     for (size_t i = 0; i < hashes.size(); ++i) missing[i] = storedPieces_.count(hashes[i]) == 0 ? 1 : 0;
     return missing;
-  }
-
-  void storeHashedPiece(const Hash128& hash, const void* data, size_t size) override {
-    if (size > pieceSize()) {
-      throw FormatError(path_ + ": a piece of " + std::to_string(size) + " bytes is longer than the trace's " +
-                        std::to_string(pieceSize()) + "-byte pieces");
-    }
-    {
-      std::lock_guard lock(mutex_);
-      if (storedPieces_.count(hash) != 0) {
-        stats_.contentBytes += size;
-        return;
-      }
-    }
-    std::vector<uint8_t> copy;
-    const bool reused = copyIntoSpare(copy, static_cast<const uint8_t*>(data), size);
-    std::unique_lock lock(mutex_);
-    throwIfFailed();
-    throwIfClosed();
-    stats_.contentBytes += size;
-    stats_.reusedBuffers += reused ? 1 : 0;
-    waitForSpace(lock, size);
-    queueNewPiece(hash, copy);  // unless another producer queued it meanwhile
   }
 
   void storeEncodedPiece(const Hash128& hash, uint64_t rawSize, std::vector<uint8_t> chunk) override {
@@ -471,6 +397,68 @@ class TraceWriterImpl final : public TraceWriter {
   uint32_t pieceSize() const override { return options_.pieceSize; }
 
  private:
+  // In two steps: the pieces are hashed, and the new ones copied, on the
+  // hashing pool; then the new ones take their places in the file in piece
+  // order, under the lock (so the file is the same whatever the threads do).
+  // An event appended later, by any thread, that names a piece is written
+  // after it.
+  // `known`: the pieces' hashes, given by the producer (storeHashedContent),
+  // or nullptr: hashed here.
+  void store(const void* data, size_t size, const Hash128* known, schema::Content::Builder out) {
+    const auto* bytes = static_cast<const uint8_t*>(data);
+    const size_t count = size == 0 ? 0 : (size + pieceSize() - 1) / pieceSize();
+    out.setSize(size);
+    out.setPieceSize(pieceSize());
+    auto pieces = out.initPieces(static_cast<unsigned>(count));
+    auto pieceLength = [&](size_t i) { return std::min<size_t>(pieceSize(), size - i * pieceSize()); };
+
+    // Hashing and copying run at a few GB/s a core: a snapshot of device
+    // memory, copied at tens of GB/s, needs several cores to keep up.
+    WorkerPool* pool = count > 1 ? hashingPool() : nullptr;
+    auto forEachPiece = [&](size_t n, const std::function<void(size_t)>& fn) {
+      if (pool != nullptr && n > 1) {
+        pool->forEach(n, fn);
+      } else {
+        for (size_t i = 0; i < n; ++i) fn(i);
+      }
+    };
+    // Each piece is hashed and, if the trace has not seen it, copied right
+    // away by the same thread, while it is still in that core's cache.
+    std::vector<Hash128> hashes(count);
+    std::vector<std::vector<uint8_t>> copies(count);
+    std::atomic<uint64_t> reused{0};
+    forEachPiece(count, [&](size_t i) {
+      const uint8_t* piece = bytes + i * pieceSize();
+      hashes[i] = known != nullptr ? known[i] : contentHash(piece, pieceLength(i));
+      {
+        std::lock_guard lock(mutex_);
+        if (storedPieces_.count(hashes[i]) != 0) return;
+      }
+      if (copyIntoSpare(copies[i], piece, pieceLength(i))) reused.fetch_add(1, std::memory_order_relaxed);
+    });
+    for (size_t i = 0; i < count; ++i) {
+      pieces[static_cast<unsigned>(i)].setHigh(hashes[i].high);
+      pieces[static_cast<unsigned>(i)].setLow(hashes[i].low);
+    }
+
+    // Then queued in piece order, so that the file does not depend on the
+    // threads. A copy made for a piece that turned out to be stored already
+    // (twice in this content, or queued by another thread meanwhile) goes
+    // back unused. The copies exist before they are counted as pending: a
+    // producer holds at most one call's worth beyond the bound.
+    std::unique_lock lock(mutex_);
+    throwIfFailed();
+    throwIfClosed();
+    stats_.contentBytes += size;
+    stats_.reusedBuffers += reused.load();
+    size_t copied = 0;
+    for (const auto& copy : copies) copied += copy.size();
+    if (copied > 0) waitForSpace(lock, copied);
+    for (size_t i = 0; i < count; ++i) {
+      if (!copies[i].empty()) queueNewPiece(hashes[i], copies[i]);
+    }
+  }
+
   // Caller holds batchMutex_.
   size_t batchBytes() const { return batch_.raw.size() + batch_.deferredHint; }
 

@@ -93,18 +93,18 @@ class TraceWriter {
   // Pieces already in the file are not stored again. Thread-safe.
   virtual void storeContent(const void* data, size_t size, schema::Content::Builder out) = 0;
 
-  // For a producer that hashes pieces itself (contentHash of each piece's
-  // bytes, e.g. on the device where the memory lies): for each of `hashes`,
-  // 1 when the file does not hold that piece yet. The producer then supplies
-  // those with storeHashedPiece and describes the content itself. Thread-safe.
-  virtual std::vector<uint8_t> missingPieces(const std::vector<Hash128>& hashes) const = 0;
+  // storeContent for a producer that hashed the pieces itself (contentHash
+  // of each piece's bytes; the shim does it on the device where the memory
+  // lies): hashes[i] names piece i of `data`, and the writer does not hash
+  // again. The caller vouches for them; kcap check verifies them. Thread-safe.
+  virtual void storeHashedContent(const void* data, size_t size, const Hash128* hashes,
+                                  schema::Content::Builder out) = 0;
 
-  // Stores one piece of at most pieceSize() bytes under `hash`, which must
-  // be contentHash of exactly these bytes: the writer does not hash them
-  // again (kcap check reports a piece stored under another hash). Copied;
-  // nothing more happens when the file holds the piece already. Counted in
-  // Stats::contentBytes as storeContent counts a whole content. Thread-safe.
-  virtual void storeHashedPiece(const Hash128& hash, const void* data, size_t size) = 0;
+  // For a producer that hashes pieces itself (the shim, on the device where
+  // the memory lies): for each of `hashes`, 1 when the file does not hold
+  // that piece (nor has it queued), so that only those need to reach the
+  // host and storeContent. A piece once held stays held. Thread-safe.
+  virtual std::vector<uint8_t> missingPieces(const std::vector<Hash128>& hashes) const = 0;
 
   // Stores one piece already encoded by another trace's writer: `chunk` is a
   // whole blob chunk (header and payload) as TraceReader::readStoredChunk

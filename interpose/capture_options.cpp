@@ -23,6 +23,7 @@ constexpr uint64_t kMinBufferBytes = uint64_t{64} << 20;
 constexpr uint64_t kMaxBufferBytes = uint64_t{1024} << 30;
 constexpr const char* kFlush = "KCAP_FLUSH";
 constexpr const char* kTiming = "KCAP_TIMING";
+constexpr const char* kHash = "KCAP_HASH";
 
 std::optional<uint64_t> parseUnsigned(std::string_view text)
 {
@@ -101,13 +102,14 @@ std::vector<std::pair<std::string, std::string>> CaptureOptions::describe() cons
     out.emplace_back("buffer", std::to_string(bufferBytes));
     out.emplace_back("flush", flushPolicyName(flush));
     out.emplace_back("timing", timing ? "on" : "off");
+    out.emplace_back("hash", hashOnDevice ? "device" : "host");
     return out;
 }
 
 const std::vector<const char*>& captureVariables()
 {
     static const std::vector<const char*> names = {kOutput, kMode,  kInclude,   kExclude, kSkip,   kMaxLaunches,
-                                                   kLevel,  kPieceSize, kBuffer, kFlush, kTiming};
+                                                   kLevel,  kPieceSize, kBuffer, kFlush, kTiming, kHash};
     return names;
 }
 
@@ -223,6 +225,12 @@ std::optional<CaptureOptions> readCaptureOptions(const VariableLookup& lookup)
             throw OptionError(kTiming, timing, "expected 1 (record GPU durations) or 0");
         }
         options.timing = timing == "1";
+    }
+    if (const std::string hash = value(kHash); !hash.empty()) {
+        if (hash != "device" && hash != "host") {
+            throw OptionError(kHash, hash, "expected device (hash large ranges where they lie first) or host");
+        }
+        options.hashOnDevice = hash == "device";
     }
     return options;
 }

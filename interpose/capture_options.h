@@ -17,6 +17,9 @@
 //                      launch runs; batch: written behind the program, in batches
 //   KCAP_TIMING        1: also record each launch's GPU duration (CUPTI); 0 or
 //                      unset: not
+//   KCAP_HASH          device (default): a large range of device memory is hashed
+//                      on the GPU first and only the pieces the trace lacks are
+//                      copied; host: every range is copied and hashed on the host
 //
 // `kcap record` has a flag for each (and validates them with the same code).
 // Pure logic: no CUDA, no I/O; the caller passes the variable lookup.
@@ -66,6 +69,7 @@ struct CaptureOptions {
     uint64_t bufferBytes = uint64_t{256} << 20;
     FlushPolicy flush = FlushPolicy::kLaunch;  // metadata mode never waits for the file
     bool timing = false;  // kernelTiming events through CUPTI (cupti_timing.h)
+    bool hashOnDevice = true;  // memory_snapshot.h, device_hash.h
 
     // Compiled once by readCaptureOptions; shared, immutable.
     std::shared_ptr<const std::regex> includeRegex;

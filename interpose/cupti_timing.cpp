@@ -3,6 +3,7 @@
 // flush at exit. See cupti_timing.h for the design.
 #include "cupti_timing.h"
 
+#include "device_hash.h"
 #include "recorder.h"
 #include "shim_log.h"
 
@@ -13,9 +14,10 @@
 
 #include <algorithm>
 #include <atomic>
-#include <set>
 #include <cstdlib>
+#include <cstring>
 #include <map>
+#include <set>
 #include <string>
 
 #ifndef KCAP_CUDA_TOOLKIT_LIBRARY_DIR
@@ -301,8 +303,11 @@ void correlate(uint32_t correlation, uint64_t launchIndex)
 void onKernel(const KernelRecord& record)
 {
     // Kernels of graph launches and device-side launches were not launched
-    // through a call the shim timed.
-    if (record.graphId != 0 || record.isDeviceLaunched != 0) {
+    // through a call the shim timed; the shim's own hashing kernel is not
+    // the program's (it runs inside a recorded launch's call, and carries
+    // that launch's correlation).
+    if (record.graphId != 0 || record.isDeviceLaunched != 0 ||
+        (record.name != nullptr && std::strcmp(record.name, kContentHashKernel) == 0)) {
         return;
     }
     const KernelTimes times{record.start, record.end, record.name != nullptr ? record.name : ""};

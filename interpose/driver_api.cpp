@@ -40,6 +40,10 @@ DriverApi load() noexcept
     resolve(api.streamCreate, "cuStreamCreate");
     resolve(api.memHostAlloc, "cuMemHostAlloc");
     resolve(api.pointerGetAttribute, "cuPointerGetAttribute");
+    resolve(api.memGetAddressRange, "cuMemGetAddressRange_v2");
+    resolve(api.libraryLoadData, "cuLibraryLoadData");
+    resolve(api.libraryGetKernel, "cuLibraryGetKernel");
+    resolve(api.launchKernel, "cuLaunchKernel");
     resolve(api.funcGetParamInfo, "cuFuncGetParamInfo");
     resolve(api.kernelGetParamInfo, "cuKernelGetParamInfo");
     resolve(api.moduleGetGlobal, "cuModuleGetGlobal_v2");

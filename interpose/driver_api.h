@@ -35,6 +35,12 @@ struct DriverApi {
     PFN_cuStreamCreate_v2000 streamCreate = nullptr;
     PFN_cuMemHostAlloc_v2020 memHostAlloc = nullptr;
     PFN_cuPointerGetAttribute_v4000 pointerGetAttribute = nullptr;
+    PFN_cuMemGetAddressRange_v3020 memGetAddressRange = nullptr;
+
+    // The shim's own kernel (device_hash.h).
+    PFN_cuLibraryLoadData_v12000 libraryLoadData = nullptr;
+    PFN_cuLibraryGetKernel_v12000 libraryGetKernel = nullptr;
+    PFN_cuLaunchKernel_v4000 launchKernel = nullptr;
 
     PFN_cuFuncGetParamInfo_v12040 funcGetParamInfo = nullptr;
     PFN_cuKernelGetParamInfo_v12040 kernelGetParamInfo = nullptr;

@@ -367,7 +367,7 @@ bool Recorder::launchStarting(const LaunchCall& call, std::string_view kernelNam
             std::vector<uint8_t> bytes;
             const bool scan = range.size <= kIndirectScanLimit;
             TakenRange entry{range, {}};
-            failed = snapshot(*writer_, staging_, range, entry.content, scan ? &bytes : nullptr);
+            failed = snapshot(*writer_, staging_, range, entry.content, scan ? &bytes : nullptr, options_.hashOnDevice);
             if (failed != CUDA_SUCCESS) {
                 break;
             }
@@ -392,7 +392,7 @@ bool Recorder::launchStarting(const LaunchCall& call, std::string_view kernelNam
                 break;
             }
             TakenRange entry{range, {}};
-            failed = snapshot(*writer_, staging_, range, entry.content, nullptr);
+            failed = snapshot(*writer_, staging_, range, entry.content, nullptr, options_.hashOnDevice);
             if (failed == CUDA_SUCCESS) {
                 taken.push_back(std::move(entry));
             }
@@ -433,7 +433,7 @@ void Recorder::launchFinished(PendingLaunch& pending, CUresult result)
         if (data->syncResult == CUDA_SUCCESS) {
             for (const SnapshotRange& range : pending.ranges) {
                 TakenRange entry{range, {}};
-                const CUresult failed = snapshot(*writer_, staging_, range, entry.content, nullptr);
+                const CUresult failed = snapshot(*writer_, staging_, range, entry.content, nullptr, options_.hashOnDevice);
                 if (failed != CUDA_SUCCESS) {
                     data->snapshotError = failed;
                     break;

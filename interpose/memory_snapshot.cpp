@@ -1,7 +1,9 @@
 #include "memory_snapshot.h"
 
+#include "device_hash.h"
 #include "driver_api.h"
 #include "stats.h"
+#include "xxh3_long.h"
 
 #include <capnp/message.h>
 
@@ -10,6 +12,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <optional>
+#include <unordered_set>
 
 namespace kcap {
 
@@ -65,14 +69,23 @@ StagingPool::Lease StagingPool::acquire()
     count_staging_buffer_made();
     void* memory = nullptr;
     const auto hostAlloc = driverApi().memHostAlloc;
-    if (hostAlloc == nullptr || hostAlloc(&memory, bufferBytes_, CU_MEMHOSTALLOC_PORTABLE) != CUDA_SUCCESS ||
+    const size_t bytes = bufferBytes_ + bufferBytes_ / 64;  // and the hash area
+    if (hostAlloc == nullptr || hostAlloc(&memory, bytes, CU_MEMHOSTALLOC_PORTABLE) != CUDA_SUCCESS ||
         memory == nullptr) {
-        memory = std::aligned_alloc(4096, bufferBytes_);
+        memory = std::aligned_alloc(4096, bytes);
         if (memory == nullptr) {
             throw std::bad_alloc();
         }
+        std::lock_guard lock(mutex_);
+        plain_.push_back(static_cast<const uint8_t*>(memory));
     }
     return Lease(*this, static_cast<uint8_t*>(memory));
+}
+
+bool StagingPool::isPageLocked(const uint8_t* data)
+{
+    std::lock_guard lock(mutex_);
+    return std::find(plain_.begin(), plain_.end(), data) == plain_.end();
 }
 
 void StoredContent::writeTo(schema::Content::Builder out) const
@@ -88,16 +101,57 @@ void StoredContent::writeTo(schema::Content::Builder out) const
 
 namespace {
 
-// Stores one staged chunk of a range and appends its pieces to `out`.
-void storeChunk(format::TraceWriter& writer, capnp::MallocMessageBuilder& scratch, const uint8_t* data, size_t size,
-                StoredContent& out)
+// Ranges smaller than this are copied whole: a launch of the hash kernel
+// and the wait for it cost about as much as copying a few pieces.
+constexpr uint64_t kDeviceHashMinBytes = 4u << 20;
+
+// A part of a range to copy to the host and store: whole pieces (the last
+// may be the range's short tail), at most one staging buffer.
+struct Segment {
+    uint64_t offset;
+    size_t size;
+    bool deviceHashed = false;  // its pieces' hashes are the device's (checked again after the copy)
+};
+
+// Appends [offset, offset + size) to `segments`, joined to the last one
+// where they touch, in pieces of at most `bufferBytes`.
+void addSegment(std::vector<Segment>& segments, uint64_t offset, uint64_t size, size_t bufferBytes,
+                bool deviceHashed = false)
+{
+    if (!segments.empty()) {
+        Segment& last = segments.back();
+        if (last.offset + last.size == offset && last.size < bufferBytes && last.deviceHashed == deviceHashed) {
+            const size_t more = static_cast<size_t>(std::min<uint64_t>(bufferBytes - last.size, size));
+            last.size += more;
+            offset += more;
+            size -= more;
+        }
+    }
+    while (size > 0) {
+        const size_t chunk = static_cast<size_t>(std::min<uint64_t>(bufferBytes, size));
+        segments.push_back({offset, chunk, deviceHashed});
+        offset += chunk;
+        size -= chunk;
+    }
+}
+
+// Stores one staged segment; its pieces' hashes take their places in `out`
+// (a device-hashed segment's are there already).
+void storeSegment(format::TraceWriter& writer, capnp::MallocMessageBuilder& scratch, const uint8_t* data,
+                  const Segment& segment, StoredContent& out)
 {
     const PhaseTimer timer(SnapshotTime::kStore);
     count_snapshot_chunk();
+    count_snapshot_bytes(SnapshotBytes::kCopied, segment.size);
     auto content = scratch.initRoot<schema::Content>();
-    writer.storeContent(data, size, content);
+    size_t index = static_cast<size_t>(segment.offset / out.pieceSize);
+    if (segment.deviceHashed) {
+        writer.storeHashedContent(data, segment.size, out.pieces.data() + index, content);
+        return;
+    }
+    writer.storeContent(data, segment.size, content);
     for (const auto piece : content.asReader().getPieces()) {
-        out.pieces.push_back({piece.getHigh(), piece.getLow()});
+        out.pieces[index++] = {piece.getHigh(), piece.getLow()};
     }
 }
 
@@ -151,8 +205,8 @@ void forgetSnapshotStream(CUstream stream)
 
 // One staging buffer at a time, copy then store, in series: host-mapped
 // memory, or when asynchronous copies are not possible.
-CUresult snapshotInSeries(format::TraceWriter& writer, StagingPool& staging, const SnapshotRange& range,
-                          StoredContent& out, std::vector<uint8_t>* hostCopy)
+CUresult copyInSeries(format::TraceWriter& writer, StagingPool& staging, const SnapshotRange& range,
+                      const std::vector<Segment>& segments, StoredContent& out, std::vector<uint8_t>* hostCopy)
 {
     const bool hostMapped = range.kind == schema::MemoryKind::HOST_MAPPED;
     const auto copy = driverApi().memcpyDtoH;
@@ -161,21 +215,20 @@ CUresult snapshotInSeries(format::TraceWriter& writer, StagingPool& staging, con
     }
     StagingPool::Lease buffer = staging.acquire();
     capnp::MallocMessageBuilder scratch(256);
-    for (uint64_t done = 0; done < range.size;) {
-        const size_t chunk = static_cast<size_t>(std::min<uint64_t>(buffer.size(), range.size - done));
+    for (const Segment& segment : segments) {
         if (hostMapped) {
-            std::memcpy(buffer.data(), reinterpret_cast<const void*>(range.address + done), chunk);
+            std::memcpy(buffer.data(), reinterpret_cast<const void*>(range.address + segment.offset), segment.size);
         } else {
             const PhaseTimer timer(SnapshotTime::kCopyWait);
-            if (const CUresult r = copy(buffer.data(), range.address + done, chunk); r != CUDA_SUCCESS) {
+            if (const CUresult r = copy(buffer.data(), range.address + segment.offset, segment.size);
+                r != CUDA_SUCCESS) {
                 return r;
             }
         }
-        storeChunk(writer, scratch, buffer.data(), chunk, out);
+        storeSegment(writer, scratch, buffer.data(), segment, out);
         if (hostCopy != nullptr) {
-            std::memcpy(hostCopy->data() + done, buffer.data(), chunk);
+            std::memcpy(hostCopy->data() + segment.offset, buffer.data(), segment.size);
         }
-        done += chunk;
     }
     return CUDA_SUCCESS;
 }
@@ -199,62 +252,168 @@ private:
     CUstream stream_;
 };
 
+// What copyOverlapped did besides its copies' result.
+struct CopyOutcome {
+    CUresult result = CUDA_SUCCESS;
+    bool streamGone = false;  // the first copy failed: the stream's context is gone, most likely
+    bool changed = false;     // a device-hashed segment hashed otherwise after its copy: nothing of it stored
+};
+
+// Two staging buffers: the copy of segment k+1 runs while segment k is
+// hashed and stored (on the writer's hashing threads), so a large snapshot
+// moves at the slower of the device-to-host copy and the hashing, not their
+// sum. A device-hashed segment is hashed on the device again right after
+// its copy, on the same stream: when the hashes still match, the copy holds
+// the bytes they name (the memory did not change around it), and the writer
+// takes them without hashing on the host.
+CopyOutcome copyOverlapped(format::TraceWriter& writer, StagingPool::Lease (&leases)[2], CUstream stream,
+                           const SnapshotRange& range, const std::vector<Segment>& segments, StoredContent& out,
+                           std::vector<uint8_t>* hostCopy)
+{
+    CopyOutcome outcome;
+    if (segments.empty()) {
+        return outcome;
+    }
+    const DriverApi& api = driverApi();
+    auto queue = [&](size_t k) {
+        const Segment& segment = segments[k];
+        const StagingPool::Lease& lease = leases[k % 2];
+        CUresult r = api.memcpyDtoHAsync(lease.data(), range.address + segment.offset, segment.size, stream);
+        if (r == CUDA_SUCCESS && segment.deviceHashed) {
+            r = queueDeviceHash(range.address + segment.offset, segment.size, out.pieceSize, stream,
+                                lease.hashArea());
+        }
+        return r;
+    };
+    auto sameAsBefore = [&](size_t k) {
+        const Segment& segment = segments[k];
+        const uint64_t* again = leases[k % 2].hashArea();
+        const size_t first = static_cast<size_t>(segment.offset / out.pieceSize);
+        const size_t count = (segment.size + out.pieceSize - 1) / out.pieceSize;
+        for (size_t j = 0; j < count; ++j) {
+            if (!(out.pieces[first + j] == format::Hash128{again[2 * j], again[2 * j + 1]})) {
+                return false;
+            }
+        }
+        return true;
+    };
+    if (queue(0) != CUDA_SUCCESS) {
+        outcome.streamGone = true;
+        return outcome;
+    }
+    const StreamDrain drain(stream);
+    capnp::MallocMessageBuilder scratch(256);
+    for (size_t k = 0; k < segments.size(); ++k) {
+        if ((outcome.result = waitForCopies(stream)) != CUDA_SUCCESS) {
+            return outcome;
+        }
+        if (segments[k].deviceHashed && !sameAsBefore(k)) {
+            outcome.changed = true;
+            return outcome;
+        }
+        if (k + 1 < segments.size()) {
+            if (const CUresult r = queue(k + 1); r != CUDA_SUCCESS) {
+                // The device hash of a segment could not be queued: the
+                // range is taken again the host's way.
+                outcome.changed = segments[k + 1].deviceHashed;
+                outcome.result = outcome.changed ? CUDA_SUCCESS : r;
+                return outcome;
+            }
+        }
+        storeSegment(writer, scratch, leases[k % 2].data(), segments[k], out);
+        if (hostCopy != nullptr) {
+            std::memcpy(hostCopy->data() + segments[k].offset, leases[k % 2].data(), segments[k].size);
+        }
+    }
+    return outcome;
+}
+
+// Hashes the range's pieces on the device, into `lease` (a page-locked
+// staging buffer), puts the hashes into out.pieces, and returns what must
+// be copied: the pieces the trace lacks, once each (device-hashed
+// segments), and a last piece too short for the kernel (hashed on the
+// host). nullopt when the device cannot tell: then everything is copied.
+std::optional<std::vector<Segment>> hashPiecesOnDevice(const format::TraceWriter& writer,
+                                                       const SnapshotRange& range, CUstream stream,
+                                                       const StagingPool::Lease& lease, StoredContent& out)
+{
+    const uint32_t pieceSize = out.pieceSize;
+    const size_t count = out.pieces.size();
+    if (count * 16 > lease.size() || !driverKnowsRange(range.address, range.size)) {
+        return std::nullopt;
+    }
+    {
+        const PhaseTimer timer(SnapshotTime::kDeviceHash);
+        auto* hashes = reinterpret_cast<uint64_t*>(lease.data());
+        if (queueDeviceHash(range.address, range.size, pieceSize, stream, hashes) != CUDA_SUCCESS ||
+            driverApi().streamSynchronize(stream) != CUDA_SUCCESS) {
+            return std::nullopt;
+        }
+        for (size_t i = 0; i < count; ++i) {
+            out.pieces[i] = {hashes[2 * i], hashes[2 * i + 1]};
+        }
+    }
+    count_snapshot_bytes(SnapshotBytes::kDeviceHashed, range.size);
+    const std::vector<uint8_t> missing = writer.missingPieces(out.pieces);
+    std::unordered_set<format::Hash128, format::Hash128Hasher> copying;
+    std::vector<Segment> toCopy;
+    for (size_t i = 0; i < count; ++i) {
+        const uint64_t offset = uint64_t{i} * pieceSize;
+        const uint64_t length = std::min<uint64_t>(pieceSize, range.size - offset);
+        if (length < xxh3::kMinLength) {
+            addSegment(toCopy, offset, length, lease.size());
+        } else if (missing[i] != 0 && copying.insert(out.pieces[i]).second) {
+            addSegment(toCopy, offset, length, lease.size(), true);
+        }
+    }
+    return toCopy;
+}
+
 }  // namespace
 
-// Two staging buffers: the copy of chunk k+1 runs while chunk k is hashed
-// and stored (on the writer's hashing threads), so a large snapshot moves at
-// the slower of the device-to-host copy and the hashing, not their sum.
 CUresult snapshot(format::TraceWriter& writer, StagingPool& staging, const SnapshotRange& range,
-                  StoredContent& out, std::vector<uint8_t>* hostCopy)
+                  StoredContent& out, std::vector<uint8_t>* hostCopy, bool deviceHashing)
 {
     count_snapshot_range(range.size);
     out.size = range.size;
     out.pieceSize = writer.pieceSize();
-    out.pieces.clear();
-    out.pieces.reserve(range.size / out.pieceSize + 1);
+    out.pieces.assign(static_cast<size_t>((range.size + out.pieceSize - 1) / out.pieceSize), {});
     if (hostCopy != nullptr) {
         hostCopy->resize(range.size);
     }
+    std::vector<Segment> whole;
+    addSegment(whole, 0, range.size, staging.bufferBytes());
+
     const DriverApi& api = driverApi();
-    const bool overlap = range.kind != schema::MemoryKind::HOST_MAPPED && range.size > staging.bufferBytes() &&
-                         api.streamSynchronize != nullptr;
+    const bool device = range.kind == schema::MemoryKind::ALLOCATION || range.kind == schema::MemoryKind::VMM;
+    const bool onDevice = deviceHashing && device && hostCopy == nullptr && range.size >= kDeviceHashMinBytes &&
+                          out.pieceSize % 1024 == 0 && range.address % 16 == 0 && deviceHashingUsable();
+    const bool overlap = range.kind != schema::MemoryKind::HOST_MAPPED &&
+                         (range.size > staging.bufferBytes() || onDevice) && api.streamSynchronize != nullptr;
     CUstream stream = overlap ? snapshotStream() : nullptr;
     if (stream == nullptr) {
-        return snapshotInSeries(writer, staging, range, out, hostCopy);
+        return copyInSeries(writer, staging, range, whole, out, hostCopy);
     }
-    StagingPool::Lease first = staging.acquire();
-    StagingPool::Lease second = staging.acquire();
-    uint8_t* const buffers[2] = {first.data(), second.data()};
-    const uint64_t bufferBytes = staging.bufferBytes();
-    auto chunkAt = [&](uint64_t offset) { return static_cast<size_t>(std::min(bufferBytes, range.size - offset)); };
-
-    if (api.memcpyDtoHAsync(buffers[0], range.address, chunkAt(0), stream) != CUDA_SUCCESS) {
-        // A stream of a context that is gone, most likely: once more in series.
-        forgetSnapshotStream(stream);
-        return snapshotInSeries(writer, staging, range, out, hostCopy);
-    }
-    const StreamDrain drain(stream);
-    capnp::MallocMessageBuilder scratch(256);
-    size_t slot = 0;
-    for (uint64_t done = 0; done < range.size; slot ^= 1) {
-        const size_t chunk = chunkAt(done);
-        if (const CUresult r = waitForCopies(stream); r != CUDA_SUCCESS) {
-            return r;
-        }
-        const uint64_t next = done + chunk;
-        if (next < range.size) {
-            if (const CUresult r = api.memcpyDtoHAsync(buffers[slot ^ 1], range.address + next, chunkAt(next), stream);
-                r != CUDA_SUCCESS) {
-                return r;
+    StagingPool::Lease leases[2] = {staging.acquire(), staging.acquire()};
+    CopyOutcome copied;
+    if (onDevice && leases[0].pageLocked() && leases[1].pageLocked()) {
+        if (const auto toCopy = hashPiecesOnDevice(writer, range, stream, leases[0], out)) {
+            copied = copyOverlapped(writer, leases, stream, range, *toCopy, out, nullptr);
+            if (!copied.changed && !copied.streamGone) {
+                return copied.result;
             }
+            // The program wrote the memory between the hashing and a copy
+            // (from another stream): taken again, all on the host.
         }
-        storeChunk(writer, scratch, buffers[slot], chunk, out);
-        if (hostCopy != nullptr) {
-            std::memcpy(hostCopy->data() + done, buffers[slot], chunk);
-        }
-        done = next;
     }
-    return CUDA_SUCCESS;
+    if (!copied.streamGone) {
+        copied = copyOverlapped(writer, leases, stream, range, whole, out, hostCopy);
+    }
+    if (copied.streamGone) {
+        forgetSnapshotStream(stream);
+        return copyInSeries(writer, staging, range, whole, out, hostCopy);
+    }
+    return copied.result;
 }
 
 }  // namespace kcap

@@ -4,6 +4,13 @@
 // buffer at a time on the thread's own stream, while the previous buffer is
 // hashed and stored.
 //
+// A range of device memory of a few pieces or more is first hashed on the
+// device (device_hash.h): only the pieces the trace lacks are copied, once
+// each. Copied pieces are hashed again on the host, so that the trace names
+// every piece by the bytes it holds: when those differ from what the device
+// hashed (the program wrote the memory in between, from another stream),
+// the range is taken again the host's way.
+//
 // Staging buffers are pinned (cuMemHostAlloc) where the driver allows, for
 // full device-to-host bandwidth, else plain host memory. They are reused:
 // a pool holds two per thread that snapshotted concurrently, never freed.
@@ -40,6 +47,10 @@ public:
         ~Lease();
         uint8_t* data() const { return data_; }
         size_t size() const { return pool_->bufferBytes_; }
+        bool pageLocked() const { return pool_->isPageLocked(data_); }
+        // Past size(): room for the device's hashes of the pieces in data()
+        // (16 bytes for each KiB).
+        uint64_t* hashArea() const { return reinterpret_cast<uint64_t*>(data_ + pool_->bufferBytes_); }
 
     private:
         StagingPool* pool_;
@@ -50,9 +61,12 @@ public:
     size_t bufferBytes() const { return bufferBytes_; }
 
 private:
+    bool isPageLocked(const uint8_t* data);
+
     const size_t bufferBytes_;
     std::mutex mutex_;
     std::vector<uint8_t*> free_;
+    std::vector<const uint8_t*> plain_;  // those the driver would not page-lock (few: a fallback)
 };
 
 // What a snapshot stored: Content fields, ready to be copied into an event.
@@ -73,9 +87,10 @@ struct SnapshotRange {
 
 // Copies `range` from the device (host-mapped memory: read directly) and
 // stores it. When `hostCopy` is given, the bytes are also left there (for
-// scanning small buffers for pointers). Returns the first failing copy's
-// result (the content is then incomplete and must not be used).
+// scanning small buffers for pointers). `deviceHashing`: the range may be
+// hashed on the device first (--hash device). Returns the first failing
+// copy's result (the content is then incomplete and must not be used).
 CUresult snapshot(format::TraceWriter& writer, StagingPool& staging, const SnapshotRange& range,
-                  StoredContent& out, std::vector<uint8_t>* hostCopy);
+                  StoredContent& out, std::vector<uint8_t>* hostCopy, bool deviceHashing);
 
 }  // namespace kcap

@@ -33,7 +33,8 @@ namespace {
 
 struct SnapshotProfile {
     std::atomic<std::uint64_t> ranges{0}, bytes{0}, chunks{0}, buffersMade{0};
-    std::atomic<std::uint64_t> ns[3] = {};
+    std::atomic<std::uint64_t> ns[4] = {};
+    std::atomic<std::uint64_t> bytesBy[2] = {};  // by SnapshotBytes
 };
 SnapshotProfile g_snapshots;
 
@@ -60,6 +61,13 @@ void count_snapshot_chunk() noexcept
 {
     if (counting()) {
         g_snapshots.chunks.fetch_add(1, std::memory_order_relaxed);
+    }
+}
+
+void count_snapshot_bytes(SnapshotBytes what, std::uint64_t bytes) noexcept
+{
+    if (counting()) {
+        g_snapshots.bytesBy[static_cast<int>(what)].fetch_add(bytes, std::memory_order_relaxed);
     }
 }
 
@@ -108,12 +116,15 @@ void write_stats(const char* path)
     }
     const SnapshotProfile& s = g_snapshots;
     if (s.ranges.load() > 0) {
-        std::fprintf(out, "snapshot ranges %llu bytes %llu chunks %llu\n", ull(s.ranges), ull(s.bytes),
-                     ull(s.chunks));
-        std::fprintf(out, "snapshot_ns copy_wait %llu store %llu staging %llu buffers_made %llu\n",
+        std::fprintf(out, "snapshot ranges %llu bytes %llu chunks %llu device_hashed %llu copied %llu\n",
+                     ull(s.ranges), ull(s.bytes), ull(s.chunks),
+                     ull(s.bytesBy[static_cast<int>(SnapshotBytes::kDeviceHashed)]),
+                     ull(s.bytesBy[static_cast<int>(SnapshotBytes::kCopied)]));
+        std::fprintf(out, "snapshot_ns copy_wait %llu store %llu staging %llu buffers_made %llu device_hash %llu\n",
                      ull(s.ns[static_cast<int>(SnapshotTime::kCopyWait)]),
                      ull(s.ns[static_cast<int>(SnapshotTime::kStore)]),
-                     ull(s.ns[static_cast<int>(SnapshotTime::kStaging)]), ull(s.buffersMade));
+                     ull(s.ns[static_cast<int>(SnapshotTime::kStaging)]), ull(s.buffersMade),
+                     ull(s.ns[static_cast<int>(SnapshotTime::kDeviceHash)]));
     }
     {
         std::lock_guard lock(g_writerMutex);

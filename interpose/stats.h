@@ -7,14 +7,16 @@
 //   kcap-stats 1
 //   call cuLaunchKernel 12
 //   kernel axpy 10
-//   snapshot ranges 4 bytes 8589934592 chunks 256
-//   snapshot_ns copy_wait 1200000 store 380000000 staging 2500000 buffers_made 2
+//   snapshot ranges 4 bytes 8589934592 chunks 256 device_hashed 8589934592 copied 4294967296
+//   snapshot_ns copy_wait 1200000 store 380000000 staging 2500000 buffers_made 2 device_hash 9000000
 //   writer unique_bytes 4294967296 reused_buffers 4096 wait_ns 0
 //
 // The snapshot lines say where capturing device memory spent its time, on
-// the launching threads (memory_snapshot.cpp): waiting for the copies from
-// the device, storing the staged chunks (hashing, copying new pieces,
-// queueing them), making staging buffers (page-locked allocation). The
+// the launching threads (memory_snapshot.cpp): bytes hashed on the device
+// and bytes copied to the host; waiting for the copies from the device,
+// storing the staged chunks (hashing, copying new pieces, queueing them),
+// making staging buffers (page-locked allocation), hashing on the device
+// (the kernel and waiting for it). The
 // writer line is its statistics at the end of the trace (wait_ns: producers
 // blocked on --buffer).
 //
@@ -54,9 +56,11 @@ inline void count_call(HookId id) noexcept
 std::uint64_t call_count(HookId id) noexcept;
 
 // The snapshot profile (counted only with KCAP_STATS_FILE).
-enum class SnapshotTime { kCopyWait, kStore, kStaging };
+enum class SnapshotTime { kCopyWait, kStore, kStaging, kDeviceHash };
+enum class SnapshotBytes { kDeviceHashed, kCopied };
 void count_snapshot_range(std::uint64_t bytes) noexcept;
 void count_snapshot_chunk() noexcept;
+void count_snapshot_bytes(SnapshotBytes what, std::uint64_t bytes) noexcept;
 void count_snapshot_time(SnapshotTime what, std::uint64_t ns) noexcept;
 void count_staging_buffer_made() noexcept;
 // The writer's statistics as the trace ended (the last trace's, after a

@@ -60,6 +60,7 @@ struct Options {
   std::string pieceSize;
   std::string buffer;
   std::string flush;
+  std::string hash;
   bool timing = false;
   std::string shim;
   bool quiet = false;
@@ -73,7 +74,7 @@ const std::map<std::string, std::string>& flagOf() {
       {"KCAP_INCLUDE", "--include"}, {"KCAP_EXCLUDE", "--exclude"},
       {"KCAP_SKIP", "--skip"}, {"KCAP_MAX_LAUNCHES", "--max-launches"},
       {"KCAP_LEVEL", "--level"}, {"KCAP_PIECE_SIZE", "--piece-size"}, {"KCAP_BUFFER", "--buffer"},
-      {"KCAP_FLUSH", "--flush"}, {"KCAP_TIMING", "--timing"}};
+      {"KCAP_FLUSH", "--flush"}, {"KCAP_TIMING", "--timing"}, {"KCAP_HASH", "--hash"}};
   return flags;
 }
 
@@ -134,7 +135,7 @@ std::map<std::string, std::string> settings(const Options& opt) {
       {"KCAP_EXCLUDE", &opt.exclude}, {"KCAP_SKIP", &opt.skip},
       {"KCAP_MAX_LAUNCHES", &opt.maxLaunches}, {"KCAP_LEVEL", &opt.level},
       {"KCAP_PIECE_SIZE", &opt.pieceSize}, {"KCAP_BUFFER", &opt.buffer},
-      {"KCAP_FLUSH", &opt.flush}};
+      {"KCAP_FLUSH", &opt.flush}, {"KCAP_HASH", &opt.hash}};
   for (const char* name : captureVariables()) {
     const char* env = std::getenv(name);
     if (env != nullptr) out[name] = env;
@@ -389,6 +390,11 @@ Run setupRecord(CLI::App& cmd) {
                  "the program (with a --buffer large enough, fresh memory is captured at memory speed); a SIGKILL "
                  "then loses what was not yet written")
       ->type_name("launch|batch");
+  cmd.add_option("--hash", opt->hash,
+                 "device: a large range of device memory is hashed on the GPU first and only the pieces the "
+                 "trace lacks are copied to the host (KCAP_HASH) [default]; host: every range is copied and "
+                 "hashed on the host")
+      ->type_name("device|host");
   cmd.add_flag("--timing", opt->timing,
                "Also record each launch's GPU duration through CUPTI (KCAP_TIMING=1); without CUPTI, or "
                "when a profiler holds it, says so once and records without durations");

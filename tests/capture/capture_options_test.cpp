@@ -113,6 +113,22 @@ TEST(CaptureOptions, TimingIsOneOrZero)
               captureVariables().end());
 }
 
+TEST(CaptureOptions, HashIsDeviceOrHost)
+{
+    EXPECT_TRUE(read({{"KCAP_OUTPUT", "t"}})->hashOnDevice);
+    EXPECT_TRUE(read({{"KCAP_OUTPUT", "t"}, {"KCAP_HASH", "device"}})->hashOnDevice);
+    const auto host = read({{"KCAP_OUTPUT", "t"}, {"KCAP_HASH", "host"}});
+    ASSERT_TRUE(host);
+    EXPECT_FALSE(host->hashOnDevice);
+    const auto described = host->describe();
+    EXPECT_NE(std::find(described.begin(), described.end(), std::make_pair(std::string("hash"), std::string("host"))),
+              described.end());
+    EXPECT_EQ(errorOf({{"KCAP_OUTPUT", "t"}, {"KCAP_HASH", "gpu"}}),
+              "KCAP_HASH=\"gpu\": expected device (hash large ranges where they lie first) or host");
+    EXPECT_NE(std::find(captureVariables().begin(), captureVariables().end(), std::string_view("KCAP_HASH")),
+              captureVariables().end());
+}
+
 TEST(CaptureOptions, OutputPlaceholders)
 {
     EXPECT_EQ(expandOutputPath("run-%p-%h-%r.kcap", 42, "gpu7", "3"), "run-42-gpu7-3.kcap");

@@ -73,6 +73,10 @@ CUresult load_library(CUlibrary* library, const void* code)
     if (const CUresult r = s.load_module(code, module); r != CUDA_SUCCESS) {
         return r;
     }
+    if (content_hash_fault() == "refuse" && find_kernel(*module, "kcap_content_hash") != nullptr) {
+        s.unload_module(module);
+        return CUDA_ERROR_NO_BINARY_FOR_GPU;
+    }
     auto* loaded = new Library{module, {}};
     module->library = loaded;
     s.libraries.insert(loaded);

@@ -3,10 +3,15 @@
 // the same order where that matters (the reduction tree).
 #include "host_kernels.h"
 
+#include <xxhash.h>
+
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <vector>
 
 namespace kcap_double {
 namespace {
@@ -223,6 +228,38 @@ void tma_scale(const LaunchShape&, void* const* params, const ModuleGlobals&)
     }
 }
 
+// The shim's own kernel (interpose/content_hash.cu): kcap_content_hash(const
+// uint8_t* base, uint64_t size, uint32_t pieceSize, Secret secret (192
+// bytes), uint64_t* out): out[2p], out[2p + 1] = the XXH3-128 (high, low) of
+// piece p, one warp a piece; zeros for pieces under 241 bytes. Here
+// libxxhash computes what the GPU's warps do (gpu_content_hash holds the
+// kernel to it).
+constexpr ParamSlot kContentHashParams[] = {{0, 8}, {8, 8}, {16, 4}, {20, 192}, {216, 8}};
+void kcap_content_hash(const LaunchShape& shape, void* const* params, const ModuleGlobals&)
+{
+    const auto* base = param<const std::uint8_t*>(params, 0);
+    const auto size = param<std::uint64_t>(params, 1);
+    const auto pieceSize = param<std::uint32_t>(params, 2);
+    const auto* secret = static_cast<const std::uint8_t*>(params[3]);
+    auto* out = param<std::uint64_t*>(params, 4);
+    const std::uint64_t pieces = (size + pieceSize - 1) / pieceSize;
+    const std::uint64_t warps = shape.threads_x() / 32;
+    for (std::uint64_t p = 0; p < std::min(pieces, warps); ++p) {
+        const std::uint64_t length = std::min<std::uint64_t>(pieceSize, size - p * pieceSize);
+        XXH128_hash_t hash{0, 0};
+        if (length >= 241 && p == 0 && content_hash_fault() == "stale") {
+            static std::atomic<std::uint8_t> launches{0};
+            std::vector<std::uint8_t> changed(base, base + length);
+            changed[0] ^= static_cast<std::uint8_t>(1 + launches.fetch_add(1) % 255);
+            hash = XXH3_128bits_withSecret(changed.data(), length, secret, 192);
+        } else if (length >= 241) {
+            hash = XXH3_128bits_withSecret(base + p * pieceSize, length, secret, 192);
+        }
+        out[2 * p] = hash.high64;
+        out[2 * p + 1] = hash.low64;
+    }
+}
+
 constexpr KernelDef kKernels[] = {
     {"axpy", kAxpyParams, axpy},
     {"reduce_sum", kReduceParams, reduce_sum},
@@ -236,6 +273,7 @@ constexpr KernelDef kKernels[] = {
     {"skip_rows", kCheckParams, skip_rows},
     {"kcap_empty", {}, kcap_empty},
     {"tma_scale", kTmaParams, tma_scale},
+    {"kcap_content_hash", kContentHashParams, kcap_content_hash},
 };
 
 constexpr KernelVariant kVariants[] = {
@@ -250,6 +288,12 @@ constexpr GlobalDef kGlobals[] = {
 }  // namespace
 
 std::span<const KernelDef> host_kernels() { return kKernels; }
+
+std::string_view content_hash_fault()
+{
+    static const char* const fault = std::getenv("KCAP_DOUBLE_CONTENT_HASH");
+    return fault != nullptr ? fault : "";
+}
 std::span<const GlobalDef> host_globals() { return kGlobals; }
 std::span<const KernelVariant> kernel_variants() { return kVariants; }
 

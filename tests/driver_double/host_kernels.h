@@ -52,6 +52,14 @@ struct GlobalDef {
 };
 
 std::span<const KernelDef> host_kernels();
+
+// KCAP_DOUBLE_CONTENT_HASH, for testing the shim's fallbacks from hashing
+// on the device: "refuse": loading an image with kcap_content_hash fails
+// (CUDA_ERROR_NO_BINARY_FOR_GPU, a GPU that cannot run it); "stale": the
+// kernel hashes piece 0 as if its first byte were different, differently at
+// each launch (memory that keeps changing, as another stream writes it).
+// Empty: neither.
+std::string_view content_hash_fault();
 std::span<const GlobalDef> host_globals();
 
 // A build of a kernel that computes something else on purpose, with the same

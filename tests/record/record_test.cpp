@@ -1612,70 +1612,109 @@ TEST(Record, AFaultingLaunchIsRecordedWithItsError)
 // A range larger than two staging buffers goes out a buffer at a time
 // (copied from the device while the one before is stored), with the smallest
 // and a large --buffer: the trace holds the bytes exactly, pieces repeated
-// within and across launches stored once. KCAP_STATS_FILE's snapshot
-// profile accounts for it.
+// within and across launches stored once. Hashed on the device first (the
+// default), only the pieces the trace lacks are copied, once each; with
+// --hash host every byte is. KCAP_STATS_FILE's snapshot profile accounts
+// for it.
+// The large buffer of record_scenarios.cpp's `large` as the first launch
+// reads it, and as the second does (piece 1 changed between them).
+struct LargeScenario {
+    static constexpr size_t kPiece = 1u << 20, kBytes = 80 * kPiece + 4096;
+    std::vector<uint8_t> first, second;
+    LargeScenario() : first(kBytes)
+    {
+        for (size_t i = 0; i < kBytes / 4; ++i) {
+            const size_t piece = i / (kPiece / 4);
+            const uint32_t value = piece == 80 ? 0xabcdef01u  // record_scenarios.cpp large(), largeWord()
+                                               : static_cast<uint32_t>((piece == 70 ? 3 : piece) * 2654435761u);
+            std::memcpy(first.data() + 4 * i, &value, 4);
+        }
+        second = first;
+        for (size_t i = 0; i < 1024; ++i) {
+            const uint32_t value = 0x5a5a5a5au;
+            std::memcpy(second.data() + kPiece + 4 * i, &value, 4);
+        }
+    }
+
+    // The trace of the scenario holds exactly these bytes: before and after
+    // the first launch, before the second.
+    void expectIn(const std::string& path) const
+    {
+        Trace trace(path);
+        const auto launches = trace.launches();
+        ASSERT_EQ(launches.size(), 2u) << path;
+        const uint64_t big = launches[0].getPointers()[0].getValue();  // x: the large buffer
+        const auto ends = trace.launchEnds();
+        ASSERT_EQ(ends.size(), 2u) << path;
+        const auto before = rangeAt(launches[0].getPre(), big), after = rangeAt(ends[0].getPost(), big),
+                   then = rangeAt(launches[1].getPre(), big);
+        ASSERT_TRUE(before.has_value() && after.has_value() && then.has_value()) << path;
+        EXPECT_TRUE(trace.bytes(before->getContent()) == first) << path;
+        EXPECT_TRUE(trace.bytes(after->getContent()) == first) << path;
+        EXPECT_TRUE(trace.bytes(then->getContent()) == second) << path;
+    }
+};
+
+// KCAP_STATS_FILE's lines as kind -> key -> value.
+std::map<std::string, std::map<std::string, uint64_t>> readStats(const std::string& path)
+{
+    std::map<std::string, std::map<std::string, uint64_t>> stats;
+    std::ifstream in(path);
+    std::string line;
+    while (std::getline(in, line)) {
+        std::istringstream words(line);
+        std::string kind, key;
+        uint64_t value = 0;
+        words >> kind;
+        while (words >> key >> value) {
+            stats[kind][key] = value;
+        }
+    }
+    return stats;
+}
+
 TEST(Record, LargeRangesAreStoredExactlyAndProfiled)
 {
     kcap::test::TempDir dir("kcap-record");
-    constexpr size_t kPiece = 1u << 20, kBytes = 80 * kPiece + 4096;
-    std::vector<uint8_t> expected(kBytes);
-    for (size_t i = 0; i < kBytes / 4; ++i) {
-        const size_t piece = i / (kPiece / 4);
-        const uint32_t value = piece == 80 ? 0xabcdef01u  // record_scenarios.cpp large(), largeWord()
-                                           : static_cast<uint32_t>((piece == 70 ? 3 : piece) * 2654435761u);
-        std::memcpy(expected.data() + 4 * i, &value, 4);
-    }
-    std::vector<uint8_t> second = expected;
-    for (size_t i = 0; i < 1024; ++i) {
-        const uint32_t value = 0x5a5a5a5au;
-        std::memcpy(second.data() + kPiece + 4 * i, &value, 4);
-    }
+    constexpr size_t kPiece = LargeScenario::kPiece, kBytes = LargeScenario::kBytes;
+    const LargeScenario large;
     const Outcome plain = plainRun(scenarioProgram(), {"large"});
     expectClean(plain);
-    for (const std::string buffer : {"64M", "1G"}) {
-        const std::string path = dir.file("large-" + buffer + ".kcap"), stats = dir.file("stats-" + buffer);
+    for (const auto& [buffer, hash] : {std::pair{"64M", "device"}, {"1G", "device"}, {"64M", "host"}}) {
+        const std::string path = dir.file(std::string("large-") + buffer + hash + ".kcap"),
+                          stats = dir.file(std::string("stats-") + buffer + hash);
         const Outcome shimmed = recorded(scenarioProgram(), {"large"},
-                                         {{"KCAP_OUTPUT", path}, {"KCAP_BUFFER", buffer}, {"KCAP_STATS_FILE", stats}});
+                                         {{"KCAP_OUTPUT", path}, {"KCAP_BUFFER", buffer}, {"KCAP_HASH", hash},
+                                          {"KCAP_STATS_FILE", stats}});
         expectClean(shimmed);
-        // The snapshot profile: three snapshots of the large range (and
-        // the small ones), three staging chunks each.
-        std::map<std::string, std::map<std::string, uint64_t>> profile;
-        {
-            std::ifstream in(stats);
-            std::string line;
-            while (std::getline(in, line)) {
-                std::istringstream words(line);
-                std::string kind, key;
-                uint64_t value = 0;
-                words >> kind;
-                while (words >> key >> value) {
-                    profile[kind][key] = value;
-                }
-            }
+        auto profile = readStats(stats);
+        // The snapshot profile: four snapshots of the large range (before
+        // and after each launch), the small ones.
+        const uint64_t bytes = profile["snapshot"]["bytes"], deviceHashed = profile["snapshot"]["device_hashed"];
+        EXPECT_GE(bytes, 4 * kBytes) << buffer << hash;
+        EXPECT_LT(bytes, 4 * kBytes + (1u << 20)) << buffer << hash;
+        EXPECT_GE(profile["snapshot"]["ranges"], 4u) << buffer << hash;
+        EXPECT_GT(profile["snapshot_ns"]["store"], 0u) << buffer << hash;
+        EXPECT_GT(profile["snapshot_ns"]["copy_wait"], 0u) << buffer << hash;
+        EXPECT_EQ(profile["snapshot_ns"]["buffers_made"], 2u) << buffer << hash << " (one thread snapshots: two buffers)";
+        if (std::string(hash) == "device") {
+            // The large range on the device, every time; of it copied: 79
+            // distinct pieces (70 is 3) and the tail, then piece 1 changed.
+            EXPECT_EQ(deviceHashed, 4 * kBytes) << buffer;
+            EXPECT_EQ(profile["snapshot"]["copied"] - (bytes - deviceHashed), 80 * kPiece + 4096) << buffer;
+            EXPECT_GT(profile["snapshot_ns"]["device_hash"], 0u) << buffer;
+        } else {
+            EXPECT_EQ(deviceHashed, 0u);
+            EXPECT_EQ(profile["snapshot"]["copied"], bytes);
+            EXPECT_EQ(profile["snapshot_ns"]["device_hash"], 0u);
+            EXPECT_GE(profile["snapshot"]["chunks"], 12u) << " (three staging buffers a large snapshot)";
         }
-        EXPECT_GE(profile["snapshot"]["bytes"], 3 * kBytes) << buffer;
-        EXPECT_GE(profile["snapshot"]["ranges"], 3u) << buffer;
-        EXPECT_GE(profile["snapshot"]["chunks"], 9u) << buffer;
-        EXPECT_GT(profile["snapshot_ns"]["store"], 0u) << buffer;
-        EXPECT_GT(profile["snapshot_ns"]["copy_wait"], 0u) << buffer;
-        EXPECT_EQ(profile["snapshot_ns"]["buffers_made"], 2u) << buffer << " (one thread snapshots: two buffers)";
         // 79 distinct pieces, the tail, and piece 1 changed: new to the writer.
         EXPECT_GE(profile["writer"]["unique_bytes"], 80 * kPiece + 4096) << buffer;
         EXPECT_LT(profile["writer"]["unique_bytes"], 81 * kPiece + 4096) << buffer;
         EXPECT_EQ(shimmed.out, plain.out);
         expectChecks(path);
-        Trace trace(path);
-        const auto launches = trace.launches();
-        ASSERT_EQ(launches.size(), 2u) << buffer;
-        const uint64_t big = launches[0].getPointers()[0].getValue();  // x: the large buffer
-        const auto ends = trace.launchEnds();
-        ASSERT_EQ(ends.size(), 2u) << buffer;
-        const auto first = rangeAt(launches[0].getPre(), big), after = rangeAt(ends[0].getPost(), big),
-                   then = rangeAt(launches[1].getPre(), big);
-        ASSERT_TRUE(first.has_value() && after.has_value() && then.has_value()) << buffer;
-        EXPECT_TRUE(trace.bytes(first->getContent()) == expected) << buffer;
-        EXPECT_TRUE(trace.bytes(after->getContent()) == expected) << buffer;
-        EXPECT_TRUE(trace.bytes(then->getContent()) == second) << buffer;
+        large.expectIn(path);
         // 80 distinct pieces + the tail the first time, one new piece the
         // second (piece 70 is piece 3): what the file's blobs hold, once each.
         auto reader = kcap::format::TraceReader::open(path);
@@ -1685,6 +1724,44 @@ TEST(Record, LargeRangesAreStoredExactlyAndProfiled)
         }
         EXPECT_GE(blobBytes, 80 * kPiece + 4096) << buffer;
         EXPECT_LT(blobBytes, 81 * kPiece + 4096 + (1u << 20)) << buffer << " (at most 1 MiB of other content)";
+    }
+}
+
+// Where hashing on the device does not work, or the memory changes between
+// the hashing and the copy, the snapshot is the host's, and the trace the
+// same: a GPU that cannot run the kernel (said once, then every range is
+// copied), and a device hash that disagrees with the copied bytes (the range
+// is taken again on the host, every time here).
+TEST(Record, DeviceHashingFallsBackToTheHost)
+{
+    kcap::test::TempDir dir("kcap-record");
+    const LargeScenario large;
+    const Outcome plain = plainRun(scenarioProgram(), {"large"});
+    expectClean(plain);
+    for (const std::string fault : {"refuse", "stale"}) {
+        const std::string path = dir.file(fault + ".kcap"), stats = dir.file(fault + ".stats");
+        const Outcome shimmed = recorded(
+            scenarioProgram(), {"large"},
+            {{"KCAP_OUTPUT", path}, {"KCAP_STATS_FILE", stats}, {"KCAP_DOUBLE_CONTENT_HASH", fault}});
+        EXPECT_EQ(shimmed.exitCode, 0) << shimmed.describe();
+        EXPECT_EQ(shimmed.out, plain.out);
+        auto profile = readStats(stats);
+        const uint64_t bytes = profile["snapshot"]["bytes"];
+        if (fault == "refuse") {
+            EXPECT_EQ(shimmed.err, "kcap: hashing device memory on the GPU failed (loading the kernel: "
+                                   "CUDA_ERROR_NO_BINARY_FOR_GPU); snapshots hash on the host\n");
+            EXPECT_EQ(profile["snapshot"]["device_hashed"], 0u);
+            EXPECT_EQ(profile["snapshot"]["copied"], bytes);
+        } else {
+            EXPECT_EQ(shimmed.err, "") << shimmed.describe();
+            EXPECT_EQ(profile["snapshot"]["device_hashed"], 4 * LargeScenario::kBytes);
+            // Each large snapshot: the first segment copied (piece 0 in it)
+            // hashes otherwise than before its copy: nothing of it stored,
+            // then all of the range copied and hashed on the host.
+            EXPECT_EQ(profile["snapshot"]["copied"] - (bytes - 4 * LargeScenario::kBytes), 4 * LargeScenario::kBytes);
+        }
+        expectChecks(path);
+        large.expectIn(path);
     }
 }
 
