@@ -21,12 +21,10 @@
 #include <capnp/serialize.h>
 #include <kj/io.h>
 #include <zstd.h>
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
 
 #include "container.h"
 #include "errors.h"
+#include "piece_memory.h"
 #include "version.h"
 #include "worker_pool.h"
 
@@ -44,7 +42,8 @@ struct DeferredSlot {
 
 struct Job {
   ChunkKind kind = ChunkKind::kRecords;
-  std::vector<uint8_t> raw;
+  std::vector<uint8_t> raw;            // record chunks
+  PieceBlock piece;                    // blob chunks: the piece's bytes
   std::vector<DeferredSlot> deferred;  // record chunks: built by the compression thread
   size_t deferredHint = 0;             // their size hints, summed
   size_t deferredBytes = 0;            // their encoded size, once built
@@ -58,14 +57,14 @@ struct Job {
 
 // Compresses `raw` into out[at...], falling back to storing it when zstd does
 // not make it smaller (already-compressed or random memory).
-Codec compressInto(ZSTD_CCtx* cctx, int level, const std::vector<uint8_t>& raw, std::vector<uint8_t>& out,
+Codec compressInto(ZSTD_CCtx* cctx, int level, const uint8_t* raw, size_t size, std::vector<uint8_t>& out,
                    size_t at) {
-  size_t bound = ZSTD_compressBound(raw.size());
+  size_t bound = ZSTD_compressBound(size);
   out.resize(at + bound);
-  size_t n = ZSTD_compressCCtx(cctx, out.data() + at, bound, raw.data(), raw.size(), level);
-  if (ZSTD_isError(n) || n >= raw.size()) {
-    out.resize(at + raw.size());
-    if (!raw.empty()) std::memcpy(out.data() + at, raw.data(), raw.size());
+  size_t n = ZSTD_compressCCtx(cctx, out.data() + at, bound, raw, size, level);
+  if (ZSTD_isError(n) || n >= size) {
+    out.resize(at + size);
+    if (size > 0) std::memcpy(out.data() + at, raw, size);
     return Codec::kNone;
   }
   out.resize(at + n);
@@ -128,31 +127,28 @@ void encodeJob(ZSTD_CCtx* cctx, int level, Job& job) {
   size_t prefix = job.kind == ChunkKind::kBlob ? kBlobHashSize : 0;
   ChunkHeader header;
   header.kind = job.kind;
-  header.codec = compressInto(cctx, level, job.raw, job.encoded, kChunkHeaderSize + prefix);
+  const bool blob = job.kind == ChunkKind::kBlob;
+  const uint8_t* raw = blob ? job.piece.data() : job.raw.data();
+  const size_t rawSize = blob ? job.piece.size() : job.raw.size();
+  header.codec = compressInto(cctx, level, raw, rawSize, job.encoded, kChunkHeaderSize + prefix);
   if (prefix) {
     std::memcpy(job.encoded.data() + kChunkHeaderSize, &job.hash.high, 8);
     std::memcpy(job.encoded.data() + kChunkHeaderSize + 8, &job.hash.low, 8);
   }
   header.storedSize = job.encoded.size() - kChunkHeaderSize;
-  header.rawSize = job.raw.size();
+  header.rawSize = rawSize;
   encodeChunkHeader(header, job.encoded.data());
   header.checksum = chunkChecksum(job.encoded.data(), job.encoded.data() + kChunkHeaderSize, header.storedSize);
   encodeChunkHeader(header, job.encoded.data());
-  job.rawSize = job.raw.size();
+  job.rawSize = rawSize;
 }
 
-// Buffers kept for reuse, at most `limit` of them. Memory a process touches
-// for the first time costs a page fault every 4 KiB: on the development VM a
-// thread filled fresh 1 MiB buffers at 1.5-2 GB/s against 6 GB/s for buffers
-// it had used before, and recycling doubled the H200 host's capture of
-// memory the trace had not seen (docs/benchmarks.md). Without it a burst
-// would fault in every byte it queues, on the launching thread's critical
-// path.
+// Encoded buffers kept for reuse, at most `limit` of them: memory a process
+// touches for the first time costs a page fault every 4 KiB (piece_memory.h
+// says what that costs), here on the compression threads.
 class SpareBuffers {
  public:
-  // keepSize: a buffer comes back with its size, not emptied, so that
-  // resizing it to a piece's length writes nothing (copyPiece).
-  SpareBuffers(size_t limit, bool keepSize) : limit_(limit), keepSize_(keepSize) {}
+  explicit SpareBuffers(size_t limit) : limit_(limit) {}
   std::vector<uint8_t> take() {
     std::lock_guard lock(mutex_);
     if (spare_.empty()) return {};
@@ -163,7 +159,7 @@ class SpareBuffers {
   void giveBack(std::vector<uint8_t>& buffer) {
     std::vector<uint8_t> kept = std::move(buffer);
     buffer = {};
-    if (!keepSize_) kept.clear();
+    kept.clear();
     std::lock_guard lock(mutex_);
     if (spare_.size() < limit_) spare_.push_back(std::move(kept));
   }
@@ -172,41 +168,7 @@ class SpareBuffers {
   std::mutex mutex_;
   std::vector<std::vector<uint8_t>> spare_;
   const size_t limit_;
-  const bool keepSize_;
 };
-
-// Copies a new piece into `out`, a buffer from the spares (or an empty one).
-// Into a used buffer the bytes are written with non-temporal stores: the
-// piece is read next by a compression thread, later and from another core,
-// so the stores need not bring the buffer's old lines in (a read for every
-// line written) nor evict what the hashing threads are using. On the H200
-// host that cut the time the launching thread spent storing new memory by
-// about a third (docs/benchmarks.md, 2026-11-30).
-void copyPiece(std::vector<uint8_t>& out, const uint8_t* piece, size_t length) {
-#if defined(__SSE2__)
-  if (out.capacity() >= length) {
-    out.resize(length);  // writes nothing when it held a piece as long (SpareBuffers keeps sizes)
-    uint8_t* dst = out.data();
-    size_t done = 0;
-    if (reinterpret_cast<uintptr_t>(dst) % 16 == 0) {
-      for (; done + 64 <= length; done += 64) {
-        const auto* from = reinterpret_cast<const __m128i*>(piece + done);
-        auto* to = reinterpret_cast<__m128i*>(dst + done);
-        const __m128i a = _mm_loadu_si128(from), b = _mm_loadu_si128(from + 1);
-        const __m128i c = _mm_loadu_si128(from + 2), d = _mm_loadu_si128(from + 3);
-        _mm_stream_si128(to, a);
-        _mm_stream_si128(to + 1, b);
-        _mm_stream_si128(to + 2, c);
-        _mm_stream_si128(to + 3, d);
-      }
-      _mm_sfence();  // the stores are visible before the piece is queued
-    }
-    std::memcpy(dst + done, piece + done, length - done);
-    return;
-  }
-#endif
-  out.assign(piece, piece + length);
-}
 
 // glibc's adaptive mutex: it spins a little before sleeping. Producers hold
 // theirs for a fraction of a microsecond, and with many launching threads a
@@ -425,7 +387,7 @@ class TraceWriterImpl final : public TraceWriter {
     // Each piece is hashed and, if the trace has not seen it, copied right
     // away by the same thread, while it is still in that core's cache.
     std::vector<Hash128> hashes(count);
-    std::vector<std::vector<uint8_t>> copies(count);
+    std::vector<PieceBlock> copies(count);
     std::atomic<uint64_t> reused{0};
     forEachPiece(count, [&](size_t i) {
       const uint8_t* piece = bytes + i * pieceSize();
@@ -434,7 +396,9 @@ class TraceWriterImpl final : public TraceWriter {
         std::lock_guard lock(mutex_);
         if (storedPieces_.count(hashes[i]) != 0) return;
       }
-      if (copyIntoSpare(copies[i], piece, pieceLength(i))) reused.fetch_add(1, std::memory_order_relaxed);
+      copies[i] = pieceMemory_.take();
+      copies[i].fill(piece, pieceLength(i));
+      if (copies[i].reused()) reused.fetch_add(1, std::memory_order_relaxed);
     });
     for (size_t i = 0; i < count; ++i) {
       pieces[static_cast<unsigned>(i)].setHigh(hashes[i].high);
@@ -455,35 +419,26 @@ class TraceWriterImpl final : public TraceWriter {
     for (const auto& copy : copies) copied += copy.size();
     if (copied > 0) waitForSpace(lock, copied);
     for (size_t i = 0; i < count; ++i) {
-      if (!copies[i].empty()) queueNewPiece(hashes[i], copies[i]);
+      if (copies[i]) queueNewPiece(hashes[i], copies[i]);
     }
   }
 
   // Caller holds batchMutex_.
   size_t batchBytes() const { return batch_.raw.size() + batch_.deferredHint; }
 
-  // Copies a new piece into a spare buffer (copyPiece); true when the buffer
-  // had been used before.
-  bool copyIntoSpare(std::vector<uint8_t>& copy, const uint8_t* piece, size_t length) {
-    copy = spareRaw_.take();
-    const bool reused = copy.capacity() != 0;
-    copyPiece(copy, piece, length);
-    return reused;
-  }
-
   // Caller holds the lock. Queues a copied piece for compression, or gives
   // the copy back when the file holds the piece already.
-  void queueNewPiece(const Hash128& hash, std::vector<uint8_t>& copy) {
+  void queueNewPiece(const Hash128& hash, PieceBlock& copy) {
     if (!storedPieces_.insert(hash).second) {
-      spareRaw_.giveBack(copy);
+      copy.release();
       return;
     }
     stats_.uniqueBytes += copy.size();
     auto job = std::make_unique<Job>();
     job->kind = ChunkKind::kBlob;
     job->hash = hash;
-    job->raw = std::move(copy);
-    const size_t cost = job->raw.size();
+    job->piece = std::move(copy);
+    const size_t cost = job->piece.size();
     enqueue(std::move(job), cost);
   }
 
@@ -560,11 +515,8 @@ class TraceWriterImpl final : public TraceWriter {
       if (blob && job->encoded.capacity() == 0) job->encoded = spareEncoded_.take();
       encodeJob(cctx, options_.zstdLevel, *job);
       // The memory bound counts raw bytes: they go back (or are released) early.
-      if (blob && job->raw.capacity() >= options_.pieceSize) {
-        spareRaw_.giveBack(job->raw);
-      } else {
-        job->raw = {};
-      }
+      job->piece.release();
+      job->raw = {};
       lock.lock();
       stats_.recordRawBytes += job->deferredBytes;
       job->done = true;
@@ -699,6 +651,9 @@ class TraceWriterImpl final : public TraceWriter {
   const std::string path_;
   const int fd_;
   const Options options_;
+  // New pieces' raw bytes, from a producer's copy until compressed. Before
+  // the queues: the jobs in them hold its blocks.
+  PieceMemory pieceMemory_{options_.pieceSize};
 
   // Two locks, taken in this order when both are: batchMutex_ is the
   // producers' (the record chunk being filled and the sequence numbers:
@@ -736,15 +691,14 @@ class TraceWriterImpl final : public TraceWriter {
   std::string error_;
 
   std::vector<ZSTD_CCtx*> contexts_;  // the compression threads' (guarded by mutex_)
-  // Piece buffers for reuse, raw and encoded, each up to what may be
-  // pending (a burst the size of the buffer). The compression threads fill
-  // an encoded buffer for every new piece, which comes back only once it is
-  // written, at the file's pace: with a few spares (24, until 2026-11-30) a
-  // burst faulted in almost all of them, a page fault every 4 KiB on the
-  // compression threads (docs/benchmarks.md, 2026-11-30).
+  // Encoded piece buffers for reuse, up to what may be pending (a burst the
+  // size of the buffer). The compression threads fill one for every new
+  // piece, which comes back only once it is written, at the file's pace:
+  // with a few spares (24, until 2026-11-30) a burst faulted in almost all
+  // of them, a page fault every 4 KiB on the compression threads
+  // (docs/benchmarks.md, 2026-11-30).
   const size_t sparePieces_ = std::max<size_t>(options_.maxPendingBytes / std::max<uint32_t>(options_.pieceSize, 1), 1);
-  SpareBuffers spareRaw_{sparePieces_, true};
-  SpareBuffers spareEncoded_{sparePieces_, false};
+  SpareBuffers spareEncoded_{sparePieces_};
 
   std::once_flag hashingPoolMade_;
   std::unique_ptr<WorkerPool> hashingPool_;
