@@ -36,6 +36,9 @@ With --kcap, the program is also recorded (`kcap record`, --record-mode) and
   9. every --expect-trace KEY>=N (or KEY==N) holds: KEY is a dotted path into
      `kcap info --json` (events.byType.graphLaunch, launches.capturedIntoGraph),
      summed over the traces.
+ 9b. every --expect-stats KIND.KEY>=N holds for the recorded run's
+     KCAP_STATS_FILE (interpose/stats.h), e.g. snapshot.device_hashed>=1:
+     memory was hashed on the GPU.
  10. with --timing required (recorded with `kcap record --timing`): every
      launch that ran (not captured into a graph, launchEnd result 0) has
      exactly one kernelTiming with endNs > startNs, no kernelTiming names
@@ -90,6 +93,8 @@ def parse_args():
     parser.add_argument("--expect-trace", action="append", default=[], metavar="KEY>=N",
                         help="with --kcap: `kcap info --json` KEY (dotted), summed over the traces, is >= N "
                              "(KEY==N: exactly N)")
+    parser.add_argument("--expect-stats", action="append", default=[], metavar="KIND.KEY>=N",
+                        help="with --kcap: the recorded run's KCAP_STATS_FILE line KIND has KEY >= N (9b.)")
     parser.add_argument("--timing", choices=["required", "or-note"],
                         help="with --kcap: record with --timing and check the durations (see 10.)")
     parser.add_argument("--replay", action="store_true",
@@ -112,6 +117,13 @@ def parse_args():
             parser.error(f"--expect-trace {text}: not KEY>=N or KEY==N")
         expectations.append((m.group(1), m.group(2), int(m.group(3))))
     args.expect_trace = expectations
+    stat_expectations = []
+    for text in args.expect_stats:
+        m = re.fullmatch(r"(\w+)\.(\w+)>=(\d+)", text)
+        if not m:
+            parser.error(f"--expect-stats {text}: not KIND.KEY>=N")
+        stat_expectations.append((m.group(1), m.group(2), int(m.group(3))))
+    args.expect_stats = stat_expectations
     if args.command[:1] == ["--"]:
         args.command = args.command[1:]
     if not args.command:
@@ -414,6 +426,27 @@ def check_replay_range(kcap, traces, log_dir, timeout, launch_range):
     return failures
 
 
+def check_stats(path, expectations):
+    """9b: the recorded run's KCAP_STATS_FILE lines against --expect-stats."""
+    if not expectations:
+        return []
+    values = {}
+    text = path.read_text() if path.is_file() else ""
+    for line in text.splitlines():
+        words = line.split()
+        if words:
+            for key, value in zip(words[1::2], words[2::2]):
+                if value.isdigit():
+                    values[(words[0], key)] = int(value)
+    failures = []
+    for kind, key, least in expectations:
+        got = values.get((kind, key))
+        print(f"recorded stats: {kind} {key} = {got}")
+        if got is None or got < least:
+            failures.append(f"recorded run's stats: {kind} {key} is {got}, expected >= {least}")
+    return failures
+
+
 def summary(stats):
     """What the shim saw, for the log: launch entry points and kernels."""
     lines = []
@@ -460,12 +493,15 @@ def main():
         for old in log_dir.glob("trace*.kcap"):
             old.unlink()
         timing = ["--timing"] if args.timing else []
+        recorded_stats = log_dir / "recorded-stats"
+        recorded_stats.unlink(missing_ok=True)
         recorded = run([args.kcap, "record", "-q", "--mode", args.record_mode] + timing
-                       + ["-o", str(log_dir / "trace.kcap"), "--"] + args.command, "recorded", base, log_dir,
-                       args.timeout)
+                       + ["-o", str(log_dir / "trace.kcap"), "--"] + args.command, "recorded",
+                       dict(base, KCAP_STATS_FILE=str(recorded_stats)), log_dir, args.timeout)
         print(f"recorded run: {recorded.seconds:.1f} s (mode {args.record_mode}{', --timing' if timing else ''})")
         traces = sorted(log_dir.glob("trace*.kcap"))
         failures += check_traces(args.kcap, plain, recorded, traces, log_dir, args.expect_trace)
+        failures += check_stats(recorded_stats, args.expect_stats)
         if args.timing and recorded.ok() and traces:
             failures += check_timing(args.kcap, recorded, traces, args.timing)
         if args.replay and recorded.ok() and traces:
