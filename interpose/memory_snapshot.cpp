@@ -256,7 +256,10 @@ private:
 struct CopyOutcome {
     CUresult result = CUDA_SUCCESS;
     bool streamGone = false;  // the first copy failed: the stream's context is gone, most likely
-    bool changed = false;     // a device-hashed segment hashed otherwise after its copy: nothing of it stored
+    // A device-hashed segment hashed otherwise after its copy (or its check
+    // could not be queued): nothing of it was stored, the range must be
+    // taken again the host's way.
+    bool retake = false;
 };
 
 // Two staging buffers: the copy of segment k+1 runs while segment k is
@@ -275,14 +278,14 @@ CopyOutcome copyOverlapped(format::TraceWriter& writer, StagingPool::Lease (&lea
         return outcome;
     }
     const DriverApi& api = driverApi();
+    std::vector<uint8_t> checkQueued(segments.size(), 0);
     auto queue = [&](size_t k) {
         const Segment& segment = segments[k];
         const StagingPool::Lease& lease = leases[k % 2];
-        CUresult r = api.memcpyDtoHAsync(lease.data(), range.address + segment.offset, segment.size, stream);
-        if (r == CUDA_SUCCESS && segment.deviceHashed) {
-            r = queueDeviceHash(range.address + segment.offset, segment.size, out.pieceSize, stream,
-                                lease.hashArea());
-        }
+        const CUresult r = api.memcpyDtoHAsync(lease.data(), range.address + segment.offset, segment.size, stream);
+        checkQueued[k] = r == CUDA_SUCCESS && segment.deviceHashed &&
+                         queueDeviceHash(range.address + segment.offset, segment.size, out.pieceSize, stream,
+                                         lease.hashArea()) == CUDA_SUCCESS;
         return r;
     };
     auto sameAsBefore = [&](size_t k) {
@@ -297,26 +300,22 @@ CopyOutcome copyOverlapped(format::TraceWriter& writer, StagingPool::Lease (&lea
         }
         return true;
     };
+    const StreamDrain drain(stream);  // from the first copy on: the buffers go back once nothing lands in them
     if (queue(0) != CUDA_SUCCESS) {
         outcome.streamGone = true;
         return outcome;
     }
-    const StreamDrain drain(stream);
     capnp::MallocMessageBuilder scratch(256);
     for (size_t k = 0; k < segments.size(); ++k) {
         if ((outcome.result = waitForCopies(stream)) != CUDA_SUCCESS) {
             return outcome;
         }
-        if (segments[k].deviceHashed && !sameAsBefore(k)) {
-            outcome.changed = true;
+        if (segments[k].deviceHashed && (checkQueued[k] == 0 || !sameAsBefore(k))) {
+            outcome.retake = true;
             return outcome;
         }
         if (k + 1 < segments.size()) {
-            if (const CUresult r = queue(k + 1); r != CUDA_SUCCESS) {
-                // The device hash of a segment could not be queued: the
-                // range is taken again the host's way.
-                outcome.changed = segments[k + 1].deviceHashed;
-                outcome.result = outcome.changed ? CUDA_SUCCESS : r;
+            if ((outcome.result = queue(k + 1)) != CUDA_SUCCESS) {
                 return outcome;
             }
         }
@@ -399,11 +398,11 @@ CUresult snapshot(format::TraceWriter& writer, StagingPool& staging, const Snaps
     if (onDevice && leases[0].pageLocked() && leases[1].pageLocked()) {
         if (const auto toCopy = hashPiecesOnDevice(writer, range, stream, leases[0], out)) {
             copied = copyOverlapped(writer, leases, stream, range, *toCopy, out, nullptr);
-            if (!copied.changed && !copied.streamGone) {
+            if (!copied.retake && !copied.streamGone) {
                 return copied.result;
             }
             // The program wrote the memory between the hashing and a copy
-            // (from another stream): taken again, all on the host.
+            // (from another stream), most likely: taken again, all on the host.
         }
     }
     if (!copied.streamGone) {

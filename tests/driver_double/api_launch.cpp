@@ -7,6 +7,7 @@
 
 #include <cuda.h>
 
+#include <atomic>
 #include <chrono>
 #include <csignal>
 #include <cstring>
@@ -125,6 +126,12 @@ CUresult launch(CUfunction f, const LaunchShape& shape, CUstream stream, void** 
     for (int d = 0; d < 3; ++d) {
         if (shape.grid[d] == 0 || shape.block[d] == 0) {
             return CUDA_ERROR_INVALID_VALUE;
+        }
+    }
+    if (def->name == "kcap_content_hash" && content_hash_fault() == "fail-later") {
+        static std::atomic<int> launches{0};
+        if (launches.fetch_add(1) > 0) {
+            return CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES;
         }
     }
     if (1ULL * shape.block[0] * shape.block[1] * shape.block[2] > 1024) {

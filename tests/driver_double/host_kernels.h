@@ -57,8 +57,9 @@ std::span<const KernelDef> host_kernels();
 // on the device: "refuse": loading an image with kcap_content_hash fails
 // (CUDA_ERROR_NO_BINARY_FOR_GPU, a GPU that cannot run it); "stale": the
 // kernel hashes piece 0 as if its first byte were different, differently at
-// each launch (memory that keeps changing, as another stream writes it).
-// Empty: neither.
+// each launch (memory that keeps changing, as another stream writes it);
+// "fail-later": its first launch runs, every later one fails
+// (CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES, api_launch.cpp). Empty: none.
 std::string_view content_hash_fault();
 std::span<const GlobalDef> host_globals();
 

@@ -1730,15 +1730,17 @@ TEST(Record, LargeRangesAreStoredExactlyAndProfiled)
 // Where hashing on the device does not work, or the memory changes between
 // the hashing and the copy, the snapshot is the host's, and the trace the
 // same: a GPU that cannot run the kernel (said once, then every range is
-// copied), and a device hash that disagrees with the copied bytes (the range
-// is taken again on the host, every time here).
+// copied), a device hash that disagrees with the copied bytes (the range is
+// taken again on the host, every time here), a kernel that runs once and
+// then fails (its check of the first copy cannot be queued: that range is
+// taken again, and the rest on the host).
 TEST(Record, DeviceHashingFallsBackToTheHost)
 {
     kcap::test::TempDir dir("kcap-record");
     const LargeScenario large;
     const Outcome plain = plainRun(scenarioProgram(), {"large"});
     expectClean(plain);
-    for (const std::string fault : {"refuse", "stale"}) {
+    for (const std::string fault : {"refuse", "stale", "fail-later"}) {
         const std::string path = dir.file(fault + ".kcap"), stats = dir.file(fault + ".stats");
         const Outcome shimmed = recorded(
             scenarioProgram(), {"large"},
@@ -1751,6 +1753,11 @@ TEST(Record, DeviceHashingFallsBackToTheHost)
             EXPECT_EQ(shimmed.err, "kcap: hashing device memory on the GPU failed (loading the kernel: "
                                    "CUDA_ERROR_NO_BINARY_FOR_GPU); snapshots hash on the host\n");
             EXPECT_EQ(profile["snapshot"]["device_hashed"], 0u);
+            EXPECT_EQ(profile["snapshot"]["copied"], bytes);
+        } else if (fault == "fail-later") {
+            EXPECT_EQ(shimmed.err, "kcap: hashing device memory on the GPU failed (launching the kernel: "
+                                   "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES); snapshots hash on the host\n");
+            EXPECT_EQ(profile["snapshot"]["device_hashed"], LargeScenario::kBytes);
             EXPECT_EQ(profile["snapshot"]["copied"], bytes);
         } else {
             EXPECT_EQ(shimmed.err, "") << shimmed.describe();
