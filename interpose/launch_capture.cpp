@@ -367,7 +367,8 @@ bool Recorder::launchStarting(const LaunchCall& call, std::string_view kernelNam
             std::vector<uint8_t> bytes;
             const bool scan = range.size <= kIndirectScanLimit;
             TakenRange entry{range, {}};
-            failed = snapshot(*writer_, staging_, range, entry.content, scan ? &bytes : nullptr, options_.hashOnDevice);
+            failed = snapshot(*writer_, staging_, range, entry.content, scan ? &bytes : nullptr,
+                              options_.hashOnDevice);
             if (failed != CUDA_SUCCESS) {
                 break;
             }
@@ -433,7 +434,8 @@ void Recorder::launchFinished(PendingLaunch& pending, CUresult result)
         if (data->syncResult == CUDA_SUCCESS) {
             for (const SnapshotRange& range : pending.ranges) {
                 TakenRange entry{range, {}};
-                const CUresult failed = snapshot(*writer_, staging_, range, entry.content, nullptr, options_.hashOnDevice);
+                const CUresult failed =
+                    snapshot(*writer_, staging_, range, entry.content, nullptr, options_.hashOnDevice);
                 if (failed != CUDA_SUCCESS) {
                     data->snapshotError = failed;
                     break;
