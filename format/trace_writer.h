@@ -1,6 +1,7 @@
 // TraceWriter appends events and memory contents to a .kcap file.
 //
-// Thread model: any number of producer threads call storeContent() and append();
+// Thread model: any number of producer threads call storeContent() (or
+// storeHashedContent()) and append();
 // a pool of compression threads compresses chunks; one writer thread writes them
 // in submission order. Producers only hash, copy and queue; a large
 // storeContent hashes and copies its pieces on a pool of threads. Memory is bounded:
