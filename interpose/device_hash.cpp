@@ -14,6 +14,7 @@ std::atomic<bool> g_off{false};
 
 struct HashKernel {
     CUresult loaded = CUDA_ERROR_NOT_SUPPORTED;  // CUDA_SUCCESS when `kernel` can be launched
+    const char* missing = nullptr;               // what this process lacks for it, if anything
     CUkernel kernel = nullptr;
     xxh3::Secret secret{};
 };
@@ -26,8 +27,12 @@ const HashKernel& hashKernel() noexcept
         HashKernel k;
         const DriverApi& api = driverApi();
         const std::span<const uint8_t> image = contentHashImage();
-        if (image.empty() || api.libraryLoadData == nullptr || api.libraryGetKernel == nullptr ||
-            api.launchKernel == nullptr) {
+        if (image.empty()) {
+            k.missing = "this build of the shim has no hash kernel (built without nvcc)";
+            return k;
+        }
+        if (api.libraryLoadData == nullptr || api.libraryGetKernel == nullptr || api.launchKernel == nullptr) {
+            k.missing = "the driver has no cuLibraryLoadData (CUDA 12.0 and later)";
             return k;
         }
         CUlibrary library = nullptr;
@@ -107,6 +112,11 @@ CUresult queueDeviceHash(uint64_t address, uint64_t size, uint32_t pieceSize, CU
         return CUDA_ERROR_NOT_SUPPORTED;
     }
     const HashKernel& k = hashKernel();
+    if (k.missing != nullptr) {
+        g_off.store(true, std::memory_order_relaxed);
+        KCAP_LOG_ONCE("%s: snapshots hash on the host", k.missing);
+        return k.loaded;
+    }
     if (k.loaded != CUDA_SUCCESS) {
         switchOff("loading the kernel", k.loaded);
         return k.loaded;
