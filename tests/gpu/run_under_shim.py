@@ -110,20 +110,20 @@ def parse_args():
     args = parser.parse_args()
     if args.replay_range is not None and not re.fullmatch(r"\d+\.\.\d+", args.replay_range):
         parser.error(f"--replay-range {args.replay_range}: not A..B")
-    expectations = []
-    for text in args.expect_trace:
-        m = re.fullmatch(r"([\w.]+)(>=|==)(\d+)", text)
-        if not m:
-            parser.error(f"--expect-trace {text}: not KEY>=N or KEY==N")
-        expectations.append((m.group(1), m.group(2), int(m.group(3))))
-    args.expect_trace = expectations
-    stat_expectations = []
-    for text in args.expect_stats:
-        m = re.fullmatch(r"(\w+)\.(\w+)>=(\d+)", text)
-        if not m:
-            parser.error(f"--expect-stats {text}: not KIND.KEY>=N")
-        stat_expectations.append((m.group(1), m.group(2), int(m.group(3))))
-    args.expect_stats = stat_expectations
+
+    def expectations(option, texts, pattern, form):
+        """Each text matched against pattern, its groups (the last an int)."""
+        found = []
+        for text in texts:
+            m = re.fullmatch(pattern, text)
+            if not m:
+                parser.error(f"{option} {text}: not {form}")
+            found.append((*m.groups()[:-1], int(m.groups()[-1])))
+        return found
+
+    args.expect_trace = expectations("--expect-trace", args.expect_trace, r"([\w.]+)(>=|==)(\d+)",
+                                     "KEY>=N or KEY==N")
+    args.expect_stats = expectations("--expect-stats", args.expect_stats, r"(\w+)\.(\w+)>=(\d+)", "KIND.KEY>=N")
     if args.command[:1] == ["--"]:
         args.command = args.command[1:]
     if not args.command:

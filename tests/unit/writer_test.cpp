@@ -610,23 +610,35 @@ TEST(Writer, ReusedBuffersHoldExactlyTheNewPiece) {
   for (const auto& chunk : reader->chunks()) EXPECT_EQ(reader->verifyChunk(chunk), "");
 }
 
-// A producer that hashes pieces itself (the shim, on the device) asks which
-// the file lacks: pieces stored, queued or repeated within one content are
-// held; a piece stays held once it is.
+// Six 64 KiB pieces and a short one, piece 4 a copy of piece 0, with each
+// piece's contentHash: what a producer that hashes pieces itself (the shim,
+// on the device) has in hand.
+struct HashedPieces {
+  static constexpr uint32_t kPieceSize = 64u << 10;
+  std::vector<uint8_t> data;
+  std::vector<format::Hash128> hashes;
+
+  explicit HashedPieces(uint64_t seed) : data(6 * kPieceSize + 999) {
+    std::mt19937_64 random(seed);
+    for (auto& b : data) b = static_cast<uint8_t>(random());
+    std::copy(data.begin(), data.begin() + kPieceSize, data.begin() + 4 * kPieceSize);  // 4 = 0
+    for (size_t at = 0; at < data.size(); at += kPieceSize) {
+      hashes.push_back(format::contentHash(data.data() + at, std::min<size_t>(kPieceSize, data.size() - at)));
+    }
+  }
+};
+
+// A producer that hashes pieces itself asks which the file lacks: pieces
+// stored, queued or repeated within one content are held; a piece stays
+// held once it is.
 TEST(Writer, MissingPiecesAreThoseTheFileDoesNotHold) {
   TempDir dir;
   format::TraceWriter::Options options;
-  options.pieceSize = 64u << 10;
-  std::vector<uint8_t> data(6 * options.pieceSize + 999);
-  std::mt19937_64 random(17);
-  for (auto& b : data) b = static_cast<uint8_t>(random());
-  std::copy(data.begin(), data.begin() + options.pieceSize, data.begin() + 4 * options.pieceSize);  // 4 = 0
-  const size_t count = (data.size() + options.pieceSize - 1) / options.pieceSize;
-  std::vector<format::Hash128> hashes;
-  for (size_t i = 0; i < count; ++i) {
-    hashes.push_back(format::contentHash(data.data() + i * options.pieceSize,
-                                         std::min<size_t>(options.pieceSize, data.size() - i * options.pieceSize)));
-  }
+  options.pieceSize = HashedPieces::kPieceSize;
+  const HashedPieces pieces(17);
+  const std::vector<uint8_t>& data = pieces.data;
+  std::vector<format::Hash128> hashes = pieces.hashes;
+  const size_t count = hashes.size();
   std::vector<uint8_t> other(options.pieceSize, 0x5a);
   hashes.push_back(format::contentHash(other.data(), other.size()));
 
@@ -650,15 +662,10 @@ TEST(Writer, MissingPiecesAreThoseTheFileDoesNotHold) {
 TEST(Writer, ContentHashedByTheProducerMakesTheSameFile) {
   TempDir dir;
   format::TraceWriter::Options options;
-  options.pieceSize = 64u << 10;
-  std::vector<uint8_t> data(6 * options.pieceSize + 999);
-  std::mt19937_64 random(19);
-  for (auto& b : data) b = static_cast<uint8_t>(random());
-  std::copy(data.begin(), data.begin() + options.pieceSize, data.begin() + 4 * options.pieceSize);  // 4 = 0
-  std::vector<format::Hash128> hashes;
-  for (size_t at = 0; at < data.size(); at += options.pieceSize) {
-    hashes.push_back(format::contentHash(data.data() + at, std::min<size_t>(options.pieceSize, data.size() - at)));
-  }
+  options.pieceSize = HashedPieces::kPieceSize;
+  const HashedPieces pieces(19);
+  const std::vector<uint8_t>& data = pieces.data;
+  const std::vector<format::Hash128>& hashes = pieces.hashes;
   auto write = [&](const std::string& path, bool hashedByProducer) {
     auto writer = format::TraceWriter::create(path, options);
     capnp::MallocMessageBuilder message;

@@ -97,6 +97,15 @@ std::vector<float> download(CUdeviceptr device, std::size_t count)
     return values;
 }
 
+// "result NAME xxxxxxxx": the bits of element `index` of a kN-float buffer.
+void printBits(const char* name, CUdeviceptr device, std::size_t index)
+{
+    const std::vector<float> values = download(device, kN);
+    std::uint32_t bits = 0;
+    std::memcpy(&bits, &values[index], sizeof bits);
+    std::printf("result %s %08x\n", name, bits);
+}
+
 std::vector<float> iota(float scale)
 {
     std::vector<float> v(kN);
@@ -520,10 +529,7 @@ int large()
     CHECK(axpy.launch(1.0f, nullptr, big) == CUDA_SUCCESS);
     DRIVER(cuMemsetD32, big + kPiece, 0x5a5a5a5au, 1024);
     CHECK(axpy.launch(1.0f, nullptr, big) == CUDA_SUCCESS);
-    const std::vector<float> y = download(axpy.y, kN);
-    std::uint32_t bits = 0;
-    std::memcpy(&bits, &y[5], sizeof bits);
-    std::printf("result large_y5 %08x\n", bits);
+    printBits("large_y5", axpy.y, 5);
     DRIVER(cuMemFree, big);
     return 0;
 }
@@ -549,10 +555,7 @@ int diskFull()
         CHECK(axpy.launch(1.0f, nullptr, big) == CUDA_SUCCESS);  // y += the noise, as floats
         DRIVER(cuMemcpyDtoD, big, big + 4096, 4096);            // keep changing it
     }
-    const std::vector<float> y = download(axpy.y, kN);
-    std::uint32_t bits = 0;
-    std::memcpy(&bits, &y[1], sizeof bits);
-    std::printf("result disk_full_y1 %08x\n", bits);
+    printBits("disk_full_y1", axpy.y, 1);
     DRIVER(cuMemFree, big);
     return 0;
 }
