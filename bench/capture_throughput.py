@@ -103,11 +103,14 @@ def describe_profile(p):
     s, t, w = p["snapshot"], p["snapshot_ns"], p.get("writer", {})
     ms = lambda ns: f"{ns / 1e6:.0f} ms"
     return (f"launching thread, all rounds: hashed on the device {s.get('device_hashed', 0) / 1e9:.2f} GB in "
-            f"{ms(t.get('device_hash', 0))}, copied {s.get('copied', 0) / 1e9:.2f} GB in {s['chunks']} chunks of at "
-            f"most 32 MiB; waiting for D2H {ms(t['copy_wait'])}, "
+            f"{ms(t.get('device_hash', 0))}, copied {s.get('copied', 0) / 1e9:.2f} GB in {s['chunks']} segments "
+            f"({s.get('direct', 0) / 1e9:.2f} GB straight into the writer's page-locked blocks, segments of up to "
+            f"256 MiB; the rest through 32 MiB staging buffers); "
+            f"waiting for D2H {ms(t['copy_wait'])}, "
             f"storing chunks {ms(t['store'])}, page-locked allocation {ms(t['staging'])} ({t['buffers_made']} "
             f"buffers); writer: {w.get('unique_bytes', 0) / 1e9:.2f} GB new, {w.get('reused_buffers', 0)} into "
-            f"reused buffers, producers blocked on --buffer {ms(w.get('wait_ns', 0))}")
+            f"reused buffers, producers blocked on --buffer {ms(w.get('wait_ns', 0))}, direct memory page-locked "
+            f"{w.get('page_locked', 0) / 1e9:.2f} GB in {ms(w.get('lock_ns', 0))}")
 
 
 def rate(out, what):

@@ -60,37 +60,85 @@ void PieceBlock::fill(const uint8_t* piece, size_t length) {
   std::memcpy(data_ + done, piece + done, length - done);
 }
 
-PieceMemory::PieceMemory(size_t blockBytes)
-    : blockBytes_(roundUp(blockBytes, 4096)), slabBytes_(roundUp(std::max(blockBytes_, kMinSlab), kHugePage)) {}
+PieceMemory::PieceMemory(size_t blockBytes, size_t maxBytes, SlabHooks hooks)
+    : blockBytes_(roundUp(blockBytes, 4096)),
+      slabBytes_(roundUp(std::max(blockBytes_, kMinSlab), kHugePage)),
+      maxBytes_(maxBytes),
+      hooks_(std::move(hooks)) {}
 
 PieceMemory::~PieceMemory() {
-  for (void* slab : slabs_) ::munmap(slab, slabBytes_ + kHugePage);
+  for (size_t i = 0; i < slabs_.size(); ++i) {
+    if (hooks_.retire) hooks_.retire(slabs_[i], slabBytes_);
+    ::munmap(mappings_[i], slabBytes_ + kHugePage);
+  }
+}
+
+size_t PieceMemory::mappedBytes() const {
+  std::lock_guard lock(mutex_);
+  return slabs_.size() * slabBytes_;
 }
 
 PieceBlock PieceMemory::take() {
+  {
+    std::lock_guard lock(mutex_);
+    if (!free_.empty()) {
+      uint8_t* data = free_.back();
+      free_.pop_back();
+      return PieceBlock(this, data, true);
+    }
+    if (!fresh_.empty()) {
+      uint8_t* data = fresh_.back();
+      fresh_.pop_back();
+      return PieceBlock(this, data, false);
+    }
+    if (maxBytes_ != 0 && (slabs_.size() + growing_ + 1) * slabBytes_ > maxBytes_) return {};
+    ++growing_;
+  }
+  // Mapped and prepared without the lock: blocks come back meanwhile, and
+  // preparing (the direct memory's page-locking) takes milliseconds.
+  uint8_t* slab = nullptr;
+  try {
+    slab = mapSlab();
+  } catch (...) {
+    std::lock_guard lock(mutex_);
+    --growing_;
+    throw;
+  }
   std::lock_guard lock(mutex_);
-  if (!free_.empty()) {
-    uint8_t* data = free_.back();
-    free_.pop_back();
-    return PieceBlock(this, data, true);
-  }
-  if (carveAt_ == nullptr || static_cast<size_t>(carveEnd_ - carveAt_) < blockBytes_) {
-    // Virtual memory only, until the copies touch it: a huge page at a time
-    // where the kernel grants them.
-    void* slab = ::mmap(nullptr, slabBytes_ + kHugePage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (slab == MAP_FAILED) throw std::bad_alloc();
-    slabs_.push_back(slab);
-    // giveBack never allocates: room for every block there is.
-    free_.reserve(slabs_.size() * (slabBytes_ / blockBytes_));
-    carveAt_ = reinterpret_cast<uint8_t*>(roundUp(reinterpret_cast<uintptr_t>(slab), kHugePage));
-    carveEnd_ = carveAt_ + slabBytes_;
+  --growing_;
+  if (slab == nullptr) return {};
+  const size_t blocks = slabBytes_ / blockBytes_;
+  // giveBack never allocates: room for every block there is.
+  free_.reserve((slabs_.size()) * (slabBytes_ / blockBytes_));
+  for (size_t i = blocks; i-- > 1;) fresh_.push_back(slab + i * blockBytes_);
+  return PieceBlock(this, slab, false);
+}
+
+uint8_t* PieceMemory::mapSlab() {
+  // Virtual memory only, until the copies touch it: a huge page at a time
+  // where the kernel grants them.
+  void* mapping = ::mmap(nullptr, slabBytes_ + kHugePage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (mapping == MAP_FAILED) throw std::bad_alloc();
+  auto* slab = reinterpret_cast<uint8_t*>(roundUp(reinterpret_cast<uintptr_t>(mapping), kHugePage));
 #if defined(MADV_HUGEPAGE)
-    ::madvise(carveAt_, slabBytes_, MADV_HUGEPAGE);
+  ::madvise(slab, slabBytes_, MADV_HUGEPAGE);
 #endif
+  if (hooks_.prepare && !hooks_.prepare(slab, slabBytes_)) {
+    ::munmap(mapping, slabBytes_ + kHugePage);
+    return nullptr;
   }
-  uint8_t* data = carveAt_;
-  carveAt_ += blockBytes_;
-  return PieceBlock(this, data, false);
+  std::lock_guard lock(mutex_);
+  try {
+    slabs_.reserve(slabs_.size() + 1);
+    mappings_.reserve(mappings_.size() + 1);
+  } catch (...) {
+    if (hooks_.retire) hooks_.retire(slab, slabBytes_);
+    ::munmap(mapping, slabBytes_ + kHugePage);
+    throw;
+  }
+  slabs_.push_back(slab);
+  mappings_.push_back(mapping);
+  return slab;
 }
 
 void PieceMemory::giveBack(uint8_t* data) {

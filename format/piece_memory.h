@@ -11,10 +11,16 @@
 // off), and a block given back is reused by the next piece. Slabs go back
 // to the system only with the PieceMemory: it holds what the writer's peak
 // held, which --buffer bounds.
+//
+// The writer's direct memory (TraceWriter::takeDirectBlocks) is a
+// PieceMemory whose slabs are prepared before use: touched and page-locked,
+// so that the shim's device-to-host copies land in the blocks themselves.
+// It has a bound: page-locked memory is the system's to lose.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <vector>
 
@@ -35,8 +41,14 @@ class PieceBlock {
 
   explicit operator bool() const { return data_ != nullptr; }
   const uint8_t* data() const { return data_; }
+  uint8_t* data() { return data_; }
   size_t size() const { return size_; }
   bool reused() const { return reused_; }  // the block held a piece before (no page faults)
+
+  // How many of the block's bytes hold the piece, when something other than
+  // fill() wrote them through data() (a device's copy). At most the
+  // memory's block size.
+  void setSize(size_t size) { size_ = size; }
 
   // Copies `length` bytes (at most the memory's block size) into the block,
   // with streaming stores: the piece is read next by a compression thread,
@@ -56,29 +68,47 @@ class PieceBlock {
   bool reused_ = false;
 };
 
+// What is done to a slab before its blocks are handed out, and before it is
+// unmapped. prepare returning false leaves the slab unused (unmapped again).
+// Called without the memory's lock, from the thread that takes a block.
+struct SlabHooks {
+  std::function<bool(uint8_t* slab, size_t bytes)> prepare;
+  std::function<void(uint8_t* slab, size_t bytes)> retire;
+};
+
 class PieceMemory {
  public:
-  explicit PieceMemory(size_t blockBytes);  // the largest piece
-  ~PieceMemory();                           // every block must have come back
+  // `blockBytes`: the largest piece. `maxBytes`: bound on the slabs'
+  // memory, 0 for none.
+  explicit PieceMemory(size_t blockBytes, size_t maxBytes = 0, SlabHooks hooks = {});
+  ~PieceMemory();  // every block must have come back
   PieceMemory(const PieceMemory&) = delete;
   PieceMemory& operator=(const PieceMemory&) = delete;
 
-  // A block, reused where one is free. Throws std::bad_alloc when the system
+  // A block, one used before where one is free, of size 0 until filled.
+  // Empty when no block is free and another slab would pass maxBytes, or
+  // the hooks' prepare refused it. Throws std::bad_alloc when the system
   // has no memory left.
   PieceBlock take();
   size_t blockBytes() const { return blockBytes_; }
+  size_t slabBytes() const { return slabBytes_; }
+  size_t mappedBytes() const;  // slabs in use
 
  private:
   friend class PieceBlock;
   void giveBack(uint8_t* data);
+  uint8_t* mapSlab();  // nullptr when prepare refused it
 
   const size_t blockBytes_;
   const size_t slabBytes_;
-  std::mutex mutex_;
-  std::vector<uint8_t*> free_;
-  std::vector<void*> slabs_;  // mmap'd, slabBytes_ + alignment each
-  uint8_t* carveAt_ = nullptr;   // the next block never used, in the newest slab
-  uint8_t* carveEnd_ = nullptr;
+  const size_t maxBytes_;
+  const SlabHooks hooks_;
+  mutable std::mutex mutex_;
+  std::vector<uint8_t*> free_;   // blocks that held a piece before
+  std::vector<uint8_t*> fresh_;  // blocks never used, lowest address last
+  std::vector<uint8_t*> slabs_;  // 2 MiB-aligned starts of the mappings
+  std::vector<void*> mappings_;  // as mmap returned them, slabBytes_ + alignment each
+  size_t growing_ = 0;           // slabs being mapped and prepared (outside the lock)
 };
 
 }  // namespace kcap::format

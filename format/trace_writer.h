@@ -24,6 +24,7 @@
 
 #include "hash.h"
 #include "kcap.capnp.h"
+#include "piece_memory.h"
 
 namespace kcap::format {
 
@@ -51,6 +52,16 @@ struct ReleaseDeferredEvent {
 };
 using DeferredEventPtr = std::unique_ptr<DeferredEvent, ReleaseDeferredEvent>;
 
+// Page-locks host memory for a producer's device-to-host copies (the shim:
+// cuMemHostRegister), so that they land in the writer's direct blocks at the
+// bus's full rate. Called on the thread that takes the blocks.
+class PageLocker {
+ public:
+  virtual ~PageLocker() = default;
+  virtual bool lock(void* data, size_t bytes) = 0;  // false: the memory is not used for direct blocks
+  virtual void unlock(void* data, size_t bytes) = 0;
+};
+
 class TraceWriter {
  public:
   struct Options {
@@ -68,6 +79,11 @@ class TraceWriter {
     size_t maxPendingBytes = 256ull << 20;  // bound on queued, unwritten bytes
     size_t batchBytes = 256u << 10;         // a record chunk is cut when its events reach this size
     std::string writerVersion;              // stored in the header; default "kcap <version>"
+    // Direct blocks (takeDirectBlocks): their memory is page-locked by
+    // `pageLocker` (which must outlive the writer) and held, for reuse, up
+    // to `maxDirectBytes` until the writer goes. No pageLocker: none.
+    PageLocker* pageLocker = nullptr;
+    size_t maxDirectBytes = 0;
   };
 
   struct Stats {
@@ -81,6 +97,9 @@ class TraceWriter {
     uint64_t fileBytes = 0;         // bytes written so far
     uint64_t reusedBuffers = 0;     // new pieces copied into a buffer the writer had used before
     uint64_t producerWaitNs = 0;    // time producers spent blocked on maxPendingBytes
+    uint64_t directBytes = 0;       // new pieces' bytes a producer put in direct blocks itself
+    uint64_t pageLockedBytes = 0;   // direct memory page-locked (held until the writer goes)
+    uint64_t pageLockNs = 0;        // time taking direct blocks spent touching and page-locking it
   };
 
   // Creates (truncates) `path` with mode 0600 and writes the header.
@@ -106,6 +125,21 @@ class TraceWriter {
   // that piece (nor has it queued), so that only those need to reach the
   // host and storeContent. A piece once held stays held. Thread-safe.
   virtual std::vector<uint8_t> missingPieces(const std::vector<Hash128>& hashes) const = 0;
+
+  // Direct blocks, for a producer that copies new pieces itself (the shim,
+  // by DMA from the device): `count` blocks of pieceSize() bytes of
+  // page-locked memory, or none when the direct memory is at its bound (or
+  // there is no pageLocker, or it refused once: then always). New memory is
+  // touched on the writer's hashing threads and page-locked on the caller's.
+  // Blocks not stored go back when destroyed. Thread-safe.
+  virtual std::vector<PieceBlock> takeDirectBlocks(size_t count) = 0;
+
+  // Stores filled direct blocks as new pieces: blocks[i] holds the piece
+  // hashes[i] names (its size set with PieceBlock::setSize), queued in
+  // order; one whose piece the file holds already goes back. The caller
+  // vouches for the hashes, as for storeHashedContent. Waits for room like
+  // storeContent. Leaves `blocks` empty. Thread-safe.
+  virtual void storeDirectPieces(const Hash128* hashes, std::vector<PieceBlock>& blocks) = 0;
 
   // Stores one piece already encoded by another trace's writer: `chunk` is a
   // whole blob chunk (header and payload) as TraceReader::readStoredChunk

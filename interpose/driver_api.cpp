@@ -39,6 +39,8 @@ DriverApi load() noexcept
     resolve(api.memcpyDtoHAsync, "cuMemcpyDtoHAsync_v2");
     resolve(api.streamCreate, "cuStreamCreate");
     resolve(api.memHostAlloc, "cuMemHostAlloc");
+    resolve(api.memHostRegister, "cuMemHostRegister_v2");
+    resolve(api.memHostUnregister, "cuMemHostUnregister");
     resolve(api.pointerGetAttribute, "cuPointerGetAttribute");
     resolve(api.memGetAddressRange, "cuMemGetAddressRange_v2");
     resolve(api.libraryLoadData, "cuLibraryLoadData");

@@ -34,6 +34,8 @@ struct DriverApi {
     PFN_cuMemcpyDtoHAsync_v3020 memcpyDtoHAsync = nullptr;
     PFN_cuStreamCreate_v2000 streamCreate = nullptr;
     PFN_cuMemHostAlloc_v2020 memHostAlloc = nullptr;
+    PFN_cuMemHostRegister_v6050 memHostRegister = nullptr;
+    PFN_cuMemHostUnregister_v4000 memHostUnregister = nullptr;
     PFN_cuPointerGetAttribute_v4000 pointerGetAttribute = nullptr;
     PFN_cuMemGetAddressRange_v3020 memGetAddressRange = nullptr;
 

@@ -105,8 +105,16 @@ namespace {
 // and the wait for it cost about as much as copying a few pieces.
 constexpr uint64_t kDeviceHashMinBytes = 4u << 20;
 
+// A device-hashed segment bound for the writer's direct blocks spans up to
+// this many staging buffers: the device hashes a segment again after its
+// copy, and that takes about as long for one piece a block of threads as
+// for a wave of them (about 1.4 ms a 32 MiB segment, copy and hashing, on
+// the H200 host, 2026-12-01).
+constexpr size_t kDirectSegmentBuffers = 8;
+
 // A part of a range to copy to the host and store: whole pieces (the last
-// may be the range's short tail), at most one staging buffer.
+// may be the range's short tail), at most one staging buffer (or
+// kDirectSegmentBuffers, device-hashed).
 struct Segment {
     uint64_t offset;
     size_t size;
@@ -252,6 +260,38 @@ private:
     CUstream stream_;
 };
 
+// Where a segment's copy lands: in direct blocks of the writer's, one a
+// piece (page-locked; the writer takes them as they are, nothing is copied
+// on the host), or, when it has none to give, in the staging buffer
+// (storeSegment copies the new pieces out of it).
+struct Landing {
+    std::vector<format::PieceBlock> blocks;  // empty: the staging buffer
+};
+
+// Queues the copies of [address, address + size) into `blocks`, one piece
+// each; blocks that follow each other in memory take one copy.
+CUresult copyIntoBlocks(CUstream stream, uint64_t address, uint64_t size, uint32_t pieceSize,
+                        std::vector<format::PieceBlock>& blocks)
+{
+    const auto copy = driverApi().memcpyDtoHAsync;
+    size_t runStart = 0;
+    for (size_t j = 0; j < blocks.size(); ++j) {
+        blocks[j].setSize(static_cast<size_t>(std::min<uint64_t>(pieceSize, size - uint64_t{j} * pieceSize)));
+        const bool last = j + 1 == blocks.size();
+        if (!last && blocks[j + 1].data() == blocks[j].data() + pieceSize) {
+            continue;
+        }
+        const uint64_t offset = uint64_t{runStart} * pieceSize;
+        const uint64_t end = last ? size : uint64_t{j + 1} * pieceSize;
+        if (const CUresult r = copy(blocks[runStart].data(), address + offset, end - offset, stream);
+            r != CUDA_SUCCESS) {
+            return r;
+        }
+        runStart = j + 1;
+    }
+    return CUDA_SUCCESS;
+}
+
 // What copyOverlapped did besides its copies' result.
 struct CopyOutcome {
     CUresult result = CUDA_SUCCESS;
@@ -269,8 +309,16 @@ struct CopyOutcome {
 // its copy, on the same stream: when the hashes still match, the copy holds
 // the bytes they name (the memory did not change around it), and the writer
 // takes them without hashing on the host.
+//
+// A device-hashed segment lands in the writer's direct blocks where it has
+// them: storing it is then only queueing it, and the blocks of segment k+1
+// are taken (new memory touched and page-locked) while segment k is copied.
+// Such a segment may be larger than a staging buffer (the hashing after each
+// copy takes about a millisecond whatever its size: the kernel hashes each
+// piece on one block of threads); one that finds no blocks is staged in
+// parts.
 CopyOutcome copyOverlapped(format::TraceWriter& writer, StagingPool::Lease (&leases)[2], CUstream stream,
-                           const SnapshotRange& range, const std::vector<Segment>& segments, StoredContent& out,
+                           const SnapshotRange& range, std::vector<Segment> segments, StoredContent& out,
                            std::vector<uint8_t>* hostCopy)
 {
     CopyOutcome outcome;
@@ -278,39 +326,77 @@ CopyOutcome copyOverlapped(format::TraceWriter& writer, StagingPool::Lease (&lea
         return outcome;
     }
     const DriverApi& api = driverApi();
-    std::vector<uint8_t> checkQueued(segments.size(), 0);
+    const uint32_t pieceSize = out.pieceSize;
+    const size_t stagingBytes = leases[0].size();
+    auto pieceCount = [&](const Segment& segment) { return (segment.size + pieceSize - 1) / pieceSize; };
+    bool checkQueued[2] = {false, false};
+    // Before the drain, so destroyed after it: blocks go back only once no
+    // copy lands in them.
+    Landing landings[2];
+    auto land = [&](size_t k) {
+        std::vector<format::PieceBlock>& blocks = landings[k % 2].blocks;
+        blocks.clear();
+        if (segments[k].deviceHashed) {  // never with a hostCopy (snapshot)
+            blocks = writer.takeDirectBlocks(pieceCount(segments[k]));
+        }
+        if (blocks.empty() && segments[k].size > stagingBytes) {
+            std::vector<Segment> parts;
+            addSegment(parts, segments[k].offset, segments[k].size, stagingBytes, segments[k].deviceHashed);
+            segments[k] = parts[0];
+            segments.insert(segments.begin() + static_cast<std::ptrdiff_t>(k) + 1, parts.begin() + 1, parts.end());
+        }
+    };
     auto queue = [&](size_t k) {
         const Segment& segment = segments[k];
         const StagingPool::Lease& lease = leases[k % 2];
-        const CUresult r = api.memcpyDtoHAsync(lease.data(), range.address + segment.offset, segment.size, stream);
-        checkQueued[k] = r == CUDA_SUCCESS && segment.deviceHashed &&
-                         queueDeviceHash(range.address + segment.offset, segment.size, out.pieceSize, stream,
-                                         lease.hashArea()) == CUDA_SUCCESS;
+        std::vector<format::PieceBlock>& blocks = landings[k % 2].blocks;
+        const uint64_t address = range.address + segment.offset;
+        const CUresult r = blocks.empty() ? api.memcpyDtoHAsync(lease.data(), address, segment.size, stream)
+                                          : copyIntoBlocks(stream, address, segment.size, pieceSize, blocks);
+        checkQueued[k % 2] = r == CUDA_SUCCESS && segment.deviceHashed &&
+                             queueDeviceHash(address, segment.size, pieceSize, stream, lease.hashArea()) ==
+                                 CUDA_SUCCESS;
         return r;
     };
     auto sameAsBefore = [&](size_t k) {
         const Segment& segment = segments[k];
         const uint64_t* again = leases[k % 2].hashArea();
-        const size_t first = static_cast<size_t>(segment.offset / out.pieceSize);
-        const size_t count = (segment.size + out.pieceSize - 1) / out.pieceSize;
-        for (size_t j = 0; j < count; ++j) {
+        const size_t first = static_cast<size_t>(segment.offset / pieceSize);
+        for (size_t j = 0; j < pieceCount(segment); ++j) {
             if (!(out.pieces[first + j] == format::Hash128{again[2 * j], again[2 * j + 1]})) {
                 return false;
             }
         }
         return true;
     };
+    auto store = [&](size_t k, capnp::MallocMessageBuilder& scratch) {
+        const Segment& segment = segments[k];
+        std::vector<format::PieceBlock>& blocks = landings[k % 2].blocks;
+        if (blocks.empty()) {
+            storeSegment(writer, scratch, leases[k % 2].data(), segment, out);
+            return;
+        }
+        const PhaseTimer timer(SnapshotTime::kStore);
+        count_snapshot_chunk();
+        count_snapshot_bytes(SnapshotBytes::kCopied, segment.size);
+        count_snapshot_bytes(SnapshotBytes::kDirect, segment.size);
+        writer.storeDirectPieces(out.pieces.data() + segment.offset / pieceSize, blocks);
+    };
     const StreamDrain drain(stream);  // from the first copy on: the buffers go back once nothing lands in them
+    land(0);
     if (queue(0) != CUDA_SUCCESS) {
         outcome.streamGone = true;
         return outcome;
     }
     capnp::MallocMessageBuilder scratch(256);
     for (size_t k = 0; k < segments.size(); ++k) {
+        if (k + 1 < segments.size()) {
+            land(k + 1);
+        }
         if ((outcome.result = waitForCopies(stream)) != CUDA_SUCCESS) {
             return outcome;
         }
-        if (segments[k].deviceHashed && (checkQueued[k] == 0 || !sameAsBefore(k))) {
+        if (segments[k].deviceHashed && (!checkQueued[k % 2] || !sameAsBefore(k))) {
             outcome.retake = true;
             return outcome;
         }
@@ -319,7 +405,7 @@ CopyOutcome copyOverlapped(format::TraceWriter& writer, StagingPool::Lease (&lea
                 return outcome;
             }
         }
-        storeSegment(writer, scratch, leases[k % 2].data(), segments[k], out);
+        store(k, scratch);
         if (hostCopy != nullptr) {
             std::memcpy(hostCopy->data() + segments[k].offset, leases[k % 2].data(), segments[k].size);
         }
@@ -355,6 +441,10 @@ std::optional<std::vector<Segment>> hashPiecesOnDevice(const format::TraceWriter
     count_snapshot_bytes(SnapshotBytes::kDeviceHashed, range.size);
     const std::vector<uint8_t> missing = writer.missingPieces(out.pieces);
     std::unordered_set<format::Hash128, format::Hash128Hasher> copying;
+    // Device-hashed segments up to kDirectSegmentBuffers staging buffers
+    // (copyOverlapped), as long as their hashes fit a lease's hash area.
+    const size_t directBytes =
+        std::min(kDirectSegmentBuffers * lease.size(), lease.size() / 64 / 16 * size_t{pieceSize});
     std::vector<Segment> toCopy;
     for (size_t i = 0; i < count; ++i) {
         const uint64_t offset = uint64_t{i} * pieceSize;
@@ -362,13 +452,37 @@ std::optional<std::vector<Segment>> hashPiecesOnDevice(const format::TraceWriter
         if (length < xxh3::kMinLength) {
             addSegment(toCopy, offset, length, lease.size());
         } else if (missing[i] != 0 && copying.insert(out.pieces[i]).second) {
-            addSegment(toCopy, offset, length, lease.size(), true);
+            addSegment(toCopy, offset, length, directBytes, true);
         }
     }
     return toCopy;
 }
 
 }  // namespace
+
+format::PageLocker& driverPageLocker()
+{
+    // The writer's direct memory is page-locked on the thread taking the
+    // blocks, a snapshotting thread: its context is current. Portable: any
+    // context's copies may land there.
+    class DriverPageLocker final : public format::PageLocker {
+    public:
+        bool lock(void* data, size_t bytes) override
+        {
+            const auto hostRegister = driverApi().memHostRegister;
+            return hostRegister != nullptr &&
+                   hostRegister(data, bytes, CU_MEMHOSTREGISTER_PORTABLE) == CUDA_SUCCESS;
+        }
+        void unlock(void* data, size_t) override
+        {
+            if (const auto unregister = driverApi().memHostUnregister) {
+                unregister(data);  // fails harmlessly once the driver is torn down, at exit
+            }
+        }
+    };
+    static auto* locker = new DriverPageLocker;  // never destroyed: a writer may go after the shim's statics
+    return *locker;
+}
 
 CUresult snapshot(format::TraceWriter& writer, StagingPool& staging, const SnapshotRange& range,
                   StoredContent& out, std::vector<uint8_t>* hostCopy, bool deviceHashing)

@@ -1,15 +1,18 @@
 // Snapshots of device memory: a range is copied to the host with the real
 // driver and stored in the trace as content pieces (identical pieces are
-// stored once per file). A large range is copied asynchronously, a staging
-// buffer at a time on the thread's own stream, while the previous buffer is
-// hashed and stored.
+// stored once per file). A large range is copied asynchronously, a segment
+// at a time on the thread's own stream, while the previous one is stored.
 //
 // A range of device memory of a few pieces or more is first hashed on the
 // device (device_hash.h): only the pieces the trace lacks are copied, once
-// each. Copied pieces are hashed again on the host, so that the trace names
-// every piece by the bytes it holds: when those differ from what the device
-// hashed (the program wrote the memory in between, from another stream),
-// the range is taken again the host's way.
+// each, and hashed on the device again right after their copy, so that the
+// trace names every piece by the bytes it holds: when those differ from
+// what the device hashed before (the program wrote the memory in between,
+// from another stream), the range is taken again the host's way. Those
+// copies land in the writer's direct blocks (TraceWriter::takeDirectBlocks,
+// page-locked with cuMemHostRegister, reused): nothing is copied on the
+// host. Where the writer has none to give (its bound, or the driver would
+// not page-lock them), they go through a staging buffer like the rest.
 //
 // Staging buffers are pinned (cuMemHostAlloc) where the driver allows, for
 // full device-to-host bandwidth, else plain host memory. They are reused:
@@ -84,6 +87,11 @@ struct SnapshotRange {
     uint64_t allocationBase = 0;
     schema::MemoryKind kind = schema::MemoryKind::ALLOCATION;
 };
+
+// Page-locks the writer's direct blocks (TraceWriter::takeDirectBlocks)
+// with the driver (cuMemHostRegister): device-hashed segments are copied
+// into them straight from the device.
+format::PageLocker& driverPageLocker();
 
 // Copies `range` from the device (host-mapped memory: read directly) and
 // stores it. When `hostCopy` is given, the bytes are also left there (for

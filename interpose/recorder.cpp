@@ -16,6 +16,7 @@
 
 #include <kj/exception.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -103,12 +104,39 @@ std::string outputPath(const CaptureOptions& options)
     return path;
 }
 
+// Staging buffers: a whole number of pieces, enough of them that the
+// writer's hashing threads each get some (memory_snapshot.cpp). 64 MiB was
+// no faster for new memory and slower for memory already in the trace (33-44
+// GB/s against 52 on the H200 host, 2026-11-30).
+size_t stagingBytes(uint32_t pieceSize)
+{
+    constexpr size_t kTarget = 32u << 20;
+    const size_t pieces = kTarget / pieceSize;
+    return (pieces == 0 ? 1 : pieces) * pieceSize;
+}
+
+// The writer's direct memory (page-locked, held for reuse until the trace
+// ends): what it may hold pending, and four staging buffers' worth in flight
+// with its producers, but at most a quarter of the machine's memory.
+size_t directMemoryBound(const CaptureOptions& options)
+{
+    const size_t bound = options.bufferBytes + 4 * stagingBytes(options.pieceSize);
+    const long pages = ::sysconf(_SC_PHYS_PAGES);
+    const long pageSize = ::sysconf(_SC_PAGESIZE);
+    if (pages <= 0 || pageSize <= 0) {
+        return bound;
+    }
+    return std::min<size_t>(bound, static_cast<size_t>(pages) / 4 * static_cast<size_t>(pageSize));
+}
+
 std::unique_ptr<format::TraceWriter> createWriter(const std::string& path, const CaptureOptions& options)
 {
     format::TraceWriter::Options writerOptions;
     writerOptions.zstdLevel = options.zstdLevel;
     writerOptions.pieceSize = options.pieceSize;
     writerOptions.maxPendingBytes = options.bufferBytes;
+    writerOptions.pageLocker = &driverPageLocker();
+    writerOptions.maxDirectBytes = directMemoryBound(options);
     // The writer's threads inherit this mask: asynchronous signals (SIGTERM,
     // SIGINT) then never land on them, so a handler never runs on a thread
     // the trace's progress depends on.
@@ -127,16 +155,6 @@ std::unique_ptr<format::TraceWriter> createWriter(const std::string& path, const
     return writer;
 }
 
-// Staging buffers: a whole number of pieces, enough of them that the
-// writer's hashing threads each get some (memory_snapshot.cpp). 64 MiB was
-// no faster for new memory and slower for memory already in the trace (33-44
-// GB/s against 52 on the H200 host, 2026-11-30).
-size_t stagingBytes(uint32_t pieceSize)
-{
-    constexpr size_t kTarget = 32u << 20;
-    const size_t pieces = kTarget / pieceSize;
-    return (pieces == 0 ? 1 : pieces) * pieceSize;
-}
 
 }  // namespace
 
@@ -315,7 +333,8 @@ void Recorder::end(schema::EndReason reason, int signal, const std::string& mess
     try {
         writer_->close();
         const format::TraceWriter::Stats stats = writer_->stats();
-        note_writer_stats({stats.uniqueBytes, stats.reusedBuffers, stats.producerWaitNs});
+        note_writer_stats({stats.uniqueBytes, stats.reusedBuffers, stats.producerWaitNs, stats.pageLockedBytes,
+                           stats.pageLockNs});
     } catch (const std::exception& e) {
         if (reason != schema::EndReason::INTERNAL_ERROR) {
             log_message("the trace %s may be incomplete: %s", path_.c_str(), e.what());

@@ -34,7 +34,7 @@ namespace {
 struct SnapshotProfile {
     std::atomic<std::uint64_t> ranges{0}, bytes{0}, chunks{0}, buffersMade{0};
     std::atomic<std::uint64_t> ns[4] = {};
-    std::atomic<std::uint64_t> bytesBy[2] = {};  // by SnapshotBytes
+    std::atomic<std::uint64_t> bytesBy[3] = {};  // by SnapshotBytes
 };
 SnapshotProfile g_snapshots;
 
@@ -116,10 +116,11 @@ void write_stats(const char* path)
     }
     const SnapshotProfile& s = g_snapshots;
     if (s.ranges.load() > 0) {
-        std::fprintf(out, "snapshot ranges %llu bytes %llu chunks %llu device_hashed %llu copied %llu\n",
+        std::fprintf(out, "snapshot ranges %llu bytes %llu chunks %llu device_hashed %llu copied %llu direct %llu\n",
                      ull(s.ranges), ull(s.bytes), ull(s.chunks),
                      ull(s.bytesBy[static_cast<int>(SnapshotBytes::kDeviceHashed)]),
-                     ull(s.bytesBy[static_cast<int>(SnapshotBytes::kCopied)]));
+                     ull(s.bytesBy[static_cast<int>(SnapshotBytes::kCopied)]),
+                     ull(s.bytesBy[static_cast<int>(SnapshotBytes::kDirect)]));
         std::fprintf(out, "snapshot_ns copy_wait %llu store %llu staging %llu buffers_made %llu device_hash %llu\n",
                      ull(s.ns[static_cast<int>(SnapshotTime::kCopyWait)]),
                      ull(s.ns[static_cast<int>(SnapshotTime::kStore)]),
@@ -129,10 +130,9 @@ void write_stats(const char* path)
     {
         std::lock_guard lock(g_writerMutex);
         if (g_writerNoted) {
-            std::fprintf(out, "writer unique_bytes %llu reused_buffers %llu wait_ns %llu\n",
-                         static_cast<unsigned long long>(g_writer.uniqueBytes),
-                         static_cast<unsigned long long>(g_writer.reusedBuffers),
-                         static_cast<unsigned long long>(g_writer.producerWaitNs));
+            std::fprintf(out, "writer unique_bytes %llu reused_buffers %llu wait_ns %llu page_locked %llu lock_ns %llu\n",
+                         ull(g_writer.uniqueBytes), ull(g_writer.reusedBuffers), ull(g_writer.producerWaitNs),
+                         ull(g_writer.pageLockedBytes), ull(g_writer.pageLockNs));
         }
     }
     if (std::fclose(out) != 0) {

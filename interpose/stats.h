@@ -7,18 +7,20 @@
 //   kcap-stats 1
 //   call cuLaunchKernel 12
 //   kernel axpy 10
-//   snapshot ranges 4 bytes 8589934592 chunks 256 device_hashed 8589934592 copied 4294967296
+//   snapshot ranges 4 bytes 8589934592 chunks 256 device_hashed 8589934592 copied 4294967296 direct 4294967296
 //   snapshot_ns copy_wait 1200000 store 380000000 staging 2500000 buffers_made 2 device_hash 9000000
-//   writer unique_bytes 4294967296 reused_buffers 4096 wait_ns 0
+//   writer unique_bytes 4294967296 reused_buffers 4096 wait_ns 0 page_locked 4294967296 lock_ns 180000000
 //
 // The snapshot lines say where capturing device memory spent its time, on
 // the launching threads (memory_snapshot.cpp): bytes hashed on the device
-// and bytes copied to the host; waiting for the copies from the device,
+// and bytes copied to the host (direct: of those, copied straight into the
+// writer's page-locked blocks); waiting for the copies from the device,
 // storing the staged chunks (hashing, copying new pieces, queueing them),
 // making staging buffers (page-locked allocation), hashing on the device
 // (the kernel and waiting for it). The
 // writer line is its statistics at the end of the trace (wait_ns: producers
-// blocked on --buffer).
+// blocked on --buffer; page_locked, lock_ns: its direct memory, and the
+// time spent touching and page-locking it).
 //
 // Tests assert on it; it is also a quick way to see whether a program's
 // launches reach the shim at all. Without KCAP_STATS_FILE nothing is counted:
@@ -57,7 +59,7 @@ std::uint64_t call_count(HookId id) noexcept;
 
 // The snapshot profile (counted only with KCAP_STATS_FILE).
 enum class SnapshotTime { kCopyWait, kStore, kStaging, kDeviceHash };
-enum class SnapshotBytes { kDeviceHashed, kCopied };
+enum class SnapshotBytes { kDeviceHashed, kCopied, kDirect };
 void count_snapshot_range(std::uint64_t bytes) noexcept;
 void count_snapshot_chunk() noexcept;
 void count_snapshot_bytes(SnapshotBytes what, std::uint64_t bytes) noexcept;
@@ -70,6 +72,8 @@ struct WriterFigures {
     std::uint64_t uniqueBytes;
     std::uint64_t reusedBuffers;
     std::uint64_t producerWaitNs;
+    std::uint64_t pageLockedBytes;
+    std::uint64_t pageLockNs;
 };
 void note_writer_stats(const WriterFigures& figures) noexcept;
 

@@ -317,6 +317,41 @@ DOUBLE_API CUresult cuMemFreeHost(void* pointer)
     return CUDA_SUCCESS;
 }
 
+// Page-locking plain host memory: remembered, nothing else (the double's
+// copies reach any host memory). KCAP_DOUBLE_HOST_REGISTER=refuse makes
+// it fail, as the real driver does where page-locked memory is limited.
+DOUBLE_API CUresult cuMemHostRegister_v2(void* pointer, std::size_t bytes, unsigned)
+{
+    if (const CUresult r = need_context(); r != CUDA_SUCCESS) {
+        return r;
+    }
+    if (pointer == nullptr || bytes == 0) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    if (const char* refuse = std::getenv("KCAP_DOUBLE_HOST_REGISTER"); refuse != nullptr && std::strcmp(refuse, "refuse") == 0) {
+        return CUDA_ERROR_NOT_SUPPORTED;
+    }
+    State& s = state();
+    Lock lock(s.mutex);
+    if (!s.host_registrations.emplace(reinterpret_cast<std::uintptr_t>(pointer), bytes).second) {
+        return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
+    }
+    return CUDA_SUCCESS;
+}
+
+DOUBLE_API CUresult cuMemHostUnregister(void* pointer)
+{
+    if (const CUresult r = need_init(); r != CUDA_SUCCESS) {
+        return r;
+    }
+    State& s = state();
+    Lock lock(s.mutex);
+    if (s.host_registrations.erase(reinterpret_cast<std::uintptr_t>(pointer)) == 0) {
+        return CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
+    }
+    return CUDA_SUCCESS;
+}
+
 DOUBLE_API CUresult cuPointerGetAttribute(void* data, CUpointer_attribute attribute, CUdeviceptr pointer)
 {
     if (const CUresult r = need_context(); r != CUDA_SUCCESS) {

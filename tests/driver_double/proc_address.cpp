@@ -93,6 +93,8 @@ const Entry* entries(std::size_t& count)
         ENTRY(cuMemSetAccess, 10020, false, cuMemSetAccess),
         ENTRY(cuMemHostAlloc, 2020, false, cuMemHostAlloc),
         ENTRY(cuMemFreeHost, 2000, false, cuMemFreeHost),
+        ENTRY(cuMemHostRegister, 6050, false, cuMemHostRegister_v2),
+        ENTRY(cuMemHostUnregister, 4000, false, cuMemHostUnregister),
         ENTRY(cuPointerGetAttribute, 4000, false, cuPointerGetAttribute),
         ENTRY(cuMemAllocAsync, 11020, false, cuMemAllocAsync),
         ENTRY(cuMemAllocAsync, 11020, true, cuMemAllocAsync_ptsz),

@@ -102,6 +102,7 @@ public:
     std::unordered_set<const Graph*> graph_execs;  // cuGraphInstantiate
     std::map<std::uintptr_t, std::size_t> allocations;       // base -> size
     std::map<std::uintptr_t, std::size_t> host_allocations;  // page-locked host memory: base -> size
+    std::map<std::uintptr_t, std::size_t> host_registrations;  // cuMemHostRegister: base -> size
 
     // A kernel "faulted" (a poison parameter, see api_launch.cpp): like the
     // driver's sticky error, every later call that needs the context fails.

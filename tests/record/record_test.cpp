@@ -1680,12 +1680,19 @@ TEST(Record, LargeRangesAreStoredExactlyAndProfiled)
     const LargeScenario large;
     const Outcome plain = plainRun(scenarioProgram(), {"large"});
     expectClean(plain);
-    for (const auto& [buffer, hash] : {std::pair{"64M", "device"}, {"1G", "device"}, {"64M", "host"}}) {
-        const std::string path = dir.file(std::string("large-") + buffer + hash + ".kcap"),
-                          stats = dir.file(std::string("stats-") + buffer + hash);
+    struct Config {
+        const char* buffer;
+        const char* hash;
+        bool pageLocking;  // the driver page-locks the writer's direct memory
+    };
+    for (const auto& [buffer, hash, pageLocking] :
+         {Config{"64M", "device", true}, {"1G", "device", true}, {"1G", "device", false}, {"64M", "host", true}}) {
+        const std::string name = std::string(buffer) + hash + (pageLocking ? "" : "-unlocked");
+        const std::string path = dir.file("large-" + name + ".kcap"), stats = dir.file("stats-" + name);
         const Outcome shimmed = recorded(scenarioProgram(), {"large"},
                                          {{"KCAP_OUTPUT", path}, {"KCAP_BUFFER", buffer}, {"KCAP_HASH", hash},
-                                          {"KCAP_STATS_FILE", stats}});
+                                          {"KCAP_STATS_FILE", stats},
+                                          {"KCAP_DOUBLE_HOST_REGISTER", pageLocking ? "" : "refuse"}});
         expectClean(shimmed);
         auto profile = readStats(stats);
         // The snapshot profile: four snapshots of the large range (before
@@ -1703,9 +1710,26 @@ TEST(Record, LargeRangesAreStoredExactlyAndProfiled)
             EXPECT_EQ(deviceHashed, 4 * kBytes) << buffer;
             EXPECT_EQ(profile["snapshot"]["copied"] - (bytes - deviceHashed), 80 * kPiece + 4096) << buffer;
             EXPECT_GT(profile["snapshot_ns"]["device_hash"], 0u) << buffer;
+            // Those copies land in the writer's page-locked direct blocks: all
+            // of them within a large bound; with the smallest, those it has
+            // room for (a segment it has not goes through a staging buffer).
+            const uint64_t direct = profile["snapshot"]["direct"], locked = profile["writer"]["page_locked"];
+            if (!pageLocking) {
+                EXPECT_EQ(direct, 0u) << name;
+                EXPECT_EQ(locked, 0u) << name;
+            } else if (std::string(buffer) == "1G") {
+                EXPECT_EQ(direct, 80 * kPiece + 4096) << name;
+                EXPECT_EQ(locked, 128u << 20) << name << " (two slabs: 81 pieces)";
+                EXPECT_GT(profile["writer"]["lock_ns"], 0u) << name;
+            } else {
+                EXPECT_GT(direct, 0u) << name;
+                EXPECT_LE(locked, (64u + 4 * 32u) << 20) << name << " (--buffer and four staging buffers' worth)";
+            }
         } else {
             EXPECT_EQ(deviceHashed, 0u);
             EXPECT_EQ(profile["snapshot"]["copied"], bytes);
+            EXPECT_EQ(profile["snapshot"]["direct"], 0u);
+            EXPECT_EQ(profile["writer"]["page_locked"], 0u);
             EXPECT_EQ(profile["snapshot_ns"]["device_hash"], 0u);
             EXPECT_GE(profile["snapshot"]["chunks"], 12u) << " (three staging buffers a large snapshot)";
         }

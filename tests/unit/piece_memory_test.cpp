@@ -75,5 +75,49 @@ TEST(PieceMemory, BlocksHoldTheirBytesAndAreReused) {
   EXPECT_FALSE(memory.take().reused()) << "all 30 taken: the next is new";
 }
 
+// Each slab is prepared once before its blocks are handed out, and retired
+// once with the memory; a slab past the bound, or one prepare refuses, is
+// no block at all (and the memory keeps working).
+TEST(PieceMemory, SlabsArePreparedOnceWithinTheirBound) {
+  constexpr size_t kBlock = 16u << 20;  // four blocks a 64 MiB slab
+  std::vector<const uint8_t*> prepared, retired;
+  bool refuse = false;
+  SlabHooks hooks;
+  hooks.prepare = [&](uint8_t* slab, size_t bytes) {
+    EXPECT_EQ(bytes, size_t{64} << 20);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(slab) % (2u << 20), 0u);
+    if (refuse) return false;
+    prepared.push_back(slab);
+    return true;
+  };
+  hooks.retire = [&](uint8_t* slab, size_t) { retired.push_back(slab); };
+  {
+    PieceMemory memory(kBlock, size_t{128} << 20, hooks);  // two slabs
+    refuse = true;
+    EXPECT_FALSE(memory.take()) << "prepare refused the slab";
+    EXPECT_EQ(memory.mappedBytes(), 0u);
+    refuse = false;
+    std::vector<PieceBlock> live;
+    for (size_t i = 0; i < 8; ++i) {
+      live.push_back(memory.take());
+      ASSERT_TRUE(live.back()) << i;
+      EXPECT_EQ(live.back().size(), 0u);
+    }
+    EXPECT_EQ(prepared.size(), 2u);
+    EXPECT_EQ(memory.mappedBytes(), size_t{128} << 20);
+    EXPECT_FALSE(memory.take()) << "a third slab would pass the bound";
+    const uint8_t* back = live[5].data();
+    live[5].release();
+    PieceBlock again = memory.take();
+    ASSERT_TRUE(again);
+    EXPECT_EQ(again.data(), back);
+    EXPECT_TRUE(again.reused());
+    again.setSize(123);
+    EXPECT_EQ(again.size(), 123u);
+    EXPECT_TRUE(retired.empty());
+  }
+  EXPECT_EQ(retired, prepared);
+}
+
 }  // namespace
 }  // namespace kcap::format

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -690,6 +691,123 @@ TEST(Writer, ContentHashedByTheProducerMakesTheSameFile) {
     EXPECT_EQ(reader->readContent(ref.event.getLaunch().getPre()[1].getContent()), data);
     return true;
   }), 1u);
+}
+
+// Page-locks nothing: counts what it is asked, and refuses when told to.
+class CountingLocker final : public format::PageLocker {
+ public:
+  bool lock(void*, size_t bytes) override {
+    ++attempts;
+    if (refuse) return false;
+    locked += bytes;
+    return true;
+  }
+  void unlock(void*, size_t bytes) override { unlocked += bytes; }
+  std::atomic<bool> refuse{false};
+  std::atomic<size_t> attempts{0}, locked{0}, unlocked{0};
+};
+
+// Pieces a producer copied into direct blocks itself (the shim, by DMA)
+// make the same file as content the writer copies, and read back the same.
+// Direct memory is page-locked a slab at a time, reused, held within its
+// bound, and unlocked when the writer goes; where it cannot be page-locked,
+// or there is no locker, the producer gets no blocks.
+TEST(Writer, DirectPiecesMakeTheSameFile) {
+  TempDir dir;
+  const HashedPieces pieces(23);
+  const std::vector<uint8_t>& data = pieces.data;
+  const std::vector<format::Hash128>& hashes = pieces.hashes;
+  CountingLocker locker;
+  format::TraceWriter::Options options;
+  options.pieceSize = HashedPieces::kPieceSize;
+  options.pageLocker = &locker;
+  options.maxDirectBytes = 64u << 20;  // one slab: 1024 blocks of 64 KiB
+  auto write = [&](const std::string& path, bool direct) {
+    auto writer = format::TraceWriter::create(path, options);
+    capnp::MallocMessageBuilder message;
+    auto pre = message.initRoot<Event>().initLaunch().initPre(2);
+    for (unsigned r = 0; r < 2; ++r) {  // twice: the second time every piece is there
+      auto content = pre[r].initContent();
+      if (!direct) {
+        writer->storeContent(data.data(), data.size(), content);
+        continue;
+      }
+      content.setSize(data.size());
+      content.setPieceSize(options.pieceSize);
+      auto list = content.initPieces(static_cast<unsigned>(hashes.size()));
+      std::vector<format::Hash128> newHashes;
+      std::vector<size_t> newPieces;
+      const std::vector<uint8_t> missing = writer->missingPieces(hashes);
+      for (size_t i = 0; i < hashes.size(); ++i) {
+        list[static_cast<unsigned>(i)].setHigh(hashes[i].high);
+        list[static_cast<unsigned>(i)].setLow(hashes[i].low);
+        if (missing[i] != 0) {  // pieces 0 and 4 alike: both, the second goes back
+          newHashes.push_back(hashes[i]);
+          newPieces.push_back(i);
+        }
+      }
+      EXPECT_EQ(newPieces.size(), r == 0 ? hashes.size() : 0u);
+      std::vector<format::PieceBlock> blocks = writer->takeDirectBlocks(newPieces.size());
+      ASSERT_EQ(blocks.size(), newPieces.size());
+      for (size_t j = 0; j < blocks.size(); ++j) {
+        const size_t at = newPieces[j] * options.pieceSize, length = std::min<size_t>(options.pieceSize, data.size() - at);
+        std::memcpy(blocks[j].data(), data.data() + at, length);
+        blocks[j].setSize(length);
+      }
+      writer->storeDirectPieces(newHashes.data(), blocks);
+      EXPECT_TRUE(blocks.empty());
+    }
+    EXPECT_EQ(writer->stats().uniqueBytes, data.size() - options.pieceSize);
+    EXPECT_EQ(writer->stats().directBytes, direct ? data.size() : 0u);
+    EXPECT_EQ(writer->stats().pageLockedBytes, direct ? options.maxDirectBytes : 0u);
+    writer->append(message);
+    writer->close();
+  };
+  write(dir.file("stored.kcap"), false);
+  EXPECT_EQ(locker.locked, 0u) << "no direct blocks taken: nothing page-locked";
+  write(dir.file("direct.kcap"), true);
+  EXPECT_EQ(readFileBytes(dir.file("direct.kcap")), readFileBytes(dir.file("stored.kcap")));
+  auto reader = format::TraceReader::open(dir.file("direct.kcap"));
+  EXPECT_EQ(reader->forEachEvent([&](const format::EventRef& ref) {
+    EXPECT_EQ(reader->readContent(ref.event.getLaunch().getPre()[1].getContent()), data);
+    return true;
+  }), 1u);
+  EXPECT_EQ(locker.locked, options.maxDirectBytes);
+  EXPECT_EQ(locker.unlocked, locker.locked) << "unlocked when the writer went";
+
+  // The bound: all or nothing, blocks held count, blocks back are reused.
+  {
+    auto writer = format::TraceWriter::create(dir.file("bound.kcap"), options);
+    EXPECT_TRUE(writer->takeDirectBlocks(1025).empty());
+    std::vector<format::PieceBlock> all = writer->takeDirectBlocks(1024);
+    EXPECT_EQ(all.size(), 1024u);
+    EXPECT_TRUE(writer->takeDirectBlocks(1).empty()) << "all held: no room for another slab";
+    const uint8_t* first = all[0].data();
+    all.erase(all.begin());
+    std::vector<format::PieceBlock> again = writer->takeDirectBlocks(1);
+    ASSERT_EQ(again.size(), 1u);
+    EXPECT_EQ(again[0].data(), first);
+    EXPECT_EQ(writer->stats().pageLockedBytes, options.maxDirectBytes);
+  }
+  EXPECT_EQ(locker.locked, 2 * options.maxDirectBytes);
+  EXPECT_EQ(locker.unlocked, locker.locked);
+
+  // Refused (then never asked again), or no locker: no blocks, nothing held.
+  locker.refuse = true;
+  {
+    auto writer = format::TraceWriter::create(dir.file("refused.kcap"), options);
+    const size_t attempts = locker.attempts;
+    EXPECT_TRUE(writer->takeDirectBlocks(1).empty());
+    EXPECT_EQ(writer->stats().pageLockedBytes, 0u);
+    EXPECT_GT(writer->stats().pageLockNs, 0u);
+    locker.refuse = false;
+    EXPECT_TRUE(writer->takeDirectBlocks(1).empty()) << "refused once: not asked again";
+    EXPECT_EQ(locker.attempts, attempts + 1);
+  }
+  options.pageLocker = nullptr;
+  auto writer = format::TraceWriter::create(dir.file("none.kcap"), options);
+  EXPECT_TRUE(writer->takeDirectBlocks(1).empty());
+  EXPECT_EQ(locker.locked, locker.unlocked);
 }
 
 TEST(Writer, AppendOverwritesSeq) {
