@@ -96,7 +96,7 @@ PieceBlock PieceMemory::take() {
   }
   // Mapped and prepared without the lock: blocks come back meanwhile, and
   // preparing (the direct memory's page-locking) takes milliseconds.
-  uint8_t* slab = nullptr;
+  Slab slab;
   try {
     slab = mapSlab();
   } catch (...) {
@@ -106,39 +106,38 @@ PieceBlock PieceMemory::take() {
   }
   std::lock_guard lock(mutex_);
   --growing_;
-  if (slab == nullptr) return {};
+  if (slab.data == nullptr) return {};
   const size_t blocks = slabBytes_ / blockBytes_;
-  // giveBack never allocates: room for every block there is.
-  free_.reserve((slabs_.size()) * (slabBytes_ / blockBytes_));
-  for (size_t i = blocks; i-- > 1;) fresh_.push_back(slab + i * blockBytes_);
-  return PieceBlock(this, slab, false);
+  try {
+    slabs_.reserve(slabs_.size() + 1);
+    mappings_.reserve(mappings_.size() + 1);
+    fresh_.reserve(fresh_.size() + blocks - 1);
+    free_.reserve((slabs_.size() + 1) * blocks);  // giveBack never allocates: room for every block there is
+  } catch (...) {
+    if (hooks_.retire) hooks_.retire(slab.data, slabBytes_);
+    ::munmap(slab.mapping, slabBytes_ + kHugePage);
+    throw;
+  }
+  slabs_.push_back(slab.data);
+  mappings_.push_back(slab.mapping);
+  for (size_t i = blocks; i-- > 1;) fresh_.push_back(slab.data + i * blockBytes_);
+  return PieceBlock(this, slab.data, false);
 }
 
-uint8_t* PieceMemory::mapSlab() {
+PieceMemory::Slab PieceMemory::mapSlab() const {
   // Virtual memory only, until the copies touch it: a huge page at a time
   // where the kernel grants them.
   void* mapping = ::mmap(nullptr, slabBytes_ + kHugePage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (mapping == MAP_FAILED) throw std::bad_alloc();
-  auto* slab = reinterpret_cast<uint8_t*>(roundUp(reinterpret_cast<uintptr_t>(mapping), kHugePage));
+  auto* data = reinterpret_cast<uint8_t*>(roundUp(reinterpret_cast<uintptr_t>(mapping), kHugePage));
 #if defined(MADV_HUGEPAGE)
-  ::madvise(slab, slabBytes_, MADV_HUGEPAGE);
+  ::madvise(data, slabBytes_, MADV_HUGEPAGE);
 #endif
-  if (hooks_.prepare && !hooks_.prepare(slab, slabBytes_)) {
+  if (hooks_.prepare && !hooks_.prepare(data, slabBytes_)) {
     ::munmap(mapping, slabBytes_ + kHugePage);
-    return nullptr;
+    return {};
   }
-  std::lock_guard lock(mutex_);
-  try {
-    slabs_.reserve(slabs_.size() + 1);
-    mappings_.reserve(mappings_.size() + 1);
-  } catch (...) {
-    if (hooks_.retire) hooks_.retire(slab, slabBytes_);
-    ::munmap(mapping, slabBytes_ + kHugePage);
-    throw;
-  }
-  slabs_.push_back(slab);
-  mappings_.push_back(mapping);
-  return slab;
+  return {mapping, data};
 }
 
 void PieceMemory::giveBack(uint8_t* data) {

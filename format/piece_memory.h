@@ -96,8 +96,12 @@ class PieceMemory {
 
  private:
   friend class PieceBlock;
+  struct Slab {
+    void* mapping = nullptr;  // as mmap returned it: slabBytes_ and the alignment
+    uint8_t* data = nullptr;  // 2 MiB-aligned; nullptr when prepare refused it
+  };
   void giveBack(uint8_t* data);
-  uint8_t* mapSlab();  // nullptr when prepare refused it
+  Slab mapSlab() const;
 
   const size_t blockBytes_;
   const size_t slabBytes_;

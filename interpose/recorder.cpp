@@ -155,7 +155,6 @@ std::unique_ptr<format::TraceWriter> createWriter(const std::string& path, const
     return writer;
 }
 
-
 }  // namespace
 
 // ---- events -----------------------------------------------------------------------
