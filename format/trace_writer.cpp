@@ -251,8 +251,7 @@ class TraceWriterImpl final : public TraceWriter {
     throwIfClosed();
     stats_.contentBytes += bytes;
     stats_.directBytes += bytes;
-    if (bytes > 0) waitForSpace(lock, bytes);
-    for (size_t i = 0; i < blocks.size(); ++i) queueNewPiece(hashes[i], blocks[i]);
+    queueNewPieces(lock, hashes, blocks);
     blocks.clear();
   }
 
@@ -440,10 +439,16 @@ class TraceWriterImpl final : public TraceWriter {
     throwIfClosed();
     stats_.contentBytes += size;
     stats_.reusedBuffers += reused.load();
-    size_t copied = 0;
-    for (const auto& copy : copies) copied += copy.size();
-    if (copied > 0) waitForSpace(lock, copied);
-    for (size_t i = 0; i < count; ++i) {
+    queueNewPieces(lock, hashes.data(), copies);
+  }
+
+  // Caller holds the lock. Waits for room for the copies, then queues each
+  // (an empty one: a piece the file holds, nothing to queue).
+  void queueNewPieces(std::unique_lock<std::mutex>& lock, const Hash128* hashes, std::vector<PieceBlock>& copies) {
+    size_t bytes = 0;
+    for (const PieceBlock& copy : copies) bytes += copy.size();
+    if (bytes > 0) waitForSpace(lock, bytes);
+    for (size_t i = 0; i < copies.size(); ++i) {
       if (copies[i]) queueNewPiece(hashes[i], copies[i]);
     }
   }

@@ -107,7 +107,7 @@ constexpr uint64_t kDeviceHashMinBytes = 4u << 20;
 
 // A device-hashed segment bound for the writer's direct blocks spans up to
 // this many staging buffers: the device hashes a segment again after its
-// copy, and that takes about as long for one piece a block of threads as
+// copy, and that takes about as long for a few pieces (one warp each) as
 // for a wave of them (about 1.4 ms a 32 MiB segment, copy and hashing, on
 // the H200 host, 2026-12-01).
 constexpr size_t kDirectSegmentBuffers = 8;
@@ -143,16 +143,22 @@ void addSegment(std::vector<Segment>& segments, uint64_t offset, uint64_t size, 
     }
 }
 
-// Stores one staged segment; its pieces' hashes take their places in `out`
-// (a device-hashed segment's are there already).
+// Stores one copied segment: from the staging buffer `data`, or, when it
+// landed in the writer's direct blocks, those. Its pieces' hashes take their
+// places in `out` (a device-hashed segment's are there already).
 void storeSegment(format::TraceWriter& writer, capnp::MallocMessageBuilder& scratch, const uint8_t* data,
-                  const Segment& segment, StoredContent& out)
+                  std::vector<format::PieceBlock>& directBlocks, const Segment& segment, StoredContent& out)
 {
     const PhaseTimer timer(SnapshotTime::kStore);
     count_snapshot_chunk();
     count_snapshot_bytes(SnapshotBytes::kCopied, segment.size);
-    auto content = scratch.initRoot<schema::Content>();
     size_t index = static_cast<size_t>(segment.offset / out.pieceSize);
+    if (!directBlocks.empty()) {
+        count_snapshot_bytes(SnapshotBytes::kDirect, segment.size);
+        writer.storeDirectPieces(out.pieces.data() + index, directBlocks);
+        return;
+    }
+    auto content = scratch.initRoot<schema::Content>();
     if (segment.deviceHashed) {
         writer.storeHashedContent(data, segment.size, out.pieces.data() + index, content);
         return;
@@ -223,6 +229,7 @@ CUresult copyInSeries(format::TraceWriter& writer, StagingPool& staging, const S
     }
     StagingPool::Lease buffer = staging.acquire();
     capnp::MallocMessageBuilder scratch(256);
+    std::vector<format::PieceBlock> noBlocks;
     for (const Segment& segment : segments) {
         if (hostMapped) {
             std::memcpy(buffer.data(), reinterpret_cast<const void*>(range.address + segment.offset), segment.size);
@@ -233,7 +240,7 @@ CUresult copyInSeries(format::TraceWriter& writer, StagingPool& staging, const S
                 return r;
             }
         }
-        storeSegment(writer, scratch, buffer.data(), segment, out);
+        storeSegment(writer, scratch, buffer.data(), noBlocks, segment, out);
         if (hostCopy != nullptr) {
             std::memcpy(hostCopy->data() + segment.offset, buffer.data(), segment.size);
         }
@@ -258,14 +265,6 @@ public:
 
 private:
     CUstream stream_;
-};
-
-// Where a segment's copy lands: in direct blocks of the writer's, one a
-// piece (page-locked; the writer takes them as they are, nothing is copied
-// on the host), or, when it has none to give, in the staging buffer
-// (storeSegment copies the new pieces out of it).
-struct Landing {
-    std::vector<format::PieceBlock> blocks;  // empty: the staging buffer
 };
 
 // Queues the copies of [address, address + size) into `blocks`, one piece
@@ -315,8 +314,7 @@ struct CopyOutcome {
 // are taken (new memory touched and page-locked) while segment k is copied.
 // Such a segment may be larger than a staging buffer (the hashing after each
 // copy takes about a millisecond whatever its size: the kernel hashes each
-// piece on one block of threads); one that finds no blocks is staged in
-// parts.
+// piece with one warp); one that finds no blocks is staged in parts.
 CopyOutcome copyOverlapped(format::TraceWriter& writer, StagingPool::Lease (&leases)[2], CUstream stream,
                            const SnapshotRange& range, std::vector<Segment> segments, StoredContent& out,
                            std::vector<uint8_t>* hostCopy)
@@ -330,11 +328,13 @@ CopyOutcome copyOverlapped(format::TraceWriter& writer, StagingPool::Lease (&lea
     const size_t stagingBytes = leases[0].size();
     auto pieceCount = [&](const Segment& segment) { return (segment.size + pieceSize - 1) / pieceSize; };
     bool checkQueued[2] = {false, false};
-    // Before the drain, so destroyed after it: blocks go back only once no
-    // copy lands in them.
-    Landing landings[2];
+    // Where segment k's copy lands: landings[k % 2], direct blocks of the
+    // writer's, one a piece (page-locked; the writer takes them as they are),
+    // or, when it has none to give (empty), leases[k % 2]. Before the drain,
+    // so destroyed after it: blocks go back only once no copy lands in them.
+    std::vector<format::PieceBlock> landings[2];
     auto land = [&](size_t k) {
-        std::vector<format::PieceBlock>& blocks = landings[k % 2].blocks;
+        std::vector<format::PieceBlock>& blocks = landings[k % 2];
         blocks.clear();
         if (segments[k].deviceHashed) {  // never with a hostCopy (snapshot)
             blocks = writer.takeDirectBlocks(pieceCount(segments[k]));
@@ -349,7 +349,7 @@ CopyOutcome copyOverlapped(format::TraceWriter& writer, StagingPool::Lease (&lea
     auto queue = [&](size_t k) {
         const Segment& segment = segments[k];
         const StagingPool::Lease& lease = leases[k % 2];
-        std::vector<format::PieceBlock>& blocks = landings[k % 2].blocks;
+        std::vector<format::PieceBlock>& blocks = landings[k % 2];
         const uint64_t address = range.address + segment.offset;
         const CUresult r = blocks.empty() ? api.memcpyDtoHAsync(lease.data(), address, segment.size, stream)
                                           : copyIntoBlocks(stream, address, segment.size, pieceSize, blocks);
@@ -368,19 +368,6 @@ CopyOutcome copyOverlapped(format::TraceWriter& writer, StagingPool::Lease (&lea
             }
         }
         return true;
-    };
-    auto store = [&](size_t k, capnp::MallocMessageBuilder& scratch) {
-        const Segment& segment = segments[k];
-        std::vector<format::PieceBlock>& blocks = landings[k % 2].blocks;
-        if (blocks.empty()) {
-            storeSegment(writer, scratch, leases[k % 2].data(), segment, out);
-            return;
-        }
-        const PhaseTimer timer(SnapshotTime::kStore);
-        count_snapshot_chunk();
-        count_snapshot_bytes(SnapshotBytes::kCopied, segment.size);
-        count_snapshot_bytes(SnapshotBytes::kDirect, segment.size);
-        writer.storeDirectPieces(out.pieces.data() + segment.offset / pieceSize, blocks);
     };
     const StreamDrain drain(stream);  // from the first copy on: the buffers go back once nothing lands in them
     land(0);
@@ -405,7 +392,7 @@ CopyOutcome copyOverlapped(format::TraceWriter& writer, StagingPool::Lease (&lea
                 return outcome;
             }
         }
-        store(k, scratch);
+        storeSegment(writer, scratch, leases[k % 2].data(), landings[k % 2], segments[k], out);
         if (hostCopy != nullptr) {
             std::memcpy(hostCopy->data() + segments[k].offset, leases[k % 2].data(), segments[k].size);
         }
