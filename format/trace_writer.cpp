@@ -80,12 +80,18 @@ Codec compressInto(Compressor& compressor, int level, const uint8_t* raw, size_t
     if (compressor.output.size() < bound) compressor.output.resize(bound);
     n = ZSTD_compressCCtx(compressor.cctx, compressor.output.data(), bound, raw, size, level);
   }
+  Codec codec = Codec::kZstd;
   if (ZSTD_isError(n) || n >= size) {
     out.insert(out.end(), raw, raw + size);
-    return Codec::kNone;
+    codec = Codec::kNone;
+  } else {
+    out.insert(out.end(), compressor.output.data(), compressor.output.data() + n);
   }
-  out.insert(out.end(), compressor.output.data(), compressor.output.data() + n);
-  return Codec::kZstd;
+  // Chunks are a piece or a batch of events (1 MiB, 256 KiB by default); one
+  // grown by a huge event or piece does not keep its buffer.
+  constexpr size_t kKeptOutputBytes = 16u << 20;
+  if (compressor.output.size() > kKeptOutputBytes) compressor.output = {};
+  return codec;
 }
 
 // Cap'n Proto's flat form of a message (the segment table: the segment
