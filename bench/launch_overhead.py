@@ -8,7 +8,7 @@ and prints the nanoseconds each adds per launch against the 300 ns target.
     launch_overhead.py --bench build-gpu/bench/kcap_bench_launch_overhead \\
         --shim build-gpu/interpose/libkcap_interpose.so [--kcap build-gpu/tools/kcap] \\
         [--threads 1,16] [--rounds 9] [--launches 100000] [--threaded-launches 20000] [--reps 3] [--dir /tmp]
-        [--pin-cpu C] [--cpus LIST]
+        [--pin-cpu C] [--cpus LIST] [--compare-shim OTHER.so]
 
 Configurations run round-robin, --rounds processes each, so that drift of
 the machine hits all of them; a configuration's figure is the median over its
@@ -23,7 +23,10 @@ the effect measured). Each process's line also
 gives its launching threads' context switches (involuntary: other threads,
 the shim's writer among them, taking their CPU; voluntary: blocking) and
 CPU migrations per 1,000 launches, and the whole process's CPU time per
-launch (what the shim's other threads cost the machine). With --kcap, every metadata
+launch (what the shim's other threads cost the machine). --compare-shim
+adds "metadata B", recording with another build of the shim in the same
+rounds, and the paired difference B - metadata (an A/B of two builds on one
+machine). With --kcap, every metadata
 trace must hold every launch the program made (else the row says so and the
 script exits 1). Exit status 1 also when a run fails; a missed target is a
 result, not a failure.
@@ -96,19 +99,22 @@ def parse_args():
     p.add_argument("--pin-cpu", type=int, default=-1,
                    help="run the launching threads on CPUs C, C+1, ... (after warm-up; the same in every "
                         "configuration): removes which-core noise; -1 (default) leaves them unpinned")
+    p.add_argument("--compare-shim", default="",
+                   help="another libkcap_interpose.so: also record metadata with it (\"metadata B\") and "
+                        "print B's paired difference against the first")
     p.add_argument("--cpus", default="",
                    help="run each process under `taskset -c CPUS`: all its threads, the shim's included, "
                         "on these CPUs (tells whether the shim's threads cost by being elsewhere)")
     return p.parse_args()
 
 
-def environment(config, shim, scratch):
+def environment(config, args, scratch):
     env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD" and not k.startswith("KCAP_")}
     if config != "plain":
-        env["LD_PRELOAD"] = shim
+        env["LD_PRELOAD"] = args.compare_shim if config == "metadata B" else args.shim
     if config == "stats":
         env["KCAP_STATS_FILE"] = str(scratch / "stats")
-    if config == "metadata":
+    if config.startswith("metadata"):
         env["KCAP_OUTPUT"] = str(scratch / "trace.kcap")
         env["KCAP_MODE"] = "metadata"
     return env
@@ -132,7 +138,7 @@ def run_once(args, config, threads, scratch):
     if args.pin_cpu >= 0:
         command += ["--pin-cpu", str(args.pin_cpu)]
     try:
-        done = subprocess.run(command, env=environment(config, args.shim, scratch), capture_output=True, text=True,
+        done = subprocess.run(command, env=environment(config, args, scratch), capture_output=True, text=True,
                               timeout=600)
     except subprocess.TimeoutExpired:
         return None, None, "timed out after 600 s", None
@@ -143,7 +149,7 @@ def run_once(args, config, threads, scratch):
         return None, None, "the shim said: " + " / ".join(shim_lines), None
     value = lambda key: float(re.search(rf"^{key} ([\d.]+)$", done.stdout, re.M).group(1))
     problem = None
-    if config == "metadata" and args.kcap:
+    if config.startswith("metadata") and args.kcap:
         made = int(re.search(r"^made kernel kcap_empty (\d+)$", done.stdout, re.M).group(1))
         traces = sorted(scratch.glob("trace*.kcap"))
         held = launches_in(args.kcap, traces[0]) if len(traces) == 1 else None
@@ -168,13 +174,15 @@ def main():
           + (f"launching threads pinned from CPU {args.pin_cpu} on" if args.pin_cpu >= 0 else "threads not pinned")
           + (f"; every process on CPUs {args.cpus} (taskset)" if args.cpus else ""))
     rows = []
+    comparisons = []  # (threads, median of B - metadata, its interval, rounds)
     try:
         for threads in [int(t) for t in args.threads.split(",")]:
-            results = {config: [] for config in CONFIGS}  # a round's (total, loop) or None
-            problems = {config: [] for config in CONFIGS}
-            cpu = {config: [] for config in CONFIGS}
+            configs = CONFIGS + (["metadata B"] if args.compare_shim else [])
+            results = {config: [] for config in configs}  # a round's (total, loop) or None
+            problems = {config: [] for config in configs}
+            cpu = {config: [] for config in configs}
             for _ in range(args.rounds):
-                for config in CONFIGS:
+                for config in configs:
                     total, loop, problem, scheduling = run_once(args, config, threads, scratch)
                     results[config].append(None if total is None else (total, loop))
                     if total is not None:
@@ -189,7 +197,7 @@ def main():
             if not any(plain):
                 failed = True
                 continue
-            for config in CONFIGS:
+            for config in configs:
                 mine = [r for r in results[config] if r is not None]
                 if not mine:
                     rows.append((threads, config, None, None, None, None, None, "; ".join(problems[config])))
@@ -201,6 +209,11 @@ def main():
                 added = statistics.median(differences) if differences else None
                 rows.append((threads, config, total, loop, added, median_interval(differences),
                              statistics.median(known) if known else None, "; ".join(problems[config])))
+            if args.compare_shim:
+                pairs = [b[0] - a[0] for a, b in zip(results["metadata"], results["metadata B"])
+                         if a is not None and b is not None]
+                if pairs:
+                    comparisons.append((threads, statistics.median(pairs), median_interval(pairs), len(pairs)))
     finally:
         for old in scratch.glob("*"):
             old.unlink()
@@ -224,6 +237,10 @@ def main():
             outcome += f" ({problem})"
         print(f"| {threads} | {config} | {total:.1f} | {loop:.1f} | {added_text} | {interval_text} | {cpu_text} "
               f"| {outcome} |")
+    for threads, median, interval, count in comparisons:
+        span = "" if interval is None else f", 90% interval {interval[0]:+.0f} to {interval[1]:+.0f}"
+        print(f"\nmetadata B ({args.compare_shim}) - metadata, {threads} thread(s), {count} rounds: "
+              f"{median:+.1f} ns a launch{span}")
     return 1 if failed else 0
 
 
