@@ -634,11 +634,10 @@ class TraceWriterImpl final : public TraceWriter {
       job->done = true;
       doneCv_.notify_all();
     }
-    std::unique_ptr<Compressor> mine;
-    for (auto& owned : compressors_) {
-      if (owned.get() == &compressor) mine = std::move(owned);
-    }
-    std::erase(compressors_, nullptr);
+    const auto it = std::find_if(compressors_.begin(), compressors_.end(),
+                                 [&](const auto& owned) { return owned.get() == &compressor; });
+    const std::unique_ptr<Compressor> mine = std::move(*it);
+    compressors_.erase(it);
     lock.unlock();  // freed after, outside the lock
   }
 
