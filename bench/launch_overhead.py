@@ -105,7 +105,11 @@ def parse_args():
     p.add_argument("--cpus", default="",
                    help="run each process under `taskset -c CPUS`: all its threads, the shim's included, "
                         "on these CPUs (tells whether the shim's threads cost by being elsewhere)")
-    return p.parse_args()
+    args = p.parse_args()
+    for flag, path in (("--bench", args.bench), ("--shim", args.shim), ("--compare-shim", args.compare_shim)):
+        if path and not Path(path).is_file():
+            p.error(f"{flag}: no such file: {path}")
+    return args
 
 
 def environment(config, args, scratch):
