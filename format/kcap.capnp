@@ -74,6 +74,9 @@ struct Event {
   # the shim observed the calls).
   timeNs @1 :UInt64;
   # Host CLOCK_MONOTONIC nanoseconds since `traceBegin.startMonotonicNs`.
+  # Launch and launchEnd times come from the CPU's counter (TSC, arm64's
+  # virtual count) converted against CLOCK_MONOTONIC: within a few
+  # microseconds of it, so a launchEnd may read slightly before its launch.
   threadId @2 :UInt32;
   # OS thread id (gettid) of the thread that made the call; 0 for events the
   # shim made itself (traceBegin, traceEnd, timings).

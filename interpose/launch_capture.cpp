@@ -96,7 +96,8 @@ struct LaunchEventData final : format::DeferredEvent {
     LaunchEventData* nextFree = nullptr;  // Recycler
     Recycler<LaunchEventData>* home = nullptr;
 
-    uint64_t timeNs = 0;
+    TraceClock* clock = nullptr;
+    uint64_t stamp = 0;  // clock->stamp(): nanoseconds once built
     uint32_t threadId = 0;
     uint64_t launchIndex = 0;
     LaunchCall call;  // its pointers are not followed after the launch returns
@@ -116,7 +117,8 @@ struct LaunchEventData final : format::DeferredEvent {
     // Back to the state of a new one; vectors keep their capacity.
     void clear()
     {
-        timeNs = 0;
+        clock = nullptr;
+        stamp = 0;
         threadId = 0;
         launchIndex = 0;
         call = LaunchCall{};
@@ -146,7 +148,7 @@ struct LaunchEventData final : format::DeferredEvent {
 
     void build(schema::Event::Builder event) const override
     {
-        event.setTimeNs(timeNs);
+        event.setTimeNs(clock->toNs(stamp));
         event.setThreadId(threadId);
         auto launch = event.initLaunch();
         launch.setLaunchIndex(launchIndex);
@@ -209,7 +211,8 @@ struct LaunchEndData final : format::DeferredEvent {
     LaunchEndData* nextFree = nullptr;  // Recycler
     Recycler<LaunchEndData>* home = nullptr;
 
-    uint64_t timeNs = 0;
+    TraceClock* clock = nullptr;
+    uint64_t stamp = 0;
     uint32_t threadId = 0;
     uint64_t launchIndex = 0;
     CUresult result = CUDA_SUCCESS;
@@ -220,7 +223,8 @@ struct LaunchEndData final : format::DeferredEvent {
 
     void clear()
     {
-        timeNs = 0;
+        clock = nullptr;
+        stamp = 0;
         threadId = 0;
         launchIndex = 0;
         result = CUDA_SUCCESS;
@@ -235,7 +239,7 @@ struct LaunchEndData final : format::DeferredEvent {
 
     void build(schema::Event::Builder event) const override
     {
-        event.setTimeNs(timeNs);
+        event.setTimeNs(clock->toNs(stamp));
         event.setThreadId(threadId);
         auto end = event.initLaunchEnd();
         end.setLaunchIndex(launchIndex);
@@ -281,15 +285,15 @@ bool Recorder::launchStarting(const LaunchCall& call, std::string_view kernelNam
         return false;
     }
     if (!selects(kernelName)) {
-        droppedLaunches_.fetch_add(1, std::memory_order_relaxed);
+        filteredLaunches_.fetch_add(1, std::memory_order_relaxed);
         return false;
     }
+    // The only count a recorded launch adds to: how many launches it
+    // recorded and skipped follow from it (launchCounts()).
     const uint64_t eligible = eligibleLaunches_.fetch_add(1, std::memory_order_relaxed);
     if (eligible < options_.skip || eligible - options_.skip >= options_.maxLaunches) {
-        droppedLaunches_.fetch_add(1, std::memory_order_relaxed);
         return false;
     }
-    recordedLaunches_.fetch_add(1, std::memory_order_relaxed);
 
     PendingLaunch* const pending = &launch;
     pending->recorder = this;
@@ -298,7 +302,8 @@ bool Recorder::launchStarting(const LaunchCall& call, std::string_view kernelNam
 
     LaunchEventData* data = Recycler<LaunchEventData>::take(Recycler<LaunchEventData>::ofThisThread());
     format::DeferredEventPtr event(data);  // back to the pool if anything below throws
-    data->timeNs = nowNs();
+    data->clock = &clock_;
+    data->stamp = clock_.stamp();
     data->threadId = callerThreadId();
     data->launchIndex = pending->launchIndex;
     data->call = call;
@@ -422,7 +427,8 @@ void Recorder::launchFinished(PendingLaunch& pending, CUresult result)
     }
     LaunchEndData* data = Recycler<LaunchEndData>::take(Recycler<LaunchEndData>::ofThisThread());
     format::DeferredEventPtr event(data);
-    data->timeNs = nowNs();
+    data->clock = &clock_;
+    data->stamp = clock_.stamp();
     data->threadId = callerThreadId();
     data->launchIndex = pending.launchIndex;
     data->result = result;

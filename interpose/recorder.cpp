@@ -166,12 +166,6 @@ EventMessage::EventMessage(const Recorder& recorder, bool fromProgram)
     event_.setThreadId(fromProgram ? callerTid() : 0);
 }
 
-uint64_t Recorder::nowNs() const
-{
-    const uint64_t now = clockNs(CLOCK_MONOTONIC);
-    return now > startMonotonicNs_ ? now - startMonotonicNs_ : 0;
-}
-
 uint32_t Recorder::callerThreadId() { return callerTid(); }
 
 uint64_t Recorder::append(EventMessage& message) { return writer_->append(message.message()); }
@@ -208,13 +202,26 @@ void Recorder::kernelTimed(uint64_t launchIndex, uint64_t startNs, uint64_t endN
 
 // ---- operations ---------------------------------------------------------------------
 
-Recorder::Operation::Operation(Recorder& recorder) noexcept : recorder_(recorder)
+// On every launch's path twice: the thread's own ThreadWork slot, plain
+// stores (thread_work.h).
+Recorder::Operation::Operation(Recorder& recorder) noexcept : recorder_(recorder), slot_(ThreadWork::mine())
 {
-    recorder_.inflight_.fetch_add(1, std::memory_order_seq_cst);
+    if (slot_ != nullptr) {
+        ThreadWork::enter(*slot_);
+    } else {
+        recorder_.inflight_.fetch_add(1, std::memory_order_seq_cst);
+    }
     admitted_ = !recorder_.ending_.load(std::memory_order_seq_cst);
 }
 
-Recorder::Operation::~Operation() { recorder_.inflight_.fetch_sub(1, std::memory_order_release); }
+Recorder::Operation::~Operation()
+{
+    if (slot_ != nullptr) {
+        ThreadWork::leave(*slot_);
+    } else {
+        recorder_.inflight_.fetch_sub(1, std::memory_order_release);
+    }
+}
 
 // ---- life cycle ---------------------------------------------------------------------
 
@@ -222,10 +229,10 @@ Recorder::Recorder(CaptureOptions options, std::string path, std::unique_ptr<for
     : options_(std::move(options)),
       path_(std::move(path)),
       writer_(std::move(writer)),
-      startMonotonicNs_(clockNs(CLOCK_MONOTONIC)),
       startUnixNs_(clockNs(CLOCK_REALTIME)),
       staging_(stagingBytes(options_.pieceSize))
 {
+    ThreadWork::prepare();  // before the first Operation
 }
 
 Recorder* Recorder::current() noexcept
@@ -307,8 +314,11 @@ void Recorder::end(schema::EndReason reason, int signal, const std::string& mess
     }
     // Let other threads finish the events they are building (bounded: one of
     // them may be the thread that crashed).
+    ThreadWork::endingFence();
     const auto deadline = std::chrono::steady_clock::now() + wait;
-    while (inflight_.load(std::memory_order_acquire) > 0 && std::chrono::steady_clock::now() < deadline) {
+    const ThreadWork::Slot* const own = ThreadWork::mine();
+    while ((inflight_.load(std::memory_order_acquire) > 0 || ThreadWork::anyBusy(own)) &&
+           std::chrono::steady_clock::now() < deadline) {
         std::this_thread::sleep_for(std::chrono::microseconds(200));
     }
     // Durations CUPTI still holds go in before traceEnd. Not on a fatal
@@ -320,8 +330,13 @@ void Recorder::end(schema::EndReason reason, int signal, const std::string& mess
         traceEnd.setReason(reason);
         traceEnd.setSignal(signal);
         traceEnd.setEventCount(writer_->stats().events);
-        traceEnd.setLaunchCount(recordedLaunches_.load());
-        traceEnd.setDroppedLaunches(droppedLaunches_.load());
+        // Launches past the filters were recorded unless the launch range
+        // (skip, at most) left them out.
+        const uint64_t eligible = eligibleLaunches_.load();
+        const uint64_t recorded = std::min(eligible > options_.skip ? eligible - options_.skip : 0,
+                                           options_.maxLaunches);
+        traceEnd.setLaunchCount(recorded);
+        traceEnd.setDroppedLaunches(filteredLaunches_.load() + (eligible - recorded));
         if (!message.empty()) {
             traceEnd.setMessage(message);
         }
@@ -387,6 +402,7 @@ void Recorder::abandonAfterFork() noexcept
         g_abandoned.store(parent);  // untouched: its threads, file and locks are the parent's
     }
     g_forkChild.store(true);
+    ThreadWork::forgetOtherThreads();
     timing::abandonAfterFork();
     const int state = g_state.load();
     if (state == kActive) {

@@ -28,6 +28,8 @@
 #include "hook_table.h"
 #include "memory_snapshot.h"
 #include "pointer_scanner.h"
+#include "thread_work.h"
+#include "trace_clock.h"
 
 #include "kcap.capnp.h"
 #include "trace_writer.h"
@@ -260,12 +262,13 @@ public:
 
     private:
         Recorder& recorder_;
+        ThreadWork::Slot* slot_;  // nullptr: counted in inflight_ (a thread past its thread_local destructors)
         bool admitted_;
     };
 
     const CaptureOptions& options() const { return options_; }
     const std::string& path() const { return path_; }
-    uint64_t nowNs() const;  // since the trace started
+    uint64_t nowNs() const { return clock_.nowNs(); }  // since the trace started
 
     // ---- code (record_code.cpp)
     void moduleLoaded(const ModuleLoadCall& call);
@@ -331,7 +334,9 @@ private:
     const CaptureOptions options_;
     const std::string path_;
     const std::unique_ptr<format::TraceWriter> writer_;
-    uint64_t startMonotonicNs_ = 0;
+    // Event times (its anchors and rate are caches: mutable). Launches take
+    // stamps, converted when the writer builds their events.
+    mutable TraceClock clock_;
     uint64_t startUnixNs_ = 0;
 
     AllocationMap allocations_;
@@ -349,11 +354,10 @@ private:
     std::unordered_map<const char*, bool> selection_;  // interned kernel name -> passes the filters
 
     std::atomic<uint64_t> eligibleLaunches_{0};  // passed the filters
-    std::atomic<uint64_t> recordedLaunches_{0};
-    std::atomic<uint64_t> droppedLaunches_{0};
+    std::atomic<uint64_t> filteredLaunches_{0};  // did not
     std::atomic<int> activeCaptures_{0};  // streams capturing into a graph, process-wide
 
-    std::atomic<int> inflight_{0};
+    std::atomic<int> inflight_{0};  // Operations of threads without a ThreadWork slot
     std::atomic<bool> ending_{false};
 
     std::atomic<bool> notedNoLayout_{false};

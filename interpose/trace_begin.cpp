@@ -161,7 +161,7 @@ void Recorder::writeTraceBegin()
     }
 
     begin.setStartUnixNs(startUnixNs_);
-    begin.setStartMonotonicNs(startMonotonicNs_);
+    begin.setStartMonotonicNs(clock_.startMonotonicNs());
     begin.setKcapVersion(kKcapVersion);
     switch (options_.mode) {
     case CaptureMode::kFull: begin.setCaptureMode(schema::CaptureMode::FULL); break;
