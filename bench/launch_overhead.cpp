@@ -3,6 +3,7 @@
 // calls through, and with it recording metadata (docs/benchmarks.md).
 //
 //   kcap_bench_launch_overhead [--launches N] [--reps R] [--warmup W] [--threads T] [--pin-cpu C]
+//                              [--interleave P]
 //
 // Each of T threads (default 1) launches kcap_empty (kernels/empty.cu,
 // <<<1, 1>>>, no parameters) N times (default 100000) into its own stream
@@ -15,6 +16,18 @@
 // before, the shim's among them, keep running anywhere): which core, and
 // how far it is from the GPU, changes a launch's cost by hundreds of ns
 // from one process to the next, more than the shim adds.
+//
+// --interleave P (one thread): instead of the repetitions, P pairs of blocks
+// of N launches in one process, one block through `cuLaunchKernel` as the
+// program links it (the shim's, under LD_PRELOAD) and one through libcuda's
+// own cuLaunchKernel, found in libcuda's dynamic symbol table so that no
+// interposer sees it; in the order ABBA BAAB ... so that drift cancels. The
+// difference of a pair is what the shim adds to a launch, measured without
+// the spread between processes (which core, which driver state: on the H200
+// host 700-1,000 ns between plain processes). Prints per pair
+//   pair I hooked_ns_per_launch X direct_ns_per_launch Y
+// then interleaved_added_ns_per_launch Z (the median of X - Y), and
+// `made kernel kcap_empty` counts only the launches the shim could see.
 //
 // Prints, one fact a line:
 //   rep I ns_per_launch X loop_ns_per_launch Y   X: loop + synchronize, Y: loop only
@@ -44,6 +57,8 @@
 // docs/benchmarks.md for how to read a small difference).
 #include "gpu_bench.h"
 
+#include <elf.h>
+#include <link.h>
 #include <linux/perf_event.h>
 #include <pthread.h>
 #include <sched.h>
@@ -63,6 +78,7 @@ struct Options {
     unsigned long long warmup = 1000;
     unsigned long long threads = 1;
     long long pinCpu = -1;  // -1: not pinned
+    unsigned long long interleave = 0;  // pairs of blocks; 0: repetitions
 };
 
 Options parse(int argc, char** argv)
@@ -71,7 +87,9 @@ Options parse(int argc, char** argv)
     for (int i = 1; i < argc; ++i) {
         const char* flag = argv[i];
         if (std::strcmp(flag, "--help") == 0) {
-            std::printf("usage: %s [--launches N] [--reps R] [--warmup W] [--threads T] [--pin-cpu C]\n", argv[0]);
+            std::printf("usage: %s [--launches N] [--reps R] [--warmup W] [--threads T] [--pin-cpu C] "
+                        "[--interleave P]\n",
+                        argv[0]);
             std::exit(0);
         }
         if (i + 1 >= argc) {
@@ -89,6 +107,8 @@ Options parse(int argc, char** argv)
             options.threads = value;
         } else if (std::strcmp(flag, "--pin-cpu") == 0) {
             options.pinCpu = static_cast<long long>(value);
+        } else if (std::strcmp(flag, "--interleave") == 0) {
+            options.interleave = value;
         } else {
             std::fprintf(stderr, "unknown flag %s (--help)\n", flag);
             std::exit(2);
@@ -98,13 +118,20 @@ Options parse(int argc, char** argv)
         std::fprintf(stderr, "--launches, --reps need at least 1, --threads 1..1024\n");
         std::exit(2);
     }
+    if (options.interleave > 0 && options.threads != 1) {
+        std::fprintf(stderr, "--interleave runs one thread\n");
+        std::exit(2);
+    }
     return options;
 }
 
-void launchMany(CUfunction empty, CUstream stream, unsigned long long count)
+using LaunchKernel = CUresult (*)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                                  CUstream, void**, void**);
+
+void launchMany(CUfunction empty, CUstream stream, unsigned long long count, LaunchKernel launch = &cuLaunchKernel)
 {
     for (unsigned long long i = 0; i < count; ++i) {
-        const CUresult r = cuLaunchKernel(empty, 1, 1, 1, 1, 1, 1, 0, stream, nullptr, nullptr);
+        const CUresult r = launch(empty, 1, 1, 1, 1, 1, 1, 0, stream, nullptr, nullptr);
         if (r != CUDA_SUCCESS) [[unlikely]] {
             bench::die("cuLaunchKernel", r);
         }
@@ -153,6 +180,135 @@ long long readCounter(int fd)
     return value;
 }
 
+// The GNU hash of a symbol name (the ELF gABI extension glibc uses).
+uint32_t gnuHash(const char* name)
+{
+    uint32_t h = 5381;
+    for (; *name != 0; ++name) {
+        h = h * 33 + static_cast<unsigned char>(*name);
+    }
+    return h;
+}
+
+struct SymbolQuery {
+    const char* library;  // a part of the loaded object's path
+    const char* name;
+    void* found = nullptr;
+};
+
+// Looks the symbol up in one loaded object's own dynamic symbol table
+// (DT_GNU_HASH), as the loader would in that object alone: dlsym cannot be
+// used, the shim answers it.
+int findInObject(dl_phdr_info* info, size_t, void* data)
+{
+    auto* query = static_cast<SymbolQuery*>(data);
+    if (info->dlpi_name == nullptr || std::strstr(info->dlpi_name, query->library) == nullptr) {
+        return 0;
+    }
+    const ElfW(Addr) base = info->dlpi_addr;
+    // glibc relocates these entries in place; other loaders may not.
+    const auto address = [base](ElfW(Addr) value) { return value < base ? value + base : value; };
+    const ElfW(Sym)* symbols = nullptr;
+    const char* names = nullptr;
+    const uint32_t* hash = nullptr;
+    for (int i = 0; i < info->dlpi_phnum; ++i) {
+        if (info->dlpi_phdr[i].p_type != PT_DYNAMIC) {
+            continue;
+        }
+        for (auto* entry = reinterpret_cast<const ElfW(Dyn)*>(base + info->dlpi_phdr[i].p_vaddr); entry->d_tag != DT_NULL;
+             ++entry) {
+            if (entry->d_tag == DT_SYMTAB) {
+                symbols = reinterpret_cast<const ElfW(Sym)*>(address(entry->d_un.d_ptr));
+            } else if (entry->d_tag == DT_STRTAB) {
+                names = reinterpret_cast<const char*>(address(entry->d_un.d_ptr));
+            } else if (entry->d_tag == DT_GNU_HASH) {
+                hash = reinterpret_cast<const uint32_t*>(address(entry->d_un.d_ptr));
+            }
+        }
+    }
+    if (symbols == nullptr || names == nullptr || hash == nullptr) {
+        return 0;
+    }
+    const uint32_t buckets = hash[0];
+    const uint32_t firstHashed = hash[1];
+    const uint32_t bloomWords = hash[2];
+    const auto* bucket = reinterpret_cast<const uint32_t*>(reinterpret_cast<const ElfW(Addr)*>(hash + 4) + bloomWords);
+    const uint32_t* chain = bucket + buckets;
+    const uint32_t h = gnuHash(query->name);
+    for (uint32_t index = bucket[h % buckets]; index >= firstHashed && index != 0; ++index) {
+        const uint32_t entry = chain[index - firstHashed];
+        const ElfW(Sym)& symbol = symbols[index];
+        if ((entry | 1) == (h | 1) && symbol.st_shndx != SHN_UNDEF && std::strcmp(names + symbol.st_name, query->name) == 0) {
+            query->found = reinterpret_cast<void*>(base + symbol.st_value);
+            return 1;
+        }
+        if ((entry & 1) != 0) {
+            break;
+        }
+    }
+    return 0;
+}
+
+LaunchKernel driversOwnLaunchKernel()
+{
+    SymbolQuery query{"libcuda.so", "cuLaunchKernel"};
+    dl_iterate_phdr(findInObject, &query);
+    if (query.found == nullptr) {
+        std::fprintf(stderr, "cuLaunchKernel not found in libcuda's symbol table\n");
+        std::exit(1);
+    }
+    return reinterpret_cast<LaunchKernel>(query.found);
+}
+
+// --interleave: pairs of blocks, hooked against direct, in one process.
+int runInterleaved(const Options& options, CUcontext context, CUfunction empty)
+{
+    const LaunchKernel direct = driversOwnLaunchKernel();
+    std::printf("direct_is_linked %d\n", direct == &cuLaunchKernel ? 1 : 0);  // 1: nothing interposes
+    BENCH_CHECK(cuCtxSetCurrent(context));
+    CUstream stream = nullptr;
+    BENCH_CHECK(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+    launchMany(empty, stream, options.warmup);
+    launchMany(empty, stream, options.warmup, direct);
+    BENCH_CHECK(cuStreamSynchronize(stream));
+    if (options.pinCpu >= 0) {
+        cpu_set_t cpus;
+        CPU_ZERO(&cpus);
+        CPU_SET(static_cast<int>(options.pinCpu), &cpus);
+        if (pthread_setaffinity_np(pthread_self(), sizeof cpus, &cpus) != 0) {
+            std::fprintf(stderr, "cannot pin to CPU %lld\n", options.pinCpu);
+            std::exit(1);
+        }
+    }
+    const double n = static_cast<double>(options.launches);
+    const auto block = [&](LaunchKernel launch) {
+        const double start = bench::nowNs();
+        launchMany(empty, stream, options.launches, launch);
+        BENCH_CHECK(cuStreamSynchronize(stream));
+        return (bench::nowNs() - start) / n;
+    };
+    std::vector<double> added;
+    for (unsigned long long pair = 0; pair < options.interleave; ++pair) {
+        // ABBA BAAB: each kind goes first as often as second.
+        const bool hookedFirst = (pair % 4 == 0) || (pair % 4 == 3);
+        double hooked = 0;
+        double plain = 0;
+        if (hookedFirst) {
+            hooked = block(&cuLaunchKernel);
+            plain = block(direct);
+        } else {
+            plain = block(direct);
+            hooked = block(&cuLaunchKernel);
+        }
+        added.push_back(hooked - plain);
+        std::printf("pair %llu hooked_ns_per_launch %.1f direct_ns_per_launch %.1f\n", pair, hooked, plain);
+    }
+    BENCH_CHECK(cuStreamDestroy(stream));
+    std::printf("interleaved_added_ns_per_launch %.1f\n", bench::median(added));
+    std::printf("made kernel kcap_empty %llu\n", options.warmup + options.interleave * options.launches);
+    return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv)
@@ -161,8 +317,11 @@ int main(int argc, char** argv)
     const CUcontext context = bench::primaryContext();
     const CUfunction empty = bench::loadKernel("empty.fatbin", "kcap_empty");
     std::printf("device %s\n", bench::deviceName().c_str());
-    std::printf("config launches %llu reps %llu warmup %llu threads %llu pin_cpu %lld\n", options.launches, options.reps,
-                options.warmup, options.threads, options.pinCpu);
+    std::printf("config launches %llu reps %llu warmup %llu threads %llu pin_cpu %lld interleave %llu\n",
+                options.launches, options.reps, options.warmup, options.threads, options.pinCpu, options.interleave);
+    if (options.interleave > 0) {
+        return runInterleaved(options, context, empty);
+    }
 
     // Two phases a repetition: everyone starts, everyone has finished.
     std::barrier sync(static_cast<std::ptrdiff_t>(options.threads));

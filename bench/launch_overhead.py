@@ -8,7 +8,7 @@ and prints the nanoseconds each adds per launch against the 300 ns target.
     launch_overhead.py --bench build-gpu/bench/kcap_bench_launch_overhead \\
         --shim build-gpu/interpose/libkcap_interpose.so [--kcap build-gpu/tools/kcap] \\
         [--threads 1,16] [--rounds 9] [--launches 100000] [--threaded-launches 20000] [--reps 3] [--dir /tmp]
-        [--pin-cpu C] [--cpus LIST] [--compare-shim OTHER.so]
+        [--pin-cpu C] [--cpus LIST] [--compare-shim OTHER.so] [--interleave P]
 
 Configurations run round-robin, --rounds processes each, so that drift of
 the machine hits all of them; a configuration's figure is the median over its
@@ -26,7 +26,12 @@ CPU migrations per 1,000 launches, and the whole process's CPU time per
 launch (what the shim's other threads cost the machine). --compare-shim
 adds "metadata B", recording with another build of the shim in the same
 rounds, and the paired difference B - metadata (an A/B of two builds on one
-machine). With --kcap, every metadata
+machine). "metadata in-process" (--interleave P, one thread; on by default)
+measures the same within one process: P pairs of blocks of launches, one
+through the shim recording and one through libcuda's own cuLaunchKernel,
+which the shim does not see (kcap_bench_launch_overhead --interleave); its
+figure is the median over rounds of each process's median pair difference,
+free of the spread between processes. With --kcap, every metadata
 trace must hold every launch the program made (else the row says so and the
 script exits 1). Exit status 1 also when a run fails; a missed target is a
 result, not a failure.
@@ -102,6 +107,8 @@ def parse_args():
     p.add_argument("--compare-shim", default="",
                    help="another libkcap_interpose.so: also record metadata with it (\"metadata B\") and "
                         "print B's paired difference against the first")
+    p.add_argument("--interleave", type=int, default=6,
+                   help="pairs of blocks in each \"metadata in-process\" process (one thread only; 0: none)")
     p.add_argument("--cpus", default="",
                    help="run each process under `taskset -c CPUS`: all its threads, the shim's included, "
                         "on these CPUs (tells whether the shim's threads cost by being elsewhere)")
@@ -115,9 +122,11 @@ def parse_args():
 def environment(config, args, scratch):
     env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD" and not k.startswith("KCAP_")}
     if config != "plain":
-        env["LD_PRELOAD"] = args.compare_shim if config == "metadata B" else args.shim
+        env["LD_PRELOAD"] = args.shim
     if config == "stats":
         env["KCAP_STATS_FILE"] = str(scratch / "stats")
+    if config.startswith("metadata B"):
+        env["LD_PRELOAD"] = args.compare_shim
     if config.startswith("metadata"):
         env["KCAP_OUTPUT"] = str(scratch / "trace.kcap")
         env["KCAP_MODE"] = "metadata"
@@ -137,6 +146,9 @@ def run_once(args, config, threads, scratch):
         old.unlink()
     launches = args.launches if threads == 1 else args.threaded_launches
     command = [args.bench, "--launches", str(launches), "--reps", str(args.reps), "--threads", str(threads)]
+    in_process = config.endswith("in-process")
+    if in_process:
+        command += ["--interleave", str(args.interleave)]
     if args.cpus:
         command = ["taskset", "-c", args.cpus] + command
     if args.pin_cpu >= 0:
@@ -163,6 +175,10 @@ def run_once(args, config, threads, scratch):
     for key, name in SCHEDULING:
         found = re.search(rf"^{key} (-?[\d.]+)$", done.stdout, re.M)
         scheduling[name] = float(found.group(1)) if found else None
+    if in_process:
+        # (hooked ns per launch, the process's added figure)
+        hooked = [float(x) for x in re.findall(r"^pair \d+ hooked_ns_per_launch ([\d.]+)", done.stdout, re.M)]
+        return statistics.median(hooked), value("interleaved_added_ns_per_launch"), problem, scheduling
     return value("median_ns_per_launch"), value("median_loop_ns_per_launch"), problem, scheduling
 
 
@@ -182,6 +198,8 @@ def main():
     try:
         for threads in [int(t) for t in args.threads.split(",")]:
             configs = CONFIGS + (["metadata B"] if args.compare_shim else [])
+            if args.interleave > 0 and threads == 1:
+                configs += ["metadata in-process"] + (["metadata B in-process"] if args.compare_shim else [])
             results = {config: [] for config in configs}  # a round's (total, loop) or None
             problems = {config: [] for config in configs}
             cpu = {config: [] for config in configs}
@@ -189,7 +207,10 @@ def main():
                 for config in configs:
                     total, loop, problem, scheduling = run_once(args, config, threads, scratch)
                     results[config].append(None if total is None else (total, loop))
-                    if total is not None:
+                    if total is not None and config.endswith("in-process"):
+                        print(f"  threads {threads} {config}: {total:.1f} ns/launch through the shim, "
+                              f"{loop:+.1f} against libcuda's own (median of {args.interleave} pairs)", flush=True)
+                    elif total is not None:
                         cpu[config].append(scheduling["process CPU ns/launch"])
                         print(f"  threads {threads} {config}: {total:.1f} ns/launch (loop {loop:.1f}); launching "
                               "threads: " + ", ".join(f"{k} {v}" for k, v in scheduling.items()), flush=True)
@@ -209,6 +230,12 @@ def main():
                 total = statistics.median(t for t, _ in mine)
                 loop = statistics.median(l for _, l in mine)
                 known = [c for c in cpu[config] if c is not None]
+                if config.endswith("in-process"):
+                    # Each process measured its own difference.
+                    differences = [l for _, l in mine]
+                    rows.append((threads, config, total, None, statistics.median(differences),
+                                 median_interval(differences), None, "; ".join(problems[config])))
+                    continue
                 differences = [r[0] - p[0] for r, p in zip(results[config], plain) if r is not None and p is not None]
                 added = statistics.median(differences) if differences else None
                 rows.append((threads, config, total, loop, added, median_interval(differences),
@@ -217,7 +244,13 @@ def main():
                 pairs = [b[0] - a[0] for a, b in zip(results["metadata"], results["metadata B"])
                          if a is not None and b is not None]
                 if pairs:
-                    comparisons.append((threads, statistics.median(pairs), median_interval(pairs), len(pairs)))
+                    comparisons.append((threads, "", statistics.median(pairs), median_interval(pairs), len(pairs)))
+                if "metadata B in-process" in results:
+                    pairs = [b[1] - a[1] for a, b in zip(results["metadata in-process"], results["metadata B in-process"])
+                             if a is not None and b is not None]
+                    if pairs:
+                        comparisons.append((threads, " in-process", statistics.median(pairs), median_interval(pairs),
+                                            len(pairs)))
     finally:
         for old in scratch.glob("*"):
             old.unlink()
@@ -239,11 +272,12 @@ def main():
             outcome = verdict(interval)
         if problem:
             outcome += f" ({problem})"
-        print(f"| {threads} | {config} | {total:.1f} | {loop:.1f} | {added_text} | {interval_text} | {cpu_text} "
+        loop_text = "" if loop is None else f"{loop:.1f}"
+        print(f"| {threads} | {config} | {total:.1f} | {loop_text} | {added_text} | {interval_text} | {cpu_text} "
               f"| {outcome} |")
-    for threads, median, interval, count in comparisons:
+    for threads, kind, median, interval, count in comparisons:
         span = "" if interval is None else f", 90% interval {interval[0]:+.0f} to {interval[1]:+.0f}"
-        print(f"\nmetadata B ({args.compare_shim}) - metadata, {threads} thread(s), {count} rounds: "
+        print(f"\nmetadata B{kind} ({args.compare_shim}) - metadata{kind}, {threads} thread(s), {count} rounds: "
               f"{median:+.1f} ns a launch{span}")
     return 1 if failed else 0
 
