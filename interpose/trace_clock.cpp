@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <ctime>
 
@@ -110,7 +111,8 @@ TraceClock::TraceClock(Source source) : counter_(useCounter(source))
 void TraceClock::reanchor(uint64_t ticks) noexcept
 {
     std::unique_lock lock(reanchorMutex_, std::try_to_lock);
-    if (!lock.owns_lock() || ticks - anchorTicks_.load(std::memory_order_relaxed) <= reanchorTicks_) {
+    const uint64_t anchor = anchorTicks_.load(std::memory_order_relaxed);
+    if (!lock.owns_lock() || ticks - anchor <= std::min(reanchorTicks_, (anchor - first_.ticks) / 4)) {
         return;  // another thread is at it, or did it
     }
     const Anchor now = readAnchor();
@@ -146,7 +148,11 @@ uint64_t TraceClock::toNs(uint64_t stamp) noexcept
         }
         // A stamp well past the newest anchor: a new one first (a stamp
         // before it, an event built late, is converted backwards from it).
-        if (reanchored || stamp <= ticks || stamp - ticks <= reanchorTicks_) {
+        // "Well past": 50 ms, or a quarter of the span the rate was
+        // measured over while that is shorter, so that the rate's error
+        // (the anchors' jitter over the span) never grows a conversion's
+        // error past a fraction of that jitter.
+        if (reanchored || stamp <= ticks || stamp - ticks <= std::min(reanchorTicks_, (ticks - first_.ticks) / 4)) {
             break;
         }
         reanchor(stamp);

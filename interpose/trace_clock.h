@@ -14,11 +14,12 @@
 // anywhere else a stamp is CLOCK_MONOTONIC itself. Counter ticks become
 // nanoseconds through an anchor (a tick count and CLOCK_MONOTONIC read
 // together) and a rate: the rate comes from the longest span measured so
-// far (the first anchor to the newest), a new anchor is taken every ~50 ms,
-// and a stamp is converted from the newest anchor. A stamp then lands within
-// a few microseconds of what CLOCK_MONOTONIC said at the time, also while
-// NTP slews the clock; a launch's two stamps may be converted from two
-// anchors, so its end can read up to that much off its start.
+// far (the first anchor to the newest), a new anchor is taken every ~50 ms
+// (sooner in the first moments, while the span is short), and a stamp is
+// converted from the newest anchor. A stamp then lands within a few
+// microseconds of what CLOCK_MONOTONIC said at the time, also while NTP
+// slews the clock; a launch's two stamps may be converted from two anchors,
+// so its end can read up to that much off its start.
 #pragma once
 
 #include <atomic>
