@@ -36,9 +36,14 @@ namespace kcap::format {
 class DeferredEvent {
  public:
   virtual ~DeferredEvent() = default;
-  // Fills `event`, whose seq is already set. Called once, on a writer
-  // thread, after append() returned; it must not touch the producer's state.
-  virtual void build(schema::Event::Builder event) const = 0;
+  // How many consecutive events the object stands for (the shim hands over
+  // a launch and its end as one object in metadata mode), read once, at
+  // append(): they take consecutive seq numbers.
+  virtual unsigned eventCount() const { return 1; }
+  // Fills event number `part` (0 to eventCount() - 1), whose seq is
+  // already set. Called once a part, on a writer thread, after append()
+  // returned; it must not touch the producer's state.
+  virtual void build(schema::Event::Builder event, unsigned part) const = 0;
   // About how many bytes the encoded event takes (batching, memory bound).
   virtual size_t sizeHint() const = 0;
   // Called once by the writer when it is done with the event (built, or
@@ -154,7 +159,7 @@ class TraceWriter {
 
   // The same for an event built later by the writer: its seq is assigned now,
   // so it keeps its place among the events appended before and after it.
-  // Thread-safe.
+  // Returns the first of its eventCount() seq numbers. Thread-safe.
   virtual uint64_t append(DeferredEventPtr event) = 0;
 
   // Blocks until everything appended or stored so far is written to the file.

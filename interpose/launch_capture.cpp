@@ -89,9 +89,21 @@ size_t rangesHint(const std::vector<TakenRange>& taken)
     return bytes;
 }
 
+// A LaunchEnd event's fields, less the snapshots (LaunchEndData adds them).
+void buildLaunchEnd(schema::Event::Builder event, TraceClock& clock, uint64_t stamp, uint32_t threadId,
+                    uint64_t launchIndex, CUresult result)
+{
+    event.setTimeNs(clock.toNs(stamp));
+    event.setThreadId(threadId);
+    auto end = event.initLaunchEnd();
+    end.setLaunchIndex(launchIndex);
+    end.setResult(result);
+}
+
 // A Launch event as the launching thread gathers it. The writer builds the
 // message on its own thread (format::DeferredEvent): on the launch path the
-// shim only copies these facts.
+// shim only copies these facts. In metadata mode the object also carries
+// the launch's end (withEnd): one object and one hand-over a launch.
 struct LaunchEventData final : format::DeferredEvent {
     LaunchEventData* nextFree = nullptr;  // Recycler
     Recycler<LaunchEventData>* home = nullptr;
@@ -113,6 +125,9 @@ struct LaunchEventData final : format::DeferredEvent {
     CUresult snapshotError = CUDA_SUCCESS;
     std::vector<TakenRange> pre;
     std::vector<IndirectPointer> indirect;
+    bool withEnd = false;  // part 1 is the LaunchEnd: endStamp, result
+    uint64_t endStamp = 0;
+    CUresult result = CUDA_SUCCESS;
 
     // Back to the state of a new one; vectors keep their capacity.
     void clear()
@@ -137,17 +152,25 @@ struct LaunchEventData final : format::DeferredEvent {
         snapshotError = CUDA_SUCCESS;
         pre.clear();
         indirect.clear();
+        withEnd = false;
+        endStamp = 0;
+        result = CUDA_SUCCESS;
     }
     void release() noexcept override { Recycler<LaunchEventData>::release(this); }
 
+    unsigned eventCount() const override { return withEnd ? 2 : 1; }
     size_t sizeHint() const override
     {
-        return 256 + kernelName.size() + params.bytes.size() + 8 * params.layout.size() + 32 * pointers.size() +
+        return (withEnd ? 352 : 256) + kernelName.size() + params.bytes.size() + 8 * params.layout.size() + 32 * pointers.size() +
                24 * attributes.size() + 40 * indirect.size() + rangesHint(pre);
     }
 
-    void build(schema::Event::Builder event) const override
+    void build(schema::Event::Builder event, unsigned part) const override
     {
+        if (part == 1) {
+            buildLaunchEnd(event, *clock, endStamp, threadId, launchIndex, result);
+            return;
+        }
         event.setTimeNs(clock->toNs(stamp));
         event.setThreadId(threadId);
         auto launch = event.initLaunch();
@@ -237,13 +260,10 @@ struct LaunchEndData final : format::DeferredEvent {
 
     size_t sizeHint() const override { return 96 + rangesHint(post); }
 
-    void build(schema::Event::Builder event) const override
+    void build(schema::Event::Builder event, unsigned) const override
     {
-        event.setTimeNs(clock->toNs(stamp));
-        event.setThreadId(threadId);
-        auto end = event.initLaunchEnd();
-        end.setLaunchIndex(launchIndex);
-        end.setResult(result);
+        buildLaunchEnd(event, *clock, stamp, threadId, launchIndex, result);
+        auto end = event.getLaunchEnd();
         if (synchronized) {
             end.setSyncResult(syncResult);
             if (snapshotError != CUDA_SUCCESS) {
@@ -412,8 +432,15 @@ bool Recorder::launchStarting(const LaunchCall& call, std::string_view kernelNam
         }
     }
 
+    if (options_.mode == CaptureMode::kMetadata) {
+        // Handed over with its end (launchFinished). A launch during which
+        // the process dies is then not in the trace; the other modes put it
+        // there before the call.
+        pending->launchEvent = std::move(event);
+        return true;
+    }
     writer_->append(std::move(event));
-    if (options_.mode != CaptureMode::kMetadata && options_.flush == FlushPolicy::kLaunch) {
+    if (options_.flush == FlushPolicy::kLaunch) {
         flush();  // in the file before the launch runs: a launch that kills the process is still recorded
     }
     return true;
@@ -423,6 +450,14 @@ void Recorder::launchFinished(PendingLaunch& pending, CUresult result)
 {
     Operation operation(*this);
     if (!operation) {
+        return;
+    }
+    if (pending.launchEvent) {
+        auto* launch = static_cast<LaunchEventData*>(pending.launchEvent.get());
+        launch->endStamp = clock_.stamp();
+        launch->result = result;
+        launch->withEnd = true;
+        writer_->append(std::move(pending.launchEvent));
         return;
     }
     LaunchEndData* data = Recycler<LaunchEndData>::take(Recycler<LaunchEndData>::ofThisThread());

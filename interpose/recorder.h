@@ -214,6 +214,9 @@ struct PendingLaunch {
     bool executes = false;                    // not captured into a graph: its duration is wanted
     bool timed = false;                       // a CUPTI correlation id was pushed around the real call
     std::vector<SnapshotRange> ranges;        // what `pre` covered
+    // Metadata mode: the Launch event, handed to the writer with its end
+    // after the call (one hand-over a launch).
+    format::DeferredEventPtr launchEvent;
 
     void reset()
     {
@@ -224,6 +227,7 @@ struct PendingLaunch {
         executes = false;
         timed = false;
         ranges.clear();
+        launchEvent.reset();
     }
 };
 

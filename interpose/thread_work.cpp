@@ -13,25 +13,27 @@ long membarrier(int command) { return ::syscall(__NR_membarrier, command, 0u, 0)
 
 }  // namespace
 
-ThreadWork::Slot* ThreadWork::mine() noexcept
+// The thread's first call (or one after its thread_local destructors ran).
+ThreadWork::Slot* ThreadWork::mineFirst() noexcept
 {
+    // Gives the slot up when the thread exits.
     struct Owner {
-        Slot* slot = nullptr;
         bool gone = false;
         ~Owner()
         {
             gone = true;
-            if (slot != nullptr) {
+            if (Slot* const slot = t_slot) {
+                t_slot = nullptr;
                 slot->orphaned.store(true, std::memory_order_release);  // for the next thread to adopt
-                slot = nullptr;
             }
         }
     };
     thread_local Owner owner;
-    if (owner.slot == nullptr && !owner.gone) {
-        owner.slot = adoptOrMake();
+    if (owner.gone) {
+        return nullptr;
     }
-    return owner.slot;
+    t_slot = adoptOrMake();
+    return t_slot;
 }
 
 ThreadWork::Slot* ThreadWork::adoptOrMake() noexcept

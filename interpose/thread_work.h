@@ -32,7 +32,11 @@ public:
 
     // The calling thread's slot; nullptr once the thread is exiting (its
     // work then counts in the caller's shared fallback).
-    static Slot* mine() noexcept;
+    static Slot* mine() noexcept
+    {
+        Slot* const slot = t_slot;
+        return slot != nullptr ? slot : mineFirst();
+    }
 
     // The worker's side: enter, then test `ending`; leave when done.
     static void enter(Slot& slot) noexcept
@@ -70,7 +74,12 @@ public:
     static void forgetOtherThreads() noexcept;
 
 private:
+    static Slot* mineFirst() noexcept;
     static Slot* adoptOrMake() noexcept;
+
+    // Trivially destructible, so that reading it is one load (a thread_local
+    // with a destructor is reached through an initialization check).
+    inline static thread_local Slot* t_slot = nullptr;
 
     inline static std::atomic<Slot*> all_{nullptr};
     inline static std::atomic<bool> asymmetric_{false};

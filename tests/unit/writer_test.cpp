@@ -360,16 +360,21 @@ TEST(Writer, StatsMatchTheFile) {
 }
 
 // A deferred KernelTiming event: built on the writer's thread from these fields.
+// With `parts`, it stands for that many events, launch indexes index,
+// index + 1, ...
 struct DeferredTiming final : format::DeferredEvent {
   uint32_t thread = 0;
   uint64_t index = 0;
   bool fail = false;
+  unsigned parts = 1;
+  int failPart = -1;
+  unsigned eventCount() const override { return parts; }
   size_t sizeHint() const override { return 96; }
-  void build(schema::Event::Builder event) const override {
-    if (fail) throw std::runtime_error("no such event");
+  void build(schema::Event::Builder event, unsigned part) const override {
+    if (fail || static_cast<int>(part) == failPart) throw std::runtime_error("no such event");
     event.setThreadId(thread);
     auto t = event.initKernelTiming();
-    t.setLaunchIndex(index);
+    t.setLaunchIndex(index + part);
     t.setStartNs(thread);
   }
 };
@@ -463,6 +468,44 @@ TEST(Writer, DeferredEventThatFailsToBuildBecomesAnErrorMessage) {
   EXPECT_EQ(events[1].get().getMessage().getLevel(), schema::Message::Level::ERROR);
   expectContains(events[1].get().getMessage().getText(), "no such event");
   EXPECT_EQ(events[2].get().getKernelTiming().getLaunchIndex(), 2u);
+}
+
+// An object standing for several events takes as many consecutive seq
+// numbers; a part that cannot be built becomes an error message in its
+// place, the other parts stay.
+TEST(Writer, DeferredObjectOfSeveralEventsTakesConsecutiveSeqs) {
+  TempDir dir;
+  const auto path = dir.file("deferred-parts.kcap");
+  auto writer = format::TraceWriter::create(path);
+  EXPECT_EQ(appendDeferredTiming(*writer, 1, 0), 0u);
+  auto* pair = new DeferredTiming;
+  pair->thread = 1;
+  pair->index = 1;
+  pair->parts = 2;
+  EXPECT_EQ(writer->append(format::DeferredEventPtr(pair)), 1u);
+  auto* triple = new DeferredTiming;
+  triple->thread = 1;
+  triple->index = 3;
+  triple->parts = 3;
+  triple->failPart = 1;
+  EXPECT_EQ(writer->append(format::DeferredEventPtr(triple)), 3u);
+  EXPECT_EQ(appendTiming(*writer, 1, 6), 6u);
+  writer->close();
+  EXPECT_EQ(writer->stats().events, 7u);
+  auto events = readAllEvents(path);
+  ASSERT_EQ(events.size(), 7u);
+  for (uint64_t i = 0; i < events.size(); ++i) {
+    EXPECT_EQ(events[i].get().getSeq(), i);
+    if (i == 4) {
+      ASSERT_TRUE(events[i].get().isMessage());
+      expectContains(events[i].get().getMessage().getText(), "no such event");
+    } else {
+      ASSERT_TRUE(events[i].get().isKernelTiming()) << i;
+      EXPECT_EQ(events[i].get().getKernelTiming().getLaunchIndex(), i);
+    }
+  }
+  auto reader = format::TraceReader::open(path);
+  EXPECT_TRUE(reader->problems().empty());
 }
 
 // A large storeContent hashes and copies its pieces on several threads; the
