@@ -8,7 +8,7 @@ and prints the nanoseconds each adds per launch against the 300 ns target.
     launch_overhead.py --bench build-gpu/bench/kcap_bench_launch_overhead \\
         --shim build-gpu/interpose/libkcap_interpose.so [--kcap build-gpu/tools/kcap] \\
         [--threads 1,16] [--rounds 9] [--launches 100000] [--threaded-launches 20000] [--reps 3] [--dir /tmp]
-        [--pin-cpu C] [--cpus LIST] [--compare-shim OTHER.so] [--interleave P]
+        [--pin-cpu C] [--cpus LIST] [--compare-shim OTHER.so] [--interleave P] [--configs LIST]
 
 Configurations run round-robin, --rounds processes each, so that drift of
 the machine hits all of them; a configuration's figure is the median over its
@@ -109,6 +109,9 @@ def parse_args():
                         "print B's paired difference against the first")
     p.add_argument("--interleave", type=int, default=6,
                    help="pairs of blocks in each \"metadata in-process\" process (one thread only; 0: none)")
+    p.add_argument("--configs", default="",
+                   help="comma-separated configurations to run (plain always runs), e.g. "
+                        "\"metadata in-process,metadata B in-process\"; default: all")
     p.add_argument("--cpus", default="",
                    help="run each process under `taskset -c CPUS`: all its threads, the shim's included, "
                         "on these CPUs (tells whether the shim's threads cost by being elsewhere)")
@@ -200,6 +203,9 @@ def main():
             configs = CONFIGS + (["metadata B"] if args.compare_shim else [])
             if args.interleave > 0 and threads == 1:
                 configs += ["metadata in-process"] + (["metadata B in-process"] if args.compare_shim else [])
+            if args.configs:
+                wanted = {c.strip() for c in args.configs.split(",")}
+                configs = [c for c in configs if c == "plain" or c in wanted]
             results = {config: [] for config in configs}  # a round's (total, loop) or None
             problems = {config: [] for config in configs}
             cpu = {config: [] for config in configs}
@@ -240,17 +246,17 @@ def main():
                 added = statistics.median(differences) if differences else None
                 rows.append((threads, config, total, loop, added, median_interval(differences),
                              statistics.median(known) if known else None, "; ".join(problems[config])))
-            if args.compare_shim:
+            if "metadata B" in results and "metadata" in results:
                 pairs = [b[0] - a[0] for a, b in zip(results["metadata"], results["metadata B"])
                          if a is not None and b is not None]
                 if pairs:
                     comparisons.append((threads, "", statistics.median(pairs), median_interval(pairs), len(pairs)))
-                if "metadata B in-process" in results:
-                    pairs = [b[1] - a[1] for a, b in zip(results["metadata in-process"], results["metadata B in-process"])
-                             if a is not None and b is not None]
-                    if pairs:
-                        comparisons.append((threads, " in-process", statistics.median(pairs), median_interval(pairs),
-                                            len(pairs)))
+            if "metadata B in-process" in results and "metadata in-process" in results:
+                pairs = [b[1] - a[1] for a, b in zip(results["metadata in-process"], results["metadata B in-process"])
+                         if a is not None and b is not None]
+                if pairs:
+                    comparisons.append((threads, " in-process", statistics.median(pairs), median_interval(pairs),
+                                        len(pairs)))
     finally:
         for old in scratch.glob("*"):
             old.unlink()
