@@ -161,8 +161,8 @@ struct LaunchEventData final : format::DeferredEvent {
     unsigned eventCount() const override { return withEnd ? 2 : 1; }
     size_t sizeHint() const override
     {
-        return (withEnd ? 352 : 256) + kernelName.size() + params.bytes.size() + 8 * params.layout.size() + 32 * pointers.size() +
-               24 * attributes.size() + 40 * indirect.size() + rangesHint(pre);
+        return (withEnd ? 352 : 256) + kernelName.size() + params.bytes.size() + 8 * params.layout.size() +
+               32 * pointers.size() + 24 * attributes.size() + 40 * indirect.size() + rangesHint(pre);
     }
 
     void build(schema::Event::Builder event, unsigned part) const override
@@ -308,8 +308,8 @@ bool Recorder::launchStarting(const LaunchCall& call, std::string_view kernelNam
         filteredLaunches_.fetch_add(1, std::memory_order_relaxed);
         return false;
     }
-    // The only count a recorded launch adds to: how many launches it
-    // recorded and skipped follow from it (launchCounts()).
+    // The only count a recorded launch adds to: how many were recorded and
+    // how many the launch range left out follow from it (end(): traceEnd).
     const uint64_t eligible = eligibleLaunches_.fetch_add(1, std::memory_order_relaxed);
     if (eligible < options_.skip || eligible - options_.skip >= options_.maxLaunches) {
         return false;

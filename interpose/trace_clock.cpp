@@ -112,7 +112,7 @@ void TraceClock::reanchor(uint64_t ticks) noexcept
 {
     std::unique_lock lock(reanchorMutex_, std::try_to_lock);
     const uint64_t anchor = anchorTicks_.load(std::memory_order_relaxed);
-    if (!lock.owns_lock() || ticks - anchor <= std::min(reanchorTicks_, (anchor - first_.ticks) / 4)) {
+    if (!lock.owns_lock() || ticks <= anchor || ticks - anchor <= std::min(reanchorTicks_, (anchor - first_.ticks) / 4)) {
         return;  // another thread is at it, or did it
     }
     const Anchor now = readAnchor();
