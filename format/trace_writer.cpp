@@ -637,10 +637,7 @@ class TraceWriterImpl final : public TraceWriter {
     if (batch_.eventCount == 0) return;
     auto job = std::make_unique<Job>(std::move(batch_));
     batch_ = Job{};
-    // No regrowth while filling (deferred events: a launch's hint is 256
-    // bytes or more).
-    batch_.raw.reserve(options_.batchBytes + (64u << 10));
-    batch_.deferred.reserve(options_.batchBytes / 256 + 16);
+    batch_.raw.reserve(options_.batchBytes + (64u << 10));  // no regrowth while filling
     job->kind = ChunkKind::kRecords;
     std::unique_lock lock(mutex_);
     submit(lock, std::move(job));
