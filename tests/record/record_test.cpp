@@ -1393,6 +1393,20 @@ TEST(Record, SixteenThreadsFourStreamsThousandLaunchesMetadata)
 
 // ---- fork --------------------------------------------------------------------------------
 
+// GCC 12's AddressSanitizer does not hold its allocator's locks across
+// fork() (it has no fork interceptor): a child forked while another thread
+// of the parent (the shim's writer threads) is inside the allocator inherits
+// that lock taken and deadlocks on its first allocation of that size. Seen
+// here on 2026-12-01 with this code and with 038630c alike (7 of 8 runs
+// hung); glibc's malloc, in the normal build, takes its locks around fork
+// and these tests run there.
+#if defined(__SANITIZE_ADDRESS__)
+#define KCAP_SKIP_FORK_UNDER_ASAN() \
+    GTEST_SKIP() << "AddressSanitizer's allocator is not fork-safe while other threads allocate"
+#else
+#define KCAP_SKIP_FORK_UNDER_ASAN() (void)0
+#endif
+
 void checkForkTraces(const std::string& pattern, const std::function<std::string(uint32_t)>& parentPath,
                      const std::function<std::string(uint32_t)>& childPath)
 {
@@ -1437,6 +1451,7 @@ void checkForkTraces(const std::string& pattern, const std::function<std::string
 
 TEST(Record, ForkedChildWritesItsOwnTrace)
 {
+    KCAP_SKIP_FORK_UNDER_ASAN();
     checkForkTraces(
         "t.%p.kcap", [](uint32_t pid) { return "t." + std::to_string(pid) + ".kcap"; },
         [](uint32_t pid) { return "t." + std::to_string(pid) + ".kcap"; });
@@ -1444,6 +1459,7 @@ TEST(Record, ForkedChildWritesItsOwnTrace)
 
 TEST(Record, ForkedChildNeverOverwritesTheParentsTrace)
 {
+    KCAP_SKIP_FORK_UNDER_ASAN();
     checkForkTraces(
         "t.kcap", [](uint32_t) { return std::string("t.kcap"); },
         [](uint32_t pid) { return "t." + std::to_string(pid) + ".kcap"; });
@@ -1905,6 +1921,7 @@ TEST(KcapRecord, SummarizesTracesOfDescendants)
 
 TEST(KcapRecord, OnlyTheFirstRecordingProcessGetsThePlainName)
 {
+    KCAP_SKIP_FORK_UNDER_ASAN();
     kcap::test::TempDir dir("kcap-record");
     const std::string path = dir.file("tree.kcap");
     const Outcome run = kcap_test::run({kcapBinary(), {"record", "-q", "-o", path, "--", scenarioProgram(), "fork"}, {}, false});
