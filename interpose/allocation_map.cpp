@@ -47,6 +47,15 @@ std::vector<Allocation> AllocationMap::removeRange(uint64_t base, uint64_t size)
 
 std::optional<Allocation> AllocationMap::find(uint64_t address) const {
     std::shared_lock lock(mutex_);
+    return findLocked(address);
+}
+
+std::optional<Allocation> AllocationMap::findExtent(uint64_t address) const {
+    std::shared_lock lock(mutex_);
+    return findExtentLocked(address);
+}
+
+std::optional<Allocation> AllocationMap::findLocked(uint64_t address) const {
     auto it = byBase_.upper_bound(address);
     if (it == byBase_.begin()) return std::nullopt;
     --it;
@@ -54,8 +63,7 @@ std::optional<Allocation> AllocationMap::find(uint64_t address) const {
     return it->second;
 }
 
-std::optional<Allocation> AllocationMap::findExtent(uint64_t address) const {
-    std::shared_lock lock(mutex_);
+std::optional<Allocation> AllocationMap::findExtentLocked(uint64_t address) const {
     auto it = byBase_.upper_bound(address);
     if (it == byBase_.begin()) return std::nullopt;
     --it;

@@ -66,12 +66,30 @@ public:
     // The reservation containing `address`: {base, size}, if any.
     std::optional<std::pair<uint64_t, uint64_t>> findReservation(uint64_t address) const;
 
+    // Many lookups under one shared lock: a launch resolves all its
+    // parameter words through one Reader (a shared_mutex lock and unlock are
+    // two locked instructions on one cache line that every launching thread
+    // writes, dear with many threads, so not one pair per word). Allocation
+    // and free wait while a Reader lives: keep it for one scan only.
+    class Reader {
+    public:
+        explicit Reader(const AllocationMap& map) : map_(map), lock_(map.mutex_) {}
+        std::optional<Allocation> find(uint64_t address) const { return map_.findLocked(address); }
+        std::optional<Allocation> findExtent(uint64_t address) const { return map_.findExtentLocked(address); }
+
+    private:
+        const AllocationMap& map_;
+        std::shared_lock<std::shared_mutex> lock_;
+    };
+
     size_t size() const;
     uint64_t liveBytes() const;
     std::vector<Allocation> snapshot() const;  // all entries, by address
 
 private:
     void eraseOverlapping(uint64_t base, uint64_t end);  // lock held
+    std::optional<Allocation> findLocked(uint64_t address) const;        // lock held (shared)
+    std::optional<Allocation> findExtentLocked(uint64_t address) const;  // lock held (shared)
 
     mutable std::shared_mutex mutex_;
     std::map<uint64_t, Allocation> byBase_;

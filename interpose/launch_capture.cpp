@@ -304,7 +304,7 @@ bool Recorder::launchStarting(const LaunchCall& call, std::string_view kernelNam
     if (!operation) {
         return false;
     }
-    if (!selects(kernelName)) {
+    if ((options_.includeRegex || options_.excludeRegex) && !selects(kernelName)) {
         filteredLaunches_.fetch_add(1, std::memory_order_relaxed);
         return false;
     }
@@ -343,8 +343,8 @@ bool Recorder::launchStarting(const LaunchCall& call, std::string_view kernelNam
                      " (cuFuncGetParamInfo / cuKernelGetParamInfo); launches passing kernelParams are "
                      "recorded without parameters");
     }
-    data->pointers = scanParams(data->params.bytes.data(), data->params.bytes.size(), data->params.layout, allocations_,
-                                tensorMaps_);
+    scanParams(data->params.bytes.data(), data->params.bytes.size(), data->params.layout, allocations_, tensorMaps_,
+               data->pointers);
     const std::vector<ParamPointer>& pointers = data->pointers;
 
     // No stream of the process is capturing (the capture hooks count them):
@@ -376,10 +376,13 @@ bool Recorder::launchStarting(const LaunchCall& call, std::string_view kernelNam
         // what pointers inside the small ones hit, the module's globals.
         std::vector<SnapshotRange> direct;
         std::set<uint64_t> seen;
-        for (const ParamPointer& pointer : pointers) {
-            const auto extent = allocations_.findExtent(pointer.value);
-            if (extent && seen.insert(extent->base).second) {
-                direct.push_back({extent->base, extent->size, extent->base, memoryKind(extent->kind)});
+        {
+            const AllocationMap::Reader reader(allocations_);  // not held across the driver calls below
+            for (const ParamPointer& pointer : pointers) {
+                const auto extent = reader.findExtent(pointer.value);
+                if (extent && seen.insert(extent->base).second) {
+                    direct.push_back({extent->base, extent->size, extent->base, memoryKind(extent->kind)});
+                }
             }
         }
         std::vector<TakenRange>& taken = data->pre;

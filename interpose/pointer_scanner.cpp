@@ -1,6 +1,7 @@
 #include "pointer_scanner.h"
 
 #include <cstring>
+#include <optional>
 
 namespace kcap {
 namespace {
@@ -33,9 +34,10 @@ bool KnownTensorMaps::contains(const uint8_t* bytes) const {
     return maps_.count(key) != 0;
 }
 
-std::vector<ParamPointer> scanParams(const uint8_t* params, size_t size, const std::vector<ParamSlot>& layout,
-                                     const AllocationMap& allocations, const KnownTensorMaps& tensorMaps) {
-    std::vector<ParamPointer> found;
+void scanParams(const uint8_t* params, size_t size, const std::vector<ParamSlot>& layout,
+                const AllocationMap& allocations, const KnownTensorMaps& tensorMaps, std::vector<ParamPointer>& found) {
+    found.clear();
+    std::optional<AllocationMap::Reader> reader;  // locked at the first plausible word
     for (const ParamSlot& slot : layout) {
         if (slot.size < 8 || slot.offset > size || slot.size > size - slot.offset) continue;
         const bool tensorMap = slot.size == kTensorMapBytes && tensorMaps.contains(params + slot.offset);
@@ -43,23 +45,32 @@ std::vector<ParamPointer> scanParams(const uint8_t* params, size_t size, const s
         for (uint32_t at = first; at + 8 <= slot.offset + slot.size; at += 8) {
             uint64_t value = wordAt(params, at);
             if (!plausibleAddress(value)) continue;
-            auto allocation = allocations.find(value);
+            if (!reader) reader.emplace(allocations);
+            auto allocation = reader->find(value);
             if (!allocation) continue;
             found.push_back({at, value, allocation->base, tensorMap && at == slot.offset});
             if (tensorMap) break;  // the rest of a tensor map is dimensions and strides
         }
     }
+}
+
+std::vector<ParamPointer> scanParams(const uint8_t* params, size_t size, const std::vector<ParamSlot>& layout,
+                                     const AllocationMap& allocations, const KnownTensorMaps& tensorMaps) {
+    std::vector<ParamPointer> found;
+    scanParams(params, size, layout, allocations, tensorMaps, found);
     return found;
 }
 
 std::vector<IndirectPointer> scanIndirect(const uint8_t* bytes, size_t size, uint64_t bufferAddress,
                                           const AllocationMap& allocations) {
     std::vector<IndirectPointer> found;
+    std::optional<AllocationMap::Reader> reader;
     size_t skew = (8 - bufferAddress % 8) % 8;  // scan device-aligned words
     for (size_t at = skew; at + 8 <= size; at += 8) {
         uint64_t value = wordAt(bytes, at);
         if (!plausibleAddress(value)) continue;
-        auto allocation = allocations.find(value);
+        if (!reader) reader.emplace(allocations);
+        auto allocation = reader->find(value);
         if (!allocation) continue;
         found.push_back({bufferAddress, at, value, allocation->base});
     }

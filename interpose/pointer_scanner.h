@@ -65,7 +65,12 @@ private:
     std::atomic<bool> any_{false};
 };
 
-// Scans `params` (the packed parameter buffer, laid out per `layout`).
+// Scans `params` (the packed parameter buffer, laid out per `layout`) into
+// `found` (cleared first; its capacity is reused: this is on every recorded
+// launch's path). The allocation map is locked once, and only when some word
+// could be an address.
+void scanParams(const uint8_t* params, size_t size, const std::vector<ParamSlot>& layout,
+                const AllocationMap& allocations, const KnownTensorMaps& tensorMaps, std::vector<ParamPointer>& found);
 std::vector<ParamPointer> scanParams(const uint8_t* params, size_t size, const std::vector<ParamSlot>& layout,
                                      const AllocationMap& allocations, const KnownTensorMaps& tensorMaps);
 

@@ -91,6 +91,35 @@ TEST(AllocationMap, ExtentJoinsAdjacentMappingsOfOneReservation) {
     EXPECT_FALSE(map.findExtent(0x650000));
 }
 
+TEST(AllocationMap, ReaderAnswersAsFindAndFindExtentDo) {
+    AllocationMap map;
+    map.addReservation(0x100000, 0x400000);
+    Allocation first = alloc(0x100000, 0x200000, AllocationKind::kVmm);
+    first.reservation = 0x100000;
+    Allocation second = alloc(0x300000, 0x200000, AllocationKind::kVmm);
+    second.reservation = 0x100000;
+    map.add(first);
+    map.add(second);
+    map.add(alloc(0x900000, 0x1000, AllocationKind::kManaged));
+    const AllocationMap::Reader reader(map);
+    for (uint64_t address : {0xfffffull, 0x100000ull, 0x3fffffull, 0x4fffffull, 0x500000ull, 0x900fffull, 0x901000ull}) {
+        SCOPED_TRACE(address);
+        const auto found = reader.find(address);
+        const auto extent = reader.findExtent(address);
+        ASSERT_EQ(found.has_value(), map.find(address).has_value());
+        ASSERT_EQ(extent.has_value(), map.findExtent(address).has_value());
+        if (found) {
+            EXPECT_EQ(found->base, map.find(address)->base);
+            EXPECT_EQ(found->size, map.find(address)->size);
+            EXPECT_EQ(found->kind, map.find(address)->kind);
+            EXPECT_EQ(extent->base, map.findExtent(address)->base);
+            EXPECT_EQ(extent->size, map.findExtent(address)->size);
+        }
+    }
+    EXPECT_EQ(reader.findExtent(0x100000)->size, 0x400000u);  // the two mappings joined
+    EXPECT_EQ(reader.find(0x100000)->size, 0x200000u);
+}
+
 TEST(AllocationMap, ConcurrentQueriesAndUpdates) {
     AllocationMap map;
     std::vector<std::thread> threads;

@@ -43,6 +43,25 @@ TEST_F(PointerScannerTest, PlainPointerAndScalarParameters) {
     EXPECT_FALSE(found[0].inTensorMap);
 }
 
+TEST_F(PointerScannerTest, ScanningIntoAVectorReplacesWhatItHeld) {
+    // The launch path reuses one vector a launch: a scan must not append to
+    // the previous launch's pointers.
+    std::vector<uint8_t> params(16);
+    put<uint64_t>(params, 0, 0x7f0000000000 + 8);
+    put<uint64_t>(params, 8, 0x7f0000200000 + 16);
+    std::vector<ParamPointer> found;
+    scanParams(params.data(), params.size(), {{0, 8}, {8, 8}}, allocations, tensorMaps, found);
+    ASSERT_EQ(found.size(), 2u);
+    EXPECT_EQ(found[1].allocationBase, 0x7f0000200000u);
+    put<uint64_t>(params, 0, 7);  // no longer an address
+    scanParams(params.data(), params.size(), {{0, 8}, {8, 8}}, allocations, tensorMaps, found);
+    ASSERT_EQ(found.size(), 1u);
+    EXPECT_EQ(found[0].offset, 8u);
+    EXPECT_EQ(found[0].value, 0x7f0000200010u);
+    scanParams(params.data(), params.size(), {}, allocations, tensorMaps, found);
+    EXPECT_TRUE(found.empty());
+}
+
 TEST_F(PointerScannerTest, PointersInsideAByValueStruct) {
     // scale_struct(ScaleArgs{src, dst, scale, n, stride}): one 32-byte parameter
     std::vector<uint8_t> params(32);
