@@ -46,6 +46,12 @@ class DeferredEvent {
   virtual void build(schema::Event::Builder event, unsigned part) const = 0;
   // About how many bytes the encoded event takes (batching, memory bound).
   virtual size_t sizeHint() const = 0;
+  // Called by append() once the object's seq numbers are taken, under the
+  // lock that orders appends, on the producer's thread: what an event
+  // numbers here follows seq order across producers, for no lock or atomic
+  // read-modify-write of its own (the shim numbers its launches here). It
+  // must be quick and must not call the writer. Default: nothing.
+  virtual void sequenced(uint64_t firstSeq) noexcept { (void)firstSeq; }
   // Called once by the writer when it is done with the event (built, or
   // dropped on failure), on one of its threads, instead of deleting it: an
   // event may return itself to a pool of its producer's. Default: delete.

@@ -112,6 +112,9 @@ struct LaunchEventData final : format::DeferredEvent {
     uint64_t stamp = 0;  // clock->stamp(): nanoseconds once built
     uint32_t threadId = 0;
     uint64_t launchIndex = 0;
+    // Set: launchIndex is taken from this counter when the writer orders the
+    // event (Recorder::numberedByWriter_).
+    std::atomic<uint64_t>* launchCounter = nullptr;
     LaunchCall call;  // its pointers are not followed after the launch returns
     std::string_view kernelName;  // interned by the function registry: lives as long as the process
     uint64_t context = 0;
@@ -136,6 +139,7 @@ struct LaunchEventData final : format::DeferredEvent {
         stamp = 0;
         threadId = 0;
         launchIndex = 0;
+        launchCounter = nullptr;
         call = LaunchCall{};
         kernelName = {};
         context = 0;
@@ -157,6 +161,15 @@ struct LaunchEventData final : format::DeferredEvent {
         result = CUDA_SUCCESS;
     }
     void release() noexcept override { Recycler<LaunchEventData>::release(this); }
+
+    void sequenced(uint64_t) noexcept override
+    {
+        if (launchCounter != nullptr) {
+            // Under the writer's lock, the only place the counter changes.
+            launchIndex = launchCounter->load(std::memory_order_relaxed);
+            launchCounter->store(launchIndex + 1, std::memory_order_relaxed);
+        }
+    }
 
     unsigned eventCount() const override { return withEnd ? 2 : 1; }
     size_t sizeHint() const override
@@ -310,9 +323,14 @@ bool Recorder::launchStarting(const LaunchCall& call, std::string_view kernelNam
     }
     // The only count a recorded launch adds to: how many were recorded and
     // how many the launch range left out follow from it (end(): traceEnd).
-    const uint64_t eligible = eligibleLaunches_.fetch_add(1, std::memory_order_relaxed);
-    if (eligible < options_.skip || eligible - options_.skip >= options_.maxLaunches) {
-        return false;
+    // Numbered by the writer, a launch has no number yet (nothing before
+    // the call needs it).
+    uint64_t eligible = 0;
+    if (!numberedByWriter_) {
+        eligible = eligibleLaunches_.fetch_add(1, std::memory_order_relaxed);
+        if (eligible < options_.skip || eligible - options_.skip >= options_.maxLaunches) {
+            return false;
+        }
     }
 
     PendingLaunch* const pending = &launch;
@@ -326,6 +344,7 @@ bool Recorder::launchStarting(const LaunchCall& call, std::string_view kernelNam
     data->stamp = clock_.stamp();
     data->threadId = callerThreadId();
     data->launchIndex = pending->launchIndex;
+    data->launchCounter = numberedByWriter_ ? &eligibleLaunches_ : nullptr;
     data->call = call;
     data->kernelName = kernelName;
     data->context = currentContext();

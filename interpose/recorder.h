@@ -358,6 +358,12 @@ private:
     std::unordered_map<const char*, bool> selection_;  // interned kernel name -> passes the filters
 
     std::atomic<uint64_t> eligibleLaunches_{0};  // passed the filters
+    // Launches are numbered as the writer orders them (LaunchEventData::
+    // sequenced), not with a read-modify-write of eligibleLaunches_ first:
+    // metadata mode, when nothing needs the number before the call (no
+    // launch range, no CUPTI timing). eligibleLaunches_ then changes only
+    // under the writer's lock.
+    bool numberedByWriter_ = false;
     std::atomic<uint64_t> filteredLaunches_{0};  // did not
     std::atomic<int> activeCaptures_{0};  // streams capturing into a graph, process-wide
 

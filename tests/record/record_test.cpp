@@ -1366,9 +1366,11 @@ TEST(Record, SixteenThreadsFourStreamsThousandLaunchesMetadata)
     std::set<uint64_t> indexes;
     std::set<uint64_t> ended;
     uint64_t launches = 0;
+    uint64_t outOfFileOrder = 0;  // metadata mode numbers launches as the writer orders them
     reader->forEachEvent([&](const kcap::format::EventRef& ref) {
         if (ref.event.which() == Event::LAUNCH) {
             const auto launch = ref.event.getLaunch();
+            outOfFileOrder += launch.getLaunchIndex() != launches ? 1 : 0;
             ++launches;
             indexes.insert(launch.getLaunchIndex());
             byStream[{ref.event.getThreadId(), launch.getStream()}].push_back(at<float>(launch.getParams(), 0));
@@ -1379,6 +1381,7 @@ TEST(Record, SixteenThreadsFourStreamsThousandLaunchesMetadata)
         return true;
     });
     EXPECT_EQ(launches, 64000u);
+    EXPECT_EQ(outOfFileOrder, 0u);
     EXPECT_EQ(indexes.size(), 64000u);
     EXPECT_EQ(ended.size(), 64000u);
     ASSERT_EQ(byStream.size(), 64u);
