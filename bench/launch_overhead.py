@@ -9,6 +9,7 @@ and prints the nanoseconds each adds per launch against the 300 ns target.
         --shim build-gpu/interpose/libkcap_interpose.so [--kcap build-gpu/tools/kcap] \\
         [--threads 1,16] [--rounds 9] [--launches 100000] [--threaded-launches 20000] [--reps 3] [--dir /tmp]
         [--pin-cpu C] [--cpus LIST] [--compare-shim OTHER.so] [--interleave P] [--configs LIST]
+        [--deadline SECONDS]
 
 Configurations run round-robin, --rounds processes each, so that drift of
 the machine hits all of them; a configuration's figure is the median over its
@@ -34,16 +35,20 @@ figure is the median over rounds of each process's median pair difference,
 free of the spread between processes. With --kcap, every metadata
 trace must hold every launch the program made (else the row says so and the
 script exits 1). Exit status 1 also when a run fails; a missed target is a
-result, not a failure.
+result, not a failure. Fewer rounds than asked still give the tables, from
+the complete rounds, with a line saying why: --deadline S starts no round
+that would end past S seconds, and SIGTERM (`timeout`) stops at once.
 """
 import argparse
 import json
 import math
 import os
 import re
+import signal
 import statistics
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 TARGET_NS = 300.0
@@ -112,6 +117,9 @@ def parse_args():
     p.add_argument("--configs", default="",
                    help="comma-separated configurations to run (plain always runs), e.g. "
                         "\"metadata in-process,metadata B in-process\"; default: all")
+    p.add_argument("--deadline", type=float, default=0,
+                   help="seconds this script may run: no round is started that would end past it, going by "
+                        "the longest round so far (the device tool's per-call limit); 0: none")
     p.add_argument("--cpus", default="",
                    help="run each process under `taskset -c CPUS`: all its threads, the shim's included, "
                         "on these CPUs (tells whether the shim's threads cost by being elsewhere)")
@@ -166,7 +174,7 @@ def run_once(args, config, threads, scratch):
     shim_lines = [line for line in done.stderr.splitlines() if line.startswith("kcap:")]
     if shim_lines:
         return None, None, "the shim said: " + " / ".join(shim_lines), None
-    value = lambda key: float(re.search(rf"^{key} ([\d.]+)$", done.stdout, re.M).group(1))
+    value = lambda key: float(re.search(rf"^{key} (-?[\d.]+)$", done.stdout, re.M).group(1))
     problem = None
     if config.startswith("metadata") and args.kcap:
         made = int(re.search(r"^made kernel kcap_empty (\d+)$", done.stdout, re.M).group(1))
@@ -185,8 +193,37 @@ def run_once(args, config, threads, scratch):
     return value("median_ns_per_launch"), value("median_loop_ns_per_launch"), problem, scheduling
 
 
+class Stopped(Exception):
+    """SIGTERM (`timeout`): the rounds done so far are reported."""
+
+
+def stop_on_sigterm(signum, frame):
+    raise Stopped()
+
+
+def run_round(args, configs, threads, scratch, results, problems, cpu):
+    """One process of each configuration, appended to results (and cpu, problems)."""
+    for config in configs:
+        total, loop, problem, scheduling = run_once(args, config, threads, scratch)
+        results[config].append(None if total is None else (total, loop))
+        # Kept by round (None: not measured), so that a cut round can be dropped.
+        cpu[config].append(scheduling["process CPU ns/launch"] if total is not None and scheduling else None)
+        if total is not None and config.endswith("in-process"):
+            print(f"  threads {threads} {config}: {total:.1f} ns/launch through the shim, "
+                  f"{loop:+.1f} against libcuda's own (median of {args.interleave} pairs)", flush=True)
+        elif total is not None:
+            print(f"  threads {threads} {config}: {total:.1f} ns/launch (loop {loop:.1f}); launching "
+                  "threads: " + ", ".join(f"{k} {v}" for k, v in scheduling.items()), flush=True)
+        if problem:
+            problems[config].append(problem)
+            print(f"  threads {threads} {config}: PROBLEM {problem}", flush=True)
+
+
 def main():
     args = parse_args()
+    started = time.monotonic()
+    signal.signal(signal.SIGTERM, stop_on_sigterm)
+    cut = None  # why fewer rounds than --rounds ran
     scratch = Path(args.dir) / f"kcap-bench-launch-{os.getpid()}"
     scratch.mkdir(parents=True, exist_ok=True)
     failed = False
@@ -209,21 +246,26 @@ def main():
             results = {config: [] for config in configs}  # a round's (total, loop) or None
             problems = {config: [] for config in configs}
             cpu = {config: [] for config in configs}
-            for _ in range(args.rounds):
-                for config in configs:
-                    total, loop, problem, scheduling = run_once(args, config, threads, scratch)
-                    results[config].append(None if total is None else (total, loop))
-                    if total is not None and config.endswith("in-process"):
-                        print(f"  threads {threads} {config}: {total:.1f} ns/launch through the shim, "
-                              f"{loop:+.1f} against libcuda's own (median of {args.interleave} pairs)", flush=True)
-                    elif total is not None:
-                        cpu[config].append(scheduling["process CPU ns/launch"])
-                        print(f"  threads {threads} {config}: {total:.1f} ns/launch (loop {loop:.1f}); launching "
-                              "threads: " + ", ".join(f"{k} {v}" for k, v in scheduling.items()), flush=True)
-                    if problem:
-                        problems[config].append(problem)
-                        print(f"  threads {threads} {config}: PROBLEM {problem}", flush=True)
-                        failed = True
+            longest = 0.0
+            complete = 0
+            try:
+                for _ in range(args.rounds):
+                    elapsed = time.monotonic() - started
+                    if args.deadline > 0 and complete > 0 and elapsed + longest > args.deadline:
+                        cut = (f"stopped after {complete} of {args.rounds} rounds ({threads} thread(s)): "
+                               f"another would end past --deadline {args.deadline:g} s")
+                        break
+                    run_round(args, configs, threads, scratch, results, problems, cpu)
+                    failed = failed or any(problems[c] for c in configs)
+                    longest = max(longest, time.monotonic() - started - elapsed)
+                    complete += 1
+            except Stopped:
+                cut = f"stopped by SIGTERM after {complete} complete rounds ({threads} thread(s)); the rest is left out"
+                for config in configs:  # pairs are made by round: drop the incomplete one
+                    del results[config][complete:]
+                    del cpu[config][complete:]
+            if cut:
+                print(f"  {cut}", flush=True)
             plain = results["plain"]
             if not any(plain):
                 failed = True
@@ -257,7 +299,10 @@ def main():
                 if pairs:
                     comparisons.append((threads, " in-process", statistics.median(pairs), median_interval(pairs),
                                         len(pairs)))
+            if cut:
+                break
     finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
         for old in scratch.glob("*"):
             old.unlink()
         scratch.rmdir()
@@ -285,6 +330,8 @@ def main():
         span = "" if interval is None else f", 90% interval {interval[0]:+.0f} to {interval[1]:+.0f}"
         print(f"\nmetadata B{kind} ({args.compare_shim}) - metadata{kind}, {threads} thread(s), {count} rounds: "
               f"{median:+.1f} ns a launch{span}")
+    if cut:
+        print(f"\n{cut}")
     return 1 if failed else 0
 
 

@@ -62,7 +62,7 @@ if [ $bench = 1 ]; then
   fi
   # Launch overhead of the shim: one thread unpinned and pinned, 16 threads.
   overhead() {
-    timeout 150 python3 bench/launch_overhead.py --bench build-gpu/bench/kcap_bench_launch_overhead \
+    timeout 150 python3 bench/launch_overhead.py --deadline 140 --bench build-gpu/bench/kcap_bench_launch_overhead \
       --shim build-gpu/interpose/libkcap_interpose.so --kcap build-gpu/tools/kcap "$@"
   }
   if [ $overhead = 1 ]; then
