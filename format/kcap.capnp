@@ -367,10 +367,16 @@ enum SyncKind {
 }
 
 struct Launch {
-  # One kernel launch, written BEFORE the launch runs (so a faulting launch
-  # leaves it on disk). Its outcome follows in a LaunchEnd with the same
-  # launchIndex.
-  launchIndex @0 :UInt64;           # 0-based count of recorded launches
+  # One kernel launch. In full and pre modes it is written BEFORE the
+  # launch runs (so a faulting launch leaves it on disk) and its outcome
+  # follows later in a LaunchEnd with the same launchIndex. In metadata mode
+  # both are handed over once the launch call returned: the LaunchEnd is the
+  # next event (seq + 1), and a launch during which the process died is
+  # not in the trace.
+  launchIndex @0 :UInt64;           # 0-based count of recorded launches, each once. Metadata mode
+                                    # without a launch range or --timing numbers launches as they are
+                                    # written (launchIndex rises with seq); otherwise as they start,
+                                    # so other threads' Launch events may come out of launchIndex order
   api @1 :LaunchApi;
   perThreadStream @2 :Bool;         # the _ptsz variant was called
   function @3 :UInt64;              # CUfunction or CUkernel handle as passed
