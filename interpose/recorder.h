@@ -329,7 +329,7 @@ private:
     void writeTraceBegin();
 
     // Launch helpers (launch_capture.cpp).
-    bool selects(std::string_view kernelName);
+    bool selects(std::string_view kernelName);  // with a filter set: the caller tests that
     FunctionInfo functionInfo(CUfunction function);  // cached per thread
     FunctionInfo lookupFunction(CUfunction function);
     std::vector<GlobalVariable> globalsOf(uint64_t owner) const;
