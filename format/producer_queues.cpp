@@ -7,6 +7,19 @@ namespace {
 
 std::atomic<uint64_t> g_nextId{1};
 
+// The calling thread's ring. The cache is read on every queued append:
+// trivially destructible, so that reading it is one load; the owner, whose
+// destructor gives the ring up at thread exit, is touched only when the
+// thread takes a ring.
+struct RingCache {
+  uint64_t queuesId = 0;  // the ProducerQueues `ring` belongs to; 0: none
+  ProducerQueues::Ring* ring = nullptr;
+};
+// initial-exec: one %fs-relative load, in the preloaded shim as in the
+// tools (the default model for position-independent code calls
+// __tls_get_addr).
+__attribute__((tls_model("initial-exec"))) thread_local RingCache t_cache;
+
 }  // namespace
 
 // The thread's hold on its ring (one reference, Ring::references_).
@@ -15,7 +28,7 @@ struct ProducerQueues::Owner {
   bool gone = false;  // the thread is past its thread_local destructors
 
   void giveUp() noexcept {
-    cache_ = RingCache{0, nullptr};
+    t_cache = {};
     if (ring != nullptr) {
       ring->orphaned_.store(true, std::memory_order_release);  // its pushes happen before an adopter's
       unreference(ring);
@@ -44,17 +57,18 @@ void ProducerQueues::unreference(Ring* ring) noexcept {
   if (ring->references_.fetch_sub(1, std::memory_order_acq_rel) == 1) delete ring;
 }
 
-ProducerQueues::Ring* ProducerQueues::mineFirst() noexcept {
+ProducerQueues::Ring* ProducerQueues::mine() noexcept {
+  if (t_cache.queuesId == id_) return t_cache.ring;
   thread_local Owner owner;
   if (owner.gone) return nullptr;
   owner.giveUp();  // a ring of other queues (another writer): free for its other threads
   owner.ring = adoptOrMake();
-  if (owner.ring != nullptr) cache_ = RingCache{id_, owner.ring};
+  if (owner.ring != nullptr) t_cache = {id_, owner.ring};
   return owner.ring;
 }
 
 const ProducerQueues::Ring* ProducerQueues::mineIfAny() const noexcept {
-  return cache_.queuesId == id_ ? cache_.ring : nullptr;
+  return t_cache.queuesId == id_ ? t_cache.ring : nullptr;
 }
 
 ProducerQueues::Ring* ProducerQueues::adoptOrMake() noexcept {

@@ -47,10 +47,9 @@ class DeferredEvent;
 
 class ProducerQueues {
  public:
-  // Events a ring holds (16 KiB): 4 ms of launches at 4 us each, while
-  // the writer drains every millisecond as long as events come. A producer
-  // whose ring is full drains it itself: one lock per this many events.
-  static constexpr uint32_t kCapacity = 1024;
+  // Events a ring holds. The producer drains once it is full: one lock per
+  // this many events.
+  static constexpr uint32_t kCapacity = 64;
 
   class Ring;
 
@@ -61,9 +60,7 @@ class ProducerQueues {
 
   // The calling thread's ring, registered at its first call; nullptr once the
   // thread is past its thread_local destructors (it appends with the lock).
-  Ring* mine() noexcept {
-    return cache_.queuesId == id_ ? cache_.ring : mineFirst();
-  }
+  Ring* mine() noexcept;
 
   // The calling thread's ring if it has taken one, else nullptr.
   const Ring* mineIfAny() const noexcept;
@@ -101,19 +98,6 @@ class ProducerQueues {
     uint64_t next;  // the next entry to take
     uint64_t end;   // one past the last one this drain takes
   };
-  // The calling thread's ring, read on every queued append: trivially
-  // destructible, so that reading it is one load (initial-exec: %fs-relative
-  // in the preloaded shim too, where the default model for
-  // position-independent code calls __tls_get_addr). The Owner, whose
-  // destructor gives the ring up at thread exit, is touched only when the
-  // thread takes a ring.
-  struct RingCache {
-    uint64_t queuesId;  // the ProducerQueues `ring` belongs to; 0 (as thread_locals start): none
-    Ring* ring;
-  };
-  __attribute__((tls_model("initial-exec"))) static inline thread_local RingCache cache_;
-
-  Ring* mineFirst() noexcept;
   Ring* adoptOrMake() noexcept;
   static void unreference(Ring* ring) noexcept;
   static const Entry& at(const Ring& ring, uint64_t index) noexcept;

@@ -309,10 +309,6 @@ class TraceWriterImpl final : public TraceWriter {
     }
     writerThread_ = std::thread([this] { writeLoop(); });
     pthread_setname_np(writerThread_.native_handle(), "kcap-write");
-    if (queues_ != nullptr) {
-      drainThread_ = std::thread([this] { drainLoop(); });
-      pthread_setname_np(drainThread_.native_handle(), "kcap-order");
-    }
   }
 
   ~TraceWriterImpl() override {
@@ -471,9 +467,7 @@ class TraceWriterImpl final : public TraceWriter {
       stopping_ = true;
       workCv_.notify_all();
       doneCv_.notify_all();
-      drainCv_.notify_all();
     }
-    if (drainThread_.joinable()) drainThread_.join();
     for (auto& t : workers_) t.join();
     writerThread_.join();
     if (!failed_) writeIndexAndTrailer();
@@ -750,38 +744,6 @@ class TraceWriterImpl final : public TraceWriter {
     lock.unlock();  // freed after, outside the lock
   }
 
-  // The queued appends' drainer (producer_queues.h), so that a producing
-  // thread only queues: every millisecond while events come, backing off to
-  // every 64 ms while none do. A producer whose queue fills before drains
-  // it itself, so the pace bounds nothing but how long events wait.
-  void drainLoop() {
-    constexpr auto kBusy = std::chrono::milliseconds(1);
-    constexpr auto kIdle = std::chrono::milliseconds(64);
-    auto interval = kBusy;
-    std::unique_lock lock(mutex_);
-    while (!stopping_) {
-      drainCv_.wait_for(lock, interval);
-      if (stopping_) break;
-      lock.unlock();
-      bool found = false;
-      {
-        std::unique_lock batchLock(batchMutex_);
-        found = !closed_ && queues_->anyQueued();
-        try {
-          if (found) drainQueues(nullptr);
-        } catch (const FormatError&) {
-          // The writer failed: its producers learn it from their next call.
-        } catch (const std::exception& e) {
-          std::lock_guard failLock(mutex_);
-          if (!failed_) error_ = path_ + ": ordering queued events failed: " + e.what();
-          failed_ = true;
-        }
-      }
-      interval = found ? kBusy : std::min<std::chrono::milliseconds>(2 * interval, kIdle);
-      lock.lock();
-    }
-  }
-
   void writeLoop() {
     std::unique_lock lock(mutex_);
     for (;;) {
@@ -933,7 +895,6 @@ class TraceWriterImpl final : public TraceWriter {
   std::condition_variable doneCv_;     // writer thread: the head job is encoded
   std::condition_variable spaceCv_;    // producers: pending bytes went down
   std::condition_variable writtenCv_;  // flush(): jobs were written
-  std::condition_variable drainCv_;    // drainThread_: stopping
   std::deque<std::unique_ptr<Job>> queue_;  // submitted, not yet written, in file order
   std::deque<size_t> jobCost_;              // raw bytes of each queued job
   std::deque<Job*> unclaimed_;              // submitted, not yet picked by a compression thread
@@ -966,7 +927,6 @@ class TraceWriterImpl final : public TraceWriter {
   std::unique_ptr<WorkerPool> hashingPool_;
   std::vector<std::thread> workers_;
   std::thread writerThread_;
-  std::thread drainThread_;  // with queues_ only
 };
 
 }  // namespace
