@@ -29,7 +29,6 @@
 #include "container.h"
 #include "errors.h"
 #include "piece_memory.h"
-#include "producer_queues.h"
 #include "version.h"
 #include "worker_pool.h"
 
@@ -387,7 +386,6 @@ class TraceWriterImpl final : public TraceWriter {
 
     std::unique_lock batchLock(batchMutex_);
     throwIfFailedOrClosed();
-    drainQueues(queuedByThisThread());
     uint64_t seq = nextSeq_++;
     root.setSeq(seq);  // in place: the segments above see it
     if (bytes > kMaxRecordChunkRaw) {
@@ -405,23 +403,23 @@ class TraceWriterImpl final : public TraceWriter {
   }
 
   uint64_t append(DeferredEventPtr event) override {
+    const size_t hint = event->sizeHint();
+    const unsigned count = event->eventCount();
+    if (count == 0) throw FormatError(path_ + ": a deferred event standing for no event");
     std::unique_lock batchLock(batchMutex_);
     throwIfFailedOrClosed();
-    drainQueues(queuedByThisThread());
-    return appendDeferred(std::move(event));
-  }
-
-  void appendQueued(DeferredEventPtr event, uint64_t stamp) override {
-    ProducerQueues::Ring* const ring = queues_ != nullptr ? queues_->mine() : nullptr;
-    if (ring == nullptr || !ProducerQueues::push(*ring, event.get(), stamp)) {
-      append(std::move(event));  // drains this thread's queue first: its order holds
-      return;
-    }
-    (void)event.release();  // the queue's now
-    if (ProducerQueues::full(*ring)) {
-      std::unique_lock batchLock(batchMutex_);
-      drainQueues(ring);
-    }
+    const uint64_t seq = nextSeq_;
+    nextSeq_ += count;
+    event->sequenced(seq);
+    // The hint is an estimate: leave room under the chunk limit for it to be off.
+    if (batchBytes() + 2 * hint > kMaxRecordChunkRaw / 2) cutBatch();
+    if (batch_.eventCount == 0) batch_.firstSeq = seq;
+    batch_.deferred.push_back({batch_.raw.size(), seq, count, std::move(event)});
+    batch_.deferredHint += hint;
+    batch_.eventCount += count;
+    batchStats_.events += count;
+    if (batchBytes() >= options_.batchBytes) cutBatch();
+    return seq;
   }
 
   void flush() override {
@@ -431,7 +429,6 @@ class TraceWriterImpl final : public TraceWriter {
       throwIfFailed();
     }
     if (closed_) return;  // close() flushed everything
-    drainQueues(queuedByThisThread());
     cutBatch();
     std::unique_lock lock(mutex_);
     batchLock.unlock();  // producers go on while this waits
@@ -443,22 +440,17 @@ class TraceWriterImpl final : public TraceWriter {
   void close() override {
     {
       std::unique_lock batchLock(batchMutex_);
-      if (closed_) {
-        std::lock_guard lock(mutex_);
-        throwIfFailed();
-        return;
-      }
-      // A failure already met makes these throw; the threads must be
-      // stopped and joined all the same (a joinable std::thread destroyed
-      // later would terminate the process), so it is reported at the end.
-      try {
-        drainQueues(nullptr, true);  // what is queued now is the end's
-      } catch (const FormatError&) {
-      }
       {
         std::lock_guard lock(mutex_);
+        if (closed_) {
+          throwIfFailed();
+          return;
+        }
         closed_ = true;
       }
+      // A failure already met makes cutBatch throw; the threads must be
+      // stopped and joined all the same (a joinable std::thread destroyed
+      // later would terminate the process), so it is reported at the end.
       try {
         cutBatch();
       } catch (const FormatError&) {
@@ -491,46 +483,6 @@ class TraceWriterImpl final : public TraceWriter {
   uint32_t pieceSize() const override { return options_.pieceSize; }
 
  private:
-  // Caller holds batchMutex_ (and has checked the writer is open). Gives
-  // `event` its seq numbers and puts it in the batch.
-  uint64_t appendDeferred(DeferredEventPtr event) {
-    const size_t hint = event->sizeHint();
-    const unsigned count = event->eventCount();
-    if (count == 0) throw FormatError(path_ + ": a deferred event standing for no event");
-    const uint64_t seq = nextSeq_;
-    nextSeq_ += count;
-    event->sequenced(seq);
-    // The hint is an estimate: leave room under the chunk limit for it to be off.
-    if (batchBytes() + 2 * hint > kMaxRecordChunkRaw / 2) cutBatch();
-    if (batch_.eventCount == 0) batch_.firstSeq = seq;
-    batch_.deferred.push_back({batch_.raw.size(), seq, count, std::move(event)});
-    batch_.deferredHint += hint;
-    batch_.eventCount += count;
-    batchStats_.events += count;
-    if (batchBytes() >= options_.batchBytes) cutBatch();
-    return seq;
-  }
-
-  // This thread's queue, if it has one (queued appends).
-  const ProducerQueues::Ring* queuedByThisThread() const {
-    return queues_ != nullptr ? queues_->mineIfAny() : nullptr;
-  }
-
-  // Caller holds batchMutex_. Moves the queued events the ordering rules
-  // allow (producer_queues.h) into the batch: all of `own`'s, the others'
-  // stamped before now; everything with takeAll (close). Throws, dropping
-  // them, when the writer failed or closed.
-  void drainQueues(const ProducerQueues::Ring* own, bool takeAll = false) {
-    if (queues_ == nullptr || !queues_->anyQueued()) return;
-    if (failed_ || closed_) {
-      queues_->discardAll([](DeferredEvent* event) { event->release(); });
-      throwIfFailedOrClosed();
-      return;
-    }
-    const uint64_t cut = takeAll ? 0 : options_.orderClock();
-    queues_->drain(own, cut, takeAll, [this](DeferredEvent* event) { appendDeferred(DeferredEventPtr(event)); });
-  }
-
   // In two steps: the pieces are hashed, and the new ones copied, on the
   // hashing pool; then the new ones take their places in the file in piece
   // order, under the lock (so the file is the same whatever the threads do).
@@ -876,7 +828,7 @@ class TraceWriterImpl final : public TraceWriter {
 
   // Two locks, taken in this order when both are: batchMutex_ is the
   // producers' (the record chunk being filled and the sequence numbers:
-  // every append takes it, queued ones once a drain), mutex_ the queue's, shared with the
+  // every launch takes it twice), mutex_ the queue's, shared with the
   // compression and writer threads. A launching thread thus never waits for
   // one of those threads' critical sections, except once a chunk when it
   // queues the batch.
@@ -885,10 +837,6 @@ class TraceWriterImpl final : public TraceWriter {
   uint64_t nextSeq_ = 0;
   Stats batchStats_;         // its events and recordRawBytes (stats() adds them up)
   bool closed_ = false;      // set under both locks
-  // Queued appends' per-thread queues, drained under batchMutex_; none
-  // without an order clock.
-  const std::unique_ptr<ProducerQueues> queues_ =
-      options_.orderClock ? std::make_unique<ProducerQueues>() : nullptr;
 
   mutable std::mutex mutex_;
   std::condition_variable workCv_;     // compression threads: a job is unclaimed

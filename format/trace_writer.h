@@ -11,13 +11,11 @@
 // Ordering guarantee: everything a producer queued before calling append() (in
 // particular the pieces of the contents its event references) reaches the file
 // before that event's record chunk. flush() returns once everything queued so
-// far (appendQueued: by this thread, or by others before they synchronized
-// with it) has been handed to the OS, so a crash of the process after flush()
-// loses nothing that was queued before it.
+// far has been handed to the OS, so a crash of the process after flush() loses
+// nothing that was queued before it.
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -48,12 +46,11 @@ class DeferredEvent {
   virtual void build(schema::Event::Builder event, unsigned part) const = 0;
   // About how many bytes the encoded event takes (batching, memory bound).
   virtual size_t sizeHint() const = 0;
-  // Called once the object's seq numbers are taken, under the lock that
-  // orders appends (on the appending thread, or for appendQueued the one
-  // that drains the queues): what an event numbers here follows seq order
-  // across producers, for no lock or atomic read-modify-write of its own
-  // (the shim numbers its launches here). It must be quick and must not
-  // call the writer. Default: nothing.
+  // Called by append() once the object's seq numbers are taken, under the
+  // lock that orders appends, on the producer's thread: what an event
+  // numbers here follows seq order across producers, for no lock or atomic
+  // read-modify-write of its own (the shim numbers its launches here). It
+  // must be quick and must not call the writer. Default: nothing.
   virtual void sequenced(uint64_t firstSeq) noexcept { (void)firstSeq; }
   // Called once by the writer when it is done with the event (built, or
   // dropped on failure), on one of its threads, instead of deleting it: an
@@ -98,11 +95,6 @@ class TraceWriter {
     // to `maxDirectBytes` until the writer goes. No pageLocker: none.
     PageLocker* pageLocker = nullptr;
     size_t maxDirectBytes = 0;
-    // The clock that orders queued appends (appendQueued, producer_queues.h):
-    // monotonic across CPUs, and read in order with the memory accesses
-    // around it (no earlier loads may pass it, no later ones precede it).
-    // Called by whoever drains the queues. Empty: appendQueued is append.
-    std::function<uint64_t()> orderClock;
   };
 
   struct Stats {
@@ -175,18 +167,6 @@ class TraceWriter {
   // so it keeps its place among the events appended before and after it.
   // Returns the first of its eventCount() seq numbers. Thread-safe.
   virtual uint64_t append(DeferredEventPtr event) = 0;
-
-  // append() for the hottest producers, with no lock and no atomic
-  // read-modify-write: the event waits in a queue of the calling thread's
-  // and takes its seq numbers when the queues are drained, by the next
-  // append, flush or close on any thread, or by this thread once its queue
-  // is full (producer_queues.h). `stamp`: Options::orderClock's time, read
-  // after everything the event must follow. A thread's events keep their
-  // order among its appends of either kind, and an event appended before
-  // (happening before) another thread's takes a lower seq. Until drained, an
-  // event is no more on disk than one in the batch being filled.
-  // Thread-safe.
-  virtual void appendQueued(DeferredEventPtr event, uint64_t stamp) = 0;
 
   // Blocks until everything appended or stored so far is written to the file.
   virtual void flush() = 0;

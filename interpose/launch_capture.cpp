@@ -475,13 +475,10 @@ void Recorder::launchFinished(PendingLaunch& pending, CUresult result)
     }
     if (pending.launchEvent) {
         auto* launch = static_cast<LaunchEventData*>(pending.launchEvent.get());
-        // The order stamp as well (appendQueued): read after the driver's
-        // launch call, thousands of instructions after anything the launch
-        // follows, so the counter read needs no fence (producer_queues.h).
         launch->endStamp = clock_.stamp();
         launch->result = result;
         launch->withEnd = true;
-        writer_->appendQueued(std::move(pending.launchEvent), launch->endStamp);
+        writer_->append(std::move(pending.launchEvent));
         return;
     }
     LaunchEndData* data = Recycler<LaunchEndData>::take(Recycler<LaunchEndData>::ofThisThread());

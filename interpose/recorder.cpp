@@ -129,12 +129,9 @@ size_t directMemoryBound(const CaptureOptions& options)
     return std::min<size_t>(bound, static_cast<size_t>(pages) / 4 * static_cast<size_t>(pageSize));
 }
 
-std::unique_ptr<format::TraceWriter> createWriter(const std::string& path, const CaptureOptions& options,
-                                                  const TraceClock& clock)
+std::unique_ptr<format::TraceWriter> createWriter(const std::string& path, const CaptureOptions& options)
 {
     format::TraceWriter::Options writerOptions;
-    // Metadata launches are queued (appendQueued), stamped with this clock.
-    writerOptions.orderClock = [&clock] { return clock.orderedStamp(); };
     writerOptions.zstdLevel = options.zstdLevel;
     writerOptions.pieceSize = options.pieceSize;
     writerOptions.maxPendingBytes = options.bufferBytes;
@@ -228,10 +225,10 @@ Recorder::Operation::~Operation()
 
 // ---- life cycle ---------------------------------------------------------------------
 
-Recorder::Recorder(CaptureOptions options, std::string path)
+Recorder::Recorder(CaptureOptions options, std::string path, std::unique_ptr<format::TraceWriter> writer)
     : options_(std::move(options)),
       path_(std::move(path)),
-      writer_(createWriter(path_, options_, clock_)),
+      writer_(std::move(writer)),
       startUnixNs_(clockNs(CLOCK_REALTIME)),
       staging_(stagingBytes(options_.pieceSize))
 {
@@ -279,7 +276,7 @@ Recorder* Recorder::start() noexcept
         if (g_state.load() == kWaitingForDriver && driverReady()) {
             const CaptureOptions& options = *g_options.load();
             const std::string path = outputPath(options);
-            std::unique_ptr<Recorder> recorder(new Recorder(options, path));
+            std::unique_ptr<Recorder> recorder(new Recorder(options, path, createWriter(path, options)));
             recorder->writeTraceBegin();
             started = recorder.release();
             g_recorder.store(started, std::memory_order_release);

@@ -318,7 +318,7 @@ public:
 private:
     friend class EventMessage;
 
-    Recorder(CaptureOptions options, std::string path);  // creates the trace: throws when it cannot
+    Recorder(CaptureOptions options, std::string path, std::unique_ptr<format::TraceWriter> writer);
     static Recorder* start() noexcept;
 
     uint64_t append(EventMessage& message);
@@ -337,11 +337,10 @@ private:
 
     const CaptureOptions options_;
     const std::string path_;
-    // Event times (its anchors and rate are caches: mutable). Launches take
-    // stamps, converted when the writer builds their events. Before the
-    // writer: it is the writer's order clock too.
-    mutable TraceClock clock_;
     const std::unique_ptr<format::TraceWriter> writer_;
+    // Event times (its anchors and rate are caches: mutable). Launches take
+    // stamps, converted when the writer builds their events.
+    mutable TraceClock clock_;
     uint64_t startUnixNs_ = 0;
 
     AllocationMap allocations_;

@@ -70,31 +70,6 @@ uint64_t TraceClock::readCounter() noexcept
 #endif
 }
 
-namespace {
-
-// Waits for every earlier instruction to complete (loads included) before
-// any later one starts.
-inline void instructionBarrier() noexcept
-{
-#if defined(__x86_64__)
-    _mm_lfence();
-#elif defined(__aarch64__)
-    asm volatile("dsb ld\n\tisb" ::: "memory");
-#else
-    std::atomic_thread_fence(std::memory_order_seq_cst);
-#endif
-}
-
-}  // namespace
-
-uint64_t TraceClock::orderedStamp() const noexcept
-{
-    instructionBarrier();
-    const uint64_t now = stamp();
-    instructionBarrier();
-    return now;
-}
-
 // A tick count and CLOCK_MONOTONIC read as close together as three tries
 // allow (the tick count halfway through the clock read).
 TraceClock::Anchor TraceClock::readAnchor() noexcept

@@ -46,11 +46,6 @@ public:
 
     // Now, as an opaque stamp (any thread, no lock, no ordering).
     uint64_t stamp() const noexcept { return counter_ ? readCounter() : monotonicNs(); }
-    // The same, read in order with the memory accesses around it: after
-    // every earlier load, before every later one (the trace writer's order
-    // clock, format/producer_queues.h). Costs a pipeline drain: not for the
-    // launch path.
-    uint64_t orderedStamp() const noexcept;
     // A stamp as nanoseconds since startMonotonicNs() (0 for one before it).
     uint64_t toNs(uint64_t stamp) noexcept;
     uint64_t nowNs() noexcept { return toNs(stamp()); }
