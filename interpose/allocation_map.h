@@ -69,7 +69,7 @@ public:
     // Many lookups under one shared lock: a launch resolves all its
     // parameter words through one Reader (a shared_mutex lock and unlock are
     // two locked instructions on one cache line that every launching thread
-    // writes, dear with many threads, so not one pair per word). Allocation
+    // writes, costly with many threads, so not one pair per word). Allocation
     // and free wait while a Reader lives: keep it for one scan only.
     class Reader {
     public:
