@@ -8,8 +8,8 @@ and prints the nanoseconds each adds per launch against the 300 ns target.
     launch_overhead.py --bench build-gpu/bench/kcap_bench_launch_overhead \\
         --shim build-gpu/interpose/libkcap_interpose.so [--kcap build-gpu/tools/kcap] \\
         [--threads 1,16] [--rounds 9] [--launches 100000] [--threaded-launches 20000] [--reps 3] [--dir /tmp]
-        [--pin-cpu C] [--cpus LIST] [--compare-shim OTHER.so] [--interleave P] [--configs LIST]
-        [--deadline SECONDS]
+        [--pin-cpu C] [--cpus LIST] [--compare-shim OTHER.so] [--compare-env KEY=VALUE,...]
+        [--interleave P] [--configs LIST] [--deadline SECONDS]
 
 Configurations run round-robin, --rounds processes each, so that drift of
 the machine hits all of them; a configuration's figure is the median over its
@@ -27,7 +27,8 @@ CPU migrations per 1,000 launches, and the whole process's CPU time per
 launch (what the shim's other threads cost the machine). --compare-shim
 adds "metadata B", recording with another build of the shim in the same
 rounds, and the paired difference B - metadata (an A/B of two builds on one
-machine). "metadata in-process" (--interleave P, one thread; on by default)
+machine); --compare-env sets variables in B's environment (an A/B of an
+option, with the same build unless --compare-shim names another). "metadata in-process" (--interleave P, one thread; on by default)
 measures the same within one process: P pairs of blocks of launches, one
 through the shim recording and one through libcuda's own cuLaunchKernel,
 which the shim does not see (kcap_bench_launch_overhead --interleave); its
@@ -112,6 +113,9 @@ def parse_args():
     p.add_argument("--compare-shim", default="",
                    help="another libkcap_interpose.so: also record metadata with it (\"metadata B\") and "
                         "print B's paired difference against the first")
+    p.add_argument("--compare-env", default="",
+                   help="KEY=VALUE[,KEY=VALUE...]: set these in \"metadata B\"'s environment (B is the same "
+                        "shim unless --compare-shim names another): an A/B of an option, e.g. KCAP_LEVEL=-5")
     p.add_argument("--interleave", type=int, default=6,
                    help="pairs of blocks in each \"metadata in-process\" process (one thread only; 0: none)")
     p.add_argument("--configs", default="",
@@ -124,6 +128,12 @@ def parse_args():
                    help="run each process under `taskset -c CPUS`: all its threads, the shim's included, "
                         "on these CPUs (tells whether the shim's threads cost by being elsewhere)")
     args = p.parse_args()
+    args.compare_env_pairs = {}
+    for item in filter(None, args.compare_env.split(",")):
+        key, equals, value = item.partition("=")
+        if not equals or not key:
+            p.error(f"--compare-env: expected KEY=VALUE, got {item!r}")
+        args.compare_env_pairs[key] = value
     for flag, path in (("--bench", args.bench), ("--shim", args.shim), ("--compare-shim", args.compare_shim)):
         if path and not Path(path).is_file():
             p.error(f"{flag}: no such file: {path}")
@@ -136,11 +146,12 @@ def environment(config, args, scratch):
         env["LD_PRELOAD"] = args.shim
     if config == "stats":
         env["KCAP_STATS_FILE"] = str(scratch / "stats")
-    if config.startswith("metadata B"):
-        env["LD_PRELOAD"] = args.compare_shim
     if config.startswith("metadata"):
         env["KCAP_OUTPUT"] = str(scratch / "trace.kcap")
         env["KCAP_MODE"] = "metadata"
+    if config.startswith("metadata B"):
+        env["LD_PRELOAD"] = args.compare_shim or args.shim
+        env.update(args.compare_env_pairs)
     return env
 
 
@@ -237,9 +248,10 @@ def main():
     comparisons = []  # (threads, median of B - metadata, its interval, rounds)
     try:
         for threads in [int(t) for t in args.threads.split(",")]:
-            configs = CONFIGS + (["metadata B"] if args.compare_shim else [])
+            compare = bool(args.compare_shim or args.compare_env_pairs)
+            configs = CONFIGS + (["metadata B"] if compare else [])
             if args.interleave > 0 and threads == 1:
-                configs += ["metadata in-process"] + (["metadata B in-process"] if args.compare_shim else [])
+                configs += ["metadata in-process"] + (["metadata B in-process"] if compare else [])
             if args.configs:
                 wanted = {c.strip() for c in args.configs.split(",")}
                 configs = [c for c in configs if c == "plain" or c in wanted]
@@ -328,7 +340,8 @@ def main():
               f"| {outcome} |")
     for threads, kind, median, interval, count in comparisons:
         span = "" if interval is None else f", 90% interval {interval[0]:+.0f} to {interval[1]:+.0f}"
-        print(f"\nmetadata B{kind} ({args.compare_shim}) - metadata{kind}, {threads} thread(s), {count} rounds: "
+        what = ", ".join(filter(None, [args.compare_shim, args.compare_env]))
+        print(f"\nmetadata B{kind} ({what}) - metadata{kind}, {threads} thread(s), {count} rounds: "
               f"{median:+.1f} ns a launch{span}")
     if cut:
         print(f"\n{cut}")
