@@ -8,7 +8,7 @@ and prints the nanoseconds each adds per launch against the 300 ns target.
     launch_overhead.py --bench build-gpu/bench/kcap_bench_launch_overhead \\
         --shim build-gpu/interpose/libkcap_interpose.so [--kcap build-gpu/tools/kcap] \\
         [--threads 1,16] [--rounds 9] [--launches 100000] [--threaded-launches 20000] [--reps 3] [--dir /tmp]
-        [--pin-cpu C] [--cpus LIST] [--compare-shim OTHER.so] [--compare-env KEY=VALUE,...]
+        [--pin-cpu C] [--cpus LIST] [--compare-shim OTHER.so] [--compare-env KEY=VALUE,...] [--compare-cpus LIST]
         [--interleave P] [--configs LIST] [--deadline SECONDS]
 
 Configurations run round-robin, --rounds processes each, so that drift of
@@ -28,7 +28,10 @@ launch (what the shim's other threads cost the machine). --compare-shim
 adds "metadata B", recording with another build of the shim in the same
 rounds, and the paired difference B - metadata (an A/B of two builds on one
 machine); --compare-env sets variables in B's environment (an A/B of an
-option, with the same build unless --compare-shim names another). "metadata in-process" (--interleave P, one thread; on by default)
+option, with the same build unless --compare-shim names another);
+--compare-cpus runs B's processes under taskset on other CPUs (where the
+shim's writer threads run), the launching thread still on --pin-cpu.
+"metadata in-process" (--interleave P, one thread; on by default)
 measures the same within one process: P pairs of blocks of launches, one
 through the shim recording and one through libcuda's own cuLaunchKernel,
 which the shim does not see (kcap_bench_launch_overhead --interleave); its
@@ -116,6 +119,9 @@ def parse_args():
     p.add_argument("--compare-env", default="",
                    help="KEY=VALUE[,KEY=VALUE...]: set these in \"metadata B\"'s environment (B is the same "
                         "shim unless --compare-shim names another): an A/B of an option, e.g. KCAP_LEVEL=-5")
+    p.add_argument("--compare-cpus", default="",
+                   help="run \"metadata B\"'s processes under `taskset -c LIST` instead of --cpus (the launching "
+                        "thread still moves to --pin-cpu): an A/B of where the shim's threads run")
     p.add_argument("--interleave", type=int, default=6,
                    help="pairs of blocks in each \"metadata in-process\" process (one thread only; 0: none)")
     p.add_argument("--configs", default="",
@@ -129,6 +135,8 @@ def parse_args():
                         "on these CPUs (tells whether the shim's threads cost by being elsewhere)")
     args = p.parse_args()
     args.compare_env_pairs = {}
+    if args.compare_cpus and args.pin_cpu < 0:
+        p.error("--compare-cpus needs --pin-cpu (else the launching thread runs among the LIST too)")
     for item in filter(None, args.compare_env.split(",")):
         key, equals, value = item.partition("=")
         if not equals or not key:
@@ -171,8 +179,9 @@ def run_once(args, config, threads, scratch):
     in_process = config.endswith("in-process")
     if in_process:
         command += ["--interleave", str(args.interleave)]
-    if args.cpus:
-        command = ["taskset", "-c", args.cpus] + command
+    cpus = args.compare_cpus if config.startswith("metadata B") and args.compare_cpus else args.cpus
+    if cpus:
+        command = ["taskset", "-c", cpus] + command
     if args.pin_cpu >= 0:
         command += ["--pin-cpu", str(args.pin_cpu)]
     try:
@@ -248,7 +257,7 @@ def main():
     comparisons = []  # (threads, median of B - metadata, its interval, rounds)
     try:
         for threads in [int(t) for t in args.threads.split(",")]:
-            compare = bool(args.compare_shim or args.compare_env_pairs)
+            compare = bool(args.compare_shim or args.compare_env_pairs or args.compare_cpus)
             configs = CONFIGS + (["metadata B"] if compare else [])
             if args.interleave > 0 and threads == 1:
                 configs += ["metadata in-process"] + (["metadata B in-process"] if compare else [])
@@ -340,7 +349,8 @@ def main():
               f"| {outcome} |")
     for threads, kind, median, interval, count in comparisons:
         span = "" if interval is None else f", 90% interval {interval[0]:+.0f} to {interval[1]:+.0f}"
-        what = ", ".join(filter(None, [args.compare_shim, args.compare_env]))
+        what = ", ".join(filter(None, [args.compare_shim, args.compare_env,
+                                       args.compare_cpus and f"taskset -c {args.compare_cpus}"]))
         print(f"\nmetadata B{kind} ({what}) - metadata{kind}, {threads} thread(s), {count} rounds: "
               f"{median:+.1f} ns a launch{span}")
     if cut:
