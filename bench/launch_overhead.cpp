@@ -26,7 +26,11 @@
 // the spread between processes (which core, which driver state: on the H200
 // host 700-1,000 ns between plain processes). Prints per pair
 //   pair I hooked_ns_per_launch X direct_ns_per_launch Y
-// then interleaved_added_ns_per_launch Z (the median of X - Y), and
+//   ... hooked_cpu_ns_per_launch X2 direct_cpu_ns_per_launch Y2
+// (X2, Y2: the launching thread's CPU time, clock_gettime
+// CLOCK_THREAD_CPUTIME_ID, per launch), then interleaved_added_ns_per_launch
+// Z (the median of X - Y), interleaved_added_cpu_ns_per_launch Z2 (of
+// X2 - Y2), and
 // `made kernel kcap_empty` counts only the launches the shim could see.
 //
 // Prints, one fact a line:
@@ -68,6 +72,7 @@
 
 #include <barrier>
 #include <cstring>
+#include <ctime>
 #include <thread>
 
 namespace {
@@ -157,6 +162,16 @@ double cpuNs(const rusage& usage)
 {
     const auto ns = [](const timeval& t) { return static_cast<double>(t.tv_sec) * 1e9 + static_cast<double>(t.tv_usec) * 1e3; };
     return ns(usage.ru_utime) + ns(usage.ru_stime);
+}
+
+// The calling thread's CPU time (user and system). In a VM guest with
+// steal-time accounting, time the host gave the vCPU to others is not in
+// it, which the wall clock counts.
+double threadCpuNs()
+{
+    timespec t{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return static_cast<double>(t.tv_sec) * 1e9 + static_cast<double>(t.tv_nsec);
 }
 
 // The calling thread's CPU migrations from now on (a perf software counter,
@@ -281,18 +296,25 @@ int runInterleaved(const Options& options, CUcontext context, CUfunction empty)
         }
     }
     const double n = static_cast<double>(options.launches);
+    struct BlockTime {
+        double wallNs = 0;  // per launch
+        double cpuNs = 0;   // the launching thread's CPU time, per launch
+    };
     const auto block = [&](LaunchKernel launch) {
+        const double cpuStart = threadCpuNs();
         const double start = bench::nowNs();
         launchMany(empty, stream, options.launches, launch);
         BENCH_CHECK(cuStreamSynchronize(stream));
-        return (bench::nowNs() - start) / n;
+        const double end = bench::nowNs();
+        return BlockTime{(end - start) / n, (threadCpuNs() - cpuStart) / n};
     };
     std::vector<double> added;
+    std::vector<double> addedCpu;
     for (unsigned long long pair = 0; pair < options.interleave; ++pair) {
         // ABBA BAAB: each kind goes first as often as second.
         const bool hookedFirst = (pair % 4 == 0) || (pair % 4 == 3);
-        double hooked = 0;
-        double plain = 0;
+        BlockTime hooked;
+        BlockTime plain;
         if (hookedFirst) {
             hooked = block(&cuLaunchKernel);
             plain = block(direct);
@@ -300,11 +322,15 @@ int runInterleaved(const Options& options, CUcontext context, CUfunction empty)
             plain = block(direct);
             hooked = block(&cuLaunchKernel);
         }
-        added.push_back(hooked - plain);
-        std::printf("pair %llu hooked_ns_per_launch %.1f direct_ns_per_launch %.1f\n", pair, hooked, plain);
+        added.push_back(hooked.wallNs - plain.wallNs);
+        addedCpu.push_back(hooked.cpuNs - plain.cpuNs);
+        std::printf("pair %llu hooked_ns_per_launch %.1f direct_ns_per_launch %.1f hooked_cpu_ns_per_launch %.1f "
+                    "direct_cpu_ns_per_launch %.1f\n",
+                    pair, hooked.wallNs, plain.wallNs, hooked.cpuNs, plain.cpuNs);
     }
     BENCH_CHECK(cuStreamDestroy(stream));
     std::printf("interleaved_added_ns_per_launch %.1f\n", bench::median(added));
+    std::printf("interleaved_added_cpu_ns_per_launch %.1f\n", bench::median(addedCpu));
     std::printf("made kernel kcap_empty %llu\n", options.warmup + options.interleave * options.launches);
     return 0;
 }

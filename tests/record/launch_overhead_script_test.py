@@ -1,0 +1,76 @@
+#!/usr/bin/env python3
+"""bench/launch_overhead.py end to end against the driver double: the script
+that produces the launch-overhead figures of docs/benchmarks.md runs only on
+the GPU host, where a parsing slip costs a device call. Here it runs the real
+benchmark program under the real shim (tiny sizes; the figures themselves
+mean nothing on the double) and the test checks what it prints.
+
+    launch_overhead_script_test.py SCRIPT BENCH SHIM KCAP DOUBLE_DIR
+"""
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+
+def run(script, bench, shim, kcap, double_dir, *extra):
+    env = dict(os.environ)
+    env["LD_LIBRARY_PATH"] = double_dir + (":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
+    with tempfile.TemporaryDirectory() as scratch:
+        command = [sys.executable, script, "--bench", bench, "--shim", shim, "--kcap", kcap, "--threads", "1",
+                   "--rounds", "5", "--launches", "300", "--reps", "1", "--interleave", "2", "--dir", scratch,
+                   "--configs", "metadata in-process,metadata B in-process", *extra]
+        done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
+    return done.returncode, done.stdout + done.stderr
+
+
+failures = []
+
+
+def expect(condition, what, output):
+    if not condition:
+        failures.append(what)
+        print(f"FAILED: {what}\n--- output ---\n{output}\n---", flush=True)
+
+
+def main():
+    script, bench, shim, kcap, double_dir = sys.argv[1:6]
+
+    # An A/B of an option: B records at another zstd level. Every trace must
+    # hold every launch (--kcap), so the script exits 0.
+    status, out = run(script, bench, shim, kcap, double_dir, "--compare-env", "KCAP_LEVEL=3")
+    expect(status == 0, f"exit status 0 with --compare-env (got {status})", out)
+    expect("PROBLEM" not in out, "no PROBLEM line when every trace holds every launch", out)
+    expect(len(re.findall(r"^  threads 1 metadata in-process: [\d.]+ ns/launch through the shim, [+-][\d.]+ "
+                          r"against libcuda's own \(median of 2 pairs\); launching thread's CPU time [+-][\d.]+$",
+                          out, re.M)) == 5, "five in-process lines with wall and thread CPU figures", out)
+    for row in ("metadata in-process", "metadata in-process (thread CPU time)", "metadata B in-process",
+                "metadata B in-process (thread CPU time)"):
+        expect(re.search(rf"^\| 1 \| {re.escape(row)} \|[^|]*\|[^|]*\| [+-][\d.]+ \| [+-]\d+ to [+-]\d+ \|", out, re.M),
+               f"a table row for {row} with its figure and interval", out)
+    expect(re.search(r"^\| 1 \| metadata in-process \(thread CPU time\) .*\(not the target's measure\) \|$", out, re.M),
+           "the thread CPU row carries no verdict on the target", out)
+    expect(re.search(r"^metadata B in-process \(KCAP_LEVEL=3\) - metadata in-process, 1 thread\(s\), 5 rounds: "
+                     r"[+-][\d.]+ ns a launch, 90% interval [+-]\d+ to [+-]\d+$", out, re.M),
+           "the paired B - A line names the option", out)
+
+    # B records only 10 launches: the --kcap check must catch it and fail the run.
+    status, out = run(script, bench, shim, kcap, double_dir, "--compare-env", "KCAP_MAX_LAUNCHES=10")
+    expect(status == 1, f"exit status 1 when B's traces lack launches (got {status})", out)
+    expect(re.search(r"^  threads 1 metadata B in-process: PROBLEM the trace holds 10 launches of \d+ made", out, re.M),
+           "a PROBLEM line naming how many launches B's trace holds", out)
+    expect(not re.search(r"^  threads 1 metadata in-process: PROBLEM", out, re.M), "A has no problem", out)
+
+    status, out = run(script, bench, shim, kcap, double_dir, "--compare-env", "KCAP_LEVEL")
+    expect(status == 2 and "--compare-env: expected KEY=VALUE" in out, "a malformed --compare-env is refused", out)
+
+    if failures:
+        print(f"{len(failures)} check(s) failed")
+        return 1
+    print("all checks passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
