@@ -42,6 +42,7 @@ def main():
     status, out = run(script, bench, shim, kcap, double_dir, "--compare-env", "KCAP_LEVEL=3")
     expect(status == 0, f"exit status 0 with --compare-env (got {status})", out)
     expect("PROBLEM" not in out, "no PROBLEM line when every trace holds every launch", out)
+    expect("threads 1 plain" not in out, "no plain process when every configuration is in-process", out)
     expect(len(re.findall(r"^  threads 1 metadata in-process: [\d.]+ ns/launch through the shim, [+-][\d.]+ "
                           r"against libcuda's own \(median of 2 pairs\); launching thread's CPU time [+-][\d.]+$",
                           out, re.M)) == 5, "five in-process lines with wall and thread CPU figures", out)
