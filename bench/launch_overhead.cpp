@@ -27,8 +27,8 @@
 // host 700-1,000 ns between plain processes). Prints per pair
 //   pair I hooked_ns_per_launch X direct_ns_per_launch Y
 //   ... hooked_cpu_ns_per_launch X2 direct_cpu_ns_per_launch Y2
-// (X2, Y2: the launching thread's CPU time, clock_gettime
-// CLOCK_THREAD_CPUTIME_ID, per launch), then interleaved_added_ns_per_launch
+// (X2, Y2: the launching thread's CPU time, getrusage RUSAGE_THREAD, per
+// launch), then interleaved_added_ns_per_launch
 // Z (the median of X - Y), interleaved_added_cpu_ns_per_launch Z2 (of
 // X2 - Y2), and
 // `made kernel kcap_empty` counts only the launches the shim could see.
@@ -72,7 +72,6 @@
 
 #include <barrier>
 #include <cstring>
-#include <ctime>
 #include <thread>
 
 namespace {
@@ -162,16 +161,6 @@ double cpuNs(const rusage& usage)
 {
     const auto ns = [](const timeval& t) { return static_cast<double>(t.tv_sec) * 1e9 + static_cast<double>(t.tv_usec) * 1e3; };
     return ns(usage.ru_utime) + ns(usage.ru_stime);
-}
-
-// The calling thread's CPU time (user and system). In a VM guest with
-// steal-time accounting, time the host gave the vCPU to others is not in
-// it, which the wall clock counts.
-double threadCpuNs()
-{
-    timespec t{};
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-    return static_cast<double>(t.tv_sec) * 1e9 + static_cast<double>(t.tv_nsec);
 }
 
 // The calling thread's CPU migrations from now on (a perf software counter,
@@ -298,8 +287,12 @@ int runInterleaved(const Options& options, CUcontext context, CUfunction empty)
     const double n = static_cast<double>(options.launches);
     struct BlockTime {
         double wallNs = 0;  // per launch
-        double cpuNs = 0;   // the launching thread's CPU time, per launch
+        // The launching thread's CPU time, per launch: in a VM guest with
+        // steal-time accounting, time the host gave the vCPU to others is
+        // not in it, which the wall clock counts.
+        double cpuNs = 0;
     };
+    const auto threadCpuNs = [] { return cpuNs(usageOf(RUSAGE_THREAD)); };
     const auto block = [&](LaunchKernel launch) {
         const double cpuStart = threadCpuNs();
         const double start = bench::nowNs();
