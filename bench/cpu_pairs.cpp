@@ -10,8 +10,8 @@
 // others (tens of percent) marks a CPU that shares the measured CPU's core.
 //
 // Two loops: "compute" (independent multiply chains, bound by the core's
-// execution units) and "cache" (dependent loads over 512 KiB, sensitive to
-// sharing L1/L2). Each figure is the median of --reps timed runs of --ms.
+// execution units) and "cache" (dependent loads over 1.5 MiB, sensitive to
+// sharing L2). Each figure is the median of --reps timed runs of --ms.
 //
 //   kcap_bench_cpu_pairs [--cpu C] [--ms MS] [--reps R]
 #include <pthread.h>
@@ -59,10 +59,12 @@ uint64_t computeSteps(uint64_t steps, uint64_t seed)
     return all;
 }
 
-// A random cycle through 512 KiB (64-byte steps): each load waits for the last.
+// A random cycle through 1.5 MiB (64-byte steps): each load waits for the
+// last. It fits one core's L2 on the H200 host (2 MiB), two of them do not:
+// a thread on the same core's other hyperthread turns its hits into misses.
 struct Ring {
     std::vector<uint32_t> next;
-    explicit Ring(uint64_t seed) : next(512 * 1024 / 64 * 16)
+    explicit Ring(uint64_t seed) : next(1536 * 1024 / 64 * 16)
     {
         const size_t lines = next.size() / 16;
         std::vector<uint32_t> order(lines);
