@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cerrno>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -143,30 +144,35 @@ struct Burner {
     }
 };
 
-int intArg(int argc, char** argv, const char* name, int fallback)
+// A whole non-negative decimal number, or -1.
+int parseCount(const char* text)
 {
-    for (int i = 1; i + 1 < argc; ++i) {
-        if (std::strcmp(argv[i], name) == 0) return std::atoi(argv[i + 1]);
-    }
-    return fallback;
+    char* end = nullptr;
+    errno = 0;
+    const long value = std::strtol(text, &end, 10);
+    if (errno != 0 || end == text || *end != '\0' || value < 0 || value > 1000000) return -1;
+    return static_cast<int>(value);
 }
 
 }  // namespace
 
 int main(int argc, char** argv)
 {
+    int measured = 2, ms = 100, reps = 3;
     for (int i = 1; i < argc; ++i) {
         const std::string arg = argv[i];
-        if (arg == "--cpu" || arg == "--ms" || arg == "--reps") {
-            ++i;
-            if (i < argc) continue;
+        int* target = arg == "--cpu" ? &measured : arg == "--ms" ? &ms : arg == "--reps" ? &reps : nullptr;
+        const char* text = target != nullptr && i + 1 < argc ? argv[++i] : "";
+        const int value = target != nullptr ? parseCount(text) : -1;
+        if (value < 0) {
+            std::fprintf(stderr, "cpu_pairs: '%s %s': expected --cpu C, --ms MS or --reps R (whole numbers)\n",
+                         arg.c_str(), text);
+            return 2;
         }
-        std::fprintf(stderr, "usage: %s [--cpu C] [--ms MS] [--reps R]\n", argv[0]);
-        return 2;
+        *target = value;
     }
-    const int measured = intArg(argc, argv, "--cpu", 2);
-    const int ms = std::max(10, intArg(argc, argv, "--ms", 100));
-    const int reps = std::max(1, intArg(argc, argv, "--reps", 3));
+    ms = std::max(10, ms);
+    reps = std::max(1, reps);
 
     cpu_set_t allowed;
     CPU_ZERO(&allowed);
