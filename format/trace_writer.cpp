@@ -415,6 +415,12 @@ class TraceWriterImpl final : public TraceWriter {
     if (batchBytes() + 2 * hint > kMaxRecordChunkRaw / 2) cutBatch();
     if (batch_.eventCount == 0) batch_.firstSeq = seq;
     batch_.deferred.push_back({batch_.raw.size(), seq, count, std::move(event)});
+    // The next slot's line, for the next append: the vector's memory was
+    // last used by a compression thread (a freed batch), and a store to it
+    // would wait for the line to cross from that core.
+    if (batch_.deferred.size() < batch_.deferred.capacity()) {
+      __builtin_prefetch(batch_.deferred.data() + batch_.deferred.size(), 1, 3);
+    }
     batch_.deferredHint += hint;
     batch_.eventCount += count;
     batchStats_.events += count;

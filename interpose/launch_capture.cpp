@@ -161,6 +161,13 @@ struct LaunchEventData final : format::DeferredEvent {
         result = CUDA_SUCCESS;
     }
     void release() noexcept override { Recycler<LaunchEventData>::release(this); }
+    // Recycler::take: the buffers a launch writes into (a few lines at most).
+    void prefetchBuffers() const
+    {
+        prefetchForWrite(params.bytes.data(), std::min<size_t>(params.bytes.capacity(), 256));
+        prefetchForWrite(params.layout.data(), std::min<size_t>(params.layout.capacity() * sizeof(ParamSlot), 256));
+        prefetchForWrite(pointers.data(), std::min<size_t>(pointers.capacity() * sizeof(ParamPointer), 256));
+    }
 
     void sequenced(uint64_t) noexcept override
     {
