@@ -74,6 +74,14 @@ SCHEDULING = [("involuntary_switches_per_1k_launches", "involuntary switches/1k"
 THREAD_CPU = "launching thread CPU added"
 
 
+def summarize(problems):
+    """A configuration's problems, each once, with how many processes had it."""
+    counts = {}
+    for problem in problems:
+        counts[problem] = counts.get(problem, 0) + 1
+    return "; ".join(problem if n == 1 else f"{problem} ({n} processes)" for problem, n in counts.items())
+
+
 def binomial_cdf(k, n):
     """P(X <= k) for X ~ Binomial(n, 1/2)."""
     return sum(math.comb(n, i) for i in range(k + 1)) / 2 ** n
@@ -299,6 +307,9 @@ def main():
                     failed = failed or any(problems[c] for c in configs)
                     longest = max(longest, time.monotonic() - started - elapsed)
                     complete += 1
+                    if complete == 1 and all(results[c][-1] is None for c in configs):
+                        cut = f"stopped after the first round ({threads} thread(s)): every configuration failed in it"
+                        break
             except Stopped:
                 cut = f"stopped by SIGTERM after {complete} complete rounds ({threads} thread(s)); the rest is left out"
                 for config in configs:  # pairs are made by round: drop the incomplete one
@@ -314,7 +325,7 @@ def main():
             for config in configs:
                 mine = [r for r in results[config] if r is not None]
                 if not mine:
-                    rows.append((threads, config, None, None, None, None, None, "; ".join(problems[config])))
+                    rows.append((threads, config, None, None, None, None, None, summarize(problems[config])))
                     continue
                 total = statistics.median(t for t, _ in mine)
                 loop = statistics.median(l for _, l in mine)
@@ -323,7 +334,7 @@ def main():
                     # Each process measured its own difference.
                     differences = [l for _, l in mine]
                     rows.append((threads, config, total, None, statistics.median(differences),
-                                 median_interval(differences), None, "; ".join(problems[config])))
+                                 median_interval(differences), None, summarize(problems[config])))
                     on_cpu = [c for c in thread_cpu[config] if c is not None]
                     if on_cpu:
                         rows.append((threads, config + " (thread CPU time)", None, None, statistics.median(on_cpu),
@@ -332,7 +343,7 @@ def main():
                 differences = [r[0] - p[0] for r, p in zip(results[config], plain) if r is not None and p is not None]
                 added = statistics.median(differences) if differences else None
                 rows.append((threads, config, total, loop, added, median_interval(differences),
-                             statistics.median(known) if known else None, "; ".join(problems[config])))
+                             statistics.median(known) if known else None, summarize(problems[config])))
             if "metadata B" in results and "metadata" in results:
                 pairs = [b[0] - a[0] for a, b in zip(results["metadata"], results["metadata B"])
                          if a is not None and b is not None]

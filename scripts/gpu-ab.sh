@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# An A/B of the shim's launch overhead on the GPU host in one device call:
+# another revision's shim (A) against this tree's (B), in-process, paired
+# by round (bench/launch_overhead.py, "metadata in-process"), optionally
+# followed by the GPU tests of this tree.
+#
+# Two steps, because the GPU host gets a copy of the working tree without
+# the git history:
+#   scripts/gpu-ab.sh prepare REV     here: REV's sources into .ab-base/
+#                                     (ignored by git; give the device call
+#                                     carry [".gpu-deps", ".ab-base"])
+#   scripts/gpu-ab.sh run [--seconds S] [--env KEY=VALUE,...] [--pin-cpu C] [--gpu-tests]
+#                                     on the GPU host: build both, A/B for at
+#                                     most S seconds (default 240; launching
+#                                     thread on CPU C, default 2), then the
+#                                     GPU tests if asked
+# Without .ab-base, `run --env` compares this tree against itself with the
+# variables set in B (an A/B of an option). Logs go to $OUT (the device
+# tool's output folder) or build-gpu/logs. The builds do not stop at
+# warnings (the host's compiler may warn where the development one does
+# not); the count of warnings is printed.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+if [ "${1:-}" = prepare ]; then
+  rev=${2:?usage: scripts/gpu-ab.sh prepare REV}
+  commit=$(git rev-parse --verify "$rev^{commit}") || exit 2
+  rm -rf .ab-base && mkdir .ab-base && git archive "$commit" | tar -x -C .ab-base || exit 1
+  echo "$commit" >.ab-base/REVISION
+  echo "A = $(git log --oneline -1 "$commit") in .ab-base; carry [\".gpu-deps\", \".ab-base\"]"
+  exit 0
+fi
+[ "${1:-}" = run ] || { echo "usage: scripts/gpu-ab.sh prepare REV | run [--seconds S] [--env K=V,...] [--pin-cpu C] [--gpu-tests]" >&2; exit 2; }
+shift
+seconds=240 env="" gputests=0 pin=2
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --seconds) seconds=${2:?--seconds needs a number}; shift ;;
+    --env) env=${2:?--env needs KEY=VALUE}; shift ;;
+    --pin-cpu) pin=${2:?--pin-cpu needs a CPU number}; shift ;;
+    --gpu-tests) gputests=1 ;;
+    *) echo "gpu-ab.sh: unknown option $1" >&2; exit 2 ;;
+  esac
+  shift
+done
+source scripts/env.sh
+out=${OUT:-build-gpu/logs}
+mkdir -p "$out"
+start=$(date +%s)
+{ date -u +%FT%TZ; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; nproc
+  grep -m1 'model name' /proc/cpuinfo; } 2>&1 | tee "$out/machine.txt"
+
+build() {  # build(SOURCE_DIR, LOG, TARGETS...)
+  local dir=$1 log=$2; shift 2
+  (cd "$dir" && cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKCAP_WERROR=OFF \
+     "$([ $gputests = 1 ] && [ "$dir" = . ] && echo -DKCAP_BUILD_TESTS=ON || echo -DKCAP_BUILD_TESTS=OFF)" &&
+   cmake --build build-gpu -j "$JOBS" "$@") >"$log" 2>&1 || { echo "BUILD FAILED in $dir"; tail -40 "$log"; exit 1; }
+  echo "built $dir ($(grep -c 'warning:' "$log") warnings, $(( $(date +%s) - start )) s)"
+}
+targets=(--target kcap_interpose kcap kcap_bench_launch_overhead)
+[ $gputests = 1 ] && targets=()
+build . "$out/build.log" "${targets[@]}"
+compare=()
+if [ -d .ab-base ]; then
+  echo "A: $(cat .ab-base/REVISION 2>/dev/null || echo '.ab-base'); B: this tree"
+  ln -sfn ../.gpu-deps .ab-base/.gpu-deps
+  build .ab-base "$out/build-base.log" --target kcap_interpose
+  shim=.ab-base/build-gpu/interpose/libkcap_interpose.so
+  compare=(--compare-shim build-gpu/interpose/libkcap_interpose.so)
+else
+  [ -n "$env" ] || { echo "gpu-ab.sh: no .ab-base (scripts/gpu-ab.sh prepare REV) and no --env: nothing to compare" >&2; exit 2; }
+  shim=build-gpu/interpose/libkcap_interpose.so
+fi
+[ -n "$env" ] && compare+=(--compare-env "$env")
+python3 bench/launch_overhead.py --bench build-gpu/bench/kcap_bench_launch_overhead --shim "$shim" "${compare[@]}" \
+  --kcap build-gpu/tools/kcap --threads 1 --pin-cpu "$pin" --interleave 6 --rounds 100 \
+  --configs "metadata in-process,metadata B in-process" --deadline "$seconds" >"$out/ab.txt" 2>&1
+status=$?
+sed -n '/^| threads/,$p' "$out/ab.txt"
+echo "A/B done ($(( $(date +%s) - start )) s)"
+if [ $gputests = 1 ]; then
+  ctest --test-dir build-gpu -L gpu --output-on-failure -j 6 >"$out/ctest-gpu.log" 2>&1 || status=1
+  grep -E '\*\*\*|tests passed' "$out/ctest-gpu.log"
+  echo "GPU tests done ($(( $(date +%s) - start )) s)"
+fi
+exit $status
