@@ -63,6 +63,16 @@ def main():
            "a PROBLEM line naming how many launches B's trace holds", out)
     expect(not re.search(r"^  threads 1 metadata in-process: PROBLEM", out, re.M), "A has no problem", out)
 
+    # Every process fails (no such CPU to pin to): the script stops after
+    # the first round instead of running all five, names the problem once
+    # with its count, and exits 1.
+    status, out = run(script, bench, shim, kcap, double_dir, "--compare-env", "KCAP_LEVEL=3", "--pin-cpu", "100000")
+    expect(status == 1, f"exit status 1 when every process fails (got {status})", out)
+    expect("stopped after the first round (1 thread(s)): every configuration failed in it" in out,
+           "the script says it stopped after a first round that failed entirely", out)
+    expect(re.search(r"^\| 1 \| metadata in-process \| failed \| \| \| \| \| [^;|]+ \|$", out, re.M),
+           "A's failed row names its problem once", out)
+
     status, out = run(script, bench, shim, kcap, double_dir, "--compare-env", "KCAP_LEVEL")
     expect(status == 2 and "--compare-env: expected KEY=VALUE" in out, "a malformed --compare-env is refused", out)
 
