@@ -56,6 +56,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 TARGET_NS = 300.0
@@ -76,10 +77,7 @@ THREAD_CPU = "launching thread CPU added"
 
 def summarize(problems):
     """A configuration's problems, each once, with how many processes had it."""
-    counts = {}
-    for problem in problems:
-        counts[problem] = counts.get(problem, 0) + 1
-    return "; ".join(problem if n == 1 else f"{problem} ({n} processes)" for problem, n in counts.items())
+    return "; ".join(problem if n == 1 else f"{problem} ({n} processes)" for problem, n in Counter(problems).items())
 
 
 def binomial_cdf(k, n):

@@ -50,21 +50,23 @@ start=$(date +%s)
 { date -u +%FT%TZ; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; nproc
   grep -m1 'model name' /proc/cpuinfo; } 2>&1 | tee "$out/machine.txt"
 
-build() {  # build(SOURCE_DIR, LOG, TARGETS...)
-  local dir=$1 log=$2; shift 2
+build() {  # build(SOURCE_DIR, LOG, TESTS=ON|OFF, TARGETS...)
+  local dir=$1 log=$2 tests=$3; shift 3
   (cd "$dir" && cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKCAP_WERROR=OFF \
-     "$([ $gputests = 1 ] && [ "$dir" = . ] && echo -DKCAP_BUILD_TESTS=ON || echo -DKCAP_BUILD_TESTS=OFF)" &&
-   cmake --build build-gpu -j "$JOBS" "$@") >"$log" 2>&1 || { echo "BUILD FAILED in $dir"; tail -40 "$log"; exit 1; }
+     -DKCAP_BUILD_TESTS="$tests" && cmake --build build-gpu -j "$JOBS" "$@") >"$log" 2>&1 ||
+    { echo "BUILD FAILED in $dir"; tail -40 "$log"; exit 1; }
   echo "built $dir ($(grep -c 'warning:' "$log") warnings, $(( $(date +%s) - start )) s)"
 }
-targets=(--target kcap_interpose kcap kcap_bench_launch_overhead)
-[ $gputests = 1 ] && targets=()
-build . "$out/build.log" "${targets[@]}"
+if [ $gputests = 1 ]; then
+  build . "$out/build.log" ON  # everything: scripts/gpu-check.sh runs the GPU tests below
+else
+  build . "$out/build.log" OFF --target kcap_interpose kcap kcap_bench_launch_overhead
+fi
 compare=()
 if [ -d .ab-base ]; then
   echo "A: $(cat .ab-base/REVISION 2>/dev/null || echo '.ab-base'); B: this tree"
   ln -sfn ../.gpu-deps .ab-base/.gpu-deps
-  build .ab-base "$out/build-base.log" --target kcap_interpose
+  build .ab-base "$out/build-base.log" OFF --target kcap_interpose
   shim=.ab-base/build-gpu/interpose/libkcap_interpose.so
   compare=(--compare-shim build-gpu/interpose/libkcap_interpose.so)
 else
@@ -79,8 +81,6 @@ status=$?
 sed -n '/^| threads/,$p' "$out/ab.txt"
 echo "A/B done ($(( $(date +%s) - start )) s)"
 if [ $gputests = 1 ]; then
-  ctest --test-dir build-gpu -L gpu --output-on-failure -j 6 >"$out/ctest-gpu.log" 2>&1 || status=1
-  grep -E '\*\*\*|tests passed' "$out/ctest-gpu.log"
-  echo "GPU tests done ($(( $(date +%s) - start )) s)"
+  scripts/gpu-check.sh --no-bench || status=1
 fi
 exit $status
