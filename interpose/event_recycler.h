@@ -130,10 +130,14 @@ private:
     }
 
     inline static std::atomic<Recycler*> all_{nullptr};  // every pool ever made (never shrinks)
+    // The owner's line: read and written on every take().
+    alignas(64) T* free_ = nullptr;
     Recycler* nextPool_ = nullptr;
     std::atomic<bool> orphaned_{false};  // its thread exited: free for another to adopt
-    std::atomic<T*> returned_{nullptr};  // released by writer threads, not yet taken back
-    T* free_ = nullptr;                  // the owner's
+    // The writer threads' line: every release() writes it. Sharing the
+    // owner's line, each release while the owner launches would pull that
+    // line away from the launching thread's core.
+    alignas(64) std::atomic<T*> returned_{nullptr};  // released by writer threads, not yet taken back
 };
 
 }  // namespace kcap

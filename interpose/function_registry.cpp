@@ -170,6 +170,8 @@ std::string_view FunctionRegistry::launched(CUfunction handle)
     return name->name;
 }
 
+std::string_view FunctionRegistry::name_of(CUfunction handle) { return lookup(handle)->name; }
+
 FunctionRegistry::KernelName* FunctionRegistry::lookup(CUfunction handle)
 {
     {

@@ -60,6 +60,8 @@ public:
     // The name of the kernel a launch handle refers to; counts the launch
     // (with KCAP_STATS_FILE). The view stays valid for the life of the process.
     std::string_view launched(CUfunction handle);
+    // The same name, uncached and not counted (the recorder caches it).
+    std::string_view name_of(CUfunction handle);
 
     struct LaunchCount {
         std::string name;

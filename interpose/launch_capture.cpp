@@ -146,7 +146,8 @@ struct LaunchEventData final : format::DeferredEvent {
         device = -1;
         attributes.clear();
         params.bytes.clear();
-        params.layout.clear();
+        params.kernelLayout = nullptr;
+        params.wholeBuffer = ParamSlot{0, 0};
         params.fromExtra = false;
         params.complete = false;
         pointers.clear();
@@ -165,7 +166,6 @@ struct LaunchEventData final : format::DeferredEvent {
     void prefetchBuffers() const
     {
         prefetchForWrite(params.bytes.data(), std::min<size_t>(params.bytes.capacity(), 256));
-        prefetchForWrite(params.layout.data(), std::min<size_t>(params.layout.capacity() * sizeof(ParamSlot), 256));
         prefetchForWrite(pointers.data(), std::min<size_t>(pointers.capacity() * sizeof(ParamPointer), 256));
     }
 
@@ -181,8 +181,12 @@ struct LaunchEventData final : format::DeferredEvent {
     unsigned eventCount() const override { return withEnd ? 2 : 1; }
     size_t sizeHint() const override
     {
-        return (withEnd ? 352 : 256) + kernelName.size() + params.bytes.size() + 8 * params.layout.size() +
-               32 * pointers.size() + 24 * attributes.size() + 40 * indirect.size() + rangesHint(pre);
+        size_t hint = (withEnd ? 352 : 256) + kernelName.size() + params.bytes.size() +
+                      8 * params.layout().size() + 32 * pointers.size();
+        if (!attributes.empty() || !indirect.empty() || !pre.empty()) [[unlikely]] {  // (on the launch path)
+            hint += 24 * attributes.size() + 40 * indirect.size() + rangesHint(pre);
+        }
+        return hint;
     }
 
     void build(schema::Event::Builder event, unsigned part) const override
@@ -219,10 +223,11 @@ struct LaunchEventData final : format::DeferredEvent {
         }
         launch.setParams(capnp::Data::Reader(params.bytes.data(), params.bytes.size()));
         launch.setParamsFromExtra(params.fromExtra);
-        auto layout = launch.initParamLayout(static_cast<unsigned>(params.layout.size()));
-        for (unsigned i = 0; i < params.layout.size(); ++i) {
-            layout[i].setOffset(params.layout[i].offset);
-            layout[i].setSize(params.layout[i].size);
+        const std::span<const ParamSlot> slots = params.layout();
+        auto layout = launch.initParamLayout(static_cast<unsigned>(slots.size()));
+        for (unsigned i = 0; i < slots.size(); ++i) {
+            layout[i].setOffset(slots[i].offset);
+            layout[i].setSize(slots[i].size);
         }
         auto words = launch.initPointers(static_cast<unsigned>(pointers.size()));
         for (unsigned i = 0; i < pointers.size(); ++i) {
@@ -317,12 +322,14 @@ bool Recorder::selects(std::string_view kernelName)
     return selected;
 }
 
-bool Recorder::launchStarting(const LaunchCall& call, std::string_view kernelName, PendingLaunch& launch)
+bool Recorder::launchStarting(const LaunchCall& call, PendingLaunch& launch)
 {
     Operation operation(*this);
     if (!operation) {
         return false;
     }
+    const LaunchTarget target = launchTarget(call.function);
+    const std::string_view kernelName = target.kernelName;
     if ((options_.includeRegex || options_.excludeRegex) && !selects(kernelName)) {
         filteredLaunches_.fetch_add(1, std::memory_order_relaxed);
         return false;
@@ -360,7 +367,7 @@ bool Recorder::launchStarting(const LaunchCall& call, std::string_view kernelNam
     }
 
     // Parameters and the words of them that are device pointers.
-    const FunctionInfo info = functionInfo(call.function);
+    const FunctionInfo& info = target.info;
     assembleParams(info.layout, call.kernelParams, call.extra, data->params);
     if (!data->params.complete) {
         noteOnce(notedNoLayout_, schema::Message::Level::WARNING,
@@ -368,7 +375,7 @@ bool Recorder::launchStarting(const LaunchCall& call, std::string_view kernelNam
                      " (cuFuncGetParamInfo / cuKernelGetParamInfo); launches passing kernelParams are "
                      "recorded without parameters");
     }
-    scanParams(data->params.bytes.data(), data->params.bytes.size(), data->params.layout, allocations_, tensorMaps_,
+    scanParams(data->params.bytes.data(), data->params.bytes.size(), data->params.layout(), allocations_, tensorMaps_,
                data->pointers);
     const std::vector<ParamPointer>& pointers = data->pointers;
 

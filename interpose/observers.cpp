@@ -72,15 +72,14 @@ PendingLaunch& nextLaunchSlot()
 void launchBefore(const LaunchCall& call)
 {
     PendingLaunch& pending = nextLaunchSlot();
-    // The kernel's name (the registry, and the per-kernel count) is needed
-    // only to record or to count: a pass-through shim skips it, it is on
-    // every launch's path.
+    if (counting()) {
+        registry().launched(call.function);  // the per-kernel count (KCAP_STATS_FILE)
+    }
+    // The recorder names the kernel itself (Recorder::launchTarget): a
+    // pass-through shim does not, it is on every launch's path.
     Recorder* recorder = Recorder::active();
-    if (recorder != nullptr || counting()) {
-        const std::string_view name = registry().launched(call.function);
-        if (recorder != nullptr && !recorder->launchStarting(call, name, pending)) {
-            pending.recorder = nullptr;
-        }
+    if (recorder != nullptr && !recorder->launchStarting(call, pending)) {
+        pending.recorder = nullptr;
     }
     ++t_depth;  // last but one: launchAfter runs only when this returned
     // Last before the real call (nothing after it may fail): the CUPTI

@@ -14,7 +14,7 @@ constexpr size_t kMaxExtraPairs = 64;
 
 }  // namespace
 
-uint32_t layoutSize(const std::vector<ParamSlot>& layout)
+uint32_t layoutSize(std::span<const ParamSlot> layout)
 {
     uint32_t end = 0;
     for (const ParamSlot& slot : layout) {
@@ -35,17 +35,22 @@ void assembleParams(const std::vector<ParamSlot>* layout, void* const* kernelPar
                     ParamBuffer& out)
 {
     out.bytes.clear();
-    out.layout.clear();
+    out.kernelLayout = nullptr;
+    out.wholeBuffer = ParamSlot{0, 0};
     out.fromExtra = false;
     out.complete = false;
     if (kernelParams != nullptr) {
         if (!layout) {
             return;  // how many parameters, and where: unknown
         }
-        out.layout = *layout;
-        out.bytes.assign(layoutSize(out.layout), 0);
-        for (size_t i = 0; i < out.layout.size(); ++i) {
-            const ParamSlot& slot = out.layout[i];
+        out.kernelLayout = layout;
+        if (layout->empty()) {
+            out.complete = true;
+            return;
+        }
+        out.bytes.assign(layoutSize(*layout), 0);
+        for (size_t i = 0; i < layout->size(); ++i) {
+            const ParamSlot& slot = (*layout)[i];
             if (slot.size != 0 && kernelParams[i] != nullptr) {
                 std::memcpy(out.bytes.data() + slot.offset, kernelParams[i], slot.size);
             }
@@ -70,18 +75,16 @@ void assembleParams(const std::vector<ParamSlot>* layout, void* const* kernelPar
         const auto* bytes = static_cast<const uint8_t*>(buffer);
         out.bytes.assign(bytes, bytes + *size);
         if (layout != nullptr) {
-            out.layout = *layout;
+            out.kernelLayout = layout;
         } else {
-            out.layout.assign(1, ParamSlot{0, static_cast<uint32_t>(*size)});
+            out.wholeBuffer = ParamSlot{0, static_cast<uint32_t>(*size)};
         }
         out.complete = true;
         return;
     }
     // No parameters given: complete only if the kernel takes none.
     out.complete = layout != nullptr && layout->empty();
-    if (layout != nullptr) {
-        out.layout = *layout;
-    }
+    out.kernelLayout = layout;
 }
 
 }  // namespace kcap

@@ -34,7 +34,7 @@ bool KnownTensorMaps::contains(const uint8_t* bytes) const {
     return maps_.count(key) != 0;
 }
 
-void scanParams(const uint8_t* params, size_t size, const std::vector<ParamSlot>& layout,
+void scanParams(const uint8_t* params, size_t size, std::span<const ParamSlot> layout,
                 const AllocationMap& allocations, const KnownTensorMaps& tensorMaps, std::vector<ParamPointer>& found) {
     found.clear();
     std::optional<AllocationMap::Reader> reader;  // locked at the first plausible word

@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <mutex>
 #include <set>
+#include <span>
 #include <vector>
 
 #include "allocation_map.h"
@@ -69,7 +70,7 @@ private:
 // `found` (cleared first; its capacity is reused: this is on every recorded
 // launch's path). The allocation map is locked once, and only when some word
 // could be an address.
-void scanParams(const uint8_t* params, size_t size, const std::vector<ParamSlot>& layout,
+void scanParams(const uint8_t* params, size_t size, std::span<const ParamSlot> layout,
                 const AllocationMap& allocations, const KnownTensorMaps& tensorMaps, std::vector<ParamPointer>& found);
 std::vector<ParamPointer> scanParams(const uint8_t* params, size_t size, const std::vector<ParamSlot>& layout,
                                      const AllocationMap& allocations, const KnownTensorMaps& tensorMaps);

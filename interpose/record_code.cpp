@@ -67,8 +67,8 @@ std::vector<GlobalVariable> resolveGlobals(uint64_t handle, bool isLibrary, cons
     return globals;
 }
 
-// The parameter layout of a launch handle, from the driver. A CUkernel needs
-// cuKernelGetParamInfo (cuFuncGetParamInfo rejects it, CUDA-NOTES).
+// One copy of each distinct layout, never freed: FunctionInfo, the
+// per-thread caches and launch events in the writer's queue point to it.
 const std::vector<ParamSlot>* internLayout(const std::vector<ParamSlot>& layout)
 {
     static std::mutex mutex;
@@ -86,6 +86,8 @@ const std::vector<ParamSlot>* internLayout(const std::vector<ParamSlot>& layout)
     return interned.get();
 }
 
+// The parameter layout of a launch handle, from the driver. A CUkernel needs
+// cuKernelGetParamInfo (cuFuncGetParamInfo rejects it, CUDA-NOTES).
 const std::vector<ParamSlot>* queryLayout(uint64_t handle, bool isKernel)
 {
     const DriverApi& api = driverApi();
@@ -292,26 +294,27 @@ std::vector<GlobalVariable> Recorder::globalsOf(uint64_t owner) const
     return it != globals_.end() ? it->second : std::vector<GlobalVariable>{};
 }
 
-FunctionInfo Recorder::functionInfo(CUfunction function)
+LaunchTarget Recorder::launchTarget(CUfunction function)
 {
-    // A per-thread cache, as FunctionRegistry::launched keeps: no lock for a
-    // handle the thread launched before, while the code generation holds.
-    struct Cached {
+    // A per-thread cache: no lock for a handle the thread launched before,
+    // while the code generation holds. The kernel's name and what the
+    // recorder knows of the handle, in one entry, one line.
+    struct alignas(64) Cached {
         CUfunction handle;
         std::uint64_t generation;
         const Recorder* recorder;
-        FunctionInfo info;
+        LaunchTarget target;
     };
     constexpr size_t kEntries = 16;
     thread_local Cached t_cache[kEntries] = {};
     Cached& cached = t_cache[(reinterpret_cast<std::uintptr_t>(function) >> 4) % kEntries];
     const std::uint64_t generation = codeGeneration();
     if (cached.handle == function && cached.generation == generation && cached.recorder == this) {
-        return cached.info;
+        return cached.target;
     }
-    const FunctionInfo info = lookupFunction(function);
-    cached = {function, generation, this, info};
-    return info;
+    const LaunchTarget target{FunctionRegistry::instance().name_of(function), lookupFunction(function)};
+    cached = {function, generation, this, target};
+    return target;
 }
 
 FunctionInfo Recorder::lookupFunction(CUfunction function)

@@ -81,6 +81,13 @@ struct FunctionInfo {
     const std::vector<ParamSlot>* layout = nullptr;
 };
 
+// What a launch needs to know of its handle, found once per handle and
+// thread (Recorder::launchTarget).
+struct LaunchTarget {
+    std::string_view kernelName;  // interned by the function registry: lives as long as the process
+    FunctionInfo info;
+};
+
 // ---- calls, as the observers hand them over -----------------------------------
 
 struct ModuleLoadCall {
@@ -302,7 +309,7 @@ public:
     // Records the launch before the real call (flushed to disk in full and
     // pre modes) and fills `pending` (reset by the caller); false, and
     // pending.recorder left nullptr, when it is not recorded (filters, range).
-    bool launchStarting(const LaunchCall& call, std::string_view kernelName, PendingLaunch& pending);
+    bool launchStarting(const LaunchCall& call, PendingLaunch& pending);
     void launchFinished(PendingLaunch& pending, CUresult result);
 
     // ---- durations (cupti_timing.cpp)
@@ -330,7 +337,7 @@ private:
 
     // Launch helpers (launch_capture.cpp).
     bool selects(std::string_view kernelName);  // with a filter set: the caller tests that
-    FunctionInfo functionInfo(CUfunction function);  // cached per thread
+    LaunchTarget launchTarget(CUfunction function);  // cached per thread
     FunctionInfo lookupFunction(CUfunction function);
     std::vector<GlobalVariable> globalsOf(uint64_t owner) const;
     void noteOnce(std::atomic<bool>& flag, schema::Message::Level level, const std::string& text);

@@ -34,7 +34,8 @@ TEST(ParamBuffer, FromKernelParams)
     EXPECT_EQ(at<uint64_t>(buffer.bytes, 8), x);
     EXPECT_EQ(at<uint64_t>(buffer.bytes, 16), y);
     EXPECT_EQ(at<int>(buffer.bytes, 24), 77);
-    EXPECT_EQ(buffer.layout.size(), 4u);
+    EXPECT_EQ(buffer.layout().size(), 4u);
+    EXPECT_EQ(buffer.kernelLayout, &kAxpy);  // referred to, not copied
 }
 
 TEST(ParamBuffer, FromExtraWithAndWithoutLayout)
@@ -49,12 +50,15 @@ TEST(ParamBuffer, FromExtraWithAndWithoutLayout)
     EXPECT_TRUE(known.complete);
     EXPECT_TRUE(known.fromExtra);
     EXPECT_EQ(known.bytes, std::vector<uint8_t>(packed, packed + sizeof packed));
-    EXPECT_EQ(known.layout.size(), 4u);
+    EXPECT_EQ(known.layout().size(), 4u);
     const ParamBuffer unknown = assembleParams(nullptr, nullptr, extra);
     EXPECT_TRUE(unknown.complete);
-    ASSERT_EQ(unknown.layout.size(), 1u);  // every word will be scanned
-    EXPECT_EQ(unknown.layout[0].offset, 0u);
-    EXPECT_EQ(unknown.layout[0].size, 28u);
+    ASSERT_EQ(unknown.layout().size(), 1u);  // every word will be scanned
+    EXPECT_EQ(unknown.layout()[0].offset, 0u);
+    EXPECT_EQ(unknown.layout()[0].size, 28u);
+    const ParamBuffer copy = unknown;  // the whole-buffer slot travels with the copy
+    ASSERT_EQ(copy.layout().size(), 1u);
+    EXPECT_EQ(copy.layout()[0].size, 28u);
 }
 
 TEST(ParamBuffer, MissingPiecesAreIncomplete)

@@ -50,15 +50,16 @@ TEST_F(PointerScannerTest, ScanningIntoAVectorReplacesWhatItHeld) {
     put<uint64_t>(params, 0, 0x7f0000000000 + 8);
     put<uint64_t>(params, 8, 0x7f0000200000 + 16);
     std::vector<ParamPointer> found;
-    scanParams(params.data(), params.size(), {{0, 8}, {8, 8}}, allocations, tensorMaps, found);
+    const std::vector<ParamSlot> twoWords{{0, 8}, {8, 8}};
+    scanParams(params.data(), params.size(), twoWords, allocations, tensorMaps, found);
     ASSERT_EQ(found.size(), 2u);
     EXPECT_EQ(found[1].allocationBase, 0x7f0000200000u);
     put<uint64_t>(params, 0, 7);  // no longer an address
-    scanParams(params.data(), params.size(), {{0, 8}, {8, 8}}, allocations, tensorMaps, found);
+    scanParams(params.data(), params.size(), twoWords, allocations, tensorMaps, found);
     ASSERT_EQ(found.size(), 1u);
     EXPECT_EQ(found[0].offset, 8u);
     EXPECT_EQ(found[0].value, 0x7f0000200010u);
-    scanParams(params.data(), params.size(), {}, allocations, tensorMaps, found);
+    scanParams(params.data(), params.size(), std::span<const ParamSlot>(), allocations, tensorMaps, found);
     EXPECT_TRUE(found.empty());
 }
 
