@@ -10,10 +10,11 @@
 #                                     (ignored by git; give the device call
 #                                     carry [".gpu-deps", ".ab-base"])
 #   scripts/gpu-ab.sh run [--seconds S] [--env KEY=VALUE,...] [--pin-cpu C] [--gpu-tests]
-#                                     on the GPU host: build both, A/B for at
-#                                     most S seconds (default 240; launching
-#                                     thread on CPU C, default 2), then the
-#                                     GPU tests if asked
+#                                     on the GPU host: the GPU tests first if
+#                                     asked (scripts/gpu-check.sh --no-bench),
+#                                     build both, A/B for at most S seconds
+#                                     (default 240; launching thread on CPU C,
+#                                     default 2)
 # Without .ab-base, `run --env` compares this tree against itself with the
 # variables set in B (an A/B of an option). Logs go to $OUT (the device
 # tool's output folder) or build-gpu/logs. The builds do not stop at
@@ -58,7 +59,11 @@ build() {  # build(SOURCE_DIR, LOG, TESTS=ON|OFF, TARGETS...)
   echo "built $dir ($(grep -c 'warning:' "$log") warnings, $(( $(date +%s) - start )) s)"
 }
 if [ $gputests = 1 ]; then
-  build . "$out/build.log" ON  # everything: scripts/gpu-check.sh runs the GPU tests below
+  # First, so that a short A/B cannot crowd them out: the check builds
+  # everything (warnings as errors) and runs the GPU tests.
+  scripts/gpu-check.sh --no-bench || { echo "GPU CHECK FAILED"; exit 1; }
+  echo "GPU tests done ($(( $(date +%s) - start )) s)"
+  start=$(date +%s)  # --seconds counts the A/B alone
 else
   build . "$out/build.log" OFF --target kcap_interpose kcap kcap_bench_launch_overhead
 fi
@@ -80,7 +85,4 @@ python3 bench/launch_overhead.py --bench build-gpu/bench/kcap_bench_launch_overh
 status=$?
 sed -n '/^| threads/,$p' "$out/ab.txt"
 echo "A/B done ($(( $(date +%s) - start )) s)"
-if [ $gputests = 1 ]; then
-  scripts/gpu-check.sh --no-bench || status=1
-fi
 exit $status
