@@ -17,9 +17,10 @@
 #                                     default 2)
 # Without .ab-base, `run --env` compares this tree against itself with the
 # variables set in B (an A/B of an option). Logs go to $OUT (the device
-# tool's output folder) or build-gpu/logs. The builds do not stop at
-# warnings (the host's compiler may warn where the development one does
-# not); the count of warnings is printed.
+# tool's output folder) or build-gpu/logs. The A/B's own builds do not
+# stop at warnings (the host's compiler may warn where the development one
+# does not); the count of warnings is printed. With --gpu-tests, this
+# tree is built by the GPU check, with warnings as errors.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -51,10 +52,10 @@ start=$(date +%s)
 { date -u +%FT%TZ; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; nproc
   grep -m1 'model name' /proc/cpuinfo; } 2>&1 | tee "$out/machine.txt"
 
-build() {  # build(SOURCE_DIR, LOG, TESTS=ON|OFF, TARGETS...)
-  local dir=$1 log=$2 tests=$3; shift 3
+build() {  # build(SOURCE_DIR, LOG, TARGETS...)
+  local dir=$1 log=$2; shift 2
   (cd "$dir" && cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKCAP_WERROR=OFF \
-     -DKCAP_BUILD_TESTS="$tests" && cmake --build build-gpu -j "$JOBS" "$@") >"$log" 2>&1 ||
+     -DKCAP_BUILD_TESTS=OFF && cmake --build build-gpu -j "$JOBS" "$@") >"$log" 2>&1 ||
     { echo "BUILD FAILED in $dir"; tail -40 "$log"; exit 1; }
   echo "built $dir ($(grep -c 'warning:' "$log") warnings, $(( $(date +%s) - start )) s)"
 }
@@ -65,13 +66,13 @@ if [ $gputests = 1 ]; then
   echo "GPU tests done ($(( $(date +%s) - start )) s)"
   start=$(date +%s)  # --seconds counts the A/B alone
 else
-  build . "$out/build.log" OFF --target kcap_interpose kcap kcap_bench_launch_overhead
+  build . "$out/build.log" --target kcap_interpose kcap kcap_bench_launch_overhead
 fi
 compare=()
 if [ -d .ab-base ]; then
   echo "A: $(cat .ab-base/REVISION 2>/dev/null || echo '.ab-base'); B: this tree"
   ln -sfn ../.gpu-deps .ab-base/.gpu-deps
-  build .ab-base "$out/build-base.log" OFF --target kcap_interpose
+  build .ab-base "$out/build-base.log" --target kcap_interpose
   shim=.ab-base/build-gpu/interpose/libkcap_interpose.so
   compare=(--compare-shim build-gpu/interpose/libkcap_interpose.so)
 else
