@@ -19,6 +19,7 @@
 //
 // Integrity: ChunkHeader.checksum is XXH3-64 of the payload, seeded with the
 // XXH3-64 of the header's first 24 bytes, so it covers the header fields too.
+// A zstd frame declares its content size, which is the chunk's raw size.
 #pragma once
 
 #include <array>
@@ -47,6 +48,11 @@ inline constexpr size_t kTrailerSize = 24;
 inline constexpr uint64_t kMaxRecordChunkRaw = 256ull << 20;  // one batch of events
 inline constexpr uint64_t kMaxBlobRaw = 64ull << 20;          // one memory piece
 inline constexpr uint64_t kMaxIndexRaw = 1ull << 30;
+// zstd cannot expand a frame more than this: a block yields at most 128 KiB
+// and costs at least 4 bytes (an RLE block). A chunk that claims more raw
+// bytes than its stored ones can decompress to is refused before its raw size
+// is allocated.
+inline constexpr uint64_t kMaxZstdExpansion = 32768;
 inline constexpr uint32_t kMinPieceSize = 4096;
 inline constexpr uint32_t kMaxPieceSize = static_cast<uint32_t>(kMaxBlobRaw);
 

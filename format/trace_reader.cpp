@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -18,30 +19,14 @@
 
 #include "errors.h"
 #include "message_check.h"
+#include "trace_reader_internal.h"
 #include "worker_pool.h"
 
 namespace kcap::format {
+
+using namespace reader_internal;
+
 namespace {
-
-enum class Probe { kOk, kBad, kTorn };
-
-uint64_t rawLimit(ChunkKind kind) {
-  switch (kind) {
-    case ChunkKind::kRecords: return kMaxRecordChunkRaw;
-    case ChunkKind::kBlob: return kMaxBlobRaw;
-    case ChunkKind::kIndex: return kMaxIndexRaw;
-  }
-  return 0;
-}
-
-// Capnp readers count every word they visit; allow a consumer several passes
-// over a message but never unbounded work on a hostile one.
-capnp::ReaderOptions messageOptions(size_t words) {
-  capnp::ReaderOptions options;
-  options.traversalLimitInWords = std::max<uint64_t>(words * 16, 1u << 16);
-  options.nestingLimit = 64;
-  return options;
-}
 
 // Consumers read a message that passed checkEventFields: a full traversal of it
 // fit in messageOptions' budget, so this one allows many such passes.
@@ -56,7 +41,20 @@ size_t messageWords(kj::ArrayPtr<const capnp::word> rest) {
   return std::min<size_t>(capnp::expectedSizeInWordsFromPrefix(rest), rest.size());
 }
 
-std::string sizeText(uint64_t n) { return std::to_string(n) + " bytes"; }
+// The most this process can hold: the machine's memory, or less where an
+// address-space or data limit says so.
+uint64_t memoryCeiling() {
+  uint64_t ceiling = ~uint64_t{0};
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+  if (pages > 0 && page > 0) ceiling = static_cast<uint64_t>(pages) * static_cast<uint64_t>(page);
+  for (int resource : {RLIMIT_AS, RLIMIT_DATA}) {
+    struct rlimit limit {};
+    if (::getrlimit(resource, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY) {
+      ceiling = std::min<uint64_t>(ceiling, limit.rlim_cur);
+    }
+  }
+  return ceiling;
+}
 
 // Maps the pages of map[offset, offset + size) in one call rather than a page
 // fault every few pages: a fresh mapping read by every core otherwise spends
@@ -78,21 +76,6 @@ bool populate(const uint8_t* map, uint64_t offset, uint64_t size) {
 }
 
 }  // namespace
-
-// What one thread needs to read chunks: a buffer for the stored payload and a
-// zstd context, both reused from chunk to chunk.
-struct ReadScratch {
-  std::vector<uint8_t> staging;  // the stored chunk, when it is read with pread
-  ZSTD_DCtx* dctx = ZSTD_createDCtx();
-  XXH3_state_t* checksumState = XXH3_createState();
-  ReadScratch() = default;
-  ReadScratch(const ReadScratch&) = delete;
-  ReadScratch& operator=(const ReadScratch&) = delete;
-  ~ReadScratch() {
-    ZSTD_freeDCtx(dctx);
-    XXH3_freeState(checksumState);
-  }
-};
 
 TraceReader::TraceReader(std::string path) : path_(std::move(path)), scratch_(std::make_unique<ReadScratch>()) {}
 
@@ -164,202 +147,23 @@ std::string TraceReader::tryReadAt(uint64_t& offset, void* dst, size_t size) con
 }
 
 void TraceReader::addProblem(uint64_t offset, std::string message) {
-  // The same damage can be met twice (scan, then a read); report it once.
-  for (const auto& p : problems_) {
-    if (p.offset == offset && p.message == message) return;
+  // The same damage can be met twice (scan, then a read); report it once. A
+  // set of hashes rather than a search of the list: a hostile file can hold a
+  // problem every few dozen bytes, and only the first ones are kept.
+  if (!problemKeys_.insert(checksum64(message.data(), message.size(), offset)).second) return;
+  ++problemCount_;
+  if (problemCount_ <= kMaxProblemsKept) {
+    problems_.push_back({offset, std::move(message)});
+    return;
   }
-  problems_.push_back({offset, std::move(message)});
-}
-
-// Reads and checks the chunk header at `offset` and, for an intact header,
-// verifies the payload checksum. kTorn: the file ends inside the chunk.
-bool TraceReader::probeChunk(uint64_t offset, ChunkInfo& out, std::string& why) {
-  why.clear();
-  if (fileSize_ - offset < kChunkHeaderSize) {
-    why = "file ends inside a chunk header (" + std::to_string(fileSize_ - offset) + " of " +
-          std::to_string(kChunkHeaderSize) + " bytes)";
-    return false;
-  }
-  uint8_t raw[kChunkHeaderSize];
-  readAt(offset, raw, sizeof raw);
-  ChunkHeader header;
-  if (!decodeChunkHeader(raw, header)) {
-    why = "no valid chunk header";
-    return false;
-  }
-  uint64_t prefix = header.kind == ChunkKind::kBlob ? kBlobHashSize : 0;
-  if (header.rawSize > rawLimit(header.kind)) {
-    why = std::string(chunkKindName(header.kind)) + " chunk claims " + sizeText(header.rawSize) +
-          " uncompressed, over the limit of " + sizeText(rawLimit(header.kind));
-    return false;
-  }
-  uint64_t maxStored = prefix + ZSTD_compressBound(header.rawSize);
-  if (header.storedSize < prefix || header.storedSize > maxStored ||
-      (header.codec == Codec::kNone && header.storedSize != prefix + header.rawSize)) {
-    why = std::string(chunkKindName(header.kind)) + " chunk has an impossible stored size (" +
-          sizeText(header.storedSize) + " for " + sizeText(header.rawSize) + ")";
-    return false;
-  }
-  if (header.storedSize > fileSize_ - offset - kChunkHeaderSize) {
-    why = "file ends inside a " + std::string(chunkKindName(header.kind)) + " chunk (payload of " +
-          sizeText(header.storedSize) + ", " + sizeText(fileSize_ - offset - kChunkHeaderSize) + " present)";
-    return false;
-  }
-  std::vector<uint8_t> payload(header.storedSize);
-  readAt(offset + kChunkHeaderSize, payload.data(), payload.size());
-  if (chunkChecksum(raw, payload.data(), payload.size()) != header.checksum) {
-    why = std::string(chunkKindName(header.kind)) + " chunk is damaged (checksum mismatch)";
-    return false;
-  }
-  out = ChunkInfo{};
-  out.offset = offset;
-  out.kind = header.kind;
-  out.storedSize = header.storedSize;
-  out.rawSize = header.rawSize;
-  if (header.kind == ChunkKind::kBlob) {
-    std::memcpy(&out.hash.high, payload.data(), 8);
-    std::memcpy(&out.hash.low, payload.data() + 8, 8);
-  }
-  return true;
-}
-
-// Searches [from, scanEnd_) for a chunk header whose checksum holds.
-bool TraceReader::findNextChunk(uint64_t from, uint64_t& found) {
-  std::vector<uint8_t> window(static_cast<size_t>(std::min<uint64_t>(1 << 20, scanEnd_ - std::min(from, scanEnd_))));
-  uint64_t at = from;
-  while (at + kChunkHeaderSize <= scanEnd_) {
-    size_t n = static_cast<size_t>(std::min<uint64_t>(window.size(), scanEnd_ - at));
-    readAt(at, window.data(), n);
-    for (size_t i = 0; i + 4 <= n; ++i) {
-      uint32_t word;
-      std::memcpy(&word, window.data() + i, 4);
-      if (word != kChunkMagic) continue;
-      ChunkInfo chunk;
-      std::string ignored;
-      if (probeChunk(at + i, chunk, ignored)) {
-        found = at + i;
-        return true;
-      }
-    }
-    if (n <= 3) break;
-    at += n - 3;  // a magic may straddle two windows
-  }
-  return false;
-}
-
-void TraceReader::scan(uint64_t from) {
-  uint64_t offset = from;
-  std::string why;
-  while (offset < scanEnd_) {
-    if (fileSize_ - offset == kTrailerSize) {
-      uint8_t raw[kTrailerSize];
-      Trailer trailer;
-      readAt(offset, raw, sizeof raw);
-      if (decodeTrailer(raw, trailer)) break;
-    }
-    ChunkInfo chunk;
-    if (probeChunk(offset, chunk, why)) {
-      if (chunk.kind != ChunkKind::kIndex) {
-        if (chunk.kind == ChunkKind::kBlob) blobs_.emplace(chunk.hash, chunks_.size());
-        chunks_.push_back(chunk);
-      }
-      offset += kChunkHeaderSize + chunk.storedSize;
-      continue;
-    }
-    // Damage: look for the next chunk header whose checksum holds. A size
-    // field that points past the end is as likely damage as a cut, so search
-    // in both cases; only when nothing intact follows is the file torn here.
-    uint64_t next = 0;
-    if (!findNextChunk(offset + 1, next)) {
-      if (why.rfind("file ends inside", 0) == 0) {
-        torn_ = true;
-        addProblem(offset, why + "; the trace is cut short here");
-      } else {
-        addProblem(offset, why + "; no intact chunk follows");
-      }
-      return;
-    }
-    addProblem(offset, why + "; skipped " + sizeText(next - offset) + " to the next intact chunk");
-    offset = next;
-  }
-}
-
-void TraceReader::loadIndex() {
-  if (fileSize_ < kFileHeaderSize + kChunkHeaderSize + kTrailerSize) return;
-  uint8_t raw[kTrailerSize];
-  Trailer trailer;
-  readAt(fileSize_ - kTrailerSize, raw, sizeof raw);
-  if (!decodeTrailer(raw, trailer)) return;  // not closed: scan
-  closed_ = true;
-  uint64_t indexOffset = trailer.indexOffset;
-  auto reject = [&](const std::string& why) {
-    addProblem(indexOffset, "footer index unusable (" + why + "); scanned the file instead");
-    chunks_.clear();
-    blobs_.clear();
-    // When an index chunk header really starts there, the scan stops at it, so
-    // the damage is reported once and not again as a damaged chunk.
-    uint8_t head[kChunkHeaderSize];
-    ChunkHeader header;
-    if (indexOffset >= kFileHeaderSize && indexOffset <= fileSize_ - kChunkHeaderSize) {
-      readAt(indexOffset, head, sizeof head);
-      if (decodeChunkHeader(head, header) && header.kind == ChunkKind::kIndex) scanEnd_ = indexOffset;
-    }
-  };
-  if (indexOffset < kFileHeaderSize || indexOffset > fileSize_ - kTrailerSize - kChunkHeaderSize) {
-    return reject("it points outside the file");
-  }
-  ChunkInfo chunk;
-  std::string why;
-  if (!probeChunk(indexOffset, chunk, why)) return reject(why);
-  if (chunk.kind != ChunkKind::kIndex || indexOffset + kChunkHeaderSize + chunk.storedSize != fileSize_ - kTrailerSize) {
-    return reject("the trailer does not point at an index chunk");
-  }
-  try {
-    std::vector<capnp::word> words((chunk.rawSize + 7) / 8);
-    std::string bad = loadPayload(chunk, reinterpret_cast<uint8_t*>(words.data()));
-    if (!bad.empty()) return reject(bad);
-    kj::ArrayPtr<const capnp::word> view(words.data(), words.size());
-    capnp::FlatArrayMessageReader message(view, messageOptions(words.size()));
-    auto index = message.getRoot<schema::TraceIndex>();
-    std::vector<ChunkInfo> chunks;
-    for (auto ref : index.getChunks()) {
-      ChunkInfo c;
-      c.offset = ref.getOffset();
-      c.kind = ChunkKind::kRecords;
-      c.storedSize = ref.getStoredSize();
-      c.rawSize = ref.getRawSize();
-      c.firstSeq = ref.getFirstSeq();
-      c.eventCount = ref.getEventCount();
-      chunks.push_back(c);
-    }
-    for (auto ref : index.getBlobs()) {
-      ChunkInfo c;
-      c.offset = ref.getOffset();
-      c.kind = ChunkKind::kBlob;
-      c.storedSize = ref.getStoredSize();
-      c.rawSize = ref.getRawSize();
-      c.hash = {ref.getHash().getHigh(), ref.getHash().getLow()};
-      chunks.push_back(c);
-    }
-    std::sort(chunks.begin(), chunks.end(), [](const ChunkInfo& a, const ChunkInfo& b) { return a.offset < b.offset; });
-    uint64_t end = kFileHeaderSize;
-    for (const auto& c : chunks) {
-      if (c.offset < end || c.storedSize > indexOffset || c.offset + kChunkHeaderSize + c.storedSize > indexOffset ||
-          c.rawSize > rawLimit(c.kind)) {
-        return reject("entry for byte " + std::to_string(c.offset) + " is inconsistent");
-      }
-      end = c.offset + kChunkHeaderSize + c.storedSize;
-    }
-    chunks_ = std::move(chunks);
-    for (size_t i = 0; i < chunks_.size(); ++i) {
-      if (chunks_[i].kind == ChunkKind::kBlob) blobs_.emplace(chunks_[i].hash, i);
-    }
-    indexed_ = true;
-    indexedEventCount_ = index.getEventCount();
-  } catch (const kj::Exception& e) {
-    reject("malformed: " + std::string(e.getDescription().cStr()));
-  } catch (const FormatError& e) {
-    reject(e.what());
+  const uint64_t more = problemCount_ - kMaxProblemsKept;
+  std::string summary = std::to_string(more) + " more problem" + (more == 1 ? "" : "s") +
+                        " from here on, not listed (the reader keeps the first " +
+                        std::to_string(kMaxProblemsKept) + ")";
+  if (more == 1) {
+    problems_.push_back({offset, std::move(summary)});
+  } else {
+    problems_.back().message = std::move(summary);
   }
 }
 
@@ -444,6 +248,9 @@ std::string TraceReader::loadPayload(const ChunkInfo& chunk, uint8_t* dst, ReadS
       payload = stored + kChunkHeaderSize;
     }
     if (chunkChecksum(stored, payload, chunk.storedSize) != header.checksum) return damaged;
+    if (std::string why = frameSizeProblem(chunk.kind, payload + prefix, bodySize, chunk.rawSize); !why.empty()) {
+      return why;
+    }
     size_t n = ZSTD_decompressDCtx(scratch.dctx, dst, chunk.rawSize, payload + prefix, bodySize);
     if (ZSTD_isError(n) || n != chunk.rawSize) {
       return std::string(chunkKindName(chunk.kind)) + " chunk does not decompress to " + sizeText(chunk.rawSize) +
@@ -566,17 +373,23 @@ std::vector<const ChunkInfo*> TraceReader::locatePieces(schema::Content::Reader 
   uint64_t pieceSize = content.getPieceSize();
   auto pieces = content.getPieces();
   if (size == 0) return {};
-  if (pieceSize == 0 || pieces.size() != (size + pieceSize - 1) / pieceSize) {
+  if (pieceSize == 0 || pieces.size() != size / pieceSize + (size % pieceSize != 0)) {
     throw FormatError(path_ + ": content of " + sizeText(size) + " lists " + std::to_string(pieces.size()) +
                       " pieces of " + sizeText(pieceSize));
   }
   std::vector<const ChunkInfo*> located;
   located.reserve(pieces.size());
+  Hash128 previous;
+  const ChunkInfo* previousChunk = nullptr;
   for (unsigned i = 0; i < pieces.size(); ++i) {
     Hash128 hash{pieces[i].getHigh(), pieces[i].getLow()};
-    uint64_t offset = i * pieceSize;
+    uint64_t offset = uint64_t{i} * pieceSize;
     uint64_t length = std::min(pieceSize, size - offset);
-    const ChunkInfo* chunk = findBlob(hash);
+    // Runs of one piece (zero pages) are common, and a content can list
+    // millions: look each run up once.
+    const ChunkInfo* chunk = previousChunk != nullptr && hash == previous ? previousChunk : findBlob(hash);
+    previous = hash;
+    previousChunk = chunk;
     if (!chunk) {
       throw FormatError(path_ + ": piece " + std::to_string(i) + " (bytes " + std::to_string(offset) + "+" +
                         std::to_string(length) + ", blob " + hash.hex() + ") is missing from the trace");
@@ -642,22 +455,34 @@ void TraceReader::readContentInto(schema::Content::Reader content, uint8_t* dst,
   if (!failure.empty()) throw FormatError(failure);
 }
 
-std::vector<uint8_t> TraceReader::readContent(schema::Content::Reader content) {
+std::vector<uint8_t> TraceReader::readContent(schema::Content::Reader content, uint64_t limit, const char* what) {
   locatePieces(content);  // every piece exists: the size is backed by the file
-  if (content.getSize() > (uint64_t{1} << 36)) {
-    throw FormatError(path_ + ": content of " + sizeText(content.getSize()) +
-                      " is too large to read into memory at once");
+  // Deduplication lets a few kilobytes of file name any size: refused here,
+  // before a byte of it is allocated.
+  const uint64_t size = content.getSize();
+  if (size > limit) {
+    throw FormatError(path_ + ": " + what + " of " + sizeText(size) + " is over the limit of " + sizeText(limit) +
+                      " that kcap reads into memory at once");
+  }
+  if (const uint64_t ceiling = memoryCeiling(); size > ceiling) {
+    throw FormatError(path_ + ": " + what + " of " + sizeText(size) + " does not fit in this process's memory (" +
+                      sizeText(ceiling) + ")");
   }
   try {
-    std::vector<uint8_t> bytes(content.getSize());
+    std::vector<uint8_t> bytes(size);
     readContentInto(content, bytes.data(), bytes.size());
     return bytes;
   } catch (const std::bad_alloc&) {
-    throw FormatError(path_ + ": content of " + sizeText(content.getSize()) + " does not fit in memory");
+    throw FormatError(path_ + ": " + what + " of " + sizeText(size) + " does not fit in memory");
   }
 }
 
 std::string TraceReader::verifyChunk(const ChunkInfo& chunk) {
+  if (chunk.rawSize > rawLimit(chunk.kind) || chunk.storedSize < prefixOf(chunk.kind) ||
+      beyondExpansion(chunk.rawSize, chunk.storedSize - prefixOf(chunk.kind))) {
+    return std::string(chunkKindName(chunk.kind)) + " chunk claims " + sizeText(chunk.rawSize) + " from " +
+           sizeText(chunk.storedSize) + " stored";
+  }
   try {
     std::vector<capnp::word> words((chunk.rawSize + 7) / 8);
     std::string why = loadPayload(chunk, reinterpret_cast<uint8_t*>(words.data()));

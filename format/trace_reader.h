@@ -17,6 +17,7 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "container.h"
@@ -47,6 +48,23 @@ struct EventRef {
 
 struct ReadScratch;
 class WorkerPool;
+
+// The reader's limits beyond the container's (container.h); docs/format.md,
+// "Reader limits", says what happens past each.
+//
+// problems() keeps the first kMaxProblemsKept; the rest are counted.
+inline constexpr size_t kMaxProblemsKept = 1000;
+// readContent materialises at most this much by default (and never more than
+// the machine's memory or the process's address-space limit); larger contents
+// are read in windows with readContentInto.
+inline constexpr uint64_t kMaxContentInMemory = uint64_t{1} << 36;
+// The largest module image a consumer loads whole (real ones are far below).
+inline constexpr uint64_t kMaxCodeImageSize = uint64_t{4} << 30;
+// The recovery scan hashes the payloads of candidate chunks whose checksums
+// then fail for at most kRecoveryHashAllowance + kRecoveryHashFactor bytes per
+// byte it has passed; a candidate that would go past that is not verified.
+inline constexpr uint64_t kRecoveryHashAllowance = uint64_t{1} << 30;
+inline constexpr uint64_t kRecoveryHashFactor = 4;
 
 // Not thread-safe: use one reader per thread. (readContentInto uses threads of
 // its own to decode large contents: a pool the reader keeps.)
@@ -81,7 +99,13 @@ class TraceReader {
   uint64_t indexedEventCount() const { return indexedEventCount_; }  // from the index; 0 when not indexed
   bool torn() const { return torn_; }            // the file ends inside a chunk
   const std::vector<ChunkInfo>& chunks() const { return chunks_; }  // record and blob chunks, file order
+  // The first kMaxProblemsKept problems met; when there were more, one last
+  // entry says how many (at the offset of the first not kept).
   const std::vector<TraceProblem>& problems() const { return problems_; }
+  uint64_t problemCount() const { return problemCount_; }  // every distinct problem met, kept or not
+  // Payload bytes the recovery scan hashed for candidate chunks whose
+  // checksum then failed: its work beyond reading each intact chunk once.
+  uint64_t failedChecksumBytes() const { return failedChecksumBytes_; }
   bool mapped() const { return map_ != nullptr; }  // chunks are read through a mapping of the file
 
   // Delivers every intact event in file order; `fn` returns false to stop.
@@ -97,8 +121,11 @@ class TraceReader {
   size_t blobCount() const { return blobs_.size(); }
 
   // The bytes of `content`. Throws FormatError naming the piece and offset when
-  // a piece is missing, damaged, or not the size the content says.
-  std::vector<uint8_t> readContent(schema::Content::Reader content);
+  // a piece is missing, damaged, or not the size the content says, and before
+  // allocating anything when the content is larger than `limit` or than this
+  // process can hold (the message names the size, as `what`).
+  std::vector<uint8_t> readContent(schema::Content::Reader content, uint64_t limit = kMaxContentInMemory,
+                                   const char* what = "content");
   // As readContent, into dst[0, content.size). Throws if capacity is smaller.
   // Decodes pieces in parallel, on threads the reader keeps from call to call;
   // checks chunk checksums but not content hashes
@@ -122,8 +149,10 @@ class TraceReader {
   void loadIndex();
   void scan(uint64_t from);
   std::vector<const ChunkInfo*> locatePieces(schema::Content::Reader content) const;
-  bool findNextChunk(uint64_t from, uint64_t& found);
-  bool probeChunk(uint64_t offset, ChunkInfo& out, std::string& why);
+  bool findNextChunk(uint64_t from, ChunkInfo& found);
+  std::string checkHead(uint64_t offset, const uint8_t* head, size_t have, ChunkHeader& header) const;
+  bool withinRecoveryBudget(uint64_t offset, uint64_t size) const;
+  bool probeChunk(uint64_t offset, const uint8_t* head, size_t have, ChunkInfo& out, std::string& why, bool budgeted);
   std::string loadPayload(const ChunkInfo& chunk, uint8_t* dst, ReadScratch& scratch, bool verifyContent,
                           const uint8_t* map) const;
   const uint8_t* intactMap() const;  // map_ while the file is still fileSize_ long, else nullptr
@@ -142,9 +171,14 @@ class TraceReader {
   bool indexed_ = false;
   uint64_t indexedEventCount_ = 0;
   bool torn_ = false;
+  uint64_t scanFrom_ = 0;             // where the scan started: its budget grows with the bytes past it
+  uint64_t failedChecksumBytes_ = 0;
+  bool budgetSpent_ = false;          // a candidate went unverified for want of budget (said once)
   std::vector<ChunkInfo> chunks_;
   std::unordered_map<Hash128, size_t, Hash128Hasher> blobs_;  // hash -> index in chunks_
   std::vector<TraceProblem> problems_;
+  uint64_t problemCount_ = 0;
+  std::unordered_set<uint64_t> problemKeys_;  // a hash of each problem met, to report it once
   std::unique_ptr<ReadScratch> scratch_;  // buffers of the calling thread; the reader is not thread-safe
   const uint8_t* map_ = nullptr;          // the file's first fileSize_ bytes, read-only; nullptr: use pread
   unsigned decodeThreads_ = 1;

@@ -5,9 +5,15 @@
 // its pieces, each of the right size; event seq numbers must increase strictly
 // without gaps, starting with traceBegin; the file must be closed (footer
 // index) and not torn; when the index is used, its entries must match the
-// chunks. Prints "OK: ..." and exits 0 only when all of that holds. Otherwise
-// prints one line per problem, "FILE: at byte N: WHAT", ordered by offset (so
-// the first line names the first damage), and exits 1.
+// chunks; no module image may be larger than any consumer loads
+// (kMaxCodeImageSize). Prints "OK: ..." and exits 0 only when all of that
+// holds. Otherwise prints one line per problem, "FILE: at byte N: WHAT",
+// ordered by offset (so the first line names the first damage), and exits 1.
+//
+// Every problem is counted, but only the kMaxListed first by offset are kept
+// and listed, then how many more: a small hostile file can hold millions. A
+// content is one line per kind of trouble however many of its pieces share
+// it, and a run of pieces naming one blob is looked up once.
 #include <algorithm>
 #include <cstdio>
 #include <cstdint>
@@ -16,6 +22,7 @@
 #include <memory>
 #include <set>
 #include <unordered_map>
+#include <unordered_set>
 
 #include <CLI/CLI.hpp>
 
@@ -35,7 +42,21 @@ struct Options {
 
 struct Finding {
   uint64_t offset;
+  uint64_t order;  // when it was found: ties of offset keep it
   std::string message;
+};
+
+// Pieces of one content with one kind of trouble: how many, the first few,
+// and the blob of the first.
+struct Tally {
+  uint64_t count = 0;
+  unsigned first[8] = {};
+  format::Hash128 hash;
+  void add(unsigned piece, const format::Hash128& blob) {
+    if (count < 8) first[count] = piece;
+    if (count == 0) hash = blob;
+    ++count;
+  }
 };
 
 struct ChunkEvents {
@@ -57,13 +78,37 @@ class Checker {
   }
 
  private:
-  void add(uint64_t offset, std::string message) { findings_.push_back({offset, std::move(message)}); }
+  void add(uint64_t offset, std::string message) {
+    addWith(offset, [&] { return std::move(message); });
+  }
+
+  // Counts a finding; keeps it only while it can be among the kMaxListed
+  // first by offset, and only then calls `make` for its text.
+  template <typename Make>
+  void addWith(uint64_t offset, Make&& make) {
+    const uint64_t order = count_++;
+    if (cut_ && offset >= cutoff_) return;
+    findings_.push_back({offset, order, make()});
+    if (findings_.size() < 2 * kMaxListed) return;
+    sortFindings();
+    findings_.resize(kMaxListed);
+    cut_ = true;
+    cutoff_ = findings_.back().offset;
+  }
+
+  void sortFindings() {
+    std::sort(findings_.begin(), findings_.end(), [](const Finding& a, const Finding& b) {
+      return a.offset != b.offset ? a.offset < b.offset : a.order < b.order;
+    });
+  }
 
   void verifyChunks() {
     for (const auto& chunk : reader_.chunks()) {
       std::string why = reader_.verifyChunk(chunk);
       if (!why.empty()) {
-        add(chunk.offset, bareProblem(opt_.path, why));
+        std::string message = bareProblem(opt_.path, why);
+        chunkFindings_.insert(format::checksum64(message.data(), message.size(), chunk.offset));
+        add(chunk.offset, std::move(message));
         badChunks_.insert(chunk.offset);
       }
       if (chunk.kind == format::ChunkKind::kBlob) blobs_.emplace(chunk.hash, chunk);
@@ -87,42 +132,81 @@ class Checker {
     }
     // One line per content and kind of trouble, not one per piece: deduplicated
     // pieces make one lost blob show up in many places.
-    std::vector<unsigned> missing, damaged;
-    format::Hash128 firstMissing, firstDamaged;
+    Tally missing, damaged, wrongSize;
+    uint64_t wrongNeeds = 0, wrongHolds = 0;
+    format::Hash128 previous;
+    const format::ChunkInfo* blob = nullptr;
+    bool looked = false;
     for (unsigned i = 0; i < pieces.size(); ++i) {
       format::Hash128 hash{pieces[i].getHigh(), pieces[i].getLow()};
       uint64_t length = std::min<uint64_t>(pieceSize, size - uint64_t{i} * pieceSize);
-      auto it = blobs_.find(hash);
-      if (it == blobs_.end()) {
-        if (missing.empty()) firstMissing = hash;
-        missing.push_back(i);
-      } else if (badChunks_.count(it->second.offset)) {
-        if (damaged.empty()) firstDamaged = hash;
-        damaged.push_back(i);
-      } else if (it->second.rawSize != length) {
-        add(ref.chunkOffset, where() + strf(" piece %u (blob %s) needs %llu bytes, the blob holds %llu", i,
-                                            hash.hex().c_str(), static_cast<unsigned long long>(length),
-                                            static_cast<unsigned long long>(it->second.rawSize)));
+      if (!looked || !(hash == previous)) {  // a run of one piece (zero pages) is looked up once
+        auto it = blobs_.find(hash);
+        blob = it == blobs_.end() ? nullptr : &it->second;
+        previous = hash;
+        looked = true;
+      }
+      if (blob == nullptr) {
+        missing.add(i, hash);
+      } else if (badChunks_.count(blob->offset)) {
+        damaged.add(i, hash);
+      } else if (blob->rawSize != length) {
+        if (wrongSize.count == 0) {
+          wrongNeeds = length;
+          wrongHolds = blob->rawSize;
+        }
+        wrongSize.add(i, hash);
       }
     }
-    missingPieces_ += missing.size();
-    damagedPieces_ += damaged.size();
-    if (!missing.empty()) {
-      add(ref.chunkOffset, where() + " " + piecesText(missing, pieces.size()) + " missing (" +
-                               (missing.size() > 1 ? "first: " : "") + "blob " + firstMissing.hex() + ")");
+    missingPieces_ += missing.count;
+    damagedPieces_ += damaged.count;
+    if (missing.count) {
+      addWith(ref.chunkOffset, [&] {
+        return where() + " " + piecesText(missing, pieces.size()) + " missing (" +
+               (missing.count > 1 ? "first: " : "") + "blob " + missing.hash.hex() + ")";
+      });
     }
-    if (!damaged.empty()) {
-      add(ref.chunkOffset, where() + " " + piecesText(damaged, pieces.size()) + " in damaged blob chunks (" +
-                               (damaged.size() > 1 ? "first: " : "") + "blob " + firstDamaged.hex() +
-                               strf(" at byte %llu)", static_cast<unsigned long long>(blobs_.at(firstDamaged).offset)));
+    if (damaged.count) {
+      addWith(ref.chunkOffset, [&] {
+        return where() + " " + piecesText(damaged, pieces.size()) + " in damaged blob chunks (" +
+               (damaged.count > 1 ? "first: " : "") + "blob " + damaged.hash.hex() +
+               strf(" at byte %llu)", static_cast<unsigned long long>(blobs_.at(damaged.hash).offset));
+      });
+    }
+    if (wrongSize.count) {
+      addWith(ref.chunkOffset, [&] {
+        return where() + " " + piecesText(wrongSize, pieces.size()) + " the wrong size (" +
+               (wrongSize.count > 1 ? "first: " : "") +
+               strf("piece %u needs %llu bytes, blob %s holds %llu bytes)", wrongSize.first[0],
+                    static_cast<unsigned long long>(wrongNeeds), wrongSize.hash.hex().c_str(),
+                    static_cast<unsigned long long>(wrongHolds));
+      });
     }
   }
 
-  static std::string piecesText(const std::vector<unsigned>& which, unsigned total) {
-    std::string out = which.size() == 1 ? "piece " : "pieces ";
-    for (size_t i = 0; i < which.size() && i < 8; ++i) out += (i ? "," : "") + std::to_string(which[i]);
-    if (which.size() > 8) out += strf(",... (%zu)", which.size());
-    return out + strf(" of %u %s", total, which.size() == 1 ? "is" : "are");
+  static std::string piecesText(const Tally& which, unsigned total) {
+    std::string out = which.count == 1 ? "piece " : "pieces ";
+    for (uint64_t i = 0; i < which.count && i < 8; ++i) out += (i ? "," : "") + std::to_string(which.first[i]);
+    if (which.count > 8) out += strf(",... (%llu)", static_cast<unsigned long long>(which.count));
+    return out + strf(" of %u %s", total, which.count == 1 ? "is" : "are");
+  }
+
+  // A module image is loaded whole (replay, doctor): one larger than they
+  // load is refused there, so it is a finding here.
+  void checkImages(const format::EventRef& ref, const char* type) {
+    const auto load = ref.event.getModuleLoad();
+    const auto check = [&](schema::Content::Reader image, const std::string& name) {
+      if (image.getSize() <= format::kMaxCodeImageSize) return;
+      addWith(ref.chunkOffset, [&] {
+        return strf("event #%llu (%s): %s of %llu bytes is larger than kcap loads (%llu bytes)",
+                    static_cast<unsigned long long>(ref.event.getSeq()), type, name.c_str(),
+                    static_cast<unsigned long long>(image.getSize()),
+                    static_cast<unsigned long long>(format::kMaxCodeImageSize));
+      });
+    };
+    check(load.getImage(), "module image");
+    const auto extras = load.getExtraImages();
+    for (unsigned i = 0; i < extras.size(); ++i) check(extras[i], strf("extra image %u", i));
   }
 
   void checkEvents() {
@@ -169,6 +253,7 @@ class Checker {
         }
       }
 
+      if (e.isModuleLoad()) checkImages(ref, type.c_str());
       forEachContent(e, [&](const std::string& path, schema::Content::Reader content) {
         checkContent(ref, type.c_str(), path, content);
       });
@@ -177,16 +262,22 @@ class Checker {
   }
 
   // The reader's own findings (damage met while scanning or reading). A record
-  // chunk that verifyChunk already reported is not reported twice.
+  // chunk that verifyChunk already reported is not reported twice. The reader
+  // keeps the first kMaxProblemsKept and a line saying how many more: those
+  // count here too.
   void addReaderProblems() {
-    for (const auto& p : reader_.problems()) {
-      if (badChunks_.count(p.offset)) continue;
+    const auto& problems = reader_.problems();
+    const bool summarized = reader_.problemCount() > problems.size();
+    size_t listed = problems.size();
+    if (summarized && listed > 0) --listed;  // the last entry is the reader's count of the rest
+    for (size_t i = 0; i < problems.size(); ++i) {
+      const auto& p = problems[i];
+      if (i < listed && badChunks_.count(p.offset)) continue;
       std::string message = bareProblem(opt_.path, p.message);
-      bool duplicate = std::any_of(findings_.begin(), findings_.end(), [&](const Finding& f) {
-        return f.offset == p.offset && f.message == message;
-      });
-      if (!duplicate) add(p.offset, message);
+      if (chunkFindings_.count(format::checksum64(message.data(), message.size(), p.offset))) continue;
+      add(p.offset, std::move(message));
     }
+    if (summarized) count_ += reader_.problemCount() - listed - 1;
   }
 
   // With an index, each record chunk's entry says which events it holds.
@@ -207,7 +298,7 @@ class Checker {
 
   void checkClosed() {
     // No events at all is worth saying only when nothing else explains it.
-    if (events_ == 0 && findings_.empty()) add(format::kFileHeaderSize, "the trace holds no events");
+    if (events_ == 0 && count_ == 0) add(format::kFileHeaderSize, "the trace holds no events");
     // A trailer whose index could not be used is among the reader's problems.
     if (!reader_.indexed() && !reader_.closed()) {
       add(reader_.fileSize(), "not closed (no footer index); the writer did not finish, events were recovered by scanning");
@@ -216,23 +307,23 @@ class Checker {
 
   int report() {
     size_t chunks = reader_.chunks().size();
-    if (findings_.empty()) {
+    if (count_ == 0) {
       std::printf("OK: %llu events, %zu blobs, %zu chunks verified\n", static_cast<unsigned long long>(events_),
                   blobs_.size(), chunks);
       if (!sawEnd_) std::printf("note: no traceEnd event (closed by a tool rather than the recorder?)\n");
       std::fflush(stdout);
       return kExitOk;
     }
-    std::stable_sort(findings_.begin(), findings_.end(),
-                     [](const Finding& a, const Finding& b) { return a.offset < b.offset; });
+    sortFindings();
     std::string out;
-    for (size_t i = 0; i < findings_.size() && i < kMaxListed; ++i) {
+    const size_t listed = std::min(findings_.size(), kMaxListed);
+    for (size_t i = 0; i < listed; ++i) {
       out += format::describeAt(opt_.path, findings_[i].offset, findings_[i].message) + "\n";
     }
-    if (findings_.size() > kMaxListed) out += strf("... and %zu more\n", findings_.size() - kMaxListed);
-    out += strf("FAILED: %zu problem%s; %llu events read, %zu of %zu chunks intact", findings_.size(),
-                findings_.size() == 1 ? "" : "s", static_cast<unsigned long long>(events_),
-                chunks - badChunks_.size(), chunks);
+    if (count_ > listed) out += strf("... and %llu more\n", static_cast<unsigned long long>(count_ - listed));
+    out += strf("FAILED: %llu problem%s; %llu events read, %zu of %zu chunks intact",
+                static_cast<unsigned long long>(count_), count_ == 1 ? "" : "s",
+                static_cast<unsigned long long>(events_), chunks - badChunks_.size(), chunks);
     if (missingPieces_) out += strf(", %llu content pieces missing", static_cast<unsigned long long>(missingPieces_));
     if (damagedPieces_) out += strf(", %llu content pieces damaged", static_cast<unsigned long long>(damagedPieces_));
     out += reader_.torn() ? ", file torn\n" : "\n";
@@ -243,7 +334,11 @@ class Checker {
 
   const Options& opt_;
   format::TraceReader& reader_;
-  std::vector<Finding> findings_;
+  std::vector<Finding> findings_;  // at most 2 * kMaxListed: the first by offset
+  uint64_t count_ = 0;             // every finding, kept or not
+  bool cut_ = false;               // findings_ was cut to the kMaxListed first
+  uint64_t cutoff_ = 0;            // then: a finding at or past this offset comes after all kept
+  std::unordered_set<uint64_t> chunkFindings_;  // hashes of verifyChunk's findings, not repeated from the reader
   std::set<uint64_t> badChunks_;
   std::unordered_map<format::Hash128, format::ChunkInfo, format::Hash128Hasher> blobs_;
   std::map<uint64_t, ChunkEvents> chunkEvents_;  // record chunk offset -> events delivered from it

@@ -199,7 +199,8 @@ std::vector<ImageRow> judgeImages(format::TraceReader& reader, int recordedSm, c
   for (const auto& load : loads) {
     ImageRow row;
     row.seq = load->seq();
-    const auto bytes = reader.readContent(load->get().getModuleLoad().getImage());
+    const auto bytes = reader.readContent(load->get().getModuleLoad().getImage(), format::kMaxCodeImageSize,
+                                          "module image");
     const image::Bytes view(bytes.data(), bytes.size());
     row.contents = replay::imageContents(view);
     if (recordedSm > 0) {
