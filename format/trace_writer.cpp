@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <linux/futex.h>
 #include <pthread.h>
+#include <sys/file.h>
 #include <sys/syscall.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -34,6 +35,17 @@
 
 namespace kcap::format {
 namespace {
+
+// Why a write failed, in the words a user acts on: running out of room
+// says so and names the error, so that it is not taken for damage.
+std::string writeFailure(int error) {
+  switch (error) {
+    case ENOSPC: return "disk full (ENOSPC)";
+    case EDQUOT: return "disk quota exceeded (EDQUOT)";
+    case EFBIG: return "file size limit exceeded (EFBIG)";
+    default: return std::strerror(error);
+  }
+}
 
 // One chunk on its way to the file: queued by a producer, encoded (compressed,
 // checksummed) by a compression thread, written by the writer thread.
@@ -740,7 +752,7 @@ class TraceWriterImpl final : public TraceWriter {
       ssize_t n = ::write(fd_, data, size);
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0) {
-        std::string why = n < 0 ? std::strerror(errno) : "no space written";
+        std::string why = n < 0 ? writeFailure(errno) : "no space written";
         std::lock_guard lock(mutex_);
         error_ = describeAt(path_, fileOffset_, "write failed: " + why);
         failed_ = true;
@@ -894,8 +906,12 @@ std::unique_ptr<TraceWriter> TraceWriter::create(const std::string& path, const 
     throw FormatError(path + ": zstd level " + std::to_string(options.zstdLevel) + " is outside [" +
                       std::to_string(ZSTD_minCLevel()) + ", " + std::to_string(ZSTD_maxCLevel()) + "]");
   }
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  const int mode = options.exclusive ? O_EXCL : O_TRUNC;
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | mode | O_CLOEXEC, 0600);
+  if (fd < 0 && options.exclusive && errno == EEXIST) throw PathExists(path + ": exists");
   if (fd < 0) throw FormatError(path + ": cannot create: " + std::strerror(errno));
+  // Only this writer's descriptor holds the lock: a reader never takes it.
+  if (options.exclusive) ::flock(fd, LOCK_EX | LOCK_NB);
   // O_CREAT's mode applies only to a new file; an existing one keeps its own.
   // Traces hold the program's memory: make them private either way.
   if (::fchmod(fd, 0600) != 0) {
@@ -910,7 +926,10 @@ std::unique_ptr<TraceWriter> TraceWriter::create(const std::string& path, const 
   uint8_t bytes[kFileHeaderSize];
   encodeFileHeader(header, bytes);
   if (::write(fd, bytes, sizeof bytes) != static_cast<ssize_t>(sizeof bytes)) {
-    std::string why = std::strerror(errno);
+    std::string why = writeFailure(errno);
+    // A file this call created holds nothing of anyone's: no trace is left
+    // half-made under the name.
+    if (options.exclusive) ::unlink(path.c_str());
     ::close(fd);
     throw FormatError(path + ": cannot write the header: " + why);
   }

@@ -22,6 +22,7 @@
 
 #include <capnp/message.h>
 
+#include "errors.h"
 #include "hash.h"
 #include "kcap.capnp.h"
 #include "piece_memory.h"
@@ -95,6 +96,19 @@ class TraceWriter {
     // to `maxDirectBytes` until the writer goes. No pageLocker: none.
     PageLocker* pageLocker = nullptr;
     size_t maxDirectBytes = 0;
+    // Create the file only if nothing is at `path` (O_EXCL; a symbolic link
+    // counts): else create() throws PathExists and touches nothing. The file
+    // is then held under flock(LOCK_EX) until the writer closes it (a fork
+    // child's copy of the descriptor holds it too, until that child exits or
+    // execs), which is how `kcap record --force` tells a trace being written
+    // from a finished one.
+    bool exclusive = false;
+  };
+
+  // Thrown by create() with Options::exclusive when something is at the path.
+  class PathExists : public FormatError {
+   public:
+    using FormatError::FormatError;
   };
 
   struct Stats {
@@ -113,8 +127,9 @@ class TraceWriter {
     uint64_t pageLockNs = 0;        // time taking direct blocks spent touching and page-locking it
   };
 
-  // Creates (truncates) `path` with mode 0600 and writes the header.
-  // Throws FormatError naming the path when it cannot.
+  // Creates (truncates; with Options::exclusive only creates) `path` with
+  // mode 0600 and writes the header. Throws FormatError naming the path when
+  // it cannot.
   static std::unique_ptr<TraceWriter> create(const std::string& path, const Options& options);
   static std::unique_ptr<TraceWriter> create(const std::string& path) { return create(path, Options{}); }
 

@@ -20,12 +20,30 @@
 namespace kcap::process {
 namespace {
 
-constexpr int kFatalSignals[] = {SIGSEGV, SIGBUS, SIGABRT, SIGTERM, SIGINT, SIGFPE};
+// Every signal whose default action ends the process, but SIGKILL and
+// SIGSTOP (no handler runs) and SIGTRAP (a debugger's breakpoints): with the
+// default action the handler ends the trace first. `flushFirst`: when the
+// program has a handler of its own, which usually ends the program too, the
+// trace is flushed before it runs; the others (timers, profilers, user
+// signals, a broken pipe) can come often and go straight to the program's
+// handler.
+struct FatalSignal {
+    int sig;
+    bool flushFirst;
+};
+constexpr FatalSignal kFatalSignals[] = {
+    {SIGSEGV, true},  {SIGBUS, true},   {SIGABRT, true},   {SIGTERM, true},   {SIGINT, true},
+    {SIGFPE, true},   {SIGILL, true},   {SIGHUP, true},    {SIGQUIT, true},   {SIGPIPE, false},
+    {SIGALRM, false}, {SIGUSR1, false}, {SIGUSR2, false},  {SIGVTALRM, false}, {SIGPROF, false},
+    {SIGXCPU, false}, {SIGXFSZ, false}, {SIGPOLL, false},  {SIGPWR, false},   {SIGSTKFLT, false},
+    {SIGSYS, false},  // a seccomp sandbox's handler runs at every trapped system call
+};
 constexpr int kSignalWorkMs = 3000;  // what the handler waits for the signal thread
 constexpr std::chrono::milliseconds kEndWait{500};  // what ending waits for other threads' work
 
 // Constant-initialized: a handler may run at any time.
 struct sigaction g_previous[NSIG] = {};
+bool g_flushFirst[NSIG] = {};
 std::atomic<bool> g_installed{false};  // handlers and fork hooks (per process image)
 std::atomic<int> g_requestFd{-1};      // handler -> signal thread
 std::atomic<int> g_replyFd{-1};        // signal thread -> handler (non-blocking)
@@ -140,8 +158,19 @@ void askSignalThread(int sig, bool terminal)
     g_handlerBusy.store(false, std::memory_order_release);
 }
 
-bool isSynchronous(int sig) { return sig == SIGSEGV || sig == SIGBUS || sig == SIGFPE; }
+// Faults the CPU raises: returning from the handler runs the instruction
+// again.
+bool isSynchronous(int sig) { return sig == SIGSEGV || sig == SIGBUS || sig == SIGFPE || sig == SIGILL; }
 
+// Async-signal-safe: the handler itself only reads constant-initialized
+// state, writes and polls pipes, and calls sigaction, pthread_sigmask and
+// tgkill. Ending the trace (which allocates, takes the writer's locks and
+// writes the file) happens on the signal thread, in ordinary context. After
+// a fault, the faulting thread may hold a lock the signal thread needs (the
+// allocator's, the writer's): the signal thread then blocks, the handler
+// gives up after kSignalWorkMs and the fault takes its course; what was
+// written stays readable (with --flush launch, every launch up to the
+// faulting one).
 void onFatalSignal(int sig, siginfo_t* info, void* context)
 {
     const int savedErrno = errno;
@@ -150,7 +179,7 @@ void onFatalSignal(int sig, siginfo_t* info, void* context)
     const bool byDefault = !withInfo && previous.sa_handler == SIG_DFL;
     const bool ignored = !withInfo && previous.sa_handler == SIG_IGN;
 
-    if (!ignored) {
+    if (byDefault || (!ignored && g_flushFirst[sig])) {
         // Terminal: the signal is about to end the process, so end the trace.
         // Otherwise the previous handler decides; only flush.
         askSignalThread(sig, byDefault);
@@ -182,7 +211,7 @@ void onFatalSignal(int sig, siginfo_t* info, void* context)
 
 void installSignalHandlers() noexcept
 {
-    for (const int sig : kFatalSignals) {
+    for (const auto [sig, flushFirst] : kFatalSignals) {
         struct sigaction current {};
         if (sigaction(sig, nullptr, &current) != 0) {
             continue;
@@ -191,6 +220,7 @@ void installSignalHandlers() noexcept
             continue;  // the program (or nohup) wants it ignored: leave it so
         }
         g_previous[sig] = current;
+        g_flushFirst[sig] = flushFirst;
         struct sigaction ours {};
         ours.sa_sigaction = onFatalSignal;
         sigemptyset(&ours.sa_mask);

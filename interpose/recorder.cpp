@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -77,31 +78,57 @@ bool driverReady()
     return count != nullptr && count(&devices) == CUDA_SUCCESS;
 }
 
-// The file this process records to. Descendants never overwrite an
-// ancestor's trace: a fork child whose template has no %p adds ".<pid>", and
-// under `kcap record` (KCAP_OUTPUT_EXCLUSIVE=1) the first process to record
-// claims the plain name and every later one adds ".<pid>".
-std::string outputPath(const CaptureOptions& options)
+// `kcap record` learns which traces its processes wrote, and why one stopped
+// early, from lines the shim appends to the file KCAP_RECORD_STATUS names
+// (tools/record.cpp reads them): "trace PID PATH" when a trace is created,
+// "stopped PID PATH<tab>WHY" when recording into it failed. '%', tab and
+// newline are written %25, %09, %0A. The file is never created here: no
+// status file, no report.
+std::string statusField(const std::string& text)
 {
-    const long pid = static_cast<long>(::getpid());
-    std::string path =
-        expandOutputPath(options.output, pid, hostName(), rankFromEnvironment([](const char* n) { return std::getenv(n); }));
-    if (outputHasPid(options.output)) {
-        return path;
+    std::string out;
+    for (const char c : text) {
+        out += c == '%' ? std::string("%25") : c == '\t' ? std::string("%09") : c == '\n' ? std::string("%0A")
+                                                                                        : std::string(1, c);
     }
-    if (g_forkChild.load()) {
-        return withPidSuffix(path, pid);
+    return out;
+}
+
+void reportStatus(const char* kind, const std::string& path, const char* why) noexcept
+{
+    const char* file = std::getenv("KCAP_RECORD_STATUS");
+    if (file == nullptr || file[0] == '\0') {
+        return;
     }
-    const char* exclusive = std::getenv("KCAP_OUTPUT_EXCLUSIVE");
-    if (exclusive != nullptr && exclusive[0] == '1') {
-        const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-        if (fd >= 0) {
-            ::close(fd);
-            return path;
+    try {
+        std::string line = std::string(kind) + " " + std::to_string(::getpid()) + " " + statusField(path);
+        if (why != nullptr) {
+            line += "\t" + statusField(why);
         }
-        return withPidSuffix(path, pid);
+        line += "\n";
+        const int fd = ::open(file, O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0) {
+            return;
+        }
+        // One write: the lines of processes recording at once do not interleave.
+        [[maybe_unused]] const ssize_t written = ::write(fd, line.data(), line.size());
+        ::close(fd);
+    } catch (...) {
+        // no report; the trace itself is unaffected
     }
-    return path;
+}
+
+// What is at `path`, for a message: "a FIFO", "a symbolic link", ...
+const char* fileKind(mode_t mode)
+{
+    switch (mode & S_IFMT) {
+    case S_IFLNK: return "a symbolic link";
+    case S_IFIFO: return "a FIFO";
+    case S_IFSOCK: return "a socket";
+    case S_IFCHR: return "a character device";
+    case S_IFBLK: return "a block device";
+    default: return "not a regular file";
+    }
 }
 
 // Staging buffers: a whole number of pieces, enough of them that the
@@ -132,6 +159,7 @@ size_t directMemoryBound(const CaptureOptions& options)
 std::unique_ptr<format::TraceWriter> createWriter(const std::string& path, const CaptureOptions& options)
 {
     format::TraceWriter::Options writerOptions;
+    writerOptions.exclusive = true;
     writerOptions.zstdLevel = options.zstdLevel;
     writerOptions.pieceSize = options.pieceSize;
     writerOptions.maxPendingBytes = options.bufferBytes;
@@ -153,6 +181,46 @@ std::unique_ptr<format::TraceWriter> createWriter(const std::string& path, const
     }
     pthread_sigmask(SIG_SETMASK, &old, nullptr);
     return writer;
+}
+
+// Creates this process's trace; `path` becomes its name. A trace never
+// replaces or shares a file: the name is created exclusively, and when it is
+// taken (another process records to the same template, or an old file is
+// there) the process writes NAME.<pid>.EXT and says so once. A fork child
+// whose template has no %p goes straight to NAME.<pid>.EXT, so that it never
+// takes the name from its parent. What is not a regular file is never
+// written through (a FIFO would block, a device would be written to).
+std::unique_ptr<format::TraceWriter> openTrace(const CaptureOptions& options, std::string& path)
+{
+    const long pid = static_cast<long>(::getpid());
+    const std::string named =
+        expandOutputPath(options.output, pid, hostName(), rankFromEnvironment([](const char* n) { return std::getenv(n); }));
+    const bool suffixOnly = g_forkChild.load() && !outputHasPid(options.output);
+    std::vector<std::string> candidates;
+    if (!suffixOnly) {
+        candidates.push_back(named);
+    }
+    candidates.push_back(withPidSuffix(named, pid));
+    for (const std::string& candidate : candidates) {
+        try {
+            std::unique_ptr<format::TraceWriter> writer = createWriter(candidate, options);
+            if (candidate != named && !suffixOnly) {
+                log_message("%s exists; writing %s", named.c_str(), candidate.c_str());
+            }
+            path = candidate;
+            return writer;
+        } catch (const format::TraceWriter::PathExists&) {
+            struct stat st {};
+            if (::lstat(candidate.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+                throw std::runtime_error(candidate + (S_ISDIR(st.st_mode) ? std::string(" is a directory")
+                                                                          : std::string(" exists and is not a regular file (") +
+                                                                                fileKind(st.st_mode) + ")"));
+            }
+        }
+    }
+    throw std::runtime_error(candidates.size() == 1 ? candidates[0] + " exists; not replacing it"
+                                                    : named + " and " + candidates.back() +
+                                                          " exist; not replacing them");
 }
 
 }  // namespace
@@ -275,8 +343,10 @@ Recorder* Recorder::start() noexcept
         // called cuInit, its calls fail and recording waits.
         if (g_state.load() == kWaitingForDriver && driverReady()) {
             const CaptureOptions& options = *g_options.load();
-            const std::string path = outputPath(options);
-            std::unique_ptr<Recorder> recorder(new Recorder(options, path, createWriter(path, options)));
+            std::string path;
+            std::unique_ptr<format::TraceWriter> writer = openTrace(options, path);
+            reportStatus("trace", path, nullptr);
+            std::unique_ptr<Recorder> recorder(new Recorder(options, path, std::move(writer)));
             recorder->writeTraceBegin();
             started = recorder.release();
             g_recorder.store(started, std::memory_order_release);
@@ -346,6 +416,9 @@ void Recorder::end(schema::EndReason reason, int signal, const std::string& mess
     } catch (...) {
         // the writer failed; close() says why
     }
+    if (reason == schema::EndReason::INTERNAL_ERROR) {
+        reportStatus("stopped", path_, message.empty() ? "internal error" : message.c_str());
+    }
     try {
         writer_->close();
         const format::TraceWriter::Stats stats = writer_->stats();
@@ -354,6 +427,7 @@ void Recorder::end(schema::EndReason reason, int signal, const std::string& mess
     } catch (const std::exception& e) {
         if (reason != schema::EndReason::INTERNAL_ERROR) {
             log_message("the trace %s may be incomplete: %s", path_.c_str(), e.what());
+            reportStatus("stopped", path_, e.what());
         }
     } catch (...) {
     }

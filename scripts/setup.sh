@@ -16,8 +16,8 @@ echo
 example=examples/vector_pipeline.kcap
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
   echo "GPU found: $(nvidia-smi -L | head -n 1)"
-  echo "\$ kcap record -o build/example.kcap -- build/examples/kcap_example"
-  $kcap record -o build/example.kcap -- build/examples/kcap_example
+  echo "\$ kcap record --force -o build/example.kcap -- build/examples/kcap_example"
+  $kcap record --force -o build/example.kcap -- build/examples/kcap_example
   example=build/example.kcap
   echo
   echo "\$ kcap replay $example"

@@ -8,28 +8,36 @@
 // with the shim's own parser, so that a bad value is a usage error (exit 2)
 // rather than a silent run without recording.
 //
+// The trace path is checked before CMD starts: its directory must exist and
+// be writable, and nothing at the path is replaced unless --force is given
+// and it is a kcap trace no process is writing (a regular file with the kcap
+// magic, not locked by a writer). The shim creates every trace exclusively;
+// it reports each trace it creates, and why recording into one stopped, to a
+// status file (KCAP_RECORD_STATUS), so the summary is of this recording's
+// traces only, whatever else is in the directory.
+//
 // Exit code: CMD's own, or 128 + the signal that ended it; 127 if it could
-// not be started; 2 for usage errors. Unless --quiet, one line on stderr at
-// the end: events, launches and size of the trace.
+// not be started; 2 for usage errors and an output path refused. Unless
+// --quiet, one line on stderr at the end for each trace: events, launches,
+// size, and what ended it when it was not closed.
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <ctime>
-#include <filesystem>
 #include <iostream>
 #include <map>
 #include <memory>
 #include <optional>
-#include <regex>
 #include <string>
 #include <vector>
 
@@ -37,6 +45,7 @@
 
 #include "capture_options.h"
 #include "common.h"
+#include "container.h"
 #include "errors.h"
 #include "subcommands.h"
 #include "trace_reader.h"
@@ -63,6 +72,7 @@ struct Options {
   std::string hash;
   bool timing = false;
   std::string shim;
+  bool force = false;
   bool quiet = false;
   std::vector<std::string> command;
 };
@@ -126,6 +136,13 @@ std::string findShim(const Options& opt) {
   return {};
 }
 
+// The trace template as the user gave it (for messages).
+std::string givenOutput(const Options& opt) {
+  if (!opt.output.empty()) return opt.output;
+  const char* env = std::getenv("KCAP_OUTPUT");
+  return env != nullptr && env[0] != '\0' ? env : kDefaultOutput;
+}
+
 // The KCAP_* settings the child gets: options given here, else the
 // environment's.
 std::map<std::string, std::string> settings(const Options& opt) {
@@ -144,12 +161,7 @@ std::map<std::string, std::string> settings(const Options& opt) {
     if (!value->empty()) out[name] = *value;
   }
   if (opt.timing) out["KCAP_TIMING"] = "1";
-  std::string output = opt.output;
-  if (output.empty()) {
-    const char* env = std::getenv("KCAP_OUTPUT");
-    output = env != nullptr && env[0] != '\0' ? env : kDefaultOutput;
-  }
-  out["KCAP_OUTPUT"] = absolute(output);
+  out["KCAP_OUTPUT"] = absolute(givenOutput(opt));
   return out;
 }
 
@@ -171,19 +183,179 @@ void forward(int sig) {
   if (g_child > 0) ::kill(static_cast<pid_t>(g_child), sig);
 }
 
+// The child's wait status.
 int waitFor(pid_t child) {
   int status = 0;
   while (::waitpid(child, &status, 0) < 0) {
-    if (errno != EINTR) return 127;
+    if (errno != EINTR) return -1;
   }
-  if (WIFEXITED(status)) return WEXITSTATUS(status);
-  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return status;
+}
+
+int exitCode(int status) {
+  if (status != -1 && WIFEXITED(status)) return WEXITSTATUS(status);
+  if (status != -1 && WIFSIGNALED(status)) return 128 + WTERMSIG(status);
   return 127;
 }
 
-void summarize(const std::string& path) {
+std::string signalName(int sig) {
+  const char* abbrev = ::sigabbrev_np(sig);
+  return abbrev != nullptr ? std::string("SIG") + abbrev : "an unknown signal";
+}
+
+const char* fileKind(mode_t mode) {
+  switch (mode & S_IFMT) {
+    case S_IFDIR: return "a directory";
+    case S_IFLNK: return "a symbolic link";
+    case S_IFIFO: return "a FIFO";
+    case S_IFSOCK: return "a socket";
+    case S_IFCHR: return "a character device";
+    case S_IFBLK: return "a block device";
+    default: return "not a regular file";
+  }
+}
+
+// Whether the trace may go to `path` (`shown`: the same as the user wrote
+// it): "" when it may, else why not. With `force`, replaces a kcap trace
+// that is there.
+std::string checkOutput(const std::string& path, const std::string& shown, bool force) {
+  const std::string dir = directoryOf(path);
+  const std::string shownDir = directoryOf(shown);
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) == 0) {
+    if (S_ISDIR(st.st_mode)) {
+      return shown + " is a directory (-o names the trace file, e.g. " + shown + "/run.kcap)";
+    }
+    if (!S_ISREG(st.st_mode)) {
+      return shown + " is not a regular file (" + fileKind(st.st_mode) + "); not replacing it, even with --force";
+    }
+    if (!force) return shown + " exists; not replacing it (--force replaces a kcap trace)";
+    const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return "cannot read " + shown + ": " + std::strerror(errno) + "; not replacing it";
+    std::array<uint8_t, format::kFileMagic.size()> magic{};
+    struct stat opened {};
+    const bool trace = ::pread(fd, magic.data(), magic.size(), 0) == static_cast<ssize_t>(magic.size()) &&
+                       magic == format::kFileMagic;
+    std::string refused;
+    if (!trace) {
+      refused = shown + " is not a kcap trace; not replacing it, even with --force";
+    } else if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+      // The shim's writer holds the lock while the trace is open.
+      refused = shown + " is being written by another process; not replacing it";
+    } else if (::fstat(fd, &opened) != 0 || ::lstat(path.c_str(), &st) != 0 || st.st_dev != opened.st_dev ||
+               st.st_ino != opened.st_ino) {
+      refused = shown + " changed while it was checked; not replacing it";
+    } else if (::unlink(path.c_str()) != 0) {
+      refused = "cannot replace " + shown + ": " + std::strerror(errno);
+    }
+    ::close(fd);
+    if (!refused.empty()) return refused;
+  } else if (errno != ENOENT && errno != ENOTDIR) {
+    return "cannot write " + shown + ": " + std::strerror(errno);
+  }
+  if (::stat(dir.c_str(), &st) != 0) {
+    return "cannot write " + shown + ": " +
+           (errno == ENOENT ? "the directory " + shownDir + " does not exist" : shownDir + ": " + std::strerror(errno));
+  }
+  if (!S_ISDIR(st.st_mode)) return "cannot write " + shown + ": " + shownDir + " is not a directory";
+  // access() reports a read-only file system (EROFS) to root as well.
+  if (::access(dir.c_str(), W_OK | X_OK) != 0) {
+    return "cannot write " + shown + ": " + shownDir + ": " + std::strerror(errno);
+  }
+  return {};
+}
+
+// ---- the status file ----------------------------------------------------------------
+
+// What the shims of this recording reported (interpose/recorder.cpp writes
+// the lines): each trace created, in order, by which process, and why
+// recording into it stopped, if it did.
+struct TraceReport {
+  long pid = 0;
+  std::string path;
+  std::string stopped;
+};
+
+std::string unescapeField(const std::string& text) {
+  std::string out;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '%' && i + 2 < text.size()) {
+      const std::string code = text.substr(i + 1, 2);
+      if (code == "25" || code == "09" || code == "0A") {
+        out += code == "25" ? '%' : code == "09" ? '\t' : '\n';
+        i += 2;
+        continue;
+      }
+    }
+    out += text[i];
+  }
+  return out;
+}
+
+std::vector<TraceReport> readStatus(const std::string& statusPath) {
+  std::vector<TraceReport> traces;
+  std::FILE* in = std::fopen(statusPath.c_str(), "re");
+  if (in == nullptr) return traces;
+  std::string line;
+  for (int c = std::fgetc(in);; c = std::fgetc(in)) {
+    if (c != '\n' && c != EOF) {
+      line += static_cast<char>(c);
+      continue;
+    }
+    // "trace PID PATH" or "stopped PID PATH<tab>WHY"
+    const size_t space = line.find(' ');
+    const size_t second = space == std::string::npos ? std::string::npos : line.find(' ', space + 1);
+    if (second != std::string::npos) {
+      const std::string kind = line.substr(0, space);
+      const long pid = std::strtol(line.c_str() + space + 1, nullptr, 10);
+      const size_t tab = line.find('\t', second + 1);
+      const std::string path = unescapeField(line.substr(second + 1, tab == std::string::npos ? std::string::npos
+                                                                                               : tab - second - 1));
+      const std::string why = tab == std::string::npos ? "" : unescapeField(line.substr(tab + 1));
+      auto known = std::find_if(traces.begin(), traces.end(), [&](const TraceReport& t) { return t.path == path; });
+      if (kind == "trace" && known == traces.end()) {
+        traces.push_back({pid, path, ""});
+      } else if (kind == "stopped" && known != traces.end() && known->stopped.empty()) {
+        known->stopped = why.empty() ? "internal error" : why;
+      }
+    }
+    line.clear();
+    if (c == EOF) break;
+  }
+  std::fclose(in);
+  return traces;
+}
+
+// The shim's reason, without the trace's path the line already names.
+std::string stoppedWhy(const TraceReport& trace) {
+  const std::string& why = trace.stopped;
+  return why.rfind(trace.path + ": ", 0) == 0 ? why.substr(trace.path.size() + 2) : why;
+}
+
+// What ended a trace that is not closed, from what the evidence shows: the
+// shim's own report, else the wait status of the program (when the trace is
+// its own), and whether the file ends inside a chunk.
+std::string whyNotClosed(const TraceReport& trace, const format::TraceReader& reader, pid_t child, int status) {
+  if (!trace.stopped.empty()) return "recording stopped: " + stoppedWhy(trace);
+  const std::string cut = reader.torn() ? ", the file ends inside a chunk" : "";
+  if (trace.pid == static_cast<long>(child) && status != -1) {
+    if (WIFSIGNALED(status)) {
+      return strf("the program was killed by signal %d (%s)", WTERMSIG(status), signalName(WTERMSIG(status)).c_str()) +
+             cut;
+    }
+    if (WIFEXITED(status)) {
+      return reader.torn() ? strf("the program exited (code %d) while the trace was being written%s",
+                                  WEXITSTATUS(status), cut.c_str())
+                           : strf("the program exited (code %d) without closing the trace (e.g. _exit)",
+                                  WEXITSTATUS(status));
+    }
+  }
+  return strf("process %ld ended without closing it (killed, or _exit)%s", trace.pid, cut.c_str());
+}
+
+void summarize(const TraceReport& trace, pid_t child, int status) {
   try {
-    auto reader = format::TraceReader::open(path);
+    auto reader = format::TraceReader::open(trace.path);
     uint64_t events = 0;
     uint64_t launches = 0;
     reader->forEachEvent([&](const format::EventRef& ref) {
@@ -192,66 +364,33 @@ void summarize(const std::string& path) {
       return true;
     });
     std::string state;
-    if (!reader->closed()) state = ", not closed (the program was killed?)";
+    if (!reader->closed()) {
+      state = ", not closed: " + whyNotClosed(trace, *reader, child, status);
+    } else if (!trace.stopped.empty()) {
+      state = ", recording stopped early: " + stoppedWhy(trace);
+    }
     if (!reader->problems().empty()) state += strf(", %zu problem(s): run kcap check", reader->problems().size());
     std::cerr << "kcap: recorded " << withCommas(events) << " events, " << withCommas(launches) << " launch"
-              << (launches == 1 ? "" : "es") << " in " << path << " (" << humanSize(reader->fileSize()) << ")"
+              << (launches == 1 ? "" : "es") << " in " << trace.path << " (" << humanSize(reader->fileSize()) << ")"
               << state << "\n";
   } catch (const format::FormatError& e) {
-    std::cerr << "kcap: the trace cannot be read: " << e.what() << "\n";
+    std::cerr << "kcap: the trace cannot be read: " << e.what()
+              << (trace.stopped.empty() ? "" : " (recording stopped: " + trace.stopped + ")") << "\n";
   }
 }
 
-std::string regexEscape(const std::string& text) {
-  static const std::string special = "\\^$.|?*+()[]{}";
-  std::string out;
-  for (const char c : text) {
-    if (special.find(c) != std::string::npos) out += '\\';
-    out += c;
+// A status file for this recording's shims, empty (and said) if none can be made.
+std::string makeStatusFile() {
+  const char* tmp = std::getenv("TMPDIR");
+  std::string name = std::string(tmp != nullptr && tmp[0] != '\0' ? tmp : "/tmp") + "/kcap-record-XXXXXX";
+  const int fd = ::mkstemp(name.data());
+  if (fd < 0) {
+    std::cerr << "kcap record: cannot create a status file (" << name << ": " << std::strerror(errno)
+              << "); recording without a summary\n";
+    return {};
   }
-  return out;
-}
-
-// The traces the program's processes wrote: the one the template names for
-// the program's pid, or, when a descendant recorded instead (a shell or a
-// launcher ran the CUDA program), every file the template could have
-// produced that was written since the program started.
-std::vector<std::string> tracesWritten(const std::string& pattern, pid_t child, time_t started) {
-  const std::string own = expandOutputPath(pattern, static_cast<long>(child), hostName(), rank());
-  std::string name;  // a regex for the file name of any process's trace
-  const std::string file = pattern.substr(pattern.rfind('/') + 1);
-  for (size_t i = 0; i < file.size(); ++i) {
-    if (file[i] == '%' && i + 1 < file.size()) {
-      const char p = file[++i];
-      name += p == 'p' ? "[0-9]+" : p == 'h' ? regexEscape(hostName()) : p == 'r' ? regexEscape(rank()) : "%";
-    } else {
-      name += regexEscape(std::string(1, file[i]));
-    }
-  }
-  if (!outputHasPid(pattern)) {
-    // withPidSuffix: ".<pid>" before the extension
-    const std::string plain = own.substr(own.rfind('/') + 1);
-    const size_t dot = plain.rfind('.');
-    name = dot == std::string::npos || dot == 0
-               ? regexEscape(plain) + "(\\.[0-9]+)?"
-               : regexEscape(plain.substr(0, dot)) + "(\\.[0-9]+)?" + regexEscape(plain.substr(dot));
-  }
-  std::vector<std::string> found;
-  if (isFile(own)) found.push_back(own);
-  const std::string dir = directoryOf(own);
-  std::error_code error;
-  const std::regex matcher(name);
-  for (const auto& entry : std::filesystem::directory_iterator(dir, error)) {
-    const std::string path = dir + "/" + entry.path().filename().string();
-    struct stat st {};
-    if (path == own || !std::regex_match(entry.path().filename().string(), matcher) ||
-        ::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_mtime < started) {
-      continue;
-    }
-    found.push_back(path);
-  }
-  std::sort(found.begin() + (isFile(own) ? 1 : 0), found.end());
-  return found;
+  ::close(fd);
+  return name;
 }
 
 int runRecord(const Options& opt) {
@@ -275,12 +414,9 @@ int runRecord(const Options& opt) {
   const std::string shim = findShim(opt);
   if (shim.empty()) return kExitUsage;
 
-  // A trace name without %p is claimed by the first process that records
-  // (KCAP_OUTPUT_EXCLUSIVE): remove an old file of that name first.
   const std::string pattern = vars.at("KCAP_OUTPUT");
-  if (!outputHasPid(pattern)) {
-    ::unlink(expandOutputPath(pattern, 0, hostName(), rank()).c_str());
-  }
+  const std::string given = givenOutput(opt);
+  const std::string statusPath = opt.quiet ? std::string() : makeStatusFile();
 
   std::vector<std::string> environment;
   std::string preload = shim;
@@ -298,13 +434,13 @@ int runRecord(const Options& opt) {
       } else if (!existing.empty()) {
         preload += ":" + existing;
       }
-    } else if (vars.count(name) == 0 && name != "KCAP_OUTPUT_EXCLUSIVE") {
+    } else if (vars.count(name) == 0 && name != "KCAP_RECORD_STATUS") {
       environment.push_back(variable);
     }
   }
   environment.push_back("LD_PRELOAD=" + preload);
   for (const auto& [name, value] : vars) environment.push_back(name + "=" + value);
-  environment.push_back("KCAP_OUTPUT_EXCLUSIVE=1");
+  if (!statusPath.empty()) environment.push_back("KCAP_RECORD_STATUS=" + statusPath);
 
   std::vector<char*> envp;
   for (std::string& variable : environment) envp.push_back(variable.data());
@@ -321,42 +457,78 @@ int runRecord(const Options& opt) {
   forwarding.sa_handler = forward;
   sigemptyset(&ignore.sa_mask);
   sigemptyset(&forwarding.sa_mask);
+  const auto removeStatus = [&] {
+    if (!statusPath.empty()) ::unlink(statusPath.c_str());
+  };
+  // The child waits at a gate until its trace's path (which %p names after
+  // it) is checked: a refused path runs nothing.
+  int gate[2] = {-1, -1};
+  if (::pipe2(gate, O_CLOEXEC) != 0) {
+    std::cerr << "kcap record: pipe failed: " << std::strerror(errno) << "\n";
+    removeStatus();
+    return 127;
+  }
   std::fflush(nullptr);
-  const time_t started = ::time(nullptr);
   const pid_t child = ::fork();
   if (child < 0) {
     std::cerr << "kcap record: fork failed: " << std::strerror(errno) << "\n";
+    removeStatus();
     return 127;
   }
   if (child == 0) {
+    ::close(gate[1]);
+    char go = 0;
+    while (::read(gate[0], &go, 1) < 0 && errno == EINTR) {
+    }
+    if (go != '1') ::_exit(127);
     ::execvpe(argv[0], argv.data(), envp.data());
     const int error = errno;
     std::fprintf(stderr, "kcap record: cannot run %s: %s\n", argv[0], std::strerror(error));
     ::_exit(error == ENOENT ? 127 : 126);
   }
+  ::close(gate[0]);
+  std::string refused;
+  try {
+    refused = checkOutput(expandOutputPath(pattern, static_cast<long>(child), hostName(), rank()),
+                          expandOutputPath(given, static_cast<long>(child), hostName(), rank()), opt.force);
+  } catch (const OptionError& e) {
+    refused = e.what();
+  }
+  if (!refused.empty()) {
+    ::close(gate[1]);  // the child leaves without running anything
+    waitFor(child);
+    removeStatus();
+    std::cerr << "kcap record: " << refused << "\n";
+    return kExitUsage;
+  }
+  const char go = '1';
+  if (::write(gate[1], &go, 1) != 1) {
+    std::cerr << "kcap record: cannot start the program: " << std::strerror(errno) << "\n";
+  }
+  ::close(gate[1]);
   g_child = child;
   sigaction(SIGINT, &ignore, &oldInt);
   sigaction(SIGQUIT, &ignore, &oldQuit);
   sigaction(SIGTERM, &forwarding, &oldTerm);
   sigaction(SIGHUP, &forwarding, &oldHup);
-  const int code = waitFor(child);
+  const int status = waitFor(child);
   sigaction(SIGINT, &oldInt, nullptr);
   sigaction(SIGQUIT, &oldQuit, nullptr);
   sigaction(SIGTERM, &oldTerm, nullptr);
   sigaction(SIGHUP, &oldHup, nullptr);
 
-  if (!opt.quiet) {
-    const std::vector<std::string> traces = tracesWritten(pattern, child, started);
+  if (!statusPath.empty()) {
+    const std::vector<TraceReport> traces = readStatus(statusPath);
+    removeStatus();
     if (traces.empty()) {
-      std::cerr << "kcap: no trace written to "
-                << expandOutputPath(pattern, static_cast<long>(child), hostName(), rank())
+      std::cerr << "kcap: no trace written to " << expandOutputPath(given, static_cast<long>(child), hostName(), rank())
                 << " (the program made no CUDA calls, or recording failed)\n";
     }
     constexpr size_t kListed = 16;
-    for (size_t i = 0; i < traces.size() && i < kListed; ++i) summarize(traces[i]);
+    for (size_t i = 0; i < traces.size() && i < kListed; ++i) summarize(traces[i], child, status);
     if (traces.size() > kListed) std::cerr << "kcap: ... and " << traces.size() - kListed << " more traces\n";
   }
-  return code;
+  return exitCode(status);
 }
 
 }  // namespace
@@ -400,6 +572,9 @@ Run setupRecord(CLI::App& cmd) {
                "when a profiler holds it, says so once and records without durations");
   cmd.add_option("--shim", opt->shim, "Path of libkcap_interpose.so (KCAP_SHIM) [default: next to kcap]")
       ->type_name("PATH");
+  cmd.add_flag("--force", opt->force,
+               "Replace the trace at the output path if there is one (only a kcap trace no process is writing; "
+               "anything else there is never replaced)");
   cmd.add_flag("-q,--quiet", opt->quiet, "Print no summary at the end");
   cmd.add_option("command", opt->command, "The program to run and its arguments (after --)")
       ->type_name("CMD ARGS...");

@@ -13,9 +13,14 @@
 //   fork        the parent launches, forks, the child launches on its own
 //               memory, the parent launches again
 //   exit-thread another thread calls exit(7) while main keeps launching
-//   abort | segv | sigterm | sigkill
-//               three launches, then that way of dying
-//   sigterm-handled  a SIGTERM handler that lets the program go on
+//   abort | segv | sigterm | sigkill | sighup | sigquit | sigpipe | sigill |
+//   sigalrm | sigusr1
+//               three launches, then that way of dying (sigpipe: a write to
+//               a pipe nobody reads; sigill: an undefined instruction)
+//   sigterm-handled | sighup-handled  a handler that lets the program go on
+//   exit-now    three launches, then _exit(5): no exit handlers, no destructors
+//   pause FILE  two launches, "paused" on stdout, waits until FILE exists,
+//               two more launches
 //   fault-kill  a launch the double kills the process in (SIGKILL)
 //   fault       a launch that faults (sticky CUDA_ERROR_ILLEGAL_ADDRESS)
 //   vmm         memory through the VMM API (reserve, create, map), a buffer
@@ -59,6 +64,7 @@
 #include <cstring>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -381,13 +387,15 @@ void handled(int) {}
 
 int dies(const std::string& how)
 {
+    const rlimit noCore{0, 0};  // sigquit and sigill dump core by default
+    setrlimit(RLIMIT_CORE, &noCore);
     start();
     Axpy axpy;
-    if (how == "sigterm-handled") {
+    if (how == "sigterm-handled" || how == "sighup-handled") {
         struct sigaction action {};
         action.sa_handler = handled;
         sigemptyset(&action.sa_mask);
-        sigaction(SIGTERM, &action, nullptr);
+        sigaction(how == "sigterm-handled" ? SIGTERM : SIGHUP, &action, nullptr);
     }
     for (int i = 0; i < 3; ++i) {
         CHECK(axpy.launch(1.0f) == CUDA_SUCCESS);
@@ -395,6 +403,29 @@ int dies(const std::string& how)
     std::fflush(stdout);
     if (how == "abort") {
         std::abort();
+    }
+    if (how == "exit-now") {
+        _exit(5);
+    }
+    if (how == "sigpipe") {
+        int ends[2] = {-1, -1};
+        CHECK(pipe(ends) == 0);
+        close(ends[0]);
+        [[maybe_unused]] const ssize_t n = write(ends[1], "x", 1);
+    }
+    if (how == "sigill") {
+#if defined(__x86_64__) || defined(__i386__)
+        asm volatile("ud2");  // raised by the CPU, as a real one is
+#else
+        kill(getpid(), SIGILL);
+#endif
+    }
+    const std::pair<const char*, int> sent[] = {{"sighup", SIGHUP}, {"sighup-handled", SIGHUP}, {"sigquit", SIGQUIT},
+                                                {"sigalrm", SIGALRM}, {"sigusr1", SIGUSR1}};
+    for (const auto& [name, sig] : sent) {
+        if (how == name) {
+            kill(getpid(), sig);
+        }
     }
     if (how == "segv") {
         volatile std::uintptr_t nowhere = 8;  // an unmapped page: a real fault
@@ -406,8 +437,28 @@ int dies(const std::string& how)
     if (how == "sigkill") {
         kill(getpid(), SIGKILL);
     }
-    CHECK(axpy.launch(1.0f) == CUDA_SUCCESS);  // only sigterm-handled gets here
+    CHECK(axpy.launch(1.0f) == CUDA_SUCCESS);  // only the handled ones get here
     std::printf("result survived %.1f\n", static_cast<double>(download(axpy.y, kN)[1]));
+    return 0;
+}
+
+int pauseUntil(const char* flag)
+{
+    start();
+    Axpy axpy;
+    for (int i = 0; i < 2; ++i) {
+        CHECK(axpy.launch(1.0f) == CUDA_SUCCESS);
+    }
+    std::printf("paused\n");
+    std::fflush(stdout);
+    for (int waited = 0; access(flag, F_OK) != 0; waited += 10) {
+        CHECK(waited < 120000);
+        usleep(10000);
+    }
+    for (int i = 0; i < 2; ++i) {
+        CHECK(axpy.launch(1.0f) == CUDA_SUCCESS);
+    }
+    std::printf("result paused_y1 %.1f\n", static_cast<double>(download(axpy.y, kN)[1]));
     return 0;
 }
 
@@ -877,9 +928,14 @@ int main(int argc, char** argv)
     if (scenario == "exit-thread") {
         return exitFromThread();
     }
-    if (scenario == "abort" || scenario == "segv" || scenario == "sigterm" || scenario == "sigkill" ||
-        scenario == "sigterm-handled") {
-        return dies(scenario);
+    for (const char* how : {"abort", "segv", "sigterm", "sigkill", "sigterm-handled", "sighup", "sighup-handled",
+                            "sigquit", "sigpipe", "sigill", "sigalrm", "sigusr1", "exit-now"}) {
+        if (scenario == how) {
+            return dies(scenario);
+        }
+    }
+    if (scenario == "pause" && argc > 2) {
+        return pauseUntil(argv[2]);
     }
     if (scenario == "tensor-map") {
         return tensorMap();
