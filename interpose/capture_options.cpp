@@ -36,14 +36,14 @@ std::optional<uint64_t> parseUnsigned(std::string_view text)
     return value;
 }
 
-std::shared_ptr<const std::regex> compile(const char* variable, const std::string& source)
+std::shared_ptr<const NamePattern> compile(const char* variable, const std::string& source)
 {
     if (source.empty()) {
         return nullptr;
     }
     try {
-        return std::make_shared<const std::regex>(source, std::regex::ECMAScript | std::regex::optimize);
-    } catch (const std::regex_error& e) {
+        return std::make_shared<const NamePattern>(source);
+    } catch (const NamePatternError& e) {
         throw OptionError(variable, source, std::string("not a valid regular expression (") + e.what() + ")");
     }
 }
@@ -75,12 +75,10 @@ OptionError::OptionError(std::string variable, std::string value, const std::str
 
 bool CaptureOptions::selects(std::string_view kernelName) const
 {
-    const auto begin = kernelName.begin();
-    const auto end = kernelName.end();
-    if (includeRegex && !std::regex_search(begin, end, *includeRegex)) {
+    if (includePattern && !includePattern->search(kernelName)) {
         return false;
     }
-    return !(excludeRegex && std::regex_search(begin, end, *excludeRegex));
+    return !(excludePattern && excludePattern->search(kernelName));
 }
 
 std::vector<std::pair<std::string, std::string>> CaptureOptions::describe() const
@@ -170,9 +168,9 @@ std::optional<CaptureOptions> readCaptureOptions(const VariableLookup& lookup)
     }
 
     options.include = value(kInclude);
-    options.includeRegex = compile(kInclude, options.include);
+    options.includePattern = compile(kInclude, options.include);
     options.exclude = value(kExclude);
-    options.excludeRegex = compile(kExclude, options.exclude);
+    options.excludePattern = compile(kExclude, options.exclude);
 
     if (const std::string skip = value(kSkip); !skip.empty()) {
         const auto parsed = parseUnsigned(skip);

@@ -4,9 +4,9 @@
 //                      Unset or empty: the shim records nothing (pure pass-through).
 //   KCAP_MODE          full (default): reachable memory before and after each launch
 //                      pre: before only; metadata: no memory at all, no synchronization
-//   KCAP_INCLUDE       ECMAScript regex; only launches of kernels whose name it
-//                      matches (anywhere in the name) are recorded
-//   KCAP_EXCLUDE       ECMAScript regex; launches of kernels it matches are not
+//   KCAP_INCLUDE       pattern (name_pattern.h); only launches of kernels whose
+//                      name it matches (anywhere in the name) are recorded
+//   KCAP_EXCLUDE       pattern; launches of kernels it matches are not
 //   KCAP_SKIP          skip the first K launches that pass the filters
 //   KCAP_MAX_LAUNCHES  then record at most N of them
 //   KCAP_LEVEL         zstd compression level (default 1)
@@ -30,12 +30,13 @@
 #include <limits>
 #include <memory>
 #include <optional>
-#include <regex>
 #include <stdexcept>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
+
+#include "name_pattern.h"
 
 namespace kcap {
 
@@ -56,7 +57,7 @@ const char* flushPolicyName(FlushPolicy policy);  // "launch", "batch"
 struct CaptureOptions {
     std::string output;  // the template, placeholders unexpanded
     CaptureMode mode = CaptureMode::kFull;
-    std::string include;  // regex sources, empty: none
+    std::string include;  // pattern sources, empty: none
     std::string exclude;
     uint64_t skip = 0;
     uint64_t maxLaunches = std::numeric_limits<uint64_t>::max();  // max: unlimited
@@ -72,8 +73,8 @@ struct CaptureOptions {
     bool hashOnDevice = true;  // memory_snapshot.h, device_hash.h
 
     // Compiled once by readCaptureOptions; shared, immutable.
-    std::shared_ptr<const std::regex> includeRegex;
-    std::shared_ptr<const std::regex> excludeRegex;
+    std::shared_ptr<const NamePattern> includePattern;
+    std::shared_ptr<const NamePattern> excludePattern;
 
     // True if launches of `kernelName` pass the include / exclude filters.
     bool selects(std::string_view kernelName) const;

@@ -330,7 +330,7 @@ bool Recorder::launchStarting(const LaunchCall& call, PendingLaunch& launch)
     }
     const LaunchTarget target = launchTarget(call.function);
     const std::string_view kernelName = target.kernelName;
-    if ((options_.includeRegex || options_.excludeRegex) && !selects(kernelName)) {
+    if ((options_.includePattern || options_.excludePattern) && !selects(kernelName)) {
         filteredLaunches_.fetch_add(1, std::memory_order_relaxed);
         return false;
     }

@@ -3,7 +3,7 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
-#include <regex>
+#include <stdexcept>
 
 #include "driver.h"
 #include "image_choice.h"
@@ -11,7 +11,16 @@
 namespace kcap::replay {
 
 CodeCache::CodeCache(Driver& driver, format::TraceReader& reader, int sm, const ReplayOptions& options)
-    : driver_(driver), reader_(reader), sm_(sm), options_(options) {}
+    : driver_(driver), reader_(reader), sm_(sm), options_(options) {
+  // Compiled once: kernelFor searches every kernel's name with each.
+  for (const KernelOverride& override : options_.overrides) {
+    try {
+      overridePatterns_.emplace_back(override.kernelPattern);
+    } catch (const std::invalid_argument& e) {
+      throw ReplayError("--override " + override.kernelPattern + ": not a valid regular expression (" + e.what() + ")");
+    }
+  }
+}
 
 CodeCache::~CodeCache() {
   for (auto& [key, m] : recorded_) driver_.cuModuleUnload(m.module);
@@ -150,9 +159,9 @@ std::vector<GlobalPlacement> CodeCache::globalsOf(CUmodule module, const StoredE
 LoadedKernel CodeCache::kernelFor(const CodeRef& code) {
   Module& recorded = loadRecorded(*code.load);
   Module* module = &recorded;
-  for (const KernelOverride& override : options_.overrides) {
-    if (std::regex_search(code.kernelName, std::regex(override.kernelPattern))) {
-      module = &loadOverride(override);
+  for (size_t i = 0; i < overridePatterns_.size(); ++i) {
+    if (overridePatterns_[i].search(code.kernelName)) {
+      module = &loadOverride(options_.overrides[i]);
       break;
     }
   }

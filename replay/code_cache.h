@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "kernel_pattern.h"
 #include "replay_options.h"
 #include "trace_model.h"
 #include "trace_reader.h"
@@ -59,6 +60,7 @@ class CodeCache {
   const ReplayOptions& options_;
   std::map<uint64_t, Module> recorded_;      // by ModuleLoad seq
   std::map<std::string, Module> overrides_;  // by file path
+  std::vector<KernelPattern> overridePatterns_;  // options_.overrides' patterns, in their order
 };
 
 }  // namespace kcap::replay

@@ -12,7 +12,7 @@
 namespace kcap::replay {
 
 struct KernelOverride {
-  std::string kernelPattern;  // ECMAScript regex, searched in the kernel name (a plain name matches itself)
+  std::string kernelPattern;  // RE2 syntax (kernel_pattern.h), searched in the name: a plain name matches itself
   std::string imagePath;      // cubin, fatbin or PTX file
 };
 

@@ -11,7 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <iostream>
-#include <regex>
+#include <optional>
 
 #include <CLI/CLI.hpp>
 
@@ -19,6 +19,7 @@
 #include "checkers.h"
 #include "driver.h"
 #include "isolation.h"
+#include "kernel_pattern.h"
 #include "replay_report.h"
 #include "subcommands.h"
 #include "trace_reader.h"
@@ -80,9 +81,10 @@ replay::ReplayOptions replayOptions(const Options& o) {
     }
     replay::KernelOverride k{item.substr(0, eq), item.substr(eq + 1)};
     try {
-      std::regex check(k.kernelPattern);
-    } catch (const std::regex_error& e) {
-      throw UsageError("--override " + item + ": " + k.kernelPattern + " is not a valid regular expression");
+      replay::KernelPattern check(k.kernelPattern);
+    } catch (const std::invalid_argument& e) {
+      throw UsageError("--override " + item + ": " + k.kernelPattern + " is not a valid regular expression (" +
+                       e.what() + ")");
     }
     r.overrides.push_back(k);
   }
@@ -148,14 +150,15 @@ replay::Selection select(const Options& o, const replay::TraceModel& model) {
       s.launchIndices.push_back(index);
     }
   } else if (!o.kernel.empty()) {
-    std::regex pattern;
+    std::optional<replay::KernelPattern> pattern;
     try {
-      pattern = std::regex(o.kernel);
-    } catch (const std::regex_error&) {
-      throw UsageError("--kernel " + o.kernel + ": not a valid regular expression");
+      pattern.emplace(o.kernel);
+    } catch (const std::invalid_argument& e) {
+      throw UsageError("--kernel " + o.kernel + ": not a valid regular expression (" + e.what() + ")");
     }
     for (const auto& l : launches) {
-      if (!l.event().getCapturing() && std::regex_search(std::string(l.event().getKernelName()), pattern)) {
+      const auto name = l.event().getKernelName();
+      if (!l.event().getCapturing() && pattern->search(std::string_view(name.cStr(), name.size()))) {
         s.launchIndices.push_back(l.launchIndex);
       }
     }
@@ -425,7 +428,8 @@ Run setupReplay(CLI::App& cmd) {
   auto opt = std::make_shared<Options>();
   cmd.add_option("file", opt->path, "Trace file")->required();
   cmd.add_option("--launch", opt->launches, "Replay launch N (a launchIndex; repeatable)");
-  cmd.add_option("--kernel", opt->kernel, "Replay every launch of kernels whose name matches REGEX");
+  cmd.add_option("--kernel", opt->kernel,
+                 "Replay every launch of kernels whose name matches REGEX (RE2 syntax, anywhere in the name)");
   cmd.add_option("--range", opt->range,
                  "Replay launches A..B as a sequence: from A's recorded pre-state, in order, with the recorded "
                  "copies and memsets between them");
@@ -434,7 +438,7 @@ Run setupReplay(CLI::App& cmd) {
   cmd.add_flag("--no-fixed-va", opt->noFixedVa, "Do not reserve the recorded addresses: relocate every pointer");
   cmd.add_flag("--force-ptx", opt->forcePtx, "Run the image's PTX through the JIT instead of its SASS");
   cmd.add_option("--override", opt->overrides,
-                 "KERNEL=IMAGE: run kernels matching KERNEL (regex) from IMAGE (cubin, fatbin or PTX file)");
+                 "KERNEL=IMAGE: run kernels matching KERNEL (RE2 regex) from IMAGE (cubin, fatbin or PTX file)");
   cmd.add_option("--dtype", opt->dtypes,
                  "TYPE or PARAM=TYPE: element type for error statistics (f64 f32 f16 bf16 e4m3 e5m2 i8..u64)");
   cmd.add_option("--tolerance", opt->tolerance, "Accept differences within this: 1e-3 (abs), rel=1e-2, ulp=4");

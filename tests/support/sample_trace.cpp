@@ -289,7 +289,7 @@ void writeSampleTrace(const std::string& path, const SampleOptions& options) {
     auto f = e.initFunctionBind();
     f.setHandle(kAxpyFunction);
     f.setModuleHandle(kAxpyModule);
-    f.setName("axpy");
+    f.setName(options.axpyName);
     setParamInfo(f.initParams(4), {{0, 4}, {8, 8}, {16, 8}, {24, 4}});
     f.setApi(schema::BindApi::MODULE_GET_FUNCTION);
     f.setContext(kContext);
@@ -423,7 +423,7 @@ void writeSampleTrace(const std::string& path, const SampleOptions& options) {
       l.setLaunchIndex(index);
       l.setApi(schema::LaunchApi::LAUNCH_KERNEL);
       l.setFunction(kAxpyFunction);
-      l.setKernelName("axpy");
+      l.setKernelName(options.axpyName);
       l.setGridX(grid);
       l.setGridY(1);
       l.setGridZ(1);
@@ -549,7 +549,7 @@ void writeSampleTrace(const std::string& path, const SampleOptions& options) {
       l.setLaunchIndex(index);
       l.setApi(schema::LaunchApi::LAUNCH_KERNEL);
       l.setFunction(kAxpyFunction);
-      l.setKernelName("axpy");
+      l.setKernelName(options.axpyName);
       l.setGridX(grid);
       l.setGridY(1);
       l.setGridZ(1);

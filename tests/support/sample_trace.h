@@ -43,6 +43,7 @@ struct SampleOptions {
   size_t batchBytes = 4096;        // TraceWriter::Options::batchBytes (small: several record chunks)
   int zstdLevel = 3;
   unsigned axpyLaunches = 3;       // recorded axpy launches (each: pre x,y; post y)
+  std::string axpyName = "axpy";   // the name axpy's bind and launches carry (tests of long names)
   uint32_t elements = 1536;        // floats per buffer (x, y, z); 1536 floats = 6 KiB = 2 pieces
   uint32_t weightElements = 2048;  // fp16 words in the VMM-mapped weights buffer
   bool realImages = true;          // embed kernels/axpy.fatbin and constant.fatbin; false (or a
