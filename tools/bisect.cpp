@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include <iostream>
-#include <regex>
+#include <optional>
 #include <tuple>
 
 #include <CLI/CLI.hpp>
@@ -17,6 +17,7 @@
 #include "bisect.h"
 #include "common.h"
 #include "driver.h"
+#include "kernel_pattern.h"
 #include "replay_report.h"
 #include "subcommands.h"
 #include "trace_reader.h"
@@ -94,9 +95,9 @@ replay::BisectOptions bisectOptions(const Options& o) {
       throw UsageError("--against " + o.against + ": expected override:KERNEL=IMAGE");
     }
     try {
-      std::regex check(spec.substr(0, eq));
-    } catch (const std::regex_error&) {
-      throw UsageError("--against " + o.against + ": KERNEL is not a valid regular expression");
+      replay::KernelPattern check(spec.substr(0, eq));
+    } catch (const std::invalid_argument& e) {
+      throw UsageError("--against " + o.against + ": KERNEL is not a valid regular expression (" + e.what() + ")");
     }
     b.against = Against::override;
     b.overrides.push_back({spec.substr(0, eq), spec.substr(eq + 1)});
@@ -107,12 +108,12 @@ replay::BisectOptions bisectOptions(const Options& o) {
 }
 
 std::vector<uint64_t> select(const Options& o, const replay::TraceModel& model) {
-  std::optional<std::regex> pattern;
+  std::optional<replay::KernelPattern> pattern;
   if (!o.kernel.empty()) {
     try {
-      pattern = std::regex(o.kernel);
-    } catch (const std::regex_error&) {
-      throw UsageError("--kernel " + o.kernel + ": not a valid regular expression");
+      pattern.emplace(o.kernel);
+    } catch (const std::invalid_argument& e) {
+      throw UsageError("--kernel " + o.kernel + ": not a valid regular expression (" + e.what() + ")");
     }
   }
   uint64_t first = 0, last = UINT64_MAX;
@@ -124,7 +125,8 @@ std::vector<uint64_t> select(const Options& o, const replay::TraceModel& model) 
   std::vector<uint64_t> launches;
   for (const auto& l : model.launches()) {
     if (l.event().getCapturing() || l.launchIndex < first || l.launchIndex > last) continue;
-    if (pattern && !std::regex_search(std::string(l.event().getKernelName()), *pattern)) continue;
+    const auto name = l.event().getKernelName();
+    if (pattern && !pattern->search(std::string_view(name.cStr(), name.size()))) continue;
     launches.push_back(l.launchIndex);
   }
   if (launches.empty()) throw UsageError("no launch of " + o.path + " matches the selection");
@@ -313,7 +315,8 @@ Run setupBisect(CLI::App& cmd) {
   cmd.add_option("--repeat", opt->repeat, "--perf: timed runs of each launch on each side (default 10)");
   cmd.add_flag("--sequence", opt->sequence,
                "The launches depend on each other: replay them in order from the first one's pre-state");
-  cmd.add_option("--kernel", opt->kernel, "Only launches of kernels whose name matches REGEX");
+  cmd.add_option("--kernel", opt->kernel,
+                 "Only launches of kernels whose name matches REGEX (RE2 syntax, anywhere in the name)");
   cmd.add_option("--range", opt->range, "Only launches A..B");
   cmd.add_option("--device", opt->device, "GPU to replay on (default 0)");
   cmd.add_flag("--no-fixed-va", opt->noFixedVa, "Relocate every pointer instead of asking for recorded addresses");
