@@ -38,4 +38,23 @@ void checkValue(const capnp::DynamicValue::Reader& value) {
 
 void checkEventFields(schema::Event::Reader event) { checkStruct(capnp::toDynamic(event)); }
 
+std::string launchParamProblem(schema::Launch::Reader launch) {
+  const uint64_t total = launch.getParams().size();
+  const auto outside = [&](const std::string& what, uint64_t offset, uint64_t size) {
+    return what + " at byte " + std::to_string(offset) + " (" + std::to_string(size) +
+           " bytes) lies outside the " + std::to_string(total) + "-byte parameter buffer";
+  };
+  const auto layout = launch.getParamLayout();
+  for (uint32_t i = 0; i < layout.size(); ++i) {
+    const uint64_t offset = layout[i].getOffset(), size = layout[i].getSize();
+    if (offset > total || size > total - offset) return outside("parameter " + std::to_string(i), offset, size);
+  }
+  const auto words = launch.getPointers();
+  for (uint32_t i = 0; i < words.size(); ++i) {
+    const uint64_t offset = words[i].getOffset();
+    if (offset > total || total - offset < 8) return outside("pointer word " + std::to_string(i), offset, 8);
+  }
+  return {};
+}
+
 }  // namespace kcap::format

@@ -27,7 +27,7 @@ std::string hexText(uint64_t v) {
 std::optional<uint32_t> paramIndexOf(schema::Launch::Reader e, uint32_t wordOffset) {
   const auto layout = e.getParamLayout();
   for (uint32_t i = 0; i < layout.size(); ++i) {
-    if (wordOffset >= layout[i].getOffset() && wordOffset < layout[i].getOffset() + layout[i].getSize()) return i;
+    if (wordOffset >= layout[i].getOffset() && wordOffset - layout[i].getOffset() < layout[i].getSize()) return i;
   }
   return std::nullopt;
 }
@@ -84,7 +84,8 @@ std::vector<std::vector<uint8_t>> replayOnce(CheckTarget& t, const std::vector<R
 // would follow a poisoned pointer anywhere).
 bool inPointerWord(schema::Launch::Reader e, uint64_t address) {
   for (const auto p : e.getIndirectPointers()) {
-    const uint64_t at = p.getBufferAddress() + p.getOffset();
+    uint64_t at = 0;
+    if (__builtin_add_overflow(p.getBufferAddress(), p.getOffset(), &at)) continue;
     if (address >= at && address - at < 8) return true;
   }
   return false;

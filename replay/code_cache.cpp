@@ -46,7 +46,8 @@ CodeCache::Module& CodeCache::loadRecorded(const StoredEvent& event) {
   const auto found = recorded_.find(event.seq());
   if (found != recorded_.end()) return found->second;
   const auto load = event.get().getModuleLoad();
-  const std::vector<uint8_t> bytes = reader_.readContent(load.getImage(), format::kMaxCodeImageSize, "module image");
+  const std::string image = "event #" + std::to_string(event.seq()) + "'s module image";
+  const std::vector<uint8_t> bytes = reader_.readContent(load.getImage(), format::kMaxCodeImageSize, image.c_str());
   ImageChoice choice = chooseCode(image::Bytes(bytes.data(), bytes.size()), sm_, options_.forcePtx);
   if (load.getExtraImages().size() != 0 && !choice.sass) {
     // Relocatable device code: the wrapper's own fatbin is nvcc's device-link
@@ -92,7 +93,8 @@ CodeCache::Module CodeCache::linkRelocatable(schema::ModuleLoad::Reader load) {
   };
   std::vector<std::string> parts;
   for (unsigned i = 0; i < extras.size(); ++i) {
-    std::vector<uint8_t> bytes = reader_.readContent(extras[i], format::kMaxCodeImageSize, "module image");
+    std::vector<uint8_t> bytes = reader_.readContent(extras[i], format::kMaxCodeImageSize,
+                                                   (what + ": extra image " + std::to_string(i)).c_str());
     ImageChoice choice = chooseCode(image::Bytes(bytes.data(), bytes.size()), sm_, options_.forcePtx);
     if (!choice.runnable) throw ReplayError(what + ": fatbin " + std::to_string(i) + ": " + choice.why);
     const bool ptx = !choice.ptx.empty();

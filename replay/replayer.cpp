@@ -2,12 +2,14 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <set>
 
 #include "checkers.h"
 #include "driver.h"
+#include "message_check.h"
 
 namespace kcap::replay {
 namespace {
@@ -246,9 +248,14 @@ void Replayer::restore(const LaunchRecord& launch, const LoadedKernel& kernel, b
   }
   // Pointers stored inside buffers: rewritten where their target moved.
   for (const auto p : launch.event().getIndirectPointers()) {
-    const auto where = translate(p.getBufferAddress() + p.getOffset(), kernel);
+    uint64_t at = 0;
+    if (__builtin_add_overflow(p.getBufferAddress(), p.getOffset(), &at) || at > UINT64_MAX - 7) continue;
+    const auto where = translate(at, kernel);
     const auto value = translate(p.getValue(), kernel);
-    if (where && value && *value != p.getValue()) {
+    // The whole word must lie in one placed range, so that writing it
+    // cannot reach past that range's end.
+    const auto last = translate(at + 7, kernel);
+    if (where && value && last && *last == *where + 7 && *value != p.getValue()) {
       uint64_t word = *value;
       copyToDevice(*where, reinterpret_cast<const uint8_t*>(&word), sizeof word);
     }
@@ -418,10 +425,13 @@ std::vector<uint8_t> Replayer::buildParams(const LaunchRecord& launch, const Loa
         continue;
       }
     }
+    // Offsets are checked in 64 bits (launchParamProblem did too): a 32-bit
+    // sum of a hostile offset wraps and would pass.
+    const uint64_t offset = word.getOffset();
     const auto moved = translate(word.getValue(), kernel);
-    if (!moved || *moved == word.getValue() || word.getOffset() + 8 > params.size()) continue;
+    if (!moved || *moved == word.getValue() || offset > params.size() || params.size() - offset < 8) continue;
     if (word.getInTensorMap() && driver_.cuTensorMapReplaceAddress != nullptr &&
-        word.getOffset() + sizeof(CUtensorMap) <= params.size()) {
+        params.size() - offset >= sizeof(CUtensorMap)) {
       CUtensorMap map;
       std::memcpy(&map, params.data() + word.getOffset(), sizeof map);
       check(driver_.cuTensorMapReplaceAddress(&map, reinterpret_cast<void*>(*moved)), "cuTensorMapReplaceAddress");
@@ -461,7 +471,7 @@ void Replayer::launchOnce(const LaunchRecord& launch, const LoadedKernel& kernel
 
   std::vector<void*> arguments;
   for (const auto info : e.getParamLayout()) {
-    if (info.getOffset() + info.getSize() > params.size()) {
+    if (uint64_t{info.getOffset()} + info.getSize() > params.size()) {
       throw ReplayError("the recorded parameter layout does not fit the recorded parameter bytes");
     }
     arguments.push_back(params.data() + info.getOffset());
@@ -532,11 +542,23 @@ void Replayer::compare(const LaunchRecord& launch, const LoadedKernel& kernel, L
     if (!src) {
       throw ReplayError("recorded post-state at " + std::to_string(range.getAddress()) + " has no place in this replay");
     }
+    // The whole range must lie in the memory placed for it: what is read
+    // back (and held here twice) is then bounded by the device's memory,
+    // not by what the trace claims.
+    uint64_t last = 0;
+    const auto lastPlaced = size == 0 || __builtin_add_overflow(range.getAddress(), size - 1, &last)
+                                ? std::nullopt
+                                : translate(last, kernel);
+    if (size != 0 && (!lastPlaced || *lastPlaced != *src + (size - 1))) {
+      throw ReplayError("recorded post-state at " + std::to_string(range.getAddress()) + " (" + std::to_string(size) +
+                        " bytes) reaches past the memory placed for it");
+    }
     std::vector<uint8_t> expected = reader_.readContent(content);
     // Stored pointers that replay rewrote are expected at their new values.
     for (const auto p : e.getIndirectPointers()) {
-      const uint64_t at = p.getBufferAddress() + p.getOffset();
-      if (at < range.getAddress() || at - range.getAddress() + 8 > size) continue;
+      uint64_t at = 0;
+      if (__builtin_add_overflow(p.getBufferAddress(), p.getOffset(), &at)) continue;
+      if (at < range.getAddress() || at - range.getAddress() > size || size - (at - range.getAddress()) < 8) continue;
       uint64_t word = 0;
       std::memcpy(&word, expected.data() + (at - range.getAddress()), 8);
       const auto moved = translate(word, kernel);
@@ -712,6 +734,9 @@ LaunchOutcome Replayer::replayLaunch(const LaunchRecord& l, const std::function<
       throw ReplayError("the trace was recorded with --mode metadata: it holds no memory to replay from");
     }
     if (l.event().getCapturing()) throw ReplayError("captured into a CUDA graph: it never ran as a launch");
+    if (const std::string bad = format::launchParamProblem(l.event()); !bad.empty()) {
+      throw ReplayError("the trace is malformed at event #" + std::to_string(l.seq()) + ": " + bad);
+    }
     const CodeRef code = model_.codeFor(l);
     // Memory is placed before the code is loaded: a module's own memory must
     // not take a recorded address first.

@@ -48,7 +48,7 @@ std::optional<uint32_t> parameterPointingInto(schema::Launch::Reader launch, uin
     if (word.getValue() < base || word.getValue() - base >= size) continue;
     const auto layout = launch.getParamLayout();
     for (uint32_t i = 0; i < layout.size(); ++i) {
-      if (word.getOffset() >= layout[i].getOffset() && word.getOffset() < layout[i].getOffset() + layout[i].getSize()) {
+      if (word.getOffset() >= layout[i].getOffset() && word.getOffset() - layout[i].getOffset() < layout[i].getSize()) {
         return i;
       }
     }

@@ -142,7 +142,7 @@ std::vector<std::string> parameterLines(const replay::LaunchRecord& launch) {
   for (uint32_t i = 0; i < layout.size(); ++i) {
     const uint32_t offset = layout[i].getOffset(), size = layout[i].getSize();
     std::string line = strf("param %u: offset %u, %u bytes", i, offset, size);
-    if (offset + size <= params.size()) {
+    if (uint64_t{offset} + size <= params.size()) {  // in 64 bits: the trace's sum may wrap in 32
       if (size <= 8) {
         uint64_t value = 0;
         std::memcpy(&value, params.begin() + offset, size);
@@ -157,7 +157,7 @@ std::vector<std::string> parameterLines(const replay::LaunchRecord& launch) {
       }
     }
     for (const auto word : e.getPointers()) {
-      if (word.getOffset() >= offset && word.getOffset() < offset + size) {
+      if (word.getOffset() >= offset && word.getOffset() - offset < size) {
         line += strf("; pointer at +%u into allocation %s", word.getOffset() - offset, hex(word.getAllocationBase()).c_str());
       }
     }

@@ -28,6 +28,7 @@
 
 #include "common.h"
 #include "errors.h"
+#include "message_check.h"
 #include "subcommands.h"
 #include "trace_reader.h"
 
@@ -254,6 +255,12 @@ class Checker {
       }
 
       if (e.isModuleLoad()) checkImages(ref, type.c_str());
+      if (e.isLaunch()) {
+        const std::string problem = format::launchParamProblem(e.getLaunch());
+        if (!problem.empty()) {
+          add(ref.chunkOffset, strf("event #%llu (%s): ", static_cast<unsigned long long>(seq), type.c_str()) + problem);
+        }
+      }
       forEachContent(e, [&](const std::string& path, schema::Content::Reader content) {
         checkContent(ref, type.c_str(), path, content);
       });

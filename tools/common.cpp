@@ -24,9 +24,9 @@ int guarded(const std::string& path, const std::function<int()>& body) {
   try {
     return body();
   } catch (const format::FormatError& e) {
-    std::cerr << e.what() << "\n";  // "PATH: ...": names the file already
+    std::cerr << terminalSafe(e.what()) << "\n";  // "PATH: ...": names the file already
   } catch (const kj::Exception& e) {
-    std::cerr << path << ": malformed trace data: " << e.getDescription().cStr() << "\n";
+    std::cerr << terminalSafe(path) << ": malformed trace data: " << terminalSafe(e.getDescription().cStr()) << "\n";
   } catch (const std::bad_alloc&) {
     std::cerr << path << ": out of memory while reading the trace\n";
   }
@@ -117,23 +117,52 @@ std::string uuidText(capnp::Data::Reader uuid) {
 
 std::string dim3Text(uint32_t x, uint32_t y, uint32_t z) { return strf("(%u,%u,%u)", x, y, z); }
 
+// The code point of one valid UTF-8 sequence (utf8Length said it is one).
+static unsigned codePoint(std::string_view sequence) {
+  const auto byte = [&](size_t i) { return static_cast<unsigned char>(sequence[i]); };
+  switch (sequence.size()) {
+    case 2: return (byte(0) & 0x1fu) << 6 | (byte(1) & 0x3fu);
+    case 3: return (byte(0) & 0x0fu) << 12 | (byte(1) & 0x3fu) << 6 | (byte(2) & 0x3fu);
+    case 4: return (byte(0) & 0x07u) << 18 | (byte(1) & 0x3fu) << 12 | (byte(2) & 0x3fu) << 6 | (byte(3) & 0x3fu);
+    default: return byte(0);
+  }
+}
+
+// Code points that a terminal or a viewer acts on rather than shows: the C1
+// controls (U+0080-U+009F; a terminal reads U+009B as CSI and U+009D as OSC,
+// as it does ESC [ and ESC ]), and the bidirectional embeddings, overrides
+// and isolates, which reorder what is displayed so that one name can look
+// like another.
+static bool terminalControl(unsigned cp) {
+  return (cp >= 0x80 && cp <= 0x9f) || (cp >= 0x202a && cp <= 0x202e) || (cp >= 0x2066 && cp <= 0x2069);
+}
+
 // Escapes quotes, backslashes, newlines, tabs and carriage returns; writes any
 // other control character or byte that is not valid UTF-8 with `badByte`, a
-// printf format taking the byte's value.
-static std::string escapeText(std::string_view text, const char* badByte) {
+// printf format taking the byte's value; terminal controls outside ASCII
+// (terminalControl) as \uNNNN. With `keepQuotes`, quotes and backslashes stay
+// as they are (messages, which are not parsed back).
+static std::string escapeText(std::string_view text, const char* badByte, bool keepQuotes = false) {
   std::string out;
   out.reserve(text.size() + 2);
   for (size_t i = 0; i < text.size();) {
     auto c = static_cast<unsigned char>(text[i]);
     switch (c) {
-      case '"': out += "\\\""; ++i; continue;
-      case '\\': out += "\\\\"; ++i; continue;
+      case '"': out += keepQuotes ? "\"" : "\\\""; ++i; continue;
+      case '\\': out += keepQuotes ? "\\" : "\\\\"; ++i; continue;
       case '\n': out += "\\n"; ++i; continue;
       case '\t': out += "\\t"; ++i; continue;
       case '\r': out += "\\r"; ++i; continue;
       default: break;
     }
     size_t n = utf8Length(text, i);
+    if (n > 1 && terminalControl(codePoint(text.substr(i, n)))) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", codePoint(text.substr(i, n)));
+      out += buf;
+      i += n;
+      continue;
+    }
     if (c < 0x20 || c == 0x7f || n == 0) {
       char buf[8];
       std::snprintf(buf, sizeof buf, badByte, c);
@@ -143,6 +172,25 @@ static std::string escapeText(std::string_view text, const char* badByte) {
       out.append(text.substr(i, n));
       i += n;
     }
+  }
+  return out;
+}
+
+std::string terminalSafe(std::string_view text) { return escapeText(text, "\\x%02x", true); }
+
+std::string withoutTerminalControls(std::string_view json) {
+  std::string out;
+  out.reserve(json.size());
+  for (size_t i = 0; i < json.size();) {
+    const size_t n = utf8Length(json, i);
+    if (n > 1 && terminalControl(codePoint(json.substr(i, n)))) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", codePoint(json.substr(i, n)));
+      out += buf;
+    } else {
+      out.append(json.substr(i, n == 0 ? 1 : n));
+    }
+    i += n == 0 ? 1 : n;
   }
   return out;
 }

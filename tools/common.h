@@ -41,6 +41,13 @@ std::string dim3Text(uint32_t x, uint32_t y, uint32_t z);  // "(128,1,1)"
 // not valid UTF-8 are escaped (\xNN), as are '"' and '\\'; with `quote` the
 // result is double-quoted.
 std::string printable(std::string_view text, bool quote = false);
+// As printable, but quotes and backslashes are left alone: for messages that
+// may carry trace text (a FormatError's), printed for a person to read.
+std::string terminalSafe(std::string_view text);
+// JSON text from another encoder (valid UTF-8, C0 already escaped) with the
+// terminal controls outside ASCII (C1, bidirectional overrides) written as
+// \uNNNN: they can only stand inside strings, where the escape means the same.
+std::string withoutTerminalControls(std::string_view json);
 // printable(), quoted when the text is empty or holds spaces or quotes: for a
 // value that must stay one word (argv elements, key=value fields).
 std::string word(std::string_view text);

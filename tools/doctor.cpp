@@ -199,8 +199,9 @@ std::vector<ImageRow> judgeImages(format::TraceReader& reader, int recordedSm, c
   for (const auto& load : loads) {
     ImageRow row;
     row.seq = load->seq();
-    const auto bytes = reader.readContent(load->get().getModuleLoad().getImage(), format::kMaxCodeImageSize,
-                                          "module image");
+    const std::string what = "event #" + std::to_string(row.seq) + "'s module image";
+    const auto bytes =
+        reader.readContent(load->get().getModuleLoad().getImage(), format::kMaxCodeImageSize, what.c_str());
     const image::Bytes view(bytes.data(), bytes.size());
     row.contents = replay::imageContents(view);
     if (recordedSm > 0) {

@@ -464,7 +464,7 @@ struct JsonEncoder {
   }
   void encode(std::string& out, const Event::Reader& e) const {
     kj::String json = codec.encode(e);
-    out.append(json.cStr(), json.size());
+    out += withoutTerminalControls(std::string_view(json.cStr(), json.size()));
     if (!eventTypeName(e)) {
       // A union member this schema does not know: say so, so that a consumer
       // does not mistake the event for an empty one.

@@ -126,6 +126,9 @@ DOUBLE_API CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, std::size_
     }
     State& s = state();
     Lock lock(s.mutex);
+    if (!s.take_device_memory(size)) {
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
     auto* made = new Physical{size};
     physicals().insert(made);
     *handle = reinterpret_cast<CUmemGenericAllocationHandle>(made);
@@ -143,6 +146,7 @@ DOUBLE_API CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
     if (physicals().erase(found) == 0) {
         return CUDA_ERROR_INVALID_HANDLE;
     }
+    s.give_device_memory(found->size);
     delete found;
     return CUDA_SUCCESS;
 }

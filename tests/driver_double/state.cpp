@@ -1,5 +1,6 @@
 #include "state.h"
 
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 
@@ -26,9 +27,16 @@ Context*& current_context()
 CUdeviceptr State::allocate(std::size_t bytes)
 {
     constexpr std::size_t kAlignment = 256;
+    if (bytes > SIZE_MAX - kAlignment) {
+        return 0;
+    }
     const std::size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
+    if (!take_device_memory(rounded)) {
+        return 0;
+    }
     void* memory = std::aligned_alloc(kAlignment, rounded);
     if (memory == nullptr) {
+        give_device_memory(rounded);
         return 0;
     }
     std::memset(memory, 0, rounded);
@@ -44,8 +52,27 @@ bool State::release(CUdeviceptr base)
         return false;
     }
     std::free(reinterpret_cast<void*>(it->first));
+    give_device_memory((it->second + 255) / 256 * 256);
     allocations.erase(it);
     return true;
+}
+
+bool State::take_device_memory(std::size_t bytes)
+{
+    static const std::size_t capacity = [] {
+        const char* value = std::getenv("KCAP_DOUBLE_DEVICE_MEMORY");
+        return value != nullptr ? static_cast<std::size_t>(std::strtoull(value, nullptr, 10)) : SIZE_MAX;
+    }();
+    if (bytes > capacity - device_memory_in_use) {
+        return false;
+    }
+    device_memory_in_use += bytes;
+    return true;
+}
+
+void State::give_device_memory(std::size_t bytes)
+{
+    device_memory_in_use -= bytes;
 }
 
 bool State::range_of(CUdeviceptr address, CUdeviceptr& base, std::size_t& size) const

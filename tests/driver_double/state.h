@@ -111,6 +111,13 @@ public:
     // Device memory: host memory aligned as cudaMalloc's (256). Needs the lock.
     CUdeviceptr allocate(std::size_t bytes);
     bool release(CUdeviceptr base);
+    // The device's memory, as a GPU's is finite: KCAP_DOUBLE_DEVICE_MEMORY
+    // bytes (default: unbounded) shared by cuMemAlloc* and cuMemCreate, so
+    // that a trace claiming more than a device holds meets the driver's
+    // out-of-memory error as it would on a GPU. Needs the lock.
+    bool take_device_memory(std::size_t bytes);
+    void give_device_memory(std::size_t bytes);
+    std::size_t device_memory_in_use = 0;
     // Whether [address, address + bytes) is device memory (one allocation, or
     // adjoining ones). Needs the lock.
     bool contains(CUdeviceptr address, std::size_t bytes) const;

@@ -26,6 +26,7 @@
 #include <kj/exception.h>
 
 #include "errors.h"
+#include "message_check.h"
 #include "trace_files.h"
 #include "trace_reader.h"
 
@@ -271,6 +272,7 @@ void readTrace(const std::string& path) {
   s.add(reader->header().formatVersion);
   uint64_t events = reader->forEachEvent([&](const kcap::format::EventRef& ref) {
     touch(ref.event, s);  // the reader checked every field: no kj::Exception may escape
+    if (ref.event.isLaunch()) s.add(kcap::format::launchParamProblem(ref.event.getLaunch()).size());
     kcap::test::forEachContent(ref.event, [&](kcap::schema::Content::Reader c) { readContent(*reader, c, s); });
     return true;
   });

@@ -511,33 +511,11 @@ TEST_F(Replay, ASequenceReappliesThe2DCopiesAndMemsetsRowByRow)
 }
 
 // `source` written to `path` (uncompressed), each of its events passed to
-// `change` as a copy it may edit; returns the seq of the last one it edited
-// (it says so by returning true), 0 if none.
+// `change` as a copy it may edit; returns the seq of the last one it edited.
 uint64_t rewritten(const std::string& source, const std::string& path,
                    const std::function<bool(kcap::schema::Event::Builder)>& change)
 {
-    auto reader = kcap::format::TraceReader::open(source);
-    std::vector<std::vector<uint8_t>> events;
-    uint64_t changed = 0;
-    reader->forEachEvent([&](const kcap::format::EventRef& ref) {
-        capnp::MallocMessageBuilder message;
-        message.setRoot(ref.event);
-        if (change(message.getRoot<kcap::schema::Event>())) {
-            changed = ref.event.getSeq();
-            events.push_back(kcap::test::eventBytes(message.getRoot<kcap::schema::Event>().asReader()));
-        } else {
-            events.push_back(kcap::test::eventBytes(ref.event));
-        }
-        return true;
-    });
-    std::vector<kcap::test::RawBlob> blobs;
-    for (const auto& chunk : reader->chunks()) {
-        if (chunk.kind == kcap::format::ChunkKind::kBlob) {
-            blobs.push_back({chunk.hash, reader->readBlob(chunk.hash)});
-        }
-    }
-    kcap::test::writeFileBytes(path, kcap::test::buildUncompressedTrace(events, blobs, 4, true));
-    return changed;
+    return kcap::test::rewriteEvents(source, path, change);
 }
 
 // `source` with its device-to-device 2D or 3D copy turned into one from a

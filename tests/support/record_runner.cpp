@@ -102,22 +102,35 @@ Outcome run(const RunSpec& spec)
 {
     const std::string outPath = tempFile("out");
     const std::string errPath = tempFile("err");
+    const std::string runtime = sanitizerRuntime();
+    std::map<std::string, std::string> added = spec.env;
+    std::vector<std::string> args = {spec.program};
+    args.insert(args.end(), spec.args.begin(), spec.args.end());
+    if (spec.memoryLimitBytes != 0 && !runtime.empty()) {
+        const std::string mb = std::to_string(spec.memoryLimitBytes >> 20);
+        const char* inherited = std::getenv("ASAN_OPTIONS");
+        std::string options = added.count("ASAN_OPTIONS") ? added["ASAN_OPTIONS"] : inherited ? inherited : "";
+        added["ASAN_OPTIONS"] = options + (options.empty() ? "" : ":") + "hard_rss_limit_mb=" + mb +
+                                ":max_allocation_size_mb=" + mb;
+    } else if (spec.memoryLimitBytes != 0) {
+        args.insert(args.begin(), {"/bin/sh", "-c",
+                                   "ulimit -v " + std::to_string(spec.memoryLimitBytes >> 10) + " && exec \"$0\" \"$@\""});
+    }
     std::vector<std::string> environment;
     for (char** entry = environ; *entry != nullptr; ++entry) {
         const std::string variable = *entry;
-        if (variable.rfind("LD_PRELOAD=", 0) != 0 && variable.rfind("LD_LIBRARY_PATH=", 0) != 0 &&
-            variable.rfind("KCAP_", 0) != 0) {
+        const std::string name = variable.substr(0, variable.find('='));
+        if (name != "LD_PRELOAD" && name != "LD_LIBRARY_PATH" && name.rfind("KCAP_", 0) != 0 && added.count(name) == 0) {
             environment.push_back(variable);
         }
     }
-    const std::string runtime = sanitizerRuntime();
     if (spec.withShim) {
         environment.push_back("LD_PRELOAD=" + (runtime.empty() ? "" : runtime + ":") + shimPath());
     } else if (!runtime.empty()) {
         environment.push_back("LD_PRELOAD=" + runtime);
     }
     environment.push_back("LD_LIBRARY_PATH=" + doubleDir());
-    for (const auto& [name, value] : spec.env) {
+    for (const auto& [name, value] : added) {
         environment.push_back(name + "=" + value);
     }
     std::vector<char*> envp;
@@ -125,8 +138,6 @@ Outcome run(const RunSpec& spec)
         envp.push_back(variable.data());
     }
     envp.push_back(nullptr);
-    std::vector<std::string> args = {spec.program};
-    args.insert(args.end(), spec.args.begin(), spec.args.end());
     std::vector<char*> argv;
     for (std::string& arg : args) {
         argv.push_back(arg.data());
@@ -138,7 +149,7 @@ Outcome run(const RunSpec& spec)
     posix_spawn_file_actions_addopen(&files, STDOUT_FILENO, outPath.c_str(), O_WRONLY | O_TRUNC, 0600);
     posix_spawn_file_actions_addopen(&files, STDERR_FILENO, errPath.c_str(), O_WRONLY | O_TRUNC, 0600);
     pid_t pid = 0;
-    const int spawned = posix_spawn(&pid, spec.program.c_str(), &files, nullptr, argv.data(), envp.data());
+    const int spawned = posix_spawn(&pid, args[0].c_str(), &files, nullptr, argv.data(), envp.data());
     posix_spawn_file_actions_destroy(&files);
     if (spawned != 0) {
         throw std::runtime_error("cannot run " + spec.program + ": " + std::strerror(spawned));
@@ -165,6 +176,11 @@ Outcome run(const RunSpec& spec)
     std::remove(outPath.c_str());
     std::remove(errPath.c_str());
     return result;
+}
+
+bool underSanitizer()
+{
+    return !sanitizerRuntime().empty();
 }
 
 Outcome kcapRecord(const std::string& path, const std::string& program, const std::vector<std::string>& args,

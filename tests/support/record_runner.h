@@ -18,6 +18,11 @@ struct RunSpec {
     std::map<std::string, std::string> env;  // added to the cleaned environment
     bool withShim = true;                    // LD_PRELOAD the shim
     std::chrono::seconds timeout{120};
+    // Memory the program may take, 0: no limit. Its address space (ulimit -v)
+    // normally; under AddressSanitizer, which reserves terabytes of address
+    // space, its resident memory and largest allocation (ASan's
+    // hard_rss_limit_mb and max_allocation_size_mb, which end it with a report).
+    uint64_t memoryLimitBytes = 0;
 };
 
 struct Outcome {
@@ -30,6 +35,9 @@ struct Outcome {
 };
 
 Outcome run(const RunSpec& spec);
+
+// Whether this build runs its programs under AddressSanitizer.
+bool underSanitizer();
 
 // `kcap record -o PATH -- PROGRAM ARGS...`, `env` added to its environment.
 Outcome kcapRecord(const std::string& path, const std::string& program, const std::vector<std::string>& args = {},

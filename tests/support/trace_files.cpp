@@ -279,19 +279,34 @@ std::vector<uint8_t> eventBytes(schema::Event::Reader event) {
 }
 
 void rewriteUncompressed(const std::string& from, const std::string& to, size_t eventsPerChunk, bool withIndex) {
+  rewriteEvents(from, to, [](schema::Event::Builder) { return false; }, eventsPerChunk, withIndex);
+}
+
+uint64_t rewriteEvents(const std::string& from, const std::string& to,
+                       const std::function<bool(schema::Event::Builder)>& change, size_t eventsPerChunk,
+                       bool withIndex, const std::vector<RawBlob>& extraBlobs) {
   auto reader = format::TraceReader::open(from);
   std::vector<std::vector<uint8_t>> events;
+  uint64_t changed = 0;
   reader->forEachEvent([&](const format::EventRef& ref) {
-    events.push_back(eventBytes(ref.event));
+    capnp::MallocMessageBuilder message;
+    message.setRoot(ref.event);
+    if (change(message.getRoot<schema::Event>())) {
+      changed = ref.event.getSeq();
+      events.push_back(eventBytes(message.getRoot<schema::Event>().asReader()));
+    } else {
+      events.push_back(eventBytes(ref.event));
+    }
     return true;
   });
-  std::vector<RawBlob> blobs;
+  std::vector<RawBlob> blobs = extraBlobs;
   for (const auto& chunk : reader->chunks()) {
     if (chunk.kind != format::ChunkKind::kBlob) continue;
     blobs.push_back({chunk.hash, reader->readBlob(chunk.hash)});
   }
   auto bytes = buildUncompressedTrace(events, blobs, eventsPerChunk, withIndex);
   writeFileBytes(to, bytes);
+  return changed;
 }
 
 }  // namespace kcap::test

@@ -101,4 +101,12 @@ std::vector<uint8_t> eventBytes(schema::Event::Reader event);
 // (the source must be intact).
 void rewriteUncompressed(const std::string& from, const std::string& to, size_t eventsPerChunk, bool withIndex);
 
+// The same, passing each event to `change` as a copy it may edit (it returns
+// true when it did): how tests make traces with valid checksums and hostile
+// contents. `extraBlobs` are written besides the source's. Returns the seq of
+// the last event changed, 0 if none.
+uint64_t rewriteEvents(const std::string& from, const std::string& to,
+                       const std::function<bool(schema::Event::Builder)>& change, size_t eventsPerChunk = 4,
+                       bool withIndex = true, const std::vector<RawBlob>& extraBlobs = {});
+
 }  // namespace kcap::test
