@@ -145,7 +145,7 @@ def parse_args():
                         "\"metadata in-process,metadata B in-process\"; default: all")
     p.add_argument("--deadline", type=float, default=0,
                    help="seconds this script may run: no round is started that would end past it, going by "
-                        "the longest round so far (the device tool's per-call limit); 0: none")
+                        "the longest round so far (a time limit on the whole run); 0: none")
     p.add_argument("--cpus", default="",
                    help="run each process under `taskset -c CPUS`: all its threads, the shim's included, "
                         "on these CPUs (tells whether the shim's threads cost by being elsewhere)")

@@ -1,5 +1,5 @@
 // kcap_bench_read_content: how fast TraceReader::readContentInto turns stored
-// pieces back into memory, the CPU side of `kcap replay`'s restore (issue 4),
+// pieces back into memory, the CPU side of `kcap replay`'s restore,
 // with no GPU: the windows are ordinary heap buffers, not page-locked ones.
 //
 //   kcap_bench_read_content [--mib 1024] [--repeat 5] [--dir /tmp] [--window-mib 64]

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Replay throughput (issue 4): how fast `kcap replay` restores a large
+"""Replay throughput: how fast `kcap replay` restores a large
 working set, against pinned host-to-device bandwidth measured in the same run
 (target: at least 70% of it), and how many small launches it replays per
 second.

@@ -16,8 +16,8 @@
 #                                     (default 240; launching thread on CPU C,
 #                                     default 2)
 # Without .ab-base, `run --env` compares this tree against itself with the
-# variables set in B (an A/B of an option). Logs go to $OUT (the device
-# tool's output folder) or build-gpu/logs. The A/B's own builds do not
+# variables set in B (an A/B of an option). Logs go to $OUT (when set:
+# a folder whose files are kept) or build-gpu/logs. The A/B's own builds do not
 # stop at warnings (the host's compiler may warn where the development one
 # does not); the count of warnings is printed. With --gpu-tests, this
 # tree is built by the GPU check, with warnings as errors.

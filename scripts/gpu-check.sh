@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
 # The whole GPU-host check in one device call (see tests/gpu/CMakeLists.txt):
 # build with the bundled dependencies, run the GPU tests, then the benchmarks
-# of docs/benchmarks.md. Logs go to $OUT (the device tool's output folder) or
+# of docs/benchmarks.md. Logs go to $OUT (when set: a folder whose files are kept) or
 # build-gpu/logs; keep what the check writes there to a few files (the
-# device tool brings back a limited number).
+# caller may keep only a few).
 #   scripts/gpu-check.sh [--no-bench] [--no-gpu-tests] [--no-overhead] [--ci] [--container] [--buffer SIZE]
 # --ci also runs the CI tests (label gpu excluded); --no-overhead leaves out
 # the launch-overhead benchmark; --container the container
 # benchmark; --buffer SIZE also runs the capture benchmark with `kcap record
 # --flush batch --buffer SIZE`, 3 rounds (the file written behind the program). The
-# default fits the device tool's 10 minutes on the H200
-# host (about 8: build 1, GPU tests 3, benchmarks 4).
+# default fits in 10 minutes on an H200 host (about 8: build 1, GPU tests 3,
+# benchmarks 4).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source scripts/env.sh

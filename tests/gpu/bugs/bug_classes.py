@@ -51,7 +51,7 @@ the bug and name its class, and must leave the launch without it alone:
                   group_center=partial_write_fixed.fatbin` on launch 1 differs
                   first in row 4 of group 0 (byte 1024 of out)
 
-The contract assumed of the tools (docs/replay.md, issue 5): `kcap replay
+The contract assumed of the tools (docs/replay.md): `kcap replay
 --json` gives {"launches": [{"launchIndex", "kernel", "verdict", "detail",
 "code", "buffers": [{"label", "size", "differingBytes",
 "firstDifferingOffset", "stats"?}], "checks": [{"name", "status",
