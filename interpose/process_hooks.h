@@ -11,7 +11,9 @@
 //             The child starts its own trace (a new %p, or the parent's name
 //             with ".<pid>" added when the template has no %p) at its first
 //             CUDA call.
-//   signals   SIGSEGV, SIGBUS, SIGABRT, SIGTERM, SIGINT, SIGFPE get a handler
+//   signals   Every signal whose default action ends the process (SIGSEGV,
+//             SIGBUS, SIGABRT, SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGPIPE,
+//             SIGALRM, ...: kFatalSignals in process_hooks.cpp) gets a handler
 //             chained to whatever was installed before (not installed over
 //             SIG_IGN). The handler itself only writes a byte to a pipe and
 //             polls for the answer (async-signal-safe, little stack: fine on
