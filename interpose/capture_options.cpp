@@ -287,10 +287,7 @@ std::string withPidSuffix(const std::string& path, long pid)
     const size_t slash = path.rfind('/');
     const size_t name = slash == std::string::npos ? 0 : slash + 1;
     const size_t dot = path.rfind('.');
-    // Appended rather than `"." + to_string(pid)`: GCC 12 at -O3 reports a
-    // false -Wrestrict inside the insert that operator+ does for that form.
-    std::string tag = ".";
-    tag += std::to_string(pid);
+    const std::string tag = "." + std::to_string(pid);
     if (dot == std::string::npos || dot <= name) {
         return path + tag;
     }

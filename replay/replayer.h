@@ -10,6 +10,7 @@
 
 #include <cuda.h>
 
+#include <chrono>
 #include <functional>
 #include <map>
 #include <memory>
@@ -64,6 +65,7 @@ class Replayer {
   const std::string& deviceName() const { return deviceName_; }
 
  private:
+  static uint64_t nsSince(std::chrono::steady_clock::time_point start);
   friend class LaunchCheckTarget;  // checkers.h: --check replays the launch again
   LaunchOutcome replayLaunch(const LaunchRecord& launch, const std::function<void()>& place,
                             const std::function<void(const LoadedKernel&)>& prepare,

@@ -1,0 +1,242 @@
+// The Replayer's memory side: restoring a launch's recorded pre-state (large
+// contents in windows through page-locked buffers, so that a snapshot of any
+// size is never held whole), and the copies and memsets recorded between
+// launches, applied on the replay stream.
+#include "replayer.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <set>
+
+#include "driver.h"
+
+namespace kcap::replay {
+
+// Restores the launch's recorded pre-state. With `all` false (sequences),
+// only ranges not restored before in this run.
+void Replayer::restore(const LaunchRecord& launch, const LoadedKernel& kernel, bool all) {
+  std::set<uint64_t>& restored = restored_;
+  if (all) restored.clear();
+  for (const auto range : launch.event().getPre()) {
+    const uint64_t address = range.getAddress();
+    if (!all && !restored.insert(address).second) continue;
+    if (all) restored.insert(address);
+    const auto content = range.getContent();
+    const auto dst = translate(address, kernel);
+    if (!dst) {
+      throw ReplayError("recorded range at " + std::to_string(address) + " has no place in this replay");
+    }
+    restoreContent(content, *dst);
+    restoredBytes_ += content.getSize();
+  }
+  // Pointers stored inside buffers: rewritten where their target moved.
+  for (const auto p : launch.event().getIndirectPointers()) {
+    uint64_t at = 0;
+    if (__builtin_add_overflow(p.getBufferAddress(), p.getOffset(), &at) || at > UINT64_MAX - 7) continue;
+    const auto where = translate(at, kernel);
+    const auto value = translate(p.getValue(), kernel);
+    // The whole word must lie in one placed range, so that writing it
+    // cannot reach past that range's end.
+    const auto last = translate(at + 7, kernel);
+    if (where && value && last && *last == *where + 7 && *value != p.getValue()) {
+      uint64_t word = *value;
+      copyToDevice(*where, reinterpret_cast<const uint8_t*>(&word), sizeof word);
+    }
+  }
+}
+
+// Large contents go in 32 MiB windows of whole pieces through a ring of
+// page-locked buffers: decoding window k+1 (checking and decompressing the
+// trace's pieces, on the reader's threads) overlaps the copy of window k to
+// the GPU, and a copy that runs late delays the decoding only once every
+// buffer is waiting for one. Pinned memory stays at kRestoreWindows * kRestoreWindow.
+void Replayer::restoreContent(schema::Content::Reader content, CUdeviceptr dst) {
+  const uint64_t size = content.getSize();
+  const uint64_t pieceSize = content.getPieceSize();
+  if (!throughWindows(content)) {
+    uint8_t* buffer = staging(size);
+    reader_.readContentInto(content, buffer, size);
+    const auto start = std::chrono::steady_clock::now();
+    copyToDevice(dst, buffer, size);
+    restoreWaitNs_ += nsSince(start);
+    return;
+  }
+  const uint64_t piecesPerWindow = kRestoreWindow / pieceSize;
+  const uint64_t windowBytes = piecesPerWindow * pieceSize;
+  allocateWindows();
+  const auto pieces = content.getPieces();
+  auto waitFor = [&](auto&& wait) {
+    const auto start = std::chrono::steady_clock::now();
+    wait();
+    restoreWaitNs_ += nsSince(start);
+  };
+  uint64_t window = 0;
+  for (uint64_t offset = 0; offset < size; offset += windowBytes, ++window) {
+    const uint64_t bytes = std::min(windowBytes, size - offset);
+    const uint64_t first = offset / pieceSize;
+    const uint64_t count = (bytes + pieceSize - 1) / pieceSize;
+    // The window as a Content of its own: the same pieces, a shorter run.
+    capnp::MallocMessageBuilder message;
+    auto part = message.initRoot<schema::Content>();
+    part.setSize(bytes);
+    part.setPieceSize(static_cast<uint32_t>(pieceSize));
+    auto list = part.initPieces(static_cast<unsigned>(count));
+    for (uint64_t i = 0; i < count; ++i) list.setWithCaveats(static_cast<unsigned>(i), pieces[static_cast<unsigned>(first + i)]);
+    const size_t slot = window % kRestoreWindows;
+    if (window >= kRestoreWindows) {
+      waitFor([&] { check(driver_.cuEventSynchronize(windowDone_[slot]), "waiting for a restore copy"); });
+    }
+    reader_.readContentInto(part.asReader(), windows_[slot], bytes);
+    check(driver_.cuMemcpyHtoDAsync(dst + offset, windows_[slot], bytes, stream_), "restoring a window of memory");
+    check(driver_.cuEventRecord(windowDone_[slot], stream_), "cuEventRecord");
+  }
+  waitFor([&] { check(driver_.cuStreamSynchronize(stream_), "restoring memory"); });
+}
+
+// Contents over a window that are split into pieces go through the
+// page-locked windows; the rest through one staging buffer.
+bool Replayer::throughWindows(schema::Content::Reader content) {
+  return content.getSize() > kRestoreWindow && content.getPieceSize() != 0 &&
+         content.getPieceSize() <= kRestoreWindow;
+}
+
+void Replayer::allocateWindows() {
+  for (auto& buffer : windows_) {
+    if (buffer == nullptr) {
+      void* p = nullptr;
+      check(driver_.cuMemAllocHost(&p, kRestoreWindow), "cuMemAllocHost");
+      buffer = static_cast<uint8_t*>(p);
+    }
+  }
+  for (auto& event : windowDone_) {
+    if (event == nullptr) check(driver_.cuEventCreate(&event, CU_EVENT_DISABLE_TIMING), "cuEventCreate");
+  }
+}
+
+// Page-locked buffers take milliseconds to allocate: done while placing the
+// memory, so that the restore's time is the restore's.
+void Replayer::allocateRestoreBuffers(const LaunchRecord& launch) {
+  uint64_t largestSmall = 0;
+  bool large = false;
+  for (const auto range : launch.event().getPre()) {
+    const auto content = range.getContent();
+    if (throughWindows(content)) {
+      large = true;
+    } else {
+      largestSmall = std::max(largestSmall, content.getSize());
+    }
+  }
+  staging(largestSmall);
+  if (large) allocateWindows();
+}
+
+// Device-side copies and memsets go on the replay stream, and the stream is
+// drained before returning: the stream does not wait for the legacy default
+// stream (it is non-blocking), and a host-to-device copy from the staging
+// buffer next must not overtake them.
+void Replayer::applyMemoryOp(const StoredEvent& op) {
+  applyMemoryOpOnStream(op);
+  check(driver_.cuStreamSynchronize(stream_), "waiting for a recorded copy or memset");
+}
+
+// Issues the op on the replay stream; the caller waits for the stream before
+// the staging buffer is used again.
+void Replayer::applyMemoryOpOnStream(const StoredEvent& op) {
+  const auto event = op.get();
+  const LoadedKernel none;
+  if (event.isMemcpy()) {
+    const auto copy = event.getMemcpy();
+    if (copy.getResult() != 0) return;
+    if (copy.getWidth() != 0) {
+      applyCopyRows(op);
+      return;
+    }
+    const auto dst = translate(copy.getDst(), none);
+    if (!dst) return;  // into memory no replayed launch reaches
+    if (copy.getDirection() == schema::CopyDirection::DEVICE_TO_DEVICE && copy.getData().getSize() == 0) {
+      if (const auto src = translate(copy.getSrc(), none)) {
+        check(driver_.cuMemcpyDtoDAsync(*dst, *src, copy.getSize(), stream_), "replaying a recorded device-to-device copy");
+      }
+      return;
+    }
+    const auto data = copy.getData();
+    if (data.getSize() == 0) return;
+    uint8_t* buffer = staging(data.getSize());
+    reader_.readContentInto(data, buffer, data.getSize());
+    copyToDevice(*dst, buffer, data.getSize());
+  } else if (event.isMemset()) {
+    const auto set = event.getMemset();
+    if (set.getResult() != 0) return;
+    // 1D memsets are recorded with height 1 and pitch 0; a 2D one of 0 rows
+    // sets nothing.
+    const uint64_t rows = set.getPitch() == 0 ? std::max<uint64_t>(set.getHeight(), 1) : set.getHeight();
+    for (uint64_t row = 0; row < rows; ++row) {
+      const auto dst = translate(set.getDst() + row * set.getPitch(), none);
+      if (!dst) continue;
+      switch (set.getElementSize()) {
+        case 1: check(driver_.cuMemsetD8Async(*dst, static_cast<unsigned char>(set.getValue()), set.getCount(), stream_), "memset"); break;
+        case 2: check(driver_.cuMemsetD16Async(*dst, static_cast<unsigned short>(set.getValue()), set.getCount(), stream_), "memset"); break;
+        default: check(driver_.cuMemsetD32Async(*dst, set.getValue(), set.getCount(), stream_), "memset"); break;
+      }
+    }
+  }
+}
+
+// A recorded 2D or 3D copy, row by row: row y of slice z goes to dst +
+// dstAt(y, z), from the packed rows the trace holds (host to device) or from
+// src + srcAt(y, z) (device to device). Each row is translated on its own, as
+// the memset rows are.
+void Replayer::applyCopyRows(const StoredEvent& op) {
+  const auto copy = op.get().getMemcpy();
+  const LoadedKernel none;
+  const std::string what =
+      std::string(copy.getDepth() != 0 ? "the 3D copy" : "the 2D copy") + " at event #" + std::to_string(op.seq());
+  if (copy.getDirection() == schema::CopyDirection::UNKNOWN && (copy.getDst() == 0 || copy.getSrc() == 0)) {
+    // A CUDA array on one side: recorded without data, and replay holds no
+    // arrays. Harmless only when it writes memory no replayed launch reaches.
+    if (copy.getDst() != 0 && !translate(copy.getDst(), none)) return;
+    throw ReplayError(what + " is to or from a CUDA array, recorded without its data: replay cannot re-apply it");
+  }
+  const auto shape = copyRows(copy);
+  if (!shape) throw ReplayError(what + " has rows past the end of the address space (a damaged trace?)");
+  const CopyRows& r = *shape;
+  const auto data = copy.getData();
+  if (copy.getDirection() == schema::CopyDirection::DEVICE_TO_DEVICE && data.getSize() == 0) {
+    for (uint64_t z = 0; z < r.slices; ++z) {
+      for (uint64_t y = 0; y < r.rows; ++y) {
+        const auto dst = translate(copy.getDst() + r.dstAt(y, z), none);
+        const auto src = translate(copy.getSrc() + r.srcAt(y, z), none);
+        if (dst && src) {
+          check(driver_.cuMemcpyDtoDAsync(*dst, *src, r.width, stream_), "replaying a recorded 2D/3D device-to-device copy");
+        }
+      }
+    }
+    return;
+  }
+  if (data.getSize() == 0) return;
+  // The packed rows must be exactly width * rows * slices bytes. (Divided,
+  // not multiplied, so that a damaged trace's sizes cannot overflow into a
+  // match and read past the staging buffer.)
+  const uint64_t size = data.getSize(), perSlice = size / r.slices;
+  if (r.rows == 0 || r.width == 0 || size % r.slices != 0 || perSlice % r.rows != 0 || perSlice / r.rows != r.width) {
+    throw ReplayError(what + " holds " + std::to_string(size) + " bytes for " +
+                      (copy.getDepth() != 0 ? std::to_string(r.slices) + " slices of " : std::string()) +
+                      std::to_string(r.rows) + " rows of " + std::to_string(r.width));
+  }
+  uint8_t* buffer = staging(size);
+  reader_.readContentInto(data, buffer, size);
+  // The staging buffer is page-locked, so the rows can all go out before the
+  // one wait of applyMemoryOp (nothing rewrites the staging buffer before it).
+  for (uint64_t z = 0; z < r.slices; ++z) {
+    for (uint64_t y = 0; y < r.rows; ++y) {
+      if (const auto dst = translate(copy.getDst() + r.dstAt(y, z), none)) {
+        check(driver_.cuMemcpyHtoDAsync(*dst, buffer + r.packedAt(y, z), r.width, stream_),
+              "replaying a row of " + what);
+      }
+    }
+  }
+}
+
+}  // namespace kcap::replay
