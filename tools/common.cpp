@@ -137,6 +137,16 @@ static bool terminalControl(unsigned cp) {
   return (cp >= 0x80 && cp <= 0x9f) || (cp >= 0x202a && cp <= 0x202e) || (cp >= 0x2066 && cp <= 0x2069);
 }
 
+// Appends \uNNNN for `sequence`, one valid UTF-8 sequence of two or more
+// bytes, when it is a terminal control; says whether it did.
+static bool escapedTerminalControl(std::string_view sequence, std::string& out) {
+  if (sequence.size() < 2 || !terminalControl(codePoint(sequence))) return false;
+  char buf[8];
+  std::snprintf(buf, sizeof buf, "\\u%04x", codePoint(sequence));
+  out += buf;
+  return true;
+}
+
 // Escapes quotes, backslashes, newlines, tabs and carriage returns; writes any
 // other control character or byte that is not valid UTF-8 with `badByte`, a
 // printf format taking the byte's value; terminal controls outside ASCII
@@ -156,10 +166,7 @@ static std::string escapeText(std::string_view text, const char* badByte, bool k
       default: break;
     }
     size_t n = utf8Length(text, i);
-    if (n > 1 && terminalControl(codePoint(text.substr(i, n)))) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", codePoint(text.substr(i, n)));
-      out += buf;
+    if (escapedTerminalControl(text.substr(i, n), out)) {
       i += n;
       continue;
     }
@@ -182,15 +189,9 @@ std::string withoutTerminalControls(std::string_view json) {
   std::string out;
   out.reserve(json.size());
   for (size_t i = 0; i < json.size();) {
-    const size_t n = utf8Length(json, i);
-    if (n > 1 && terminalControl(codePoint(json.substr(i, n)))) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", codePoint(json.substr(i, n)));
-      out += buf;
-    } else {
-      out.append(json.substr(i, n == 0 ? 1 : n));
-    }
-    i += n == 0 ? 1 : n;
+    const size_t n = std::max<size_t>(utf8Length(json, i), 1);
+    if (!escapedTerminalControl(json.substr(i, n), out)) out.append(json.substr(i, n));
+    i += n;
   }
   return out;
 }

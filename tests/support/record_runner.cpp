@@ -178,11 +178,6 @@ Outcome run(const RunSpec& spec)
     return result;
 }
 
-bool underSanitizer()
-{
-    return !sanitizerRuntime().empty();
-}
-
 Outcome kcapRecord(const std::string& path, const std::string& program, const std::vector<std::string>& args,
                    std::map<std::string, std::string> env)
 {

@@ -36,9 +36,6 @@ struct Outcome {
 
 Outcome run(const RunSpec& spec);
 
-// Whether this build runs its programs under AddressSanitizer.
-bool underSanitizer();
-
 // `kcap record -o PATH -- PROGRAM ARGS...`, `env` added to its environment.
 Outcome kcapRecord(const std::string& path, const std::string& program, const std::vector<std::string>& args = {},
                    std::map<std::string, std::string> env = {});
