@@ -75,10 +75,10 @@ struct Config {
   int level = 3;
   uint32_t piece = 1u << 20;
   int repeat = 3;
-  int warmup = 1;                     // untimed runs of each variant first (page cache, allocator, first touch)
-  uint64_t totalMiB = 1024;           // a multiple of 8: 3/8 activations, 1/8 zeros, 1/4 B, 1/4 B again
+  int warmup = 1;                       // untimed runs of each variant first (page cache, allocator, first touch)
+  uint64_t totalMiB = 1024;             // a multiple of 8: 3/8 activations, 1/8 zeros, 1/4 B, 1/4 B again
   std::vector<unsigned> threads{1, 0};  // container compressionThreads; 0 = the writer's default
-  bool control = true;                // also run the no-duplicates control (activations only)
+  bool control = true;                  // also run the no-duplicates control (activations only)
   std::vector<std::string> variants{"raw", "pieces", "stream", "container"};
   uint64_t seed = 1;
   bool keep = false;
@@ -253,7 +253,7 @@ void fillHalfs(uint8_t* dst, uint64_t bytes, uint64_t seed, bool relu, double ba
 
 struct Segment {
   std::string name;
-  uint64_t offset = 0;   // in the input buffer (and the read-back buffer)
+  uint64_t offset = 0;  // in the input buffer (and the read-back buffer)
   uint64_t size = 0;
   uint64_t address = 0;  // device address recorded in the snapshot
 };
@@ -262,14 +262,14 @@ struct Dataset {
   std::string name;
   std::vector<Segment> segments;  // contiguous from offset 0
   uint64_t total = 0;
-  uint64_t checksum = 0;          // XXH3-64 of input[0, total)
+  uint64_t checksum = 0;  // XXH3-64 of input[0, total)
 };
 
 struct Input {
   uint8_t* bytes = nullptr;
   uint64_t size = 0;
-  Dataset mixed;    // the benchmark proper
-  Dataset control;  // activations only: no duplicate pieces, no zeros
+  Dataset mixed;            // the benchmark proper
+  Dataset control;          // activations only: no duplicate pieces, no zeros
   uint64_t bufferSize = 0;  // size of B
 };
 
@@ -392,9 +392,7 @@ void syncFile(const std::string& path) {
   closeFd(fd);
 }
 
-double wallNow() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+double wallNow() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 // CPU time of the whole process (every thread a variant uses), user and system.
 struct Cpu {
@@ -406,7 +404,9 @@ struct Cpu {
 Cpu cpuNow() {
   rusage u{};
   ::getrusage(RUSAGE_SELF, &u);
-  auto seconds = [](const timeval& tv) { return static_cast<double>(tv.tv_sec) + static_cast<double>(tv.tv_usec) * 1e-6; };
+  auto seconds = [](const timeval& tv) {
+    return static_cast<double>(tv.tv_sec) + static_cast<double>(tv.tv_usec) * 1e-6;
+  };
   return {seconds(u.ru_utime), seconds(u.ru_stime)};
 }
 
@@ -750,9 +750,10 @@ void printTable(const std::string& title, const std::vector<Result>& results) {
                 static_cast<double>(r.bytesOut) / static_cast<double>(r.bytesIn), gbps(r.bytesIn, r.writeWall),
                 gbps(r.bytesIn, r.readWall), r.writeUser, r.writeSys, r.readUser, r.readSys, r.othersCores);
   }
-  std::printf("\nratio = bytes out / bytes in; GB/s = 10^9 input bytes per wall second (median); CPU s = process\n"
-              "CPU time, all threads, user / system (medians); others = CPU cores other processes kept busy during\n"
-              "the timed runs (machine noise: figures with others well above 0 are not trustworthy).\n");
+  std::printf(
+      "\nratio = bytes out / bytes in; GB/s = 10^9 input bytes per wall second (median); CPU s = process\n"
+      "CPU time, all threads, user / system (medians); others = CPU cores other processes kept busy during\n"
+      "the timed runs (machine noise: figures with others well above 0 are not trustworthy).\n");
   std::fflush(stdout);
 }
 
@@ -784,11 +785,16 @@ std::string fsType(const std::string& dir) {
   struct statfs st {};
   if (::statfs(dir.c_str(), &st) != 0) return "unknown";
   switch (static_cast<unsigned long>(st.f_type)) {
-    case 0x01021994ul: return "tmpfs";
-    case 0xef53ul: return "ext2/3/4";
-    case 0x58465342ul: return "xfs";
-    case 0x9123683eul: return "btrfs";
-    case 0x794c7630ul: return "overlayfs";
+    case 0x01021994ul:
+      return "tmpfs";
+    case 0xef53ul:
+      return "ext2/3/4";
+    case 0x58465342ul:
+      return "xfs";
+    case 0x9123683eul:
+      return "btrfs";
+    case 0x794c7630ul:
+      return "overlayfs";
     default: {
       char buf[32];
       std::snprintf(buf, sizeof buf, "0x%lx", static_cast<unsigned long>(st.f_type));
@@ -810,11 +816,12 @@ void printMachine(const Config& c) {
               memTotal().c_str());
   std::printf("- files in: %s (%s); reads come from the page cache\n", c.dir.c_str(), fsType(c.dir).c_str());
   std::printf("- load average at start: %s\n", loadAverage().c_str());
-  std::printf("- zstd %s, xxhash %u, compiler %s, build %s\n", ZSTD_versionString(), XXH_versionNumber(),
-              __VERSION__, KCAP_BENCH_BUILD_TYPE);
-  std::printf("- zstd level %d, piece %u bytes, %d warmup + %d timed runs per variant (median reported), "
-              "container default compressionThreads = %u\n",
-              c.level, c.piece, c.warmup, c.repeat, defaultCompressionThreads());
+  std::printf("- zstd %s, xxhash %u, compiler %s, build %s\n", ZSTD_versionString(), XXH_versionNumber(), __VERSION__,
+              KCAP_BENCH_BUILD_TYPE);
+  std::printf(
+      "- zstd level %d, piece %u bytes, %d warmup + %d timed runs per variant (median reported), "
+      "container default compressionThreads = %u\n",
+      c.level, c.piece, c.warmup, c.repeat, defaultCompressionThreads());
   std::fflush(stdout);
 }
 
@@ -849,8 +856,8 @@ void compareWithZstd(const std::vector<Result>& results, const std::string& labe
     if (r.name.rfind("container", 0) != 0) continue;
     double s = static_cast<double>(r.bytesOut) / static_cast<double>(z.bytesOut) - 1;
     checks.push_back({label + ": " + r.name + " size within 5% of zstd per piece", s <= 0.05,
-                      "container " + std::to_string(r.bytesOut) + " vs zstd " + std::to_string(z.bytesOut) + " bytes (" +
-                          pct(s) + ")"});
+                      "container " + std::to_string(r.bytesOut) + " vs zstd " + std::to_string(z.bytesOut) +
+                          " bytes (" + pct(s) + ")"});
   }
   if (k == nullptr) return;
   double w = gbps(k->bytesIn, k->writeWall) / gbps(z.bytesIn, z.writeWall) - 1;

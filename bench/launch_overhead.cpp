@@ -77,348 +77,342 @@
 namespace {
 
 struct Options {
-    unsigned long long launches = 100000;
-    unsigned long long reps = 7;
-    unsigned long long warmup = 1000;
-    unsigned long long threads = 1;
-    long long pinCpu = -1;  // -1: not pinned
-    unsigned long long interleave = 0;  // pairs of blocks; 0: repetitions
+  unsigned long long launches = 100000;
+  unsigned long long reps = 7;
+  unsigned long long warmup = 1000;
+  unsigned long long threads = 1;
+  long long pinCpu = -1;              // -1: not pinned
+  unsigned long long interleave = 0;  // pairs of blocks; 0: repetitions
 };
 
-Options parse(int argc, char** argv)
-{
-    Options options;
-    for (int i = 1; i < argc; ++i) {
-        const char* flag = argv[i];
-        if (std::strcmp(flag, "--help") == 0) {
-            std::printf("usage: %s [--launches N] [--reps R] [--warmup W] [--threads T] [--pin-cpu C] "
-                        "[--interleave P]\n",
-                        argv[0]);
-            std::exit(0);
-        }
-        if (i + 1 >= argc) {
-            std::fprintf(stderr, "%s: needs a value\n", flag);
-            std::exit(2);
-        }
-        const unsigned long long value = bench::number(flag, argv[++i]);
-        if (std::strcmp(flag, "--launches") == 0) {
-            options.launches = value;
-        } else if (std::strcmp(flag, "--reps") == 0) {
-            options.reps = value;
-        } else if (std::strcmp(flag, "--warmup") == 0) {
-            options.warmup = value;
-        } else if (std::strcmp(flag, "--threads") == 0) {
-            options.threads = value;
-        } else if (std::strcmp(flag, "--pin-cpu") == 0) {
-            options.pinCpu = static_cast<long long>(value);
-        } else if (std::strcmp(flag, "--interleave") == 0) {
-            options.interleave = value;
-        } else {
-            std::fprintf(stderr, "unknown flag %s (--help)\n", flag);
-            std::exit(2);
-        }
+Options parse(int argc, char** argv) {
+  Options options;
+  for (int i = 1; i < argc; ++i) {
+    const char* flag = argv[i];
+    if (std::strcmp(flag, "--help") == 0) {
+      std::printf(
+          "usage: %s [--launches N] [--reps R] [--warmup W] [--threads T] [--pin-cpu C] "
+          "[--interleave P]\n",
+          argv[0]);
+      std::exit(0);
     }
-    if (options.launches == 0 || options.reps == 0 || options.threads == 0 || options.threads > 1024) {
-        std::fprintf(stderr, "--launches, --reps need at least 1, --threads 1..1024\n");
-        std::exit(2);
+    if (i + 1 >= argc) {
+      std::fprintf(stderr, "%s: needs a value\n", flag);
+      std::exit(2);
     }
-    if (options.interleave > 0 && options.threads != 1) {
-        std::fprintf(stderr, "--interleave runs one thread\n");
-        std::exit(2);
+    const unsigned long long value = bench::number(flag, argv[++i]);
+    if (std::strcmp(flag, "--launches") == 0) {
+      options.launches = value;
+    } else if (std::strcmp(flag, "--reps") == 0) {
+      options.reps = value;
+    } else if (std::strcmp(flag, "--warmup") == 0) {
+      options.warmup = value;
+    } else if (std::strcmp(flag, "--threads") == 0) {
+      options.threads = value;
+    } else if (std::strcmp(flag, "--pin-cpu") == 0) {
+      options.pinCpu = static_cast<long long>(value);
+    } else if (std::strcmp(flag, "--interleave") == 0) {
+      options.interleave = value;
+    } else {
+      std::fprintf(stderr, "unknown flag %s (--help)\n", flag);
+      std::exit(2);
     }
-    return options;
+  }
+  if (options.launches == 0 || options.reps == 0 || options.threads == 0 || options.threads > 1024) {
+    std::fprintf(stderr, "--launches, --reps need at least 1, --threads 1..1024\n");
+    std::exit(2);
+  }
+  if (options.interleave > 0 && options.threads != 1) {
+    std::fprintf(stderr, "--interleave runs one thread\n");
+    std::exit(2);
+  }
+  return options;
 }
 
 using LaunchKernel = CUresult (*)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                                   CUstream, void**, void**);
 
-void launchMany(CUfunction empty, CUstream stream, unsigned long long count, LaunchKernel launch = &cuLaunchKernel)
-{
-    for (unsigned long long i = 0; i < count; ++i) {
-        const CUresult r = launch(empty, 1, 1, 1, 1, 1, 1, 0, stream, nullptr, nullptr);
-        if (r != CUDA_SUCCESS) [[unlikely]] {
-            bench::die("cuLaunchKernel", r);
-        }
+void launchMany(CUfunction empty, CUstream stream, unsigned long long count, LaunchKernel launch = &cuLaunchKernel) {
+  for (unsigned long long i = 0; i < count; ++i) {
+    const CUresult r = launch(empty, 1, 1, 1, 1, 1, 1, 0, stream, nullptr, nullptr);
+    if (r != CUDA_SUCCESS) [[unlikely]] {
+      bench::die("cuLaunchKernel", r);
     }
+  }
 }
 
 struct Times {
-    std::vector<double> loopNs;   // per repetition: the launch loop
-    std::vector<double> totalNs;  // the loop and the synchronize
-    long involuntarySwitches = 0;  // over all repetitions
-    long voluntarySwitches = 0;
-    long long migrations = -1;  // -1: not counted
+  std::vector<double> loopNs;    // per repetition: the launch loop
+  std::vector<double> totalNs;   // the loop and the synchronize
+  long involuntarySwitches = 0;  // over all repetitions
+  long voluntarySwitches = 0;
+  long long migrations = -1;  // -1: not counted
 };
 
-rusage usageOf(int who)
-{
-    rusage usage{};
-    getrusage(who, &usage);
-    return usage;
+rusage usageOf(int who) {
+  rusage usage{};
+  getrusage(who, &usage);
+  return usage;
 }
 
-double cpuNs(const rusage& usage)
-{
-    const auto ns = [](const timeval& t) { return static_cast<double>(t.tv_sec) * 1e9 + static_cast<double>(t.tv_usec) * 1e3; };
-    return ns(usage.ru_utime) + ns(usage.ru_stime);
+double cpuNs(const rusage& usage) {
+  const auto ns = [](const timeval& t) {
+    return static_cast<double>(t.tv_sec) * 1e9 + static_cast<double>(t.tv_usec) * 1e3;
+  };
+  return ns(usage.ru_utime) + ns(usage.ru_stime);
 }
 
 // The calling thread's CPU migrations from now on (a perf software counter,
 // which needs no privilege for one's own thread at perf_event_paranoid <= 2);
 // -1 when the kernel refuses.
-int countMigrationsOfThisThread()
-{
-    perf_event_attr attr{};
-    attr.size = sizeof attr;
-    attr.type = PERF_TYPE_SOFTWARE;
-    attr.config = PERF_COUNT_SW_CPU_MIGRATIONS;
-    attr.exclude_kernel = 0;
-    return static_cast<int>(syscall(SYS_perf_event_open, &attr, 0, -1, -1, 0));
+int countMigrationsOfThisThread() {
+  perf_event_attr attr{};
+  attr.size = sizeof attr;
+  attr.type = PERF_TYPE_SOFTWARE;
+  attr.config = PERF_COUNT_SW_CPU_MIGRATIONS;
+  attr.exclude_kernel = 0;
+  return static_cast<int>(syscall(SYS_perf_event_open, &attr, 0, -1, -1, 0));
 }
 
-long long readCounter(int fd)
-{
-    long long value = 0;
-    if (fd < 0 || read(fd, &value, sizeof value) != static_cast<ssize_t>(sizeof value)) return -1;
-    close(fd);
-    return value;
+long long readCounter(int fd) {
+  long long value = 0;
+  if (fd < 0 || read(fd, &value, sizeof value) != static_cast<ssize_t>(sizeof value)) return -1;
+  close(fd);
+  return value;
 }
 
 // The GNU hash of a symbol name (the ELF gABI extension glibc uses).
-uint32_t gnuHash(const char* name)
-{
-    uint32_t h = 5381;
-    for (; *name != 0; ++name) {
-        h = h * 33 + static_cast<unsigned char>(*name);
-    }
-    return h;
+uint32_t gnuHash(const char* name) {
+  uint32_t h = 5381;
+  for (; *name != 0; ++name) {
+    h = h * 33 + static_cast<unsigned char>(*name);
+  }
+  return h;
 }
 
 struct SymbolQuery {
-    const char* library;  // a part of the loaded object's path
-    const char* name;
-    void* found = nullptr;
+  const char* library;  // a part of the loaded object's path
+  const char* name;
+  void* found = nullptr;
 };
 
 // Looks the symbol up in one loaded object's own dynamic symbol table
 // (DT_GNU_HASH), as the loader would in that object alone: dlsym cannot be
 // used, the shim answers it.
-int findInObject(dl_phdr_info* info, size_t, void* data)
-{
-    auto* query = static_cast<SymbolQuery*>(data);
-    if (info->dlpi_name == nullptr || std::strstr(info->dlpi_name, query->library) == nullptr) {
-        return 0;
-    }
-    const ElfW(Addr) base = info->dlpi_addr;
-    // glibc relocates these entries in place; other loaders may not.
-    const auto address = [base](ElfW(Addr) value) { return value < base ? value + base : value; };
-    const ElfW(Sym)* symbols = nullptr;
-    const char* names = nullptr;
-    const uint32_t* hash = nullptr;
-    for (int i = 0; i < info->dlpi_phnum; ++i) {
-        if (info->dlpi_phdr[i].p_type != PT_DYNAMIC) {
-            continue;
-        }
-        for (auto* entry = reinterpret_cast<const ElfW(Dyn)*>(base + info->dlpi_phdr[i].p_vaddr); entry->d_tag != DT_NULL;
-             ++entry) {
-            if (entry->d_tag == DT_SYMTAB) {
-                symbols = reinterpret_cast<const ElfW(Sym)*>(address(entry->d_un.d_ptr));
-            } else if (entry->d_tag == DT_STRTAB) {
-                names = reinterpret_cast<const char*>(address(entry->d_un.d_ptr));
-            } else if (entry->d_tag == DT_GNU_HASH) {
-                hash = reinterpret_cast<const uint32_t*>(address(entry->d_un.d_ptr));
-            }
-        }
-    }
-    if (symbols == nullptr || names == nullptr || hash == nullptr) {
-        return 0;
-    }
-    const uint32_t buckets = hash[0];
-    const uint32_t firstHashed = hash[1];
-    const uint32_t bloomWords = hash[2];
-    const auto* bucket = reinterpret_cast<const uint32_t*>(reinterpret_cast<const ElfW(Addr)*>(hash + 4) + bloomWords);
-    const uint32_t* chain = bucket + buckets;
-    const uint32_t h = gnuHash(query->name);
-    for (uint32_t index = bucket[h % buckets]; index >= firstHashed && index != 0; ++index) {
-        const uint32_t entry = chain[index - firstHashed];
-        const ElfW(Sym)& symbol = symbols[index];
-        if ((entry | 1) == (h | 1) && symbol.st_shndx != SHN_UNDEF && std::strcmp(names + symbol.st_name, query->name) == 0) {
-            query->found = reinterpret_cast<void*>(base + symbol.st_value);
-            return 1;
-        }
-        if ((entry & 1) != 0) {
-            break;
-        }
-    }
+int findInObject(dl_phdr_info* info, size_t, void* data) {
+  auto* query = static_cast<SymbolQuery*>(data);
+  if (info->dlpi_name == nullptr || std::strstr(info->dlpi_name, query->library) == nullptr) {
     return 0;
+  }
+  const ElfW(Addr) base = info->dlpi_addr;
+  // glibc relocates these entries in place; other loaders may not.
+  const auto address = [base](ElfW(Addr) value) { return value < base ? value + base : value; };
+  const ElfW(Sym)* symbols = nullptr;
+  const char* names = nullptr;
+  const uint32_t* hash = nullptr;
+  for (int i = 0; i < info->dlpi_phnum; ++i) {
+    if (info->dlpi_phdr[i].p_type != PT_DYNAMIC) {
+      continue;
+    }
+    for (auto* entry = reinterpret_cast<const ElfW(Dyn)*>(base + info->dlpi_phdr[i].p_vaddr); entry->d_tag != DT_NULL;
+         ++entry) {
+      if (entry->d_tag == DT_SYMTAB) {
+        symbols = reinterpret_cast<const ElfW(Sym)*>(address(entry->d_un.d_ptr));
+      } else if (entry->d_tag == DT_STRTAB) {
+        names = reinterpret_cast<const char*>(address(entry->d_un.d_ptr));
+      } else if (entry->d_tag == DT_GNU_HASH) {
+        hash = reinterpret_cast<const uint32_t*>(address(entry->d_un.d_ptr));
+      }
+    }
+  }
+  if (symbols == nullptr || names == nullptr || hash == nullptr) {
+    return 0;
+  }
+  const uint32_t buckets = hash[0];
+  const uint32_t firstHashed = hash[1];
+  const uint32_t bloomWords = hash[2];
+  const auto* bucket = reinterpret_cast<const uint32_t*>(reinterpret_cast<const ElfW(Addr)*>(hash + 4) + bloomWords);
+  const uint32_t* chain = bucket + buckets;
+  const uint32_t h = gnuHash(query->name);
+  for (uint32_t index = bucket[h % buckets]; index >= firstHashed && index != 0; ++index) {
+    const uint32_t entry = chain[index - firstHashed];
+    const ElfW(Sym)& symbol = symbols[index];
+    if ((entry | 1) == (h | 1) && symbol.st_shndx != SHN_UNDEF &&
+        std::strcmp(names + symbol.st_name, query->name) == 0) {
+      query->found = reinterpret_cast<void*>(base + symbol.st_value);
+      return 1;
+    }
+    if ((entry & 1) != 0) {
+      break;
+    }
+  }
+  return 0;
 }
 
-LaunchKernel driversOwnLaunchKernel()
-{
-    SymbolQuery query{"libcuda.so", "cuLaunchKernel"};
-    dl_iterate_phdr(findInObject, &query);
-    if (query.found == nullptr) {
-        std::fprintf(stderr, "cuLaunchKernel not found in libcuda's symbol table\n");
-        std::exit(1);
-    }
-    return reinterpret_cast<LaunchKernel>(query.found);
+LaunchKernel driversOwnLaunchKernel() {
+  SymbolQuery query{"libcuda.so", "cuLaunchKernel"};
+  dl_iterate_phdr(findInObject, &query);
+  if (query.found == nullptr) {
+    std::fprintf(stderr, "cuLaunchKernel not found in libcuda's symbol table\n");
+    std::exit(1);
+  }
+  return reinterpret_cast<LaunchKernel>(query.found);
 }
 
 // --interleave: pairs of blocks, hooked against direct, in one process.
-int runInterleaved(const Options& options, CUcontext context, CUfunction empty)
-{
-    const LaunchKernel direct = driversOwnLaunchKernel();
-    std::printf("direct_is_linked %d\n", direct == &cuLaunchKernel ? 1 : 0);  // 1: nothing interposes
-    BENCH_CHECK(cuCtxSetCurrent(context));
-    CUstream stream = nullptr;
-    BENCH_CHECK(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
-    launchMany(empty, stream, options.warmup);
-    launchMany(empty, stream, options.warmup, direct);
+int runInterleaved(const Options& options, CUcontext context, CUfunction empty) {
+  const LaunchKernel direct = driversOwnLaunchKernel();
+  std::printf("direct_is_linked %d\n", direct == &cuLaunchKernel ? 1 : 0);  // 1: nothing interposes
+  BENCH_CHECK(cuCtxSetCurrent(context));
+  CUstream stream = nullptr;
+  BENCH_CHECK(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+  launchMany(empty, stream, options.warmup);
+  launchMany(empty, stream, options.warmup, direct);
+  BENCH_CHECK(cuStreamSynchronize(stream));
+  if (options.pinCpu >= 0) {
+    cpu_set_t cpus;
+    CPU_ZERO(&cpus);
+    CPU_SET(static_cast<int>(options.pinCpu), &cpus);
+    if (pthread_setaffinity_np(pthread_self(), sizeof cpus, &cpus) != 0) {
+      std::fprintf(stderr, "cannot pin to CPU %lld\n", options.pinCpu);
+      std::exit(1);
+    }
+  }
+  const double n = static_cast<double>(options.launches);
+  struct BlockTime {
+    double wallNs = 0;  // per launch
+    // The launching thread's CPU time, per launch: in a VM guest with
+    // steal-time accounting, time the host gave the vCPU to others is
+    // not in it, which the wall clock counts.
+    double cpuNs = 0;
+  };
+  const auto threadCpuNs = [] { return cpuNs(usageOf(RUSAGE_THREAD)); };
+  const auto block = [&](LaunchKernel launch) {
+    const double cpuStart = threadCpuNs();
+    const double start = bench::nowNs();
+    launchMany(empty, stream, options.launches, launch);
     BENCH_CHECK(cuStreamSynchronize(stream));
-    if (options.pinCpu >= 0) {
-        cpu_set_t cpus;
-        CPU_ZERO(&cpus);
-        CPU_SET(static_cast<int>(options.pinCpu), &cpus);
-        if (pthread_setaffinity_np(pthread_self(), sizeof cpus, &cpus) != 0) {
-            std::fprintf(stderr, "cannot pin to CPU %lld\n", options.pinCpu);
-            std::exit(1);
-        }
+    const double end = bench::nowNs();
+    return BlockTime{(end - start) / n, (threadCpuNs() - cpuStart) / n};
+  };
+  std::vector<double> added;
+  std::vector<double> addedCpu;
+  for (unsigned long long pair = 0; pair < options.interleave; ++pair) {
+    // ABBA BAAB: each kind goes first as often as second.
+    const bool hookedFirst = (pair % 4 == 0) || (pair % 4 == 3);
+    BlockTime hooked;
+    BlockTime plain;
+    if (hookedFirst) {
+      hooked = block(&cuLaunchKernel);
+      plain = block(direct);
+    } else {
+      plain = block(direct);
+      hooked = block(&cuLaunchKernel);
     }
-    const double n = static_cast<double>(options.launches);
-    struct BlockTime {
-        double wallNs = 0;  // per launch
-        // The launching thread's CPU time, per launch: in a VM guest with
-        // steal-time accounting, time the host gave the vCPU to others is
-        // not in it, which the wall clock counts.
-        double cpuNs = 0;
-    };
-    const auto threadCpuNs = [] { return cpuNs(usageOf(RUSAGE_THREAD)); };
-    const auto block = [&](LaunchKernel launch) {
-        const double cpuStart = threadCpuNs();
-        const double start = bench::nowNs();
-        launchMany(empty, stream, options.launches, launch);
-        BENCH_CHECK(cuStreamSynchronize(stream));
-        const double end = bench::nowNs();
-        return BlockTime{(end - start) / n, (threadCpuNs() - cpuStart) / n};
-    };
-    std::vector<double> added;
-    std::vector<double> addedCpu;
-    for (unsigned long long pair = 0; pair < options.interleave; ++pair) {
-        // ABBA BAAB: each kind goes first as often as second.
-        const bool hookedFirst = (pair % 4 == 0) || (pair % 4 == 3);
-        BlockTime hooked;
-        BlockTime plain;
-        if (hookedFirst) {
-            hooked = block(&cuLaunchKernel);
-            plain = block(direct);
-        } else {
-            plain = block(direct);
-            hooked = block(&cuLaunchKernel);
-        }
-        added.push_back(hooked.wallNs - plain.wallNs);
-        addedCpu.push_back(hooked.cpuNs - plain.cpuNs);
-        std::printf("pair %llu hooked_ns_per_launch %.1f direct_ns_per_launch %.1f hooked_cpu_ns_per_launch %.1f "
-                    "direct_cpu_ns_per_launch %.1f\n",
-                    pair, hooked.wallNs, plain.wallNs, hooked.cpuNs, plain.cpuNs);
-    }
-    BENCH_CHECK(cuStreamDestroy(stream));
-    std::printf("interleaved_added_ns_per_launch %.1f\n", bench::median(added));
-    std::printf("interleaved_added_cpu_ns_per_launch %.1f\n", bench::median(addedCpu));
-    std::printf("made kernel kcap_empty %llu\n", options.warmup + options.interleave * options.launches);
-    return 0;
+    added.push_back(hooked.wallNs - plain.wallNs);
+    addedCpu.push_back(hooked.cpuNs - plain.cpuNs);
+    std::printf(
+        "pair %llu hooked_ns_per_launch %.1f direct_ns_per_launch %.1f hooked_cpu_ns_per_launch %.1f "
+        "direct_cpu_ns_per_launch %.1f\n",
+        pair, hooked.wallNs, plain.wallNs, hooked.cpuNs, plain.cpuNs);
+  }
+  BENCH_CHECK(cuStreamDestroy(stream));
+  std::printf("interleaved_added_ns_per_launch %.1f\n", bench::median(added));
+  std::printf("interleaved_added_cpu_ns_per_launch %.1f\n", bench::median(addedCpu));
+  std::printf("made kernel kcap_empty %llu\n", options.warmup + options.interleave * options.launches);
+  return 0;
 }
 
 }  // namespace
 
-int main(int argc, char** argv)
-{
-    const Options options = parse(argc, argv);
-    const CUcontext context = bench::primaryContext();
-    const CUfunction empty = bench::loadKernel("empty.fatbin", "kcap_empty");
-    std::printf("device %s\n", bench::deviceName().c_str());
-    std::printf("config launches %llu reps %llu warmup %llu threads %llu pin_cpu %lld interleave %llu\n",
-                options.launches, options.reps, options.warmup, options.threads, options.pinCpu, options.interleave);
-    if (options.interleave > 0) {
-        return runInterleaved(options, context, empty);
-    }
+int main(int argc, char** argv) {
+  const Options options = parse(argc, argv);
+  const CUcontext context = bench::primaryContext();
+  const CUfunction empty = bench::loadKernel("empty.fatbin", "kcap_empty");
+  std::printf("device %s\n", bench::deviceName().c_str());
+  std::printf("config launches %llu reps %llu warmup %llu threads %llu pin_cpu %lld interleave %llu\n",
+              options.launches, options.reps, options.warmup, options.threads, options.pinCpu, options.interleave);
+  if (options.interleave > 0) {
+    return runInterleaved(options, context, empty);
+  }
 
-    // Two phases a repetition: everyone starts, everyone has finished.
-    std::barrier sync(static_cast<std::ptrdiff_t>(options.threads));
-    const double processCpuBefore = cpuNs(usageOf(RUSAGE_SELF));  // (warm-up included: small)
-    std::vector<Times> times(options.threads);
-    std::vector<std::thread> threads;
-    for (unsigned long long t = 0; t < options.threads; ++t) {
-        threads.emplace_back([&, t] {
-            BENCH_CHECK(cuCtxSetCurrent(context));
-            CUstream stream = nullptr;
-            BENCH_CHECK(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
-            launchMany(empty, stream, options.warmup);
-            BENCH_CHECK(cuStreamSynchronize(stream));
-            if (options.pinCpu >= 0) {
-                cpu_set_t cpus;
-                CPU_ZERO(&cpus);
-                CPU_SET(static_cast<int>(options.pinCpu + static_cast<long long>(t)), &cpus);
-                if (pthread_setaffinity_np(pthread_self(), sizeof cpus, &cpus) != 0) {
-                    std::fprintf(stderr, "cannot pin thread %llu to CPU %lld\n", t, options.pinCpu + static_cast<long long>(t));
-                    std::exit(1);
-                }
-            }
-            const rusage before = usageOf(RUSAGE_THREAD);
-            const int migrations = countMigrationsOfThisThread();
-            for (unsigned long long rep = 0; rep < options.reps; ++rep) {
-                sync.arrive_and_wait();
-                const double start = bench::nowNs();
-                launchMany(empty, stream, options.launches);
-                const double looped = bench::nowNs();
-                BENCH_CHECK(cuStreamSynchronize(stream));
-                const double end = bench::nowNs();
-                times[t].loopNs.push_back(looped - start);
-                times[t].totalNs.push_back(end - start);
-                sync.arrive_and_wait();
-            }
-            const rusage after = usageOf(RUSAGE_THREAD);
-            times[t].migrations = readCounter(migrations);
-            times[t].involuntarySwitches = after.ru_nivcsw - before.ru_nivcsw;
-            times[t].voluntarySwitches = after.ru_nvcsw - before.ru_nvcsw;
-            BENCH_CHECK(cuStreamDestroy(stream));
-        });
-    }
-    for (auto& thread : threads) {
-        thread.join();
-    }
-    const double processCpuNs = cpuNs(usageOf(RUSAGE_SELF)) - processCpuBefore;
-
-    // A repetition takes as long as its slowest thread.
-    std::vector<double> perLaunch;
-    std::vector<double> loopPerLaunch;
-    const double n = static_cast<double>(options.launches);
-    for (unsigned long long rep = 0; rep < options.reps; ++rep) {
-        double total = 0;
-        double loop = 0;
-        for (const Times& thread : times) {
-            total = std::max(total, thread.totalNs[rep]);
-            loop = std::max(loop, thread.loopNs[rep]);
+  // Two phases a repetition: everyone starts, everyone has finished.
+  std::barrier sync(static_cast<std::ptrdiff_t>(options.threads));
+  const double processCpuBefore = cpuNs(usageOf(RUSAGE_SELF));  // (warm-up included: small)
+  std::vector<Times> times(options.threads);
+  std::vector<std::thread> threads;
+  for (unsigned long long t = 0; t < options.threads; ++t) {
+    threads.emplace_back([&, t] {
+      BENCH_CHECK(cuCtxSetCurrent(context));
+      CUstream stream = nullptr;
+      BENCH_CHECK(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+      launchMany(empty, stream, options.warmup);
+      BENCH_CHECK(cuStreamSynchronize(stream));
+      if (options.pinCpu >= 0) {
+        cpu_set_t cpus;
+        CPU_ZERO(&cpus);
+        CPU_SET(static_cast<int>(options.pinCpu + static_cast<long long>(t)), &cpus);
+        if (pthread_setaffinity_np(pthread_self(), sizeof cpus, &cpus) != 0) {
+          std::fprintf(stderr, "cannot pin thread %llu to CPU %lld\n", t, options.pinCpu + static_cast<long long>(t));
+          std::exit(1);
         }
-        perLaunch.push_back(total / n);
-        loopPerLaunch.push_back(loop / n);
-        std::printf("rep %llu ns_per_launch %.1f loop_ns_per_launch %.1f\n", rep, total / n, loop / n);
-    }
-    std::printf("median_ns_per_launch %.1f\n", bench::median(perLaunch));
-    std::printf("min_ns_per_launch %.1f\n", bench::minimum(perLaunch));
-    std::printf("median_loop_ns_per_launch %.1f\n", bench::median(loopPerLaunch));
-    long involuntary = 0, voluntary = 0;
-    long long migrations = 0;
+      }
+      const rusage before = usageOf(RUSAGE_THREAD);
+      const int migrations = countMigrationsOfThisThread();
+      for (unsigned long long rep = 0; rep < options.reps; ++rep) {
+        sync.arrive_and_wait();
+        const double start = bench::nowNs();
+        launchMany(empty, stream, options.launches);
+        const double looped = bench::nowNs();
+        BENCH_CHECK(cuStreamSynchronize(stream));
+        const double end = bench::nowNs();
+        times[t].loopNs.push_back(looped - start);
+        times[t].totalNs.push_back(end - start);
+        sync.arrive_and_wait();
+      }
+      const rusage after = usageOf(RUSAGE_THREAD);
+      times[t].migrations = readCounter(migrations);
+      times[t].involuntarySwitches = after.ru_nivcsw - before.ru_nivcsw;
+      times[t].voluntarySwitches = after.ru_nvcsw - before.ru_nvcsw;
+      BENCH_CHECK(cuStreamDestroy(stream));
+    });
+  }
+  for (auto& thread : threads) {
+    thread.join();
+  }
+  const double processCpuNs = cpuNs(usageOf(RUSAGE_SELF)) - processCpuBefore;
+
+  // A repetition takes as long as its slowest thread.
+  std::vector<double> perLaunch;
+  std::vector<double> loopPerLaunch;
+  const double n = static_cast<double>(options.launches);
+  for (unsigned long long rep = 0; rep < options.reps; ++rep) {
+    double total = 0;
+    double loop = 0;
     for (const Times& thread : times) {
-        involuntary += thread.involuntarySwitches;
-        voluntary += thread.voluntarySwitches;
-        migrations = (migrations < 0 || thread.migrations < 0) ? -1 : migrations + thread.migrations;
+      total = std::max(total, thread.totalNs[rep]);
+      loop = std::max(loop, thread.loopNs[rep]);
     }
-    const double launched = n * static_cast<double>(options.reps * options.threads);
-    const auto per1k = [&](double count) { return 1000.0 * count / launched; };
-    std::printf("involuntary_switches_per_1k_launches %.3f\n", per1k(static_cast<double>(involuntary)));
-    std::printf("voluntary_switches_per_1k_launches %.3f\n", per1k(static_cast<double>(voluntary)));
-    std::printf("migrations_per_1k_launches %.3f\n", migrations < 0 ? -1.0 : per1k(static_cast<double>(migrations)));
-    std::printf("process_cpu_ns_per_launch %.1f\n", processCpuNs / launched);
-    std::printf("made kernel kcap_empty %llu\n", (options.warmup + options.reps * options.launches) * options.threads);
-    return 0;
+    perLaunch.push_back(total / n);
+    loopPerLaunch.push_back(loop / n);
+    std::printf("rep %llu ns_per_launch %.1f loop_ns_per_launch %.1f\n", rep, total / n, loop / n);
+  }
+  std::printf("median_ns_per_launch %.1f\n", bench::median(perLaunch));
+  std::printf("min_ns_per_launch %.1f\n", bench::minimum(perLaunch));
+  std::printf("median_loop_ns_per_launch %.1f\n", bench::median(loopPerLaunch));
+  long involuntary = 0, voluntary = 0;
+  long long migrations = 0;
+  for (const Times& thread : times) {
+    involuntary += thread.involuntarySwitches;
+    voluntary += thread.voluntarySwitches;
+    migrations = (migrations < 0 || thread.migrations < 0) ? -1 : migrations + thread.migrations;
+  }
+  const double launched = n * static_cast<double>(options.reps * options.threads);
+  const auto per1k = [&](double count) { return 1000.0 * count / launched; };
+  std::printf("involuntary_switches_per_1k_launches %.3f\n", per1k(static_cast<double>(involuntary)));
+  std::printf("voluntary_switches_per_1k_launches %.3f\n", per1k(static_cast<double>(voluntary)));
+  std::printf("migrations_per_1k_launches %.3f\n", migrations < 0 ? -1.0 : per1k(static_cast<double>(migrations)));
+  std::printf("process_cpu_ns_per_launch %.1f\n", processCpuNs / launched);
+  std::printf("made kernel kcap_empty %llu\n", (options.warmup + options.reps * options.launches) * options.threads);
+  return 0;
 }

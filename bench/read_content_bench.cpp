@@ -127,8 +127,9 @@ void runKind(const char* name, const std::vector<uint8_t>& input, const std::str
     }
     XXH3_freeState(state);
   }
-  std::printf("%-14s %6.0f MiB  trace %6.0f MiB  read GB/s median %.2f (runs", name, static_cast<double>(size) / 1048576.0,
-              static_cast<double>(reader->fileSize()) / 1048576.0, medianOf(rates));
+  std::printf("%-14s %6.0f MiB  trace %6.0f MiB  read GB/s median %.2f (runs", name,
+              static_cast<double>(size) / 1048576.0, static_cast<double>(reader->fileSize()) / 1048576.0,
+              medianOf(rates));
   for (double r : rates) std::printf(" %.2f", r);
   std::printf(")\n");
   reader.reset();
@@ -144,10 +145,14 @@ int main(int argc, char** argv) {
   std::string dir = "/tmp";
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string flag = argv[i];
-    if (flag == "--mib") mib = std::strtoull(argv[i + 1], nullptr, 10);
-    else if (flag == "--repeat") repeat = std::atoi(argv[i + 1]);
-    else if (flag == "--window-mib") windowMib = std::strtoull(argv[i + 1], nullptr, 10);
-    else if (flag == "--dir") dir = argv[i + 1];
+    if (flag == "--mib")
+      mib = std::strtoull(argv[i + 1], nullptr, 10);
+    else if (flag == "--repeat")
+      repeat = std::atoi(argv[i + 1]);
+    else if (flag == "--window-mib")
+      windowMib = std::strtoull(argv[i + 1], nullptr, 10);
+    else if (flag == "--dir")
+      dir = argv[i + 1];
     else {
       std::fprintf(stderr, "usage: %s [--mib N] [--repeat N] [--window-mib N] [--dir DIR]\n", argv[0]);
       return 2;

@@ -7,13 +7,13 @@
 #include <cstdio>
 #include <vector>
 
-#define CHECK(call)                                                                        \
-  do {                                                                                     \
-    cudaError_t err_ = (call);                                                             \
-    if (err_ != cudaSuccess) {                                                             \
+#define CHECK(call)                                                                                 \
+  do {                                                                                              \
+    cudaError_t err_ = (call);                                                                      \
+    if (err_ != cudaSuccess) {                                                                      \
       std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(err_)); \
-      return 1;                                                                            \
-    }                                                                                      \
+      return 1;                                                                                     \
+    }                                                                                               \
   } while (0)
 
 __global__ void axpy(float a, const float* x, float* y, int n) {

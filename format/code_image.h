@@ -35,9 +35,9 @@ enum class Kind : uint8_t { kUnknown, kFatbin, kCubin, kPtx, kFatbinWrapper };
 using Bytes = std::span<const uint8_t>;
 
 struct Image {
-    Kind kind = Kind::kUnknown;  // kFatbinWrapper when the pointer was a wrapper
-    Bytes bytes;                 // what to store: the fatbin for a wrapper
-    std::vector<Bytes> extra;    // version-2 wrappers: the extra fatbins
+  Kind kind = Kind::kUnknown;  // kFatbinWrapper when the pointer was a wrapper
+  Bytes bytes;                 // what to store: the fatbin for a wrapper
+  std::vector<Bytes> extra;    // version-2 wrappers: the extra fatbins
 };
 
 // Identifies the image a loader was given. nullopt when it is none of the
@@ -52,15 +52,15 @@ std::optional<Image> identify(Bytes buffer);
 size_t elfSize(const void* elf);
 
 struct FatbinEntry {
-    uint16_t kind = 0;  // 1 PTX, 2 ELF
-    uint32_t arch = 0;  // sm number, e.g. 90
-    uint64_t flags = 0;
-    Bytes payload;      // as stored (compressed or not)
-    uint64_t uncompressedSize = 0;
+  uint16_t kind = 0;  // 1 PTX, 2 ELF
+  uint32_t arch = 0;  // sm number, e.g. 90
+  uint64_t flags = 0;
+  Bytes payload;  // as stored (compressed or not)
+  uint64_t uncompressedSize = 0;
 
-    bool compressed() const { return (flags & kCompressedZstd) != 0 || (flags & kCompressedLegacy) != 0; }
-    static constexpr uint64_t kCompressedLegacy = 0x2000;  // older toolkits (LZ4): not handled
-    static constexpr uint64_t kCompressedZstd = 0x8000;
+  bool compressed() const { return (flags & kCompressedZstd) != 0 || (flags & kCompressedLegacy) != 0; }
+  static constexpr uint64_t kCompressedLegacy = 0x2000;  // older toolkits (LZ4): not handled
+  static constexpr uint64_t kCompressedZstd = 0x8000;
 };
 
 // The entries of a fatbin (stops at the first malformed entry).

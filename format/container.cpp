@@ -20,9 +20,12 @@ T get(const uint8_t* at) {
 
 const char* chunkKindName(ChunkKind kind) {
   switch (kind) {
-    case ChunkKind::kRecords: return "records";
-    case ChunkKind::kBlob: return "blob";
-    case ChunkKind::kIndex: return "index";
+    case ChunkKind::kRecords:
+      return "records";
+    case ChunkKind::kBlob:
+      return "blob";
+    case ChunkKind::kIndex:
+      return "index";
   }
   return "unknown";
 }

@@ -18,8 +18,6 @@ Hash128 contentHash(const void* data, size_t size) {
   return Hash128{h.high64, h.low64};
 }
 
-uint64_t checksum64(const void* data, size_t size, uint64_t seed) {
-  return XXH3_64bits_withSeed(data, size, seed);
-}
+uint64_t checksum64(const void* data, size_t size, uint64_t seed) { return XXH3_64bits_withSeed(data, size, seed); }
 
 }  // namespace kcap::format

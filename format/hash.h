@@ -19,7 +19,9 @@ Hash128 contentHash(const void* data, size_t size);
 uint64_t checksum64(const void* data, size_t size, uint64_t seed = 0);
 
 struct Hash128Hasher {
-  size_t operator()(const Hash128& h) const noexcept { return static_cast<size_t>(h.low ^ (h.high * 0x9e3779b97f4a7c15ull)); }
+  size_t operator()(const Hash128& h) const noexcept {
+    return static_cast<size_t>(h.low ^ (h.high * 0x9e3779b97f4a7c15ull));
+  }
 };
 
 }  // namespace kcap::format

@@ -12,7 +12,9 @@ void checkStruct(const capnp::DynamicStruct::Reader& object) {
   for (auto field : schema.getNonUnionFields()) checkValue(object.get(field));
   // Only the active union member is stored; an unknown one (a newer writer)
   // has nothing to check.
-  KJ_IF_MAYBE(active, object.which()) { checkValue(object.get(*active)); }
+  KJ_IF_MAYBE (active, object.which()) {
+    checkValue(object.get(*active));
+  }
 }
 
 void checkValue(const capnp::DynamicValue::Reader& value) {
@@ -41,8 +43,8 @@ void checkEventFields(schema::Event::Reader event) { checkStruct(capnp::toDynami
 std::string launchParamProblem(schema::Launch::Reader launch) {
   const uint64_t total = launch.getParams().size();
   const auto outside = [&](const std::string& what, uint64_t offset, uint64_t size) {
-    return what + " at byte " + std::to_string(offset) + " (" + std::to_string(size) +
-           " bytes) lies outside the " + std::to_string(total) + "-byte parameter buffer";
+    return what + " at byte " + std::to_string(offset) + " (" + std::to_string(size) + " bytes) lies outside the " +
+           std::to_string(total) + "-byte parameter buffer";
   };
   const auto layout = launch.getParamLayout();
   for (uint32_t i = 0; i < layout.size(); ++i) {

@@ -44,8 +44,8 @@ std::string TraceReader::checkHead(uint64_t offset, const uint8_t* head, size_t 
   if (header.codec != Codec::kZstd) return {};
   const uint64_t body = header.storedSize - prefix;
   if (beyondExpansion(header.rawSize, body)) {
-    return kind + " chunk claims " + sizeText(header.rawSize) + " uncompressed from a zstd frame of " +
-           sizeText(body) + ", more than zstd can expand it to";
+    return kind + " chunk claims " + sizeText(header.rawSize) + " uncompressed from a zstd frame of " + sizeText(body) +
+           ", more than zstd can expand it to";
   }
   const size_t at = kChunkHeaderSize + prefix;
   return frameSizeProblem(header.kind, head + at, static_cast<size_t>(std::min<uint64_t>(body, have - at)),
@@ -93,10 +93,10 @@ bool TraceReader::probeChunk(uint64_t offset, const uint8_t* head, size_t have, 
           sizeText(failedChecksumBytes_) + " on candidates whose checksums failed";
     if (!budgetSpent_) {
       budgetSpent_ = true;
-      addProblem(offset, "the recovery scan stops verifying large candidate chunks here: " +
-                             sizeText(failedChecksumBytes_) +
-                             " of checksums already failed (the file looks built to slow readers); "
-                             "intact chunks after this may be missed");
+      addProblem(offset,
+                 "the recovery scan stops verifying large candidate chunks here: " + sizeText(failedChecksumBytes_) +
+                     " of checksums already failed (the file looks built to slow readers); "
+                     "intact chunks after this may be missed");
     }
     return false;
   }
@@ -224,7 +224,8 @@ void TraceReader::loadIndex() {
   ChunkInfo chunk;
   std::string why;
   if (!probeChunk(indexOffset, nullptr, 0, chunk, why, false)) return reject(why);
-  if (chunk.kind != ChunkKind::kIndex || indexOffset + kChunkHeaderSize + chunk.storedSize != fileSize_ - kTrailerSize) {
+  if (chunk.kind != ChunkKind::kIndex ||
+      indexOffset + kChunkHeaderSize + chunk.storedSize != fileSize_ - kTrailerSize) {
     return reject("the trailer does not point at an index chunk");
   }
   try {

@@ -115,9 +115,9 @@ std::unique_ptr<TraceReader> TraceReader::open(const std::string& path, const Op
     throw FormatError(describeAt(path, 0, "the file header is damaged (checksum mismatch)"));
   }
   if (reader->header_.formatVersion > kFormatVersion || reader->header_.formatVersion == 0) {
-    throw FormatError(path + ": written in trace format " + std::to_string(reader->header_.formatVersion) +
-                      " by '" + reader->header_.writerVersion + "'; this kcap reads format " +
-                      std::to_string(kFormatVersion) + " and older");
+    throw FormatError(path + ": written in trace format " + std::to_string(reader->header_.formatVersion) + " by '" +
+                      reader->header_.writerVersion + "'; this kcap reads format " + std::to_string(kFormatVersion) +
+                      " and older");
   }
   reader->scanEnd_ = reader->fileSize_;
   reader->loadIndex();
@@ -158,8 +158,8 @@ void TraceReader::addProblem(uint64_t offset, std::string message) {
   }
   const uint64_t more = problemCount_ - kMaxProblemsKept;
   std::string summary = std::to_string(more) + " more problem" + (more == 1 ? "" : "s") +
-                        " from here on, not listed (the reader keeps the first " +
-                        std::to_string(kMaxProblemsKept) + ")";
+                        " from here on, not listed (the reader keeps the first " + std::to_string(kMaxProblemsKept) +
+                        ")";
   if (more == 1) {
     problems_.push_back({offset, std::move(summary)});
   } else {
@@ -177,11 +177,12 @@ void TraceReader::addProblem(uint64_t offset, std::string message) {
 // With `map` (the file's mapping, still fileSize_ long) the stored bytes are
 // checked and decoded where they are, with no copy; else a raw body is read
 // with pread straight into dst, a compressed one into the scratch buffer.
-std::string TraceReader::loadPayload(const ChunkInfo& chunk, uint8_t* dst, ReadScratch& scratch,
-                                     bool verifyContent, const uint8_t* map) const {
+std::string TraceReader::loadPayload(const ChunkInfo& chunk, uint8_t* dst, ReadScratch& scratch, bool verifyContent,
+                                     const uint8_t* map) const {
   // Written so that no subtraction wraps: the mapping must not be read past
   // fileSize_ whatever the sizes say.
-  if (chunk.storedSize > fileSize_ - kChunkHeaderSize || chunk.offset > fileSize_ - kChunkHeaderSize - chunk.storedSize) {
+  if (chunk.storedSize > fileSize_ - kChunkHeaderSize ||
+      chunk.offset > fileSize_ - kChunkHeaderSize - chunk.storedSize) {
     return "chunk extends past the end of the file";
   }
   if (map != nullptr && !populate(map, chunk.offset, kChunkHeaderSize + chunk.storedSize)) {
@@ -193,7 +194,9 @@ std::string TraceReader::loadPayload(const ChunkInfo& chunk, uint8_t* dst, ReadS
   // cut or failed since it was opened).
   const auto read = [&](uint64_t at, uint8_t* into, size_t size) {
     std::string why = tryReadAt(at, into, size);
-    return why.empty() ? why : why + " at byte " + std::to_string(at) + ", inside this " + chunkKindName(chunk.kind) + " chunk";
+    return why.empty()
+               ? why
+               : why + " at byte " + std::to_string(at) + ", inside this " + chunkKindName(chunk.kind) + " chunk";
   };
   // The header and the blob's hash: from the mapping, or read on their own so
   // that a raw body can then be read straight into dst.
@@ -203,8 +206,8 @@ std::string TraceReader::loadPayload(const ChunkInfo& chunk, uint8_t* dst, ReadS
     if (std::string why = read(chunk.offset, head, kChunkHeaderSize + prefix); !why.empty()) return why;
   }
   ChunkHeader header;
-  if (!decodeChunkHeader(stored, header) || header.kind != chunk.kind ||
-      header.storedSize != chunk.storedSize || header.rawSize != chunk.rawSize) {
+  if (!decodeChunkHeader(stored, header) || header.kind != chunk.kind || header.storedSize != chunk.storedSize ||
+      header.rawSize != chunk.rawSize) {
     return "chunk header is damaged or not what the index says";
   }
   const std::string damaged = std::string(chunkKindName(chunk.kind)) + " chunk is damaged (checksum mismatch)";
@@ -229,7 +232,8 @@ std::string TraceReader::loadPayload(const ChunkInfo& chunk, uint8_t* dst, ReadS
       } else {
         // pread copies from the page cache with no page of the file mapped
         // here: cheaper than faulting a fresh mapping in (docs/benchmarks.md).
-        if (std::string why = read(chunk.offset + kChunkHeaderSize + prefix + at, dst + at, n); !why.empty()) return why;
+        if (std::string why = read(chunk.offset + kChunkHeaderSize + prefix + at, dst + at, n); !why.empty())
+          return why;
       }
       XXH3_64bits_update(state, dst + at, n);
     }
@@ -239,8 +243,8 @@ std::string TraceReader::loadPayload(const ChunkInfo& chunk, uint8_t* dst, ReadS
       std::vector<uint8_t>& staging = scratch.staging;
       staging.resize(kChunkHeaderSize + chunk.storedSize);
       std::memcpy(staging.data(), head, kChunkHeaderSize + prefix);
-      if (std::string why = read(chunk.offset + kChunkHeaderSize + prefix, staging.data() + kChunkHeaderSize + prefix,
-                                 bodySize);
+      if (std::string why =
+              read(chunk.offset + kChunkHeaderSize + prefix, staging.data() + kChunkHeaderSize + prefix, bodySize);
           !why.empty()) {
         return why;
       }
@@ -342,15 +346,16 @@ std::vector<uint8_t> TraceReader::readBlob(const Hash128& hash) {
 
 std::vector<uint8_t> TraceReader::readStoredChunk(const ChunkInfo& chunk) {
   const auto fail = [&](const std::string& why) { throw FormatError(describeAt(path_, chunk.offset, why)); };
-  if (chunk.storedSize > fileSize_ - kChunkHeaderSize || chunk.offset > fileSize_ - kChunkHeaderSize - chunk.storedSize) {
+  if (chunk.storedSize > fileSize_ - kChunkHeaderSize ||
+      chunk.offset > fileSize_ - kChunkHeaderSize - chunk.storedSize) {
     fail("chunk extends past the end of the file");
   }
   if (chunk.rawSize > rawLimit(chunk.kind)) fail("chunk is larger than the format allows");
   std::vector<uint8_t> bytes(kChunkHeaderSize + chunk.storedSize);
   readAt(chunk.offset, bytes.data(), bytes.size());
   ChunkHeader header;
-  if (!decodeChunkHeader(bytes.data(), header) || header.kind != chunk.kind ||
-      header.storedSize != chunk.storedSize || header.rawSize != chunk.rawSize) {
+  if (!decodeChunkHeader(bytes.data(), header) || header.kind != chunk.kind || header.storedSize != chunk.storedSize ||
+      header.rawSize != chunk.rawSize) {
     fail("chunk header is damaged or not what the index says");
   }
   if (chunkChecksum(bytes.data(), bytes.data() + kChunkHeaderSize, chunk.storedSize) != header.checksum) {
@@ -406,8 +411,7 @@ std::vector<const ChunkInfo*> TraceReader::locatePieces(schema::Content::Reader 
 
 void TraceReader::readContentInto(schema::Content::Reader content, uint8_t* dst, size_t capacity) {
   if (content.getSize() > capacity) {
-    throw FormatError(path_ + ": content of " + sizeText(content.getSize()) + " does not fit in " +
-                      sizeText(capacity));
+    throw FormatError(path_ + ": content of " + sizeText(content.getSize()) + " does not fit in " + sizeText(capacity));
   }
   std::vector<const ChunkInfo*> pieces = locatePieces(content);
   uint64_t pieceSize = content.getPieceSize();

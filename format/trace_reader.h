@@ -94,11 +94,11 @@ class TraceReader {
   const std::string& path() const { return path_; }
   const FileHeader& header() const { return header_; }
   uint64_t fileSize() const { return fileSize_; }
-  bool closed() const { return closed_; }        // a valid trailer ends the file: the writer closed it
-  bool indexed() const { return indexed_; }      // the footer index was valid and is used
+  bool closed() const { return closed_; }    // a valid trailer ends the file: the writer closed it
+  bool indexed() const { return indexed_; }  // the footer index was valid and is used
   uint64_t indexedEventCount() const { return indexedEventCount_; }  // from the index; 0 when not indexed
-  bool torn() const { return torn_; }            // the file ends inside a chunk
-  const std::vector<ChunkInfo>& chunks() const { return chunks_; }  // record and blob chunks, file order
+  bool torn() const { return torn_; }                                // the file ends inside a chunk
+  const std::vector<ChunkInfo>& chunks() const { return chunks_; }   // record and blob chunks, file order
   // The first kMaxProblemsKept problems met; when there were more, one last
   // entry says how many (at the offset of the first not kept).
   const std::vector<TraceProblem>& problems() const { return problems_; }
@@ -171,18 +171,18 @@ class TraceReader {
   bool indexed_ = false;
   uint64_t indexedEventCount_ = 0;
   bool torn_ = false;
-  uint64_t scanFrom_ = 0;             // where the scan started: its budget grows with the bytes past it
+  uint64_t scanFrom_ = 0;  // where the scan started: its budget grows with the bytes past it
   uint64_t failedChecksumBytes_ = 0;
-  bool budgetSpent_ = false;          // a candidate went unverified for want of budget (said once)
+  bool budgetSpent_ = false;  // a candidate went unverified for want of budget (said once)
   std::vector<ChunkInfo> chunks_;
   std::unordered_map<Hash128, size_t, Hash128Hasher> blobs_;  // hash -> index in chunks_
   std::vector<TraceProblem> problems_;
   uint64_t problemCount_ = 0;
   std::unordered_set<uint64_t> problemKeys_;  // a hash of each problem met, to report it once
-  std::unique_ptr<ReadScratch> scratch_;  // buffers of the calling thread; the reader is not thread-safe
-  const uint8_t* map_ = nullptr;          // the file's first fileSize_ bytes, read-only; nullptr: use pread
+  std::unique_ptr<ReadScratch> scratch_;      // buffers of the calling thread; the reader is not thread-safe
+  const uint8_t* map_ = nullptr;              // the file's first fileSize_ bytes, read-only; nullptr: use pread
   unsigned decodeThreads_ = 1;
-  std::unique_ptr<WorkerPool> pool_;      // made by the first readContentInto that has use for it
+  std::unique_ptr<WorkerPool> pool_;  // made by the first readContentInto that has use for it
 };
 
 }  // namespace kcap::format

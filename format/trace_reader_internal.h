@@ -19,9 +19,12 @@ namespace reader_internal {
 
 inline uint64_t rawLimit(ChunkKind kind) {
   switch (kind) {
-    case ChunkKind::kRecords: return kMaxRecordChunkRaw;
-    case ChunkKind::kBlob: return kMaxBlobRaw;
-    case ChunkKind::kIndex: return kMaxIndexRaw;
+    case ChunkKind::kRecords:
+      return kMaxRecordChunkRaw;
+    case ChunkKind::kBlob:
+      return kMaxBlobRaw;
+    case ChunkKind::kIndex:
+      return kMaxIndexRaw;
   }
   return 0;
 }

@@ -40,10 +40,14 @@ namespace {
 // says so and names the error, so that it is not taken for damage.
 std::string writeFailure(int error) {
   switch (error) {
-    case ENOSPC: return "disk full (ENOSPC)";
-    case EDQUOT: return "disk quota exceeded (EDQUOT)";
-    case EFBIG: return "file size limit exceeded (EFBIG)";
-    default: return std::strerror(error);
+    case ENOSPC:
+      return "disk full (ENOSPC)";
+    case EDQUOT:
+      return "disk quota exceeded (EDQUOT)";
+    case EFBIG:
+      return "file size limit exceeded (EFBIG)";
+    default:
+      return std::strerror(error);
   }
 }
 
@@ -51,7 +55,7 @@ std::string writeFailure(int error) {
 // checksummed) by a compression thread, written by the writer thread.
 // An event of a record chunk that is still to be built, and where it goes.
 struct DeferredSlot {
-  size_t at = 0;  // its bytes go at raw[at], before whatever was appended after it
+  size_t at = 0;     // its bytes go at raw[at], before whatever was appended after it
   uint64_t seq = 0;  // the first of `count`
   unsigned count = 1;
   DeferredEventPtr event;
@@ -64,11 +68,11 @@ struct Job {
   std::vector<DeferredSlot> deferred;  // record chunks: built by the compression thread
   size_t deferredHint = 0;             // their size hints, summed
   size_t deferredBytes = 0;            // their encoded size, once built
-  Hash128 hash;             // blob chunks
-  uint64_t firstSeq = 0;    // record chunks
-  uint32_t eventCount = 0;  // record chunks
+  Hash128 hash;                        // blob chunks
+  uint64_t firstSeq = 0;               // record chunks
+  uint32_t eventCount = 0;             // record chunks
   std::vector<uint8_t> encoded;
-  uint64_t rawSize = 0;     // size of `raw` before it was released
+  uint64_t rawSize = 0;  // size of `raw` before it was released
   bool done = false;
 };
 
@@ -82,14 +86,13 @@ struct Compressor {
   Compressor(const Compressor&) = delete;
   Compressor& operator=(const Compressor&) = delete;
 
-  ZSTD_CCtx* const cctx;  // nullptr if zstd had no memory: chunks are stored as they are
+  ZSTD_CCtx* const cctx;        // nullptr if zstd had no memory: chunks are stored as they are
   std::vector<uint8_t> output;  // grows to the largest bound met, then stays
 };
 
 // Compresses `raw` to the end of `out`, falling back to storing it when zstd
 // does not make it smaller (already-compressed or random memory).
-Codec compressInto(Compressor& compressor, int level, const uint8_t* raw, size_t size,
-                   std::vector<uint8_t>& out) {
+Codec compressInto(Compressor& compressor, int level, const uint8_t* raw, size_t size, std::vector<uint8_t>& out) {
   const size_t bound = ZSTD_compressBound(size);
   size_t n = size;
   if (compressor.cctx != nullptr) {
@@ -334,8 +337,7 @@ class TraceWriterImpl final : public TraceWriter {
     store(data, size, nullptr, out);
   }
 
-  void storeHashedContent(const void* data, size_t size, const Hash128* hashes,
-                          schema::Content::Builder out) override {
+  void storeHashedContent(const void* data, size_t size, const Hash128* hashes, schema::Content::Builder out) override {
     store(data, size, hashes, out);
   }
 
@@ -471,8 +473,7 @@ class TraceWriterImpl final : public TraceWriter {
       // later would terminate the process), so it is reported at the end.
       try {
         cutBatch();
-      } catch (const FormatError&) {
-      }
+      } catch (const FormatError&) {}
       std::lock_guard lock(mutex_);
       stopping_ = true;
       workCv_.notify_all();
@@ -851,16 +852,16 @@ class TraceWriterImpl final : public TraceWriter {
   // one of those threads' critical sections, except once a chunk when it
   // queues the batch.
   mutable AdaptiveMutex batchMutex_;
-  Job batch_;                // the record chunk being filled
+  Job batch_;  // the record chunk being filled
   uint64_t nextSeq_ = 0;
-  Stats batchStats_;         // its events and recordRawBytes (stats() adds them up)
-  bool closed_ = false;      // set under both locks
+  Stats batchStats_;     // its events and recordRawBytes (stats() adds them up)
+  bool closed_ = false;  // set under both locks
 
   mutable std::mutex mutex_;
-  std::condition_variable workCv_;     // compression threads: a job is unclaimed
-  std::condition_variable doneCv_;     // writer thread: the head job is encoded
-  std::condition_variable spaceCv_;    // producers: pending bytes went down
-  std::condition_variable writtenCv_;  // flush(): jobs were written
+  std::condition_variable workCv_;          // compression threads: a job is unclaimed
+  std::condition_variable doneCv_;          // writer thread: the head job is encoded
+  std::condition_variable spaceCv_;         // producers: pending bytes went down
+  std::condition_variable writtenCv_;       // flush(): jobs were written
   std::deque<std::unique_ptr<Job>> queue_;  // submitted, not yet written, in file order
   std::deque<size_t> jobCost_;              // raw bytes of each queued job
   std::deque<Job*> unclaimed_;              // submitted, not yet picked by a compression thread

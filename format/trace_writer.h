@@ -82,7 +82,7 @@ class TraceWriter {
     // (docs/capture.md), and compression is what limits capturing data the
     // trace has not seen.
     int zstdLevel = 1;
-    unsigned compressionThreads = 0;        // 0: min(8, hardware threads / 2), at least 1
+    unsigned compressionThreads = 0;  // 0: min(8, hardware threads / 2), at least 1
     // Threads (besides the caller) that hash and queue the pieces of one
     // storeContent call; 0: min(8, hardware threads - 1). Made at the first
     // call with more than one piece.
@@ -113,18 +113,18 @@ class TraceWriter {
 
   struct Stats {
     uint64_t events = 0;
-    uint64_t contentBytes = 0;      // bytes passed to storeContent (before dedup)
-    uint64_t uniqueBytes = 0;       // bytes of distinct pieces
+    uint64_t contentBytes = 0;  // bytes passed to storeContent (before dedup)
+    uint64_t uniqueBytes = 0;   // bytes of distinct pieces
     uint64_t blobChunks = 0;
-    uint64_t storedBlobBytes = 0;   // blob payload bytes in the file
+    uint64_t storedBlobBytes = 0;  // blob payload bytes in the file
     uint64_t recordRawBytes = 0;
     uint64_t storedRecordBytes = 0;
-    uint64_t fileBytes = 0;         // bytes written so far
-    uint64_t reusedBuffers = 0;     // new pieces copied into a buffer the writer had used before
-    uint64_t producerWaitNs = 0;    // time producers spent blocked on maxPendingBytes
-    uint64_t directBytes = 0;       // new pieces' bytes a producer put in direct blocks itself
-    uint64_t pageLockedBytes = 0;   // direct memory page-locked (held until the writer goes)
-    uint64_t pageLockNs = 0;        // time taking direct blocks spent touching and page-locking it
+    uint64_t fileBytes = 0;        // bytes written so far
+    uint64_t reusedBuffers = 0;    // new pieces copied into a buffer the writer had used before
+    uint64_t producerWaitNs = 0;   // time producers spent blocked on maxPendingBytes
+    uint64_t directBytes = 0;      // new pieces' bytes a producer put in direct blocks itself
+    uint64_t pageLockedBytes = 0;  // direct memory page-locked (held until the writer goes)
+    uint64_t pageLockNs = 0;       // time taking direct blocks spent touching and page-locking it
   };
 
   // Creates (truncates; with Options::exclusive only creates) `path` with

@@ -15,7 +15,7 @@ struct WorkerPool::Loop {
   std::atomic<size_t> next{0};   // the next iteration to claim
   std::atomic<size_t> ended{0};  // iterations run (or skipped after a failure)
   std::atomic<bool> failed{false};
-  std::mutex mutex;              // guards error, and the caller's wait
+  std::mutex mutex;  // guards error, and the caller's wait
   std::condition_variable allEnded;
   std::exception_ptr error;
 };

@@ -21,80 +21,80 @@
 namespace kcap {
 
 enum class AllocationKind : uint8_t {
-    kDevice,      // cuMemAlloc, cuMemAllocPitch, stream-ordered allocations
-    kManaged,     // cuMemAllocManaged
-    kVmm,         // a cuMemMap of physical memory into a reserved range
-    kHostMapped,  // page-locked host memory visible to the device
+  kDevice,      // cuMemAlloc, cuMemAllocPitch, stream-ordered allocations
+  kManaged,     // cuMemAllocManaged
+  kVmm,         // a cuMemMap of physical memory into a reserved range
+  kHostMapped,  // page-locked host memory visible to the device
 };
 
 struct Allocation {
-    uint64_t base = 0;
-    uint64_t size = 0;
-    AllocationKind kind = AllocationKind::kDevice;
-    int device = -1;
-    uint64_t reservation = 0;  // kVmm: base of the enclosing cuMemAddressReserve range, else 0
+  uint64_t base = 0;
+  uint64_t size = 0;
+  AllocationKind kind = AllocationKind::kDevice;
+  int device = -1;
+  uint64_t reservation = 0;  // kVmm: base of the enclosing cuMemAddressReserve range, else 0
 
-    uint64_t end() const { return base + size; }
-    bool contains(uint64_t address) const { return address >= base && address - base < size; }
+  uint64_t end() const { return base + size; }
+  bool contains(uint64_t address) const { return address >= base && address - base < size; }
 };
 
 class AllocationMap {
-public:
-    // Records [base, base + size). An existing entry overlapping it is dropped
-    // first: the driver reused the addresses, so the old entry is stale (its
-    // free was missed, e.g. freed by a library the shim did not see).
-    void add(const Allocation& allocation);
+ public:
+  // Records [base, base + size). An existing entry overlapping it is dropped
+  // first: the driver reused the addresses, so the old entry is stale (its
+  // free was missed, e.g. freed by a library the shim did not see).
+  void add(const Allocation& allocation);
 
-    // Removes the allocation starting at `base`; returns it, or nothing when no
-    // allocation starts there.
-    std::optional<Allocation> remove(uint64_t base);
+  // Removes the allocation starting at `base`; returns it, or nothing when no
+  // allocation starts there.
+  std::optional<Allocation> remove(uint64_t base);
 
-    // Removes every entry inside [base, base + size) (cuMemUnmap of a range).
-    std::vector<Allocation> removeRange(uint64_t base, uint64_t size);
+  // Removes every entry inside [base, base + size) (cuMemUnmap of a range).
+  std::vector<Allocation> removeRange(uint64_t base, uint64_t size);
 
-    // The allocation containing `address`, if any.
-    std::optional<Allocation> find(uint64_t address) const;
+  // The allocation containing `address`, if any.
+  std::optional<Allocation> find(uint64_t address) const;
 
-    // What a launch can reach through `address`: the allocation containing
-    // it, where a VMM mapping is extended over the mappings of the same
-    // reservation that adjoin it without a gap (PyTorch's expandable segments
-    // map one tensor's memory in several chunks). nullopt if untracked.
-    std::optional<Allocation> findExtent(uint64_t address) const;
+  // What a launch can reach through `address`: the allocation containing
+  // it, where a VMM mapping is extended over the mappings of the same
+  // reservation that adjoin it without a gap (PyTorch's expandable segments
+  // map one tensor's memory in several chunks). nullopt if untracked.
+  std::optional<Allocation> findExtent(uint64_t address) const;
 
-    void addReservation(uint64_t base, uint64_t size);
-    void removeReservation(uint64_t base);
-    // The reservation containing `address`: {base, size}, if any.
-    std::optional<std::pair<uint64_t, uint64_t>> findReservation(uint64_t address) const;
+  void addReservation(uint64_t base, uint64_t size);
+  void removeReservation(uint64_t base);
+  // The reservation containing `address`: {base, size}, if any.
+  std::optional<std::pair<uint64_t, uint64_t>> findReservation(uint64_t address) const;
 
-    // Many lookups under one shared lock: a launch resolves all its
-    // parameter words through one Reader (a shared_mutex lock and unlock are
-    // two locked instructions on one cache line that every launching thread
-    // writes, costly with many threads, so not one pair per word). Allocation
-    // and free wait while a Reader lives: keep it for one scan only.
-    class Reader {
-    public:
-        explicit Reader(const AllocationMap& map) : map_(map), lock_(map.mutex_) {}
-        std::optional<Allocation> find(uint64_t address) const { return map_.findLocked(address); }
-        std::optional<Allocation> findExtent(uint64_t address) const { return map_.findExtentLocked(address); }
+  // Many lookups under one shared lock: a launch resolves all its
+  // parameter words through one Reader (a shared_mutex lock and unlock are
+  // two locked instructions on one cache line that every launching thread
+  // writes, costly with many threads, so not one pair per word). Allocation
+  // and free wait while a Reader lives: keep it for one scan only.
+  class Reader {
+   public:
+    explicit Reader(const AllocationMap& map) : map_(map), lock_(map.mutex_) {}
+    std::optional<Allocation> find(uint64_t address) const { return map_.findLocked(address); }
+    std::optional<Allocation> findExtent(uint64_t address) const { return map_.findExtentLocked(address); }
 
-    private:
-        const AllocationMap& map_;
-        std::shared_lock<std::shared_mutex> lock_;
-    };
+   private:
+    const AllocationMap& map_;
+    std::shared_lock<std::shared_mutex> lock_;
+  };
 
-    size_t size() const;
-    uint64_t liveBytes() const;
-    std::vector<Allocation> snapshot() const;  // all entries, by address
+  size_t size() const;
+  uint64_t liveBytes() const;
+  std::vector<Allocation> snapshot() const;  // all entries, by address
 
-private:
-    void eraseOverlapping(uint64_t base, uint64_t end);  // lock held
-    std::optional<Allocation> findLocked(uint64_t address) const;        // lock held (shared)
-    std::optional<Allocation> findExtentLocked(uint64_t address) const;  // lock held (shared)
+ private:
+  void eraseOverlapping(uint64_t base, uint64_t end);                  // lock held
+  std::optional<Allocation> findLocked(uint64_t address) const;        // lock held (shared)
+  std::optional<Allocation> findExtentLocked(uint64_t address) const;  // lock held (shared)
 
-    mutable std::shared_mutex mutex_;
-    std::map<uint64_t, Allocation> byBase_;
-    std::map<uint64_t, uint64_t> reservations_;  // base -> size
-    uint64_t liveBytes_ = 0;
+  mutable std::shared_mutex mutex_;
+  std::map<uint64_t, Allocation> byBase_;
+  std::map<uint64_t, uint64_t> reservations_;  // base -> size
+  uint64_t liveBytes_ = 0;
 };
 
 }  // namespace kcap

@@ -25,273 +25,276 @@ constexpr const char* kFlush = "KCAP_FLUSH";
 constexpr const char* kTiming = "KCAP_TIMING";
 constexpr const char* kHash = "KCAP_HASH";
 
-std::optional<uint64_t> parseUnsigned(std::string_view text)
-{
-    uint64_t value = 0;
-    const char* end = text.data() + text.size();
-    const auto [ptr, ec] = std::from_chars(text.data(), end, value);
-    if (text.empty() || ec != std::errc() || ptr != end) {
-        return std::nullopt;
-    }
-    return value;
+std::optional<uint64_t> parseUnsigned(std::string_view text) {
+  uint64_t value = 0;
+  const char* end = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(text.data(), end, value);
+  if (text.empty() || ec != std::errc() || ptr != end) {
+    return std::nullopt;
+  }
+  return value;
 }
 
-std::shared_ptr<const NamePattern> compile(const char* variable, const std::string& source)
-{
-    if (source.empty()) {
-        return nullptr;
-    }
-    try {
-        return std::make_shared<const NamePattern>(source);
-    } catch (const NamePatternError& e) {
-        throw OptionError(variable, source, std::string("not a valid regular expression (") + e.what() + ")");
-    }
+std::shared_ptr<const NamePattern> compile(const char* variable, const std::string& source) {
+  if (source.empty()) {
+    return nullptr;
+  }
+  try {
+    return std::make_shared<const NamePattern>(source);
+  } catch (const NamePatternError& e) {
+    throw OptionError(variable, source, std::string("not a valid regular expression (") + e.what() + ")");
+  }
 }
 
 }  // namespace
 
-const char* captureModeName(CaptureMode mode)
-{
-    switch (mode) {
-    case CaptureMode::kFull: return "full";
-    case CaptureMode::kPreOnly: return "pre";
-    case CaptureMode::kMetadata: return "metadata";
-    }
-    return "?";
+const char* captureModeName(CaptureMode mode) {
+  switch (mode) {
+    case CaptureMode::kFull:
+      return "full";
+    case CaptureMode::kPreOnly:
+      return "pre";
+    case CaptureMode::kMetadata:
+      return "metadata";
+  }
+  return "?";
 }
 
-const char* flushPolicyName(FlushPolicy policy)
-{
-    return policy == FlushPolicy::kLaunch ? "launch" : "batch";
-}
+const char* flushPolicyName(FlushPolicy policy) { return policy == FlushPolicy::kLaunch ? "launch" : "batch"; }
 
 OptionError::OptionError(std::string variable, std::string value, const std::string& reason)
     : std::runtime_error(variable + "=\"" + value + "\": " + reason),
       variable_(std::move(variable)),
       value_(std::move(value)),
-      reason_(reason)
-{
-}
+      reason_(reason) {}
 
-bool CaptureOptions::selects(std::string_view kernelName) const
-{
-    if (includePattern && !includePattern->search(kernelName)) {
-        return false;
-    }
-    return !(excludePattern && excludePattern->search(kernelName));
-}
-
-std::vector<std::pair<std::string, std::string>> CaptureOptions::describe() const
-{
-    std::vector<std::pair<std::string, std::string>> out;
-    out.emplace_back("output", output);
-    out.emplace_back("mode", captureModeName(mode));
-    if (!include.empty()) {
-        out.emplace_back("include", include);
-    }
-    if (!exclude.empty()) {
-        out.emplace_back("exclude", exclude);
-    }
-    out.emplace_back("skip", std::to_string(skip));
-    out.emplace_back("maxLaunches",
-                     maxLaunches == std::numeric_limits<uint64_t>::max() ? "unlimited" : std::to_string(maxLaunches));
-    out.emplace_back("level", std::to_string(zstdLevel));
-    out.emplace_back("pieceSize", std::to_string(pieceSize));
-    out.emplace_back("buffer", std::to_string(bufferBytes));
-    out.emplace_back("flush", flushPolicyName(flush));
-    out.emplace_back("timing", timing ? "on" : "off");
-    out.emplace_back("hash", hashOnDevice ? "device" : "host");
-    return out;
-}
-
-const std::vector<const char*>& captureVariables()
-{
-    static const std::vector<const char*> names = {kOutput, kMode,  kInclude,   kExclude, kSkip,   kMaxLaunches,
-                                                   kLevel,  kPieceSize, kBuffer, kFlush, kTiming, kHash};
-    return names;
-}
-
-std::optional<uint64_t> parseByteCount(std::string_view text)
-{
-    size_t digits = 0;
-    while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') {
-        ++digits;
-    }
-    const auto number = parseUnsigned(text.substr(0, digits));
-    if (!number) {
-        return std::nullopt;
-    }
-    std::string_view suffix = text.substr(digits);
-    unsigned shift = 0;
-    if (!suffix.empty()) {
-        switch (suffix.front()) {
-        case 'k': case 'K': shift = 10; break;
-        case 'm': case 'M': shift = 20; break;
-        case 'g': case 'G': shift = 30; break;
-        default: return std::nullopt;
-        }
-        suffix.remove_prefix(1);
-        if (!(suffix.empty() || suffix == "B" || suffix == "iB")) {
-            return std::nullopt;
-        }
-    }
-    if (shift != 0 && *number > (std::numeric_limits<uint64_t>::max() >> shift)) {
-        return std::nullopt;
-    }
-    return *number << shift;
-}
-
-std::optional<CaptureOptions> readCaptureOptions(const VariableLookup& lookup)
-{
-    const auto value = [&](const char* name) -> std::string {
-        const char* v = lookup(name);
-        return v != nullptr ? std::string(v) : std::string();
-    };
-    CaptureOptions options;
-    options.output = value(kOutput);
-    if (options.output.empty()) {
-        return std::nullopt;
-    }
-    // Placeholders are checked now, not when a child process expands them.
-    expandOutputPath(options.output, 1, "host", "0");
-
-    if (const std::string mode = value(kMode); !mode.empty()) {
-        if (mode == "full") {
-            options.mode = CaptureMode::kFull;
-        } else if (mode == "pre") {
-            options.mode = CaptureMode::kPreOnly;
-        } else if (mode == "metadata") {
-            options.mode = CaptureMode::kMetadata;
-        } else {
-            throw OptionError(kMode, mode, "expected full, pre or metadata");
-        }
-    }
-
-    options.include = value(kInclude);
-    options.includePattern = compile(kInclude, options.include);
-    options.exclude = value(kExclude);
-    options.excludePattern = compile(kExclude, options.exclude);
-
-    if (const std::string skip = value(kSkip); !skip.empty()) {
-        const auto parsed = parseUnsigned(skip);
-        if (!parsed) {
-            throw OptionError(kSkip, skip, "expected a number of launches (0 or more)");
-        }
-        options.skip = *parsed;
-    }
-    if (const std::string max = value(kMaxLaunches); !max.empty()) {
-        const auto parsed = parseUnsigned(max);
-        if (!parsed) {
-            throw OptionError(kMaxLaunches, max, "expected a number of launches (0 or more)");
-        }
-        options.maxLaunches = *parsed;
-    }
-    if (const std::string level = value(kLevel); !level.empty()) {
-        int parsed = 0;
-        const char* end = level.data() + level.size();
-        const auto [ptr, ec] = std::from_chars(level.data(), end, parsed);
-        if (ec != std::errc() || ptr != end || parsed < ZSTD_minCLevel() || parsed > ZSTD_maxCLevel()) {
-            throw OptionError(kLevel, level,
-                              "expected a zstd level from " + std::to_string(ZSTD_minCLevel()) + " to " +
-                                  std::to_string(ZSTD_maxCLevel()));
-        }
-        options.zstdLevel = parsed;
-    }
-    if (const std::string piece = value(kPieceSize); !piece.empty()) {
-        const auto parsed = parseByteCount(piece);
-        if (!parsed || *parsed < format::kMinPieceSize || *parsed > format::kMaxPieceSize) {
-            throw OptionError(kPieceSize, piece,
-                              "expected a size from 4K to 64M (bytes, or with a K or M suffix)");
-        }
-        options.pieceSize = static_cast<uint32_t>(*parsed);
-    }
-    if (const std::string buffer = value(kBuffer); !buffer.empty()) {
-        const auto parsed = parseByteCount(buffer);
-        if (!parsed || *parsed < kMinBufferBytes || *parsed > kMaxBufferBytes) {
-            throw OptionError(kBuffer, buffer, "expected a size from 64M to 1024G (bytes, or with a K, M or G suffix)");
-        }
-        options.bufferBytes = *parsed;
-    }
-    if (const std::string flush = value(kFlush); !flush.empty()) {
-        if (flush != "launch" && flush != "batch") {
-            throw OptionError(kFlush, flush, "expected launch (each launch's record in the file before it runs) or batch");
-        }
-        options.flush = flush == "launch" ? FlushPolicy::kLaunch : FlushPolicy::kBatch;
-    }
-    if (const std::string timing = value(kTiming); !timing.empty()) {
-        if (timing != "0" && timing != "1") {
-            throw OptionError(kTiming, timing, "expected 1 (record GPU durations) or 0");
-        }
-        options.timing = timing == "1";
-    }
-    if (const std::string hash = value(kHash); !hash.empty()) {
-        if (hash != "device" && hash != "host") {
-            throw OptionError(kHash, hash, "expected device (hash large ranges where they lie first) or host");
-        }
-        options.hashOnDevice = hash == "device";
-    }
-    return options;
-}
-
-std::string rankFromEnvironment(const VariableLookup& lookup)
-{
-    for (const char* name : {"RANK", "LOCAL_RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK"}) {
-        const char* value = lookup(name);
-        if (value != nullptr && value[0] != '\0') {
-            return value;
-        }
-    }
-    return "0";
-}
-
-std::string expandOutputPath(const std::string& pattern, long pid, std::string_view host, std::string_view rank)
-{
-    std::string out;
-    out.reserve(pattern.size() + 16);
-    for (size_t i = 0; i < pattern.size(); ++i) {
-        if (pattern[i] != '%') {
-            out += pattern[i];
-            continue;
-        }
-        if (i + 1 == pattern.size()) {
-            throw OptionError(kOutput, pattern, "ends with a lone '%' (use %% for a percent sign)");
-        }
-        switch (pattern[++i]) {
-        case 'p': out += std::to_string(pid); break;
-        case 'h': out += host; break;
-        case 'r': out += rank; break;
-        case '%': out += '%'; break;
-        default:
-            throw OptionError(kOutput, pattern,
-                              std::string("unknown placeholder %") + pattern[i] + " (known: %p, %h, %r, %%)");
-        }
-    }
-    return out;
-}
-
-bool outputHasPid(const std::string& pattern)
-{
-    for (size_t i = 0; i + 1 < pattern.size(); ++i) {
-        if (pattern[i] == '%') {
-            if (pattern[i + 1] == 'p') {
-                return true;
-            }
-            ++i;  // skip the placeholder character (%% included)
-        }
-    }
+bool CaptureOptions::selects(std::string_view kernelName) const {
+  if (includePattern && !includePattern->search(kernelName)) {
     return false;
+  }
+  return !(excludePattern && excludePattern->search(kernelName));
 }
 
-std::string withPidSuffix(const std::string& path, long pid)
-{
-    const size_t slash = path.rfind('/');
-    const size_t name = slash == std::string::npos ? 0 : slash + 1;
-    const size_t dot = path.rfind('.');
-    const std::string tag = "." + std::to_string(pid);
-    if (dot == std::string::npos || dot <= name) {
-        return path + tag;
+std::vector<std::pair<std::string, std::string>> CaptureOptions::describe() const {
+  std::vector<std::pair<std::string, std::string>> out;
+  out.emplace_back("output", output);
+  out.emplace_back("mode", captureModeName(mode));
+  if (!include.empty()) {
+    out.emplace_back("include", include);
+  }
+  if (!exclude.empty()) {
+    out.emplace_back("exclude", exclude);
+  }
+  out.emplace_back("skip", std::to_string(skip));
+  out.emplace_back("maxLaunches",
+                   maxLaunches == std::numeric_limits<uint64_t>::max() ? "unlimited" : std::to_string(maxLaunches));
+  out.emplace_back("level", std::to_string(zstdLevel));
+  out.emplace_back("pieceSize", std::to_string(pieceSize));
+  out.emplace_back("buffer", std::to_string(bufferBytes));
+  out.emplace_back("flush", flushPolicyName(flush));
+  out.emplace_back("timing", timing ? "on" : "off");
+  out.emplace_back("hash", hashOnDevice ? "device" : "host");
+  return out;
+}
+
+const std::vector<const char*>& captureVariables() {
+  static const std::vector<const char*> names = {kOutput, kMode,      kInclude, kExclude, kSkip,   kMaxLaunches,
+                                                 kLevel,  kPieceSize, kBuffer,  kFlush,   kTiming, kHash};
+  return names;
+}
+
+std::optional<uint64_t> parseByteCount(std::string_view text) {
+  size_t digits = 0;
+  while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') {
+    ++digits;
+  }
+  const auto number = parseUnsigned(text.substr(0, digits));
+  if (!number) {
+    return std::nullopt;
+  }
+  std::string_view suffix = text.substr(digits);
+  unsigned shift = 0;
+  if (!suffix.empty()) {
+    switch (suffix.front()) {
+      case 'k':
+      case 'K':
+        shift = 10;
+        break;
+      case 'm':
+      case 'M':
+        shift = 20;
+        break;
+      case 'g':
+      case 'G':
+        shift = 30;
+        break;
+      default:
+        return std::nullopt;
     }
-    return path.substr(0, dot) + tag + path.substr(dot);
+    suffix.remove_prefix(1);
+    if (!(suffix.empty() || suffix == "B" || suffix == "iB")) {
+      return std::nullopt;
+    }
+  }
+  if (shift != 0 && *number > (std::numeric_limits<uint64_t>::max() >> shift)) {
+    return std::nullopt;
+  }
+  return *number << shift;
+}
+
+std::optional<CaptureOptions> readCaptureOptions(const VariableLookup& lookup) {
+  const auto value = [&](const char* name) -> std::string {
+    const char* v = lookup(name);
+    return v != nullptr ? std::string(v) : std::string();
+  };
+  CaptureOptions options;
+  options.output = value(kOutput);
+  if (options.output.empty()) {
+    return std::nullopt;
+  }
+  // Placeholders are checked now, not when a child process expands them.
+  expandOutputPath(options.output, 1, "host", "0");
+
+  if (const std::string mode = value(kMode); !mode.empty()) {
+    if (mode == "full") {
+      options.mode = CaptureMode::kFull;
+    } else if (mode == "pre") {
+      options.mode = CaptureMode::kPreOnly;
+    } else if (mode == "metadata") {
+      options.mode = CaptureMode::kMetadata;
+    } else {
+      throw OptionError(kMode, mode, "expected full, pre or metadata");
+    }
+  }
+
+  options.include = value(kInclude);
+  options.includePattern = compile(kInclude, options.include);
+  options.exclude = value(kExclude);
+  options.excludePattern = compile(kExclude, options.exclude);
+
+  if (const std::string skip = value(kSkip); !skip.empty()) {
+    const auto parsed = parseUnsigned(skip);
+    if (!parsed) {
+      throw OptionError(kSkip, skip, "expected a number of launches (0 or more)");
+    }
+    options.skip = *parsed;
+  }
+  if (const std::string max = value(kMaxLaunches); !max.empty()) {
+    const auto parsed = parseUnsigned(max);
+    if (!parsed) {
+      throw OptionError(kMaxLaunches, max, "expected a number of launches (0 or more)");
+    }
+    options.maxLaunches = *parsed;
+  }
+  if (const std::string level = value(kLevel); !level.empty()) {
+    int parsed = 0;
+    const char* end = level.data() + level.size();
+    const auto [ptr, ec] = std::from_chars(level.data(), end, parsed);
+    if (ec != std::errc() || ptr != end || parsed < ZSTD_minCLevel() || parsed > ZSTD_maxCLevel()) {
+      throw OptionError(
+          kLevel, level,
+          "expected a zstd level from " + std::to_string(ZSTD_minCLevel()) + " to " + std::to_string(ZSTD_maxCLevel()));
+    }
+    options.zstdLevel = parsed;
+  }
+  if (const std::string piece = value(kPieceSize); !piece.empty()) {
+    const auto parsed = parseByteCount(piece);
+    if (!parsed || *parsed < format::kMinPieceSize || *parsed > format::kMaxPieceSize) {
+      throw OptionError(kPieceSize, piece, "expected a size from 4K to 64M (bytes, or with a K or M suffix)");
+    }
+    options.pieceSize = static_cast<uint32_t>(*parsed);
+  }
+  if (const std::string buffer = value(kBuffer); !buffer.empty()) {
+    const auto parsed = parseByteCount(buffer);
+    if (!parsed || *parsed < kMinBufferBytes || *parsed > kMaxBufferBytes) {
+      throw OptionError(kBuffer, buffer, "expected a size from 64M to 1024G (bytes, or with a K, M or G suffix)");
+    }
+    options.bufferBytes = *parsed;
+  }
+  if (const std::string flush = value(kFlush); !flush.empty()) {
+    if (flush != "launch" && flush != "batch") {
+      throw OptionError(kFlush, flush, "expected launch (each launch's record in the file before it runs) or batch");
+    }
+    options.flush = flush == "launch" ? FlushPolicy::kLaunch : FlushPolicy::kBatch;
+  }
+  if (const std::string timing = value(kTiming); !timing.empty()) {
+    if (timing != "0" && timing != "1") {
+      throw OptionError(kTiming, timing, "expected 1 (record GPU durations) or 0");
+    }
+    options.timing = timing == "1";
+  }
+  if (const std::string hash = value(kHash); !hash.empty()) {
+    if (hash != "device" && hash != "host") {
+      throw OptionError(kHash, hash, "expected device (hash large ranges where they lie first) or host");
+    }
+    options.hashOnDevice = hash == "device";
+  }
+  return options;
+}
+
+std::string rankFromEnvironment(const VariableLookup& lookup) {
+  for (const char* name : {"RANK", "LOCAL_RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK"}) {
+    const char* value = lookup(name);
+    if (value != nullptr && value[0] != '\0') {
+      return value;
+    }
+  }
+  return "0";
+}
+
+std::string expandOutputPath(const std::string& pattern, long pid, std::string_view host, std::string_view rank) {
+  std::string out;
+  out.reserve(pattern.size() + 16);
+  for (size_t i = 0; i < pattern.size(); ++i) {
+    if (pattern[i] != '%') {
+      out += pattern[i];
+      continue;
+    }
+    if (i + 1 == pattern.size()) {
+      throw OptionError(kOutput, pattern, "ends with a lone '%' (use %% for a percent sign)");
+    }
+    switch (pattern[++i]) {
+      case 'p':
+        out += std::to_string(pid);
+        break;
+      case 'h':
+        out += host;
+        break;
+      case 'r':
+        out += rank;
+        break;
+      case '%':
+        out += '%';
+        break;
+      default:
+        throw OptionError(kOutput, pattern,
+                          std::string("unknown placeholder %") + pattern[i] + " (known: %p, %h, %r, %%)");
+    }
+  }
+  return out;
+}
+
+bool outputHasPid(const std::string& pattern) {
+  for (size_t i = 0; i + 1 < pattern.size(); ++i) {
+    if (pattern[i] == '%') {
+      if (pattern[i + 1] == 'p') {
+        return true;
+      }
+      ++i;  // skip the placeholder character (%% included)
+    }
+  }
+  return false;
+}
+
+std::string withPidSuffix(const std::string& path, long pid) {
+  const size_t slash = path.rfind('/');
+  const size_t name = slash == std::string::npos ? 0 : slash + 1;
+  const size_t dot = path.rfind('.');
+  const std::string tag = "." + std::to_string(pid);
+  if (dot == std::string::npos || dot <= name) {
+    return path + tag;
+  }
+  return path.substr(0, dot) + tag + path.substr(dot);
 }
 
 }  // namespace kcap

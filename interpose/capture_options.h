@@ -55,46 +55,46 @@ enum class FlushPolicy : uint8_t { kLaunch, kBatch };
 const char* flushPolicyName(FlushPolicy policy);  // "launch", "batch"
 
 struct CaptureOptions {
-    std::string output;  // the template, placeholders unexpanded
-    CaptureMode mode = CaptureMode::kFull;
-    std::string include;  // pattern sources, empty: none
-    std::string exclude;
-    uint64_t skip = 0;
-    uint64_t maxLaunches = std::numeric_limits<uint64_t>::max();  // max: unlimited
-    int zstdLevel = 1;  // format::TraceWriter::Options' default (why 1: there)
-    uint32_t pieceSize = 1u << 20;
-    // Bytes of snapshots the writer may hold before the launching thread
-    // waits for the file (format::TraceWriter::Options::maxPendingBytes):
-    // more lets a burst of fresh memory be captured at memory speed and
-    // written out behind the program, at the cost of that much RAM.
-    uint64_t bufferBytes = uint64_t{256} << 20;
-    FlushPolicy flush = FlushPolicy::kLaunch;  // metadata mode never waits for the file
-    bool timing = false;  // kernelTiming events through CUPTI (cupti_timing.h)
-    bool hashOnDevice = true;  // memory_snapshot.h, device_hash.h
+  std::string output;  // the template, placeholders unexpanded
+  CaptureMode mode = CaptureMode::kFull;
+  std::string include;  // pattern sources, empty: none
+  std::string exclude;
+  uint64_t skip = 0;
+  uint64_t maxLaunches = std::numeric_limits<uint64_t>::max();  // max: unlimited
+  int zstdLevel = 1;                                            // format::TraceWriter::Options' default (why 1: there)
+  uint32_t pieceSize = 1u << 20;
+  // Bytes of snapshots the writer may hold before the launching thread
+  // waits for the file (format::TraceWriter::Options::maxPendingBytes):
+  // more lets a burst of fresh memory be captured at memory speed and
+  // written out behind the program, at the cost of that much RAM.
+  uint64_t bufferBytes = uint64_t{256} << 20;
+  FlushPolicy flush = FlushPolicy::kLaunch;  // metadata mode never waits for the file
+  bool timing = false;                       // kernelTiming events through CUPTI (cupti_timing.h)
+  bool hashOnDevice = true;                  // memory_snapshot.h, device_hash.h
 
-    // Compiled once by readCaptureOptions; shared, immutable.
-    std::shared_ptr<const NamePattern> includePattern;
-    std::shared_ptr<const NamePattern> excludePattern;
+  // Compiled once by readCaptureOptions; shared, immutable.
+  std::shared_ptr<const NamePattern> includePattern;
+  std::shared_ptr<const NamePattern> excludePattern;
 
-    // True if launches of `kernelName` pass the include / exclude filters.
-    bool selects(std::string_view kernelName) const;
+  // True if launches of `kernelName` pass the include / exclude filters.
+  bool selects(std::string_view kernelName) const;
 
-    // Name -> value, as recorded in TraceBegin.options.
-    std::vector<std::pair<std::string, std::string>> describe() const;
+  // Name -> value, as recorded in TraceBegin.options.
+  std::vector<std::pair<std::string, std::string>> describe() const;
 };
 
 // An invalid setting: which variable, the value it had, and what is wrong.
 class OptionError : public std::runtime_error {
-public:
-    OptionError(std::string variable, std::string value, const std::string& reason);
-    const std::string& variable() const { return variable_; }
-    const std::string& value() const { return value_; }
-    const std::string& reason() const { return reason_; }
+ public:
+  OptionError(std::string variable, std::string value, const std::string& reason);
+  const std::string& variable() const { return variable_; }
+  const std::string& value() const { return value_; }
+  const std::string& reason() const { return reason_; }
 
-private:
-    std::string variable_;
-    std::string value_;
-    std::string reason_;
+ private:
+  std::string variable_;
+  std::string value_;
+  std::string reason_;
 };
 
 // Looks a variable up; nullptr when unset. (getenv in the shim.)

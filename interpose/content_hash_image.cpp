@@ -11,7 +11,8 @@ asm(".pushsection .rodata.kcap_content_hash_image,\"a\",@progbits\n"
     ".globl kcap_content_hash_image_begin\n"
     ".hidden kcap_content_hash_image_begin\n"
     "kcap_content_hash_image_begin:\n"
-    ".incbin \"" KCAP_CONTENT_HASH_FATBIN "\"\n"
+    ".incbin \"" KCAP_CONTENT_HASH_FATBIN
+    "\"\n"
     ".globl kcap_content_hash_image_end\n"
     ".hidden kcap_content_hash_image_end\n"
     "kcap_content_hash_image_end:\n"
@@ -22,12 +23,11 @@ extern "C" const uint8_t kcap_content_hash_image_end[];
 
 namespace kcap {
 
-std::span<const uint8_t> contentHashImage() noexcept
-{
+std::span<const uint8_t> contentHashImage() noexcept {
 #if defined(KCAP_CONTENT_HASH_FATBIN)
-    return {kcap_content_hash_image_begin, kcap_content_hash_image_end};
+  return {kcap_content_hash_image_begin, kcap_content_hash_image_end};
 #else
-    return {};
+  return {};
 #endif
 }
 

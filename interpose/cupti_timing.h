@@ -76,11 +76,10 @@ void leaveLaunch(CUresult result) noexcept;
 // token. One relaxed load when timing is off.
 extern std::atomic<bool> g_collecting;
 void firstTokenOfThread() noexcept;
-inline void beforeAnyCall() noexcept
-{
-    if (g_collecting.load(std::memory_order_relaxed)) [[unlikely]] {
-        firstTokenOfThread();
-    }
+inline void beforeAnyCall() noexcept {
+  if (g_collecting.load(std::memory_order_relaxed)) [[unlikely]] {
+    firstTokenOfThread();
+  }
 }
 
 // Before the recorder writes traceEnd: delivers what CUPTI still holds (when

@@ -31,22 +31,21 @@ namespace {
 std::atomic<DlsymFunction> g_libc_dlsym{nullptr};
 }
 
-DlsymFunction libc_dlsym() noexcept
-{
-    if (DlsymFunction fn = g_libc_dlsym.load(std::memory_order_acquire)) {
-        return fn;
+DlsymFunction libc_dlsym() noexcept {
+  if (DlsymFunction fn = g_libc_dlsym.load(std::memory_order_acquire)) {
+    return fn;
+  }
+  // RTLD_NEXT from here: the first dlsym after the shim, i.e. the C
+  // library's (or that of another interposer preloaded after us).
+  for (const char* version : {"GLIBC_2.34", "GLIBC_2.2.5", "GLIBC_2.17"}) {
+    if (void* fn = dlvsym(RTLD_NEXT, "dlsym", version)) {
+      const auto dlsym_fn = reinterpret_cast<DlsymFunction>(fn);
+      g_libc_dlsym.store(dlsym_fn, std::memory_order_release);
+      return dlsym_fn;
     }
-    // RTLD_NEXT from here: the first dlsym after the shim, i.e. the C
-    // library's (or that of another interposer preloaded after us).
-    for (const char* version : {"GLIBC_2.34", "GLIBC_2.2.5", "GLIBC_2.17"}) {
-        if (void* fn = dlvsym(RTLD_NEXT, "dlsym", version)) {
-            const auto dlsym_fn = reinterpret_cast<DlsymFunction>(fn);
-            g_libc_dlsym.store(dlsym_fn, std::memory_order_release);
-            return dlsym_fn;
-        }
-    }
-    KCAP_LOG_ONCE("cannot find the C library's dlsym; dlsym() will return NULL");
-    return nullptr;
+  }
+  KCAP_LOG_ONCE("cannot find the C library's dlsym; dlsym() will return NULL");
+  return nullptr;
 }
 }  // namespace real
 
@@ -54,51 +53,46 @@ namespace {
 
 // The shim's answer for a hooked symbol, or nullptr to let the C library
 // answer. Kept out of line so that dlsym itself stays a test and a jump.
-[[gnu::noinline]] void* hooked_answer(void* handle, const char* name) noexcept
-{
-    const auto id = find_by_symbol(name);
-    if (!id) {
-        return nullptr;
-    }
-    // The global scope (RTLD_DEFAULT) finds the shim's export anyway: it was
-    // preloaded. A caller's RTLD_NEXT would find either the shim's export
-    // (caller loaded before it) or the driver's (caller loaded after it); in
-    // both cases the wrapper, which forwards to the driver, is the answer.
-    if (handle == RTLD_DEFAULT || handle == RTLD_NEXT) {
-        return wrapper_address(*id);
-    }
-    // A handle: answer with the wrapper only where the driver's own function
-    // would have been found. Another library that happens to define a cu*
-    // name keeps its own. (Checked before the lookup whose outcome the caller
-    // may read from dlerror.)
-    const bool is_driver = real::is_driver_handle(handle);
-    const real::DlsymFunction lookup = real::libc_dlsym();
-    void* fn = lookup != nullptr ? lookup(handle, name) : nullptr;
-    if (fn == nullptr || !is_driver || is_own_wrapper(fn)) {
-        return fn;
-    }
-    adopt_real_function(*id, fn);
+[[gnu::noinline]] void* hooked_answer(void* handle, const char* name) noexcept {
+  const auto id = find_by_symbol(name);
+  if (!id) {
+    return nullptr;
+  }
+  // The global scope (RTLD_DEFAULT) finds the shim's export anyway: it was
+  // preloaded. A caller's RTLD_NEXT would find either the shim's export
+  // (caller loaded before it) or the driver's (caller loaded after it); in
+  // both cases the wrapper, which forwards to the driver, is the answer.
+  if (handle == RTLD_DEFAULT || handle == RTLD_NEXT) {
     return wrapper_address(*id);
+  }
+  // A handle: answer with the wrapper only where the driver's own function
+  // would have been found. Another library that happens to define a cu*
+  // name keeps its own. (Checked before the lookup whose outcome the caller
+  // may read from dlerror.)
+  const bool is_driver = real::is_driver_handle(handle);
+  const real::DlsymFunction lookup = real::libc_dlsym();
+  void* fn = lookup != nullptr ? lookup(handle, name) : nullptr;
+  if (fn == nullptr || !is_driver || is_own_wrapper(fn)) {
+    return fn;
+  }
+  adopt_real_function(*id, fn);
+  return wrapper_address(*id);
 }
 
-bool may_be_hooked(const char* name) noexcept
-{
-    return name != nullptr && name[0] == 'c' && name[1] == 'u';
-}
+bool may_be_hooked(const char* name) noexcept { return name != nullptr && name[0] == 'c' && name[1] == 'u'; }
 
 }  // namespace
 }  // namespace kcap
 
-extern "C" [[gnu::visibility("default")]] void* dlsym(void* handle, const char* name) noexcept
-{
-    if (kcap::may_be_hooked(name)) {
-        if (void* fn = kcap::hooked_answer(handle, name)) {
-            return fn;
-        }
+extern "C" [[gnu::visibility("default")]] void* dlsym(void* handle, const char* name) noexcept {
+  if (kcap::may_be_hooked(name)) {
+    if (void* fn = kcap::hooked_answer(handle, name)) {
+      return fn;
     }
-    const kcap::real::DlsymFunction libc_dlsym = kcap::real::libc_dlsym();
-    if (libc_dlsym == nullptr) {
-        return nullptr;
-    }
-    return libc_dlsym(handle, name);  // sibling call: see the top of this file
+  }
+  const kcap::real::DlsymFunction libc_dlsym = kcap::real::libc_dlsym();
+  if (libc_dlsym == nullptr) {
+    return nullptr;
+  }
+  return libc_dlsym(handle, name);  // sibling call: see the top of this file
 }

@@ -13,41 +13,41 @@
 namespace kcap {
 
 struct DriverApi {
-    PFN_cuDriverGetVersion_v2020 driverGetVersion = nullptr;
-    PFN_cuGetErrorName_v6000 getErrorName = nullptr;
-    PFN_cuDeviceGetCount_v2000 deviceGetCount = nullptr;
-    PFN_cuDeviceGet_v2000 deviceGet = nullptr;
-    PFN_cuDeviceGetName_v2000 deviceGetName = nullptr;
-    PFN_cuDeviceGetUuid_v11040 deviceGetUuid = nullptr;
-    PFN_cuDeviceGetAttribute_v2000 deviceGetAttribute = nullptr;
-    PFN_cuDeviceTotalMem_v3020 deviceTotalMem = nullptr;
-    PFN_cuDeviceGetPCIBusId_v4010 deviceGetPCIBusId = nullptr;
+  PFN_cuDriverGetVersion_v2020 driverGetVersion = nullptr;
+  PFN_cuGetErrorName_v6000 getErrorName = nullptr;
+  PFN_cuDeviceGetCount_v2000 deviceGetCount = nullptr;
+  PFN_cuDeviceGet_v2000 deviceGet = nullptr;
+  PFN_cuDeviceGetName_v2000 deviceGetName = nullptr;
+  PFN_cuDeviceGetUuid_v11040 deviceGetUuid = nullptr;
+  PFN_cuDeviceGetAttribute_v2000 deviceGetAttribute = nullptr;
+  PFN_cuDeviceTotalMem_v3020 deviceTotalMem = nullptr;
+  PFN_cuDeviceGetPCIBusId_v4010 deviceGetPCIBusId = nullptr;
 
-    PFN_cuCtxGetCurrent_v4000 ctxGetCurrent = nullptr;
-    PFN_cuCtxGetDevice_v2000 ctxGetDevice = nullptr;
-    PFN_cuCtxSynchronize_v2000 ctxSynchronize = nullptr;
-    PFN_cuStreamSynchronize_v2000 streamSynchronize = nullptr;
-    PFN_cuStreamIsCapturing_v10000 streamIsCapturing = nullptr;
-    PFN_cuThreadExchangeStreamCaptureMode_v10010 threadExchangeStreamCaptureMode = nullptr;
+  PFN_cuCtxGetCurrent_v4000 ctxGetCurrent = nullptr;
+  PFN_cuCtxGetDevice_v2000 ctxGetDevice = nullptr;
+  PFN_cuCtxSynchronize_v2000 ctxSynchronize = nullptr;
+  PFN_cuStreamSynchronize_v2000 streamSynchronize = nullptr;
+  PFN_cuStreamIsCapturing_v10000 streamIsCapturing = nullptr;
+  PFN_cuThreadExchangeStreamCaptureMode_v10010 threadExchangeStreamCaptureMode = nullptr;
 
-    PFN_cuMemcpyDtoH_v3020 memcpyDtoH = nullptr;
-    PFN_cuMemcpyDtoHAsync_v3020 memcpyDtoHAsync = nullptr;
-    PFN_cuStreamCreate_v2000 streamCreate = nullptr;
-    PFN_cuMemHostAlloc_v2020 memHostAlloc = nullptr;
-    PFN_cuMemHostRegister_v6050 memHostRegister = nullptr;
-    PFN_cuMemHostUnregister_v4000 memHostUnregister = nullptr;
-    PFN_cuPointerGetAttribute_v4000 pointerGetAttribute = nullptr;
-    PFN_cuMemGetAddressRange_v3020 memGetAddressRange = nullptr;
+  PFN_cuMemcpyDtoH_v3020 memcpyDtoH = nullptr;
+  PFN_cuMemcpyDtoHAsync_v3020 memcpyDtoHAsync = nullptr;
+  PFN_cuStreamCreate_v2000 streamCreate = nullptr;
+  PFN_cuMemHostAlloc_v2020 memHostAlloc = nullptr;
+  PFN_cuMemHostRegister_v6050 memHostRegister = nullptr;
+  PFN_cuMemHostUnregister_v4000 memHostUnregister = nullptr;
+  PFN_cuPointerGetAttribute_v4000 pointerGetAttribute = nullptr;
+  PFN_cuMemGetAddressRange_v3020 memGetAddressRange = nullptr;
 
-    // The shim's own kernel (device_hash.h).
-    PFN_cuLibraryLoadData_v12000 libraryLoadData = nullptr;
-    PFN_cuLibraryGetKernel_v12000 libraryGetKernel = nullptr;
-    PFN_cuLaunchKernel_v4000 launchKernel = nullptr;
+  // The shim's own kernel (device_hash.h).
+  PFN_cuLibraryLoadData_v12000 libraryLoadData = nullptr;
+  PFN_cuLibraryGetKernel_v12000 libraryGetKernel = nullptr;
+  PFN_cuLaunchKernel_v4000 launchKernel = nullptr;
 
-    PFN_cuFuncGetParamInfo_v12040 funcGetParamInfo = nullptr;
-    PFN_cuKernelGetParamInfo_v12040 kernelGetParamInfo = nullptr;
-    PFN_cuModuleGetGlobal_v3020 moduleGetGlobal = nullptr;
-    PFN_cuLibraryGetGlobal_v12000 libraryGetGlobal = nullptr;
+  PFN_cuFuncGetParamInfo_v12040 funcGetParamInfo = nullptr;
+  PFN_cuKernelGetParamInfo_v12040 kernelGetParamInfo = nullptr;
+  PFN_cuModuleGetGlobal_v3020 moduleGetGlobal = nullptr;
+  PFN_cuLibraryGetGlobal_v12000 libraryGetGlobal = nullptr;
 };
 
 // The driver's functions (all nullptr when the driver cannot be loaded).
@@ -65,15 +65,15 @@ const char* resultName(CUresult result, char (&buffer)[32]) noexcept;
 // the recorder's own driver calls are never "unsafe" calls that would
 // invalidate another stream's capture (CUDA-NOTES: Memory).
 class RelaxedCaptureMode {
-public:
-    RelaxedCaptureMode() noexcept;
-    ~RelaxedCaptureMode();
-    RelaxedCaptureMode(const RelaxedCaptureMode&) = delete;
-    RelaxedCaptureMode& operator=(const RelaxedCaptureMode&) = delete;
+ public:
+  RelaxedCaptureMode() noexcept;
+  ~RelaxedCaptureMode();
+  RelaxedCaptureMode(const RelaxedCaptureMode&) = delete;
+  RelaxedCaptureMode& operator=(const RelaxedCaptureMode&) = delete;
 
-private:
-    CUstreamCaptureMode previous_ = CU_STREAM_CAPTURE_MODE_RELAXED;
-    bool exchanged_ = false;
+ private:
+  CUstreamCaptureMode previous_ = CU_STREAM_CAPTURE_MODE_RELAXED;
+  bool exchanged_ = false;
 };
 
 }  // namespace kcap

@@ -30,114 +30,105 @@ namespace kcap {
 // lines to cross from that core, and whatever fence comes next (the
 // writer's lock, the driver's doorbell) waits for those stores. Asked for
 // one launch ahead, the lines are here by the time they are written.
-inline void prefetchForWrite(const void* data, size_t bytes)
-{
-    constexpr uintptr_t kLine = 64;
-    const uintptr_t begin = reinterpret_cast<uintptr_t>(data) & ~(kLine - 1);
-    const uintptr_t end = reinterpret_cast<uintptr_t>(data) + bytes;
-    for (uintptr_t line = begin; line < end; line += kLine) {
-        __builtin_prefetch(reinterpret_cast<const void*>(line), 1, 3);
-    }
+inline void prefetchForWrite(const void* data, size_t bytes) {
+  constexpr uintptr_t kLine = 64;
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(data) & ~(kLine - 1);
+  const uintptr_t end = reinterpret_cast<uintptr_t>(data) + bytes;
+  for (uintptr_t line = begin; line < end; line += kLine) {
+    __builtin_prefetch(reinterpret_cast<const void*>(line), 1, 3);
+  }
 }
 
 // T: a DeferredEvent with `T* nextFree`, `Recycler<T>* home` (nullptr: not
 // pooled) and `void clear()`.
 template <class T>
 class Recycler {
-public:
-    // The calling thread's pool; nullptr once the thread is exiting.
-    static Recycler* ofThisThread()
-    {
-        struct Owner {
-            Recycler* pool = nullptr;
-            bool gone = false;
-            ~Owner()
-            {
-                gone = true;
-                if (pool != nullptr) {
-                    pool->orphaned_.store(true, std::memory_order_release);  // for the next thread to adopt
-                    pool = nullptr;
-                }
-            }
-        };
-        thread_local Owner owner;
-        if (owner.pool == nullptr && !owner.gone) {
-            owner.pool = adoptOrMake();
+ public:
+  // The calling thread's pool; nullptr once the thread is exiting.
+  static Recycler* ofThisThread() {
+    struct Owner {
+      Recycler* pool = nullptr;
+      bool gone = false;
+      ~Owner() {
+        gone = true;
+        if (pool != nullptr) {
+          pool->orphaned_.store(true, std::memory_order_release);  // for the next thread to adopt
+          pool = nullptr;
         }
-        return owner.pool;
+      }
+    };
+    thread_local Owner owner;
+    if (owner.pool == nullptr && !owner.gone) {
+      owner.pool = adoptOrMake();
     }
+    return owner.pool;
+  }
 
-    // An event from `pool`, or a new unpooled one when there is none.
-    static T* take(Recycler* pool)
-    {
-        if (pool == nullptr) {
-            return new T;
-        }
-        if (pool->free_ == nullptr) {
-            pool->free_ = pool->returned_.exchange(nullptr, std::memory_order_acquire);
-        }
-        if (pool->free_ == nullptr) {
-            T* made = new T;
-            made->home = pool;
-            return made;
-        }
-        T* event = pool->free_;
-        pool->free_ = event->nextFree;
-        event->nextFree = nullptr;
-        // The next take's object, for the next launch; this one's own
-        // buffers (its object was asked for by the take before).
-        if (pool->free_ != nullptr) {
-            prefetchForWrite(pool->free_, sizeof(T));
-        }
-        if constexpr (requires { event->prefetchBuffers(); }) {
-            event->prefetchBuffers();
-        }
-        return event;
+  // An event from `pool`, or a new unpooled one when there is none.
+  static T* take(Recycler* pool) {
+    if (pool == nullptr) {
+      return new T;
     }
-
-    // Any thread, once the writer is done with the event.
-    static void release(T* event) noexcept
-    {
-        Recycler* pool = event->home;
-        if (pool == nullptr) {
-            delete event;
-            return;
-        }
-        event->clear();
-        event->nextFree = pool->returned_.load(std::memory_order_relaxed);
-        while (!pool->returned_.compare_exchange_weak(event->nextFree, event, std::memory_order_release,
-                                                      std::memory_order_relaxed)) {
-        }
+    if (pool->free_ == nullptr) {
+      pool->free_ = pool->returned_.exchange(nullptr, std::memory_order_acquire);
     }
-
-private:
-    Recycler() = default;
-
-    static Recycler* adoptOrMake()
-    {
-        for (Recycler* pool = all_.load(std::memory_order_acquire); pool != nullptr; pool = pool->nextPool_) {
-            bool orphaned = true;
-            if (pool->orphaned_.compare_exchange_strong(orphaned, false, std::memory_order_acq_rel)) {
-                return pool;
-            }
-        }
-        auto* made = new Recycler;
-        made->nextPool_ = all_.load(std::memory_order_relaxed);
-        while (!all_.compare_exchange_weak(made->nextPool_, made, std::memory_order_release,
-                                           std::memory_order_relaxed)) {
-        }
-        return made;
+    if (pool->free_ == nullptr) {
+      T* made = new T;
+      made->home = pool;
+      return made;
     }
+    T* event = pool->free_;
+    pool->free_ = event->nextFree;
+    event->nextFree = nullptr;
+    // The next take's object, for the next launch; this one's own
+    // buffers (its object was asked for by the take before).
+    if (pool->free_ != nullptr) {
+      prefetchForWrite(pool->free_, sizeof(T));
+    }
+    if constexpr (requires { event->prefetchBuffers(); }) {
+      event->prefetchBuffers();
+    }
+    return event;
+  }
 
-    inline static std::atomic<Recycler*> all_{nullptr};  // every pool ever made (never shrinks)
-    // The owner's line: read and written on every take().
-    alignas(64) T* free_ = nullptr;
-    Recycler* nextPool_ = nullptr;
-    std::atomic<bool> orphaned_{false};  // its thread exited: free for another to adopt
-    // The writer threads' line: every release() writes it. Sharing the
-    // owner's line, each release while the owner launches would pull that
-    // line away from the launching thread's core.
-    alignas(64) std::atomic<T*> returned_{nullptr};  // released by writer threads, not yet taken back
+  // Any thread, once the writer is done with the event.
+  static void release(T* event) noexcept {
+    Recycler* pool = event->home;
+    if (pool == nullptr) {
+      delete event;
+      return;
+    }
+    event->clear();
+    event->nextFree = pool->returned_.load(std::memory_order_relaxed);
+    while (!pool->returned_.compare_exchange_weak(event->nextFree, event, std::memory_order_release,
+                                                  std::memory_order_relaxed)) {}
+  }
+
+ private:
+  Recycler() = default;
+
+  static Recycler* adoptOrMake() {
+    for (Recycler* pool = all_.load(std::memory_order_acquire); pool != nullptr; pool = pool->nextPool_) {
+      bool orphaned = true;
+      if (pool->orphaned_.compare_exchange_strong(orphaned, false, std::memory_order_acq_rel)) {
+        return pool;
+      }
+    }
+    auto* made = new Recycler;
+    made->nextPool_ = all_.load(std::memory_order_relaxed);
+    while (!all_.compare_exchange_weak(made->nextPool_, made, std::memory_order_release, std::memory_order_relaxed)) {}
+    return made;
+  }
+
+  inline static std::atomic<Recycler*> all_{nullptr};  // every pool ever made (never shrinks)
+  // The owner's line: read and written on every take().
+  alignas(64) T* free_ = nullptr;
+  Recycler* nextPool_ = nullptr;
+  std::atomic<bool> orphaned_{false};  // its thread exited: free for another to adopt
+  // The writer threads' line: every release() writes it. Sharing the
+  // owner's line, each release while the owner launches would pull that
+  // line away from the launching thread's core.
+  alignas(64) std::atomic<T*> returned_{nullptr};  // released by writer threads, not yet taken back
 };
 
 }  // namespace kcap

@@ -37,73 +37,73 @@ std::uint64_t codeGeneration() noexcept;
 void codeChanged() noexcept;
 
 class FunctionRegistry {
-public:
-    // The process-wide registry. Never destroyed: other threads may still
-    // launch while the process runs its exit handlers.
-    static FunctionRegistry& instance();
+ public:
+  // The process-wide registry. Never destroyed: other threads may still
+  // launch while the process runs its exit handlers.
+  static FunctionRegistry& instance();
 
-    // `source` is the API that loaded the code (cuModuleLoadData, ...).
-    void module_loaded(CUmodule module, HookId source);
-    void module_unloaded(CUmodule module);
-    void library_loaded(CUlibrary library, HookId source);
-    void library_unloaded(CUlibrary library);
-    void library_module(CUmodule module, CUlibrary library);  // cuLibraryGetModule
+  // `source` is the API that loaded the code (cuModuleLoadData, ...).
+  void module_loaded(CUmodule module, HookId source);
+  void module_unloaded(CUmodule module);
+  void library_loaded(CUlibrary library, HookId source);
+  void library_unloaded(CUlibrary library);
+  void library_module(CUmodule module, CUlibrary library);  // cuLibraryGetModule
 
-    // Asks the driver for the name of a handle the shim did not see being
-    // named (enumerated kernels, handles made before the shim was loaded).
-    static std::string driver_name_of(CUfunction handle);
+  // Asks the driver for the name of a handle the shim did not see being
+  // named (enumerated kernels, handles made before the shim was loaded).
+  static std::string driver_name_of(CUfunction handle);
 
-    void function_found(CUfunction function, CUmodule module, const char* name);
-    void kernel_found(CUkernel kernel, CUlibrary library, const char* name);
-    void kernel_function(CUfunction function, CUkernel kernel);  // cuKernelGetFunction
+  void function_found(CUfunction function, CUmodule module, const char* name);
+  void kernel_found(CUkernel kernel, CUlibrary library, const char* name);
+  void kernel_function(CUfunction function, CUkernel kernel);  // cuKernelGetFunction
 
-    // The name of the kernel a launch handle refers to; counts the launch
-    // (with KCAP_STATS_FILE). The view stays valid for the life of the process.
-    std::string_view launched(CUfunction handle);
-    // The same name, uncached and not counted (the recorder caches it).
-    std::string_view name_of(CUfunction handle);
+  // The name of the kernel a launch handle refers to; counts the launch
+  // (with KCAP_STATS_FILE). The view stays valid for the life of the process.
+  std::string_view launched(CUfunction handle);
+  // The same name, uncached and not counted (the recorder caches it).
+  std::string_view name_of(CUfunction handle);
 
-    struct LaunchCount {
-        std::string name;
-        std::uint64_t launches;
-    };
-    // Kernels launched at least once, by name.
-    std::vector<LaunchCount> launch_counts() const;
+  struct LaunchCount {
+    std::string name;
+    std::uint64_t launches;
+  };
+  // Kernels launched at least once, by name.
+  std::vector<LaunchCount> launch_counts() const;
 
-    // In the child of fork(): the lock may have been held by a thread that
-    // does not exist there; make it usable again (only this thread runs).
-    void reset_locks_after_fork() noexcept;
+  // In the child of fork(): the lock may have been held by a thread that
+  // does not exist there; make it usable again (only this thread runs).
+  void reset_locks_after_fork() noexcept;
 
-private:
-    // One per distinct kernel name, never freed: launches hand out views of
-    // `name`, and counts survive the unloading of the module.
-    struct KernelName {
-        explicit KernelName(std::string n) : name(std::move(n)) {}
-        const std::string name;
-        std::atomic<std::uint64_t> launches{0};
-    };
-    struct Handle {
-        KernelName* name;
-        const void* owner;  // module or library; nullptr: named by the driver
-    };
-    KernelName* lookup(CUfunction handle);
-    void bind(const void* handle, Handle named);  // caller holds mutex_ exclusively
-    struct Module {
-        HookId source;
-        const void* library;  // set for a library's module
-    };
+ private:
+  // One per distinct kernel name, never freed: launches hand out views of
+  // `name`, and counts survive the unloading of the module.
+  struct KernelName {
+    explicit KernelName(std::string n) : name(std::move(n)) {}
+    const std::string name;
+    std::atomic<std::uint64_t> launches{0};
+  };
+  struct Handle {
+    KernelName* name;
+    const void* owner;  // module or library; nullptr: named by the driver
+  };
+  KernelName* lookup(CUfunction handle);
+  void bind(const void* handle, Handle named);  // caller holds mutex_ exclusively
+  struct Module {
+    HookId source;
+    const void* library;  // set for a library's module
+  };
 
-    FunctionRegistry() = default;
+  FunctionRegistry() = default;
 
-    KernelName* intern(std::string_view name);  // needs the exclusive lock
-    static void count_launch(KernelName& kernel);
-    void forget_owned_by(const void* owner);    // needs the exclusive lock
+  KernelName* intern(std::string_view name);  // needs the exclusive lock
+  static void count_launch(KernelName& kernel);
+  void forget_owned_by(const void* owner);  // needs the exclusive lock
 
-    mutable std::shared_mutex mutex_;
-    std::unordered_map<std::string, std::unique_ptr<KernelName>> names_;
-    std::unordered_map<const void*, Handle> handles_;
-    std::unordered_map<const void*, Module> modules_;
-    std::unordered_map<const void*, HookId> libraries_;
+  mutable std::shared_mutex mutex_;
+  std::unordered_map<std::string, std::unique_ptr<KernelName>> names_;
+  std::unordered_map<const void*, Handle> handles_;
+  std::unordered_map<const void*, Module> modules_;
+  std::unordered_map<const void*, HookId> libraries_;
 };
 
 }  // namespace kcap

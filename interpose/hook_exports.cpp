@@ -45,39 +45,47 @@
 #error "kcap: no trampoline for this architecture (see KCAP_JUMP_THROUGH)"
 #endif
 
-#define KCAP_HOOK(api, symbol, version, per_thread, pfn)                                           \
-    extern "C" [[gnu::visibility("hidden"), gnu::used]] constinit const pfn kcap_target_##symbol = \
-        &kcap::Wrapper<kcap::HookId::symbol##_hook>::call;                                         \
-    extern "C" [[gnu::visibility("hidden")]] std::remove_pointer_t<pfn> kcap_entry_##symbol;      \
-    __asm__(".pushsection .text\n"                                                                 \
-            ".p2align 4\n"                                                                         \
-            ".globl " #symbol "\n"                                                                 \
-            ".type " #symbol ", %function\n"                                                       \
-            ".globl kcap_entry_" #symbol "\n"                                                      \
-            ".hidden kcap_entry_" #symbol "\n"                                                     \
-            ".type kcap_entry_" #symbol ", %function\n" #symbol ":\n"                              \
-            "kcap_entry_" #symbol ":\n" KCAP_BRANCH_TARGET KCAP_JUMP_THROUGH("kcap_target_" #symbol) \
-            ".size " #symbol ", . - " #symbol "\n"                                                 \
-            ".size kcap_entry_" #symbol ", . - kcap_entry_" #symbol "\n"                           \
-            ".popsection\n");
+#define KCAP_HOOK(api, symbol, version, per_thread, pfn)                                                   \
+  extern "C" [[gnu::visibility("hidden"), gnu::used]] constinit const pfn kcap_target_##symbol =           \
+      &kcap::Wrapper<kcap::HookId::symbol##_hook>::call;                                                   \
+  extern "C" [[gnu::visibility("hidden")]] std::remove_pointer_t<pfn> kcap_entry_##symbol;                 \
+  __asm__(                                                                                                 \
+      ".pushsection .text\n"                                                                               \
+      ".p2align 4\n"                                                                                       \
+      ".globl " #symbol                                                                                    \
+      "\n"                                                                                                 \
+      ".type " #symbol                                                                                     \
+      ", %function\n"                                                                                      \
+      ".globl kcap_entry_" #symbol                                                                         \
+      "\n"                                                                                                 \
+      ".hidden kcap_entry_" #symbol                                                                        \
+      "\n"                                                                                                 \
+      ".type kcap_entry_" #symbol ", %function\n" #symbol                                                  \
+      ":\n"                                                                                                \
+      "kcap_entry_" #symbol                                                                                \
+      ":\n" KCAP_BRANCH_TARGET KCAP_JUMP_THROUGH("kcap_target_" #symbol) ".size " #symbol ", . - " #symbol \
+                                                                         "\n"                              \
+                                                                         ".size kcap_entry_" #symbol       \
+                                                                         ", . - kcap_entry_" #symbol       \
+                                                                         "\n"                              \
+                                                                         ".popsection\n");
 #include "driver_hooks.def"
 #undef KCAP_HOOK
 
 namespace kcap {
 
-void* wrapper_address(HookId id) noexcept
-{
-    // A switch rather than a table: converting a function pointer to void*
-    // is not a constant expression, and a table filled at run time could be
-    // read (from dlsym) before it is filled.
-    switch (id) {
+void* wrapper_address(HookId id) noexcept {
+  // A switch rather than a table: converting a function pointer to void*
+  // is not a constant expression, and a table filled at run time could be
+  // read (from dlsym) before it is filled.
+  switch (id) {
 #define KCAP_HOOK(api, symbol, version, per_thread, pfn) \
-    case HookId::symbol##_hook:                          \
-        return reinterpret_cast<void*>(&kcap_entry_##symbol);
+  case HookId::symbol##_hook:                            \
+    return reinterpret_cast<void*>(&kcap_entry_##symbol);
 #include "driver_hooks.def"
 #undef KCAP_HOOK
-    }
-    return nullptr;
+  }
+  return nullptr;
 }
 
 }  // namespace kcap

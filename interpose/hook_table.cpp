@@ -33,51 +33,45 @@ static_assert(!select_for_lookup("cuInit", 13000, 0));
 
 }  // namespace
 
-bool is_own_wrapper(const void* fn) noexcept
-{
-    if (fn == nullptr) {
-        return false;
-    }
-    for (std::size_t i = 0; i < kHookCount; ++i) {
-        if (wrapper_address(static_cast<HookId>(i)) == fn) {
-            return true;
-        }
-    }
+bool is_own_wrapper(const void* fn) noexcept {
+  if (fn == nullptr) {
     return false;
+  }
+  for (std::size_t i = 0; i < kHookCount; ++i) {
+    if (wrapper_address(static_cast<HookId>(i)) == fn) {
+      return true;
+    }
+  }
+  return false;
 }
 
-void* detail::resolve_real_function(HookId id) noexcept
-{
-    // spec().symbol points into a string literal, so it is NUL-terminated.
-    void* fn = real::driver_symbol(spec(id).symbol.data());
-    if (fn == nullptr) {
-        return nullptr;
-    }
-    if (is_own_wrapper(fn)) {
-        // KCAP_REAL_LIBCUDA names the shim, or the "driver" re-exports it:
-        // forwarding there would recurse forever.
-        KCAP_LOG_ONCE("the driver's %s is the shim's own function; not forwarding",
-                      spec(id).symbol.data());
-        return nullptr;
-    }
-    adopt_real_function(id, fn);
-    return g_real_functions[slot_of(id)].load(std::memory_order_acquire);
+void* detail::resolve_real_function(HookId id) noexcept {
+  // spec().symbol points into a string literal, so it is NUL-terminated.
+  void* fn = real::driver_symbol(spec(id).symbol.data());
+  if (fn == nullptr) {
+    return nullptr;
+  }
+  if (is_own_wrapper(fn)) {
+    // KCAP_REAL_LIBCUDA names the shim, or the "driver" re-exports it:
+    // forwarding there would recurse forever.
+    KCAP_LOG_ONCE("the driver's %s is the shim's own function; not forwarding", spec(id).symbol.data());
+    return nullptr;
+  }
+  adopt_real_function(id, fn);
+  return g_real_functions[slot_of(id)].load(std::memory_order_acquire);
 }
 
-bool adopt_real_function(HookId id, void* fn) noexcept
-{
-    void* expected = nullptr;
-    auto& slot = detail::g_real_functions[slot_of(id)];
-    return slot.compare_exchange_strong(expected, fn, std::memory_order_acq_rel) || expected == fn;
+bool adopt_real_function(HookId id, void* fn) noexcept {
+  void* expected = nullptr;
+  auto& slot = detail::g_real_functions[slot_of(id)];
+  return slot.compare_exchange_strong(expected, fn, std::memory_order_acq_rel) || expected == fn;
 }
 
-CUresult missing_function(HookId id) noexcept
-{
-    if (!g_missing_reported[slot_of(id)].exchange(true, std::memory_order_relaxed)) {
-        log_message("the CUDA driver has no %s; returning CUDA_ERROR_NOT_FOUND",
-                    spec(id).symbol.data());
-    }
-    return CUDA_ERROR_NOT_FOUND;
+CUresult missing_function(HookId id) noexcept {
+  if (!g_missing_reported[slot_of(id)].exchange(true, std::memory_order_relaxed)) {
+    log_message("the CUDA driver has no %s; returning CUDA_ERROR_NOT_FOUND", spec(id).symbol.data());
+  }
+  return CUDA_ERROR_NOT_FOUND;
 }
 
 }  // namespace kcap

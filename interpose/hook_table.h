@@ -27,11 +27,11 @@ enum class HookId : std::uint16_t {
 };
 
 struct HookSpec {
-    std::string_view api;     // name asked of cuGetProcAddress
-    std::string_view symbol;  // exported name, in libcuda and in the shim
-    std::string_view pfn;     // cudaTypedefs.h type name
-    int version;              // CUDA version of this ABI
-    bool per_thread;          // _ptsz / _ptds variant
+  std::string_view api;     // name asked of cuGetProcAddress
+  std::string_view symbol;  // exported name, in libcuda and in the shim
+  std::string_view pfn;     // cudaTypedefs.h type name
+  int version;              // CUDA version of this ABI
+  bool per_thread;          // _ptsz / _ptds variant
 };
 
 inline constexpr HookSpec kHooks[] = {
@@ -50,23 +50,22 @@ constexpr const HookSpec& spec(HookId id) { return kHooks[slot_of(id)]; }
 template <HookId Id>
 struct HookPfn;
 #define KCAP_HOOK(api, symbol, version, per_thread, pfn) \
-    template <>                                          \
-    struct HookPfn<HookId::symbol##_hook> {              \
-        using type = pfn;                                \
-    };
+  template <>                                            \
+  struct HookPfn<HookId::symbol##_hook> {                \
+    using type = pfn;                                    \
+  };
 #include "driver_hooks.def"
 #undef KCAP_HOOK
 
 // Rows of one API (cuLaunchKernel and cuLaunchKernel_ptsz) share an observer;
 // the family is named by its first row.
-constexpr HookId family_of(HookId id)
-{
-    for (std::size_t i = 0; i < kHookCount; ++i) {
-        if (kHooks[i].api == spec(id).api) {
-            return static_cast<HookId>(i);
-        }
+constexpr HookId family_of(HookId id) {
+  for (std::size_t i = 0; i < kHookCount; ++i) {
+    if (kHooks[i].api == spec(id).api) {
+      return static_cast<HookId>(i);
     }
-    return id;
+  }
+  return id;
 }
 
 // ---- compile-time checks of driver_hooks.def -----------------------------------
@@ -75,60 +74,56 @@ namespace detail {
 // A row's PFN type must be the one for its own api, version and variant: a
 // copy-paste slip would give a wrapper the wrong signature, which no compiler
 // catches once the pointer has gone through void*.
-constexpr bool pfn_matches_row(const HookSpec& row)
-{
-    std::string_view pfn = row.pfn;
-    if (!pfn.starts_with("PFN_")) {
-        return false;
-    }
-    pfn.remove_prefix(4);
-    if (!pfn.starts_with(row.api)) {
-        return false;
-    }
-    pfn.remove_prefix(row.api.size());
-    if (!pfn.starts_with("_v")) {
-        return false;
-    }
-    pfn.remove_prefix(2);
-    int version = 0;
-    std::size_t digits = 0;
-    while (digits < pfn.size() && pfn[digits] >= '0' && pfn[digits] <= '9') {
-        version = version * 10 + (pfn[digits] - '0');
-        ++digits;
-    }
-    if (digits == 0 || version != row.version) {
-        return false;
-    }
-    pfn.remove_prefix(digits);
-    const bool per_thread_suffix = pfn == "_ptsz" || pfn == "_ptds";
-    return row.per_thread ? per_thread_suffix : pfn.empty();
+constexpr bool pfn_matches_row(const HookSpec& row) {
+  std::string_view pfn = row.pfn;
+  if (!pfn.starts_with("PFN_")) {
+    return false;
+  }
+  pfn.remove_prefix(4);
+  if (!pfn.starts_with(row.api)) {
+    return false;
+  }
+  pfn.remove_prefix(row.api.size());
+  if (!pfn.starts_with("_v")) {
+    return false;
+  }
+  pfn.remove_prefix(2);
+  int version = 0;
+  std::size_t digits = 0;
+  while (digits < pfn.size() && pfn[digits] >= '0' && pfn[digits] <= '9') {
+    version = version * 10 + (pfn[digits] - '0');
+    ++digits;
+  }
+  if (digits == 0 || version != row.version) {
+    return false;
+  }
+  pfn.remove_prefix(digits);
+  const bool per_thread_suffix = pfn == "_ptsz" || pfn == "_ptds";
+  return row.per_thread ? per_thread_suffix : pfn.empty();
 }
 
-constexpr bool symbol_matches_row(const HookSpec& row)
-{
-    const bool per_thread_symbol = row.symbol.ends_with("_ptsz") || row.symbol.ends_with("_ptds");
-    return row.symbol.starts_with(row.api) && per_thread_symbol == row.per_thread;
+constexpr bool symbol_matches_row(const HookSpec& row) {
+  const bool per_thread_symbol = row.symbol.ends_with("_ptsz") || row.symbol.ends_with("_ptds");
+  return row.symbol.starts_with(row.api) && per_thread_symbol == row.per_thread;
 }
 
-constexpr bool rows_consistent()
-{
-    for (const HookSpec& row : kHooks) {
-        if (!pfn_matches_row(row) || !symbol_matches_row(row)) {
-            return false;
-        }
+constexpr bool rows_consistent() {
+  for (const HookSpec& row : kHooks) {
+    if (!pfn_matches_row(row) || !symbol_matches_row(row)) {
+      return false;
     }
-    for (std::size_t i = 0; i < kHookCount; ++i) {
-        for (std::size_t j = i + 1; j < kHookCount; ++j) {
-            const bool same_symbol = kHooks[i].symbol == kHooks[j].symbol;
-            const bool same_lookup = kHooks[i].api == kHooks[j].api &&
-                                     kHooks[i].version == kHooks[j].version &&
-                                     kHooks[i].per_thread == kHooks[j].per_thread;
-            if (same_symbol || same_lookup) {
-                return false;
-            }
-        }
+  }
+  for (std::size_t i = 0; i < kHookCount; ++i) {
+    for (std::size_t j = i + 1; j < kHookCount; ++j) {
+      const bool same_symbol = kHooks[i].symbol == kHooks[j].symbol;
+      const bool same_lookup = kHooks[i].api == kHooks[j].api && kHooks[i].version == kHooks[j].version &&
+                               kHooks[i].per_thread == kHooks[j].per_thread;
+      if (same_symbol || same_lookup) {
+        return false;
+      }
     }
-    return true;
+  }
+  return true;
 }
 }  // namespace detail
 
@@ -146,37 +141,33 @@ namespace detail {
 using HookIndex = std::array<HookId, kHookCount>;
 
 template <class Less>
-constexpr HookIndex sorted_ids(Less less)
-{
-    HookIndex ids{};
-    for (std::size_t i = 0; i < kHookCount; ++i) {
-        ids[i] = static_cast<HookId>(i);
-    }
-    std::sort(ids.begin(), ids.end(), less);
-    return ids;
+constexpr HookIndex sorted_ids(Less less) {
+  HookIndex ids{};
+  for (std::size_t i = 0; i < kHookCount; ++i) {
+    ids[i] = static_cast<HookId>(i);
+  }
+  std::sort(ids.begin(), ids.end(), less);
+  return ids;
 }
 
-inline constexpr HookIndex kBySymbol =
-    sorted_ids([](HookId a, HookId b) { return spec(a).symbol < spec(b).symbol; });
-inline constexpr HookIndex kByApi =
-    sorted_ids([](HookId a, HookId b) { return spec(a).api < spec(b).api; });
+inline constexpr HookIndex kBySymbol = sorted_ids([](HookId a, HookId b) { return spec(a).symbol < spec(b).symbol; });
+inline constexpr HookIndex kByApi = sorted_ids([](HookId a, HookId b) { return spec(a).api < spec(b).api; });
 
 struct ApiLess {
-    constexpr bool operator()(HookId a, std::string_view b) const { return spec(a).api < b; }
-    constexpr bool operator()(std::string_view a, HookId b) const { return a < spec(b).api; }
+  constexpr bool operator()(HookId a, std::string_view b) const { return spec(a).api < b; }
+  constexpr bool operator()(std::string_view a, HookId b) const { return a < spec(b).api; }
 };
 }  // namespace detail
 
 // The row whose exported symbol is `symbol` ("cuMemAlloc_v2"), for dlsym.
-constexpr std::optional<HookId> find_by_symbol(std::string_view symbol) noexcept
-{
-    const auto& ids = detail::kBySymbol;
-    const auto it = std::lower_bound(ids.begin(), ids.end(), symbol,
-                                     [](HookId id, std::string_view s) { return spec(id).symbol < s; });
-    if (it != ids.end() && spec(*it).symbol == symbol) {
-        return *it;
-    }
-    return std::nullopt;
+constexpr std::optional<HookId> find_by_symbol(std::string_view symbol) noexcept {
+  const auto& ids = detail::kBySymbol;
+  const auto it = std::lower_bound(ids.begin(), ids.end(), symbol,
+                                   [](HookId id, std::string_view s) { return spec(id).symbol < s; });
+  if (it != ids.end() && spec(*it).symbol == symbol) {
+    return *it;
+  }
+  return std::nullopt;
 }
 
 // The row cuGetProcAddress(api, version, flags) resolves to, choosing as the
@@ -184,24 +175,20 @@ constexpr std::optional<HookId> find_by_symbol(std::string_view symbol) noexcept
 // any (an API without such variants, cuModuleLoad, answers the flag with its
 // ordinary function), then the highest version <= `version`. nullopt: not
 // hooked, the lookup passes through.
-constexpr std::optional<HookId> select_for_lookup(std::string_view api, int version,
-                                                  std::uint64_t flags) noexcept
-{
-    const auto [first, last] =
-        std::equal_range(detail::kByApi.begin(), detail::kByApi.end(), api, detail::ApiLess{});
-    const bool wants_per_thread = (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) != 0;
-    const bool has_per_thread = std::any_of(first, last, [](HookId id) { return spec(id).per_thread; });
-    const bool per_thread = wants_per_thread && has_per_thread;
+constexpr std::optional<HookId> select_for_lookup(std::string_view api, int version, std::uint64_t flags) noexcept {
+  const auto [first, last] = std::equal_range(detail::kByApi.begin(), detail::kByApi.end(), api, detail::ApiLess{});
+  const bool wants_per_thread = (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) != 0;
+  const bool has_per_thread = std::any_of(first, last, [](HookId id) { return spec(id).per_thread; });
+  const bool per_thread = wants_per_thread && has_per_thread;
 
-    std::optional<HookId> best;
-    for (auto it = first; it != last; ++it) {
-        const HookSpec& row = spec(*it);
-        if (row.per_thread == per_thread && row.version <= version &&
-            (!best || row.version > spec(*best).version)) {
-            best = *it;
-        }
+  std::optional<HookId> best;
+  for (auto it = first; it != last; ++it) {
+    const HookSpec& row = spec(*it);
+    if (row.per_thread == per_thread && row.version <= version && (!best || row.version > spec(*best).version)) {
+      best = *it;
     }
-    return best;
+  }
+  return best;
 }
 
 // ---- the shim's functions ------------------------------------------------------
@@ -225,10 +212,9 @@ void* resolve_real_function(HookId id) noexcept;
 // The driver's function for a row: adopted from a dlsym / cuGetProcAddress
 // answer the shim intercepted, or looked up by symbol in the real libcuda on
 // first use. nullptr if the driver does not have it.
-inline void* real_function(HookId id) noexcept
-{
-    void* fn = detail::g_real_functions[slot_of(id)].load(std::memory_order_acquire);
-    return fn != nullptr ? fn : detail::resolve_real_function(id);
+inline void* real_function(HookId id) noexcept {
+  void* fn = detail::g_real_functions[slot_of(id)].load(std::memory_order_acquire);
+  return fn != nullptr ? fn : detail::resolve_real_function(id);
 }
 
 // Records `fn`, a driver function the program was about to receive for this

@@ -25,36 +25,35 @@ struct GenericWrapper;
 
 template <HookId Id, class... Args>
 struct GenericWrapper<Id, CUresult(Args...)> {
-    static CUresult call(Args... args) noexcept
-    {
-        timing::beforeAnyCall();
-        count_call(Id);
-        using Pfn = typename HookPfn<Id>::type;
-        const auto real = reinterpret_cast<Pfn>(real_function(Id));
-        if (real == nullptr) {
-            return missing_function(Id);
-        }
-        using Obs = Observer<family_of(Id)>;
-        constexpr bool has_before = requires { Obs::before(Id, args...); };
-        [[maybe_unused]] bool before_ran = false;
-        if constexpr (has_before) {
-            before_ran = observe([&] { Obs::before(Id, args...); });
-        }
-        const CUresult result = real(args...);
-        if (result != CUDA_SUCCESS) [[unlikely]] {
-            observe([&] { observe_failure(Id, result); });
-        }
-        if constexpr (requires { Obs::after(Id, result, args...); }) {
-            if constexpr (has_before) {
-                if (before_ran) {
-                    observe([&] { Obs::after(Id, result, args...); }, true);  // take down what before() set up
-                }
-            } else {
-                observe([&] { Obs::after(Id, result, args...); });
-            }
-        }
-        return result;
+  static CUresult call(Args... args) noexcept {
+    timing::beforeAnyCall();
+    count_call(Id);
+    using Pfn = typename HookPfn<Id>::type;
+    const auto real = reinterpret_cast<Pfn>(real_function(Id));
+    if (real == nullptr) {
+      return missing_function(Id);
     }
+    using Obs = Observer<family_of(Id)>;
+    constexpr bool has_before = requires { Obs::before(Id, args...); };
+    [[maybe_unused]] bool before_ran = false;
+    if constexpr (has_before) {
+      before_ran = observe([&] { Obs::before(Id, args...); });
+    }
+    const CUresult result = real(args...);
+    if (result != CUDA_SUCCESS) [[unlikely]] {
+      observe([&] { observe_failure(Id, result); });
+    }
+    if constexpr (requires { Obs::after(Id, result, args...); }) {
+      if constexpr (has_before) {
+        if (before_ran) {
+          observe([&] { Obs::after(Id, result, args...); }, true);  // take down what before() set up
+        }
+      } else {
+        observe([&] { Obs::after(Id, result, args...); });
+      }
+    }
+    return result;
+  }
 };
 
 template <HookId Id>
@@ -64,12 +63,12 @@ struct Wrapper : GenericWrapper<Id> {};
 // rewrite the pointer the driver returns instead of observing it.
 template <>
 struct Wrapper<HookId::cuGetProcAddress_hook> {
-    static CUresult call(const char* symbol, void** pfn, int version, cuuint64_t flags) noexcept;
+  static CUresult call(const char* symbol, void** pfn, int version, cuuint64_t flags) noexcept;
 };
 template <>
 struct Wrapper<HookId::cuGetProcAddress_v2_hook> {
-    static CUresult call(const char* symbol, void** pfn, int version, cuuint64_t flags,
-                         CUdriverProcAddressQueryResult* status) noexcept;
+  static CUresult call(const char* symbol, void** pfn, int version, cuuint64_t flags,
+                       CUdriverProcAddressQueryResult* status) noexcept;
 };
 
 }  // namespace kcap

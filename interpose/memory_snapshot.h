@@ -33,59 +33,59 @@
 namespace kcap {
 
 class StagingPool {
-public:
-    // Buffers of `bufferBytes` (a multiple of the trace's piece size, so
-    // that the pieces of a range do not depend on how it was staged).
-    explicit StagingPool(size_t bufferBytes) : bufferBytes_(bufferBytes) {}
-    StagingPool(const StagingPool&) = delete;
-    StagingPool& operator=(const StagingPool&) = delete;
+ public:
+  // Buffers of `bufferBytes` (a multiple of the trace's piece size, so
+  // that the pieces of a range do not depend on how it was staged).
+  explicit StagingPool(size_t bufferBytes) : bufferBytes_(bufferBytes) {}
+  StagingPool(const StagingPool&) = delete;
+  StagingPool& operator=(const StagingPool&) = delete;
 
-    class Lease {
-    public:
-        Lease(StagingPool& pool, uint8_t* data) : pool_(&pool), data_(data) {}
-        Lease(Lease&& other) noexcept : pool_(other.pool_), data_(other.data_) { other.data_ = nullptr; }
-        Lease(const Lease&) = delete;
-        Lease& operator=(const Lease&) = delete;
-        Lease& operator=(Lease&&) = delete;
-        ~Lease();
-        uint8_t* data() const { return data_; }
-        size_t size() const { return pool_->bufferBytes_; }
-        bool pageLocked() const { return pool_->isPageLocked(data_); }
-        // Past size(): room for the device's hashes of the pieces in data()
-        // (16 bytes for each KiB).
-        uint64_t* hashArea() const { return reinterpret_cast<uint64_t*>(data_ + pool_->bufferBytes_); }
+  class Lease {
+   public:
+    Lease(StagingPool& pool, uint8_t* data) : pool_(&pool), data_(data) {}
+    Lease(Lease&& other) noexcept : pool_(other.pool_), data_(other.data_) { other.data_ = nullptr; }
+    Lease(const Lease&) = delete;
+    Lease& operator=(const Lease&) = delete;
+    Lease& operator=(Lease&&) = delete;
+    ~Lease();
+    uint8_t* data() const { return data_; }
+    size_t size() const { return pool_->bufferBytes_; }
+    bool pageLocked() const { return pool_->isPageLocked(data_); }
+    // Past size(): room for the device's hashes of the pieces in data()
+    // (16 bytes for each KiB).
+    uint64_t* hashArea() const { return reinterpret_cast<uint64_t*>(data_ + pool_->bufferBytes_); }
 
-    private:
-        StagingPool* pool_;
-        uint8_t* data_;
-    };
+   private:
+    StagingPool* pool_;
+    uint8_t* data_;
+  };
 
-    Lease acquire();  // throws std::bad_alloc when no memory at all
-    size_t bufferBytes() const { return bufferBytes_; }
+  Lease acquire();  // throws std::bad_alloc when no memory at all
+  size_t bufferBytes() const { return bufferBytes_; }
 
-private:
-    bool isPageLocked(const uint8_t* data);
+ private:
+  bool isPageLocked(const uint8_t* data);
 
-    const size_t bufferBytes_;
-    std::mutex mutex_;
-    std::vector<uint8_t*> free_;
-    std::vector<const uint8_t*> plain_;  // those the driver would not page-lock (few: a fallback)
+  const size_t bufferBytes_;
+  std::mutex mutex_;
+  std::vector<uint8_t*> free_;
+  std::vector<const uint8_t*> plain_;  // those the driver would not page-lock (few: a fallback)
 };
 
 // What a snapshot stored: Content fields, ready to be copied into an event.
 struct StoredContent {
-    uint64_t size = 0;
-    uint32_t pieceSize = 0;
-    std::vector<format::Hash128> pieces;
+  uint64_t size = 0;
+  uint32_t pieceSize = 0;
+  std::vector<format::Hash128> pieces;
 
-    void writeTo(schema::Content::Builder out) const;
+  void writeTo(schema::Content::Builder out) const;
 };
 
 struct SnapshotRange {
-    uint64_t address = 0;
-    uint64_t size = 0;
-    uint64_t allocationBase = 0;
-    schema::MemoryKind kind = schema::MemoryKind::ALLOCATION;
+  uint64_t address = 0;
+  uint64_t size = 0;
+  uint64_t allocationBase = 0;
+  schema::MemoryKind kind = schema::MemoryKind::ALLOCATION;
 };
 
 // Page-locks the writer's direct blocks (TraceWriter::takeDirectBlocks)
@@ -98,7 +98,7 @@ format::PageLocker& driverPageLocker();
 // scanning small buffers for pointers). `deviceHashing`: the range may be
 // hashed on the device first (--hash device). Returns the first failing
 // copy's result (the content is then incomplete and must not be used).
-CUresult snapshot(format::TraceWriter& writer, StagingPool& staging, const SnapshotRange& range,
-                  StoredContent& out, std::vector<uint8_t>* hostCopy, bool deviceHashing);
+CUresult snapshot(format::TraceWriter& writer, StagingPool& staging, const SnapshotRange& range, StoredContent& out,
+                  std::vector<uint8_t>* hostCopy, bool deviceHashing);
 
 }  // namespace kcap

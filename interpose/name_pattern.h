@@ -34,59 +34,55 @@
 namespace kcap {
 
 // What is wrong with a pattern, and where: "at position N: ...".
-class NamePatternError : public std::runtime_error
-{
-public:
-    NamePatternError(size_t position, const std::string& problem);
-    size_t position() const { return position_; }
+class NamePatternError : public std::runtime_error {
+ public:
+  NamePatternError(size_t position, const std::string& problem);
+  size_t position() const { return position_; }
 
-private:
-    size_t position_;
+ private:
+  size_t position_;
 };
 
-class NamePattern
-{
-public:
-    // Groups nested deeper are refused: the parser recurses once per level,
-    // and the shim may parse on a program thread with a small stack.
-    static constexpr size_t kMaxNesting = 100;
-    // Patterns whose program would have more states are refused: they bound
-    // search()'s time per byte and its memory.
-    static constexpr size_t kMaxStates = 100000;
-    // The largest count of {n}, {n,}, {n,m} (RE2's limit too).
-    static constexpr uint32_t kMaxRepeat = 1000;
+class NamePattern {
+ public:
+  // Groups nested deeper are refused: the parser recurses once per level,
+  // and the shim may parse on a program thread with a small stack.
+  static constexpr size_t kMaxNesting = 100;
+  // Patterns whose program would have more states are refused: they bound
+  // search()'s time per byte and its memory.
+  static constexpr size_t kMaxStates = 100000;
+  // The largest count of {n}, {n,}, {n,m} (RE2's limit too).
+  static constexpr uint32_t kMaxRepeat = 1000;
 
-    // Throws NamePatternError.
-    explicit NamePattern(std::string_view source);
+  // Throws NamePatternError.
+  explicit NamePattern(std::string_view source);
 
-    // True if the pattern matches somewhere in `name`. Thread-safe.
-    bool search(std::string_view name) const;
+  // True if the pattern matches somewhere in `name`. Thread-safe.
+  bool search(std::string_view name) const;
 
-    size_t states() const { return program_.size(); }
+  size_t states() const { return program_.size(); }
 
-private:
-    friend class NamePatternCompiler;  // name_pattern.cpp: parses a pattern into the program
+ private:
+  friend class NamePatternCompiler;  // name_pattern.cpp: parses a pattern into the program
 
-    enum class Op : uint8_t
-    {
-        kByte,   // consume the byte `x`
-        kSet,    // consume a byte of sets_[x]
-        kSplit,  // go on at both `x` and `y`
-        kJump,   // go on at `x`
-        kBegin,  // go on only at the start of the name
-        kEnd,    // go on only at its end
-        kMatch,
-    };
-    struct Instruction
-    {
-        Op op;
-        uint32_t x;
-        uint32_t y;
-    };
-    using ByteSet = std::array<uint64_t, 4>;
+  enum class Op : uint8_t {
+    kByte,   // consume the byte `x`
+    kSet,    // consume a byte of sets_[x]
+    kSplit,  // go on at both `x` and `y`
+    kJump,   // go on at `x`
+    kBegin,  // go on only at the start of the name
+    kEnd,    // go on only at its end
+    kMatch,
+  };
+  struct Instruction {
+    Op op;
+    uint32_t x;
+    uint32_t y;
+  };
+  using ByteSet = std::array<uint64_t, 4>;
 
-    std::vector<Instruction> program_;  // kByte, kSet, kBegin, kEnd go on at the next instruction
-    std::vector<ByteSet> sets_;
+  std::vector<Instruction> program_;  // kByte, kSet, kBegin, kEnd go on at the next instruction
+  std::vector<ByteSet> sets_;
 };
 
 }  // namespace kcap

@@ -46,20 +46,19 @@ void stop_observing(const char* why) noexcept;
 // Runs an observer callback; an exception stops all observing (see above).
 // Returns true if the callback ran and returned normally.
 template <class Callback>
-bool observe(Callback&& callback, bool evenIfStopped = false) noexcept
-{
-    if (!evenIfStopped && !observing()) {
-        return false;
-    }
-    try {
-        callback();
-        return true;
-    } catch (const std::exception& e) {
-        stop_observing(e.what());
-    } catch (...) {
-        stop_observing("unknown exception");
-    }
+bool observe(Callback&& callback, bool evenIfStopped = false) noexcept {
+  if (!evenIfStopped && !observing()) {
     return false;
+  }
+  try {
+    callback();
+    return true;
+  } catch (const std::exception& e) {
+    stop_observing(e.what());
+  } catch (...) {
+    stop_observing("unknown exception");
+  }
+  return false;
 }
 
 // A hooked call returned `result` != CUDA_SUCCESS (memory_observers.cpp).
@@ -67,23 +66,23 @@ void observe_failure(HookId id, CUresult result);
 
 // ---- the observers of this build ------------------------------------------------
 
-#define KCAP_OBSERVE_AFTER(family, ...)                   \
-    template <>                                           \
-    struct Observer<HookId::family> {                     \
-        static void after(HookId, CUresult, __VA_ARGS__); \
-    };
-#define KCAP_OBSERVE_AROUND(family, ...)                  \
-    template <>                                           \
-    struct Observer<HookId::family> {                     \
-        static void before(HookId, __VA_ARGS__);          \
-        static void after(HookId, CUresult, __VA_ARGS__); \
-    };
+#define KCAP_OBSERVE_AFTER(family, ...)               \
+  template <>                                         \
+  struct Observer<HookId::family> {                   \
+    static void after(HookId, CUresult, __VA_ARGS__); \
+  };
+#define KCAP_OBSERVE_AROUND(family, ...)              \
+  template <>                                         \
+  struct Observer<HookId::family> {                   \
+    static void before(HookId, __VA_ARGS__);          \
+    static void after(HookId, CUresult, __VA_ARGS__); \
+  };
 
 // Code (observers.cpp)
 KCAP_OBSERVE_AFTER(cuModuleLoad_hook, CUmodule* module, const char* path)
 KCAP_OBSERVE_AFTER(cuModuleLoadData_hook, CUmodule* module, const void* image)
-KCAP_OBSERVE_AFTER(cuModuleLoadDataEx_hook, CUmodule* module, const void* image, unsigned count,
-                   CUjit_option* options, void** values)
+KCAP_OBSERVE_AFTER(cuModuleLoadDataEx_hook, CUmodule* module, const void* image, unsigned count, CUjit_option* options,
+                   void** values)
 KCAP_OBSERVE_AFTER(cuModuleLoadFatBinary_hook, CUmodule* module, const void* fatbin)
 KCAP_OBSERVE_AFTER(cuModuleUnload_hook, CUmodule module)
 KCAP_OBSERVE_AFTER(cuModuleGetFunction_hook, CUfunction* function, CUmodule module, const char* name)
@@ -106,14 +105,13 @@ KCAP_OBSERVE_AFTER(cuFuncSetCacheConfig_hook, CUfunction function, CUfunc_cache 
 
 // Launches are observed before the real call: a launch that faults must
 // already be on record (and its inputs snapshotted) when the driver gets it.
-KCAP_OBSERVE_AROUND(cuLaunchKernel_hook, CUfunction f, unsigned gridX, unsigned gridY, unsigned gridZ,
-                    unsigned blockX, unsigned blockY, unsigned blockZ, unsigned sharedBytes, CUstream stream,
-                    void** params, void** extra)
-KCAP_OBSERVE_AROUND(cuLaunchKernelEx_hook, const CUlaunchConfig* config, CUfunction f, void** params,
+KCAP_OBSERVE_AROUND(cuLaunchKernel_hook, CUfunction f, unsigned gridX, unsigned gridY, unsigned gridZ, unsigned blockX,
+                    unsigned blockY, unsigned blockZ, unsigned sharedBytes, CUstream stream, void** params,
                     void** extra)
-KCAP_OBSERVE_AROUND(cuLaunchCooperativeKernel_hook, CUfunction f, unsigned gridX, unsigned gridY,
-                    unsigned gridZ, unsigned blockX, unsigned blockY, unsigned blockZ, unsigned sharedBytes,
-                    CUstream stream, void** params)
+KCAP_OBSERVE_AROUND(cuLaunchKernelEx_hook, const CUlaunchConfig* config, CUfunction f, void** params, void** extra)
+KCAP_OBSERVE_AROUND(cuLaunchCooperativeKernel_hook, CUfunction f, unsigned gridX, unsigned gridY, unsigned gridZ,
+                    unsigned blockX, unsigned blockY, unsigned blockZ, unsigned sharedBytes, CUstream stream,
+                    void** params)
 KCAP_OBSERVE_AFTER(cuGraphLaunch_hook, CUgraphExec graph, CUstream stream)
 
 // Allocation (memory_observers.cpp). Frees are seen before the real call
@@ -123,18 +121,17 @@ KCAP_OBSERVE_AFTER(cuMemAllocPitch_v2_hook, CUdeviceptr* address, size_t* pitch,
                    unsigned elementSize)
 KCAP_OBSERVE_AFTER(cuMemAllocManaged_hook, CUdeviceptr* address, size_t size, unsigned flags)
 KCAP_OBSERVE_AFTER(cuMemAllocAsync_hook, CUdeviceptr* address, size_t size, CUstream stream)
-KCAP_OBSERVE_AFTER(cuMemAllocFromPoolAsync_hook, CUdeviceptr* address, size_t size, CUmemoryPool pool,
-                   CUstream stream)
+KCAP_OBSERVE_AFTER(cuMemAllocFromPoolAsync_hook, CUdeviceptr* address, size_t size, CUmemoryPool pool, CUstream stream)
 KCAP_OBSERVE_AROUND(cuMemFree_v2_hook, CUdeviceptr address)
 KCAP_OBSERVE_AROUND(cuMemFreeAsync_hook, CUdeviceptr address, CUstream stream)
-KCAP_OBSERVE_AFTER(cuMemAddressReserve_hook, CUdeviceptr* address, size_t size, size_t alignment,
-                   CUdeviceptr hint, unsigned long long flags)
+KCAP_OBSERVE_AFTER(cuMemAddressReserve_hook, CUdeviceptr* address, size_t size, size_t alignment, CUdeviceptr hint,
+                   unsigned long long flags)
 KCAP_OBSERVE_AROUND(cuMemAddressFree_hook, CUdeviceptr address, size_t size)
-KCAP_OBSERVE_AFTER(cuMemCreate_hook, CUmemGenericAllocationHandle* handle, size_t size,
-                   const CUmemAllocationProp* prop, unsigned long long flags)
+KCAP_OBSERVE_AFTER(cuMemCreate_hook, CUmemGenericAllocationHandle* handle, size_t size, const CUmemAllocationProp* prop,
+                   unsigned long long flags)
 KCAP_OBSERVE_AFTER(cuMemRelease_hook, CUmemGenericAllocationHandle handle)
-KCAP_OBSERVE_AFTER(cuMemMap_hook, CUdeviceptr address, size_t size, size_t offset,
-                   CUmemGenericAllocationHandle handle, unsigned long long flags)
+KCAP_OBSERVE_AFTER(cuMemMap_hook, CUdeviceptr address, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
+                   unsigned long long flags)
 KCAP_OBSERVE_AROUND(cuMemUnmap_hook, CUdeviceptr address, size_t size)
 KCAP_OBSERVE_AFTER(cuMemAllocHost_v2_hook, void** pointer, size_t size)
 KCAP_OBSERVE_AFTER(cuMemHostAlloc_hook, void** pointer, size_t size, unsigned flags)
@@ -164,14 +161,13 @@ KCAP_OBSERVE_AFTER(cuMemsetD2D8_v2_hook, CUdeviceptr dst, size_t pitch, unsigned
                    size_t height)
 KCAP_OBSERVE_AFTER(cuMemsetD2D16_v2_hook, CUdeviceptr dst, size_t pitch, unsigned short value, size_t width,
                    size_t height)
-KCAP_OBSERVE_AFTER(cuMemsetD2D32_v2_hook, CUdeviceptr dst, size_t pitch, unsigned value, size_t width,
-                   size_t height)
+KCAP_OBSERVE_AFTER(cuMemsetD2D32_v2_hook, CUdeviceptr dst, size_t pitch, unsigned value, size_t width, size_t height)
 KCAP_OBSERVE_AFTER(cuMemsetD2D8Async_hook, CUdeviceptr dst, size_t pitch, unsigned char value, size_t width,
                    size_t height, CUstream stream)
 KCAP_OBSERVE_AFTER(cuMemsetD2D16Async_hook, CUdeviceptr dst, size_t pitch, unsigned short value, size_t width,
                    size_t height, CUstream stream)
-KCAP_OBSERVE_AFTER(cuMemsetD2D32Async_hook, CUdeviceptr dst, size_t pitch, unsigned value, size_t width,
-                   size_t height, CUstream stream)
+KCAP_OBSERVE_AFTER(cuMemsetD2D32Async_hook, CUdeviceptr dst, size_t pitch, unsigned value, size_t width, size_t height,
+                   CUstream stream)
 KCAP_OBSERVE_AFTER(cuMemcpy3D_v2_hook, const CUDA_MEMCPY3D* copy)
 KCAP_OBSERVE_AFTER(cuMemcpy3DAsync_v2_hook, const CUDA_MEMCPY3D* copy, CUstream stream)
 
@@ -194,22 +190,21 @@ KCAP_OBSERVE_AFTER(cuTensorMapEncodeTiled_hook, CUtensorMap* map, CUtensorMapDat
                    const cuuint32_t* boxDim, const cuuint32_t* elementStrides, CUtensorMapInterleave interleave,
                    CUtensorMapSwizzle swizzle, CUtensorMapL2promotion l2Promotion, CUtensorMapFloatOOBfill oobFill)
 KCAP_OBSERVE_AFTER(cuTensorMapEncodeIm2col_hook, CUtensorMap* map, CUtensorMapDataType dataType, cuuint32_t rank,
-                   void* address, const cuuint64_t* globalDim, const cuuint64_t* globalStrides,
-                   const int* lowerCorner, const int* upperCorner, cuuint32_t channelsPerPixel,
-                   cuuint32_t pixelsPerColumn, const cuuint32_t* elementStrides, CUtensorMapInterleave interleave,
+                   void* address, const cuuint64_t* globalDim, const cuuint64_t* globalStrides, const int* lowerCorner,
+                   const int* upperCorner, cuuint32_t channelsPerPixel, cuuint32_t pixelsPerColumn,
+                   const cuuint32_t* elementStrides, CUtensorMapInterleave interleave, CUtensorMapSwizzle swizzle,
+                   CUtensorMapL2promotion l2Promotion, CUtensorMapFloatOOBfill oobFill)
+KCAP_OBSERVE_AFTER(cuTensorMapEncodeIm2colWide_hook, CUtensorMap* map, CUtensorMapDataType dataType, cuuint32_t rank,
+                   void* address, const cuuint64_t* globalDim, const cuuint64_t* globalStrides, int lowerCornerWidth,
+                   int upperCornerWidth, cuuint32_t channelsPerPixel, cuuint32_t pixelsPerColumn,
+                   const cuuint32_t* elementStrides, CUtensorMapInterleave interleave, CUtensorMapIm2ColWideMode mode,
                    CUtensorMapSwizzle swizzle, CUtensorMapL2promotion l2Promotion, CUtensorMapFloatOOBfill oobFill)
-KCAP_OBSERVE_AFTER(cuTensorMapEncodeIm2colWide_hook, CUtensorMap* map, CUtensorMapDataType dataType,
-                   cuuint32_t rank, void* address, const cuuint64_t* globalDim, const cuuint64_t* globalStrides,
-                   int lowerCornerWidth, int upperCornerWidth, cuuint32_t channelsPerPixel,
-                   cuuint32_t pixelsPerColumn, const cuuint32_t* elementStrides, CUtensorMapInterleave interleave,
-                   CUtensorMapIm2ColWideMode mode, CUtensorMapSwizzle swizzle, CUtensorMapL2promotion l2Promotion,
-                   CUtensorMapFloatOOBfill oobFill)
 
 // cuCtxSynchronize has two ABIs (CUDA 13 added the context argument).
 template <>
 struct Observer<HookId::cuCtxSynchronize_hook> {
-    static void after(HookId, CUresult);
-    static void after(HookId, CUresult, CUcontext context);
+  static void after(HookId, CUresult);
+  static void after(HookId, CUresult, CUcontext context);
 };
 
 #undef KCAP_OBSERVE_AFTER

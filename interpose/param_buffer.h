@@ -22,31 +22,29 @@
 namespace kcap {
 
 struct ParamBuffer {
-    std::vector<uint8_t> bytes;
-    bool fromExtra = false;  // taken from `extra`
-    bool complete = false;   // false: parameters exist but could not be read (no layout)
+  std::vector<uint8_t> bytes;
+  bool fromExtra = false;  // taken from `extra`
+  bool complete = false;   // false: parameters exist but could not be read (no layout)
 
-    // The layout `bytes` follows: the kernel's (not copied: a launch would
-    // pay for the copy, and the recorder's layouts are interned for the
-    // life of the process), or one slot covering the whole buffer.
-    std::span<const ParamSlot> layout() const
-    {
-        if (kernelLayout != nullptr) {
-            return *kernelLayout;
-        }
-        return wholeBuffer.size != 0 ? std::span<const ParamSlot>(&wholeBuffer, 1) : std::span<const ParamSlot>();
+  // The layout `bytes` follows: the kernel's (not copied: a launch would
+  // pay for the copy, and the recorder's layouts are interned for the
+  // life of the process), or one slot covering the whole buffer.
+  std::span<const ParamSlot> layout() const {
+    if (kernelLayout != nullptr) {
+      return *kernelLayout;
     }
+    return wholeBuffer.size != 0 ? std::span<const ParamSlot>(&wholeBuffer, 1) : std::span<const ParamSlot>();
+  }
 
-    const std::vector<ParamSlot>* kernelLayout = nullptr;  // must outlive the buffer
-    ParamSlot wholeBuffer{0, 0};  // the layout when the kernel's is unknown (size 0: none)
+  const std::vector<ParamSlot>* kernelLayout = nullptr;  // must outlive the buffer
+  ParamSlot wholeBuffer{0, 0};                           // the layout when the kernel's is unknown (size 0: none)
 };
 
 // `layout` is the kernel's layout from cu{Func,Kernel}GetParamInfo, or nullptr
 // when the driver could not say; the buffer refers to it, so it must outlive
 // the buffer. From `extra` with no layout, the layout is one slot covering
 // the whole buffer (every aligned word is then scanned).
-ParamBuffer assembleParams(const std::vector<ParamSlot>* layout, void* const* kernelParams,
-                           void* const* extra);
+ParamBuffer assembleParams(const std::vector<ParamSlot>* layout, void* const* kernelParams, void* const* extra);
 // The same into `out`, whose vectors keep their capacity (launch path).
 void assembleParams(const std::vector<ParamSlot>* layout, void* const* kernelParams, void* const* extra,
                     ParamBuffer& out);

@@ -32,22 +32,22 @@
 namespace kcap {
 
 struct ParamSlot {
-    uint32_t offset = 0;
-    uint32_t size = 0;
+  uint32_t offset = 0;
+  uint32_t size = 0;
 };
 
 struct ParamPointer {
-    uint32_t offset = 0;          // byte offset of the word in the parameter buffer
-    uint64_t value = 0;           // the address it holds
-    uint64_t allocationBase = 0;  // the allocation it points into
-    bool inTensorMap = false;
+  uint32_t offset = 0;          // byte offset of the word in the parameter buffer
+  uint64_t value = 0;           // the address it holds
+  uint64_t allocationBase = 0;  // the allocation it points into
+  bool inTensorMap = false;
 };
 
 struct IndirectPointer {
-    uint64_t bufferAddress = 0;  // device address of the buffer holding the word
-    uint64_t offset = 0;         // byte offset of the word in that buffer
-    uint64_t value = 0;
-    uint64_t allocationBase = 0;
+  uint64_t bufferAddress = 0;  // device address of the buffer holding the word
+  uint64_t offset = 0;         // byte offset of the word in that buffer
+  uint64_t value = 0;
+  uint64_t allocationBase = 0;
 };
 
 inline constexpr uint32_t kTensorMapBytes = 128;
@@ -55,23 +55,23 @@ inline constexpr uint32_t kTensorMapBytes = 128;
 // The tensor maps the program's encode calls made, by their bytes. Thread-safe;
 // free to ask while none was made (the common case: no lock taken).
 class KnownTensorMaps {
-public:
-    void add(const void* map);
-    bool contains(const uint8_t* bytes) const;
+ public:
+  void add(const void* map);
+  bool contains(const uint8_t* bytes) const;
 
-private:
-    using Bytes = std::array<uint8_t, kTensorMapBytes>;
-    mutable std::mutex mutex_;
-    std::set<Bytes> maps_;
-    std::atomic<bool> any_{false};
+ private:
+  using Bytes = std::array<uint8_t, kTensorMapBytes>;
+  mutable std::mutex mutex_;
+  std::set<Bytes> maps_;
+  std::atomic<bool> any_{false};
 };
 
 // Scans `params` (the packed parameter buffer, laid out per `layout`) into
 // `found` (cleared first; its capacity is reused: this is on every recorded
 // launch's path). The allocation map is locked once, and only when some word
 // could be an address.
-void scanParams(const uint8_t* params, size_t size, std::span<const ParamSlot> layout,
-                const AllocationMap& allocations, const KnownTensorMaps& tensorMaps, std::vector<ParamPointer>& found);
+void scanParams(const uint8_t* params, size_t size, std::span<const ParamSlot> layout, const AllocationMap& allocations,
+                const KnownTensorMaps& tensorMaps, std::vector<ParamPointer>& found);
 std::vector<ParamPointer> scanParams(const uint8_t* params, size_t size, const std::vector<ParamSlot>& layout,
                                      const AllocationMap& allocations, const KnownTensorMaps& tensorMaps);
 

@@ -13,99 +13,95 @@ namespace kcap {
 namespace {
 
 // Asks the real driver, through whichever form of the lookup it has.
-void* real_lookup(const char* symbol, int version, cuuint64_t flags) noexcept
-{
-    void* fn = nullptr;
-    if (const auto v2 = reinterpret_cast<PFN_cuGetProcAddress_v12000>(
-            real_function(HookId::cuGetProcAddress_v2_hook))) {
-        CUdriverProcAddressQueryResult status{};
-        return v2(symbol, &fn, version, flags, &status) == CUDA_SUCCESS ? fn : nullptr;
-    }
-    if (const auto v1 = reinterpret_cast<PFN_cuGetProcAddress_v11030>(
-            real_function(HookId::cuGetProcAddress_hook))) {
-        return v1(symbol, &fn, version, flags) == CUDA_SUCCESS ? fn : nullptr;
-    }
-    return nullptr;
+void* real_lookup(const char* symbol, int version, cuuint64_t flags) noexcept {
+  void* fn = nullptr;
+  if (const auto v2 = reinterpret_cast<PFN_cuGetProcAddress_v12000>(real_function(HookId::cuGetProcAddress_v2_hook))) {
+    CUdriverProcAddressQueryResult status{};
+    return v2(symbol, &fn, version, flags, &status) == CUDA_SUCCESS ? fn : nullptr;
+  }
+  if (const auto v1 = reinterpret_cast<PFN_cuGetProcAddress_v11030>(real_function(HookId::cuGetProcAddress_hook))) {
+    return v1(symbol, &fn, version, flags) == CUDA_SUCCESS ? fn : nullptr;
+  }
+  return nullptr;
 }
 
 // What the program gets for a successful lookup that returned `real`.
-void* answer(const char* symbol, int version, cuuint64_t flags, void* real) noexcept
-{
-    const auto id = select_for_lookup(symbol, version, flags);
-    if (!id) {
-        return real;  // not hooked
-    }
-    if (is_own_wrapper(real)) {
-        // The driver took the address of its own export through the global
-        // scope and found ours: already the right answer.
-        KCAP_DEBUG_ONCE("cuGetProcAddress(%s) returned the shim's export: the driver binds its "
-                        "own symbols through the global scope",
-                        symbol);
-        return real;
-    }
-    // Our row's ABI is the one the driver picked only if it returns the same
-    // function when asked for exactly the row's version. A driver newer than
-    // this shim may know a later ABI of the same name; wrapping that with our
-    // signature would corrupt the call, so it passes through unobserved.
-    const HookSpec& row = spec(*id);
-    if (version != row.version && real_lookup(symbol, row.version, flags) != real) {
-        KCAP_LOG_ONCE("the driver has a newer ABI of %s than %s (asked for %d); not hooking it",
-                      symbol, row.pfn.data(), version);
-        return real;
-    }
-    if (!real::is_driver_function(real)) {
-        // Not the driver's code (a program's PLT stub that leads back into
-        // the shim, see real_driver.h): the wrapper must not forward there,
-        // and takes its target from the driver's symbol table instead.
-        KCAP_DEBUG_ONCE("cuGetProcAddress(%s) returned a function outside the driver; "
-                        "forwarding to the driver's %s",
-                        symbol, row.symbol.data());
-        return wrapper_address(*id);
-    }
-    if (!adopt_real_function(*id, real)) {
-        // The exported symbol and the lookup gave different functions for
-        // one ABI. Both are the driver's implementation of it; the wrapper
-        // keeps calling the first one it saw.
-        KCAP_DEBUG_ONCE("cuGetProcAddress(%s, %d) returned another function than the one %s "
-                        "forwards to; keeping the first",
-                        symbol, version, row.symbol.data());
-    }
+void* answer(const char* symbol, int version, cuuint64_t flags, void* real) noexcept {
+  const auto id = select_for_lookup(symbol, version, flags);
+  if (!id) {
+    return real;  // not hooked
+  }
+  if (is_own_wrapper(real)) {
+    // The driver took the address of its own export through the global
+    // scope and found ours: already the right answer.
+    KCAP_DEBUG_ONCE(
+        "cuGetProcAddress(%s) returned the shim's export: the driver binds its "
+        "own symbols through the global scope",
+        symbol);
+    return real;
+  }
+  // Our row's ABI is the one the driver picked only if it returns the same
+  // function when asked for exactly the row's version. A driver newer than
+  // this shim may know a later ABI of the same name; wrapping that with our
+  // signature would corrupt the call, so it passes through unobserved.
+  const HookSpec& row = spec(*id);
+  if (version != row.version && real_lookup(symbol, row.version, flags) != real) {
+    KCAP_LOG_ONCE("the driver has a newer ABI of %s than %s (asked for %d); not hooking it", symbol, row.pfn.data(),
+                  version);
+    return real;
+  }
+  if (!real::is_driver_function(real)) {
+    // Not the driver's code (a program's PLT stub that leads back into
+    // the shim, see real_driver.h): the wrapper must not forward there,
+    // and takes its target from the driver's symbol table instead.
+    KCAP_DEBUG_ONCE(
+        "cuGetProcAddress(%s) returned a function outside the driver; "
+        "forwarding to the driver's %s",
+        symbol, row.symbol.data());
     return wrapper_address(*id);
+  }
+  if (!adopt_real_function(*id, real)) {
+    // The exported symbol and the lookup gave different functions for
+    // one ABI. Both are the driver's implementation of it; the wrapper
+    // keeps calling the first one it saw.
+    KCAP_DEBUG_ONCE(
+        "cuGetProcAddress(%s, %d) returned another function than the one %s "
+        "forwards to; keeping the first",
+        symbol, version, row.symbol.data());
+  }
+  return wrapper_address(*id);
 }
 
 }  // namespace
 
 CUresult Wrapper<HookId::cuGetProcAddress_hook>::call(const char* symbol, void** pfn, int version,
-                                                      cuuint64_t flags) noexcept
-{
-    constexpr HookId id = HookId::cuGetProcAddress_hook;
-    count_call(id);
-    const auto real = reinterpret_cast<PFN_cuGetProcAddress_v11030>(real_function(id));
-    if (real == nullptr) {
-        return missing_function(id);
-    }
-    const CUresult result = real(symbol, pfn, version, flags);
-    if (result == CUDA_SUCCESS && symbol != nullptr && pfn != nullptr && *pfn != nullptr) {
-        *pfn = answer(symbol, version, flags, *pfn);
-    }
-    return result;
+                                                      cuuint64_t flags) noexcept {
+  constexpr HookId id = HookId::cuGetProcAddress_hook;
+  count_call(id);
+  const auto real = reinterpret_cast<PFN_cuGetProcAddress_v11030>(real_function(id));
+  if (real == nullptr) {
+    return missing_function(id);
+  }
+  const CUresult result = real(symbol, pfn, version, flags);
+  if (result == CUDA_SUCCESS && symbol != nullptr && pfn != nullptr && *pfn != nullptr) {
+    *pfn = answer(symbol, version, flags, *pfn);
+  }
+  return result;
 }
 
-CUresult Wrapper<HookId::cuGetProcAddress_v2_hook>::call(const char* symbol, void** pfn, int version,
-                                                         cuuint64_t flags,
-                                                         CUdriverProcAddressQueryResult* status) noexcept
-{
-    constexpr HookId id = HookId::cuGetProcAddress_v2_hook;
-    count_call(id);
-    const auto real = reinterpret_cast<PFN_cuGetProcAddress_v12000>(real_function(id));
-    if (real == nullptr) {
-        return missing_function(id);
-    }
-    const CUresult result = real(symbol, pfn, version, flags, status);
-    if (result == CUDA_SUCCESS && symbol != nullptr && pfn != nullptr && *pfn != nullptr) {
-        *pfn = answer(symbol, version, flags, *pfn);
-    }
-    return result;
+CUresult Wrapper<HookId::cuGetProcAddress_v2_hook>::call(const char* symbol, void** pfn, int version, cuuint64_t flags,
+                                                         CUdriverProcAddressQueryResult* status) noexcept {
+  constexpr HookId id = HookId::cuGetProcAddress_v2_hook;
+  count_call(id);
+  const auto real = reinterpret_cast<PFN_cuGetProcAddress_v12000>(real_function(id));
+  if (real == nullptr) {
+    return missing_function(id);
+  }
+  const CUresult result = real(symbol, pfn, version, flags, status);
+  if (result == CUDA_SUCCESS && symbol != nullptr && pfn != nullptr && *pfn != nullptr) {
+    *pfn = answer(symbol, version, flags, *pfn);
+  }
+  return result;
 }
 
 }  // namespace kcap

@@ -20,16 +20,14 @@ bool debug_logging() noexcept;
 }  // namespace kcap
 
 // Logs the first time this statement runs, never again.
-#define KCAP_LOG_ONCE(...)                                          \
-    do {                                                            \
-        static std::atomic<bool> kcap_logged_{false};               \
-        if (!kcap_logged_.exchange(true, std::memory_order_relaxed)) \
-            ::kcap::log_message(__VA_ARGS__);                       \
-    } while (0)
+#define KCAP_LOG_ONCE(...)                                                                         \
+  do {                                                                                             \
+    static std::atomic<bool> kcap_logged_{false};                                                  \
+    if (!kcap_logged_.exchange(true, std::memory_order_relaxed)) ::kcap::log_message(__VA_ARGS__); \
+  } while (0)
 
 // The same, only with KCAP_DEBUG=1.
-#define KCAP_DEBUG_ONCE(...)               \
-    do {                                   \
-        if (::kcap::debug_logging())       \
-            KCAP_LOG_ONCE(__VA_ARGS__);    \
-    } while (0)
+#define KCAP_DEBUG_ONCE(...)                                 \
+  do {                                                       \
+    if (::kcap::debug_logging()) KCAP_LOG_ONCE(__VA_ARGS__); \
+  } while (0)

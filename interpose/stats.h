@@ -42,17 +42,15 @@ int decide_counting() noexcept;  // reads KCAP_STATS_FILE once
 
 // Decided at the first call, not in a constructor: libraries loaded with the
 // program run their constructors (which may call the driver) before ours.
-inline bool counting() noexcept
-{
-    const int state = detail::g_counting.load(std::memory_order_relaxed);
-    return (state == detail::kUndecided ? detail::decide_counting() : state) == detail::kOn;
+inline bool counting() noexcept {
+  const int state = detail::g_counting.load(std::memory_order_relaxed);
+  return (state == detail::kUndecided ? detail::decide_counting() : state) == detail::kOn;
 }
 
-inline void count_call(HookId id) noexcept
-{
-    if (counting()) {
-        detail::g_call_counts[slot_of(id)].fetch_add(1, std::memory_order_relaxed);
-    }
+inline void count_call(HookId id) noexcept {
+  if (counting()) {
+    detail::g_call_counts[slot_of(id)].fetch_add(1, std::memory_order_relaxed);
+  }
 }
 
 std::uint64_t call_count(HookId id) noexcept;
@@ -69,11 +67,11 @@ void count_staging_buffer_made() noexcept;
 // fork): the figures of format::TraceWriter::Stats the report prints. Plain
 // numbers: every hook includes this header, the writer's is heavier.
 struct WriterFigures {
-    std::uint64_t uniqueBytes;
-    std::uint64_t reusedBuffers;
-    std::uint64_t producerWaitNs;
-    std::uint64_t pageLockedBytes;
-    std::uint64_t pageLockNs;
+  std::uint64_t uniqueBytes;
+  std::uint64_t reusedBuffers;
+  std::uint64_t producerWaitNs;
+  std::uint64_t pageLockedBytes;
+  std::uint64_t pageLockNs;
 };
 void note_writer_stats(const WriterFigures& figures) noexcept;
 

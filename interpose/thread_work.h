@@ -23,66 +23,62 @@
 namespace kcap {
 
 class ThreadWork {
-public:
-    struct alignas(64) Slot {
-        std::atomic<uint32_t> depth{0};  // work in progress on the owning thread
-        std::atomic<bool> orphaned{false};
-        Slot* next = nullptr;
-    };
+ public:
+  struct alignas(64) Slot {
+    std::atomic<uint32_t> depth{0};  // work in progress on the owning thread
+    std::atomic<bool> orphaned{false};
+    Slot* next = nullptr;
+  };
 
-    // The calling thread's slot; nullptr once the thread is exiting (its
-    // work then counts in the caller's shared fallback).
-    static Slot* mine() noexcept
-    {
-        Slot* const slot = t_slot;
-        return slot != nullptr ? slot : mineFirst();
+  // The calling thread's slot; nullptr once the thread is exiting (its
+  // work then counts in the caller's shared fallback).
+  static Slot* mine() noexcept {
+    Slot* const slot = t_slot;
+    return slot != nullptr ? slot : mineFirst();
+  }
+
+  // The worker's side: enter, then test `ending`; leave when done.
+  static void enter(Slot& slot) noexcept {
+    slot.depth.store(slot.depth.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    workerFence();
+  }
+  static void leave(Slot& slot) noexcept {
+    slot.depth.store(slot.depth.load(std::memory_order_relaxed) - 1, std::memory_order_release);
+  }
+  // Between enter's store and the load of the ending flag.
+  static void workerFence() noexcept {
+    if (asymmetric_.load(std::memory_order_relaxed)) {
+      std::atomic_signal_fence(std::memory_order_seq_cst);
+    } else {
+      std::atomic_thread_fence(std::memory_order_seq_cst);
     }
+  }
 
-    // The worker's side: enter, then test `ending`; leave when done.
-    static void enter(Slot& slot) noexcept
-    {
-        slot.depth.store(slot.depth.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-        workerFence();
-    }
-    static void leave(Slot& slot) noexcept
-    {
-        slot.depth.store(slot.depth.load(std::memory_order_relaxed) - 1, std::memory_order_release);
-    }
-    // Between enter's store and the load of the ending flag.
-    static void workerFence() noexcept
-    {
-        if (asymmetric_.load(std::memory_order_relaxed)) {
-            std::atomic_signal_fence(std::memory_order_seq_cst);
-        } else {
-            std::atomic_thread_fence(std::memory_order_seq_cst);
-        }
-    }
+  // The ending side: after storing the ending flag, before reading the
+  // counts. Async-signal-safe.
+  static void endingFence() noexcept;
+  // True while a thread other than `except`'s has work in progress (the
+  // ending thread may itself be inside work: it will not finish it while
+  // it waits).
+  static bool anyBusy(const Slot* except) noexcept;
 
-    // The ending side: after storing the ending flag, before reading the
-    // counts. Async-signal-safe.
-    static void endingFence() noexcept;
-    // True while a thread other than `except`'s has work in progress (the
-    // ending thread may itself be inside work: it will not finish it while
-    // it waits).
-    static bool anyBusy(const Slot* except) noexcept;
+  // Once per process (again in a fork child: the registration is the
+  // parent's): asks the kernel for the asymmetric fence, else workers
+  // take full fences. Call before the first enter().
+  static void prepare() noexcept;
+  // In a fork child: the other threads are gone, and with them their work.
+  static void forgetOtherThreads() noexcept;
 
-    // Once per process (again in a fork child: the registration is the
-    // parent's): asks the kernel for the asymmetric fence, else workers
-    // take full fences. Call before the first enter().
-    static void prepare() noexcept;
-    // In a fork child: the other threads are gone, and with them their work.
-    static void forgetOtherThreads() noexcept;
+ private:
+  static Slot* mineFirst() noexcept;
+  static Slot* adoptOrMake() noexcept;
 
-private:
-    static Slot* mineFirst() noexcept;
-    static Slot* adoptOrMake() noexcept;
+  // Trivially destructible, so that reading it is one load (a thread_local
+  // with a destructor is reached through an initialization check).
+  inline static thread_local Slot* t_slot = nullptr;
 
-    // Trivially destructible, so that reading it is one load (a thread_local
-    // with a destructor is reached through an initialization check).
-    inline static thread_local Slot* t_slot = nullptr;
-
-    inline static std::atomic<Slot*> all_{nullptr};
-    inline static std::atomic<bool> asymmetric_{false};
+  inline static std::atomic<Slot*> all_{nullptr};
+  inline static std::atomic<bool> asymmetric_{false};
 };
 
 }  // namespace kcap

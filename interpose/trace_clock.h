@@ -29,50 +29,50 @@
 namespace kcap {
 
 class TraceClock {
-public:
-    enum class Source {
-        kAuto,       // the counter where it is usable (above), else CLOCK_MONOTONIC
-        kCounter,    // the counter wherever the CPU has one (tests)
-        kMonotonic,  // CLOCK_MONOTONIC (tests)
-    };
-    // Reads the first anchor; with the counter, also spends about 200 us
-    // measuring a first rate.
-    explicit TraceClock(Source source = Source::kAuto);
+ public:
+  enum class Source {
+    kAuto,       // the counter where it is usable (above), else CLOCK_MONOTONIC
+    kCounter,    // the counter wherever the CPU has one (tests)
+    kMonotonic,  // CLOCK_MONOTONIC (tests)
+  };
+  // Reads the first anchor; with the counter, also spends about 200 us
+  // measuring a first rate.
+  explicit TraceClock(Source source = Source::kAuto);
 
-    // CLOCK_MONOTONIC when the clock was made: timeNs 0.
-    uint64_t startMonotonicNs() const { return startNs_; }
-    // True when stamps are counter ticks (false: CLOCK_MONOTONIC ns).
-    bool counting() const { return counter_; }
+  // CLOCK_MONOTONIC when the clock was made: timeNs 0.
+  uint64_t startMonotonicNs() const { return startNs_; }
+  // True when stamps are counter ticks (false: CLOCK_MONOTONIC ns).
+  bool counting() const { return counter_; }
 
-    // Now, as an opaque stamp (any thread, no lock, no ordering).
-    uint64_t stamp() const noexcept { return counter_ ? readCounter() : monotonicNs(); }
-    // A stamp as nanoseconds since startMonotonicNs() (0 for one before it).
-    uint64_t toNs(uint64_t stamp) noexcept;
-    uint64_t nowNs() noexcept { return toNs(stamp()); }
+  // Now, as an opaque stamp (any thread, no lock, no ordering).
+  uint64_t stamp() const noexcept { return counter_ ? readCounter() : monotonicNs(); }
+  // A stamp as nanoseconds since startMonotonicNs() (0 for one before it).
+  uint64_t toNs(uint64_t stamp) noexcept;
+  uint64_t nowNs() noexcept { return toNs(stamp()); }
 
-    static uint64_t monotonicNs() noexcept;
-    static uint64_t readCounter() noexcept;
+  static uint64_t monotonicNs() noexcept;
+  static uint64_t readCounter() noexcept;
 
-private:
-    struct Anchor {
-        uint64_t ticks = 0;
-        uint64_t ns = 0;
-    };
-    static Anchor readAnchor() noexcept;
-    void reanchor(uint64_t ticks) noexcept;
+ private:
+  struct Anchor {
+    uint64_t ticks = 0;
+    uint64_t ns = 0;
+  };
+  static Anchor readAnchor() noexcept;
+  void reanchor(uint64_t ticks) noexcept;
 
-    bool counter_ = false;
-    uint64_t startNs_ = 0;
-    Anchor first_;
-    uint64_t reanchorTicks_ = 0;  // ~50 ms of ticks
+  bool counter_ = false;
+  uint64_t startNs_ = 0;
+  Anchor first_;
+  uint64_t reanchorTicks_ = 0;  // ~50 ms of ticks
 
-    // The newest anchor and rate, read by any thread under a sequence lock
-    // (odd while being written); written under reanchorMutex_.
-    std::atomic<uint32_t> sequence_{0};
-    std::atomic<uint64_t> anchorTicks_{0};
-    std::atomic<uint64_t> anchorNs_{0};
-    std::atomic<double> nsPerTick_{1.0};
-    std::mutex reanchorMutex_;
+  // The newest anchor and rate, read by any thread under a sequence lock
+  // (odd while being written); written under reanchorMutex_.
+  std::atomic<uint32_t> sequence_{0};
+  std::atomic<uint64_t> anchorTicks_{0};
+  std::atomic<uint64_t> anchorNs_{0};
+  std::atomic<double> nsPerTick_{1.0};
+  std::mutex reanchorMutex_;
 };
 
 }  // namespace kcap

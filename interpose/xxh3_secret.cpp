@@ -11,11 +11,10 @@ namespace kcap::xxh3 {
 
 static_assert(sizeof(XXH3_kSecret) == kSecretSize, "xxhash.h's default secret is not XXH3's 192 bytes");
 
-Secret defaultSecret()
-{
-    Secret secret;
-    std::memcpy(secret.bytes, XXH3_kSecret, kSecretSize);
-    return secret;
+Secret defaultSecret() {
+  Secret secret;
+  std::memcpy(secret.bytes, XXH3_kSecret, kSecretSize);
+  return secret;
 }
 
 }  // namespace kcap::xxh3

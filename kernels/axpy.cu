@@ -7,10 +7,9 @@
 // replay must reproduce y exactly. Launch with any 1-D grid; threads past n do
 // nothing.
 
-extern "C" __global__ void axpy(float a, const float* x, float* y, int n)
-{
-    const int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
-    if (i < n) {
-        y[i] = a * x[i] + y[i];
-    }
+extern "C" __global__ void axpy(float a, const float* x, float* y, int n) {
+  const int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (i < n) {
+    y[i] = a * x[i] + y[i];
+  }
 }

@@ -15,14 +15,13 @@
 
 extern "C" __device__ int kcap_axpy_changed_marker = 1;
 
-extern "C" __global__ void axpy(float a, const float* x, float* y, int n)
-{
-    const int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
-    if (i < n) {
-        float v = a * x[i] + y[i];
-        if (i == 100) {
-            v = __uint_as_float(__float_as_uint(v) ^ 1u);  // the deliberate error
-        }
-        y[i] = v;
+extern "C" __global__ void axpy(float a, const float* x, float* y, int n) {
+  const int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (i < n) {
+    float v = a * x[i] + y[i];
+    if (i == 100) {
+      v = __uint_as_float(__float_as_uint(v) ^ 1u);  // the deliberate error
     }
+    y[i] = v;
+  }
 }

@@ -24,44 +24,41 @@
 
 namespace {
 
-__device__ __forceinline__ uint32_t mix(uint64_t i, uint32_t seed)
-{
-    uint32_t h = static_cast<uint32_t>(i) ^ (static_cast<uint32_t>(i >> 32) * 0x9e3779b9u) ^ seed;
-    h ^= h >> 16;
-    h *= 0x85ebca6bu;
-    h ^= h >> 13;
-    h *= 0xc2b2ae35u;
-    h ^= h >> 16;
-    return h;
+__device__ __forceinline__ uint32_t mix(uint64_t i, uint32_t seed) {
+  uint32_t h = static_cast<uint32_t>(i) ^ (static_cast<uint32_t>(i >> 32) * 0x9e3779b9u) ^ seed;
+  h ^= h >> 16;
+  h *= 0x85ebca6bu;
+  h ^= h >> 13;
+  h *= 0xc2b2ae35u;
+  h ^= h >> 16;
+  return h;
 }
 
 }  // namespace
 
-extern "C" __global__ void kcap_fill(uint32_t* words, unsigned long long n, uint32_t seed, uint32_t mask)
-{
-    const unsigned long long step = static_cast<unsigned long long>(gridDim.x) * blockDim.x;
-    for (unsigned long long i = static_cast<unsigned long long>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-         i += step) {
-        words[i] = mix(i, seed) & mask;
-    }
+extern "C" __global__ void kcap_fill(uint32_t* words, unsigned long long n, uint32_t seed, uint32_t mask) {
+  const unsigned long long step = static_cast<unsigned long long>(gridDim.x) * blockDim.x;
+  for (unsigned long long i = static_cast<unsigned long long>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += step) {
+    words[i] = mix(i, seed) & mask;
+  }
 }
 
-extern "C" __global__ void kcap_read_sum(const uint32_t* words, unsigned long long n, unsigned long long* out)
-{
-    const uint4* vectors = reinterpret_cast<const uint4*>(words);
-    const unsigned long long count = n / 4;
-    const unsigned long long step = static_cast<unsigned long long>(gridDim.x) * blockDim.x;
-    unsigned long long sum = 0;
-    for (unsigned long long i = static_cast<unsigned long long>(blockIdx.x) * blockDim.x + threadIdx.x;
-         i < count; i += step) {
-        const uint4 v = vectors[i];
-        sum += static_cast<unsigned long long>(v.x) + v.y + v.z + v.w;
-    }
-    // Warp sum, then one atomic per warp.
-    for (int offset = 16; offset > 0; offset /= 2) {
-        sum += __shfl_down_sync(0xffffffffu, sum, offset);
-    }
-    if ((threadIdx.x & 31u) == 0) {
-        atomicAdd(out, sum);
-    }
+extern "C" __global__ void kcap_read_sum(const uint32_t* words, unsigned long long n, unsigned long long* out) {
+  const uint4* vectors = reinterpret_cast<const uint4*>(words);
+  const unsigned long long count = n / 4;
+  const unsigned long long step = static_cast<unsigned long long>(gridDim.x) * blockDim.x;
+  unsigned long long sum = 0;
+  for (unsigned long long i = static_cast<unsigned long long>(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
+       i += step) {
+    const uint4 v = vectors[i];
+    sum += static_cast<unsigned long long>(v.x) + v.y + v.z + v.w;
+  }
+  // Warp sum, then one atomic per warp.
+  for (int offset = 16; offset > 0; offset /= 2) {
+    sum += __shfl_down_sync(0xffffffffu, sum, offset);
+  }
+  if ((threadIdx.x & 31u) == 0) {
+    atomicAdd(out, sum);
+  }
 }

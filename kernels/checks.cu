@@ -13,54 +13,48 @@
 //   sum_next    y[i] = x[i], reading x[i + 1] too: one element past the end
 //               of x for i = n - 1
 
-extern "C" __global__ void racy_sum(const float* x, float* y, int n)
-{
-    const int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
-    if (i < n) {
-        atomicAdd(y, x[i]);
-    }
+extern "C" __global__ void racy_sum(const float* x, float* y, int n) {
+  const int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (i < n) {
+    atomicAdd(y, x[i]);
+  }
 }
 
-extern "C" __global__ void fill_empty(const float* x, float* y, int n)
-{
-    const int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
-    if (i < n && y[i] == 0.0f) {
-        y[i] = x[i];
-    }
+extern "C" __global__ void fill_empty(const float* x, float* y, int n) {
+  const int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (i < n && y[i] == 0.0f) {
+    y[i] = x[i];
+  }
 }
 
-extern "C" __global__ void pad_scale(const float* x, float* y, int n)
-{
-    const int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
-    if (i < n) {
-        y[i] = x[i] + 0.0f * x[i + n];
-    }
+extern "C" __global__ void pad_scale(const float* x, float* y, int n) {
+  const int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (i < n) {
+    y[i] = x[i] + 0.0f * x[i + n];
+  }
 }
 
-extern "C" __global__ void add_first(const float* x, float* y, int n)
-{
-    const int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
-    if (i < n) {
-        y[i] = x[0] + x[i];
-    }
+extern "C" __global__ void add_first(const float* x, float* y, int n) {
+  const int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (i < n) {
+    y[i] = x[0] + x[i];
+  }
 }
 
-extern "C" __global__ void sum_next(const float* x, float* y, int n)
-{
-    const int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
-    if (i < n) {
-        // The value read past the end must not matter (it is whatever lies
-        // there): only one improbable NaN payload changes the result.
-        y[i] = x[i] + (__float_as_int(x[i + 1]) == 0x7fc0beef ? 1.0f : 0.0f);
-    }
+extern "C" __global__ void sum_next(const float* x, float* y, int n) {
+  const int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (i < n) {
+    // The value read past the end must not matter (it is whatever lies
+    // there): only one improbable NaN payload changes the result.
+    y[i] = x[i] + (__float_as_int(x[i + 1]) == 0x7fc0beef ? 1.0f : 0.0f);
+  }
 }
 
 // Rows of 8 floats of which only the first 6 are written (an unrolled loop
 // without its remainder): `unwritten` reports the holes.
-extern "C" __global__ void skip_rows(const float* x, float* y, int n)
-{
-    const int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
-    if (i < n && i % 8 < 6) {
-        y[i] = x[i];
-    }
+extern "C" __global__ void skip_rows(const float* x, float* y, int n) {
+  const int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (i < n && i % 8 < 6) {
+    y[i] = x[i];
+  }
 }

@@ -14,19 +14,18 @@ __constant__ float coeffs[16];
 __device__ int call_count;
 }
 
-extern "C" __global__ void poly_eval(const float* x, float* y, int n)
-{
-    const int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
-    if (i < n) {
-        const float v = x[i];
-        float acc = coeffs[15];
+extern "C" __global__ void poly_eval(const float* x, float* y, int n) {
+  const int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (i < n) {
+    const float v = x[i];
+    float acc = coeffs[15];
 #pragma unroll
-        for (int k = 14; k >= 0; --k) {
-            acc = acc * v + coeffs[k];
-        }
-        y[i] = acc;
+    for (int k = 14; k >= 0; --k) {
+      acc = acc * v + coeffs[k];
     }
-    if (threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0) {
-        atomicAdd(&call_count, 1);
-    }
+    y[i] = acc;
+  }
+  if (threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0) {
+    atomicAdd(&call_count, 1);
+  }
 }

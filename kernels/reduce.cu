@@ -11,27 +11,26 @@
 
 constexpr unsigned kReduceBlock = 256;
 
-extern "C" __global__ void reduce_sum(const float* in, float* out, unsigned n)
-{
-    __shared__ float partial[kReduceBlock];
+extern "C" __global__ void reduce_sum(const float* in, float* out, unsigned n) {
+  __shared__ float partial[kReduceBlock];
 
-    const unsigned tid = threadIdx.x;
-    const unsigned stride = gridDim.x * kReduceBlock;
-    float acc = 0.0f;
-    for (unsigned i = blockIdx.x * kReduceBlock + tid; i < n; i += stride) {
-        acc += in[i];
+  const unsigned tid = threadIdx.x;
+  const unsigned stride = gridDim.x * kReduceBlock;
+  float acc = 0.0f;
+  for (unsigned i = blockIdx.x * kReduceBlock + tid; i < n; i += stride) {
+    acc += in[i];
+  }
+  partial[tid] = acc;
+  __syncthreads();
+
+  for (unsigned s = kReduceBlock / 2; s > 0; s >>= 1) {
+    if (tid < s) {
+      partial[tid] += partial[tid + s];
     }
-    partial[tid] = acc;
     __syncthreads();
+  }
 
-    for (unsigned s = kReduceBlock / 2; s > 0; s >>= 1) {
-        if (tid < s) {
-            partial[tid] += partial[tid + s];
-        }
-        __syncthreads();
-    }
-
-    if (tid == 0) {
-        atomicAdd(out, partial[0]);
-    }
+  if (tid == 0) {
+    atomicAdd(out, partial[0]);
+  }
 }

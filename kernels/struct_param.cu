@@ -12,11 +12,11 @@
 #include <cstddef>
 
 struct ScaleArgs {
-    const float* src;
-    float* dst;
-    float scale;
-    int n;
-    long long stride;
+  const float* src;
+  float* dst;
+  float scale;
+  int n;
+  long long stride;
 };
 
 static_assert(sizeof(ScaleArgs) == 32, "ScaleArgs layout is part of the test contract");
@@ -26,12 +26,10 @@ static_assert(offsetof(ScaleArgs, scale) == 16, "scale at 16");
 static_assert(offsetof(ScaleArgs, n) == 20, "n at 20");
 static_assert(offsetof(ScaleArgs, stride) == 24, "stride at 24");
 
-extern "C" __global__ void scale_struct(ScaleArgs args)
-{
-    const long long step = static_cast<long long>(gridDim.x) * blockDim.x;
-    for (long long i = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x; i < args.n;
-         i += step) {
-        const long long j = i * args.stride;
-        args.dst[j] = args.src[j] * args.scale;
-    }
+extern "C" __global__ void scale_struct(ScaleArgs args) {
+  const long long step = static_cast<long long>(gridDim.x) * blockDim.x;
+  for (long long i = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x; i < args.n; i += step) {
+    const long long j = i * args.stride;
+    args.dst[j] = args.src[j] * args.scale;
+  }
 }

@@ -47,7 +47,8 @@ class ScratchDir {
   std::string path_;
 };
 
-std::vector<LaunchOutcome> replayAll(const TraceModel& model, const ReplayOptions& options, const Selection& selection) {
+std::vector<LaunchOutcome> replayAll(const TraceModel& model, const ReplayOptions& options,
+                                     const Selection& selection) {
   std::vector<LaunchOutcome> outcomes;
   replayIsolated(model, options, selection, [&](const LaunchOutcome& o) { outcomes.push_back(o); });
   return outcomes;
@@ -58,13 +59,17 @@ std::string flagsOf(const BisectOptions& options) {
   if (options.base.device != 0) flags += " --device " + std::to_string(options.base.device);
   if (!options.base.fixedAddresses) flags += " --no-fixed-va";
   switch (options.against) {
-    case Against::recorded: break;
-    case Against::forcePtx: flags += " --force-ptx"; break;
+    case Against::recorded:
+      break;
+    case Against::forcePtx:
+      flags += " --force-ptx";
+      break;
     case Against::override:
       for (const auto& o : options.overrides) flags += " --override '" + o.kernelPattern + "=" + o.imagePath + "'";
       break;
     case Against::otherDevice:
-      flags = " --device " + std::to_string(options.otherDevice) + (options.base.fixedAddresses ? "" : " --no-fixed-va");
+      flags =
+          " --device " + std::to_string(options.otherDevice) + (options.base.fixedAddresses ? "" : " --no-fixed-va");
       break;
   }
   if (options.base.dtype) flags += " --dtype " + dtypeName(*options.base.dtype);
@@ -135,10 +140,17 @@ uint64_t median(std::vector<uint64_t> values) {
 ReplayOptions sideB(const BisectOptions& options) {
   ReplayOptions b = options.base;
   switch (options.against) {
-    case Against::recorded: break;
-    case Against::forcePtx: b.forcePtx = true; break;
-    case Against::override: b.overrides = options.overrides; break;
-    case Against::otherDevice: b.device = options.otherDevice; break;
+    case Against::recorded:
+      break;
+    case Against::forcePtx:
+      b.forcePtx = true;
+      break;
+    case Against::override:
+      b.overrides = options.overrides;
+      break;
+    case Against::otherDevice:
+      b.device = options.otherDevice;
+      break;
   }
   return b;
 }
@@ -149,14 +161,17 @@ std::string describeSide(const BisectOptions& options, bool b) {
                                                    : "the recorded code on GPU " + std::to_string(options.base.device);
   }
   switch (options.against) {
-    case Against::recorded: return "the recording";
-    case Against::forcePtx: return "the image's PTX, JIT-compiled (--force-ptx)";
+    case Against::recorded:
+      return "the recording";
+    case Against::forcePtx:
+      return "the image's PTX, JIT-compiled (--force-ptx)";
     case Against::override: {
       std::string text = "the override build";
       for (const auto& o : options.overrides) text += " " + o.imagePath + " for /" + o.kernelPattern + "/";
       return text;
     }
-    case Against::otherDevice: return "GPU " + std::to_string(options.otherDevice);
+    case Against::otherDevice:
+      return "GPU " + std::to_string(options.otherDevice);
   }
   return "?";
 }
@@ -186,7 +201,8 @@ BisectResult bisect(const TraceModel& model, const std::vector<uint64_t>& launch
     b.repeat = options.perfRepeat;
     for (size_t at = 0; at < launches.size(); at += options.batch) {
       const Selection batch{std::vector<uint64_t>(launches.begin() + static_cast<std::ptrdiff_t>(at),
-                                                  launches.begin() + static_cast<std::ptrdiff_t>(std::min(launches.size(), at + options.batch))),
+                                                  launches.begin() + static_cast<std::ptrdiff_t>(std::min(
+                                                                         launches.size(), at + options.batch))),
                             false};
       const auto outA = replayAll(model, a, batch);
       const auto outB = twoSided ? replayAll(model, b, batch) : outA;
@@ -195,7 +211,8 @@ BisectResult bisect(const TraceModel& model, const std::vector<uint64_t>& launch
         const uint64_t other = median(outB[i].timesNs);
         if (base == 0 || other == 0) continue;
         ++result.timed;
-        const double percent = 100.0 * (static_cast<double>(other) - static_cast<double>(base)) / static_cast<double>(base);
+        const double percent =
+            100.0 * (static_cast<double>(other) - static_cast<double>(base)) / static_cast<double>(base);
         if (percent > options.thresholdPercent) {
           result.slower.push_back({outA[i].launchIndex, outA[i].kernel, base, other, percent});
         }
@@ -212,9 +229,10 @@ BisectResult bisect(const TraceModel& model, const std::vector<uint64_t>& launch
       for (const auto& o : outcomes) {
         ++result.examined;
         if (diverged(o.verdict)) {
-          result.first = divergence(o, o.verdict == Verdict::differs ? "its outputs differ from the recorded ones"
-                                                 : std::string("it ") + (o.verdict == Verdict::hang ? "hangs" : "faults") +
-                                                       " here: " + o.detail);
+          result.first = divergence(
+              o, o.verdict == Verdict::differs
+                     ? "its outputs differ from the recorded ones"
+                     : std::string("it ") + (o.verdict == Verdict::hang ? "hangs" : "faults") + " here: " + o.detail);
           return true;
         }
       }
@@ -227,7 +245,8 @@ BisectResult bisect(const TraceModel& model, const std::vector<uint64_t>& launch
     }
     for (size_t at = 0; at < launches.size(); at += options.batch) {
       const Selection batch{std::vector<uint64_t>(launches.begin() + static_cast<std::ptrdiff_t>(at),
-                                                  launches.begin() + static_cast<std::ptrdiff_t>(std::min(launches.size(), at + options.batch))),
+                                                  launches.begin() + static_cast<std::ptrdiff_t>(std::min(
+                                                                         launches.size(), at + options.batch))),
                             false};
       const bool stop = check(replayAll(model, options.base, batch));
       if (progress) progress(result.examined, launches.size());
@@ -244,10 +263,14 @@ BisectResult bisect(const TraceModel& model, const std::vector<uint64_t>& launch
   ReplayOptions b = sideB(options);
   b.saveOutputsDir = dirB;
   const auto why = [&](const LaunchOutcome& oa, const LaunchOutcome& ob) -> std::string {
-    if (failed(ob.verdict) && !failed(oa.verdict)) return "it " + std::string(verdictName(ob.verdict)) + " with " + describeSide(options, true) + ": " + ob.detail;
-    if (failed(oa.verdict) && !failed(ob.verdict)) return "it " + std::string(verdictName(oa.verdict)) + " with " + describeSide(options, false) + " but not with " + describeSide(options, true) + ": " + oa.detail;
+    if (failed(ob.verdict) && !failed(oa.verdict))
+      return "it " + std::string(verdictName(ob.verdict)) + " with " + describeSide(options, true) + ": " + ob.detail;
+    if (failed(oa.verdict) && !failed(ob.verdict))
+      return "it " + std::string(verdictName(oa.verdict)) + " with " + describeSide(options, false) + " but not with " +
+             describeSide(options, true) + ": " + oa.detail;
     if (failed(oa.verdict)) return "it fails on both sides: " + oa.detail;
-    return "its outputs with " + describeSide(options, true) + " differ from those with " + describeSide(options, false);
+    return "its outputs with " + describeSide(options, true) + " differ from those with " +
+           describeSide(options, false);
   };
   // One launch, both sides done: the divergence, if any.
   const auto judge = [&](const LaunchOutcome& oa, LaunchOutcome ob) -> std::optional<Divergence> {
@@ -268,7 +291,8 @@ BisectResult bisect(const TraceModel& model, const std::vector<uint64_t>& launch
   if (!options.sequence) {
     for (size_t at = 0; at < launches.size(); at += options.batch) {
       const Selection batch{std::vector<uint64_t>(launches.begin() + static_cast<std::ptrdiff_t>(at),
-                                                  launches.begin() + static_cast<std::ptrdiff_t>(std::min(launches.size(), at + options.batch))),
+                                                  launches.begin() + static_cast<std::ptrdiff_t>(std::min(
+                                                                         launches.size(), at + options.batch))),
                             false};
       const auto outA = replayAll(model, a, batch);
       const auto outB = replayAll(model, b, batch);
@@ -294,7 +318,8 @@ BisectResult bisect(const TraceModel& model, const std::vector<uint64_t>& launch
   a.saveSequenceEnd = b.saveSequenceEnd = true;
   std::map<size_t, bool> probed;
   const auto prefixOf = [&](size_t m) {
-    return Selection{std::vector<uint64_t>(launches.begin(), launches.begin() + static_cast<std::ptrdiff_t>(m + 1)), true};
+    return Selection{std::vector<uint64_t>(launches.begin(), launches.begin() + static_cast<std::ptrdiff_t>(m + 1)),
+                     true};
   };
   const auto probe = [&](size_t m) {
     if (const auto it = probed.find(m); it != probed.end()) return it->second;
@@ -333,7 +358,10 @@ BisectResult bisect(const TraceModel& model, const std::vector<uint64_t>& launch
   size_t lo = 0, hi = launches.size() - 1;  // the state after launches[0..hi] differs between the sides
   while (lo < hi) {
     const size_t mid = lo + (hi - lo) / 2;
-    if (probe(mid)) hi = mid; else lo = mid + 1;
+    if (probe(mid))
+      hi = mid;
+    else
+      lo = mid + 1;
   }
   // The answer: the sides' outputs of launch hi, compared range by range.
   scratch.clear(dirA);
@@ -346,8 +374,8 @@ BisectResult bisect(const TraceModel& model, const std::vector<uint64_t>& launch
   if (!result.first) {
     LaunchOutcome o = outB.empty() ? LaunchOutcome{} : outB.back();
     o.verdict = Verdict::differs;
-    result.first = divergence(o, "the memory state after it differs between " + describeSide(options, false) +
-                                     " and " + describeSide(options, true));
+    result.first = divergence(o, "the memory state after it differs between " + describeSide(options, false) + " and " +
+                                     describeSide(options, true));
   }
   return result;
 }

@@ -35,10 +35,10 @@ struct BisectOptions {
   std::vector<KernelOverride> overrides;  // Against::override
   int otherDevice = 1;                    // Against::otherDevice
   bool sequence = false;
-  bool perf = false;               // time both sides instead of comparing outputs
-  double thresholdPercent = 10;    // --perf: report launches slower by more than this
+  bool perf = false;             // time both sides instead of comparing outputs
+  double thresholdPercent = 10;  // --perf: report launches slower by more than this
   unsigned perfRepeat = 10;
-  size_t batch = 64;               // launches a replay process takes at a time
+  size_t batch = 64;  // launches a replay process takes at a time
 };
 
 // Side B's options (side A's for Against::recorded).
@@ -61,11 +61,11 @@ struct PerfRegression {
 
 struct BisectResult {
   std::optional<Divergence> first;
-  uint64_t examined = 0;  // launches compared
-  uint64_t probes = 0;    // --sequence between two sides: prefixes replayed
+  uint64_t examined = 0;       // launches compared
+  uint64_t probes = 0;         // --sequence between two sides: prefixes replayed
   uint64_t notComparable = 0;  // launches that could not be replayed on one side (ERROR there)
   std::vector<PerfRegression> slower;
-  uint64_t timed = 0;     // --perf: launches timed on both sides
+  uint64_t timed = 0;  // --perf: launches timed on both sides
 };
 
 // `launches`: launch indices in trace order. `progress(done, total)` is

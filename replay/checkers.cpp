@@ -158,7 +158,8 @@ CheckFinding unwritten(CheckTarget& t) {
     const std::vector<uint8_t> after = t.recorded(post.getContent());
     std::vector<uint8_t> before;
     for (const auto pre : e.getPre()) {
-      if (pre.getAddress() == post.getAddress() && pre.getContent().getSize() == size) before = t.recorded(pre.getContent());
+      if (pre.getAddress() == post.getAddress() && pre.getContent().getSize() == size)
+        before = t.recorded(pre.getContent());
     }
     std::vector<bool> changed(size, true);  // no pre-state: every byte counts as changed
     bool any = before.empty();
@@ -224,11 +225,15 @@ CheckFinding unwritten(CheckTarget& t) {
     extraTotal += extra.bytes;
     holesTotal += holes.bytes;
     if (holes.bytes) {
-      f.details.push_back(diffText(ranges[i], holes, "never written by the launch, between bytes it writes (holes in its output)"));
+      f.details.push_back(
+          diffText(ranges[i], holes, "never written by the launch, between bytes it writes (holes in its output)"));
     }
-    if (missed.bytes) f.details.push_back(diffText(ranges[i], missed, "the recorded launch changed were left unwritten"));
+    if (missed.bytes)
+      f.details.push_back(diffText(ranges[i], missed, "the recorded launch changed were left unwritten"));
     if (extra.bytes) {
-      f.details.push_back(diffText(ranges[i], extra, "written that the recorded launch left unchanged (note: possibly rewritten with the same value)"));
+      f.details.push_back(
+          diffText(ranges[i], extra,
+                   "written that the recorded launch left unchanged (note: possibly rewritten with the same value)"));
     }
   }
   f.summary = std::to_string(missedTotal) + " bytes the recorded launch changed were not written when poisoned; " +
@@ -334,7 +339,8 @@ CheckFinding uninit(CheckTarget& t) {
   uint64_t poisonedBytes = 0;
   for (const Poison& p : poison) poisonedBytes += p.bytes;
   if (total == 0) {
-    f.summary = std::to_string(poisonedBytes) + " never-written bytes poisoned (0xFF, NaN as f32/f16/bf16): the outputs did not change";
+    f.summary = std::to_string(poisonedBytes) +
+                " never-written bytes poisoned (0xFF, NaN as f32/f16/bf16): the outputs did not change";
     return f;
   }
   f.status = CheckStatus::finding;
@@ -342,8 +348,8 @@ CheckFinding uninit(CheckTarget& t) {
               " output bytes changed when " + std::to_string(poisonedBytes) + " never-written bytes were poisoned";
   f.details = changedRanges;
   for (const Poison& p : poison) {
-    f.details.push_back("poisoned " + p.range.label + ": " + std::to_string(p.bytes) + " never-written bytes, first at offset " +
-                        std::to_string(p.spans.front().first));
+    f.details.push_back("poisoned " + p.range.label + ": " + std::to_string(p.bytes) +
+                        " never-written bytes, first at offset " + std::to_string(p.spans.front().first));
   }
   return f;
 }
@@ -436,13 +442,14 @@ CheckFinding alias(CheckTarget& t) {
         }
         if (d.bytes == 0) continue;
         ++dependent;
-        f.details.push_back("with param " + std::to_string(p.index) + " given a separate copy: " +
-                            diffText(ranges[i], d, "of output differ"));
+        f.details.push_back("with param " + std::to_string(p.index) +
+                            " given a separate copy: " + diffText(ranges[i], d, "of output differ"));
       }
     }
   }
   if (dependent == 0) {
-    f.summary = std::to_string(aliased.size()) + " aliased range(s); the outputs do not change when the parameters are separated";
+    f.summary = std::to_string(aliased.size()) +
+                " aliased range(s); the outputs do not change when the parameters are separated";
   } else {
     f.status = CheckStatus::finding;
     f.summary = "output depends on aliasing: separating aliased parameters changes the outputs";
@@ -464,14 +471,16 @@ CheckFinding overrun(CheckTarget& t) {
     t.run(params);
   } catch (const CudaError& error) {
     f.status = CheckStatus::finding;
-    f.summary = std::string("access past the end of an allocation: with every range's end against unmapped memory the launch failed (") +
+    f.summary = std::string(
+                    "access past the end of an allocation: with every range's end against unmapped memory the launch "
+                    "failed (") +
                 error.what() + "); the normal replay did not";
     for (const auto word : e.getPointers()) {
       const auto index = paramIndexOf(e, word.getOffset());
       for (const auto& s : spans) {
         if (word.getValue() >= s.recorded && word.getValue() - s.recorded < s.size) {
-          f.details.push_back("candidate: " + (index ? "param " + std::to_string(*index) : std::string("pointer")) + " -> " +
-                              hexText(s.recorded) + ", " + std::to_string(s.size) + " bytes (+" +
+          f.details.push_back("candidate: " + (index ? "param " + std::to_string(*index) : std::string("pointer")) +
+                              " -> " + hexText(s.recorded) + ", " + std::to_string(s.size) + " bytes (+" +
                               std::to_string(word.getValue() - s.recorded) + "), " + std::to_string(s.slack) +
                               " bytes of slack before the guard");
         }
@@ -508,8 +517,8 @@ CheckFinding determinismFinding(const std::vector<std::string>& labels, const st
     f.summary = runs + " gave identical outputs";
   } else {
     f.status = CheckStatus::finding;
-    f.summary = std::to_string(total) + " output bytes in " + std::to_string(f.details.size()) + " range(s) vary over " +
-                runs + " (" + cause + ")";
+    f.summary = std::to_string(total) + " output bytes in " + std::to_string(f.details.size()) +
+                " range(s) vary over " + runs + " (" + cause + ")";
   }
   return f;
 }
@@ -598,7 +607,8 @@ std::vector<std::pair<uint64_t, uint64_t>> writtenBefore(const TraceModel& model
     const auto e = earlier.event();
     // What it changed, when the trace says; every range it reached otherwise.
     if (earlier.end == nullptr || preOnly || e.getCapturing()) {
-      for (const auto pre : e.getPre()) addInterval(set, pre.getAddress(), pre.getAddress() + pre.getContent().getSize());
+      for (const auto pre : e.getPre())
+        addInterval(set, pre.getAddress(), pre.getAddress() + pre.getContent().getSize());
       if (earlier.end != nullptr) {
         for (const auto post : earlier.end->get().getLaunchEnd().getPost()) {
           addInterval(set, post.getAddress(), post.getAddress() + post.getContent().getSize());
@@ -610,7 +620,8 @@ std::vector<std::pair<uint64_t, uint64_t>> writtenBefore(const TraceModel& model
       const uint64_t base = post.getAddress(), size = post.getContent().getSize();
       std::vector<uint8_t> before;
       for (const auto pre : e.getPre()) {
-        if (pre.getAddress() == base && pre.getContent().getSize() == size) before = reader.readContent(pre.getContent());
+        if (pre.getAddress() == base && pre.getContent().getSize() == size)
+          before = reader.readContent(pre.getContent());
       }
       if (before.empty()) {
         addInterval(set, base, base + size);
@@ -667,8 +678,7 @@ int capture(const std::vector<std::string>& argv, std::string& output) {
   }
   ::close(fds[0]);
   int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
 }
 
@@ -706,10 +716,10 @@ CheckFinding runSanitizer(const ReplayOptions& options, uint64_t launchIndex, co
   std::vector<std::string> parts;
   for (const char* name : {"memcheck", "racecheck", "initcheck"}) {
     std::string output;
-    const int status = capture({tool, "--tool", name, "--error-exitcode", "9", kcapPath, "replay", options.tracePath,
-                                "--launch", std::to_string(launchIndex), "--no-isolate", "--device",
-                                std::to_string(options.device)},
-                               output);
+    const int status =
+        capture({tool, "--tool", name, "--error-exitcode", "9", kcapPath, "replay", options.tracePath, "--launch",
+                 std::to_string(launchIndex), "--no-isolate", "--device", std::to_string(options.device)},
+                output);
     std::smatch match;
     uint64_t count = 0;
     bool summarized = false;

@@ -34,7 +34,7 @@ class CheckTarget {
   virtual void restore() = 0;  // the recorded pre-state, every range, stored pointers rewritten
   virtual void write(uint64_t recordedAddress, const uint8_t* data, uint64_t size) = 0;
   virtual std::vector<uint8_t> read(uint64_t recordedAddress, uint64_t size) = 0;
-  virtual std::vector<uint8_t> params() = 0;  // recorded parameter bytes, pointer words translated
+  virtual std::vector<uint8_t> params() = 0;           // recorded parameter bytes, pointer words translated
   virtual void run(std::vector<uint8_t>& params) = 0;  // launch and wait (throws CudaError)
   // Memory outside the recorded ranges: a separate allocation (replay address).
   virtual uint64_t scratch(uint64_t size) = 0;

@@ -94,7 +94,7 @@ CodeCache::Module CodeCache::linkRelocatable(schema::ModuleLoad::Reader load) {
   std::vector<std::string> parts;
   for (unsigned i = 0; i < extras.size(); ++i) {
     std::vector<uint8_t> bytes = reader_.readContent(extras[i], format::kMaxCodeImageSize,
-                                                   (what + ": extra image " + std::to_string(i)).c_str());
+                                                     (what + ": extra image " + std::to_string(i)).c_str());
     ImageChoice choice = chooseCode(image::Bytes(bytes.data(), bytes.size()), sm_, options_.forcePtx);
     if (!choice.runnable) throw ReplayError(what + ": fatbin " + std::to_string(i) + ": " + choice.why);
     const bool ptx = !choice.ptx.empty();

@@ -58,8 +58,8 @@ class CodeCache {
   format::TraceReader& reader_;
   int sm_;
   const ReplayOptions& options_;
-  std::map<uint64_t, Module> recorded_;      // by ModuleLoad seq
-  std::map<std::string, Module> overrides_;  // by file path
+  std::map<uint64_t, Module> recorded_;          // by ModuleLoad seq
+  std::map<std::string, Module> overrides_;      // by file path
   std::vector<KernelPattern> overridePatterns_;  // options_.overrides' patterns, in their order
 };
 

@@ -41,14 +41,14 @@ struct Names {
   DType type;
 };
 constexpr Names kNames[] = {
-    {"f64", DType::f64},       {"fp64", DType::f64},      {"double", DType::f64},  {"f32", DType::f32},
-    {"fp32", DType::f32},      {"float", DType::f32},     {"f16", DType::f16},     {"fp16", DType::f16},
-    {"half", DType::f16},      {"bf16", DType::bf16},     {"bfloat16", DType::bf16}, {"e4m3", DType::e4m3},
-    {"fp8_e4m3", DType::e4m3}, {"fp8e4m3", DType::e4m3},  {"e5m2", DType::e5m2},   {"fp8_e5m2", DType::e5m2},
-    {"fp8e5m2", DType::e5m2},  {"i8", DType::i8},         {"int8", DType::i8},     {"u8", DType::u8},
-    {"uint8", DType::u8},      {"i16", DType::i16},       {"int16", DType::i16},   {"u16", DType::u16},
-    {"uint16", DType::u16},    {"i32", DType::i32},       {"int32", DType::i32},   {"u32", DType::u32},
-    {"uint32", DType::u32},    {"i64", DType::i64},       {"int64", DType::i64},   {"u64", DType::u64},
+    {"f64", DType::f64},       {"fp64", DType::f64},     {"double", DType::f64},    {"f32", DType::f32},
+    {"fp32", DType::f32},      {"float", DType::f32},    {"f16", DType::f16},       {"fp16", DType::f16},
+    {"half", DType::f16},      {"bf16", DType::bf16},    {"bfloat16", DType::bf16}, {"e4m3", DType::e4m3},
+    {"fp8_e4m3", DType::e4m3}, {"fp8e4m3", DType::e4m3}, {"e5m2", DType::e5m2},     {"fp8_e5m2", DType::e5m2},
+    {"fp8e5m2", DType::e5m2},  {"i8", DType::i8},        {"int8", DType::i8},       {"u8", DType::u8},
+    {"uint8", DType::u8},      {"i16", DType::i16},      {"int16", DType::i16},     {"u16", DType::u16},
+    {"uint16", DType::u16},    {"i32", DType::i32},      {"int32", DType::i32},     {"u32", DType::u32},
+    {"uint32", DType::u32},    {"i64", DType::i64},      {"int64", DType::i64},     {"u64", DType::u64},
     {"uint64", DType::u64},
 };
 
@@ -96,34 +96,51 @@ bool isFloat(DType t) {
 // The element's bits, zero-extended.
 uint64_t bitsOf(DType t, const uint8_t* p) {
   switch (dtypeSize(t)) {
-    case 1: return p[0];
-    case 2: return load<uint16_t>(p);
-    case 4: return load<uint32_t>(p);
-    default: return load<uint64_t>(p);
+    case 1:
+      return p[0];
+    case 2:
+      return load<uint16_t>(p);
+    case 4:
+      return load<uint32_t>(p);
+    default:
+      return load<uint64_t>(p);
   }
 }
 
 double valueOf(DType t, const uint8_t* p) {
   switch (t) {
-    case DType::f64: return load<double>(p);
-    case DType::f32: return load<float>(p);
-    case DType::f16: return decodeMini(load<uint16_t>(p), kHalf);
+    case DType::f64:
+      return load<double>(p);
+    case DType::f32:
+      return load<float>(p);
+    case DType::f16:
+      return decodeMini(load<uint16_t>(p), kHalf);
     case DType::bf16: {
       const uint32_t bits = uint32_t{load<uint16_t>(p)} << 16;
       float f;
       std::memcpy(&f, &bits, 4);
       return f;
     }
-    case DType::e4m3: return decodeMini(p[0], kE4m3);
-    case DType::e5m2: return decodeMini(p[0], kE5m2);
-    case DType::i8: return static_cast<int8_t>(p[0]);
-    case DType::u8: return p[0];
-    case DType::i16: return load<int16_t>(p);
-    case DType::u16: return load<uint16_t>(p);
-    case DType::i32: return load<int32_t>(p);
-    case DType::u32: return load<uint32_t>(p);
-    case DType::i64: return static_cast<double>(load<int64_t>(p));
-    case DType::u64: return static_cast<double>(load<uint64_t>(p));
+    case DType::e4m3:
+      return decodeMini(p[0], kE4m3);
+    case DType::e5m2:
+      return decodeMini(p[0], kE5m2);
+    case DType::i8:
+      return static_cast<int8_t>(p[0]);
+    case DType::u8:
+      return p[0];
+    case DType::i16:
+      return load<int16_t>(p);
+    case DType::u16:
+      return load<uint16_t>(p);
+    case DType::i32:
+      return load<int32_t>(p);
+    case DType::u32:
+      return load<uint32_t>(p);
+    case DType::i64:
+      return static_cast<double>(load<int64_t>(p));
+    case DType::u64:
+      return static_cast<double>(load<uint64_t>(p));
   }
   return 0;
 }
@@ -140,7 +157,8 @@ int64_t orderedKey(uint64_t bits, size_t bytes) {
 
 std::optional<DType> parseDType(std::string_view name) {
   std::string lower(name);
-  std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  std::transform(lower.begin(), lower.end(), lower.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   for (const Names& n : kNames) {
     if (lower == n.name) return n.type;
   }
@@ -156,10 +174,21 @@ std::string dtypeName(DType type) {
 
 size_t dtypeSize(DType type) {
   switch (type) {
-    case DType::f64: case DType::i64: case DType::u64: return 8;
-    case DType::f32: case DType::i32: case DType::u32: return 4;
-    case DType::f16: case DType::bf16: case DType::i16: case DType::u16: return 2;
-    default: return 1;
+    case DType::f64:
+    case DType::i64:
+    case DType::u64:
+      return 8;
+    case DType::f32:
+    case DType::i32:
+    case DType::u32:
+      return 4;
+    case DType::f16:
+    case DType::bf16:
+    case DType::i16:
+    case DType::u16:
+      return 2;
+    default:
+      return 1;
   }
 }
 
@@ -222,10 +251,14 @@ std::optional<Tolerance> parseTolerance(std::string_view text) {
     if (const size_t eq = item.find('='); eq != std::string_view::npos) {
       const std::string_view key = item.substr(0, eq);
       item = item.substr(eq + 1);
-      if (key == "abs") slot = &tolerance.absolute;
-      else if (key == "rel") slot = &tolerance.relative;
-      else if (key == "ulp") slot = &tolerance.ulp;
-      else return std::nullopt;
+      if (key == "abs")
+        slot = &tolerance.absolute;
+      else if (key == "rel")
+        slot = &tolerance.relative;
+      else if (key == "ulp")
+        slot = &tolerance.ulp;
+      else
+        return std::nullopt;
     }
     const std::string number(item);
     char* end = nullptr;

@@ -35,7 +35,7 @@ struct ElementStats {
   uint64_t elements = 0;
   uint64_t mismatches = 0;  // elements not bitwise equal (after the NaN rule)
   double maxAbsError = 0;
-  double maxRelError = 0;   // |a - e| / |e|, over elements with e != 0
+  double maxRelError = 0;  // |a - e| / |e|, over elements with e != 0
   double maxUlp = 0;
   uint64_t nanExpected = 0, nanActual = 0;
   uint64_t infExpected = 0, infActual = 0;

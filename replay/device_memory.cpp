@@ -9,9 +9,9 @@ namespace kcap::replay {
 
 DeviceMemory::DeviceMemory(Driver& driver, CUdevice device, bool allowFixed)
     : driver_(driver), device_(device), allowFixed_(allowFixed) {
-  const bool vmm = driver_.cuMemAddressReserve && driver_.cuMemCreate && driver_.cuMemMap &&
-                   driver_.cuMemSetAccess && driver_.cuMemUnmap && driver_.cuMemAddressFree &&
-                   driver_.cuMemRelease && driver_.cuMemGetAllocationGranularity;
+  const bool vmm = driver_.cuMemAddressReserve && driver_.cuMemCreate && driver_.cuMemMap && driver_.cuMemSetAccess &&
+                   driver_.cuMemUnmap && driver_.cuMemAddressFree && driver_.cuMemRelease &&
+                   driver_.cuMemGetAllocationGranularity;
   vmm_ = vmm;
   allowFixed_ = allowFixed_ && vmm;
 }
@@ -33,8 +33,8 @@ uint64_t DeviceMemory::granule() {
     prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
     prop.location.id = device_;
     size_t g = 0;
-    if (driver_.cuMemGetAllocationGranularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM) == CUDA_SUCCESS &&
-        g != 0 && (g & (g - 1)) == 0) {
+    if (driver_.cuMemGetAllocationGranularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM) == CUDA_SUCCESS && g != 0 &&
+        (g & (g - 1)) == 0) {
       granule_ = g;
     }
   }
@@ -173,7 +173,8 @@ void DeviceMemory::placeGuarded(const std::vector<Region>& regions) {
     const uint64_t mapped = (span.size + g - 1) / g * g;
     const uint64_t reserved = mapped + g;  // the last granule stays unmapped: the guard
     CUdeviceptr at = 0;
-    check(driver_.cuMemAddressReserve(&at, reserved, g, 0, 0), "cuMemAddressReserve of " + std::to_string(reserved) + " bytes");
+    check(driver_.cuMemAddressReserve(&at, reserved, g, 0, 0),
+          "cuMemAddressReserve of " + std::to_string(reserved) + " bytes");
     mappings_.push_back({at, reserved, true, mapped});
     mapReservation(at, mapped);
     const uint64_t base = (at + mapped - span.size) & ~uint64_t{255};

@@ -30,8 +30,8 @@ Driver openDriver() {
                       "); replay needs a GPU and its driver");
   }
   std::string missing;
-#define KCAP_REPLAY_REQUIRED(fn)                                                 \
-  d.fn = reinterpret_cast<decltype(d.fn)>(dlsym(library, KCAP_SYMBOL(fn)));      \
+#define KCAP_REPLAY_REQUIRED(fn)                                            \
+  d.fn = reinterpret_cast<decltype(d.fn)>(dlsym(library, KCAP_SYMBOL(fn))); \
   if (d.fn == nullptr) missing += std::string(missing.empty() ? "" : ", ") + KCAP_SYMBOL(fn);
   KCAP_REPLAY_REQUIRED_FUNCTIONS(KCAP_REPLAY_REQUIRED)
 #undef KCAP_REPLAY_REQUIRED

@@ -65,7 +65,7 @@ namespace kcap::replay {
   X(cuMemUnmap)                           \
   X(cuMemSetAccess)                       \
   X(cuEventElapsedTime)                   \
-  X(cuTensorMapReplaceAddress)             \
+  X(cuTensorMapReplaceAddress)            \
   X(cuTensorMapEncodeTiled)               \
   X(cuTensorMapEncodeIm2col)              \
   X(cuTensorMapEncodeIm2colWide)          \

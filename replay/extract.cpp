@@ -72,7 +72,8 @@ class TempOutput {
 
 bool sameFile(const std::string& a, const std::string& b) {
   if (a == b) return true;
-  struct stat sa {}, sb {};
+  struct stat sa {
+  }, sb{};
   if (::stat(a.c_str(), &sa) != 0 || ::stat(b.c_str(), &sb) != 0) return false;
   return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
 }
@@ -108,11 +109,16 @@ void forEachContent(schema::Event::Reader event, const std::function<void(schema
 
 std::string describe(schema::Event::Reader event) {
   switch (event.which()) {
-    case schema::Event::MODULE_LOAD: return "the module loaded at event #" + std::to_string(event.getSeq());
-    case schema::Event::LAUNCH: return "launch " + std::to_string(event.getLaunch().getLaunchIndex()) + " (pre)";
-    case schema::Event::LAUNCH_END: return "launch " + std::to_string(event.getLaunchEnd().getLaunchIndex()) + " (post)";
-    case schema::Event::MEMCPY: return "the memcpy at event #" + std::to_string(event.getSeq());
-    default: return "event #" + std::to_string(event.getSeq());
+    case schema::Event::MODULE_LOAD:
+      return "the module loaded at event #" + std::to_string(event.getSeq());
+    case schema::Event::LAUNCH:
+      return "launch " + std::to_string(event.getLaunch().getLaunchIndex()) + " (pre)";
+    case schema::Event::LAUNCH_END:
+      return "launch " + std::to_string(event.getLaunchEnd().getLaunchIndex()) + " (post)";
+    case schema::Event::MEMCPY:
+      return "the memcpy at event #" + std::to_string(event.getSeq());
+    default:
+      return "event #" + std::to_string(event.getSeq());
   }
 }
 
@@ -131,14 +137,16 @@ std::vector<const LaunchRecord*> select(const ExtractRequest& request, const Tra
   std::vector<const LaunchRecord*> selected;
   if (request.range) {
     const auto [first, last] = *request.range;
-    if (last < first) throw ExtractUsageError("--range " + std::to_string(first) + ".." + std::to_string(last) +
-                                              ": expected A..B with A <= B");
+    if (last < first)
+      throw ExtractUsageError("--range " + std::to_string(first) + ".." + std::to_string(last) +
+                              ": expected A..B with A <= B");
     for (const auto& l : model.launches()) {
       if (l.launchIndex >= first && l.launchIndex <= last) selected.push_back(&l);
     }
     text = std::to_string(first) + ".." + std::to_string(last);
     if (selected.empty()) {
-      throw ExtractUsageError("no launches in " + text + " in " + request.source + " (it has " + rangeText(model) + ")");
+      throw ExtractUsageError("no launches in " + text + " in " + request.source + " (it has " + rangeText(model) +
+                              ")");
     }
     return selected;
   }
@@ -201,7 +209,7 @@ class Allocations {
       for (auto it = byBase_.lower_bound(hi); it != byBase_.begin();) {
         --it;
         if (it->first < lo && lo - it->first >= maxSize_) break;  // nothing further down reaches this far
-        const StoredEvent* latest[2] = {nullptr, nullptr};  // memory, VMM reservation
+        const StoredEvent* latest[2] = {nullptr, nullptr};        // memory, VMM reservation
         for (const auto& event : it->second) {
           if (event->seq() >= launch.seq()) break;
           const auto alloc = event->get().getAlloc();
@@ -261,7 +269,8 @@ ExtractResult extract(const ExtractRequest& request) {
       for (const auto& bind : code.binds) kept[bind->seq()] = bind.get();
       for (const auto& attribute : code.attributes) kept[attribute->seq()] = attribute.get();
     } catch (const ReplayError& e) {
-      result.skipped.push_back(std::string(e.what()) + "; extracted without its code (as in the source, it cannot be replayed)");
+      result.skipped.push_back(std::string(e.what()) +
+                               "; extracted without its code (as in the source, it cannot be replayed)");
     }
     // The encodes that made its tensor-map parameters: replay re-encodes from them.
     for (const auto word : l->event().getPointers()) {
@@ -360,7 +369,8 @@ ExtractResult extract(const ExtractRequest& request) {
       std::string text = describe(event) + ": ";
       if (missing) text += std::to_string(missing) + " of " + std::to_string(total) + " pieces are not in the source";
       if (missing && damaged) text += ", ";
-      if (damaged) text += std::to_string(damaged) + " of " + std::to_string(total) + " pieces are damaged (" + firstDamage + ")";
+      if (damaged)
+        text += std::to_string(damaged) + " of " + std::to_string(total) + " pieces are damaged (" + firstDamage + ")";
       result.skipped.push_back(text + "; not copied");
     }
     capnp::MallocMessageBuilder message;

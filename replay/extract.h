@@ -30,14 +30,14 @@ struct ExtractRequest {
 };
 
 struct ExtractResult {
-  std::string selection;          // "3", "3,7" (trace order), "2..4" (as asked)
-  std::vector<uint64_t> launches;  // the launchIndex values extracted, trace order
-  uint64_t events = 0;            // events written, traceEnd included
-  uint64_t modules = 0;           // ModuleLoad events written
-  uint64_t pieces = 0;            // memory pieces copied
-  uint64_t bytes = 0;             // size of the output file
-  uint64_t sourceEvents = 0;      // events read from the source
-  uint64_t sourceBytes = 0;       // size of the source file
+  std::string selection;             // "3", "3,7" (trace order), "2..4" (as asked)
+  std::vector<uint64_t> launches;    // the launchIndex values extracted, trace order
+  uint64_t events = 0;               // events written, traceEnd included
+  uint64_t modules = 0;              // ModuleLoad events written
+  uint64_t pieces = 0;               // memory pieces copied
+  uint64_t bytes = 0;                // size of the output file
+  uint64_t sourceEvents = 0;         // events read from the source
+  uint64_t sourceBytes = 0;          // size of the source file
   std::vector<std::string> skipped;  // what of the source could not be carried over, and why
 };
 

@@ -35,10 +35,14 @@ std::string imageContents(image::Bytes bytes) {
   const auto identified = image::identify(bytes);
   if (!identified) return "unrecognised image";
   switch (identified->kind) {
-    case image::Kind::kCubin: return "cubin";
-    case image::Kind::kPtx: return "PTX";
-    case image::Kind::kUnknown: return "unrecognised image";
-    default: break;
+    case image::Kind::kCubin:
+      return "cubin";
+    case image::Kind::kPtx:
+      return "PTX";
+    case image::Kind::kUnknown:
+      return "unrecognised image";
+    default:
+      break;
   }
   std::vector<std::string> sass, ptx;
   for (const auto& e : image::fatbinEntries(identified->bytes)) {

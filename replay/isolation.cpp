@@ -45,8 +45,8 @@ std::string oneLine(std::string text) {
     writeAll(fd, "device " + std::to_string(replayer.smVersion()) + " " + std::to_string(driver().version) + " " +
                      oneLine(replayer.deviceName()) + "\n");
     replayer.onLaunchStart = [fd](const LaunchOutcome& so_far) {
-      writeAll(fd, "start " + std::to_string(so_far.launchIndex) + " " + std::to_string(static_cast<int>(so_far.memory)) +
-                       " " + escapeField(so_far.code) + "\n");
+      writeAll(fd, "start " + std::to_string(so_far.launchIndex) + " " +
+                       std::to_string(static_cast<int>(so_far.memory)) + " " + escapeField(so_far.code) + "\n");
     };
     replayer.onLaunchEnd = [fd](uint64_t index) { writeAll(fd, "done " + std::to_string(index) + "\n"); };
     replayer.run(batch, [fd](const LaunchOutcome& outcome) { writeAll(fd, encodeOutcome(outcome)); });
@@ -89,8 +89,7 @@ void replayInProcess(const TraceModel& model, const ReplayOptions& options, cons
   if (device != nullptr) *device = {options.device, replayer.deviceName(), replayer.smVersion(), driver().version};
   try {
     replayer.run(selection, report);
-  } catch (const ContextLost&) {
-  }
+  } catch (const ContextLost&) {}
 }
 
 void replayIsolated(const TraceModel& model, const ReplayOptions& options, const Selection& selection,
@@ -132,7 +131,8 @@ void replayIsolated(const TraceModel& model, const ReplayOptions& options, const
     for (;;) {
       int waitMs = -1;
       if (running) {
-        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+        const auto left =
+            std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
         waitMs = static_cast<int>(std::max<int64_t>(0, left.count()));
       }
       pollfd p{fds[0], POLLIN, 0};
@@ -159,7 +159,7 @@ void replayIsolated(const TraceModel& model, const ReplayOptions& options, const
           std::string code;
           in >> runningIndex >> memory >> code;
           runningMemory = memory >= 0 && memory <= static_cast<int>(MemoryPath::mixed) ? static_cast<MemoryPath>(memory)
-                                                                                   : MemoryPath::none;
+                                                                                       : MemoryPath::none;
           runningCode = unescapeField(code);
           deadline = std::chrono::steady_clock::now() +
                      std::chrono::milliseconds(static_cast<int64_t>(options.timeoutSeconds * 1000));
@@ -195,8 +195,7 @@ void replayIsolated(const TraceModel& model, const ReplayOptions& options, const
     }
     ::close(fds[0]);
     int status = 0;
-    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-    }
+    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
 
     if (!fatal.empty()) {
       if (!anyOutcome) throw ReplayError(fatal);  // nothing could run: say why, once
@@ -206,9 +205,10 @@ void replayIsolated(const TraceModel& model, const ReplayOptions& options, const
     if (next >= indices.size()) break;
     const uint64_t current = indices[next];
     if (hung || (running && runningIndex == current)) {
-      LaunchOutcome lost = outcomeFor(model, current, hung ? Verdict::hang : Verdict::fault,
-                        hung ? "did not finish within " + seconds(options.timeoutSeconds) + " s (--timeout)"
-                             : "the replay process died during the launch (" + describeStatus(status) + ")");
+      LaunchOutcome lost =
+          outcomeFor(model, current, hung ? Verdict::hang : Verdict::fault,
+                     hung ? "did not finish within " + seconds(options.timeoutSeconds) + " s (--timeout)"
+                          : "the replay process died during the launch (" + describeStatus(status) + ")");
       lost.memory = runningMemory;
       lost.code = runningCode;
       report(lost);

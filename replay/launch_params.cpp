@@ -44,12 +44,12 @@ std::optional<CUtensorMap> Replayer::reencode(schema::TensorMapEncode::Reader en
     case schema::TensorMapApi::TILED:
       if (driver_.cuTensorMapEncodeTiled == nullptr || encode.getBoxDim().size() != rank) return std::nullopt;
       for (uint32_t i = 0; i < rank; ++i) box[i] = encode.getBoxDim()[i];
-      result = driver_.cuTensorMapEncodeTiled(&map, type, rank, address, dims, strides, box, elementStrides,
-                                              interleave, swizzle, l2, oob);
+      result = driver_.cuTensorMapEncodeTiled(&map, type, rank, address, dims, strides, box, elementStrides, interleave,
+                                              swizzle, l2, oob);
       break;
     case schema::TensorMapApi::IM2COL:
-      if (driver_.cuTensorMapEncodeIm2col == nullptr || rank < 3 || encode.getPixelBoxLowerCorner().size() != rank - 2 ||
-          encode.getPixelBoxUpperCorner().size() != rank - 2) {
+      if (driver_.cuTensorMapEncodeIm2col == nullptr || rank < 3 ||
+          encode.getPixelBoxLowerCorner().size() != rank - 2 || encode.getPixelBoxUpperCorner().size() != rank - 2) {
         return std::nullopt;
       }
       for (uint32_t i = 0; i + 2 < rank; ++i) {
@@ -65,8 +65,8 @@ std::optional<CUtensorMap> Replayer::reencode(schema::TensorMapEncode::Reader en
       result = driver_.cuTensorMapEncodeIm2colWide(
           &map, type, rank, address, dims, strides, encode.getPixelBoxLowerCornerWidth(),
           encode.getPixelBoxUpperCornerWidth(), encode.getChannelsPerPixel(), encode.getPixelsPerColumn(),
-          elementStrides, interleave, static_cast<CUtensorMapIm2ColWideMode>(encode.getIm2colWideMode()), swizzle,
-          l2, oob);
+          elementStrides, interleave, static_cast<CUtensorMapIm2ColWideMode>(encode.getIm2colWideMode()), swizzle, l2,
+          oob);
       break;
     default:
       return std::nullopt;  // an encode API newer than this replay

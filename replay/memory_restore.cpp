@@ -83,7 +83,8 @@ void Replayer::restoreContent(schema::Content::Reader content, CUdeviceptr dst) 
     part.setSize(bytes);
     part.setPieceSize(static_cast<uint32_t>(pieceSize));
     auto list = part.initPieces(static_cast<unsigned>(count));
-    for (uint64_t i = 0; i < count; ++i) list.setWithCaveats(static_cast<unsigned>(i), pieces[static_cast<unsigned>(first + i)]);
+    for (uint64_t i = 0; i < count; ++i)
+      list.setWithCaveats(static_cast<unsigned>(i), pieces[static_cast<unsigned>(first + i)]);
     const size_t slot = window % kRestoreWindows;
     if (window >= kRestoreWindows) {
       waitFor([&] { check(driver_.cuEventSynchronize(windowDone_[slot]), "waiting for a restore copy"); });
@@ -98,8 +99,7 @@ void Replayer::restoreContent(schema::Content::Reader content, CUdeviceptr dst) 
 // Contents over a window that are split into pieces go through the
 // page-locked windows; the rest through one staging buffer.
 bool Replayer::throughWindows(schema::Content::Reader content) {
-  return content.getSize() > kRestoreWindow && content.getPieceSize() != 0 &&
-         content.getPieceSize() <= kRestoreWindow;
+  return content.getSize() > kRestoreWindow && content.getPieceSize() != 0 && content.getPieceSize() <= kRestoreWindow;
 }
 
 void Replayer::allocateWindows() {
@@ -157,7 +157,8 @@ void Replayer::applyMemoryOpOnStream(const StoredEvent& op) {
     if (!dst) return;  // into memory no replayed launch reaches
     if (copy.getDirection() == schema::CopyDirection::DEVICE_TO_DEVICE && copy.getData().getSize() == 0) {
       if (const auto src = translate(copy.getSrc(), none)) {
-        check(driver_.cuMemcpyDtoDAsync(*dst, *src, copy.getSize(), stream_), "replaying a recorded device-to-device copy");
+        check(driver_.cuMemcpyDtoDAsync(*dst, *src, copy.getSize(), stream_),
+              "replaying a recorded device-to-device copy");
       }
       return;
     }
@@ -176,9 +177,17 @@ void Replayer::applyMemoryOpOnStream(const StoredEvent& op) {
       const auto dst = translate(set.getDst() + row * set.getPitch(), none);
       if (!dst) continue;
       switch (set.getElementSize()) {
-        case 1: check(driver_.cuMemsetD8Async(*dst, static_cast<unsigned char>(set.getValue()), set.getCount(), stream_), "memset"); break;
-        case 2: check(driver_.cuMemsetD16Async(*dst, static_cast<unsigned short>(set.getValue()), set.getCount(), stream_), "memset"); break;
-        default: check(driver_.cuMemsetD32Async(*dst, set.getValue(), set.getCount(), stream_), "memset"); break;
+        case 1:
+          check(driver_.cuMemsetD8Async(*dst, static_cast<unsigned char>(set.getValue()), set.getCount(), stream_),
+                "memset");
+          break;
+        case 2:
+          check(driver_.cuMemsetD16Async(*dst, static_cast<unsigned short>(set.getValue()), set.getCount(), stream_),
+                "memset");
+          break;
+        default:
+          check(driver_.cuMemsetD32Async(*dst, set.getValue(), set.getCount(), stream_), "memset");
+          break;
       }
     }
   }
@@ -209,7 +218,8 @@ void Replayer::applyCopyRows(const StoredEvent& op) {
         const auto dst = translate(copy.getDst() + r.dstAt(y, z), none);
         const auto src = translate(copy.getSrc() + r.srcAt(y, z), none);
         if (dst && src) {
-          check(driver_.cuMemcpyDtoDAsync(*dst, *src, r.width, stream_), "replaying a recorded 2D/3D device-to-device copy");
+          check(driver_.cuMemcpyDtoDAsync(*dst, *src, r.width, stream_),
+                "replaying a recorded 2D/3D device-to-device copy");
         }
       }
     }

@@ -9,33 +9,48 @@ namespace kcap::replay {
 
 const char* verdictName(Verdict verdict) {
   switch (verdict) {
-    case Verdict::reproduced: return "REPRODUCED";
-    case Verdict::differs: return "DIFFERS";
-    case Verdict::unverified: return "RAN (not verified)";
-    case Verdict::fault: return "FAULT";
-    case Verdict::hang: return "HANG";
-    case Verdict::error: return "ERROR";
-    case Verdict::skipped: return "SKIPPED";
+    case Verdict::reproduced:
+      return "REPRODUCED";
+    case Verdict::differs:
+      return "DIFFERS";
+    case Verdict::unverified:
+      return "RAN (not verified)";
+    case Verdict::fault:
+      return "FAULT";
+    case Verdict::hang:
+      return "HANG";
+    case Verdict::error:
+      return "ERROR";
+    case Verdict::skipped:
+      return "SKIPPED";
   }
   return "?";
 }
 
 const char* memoryPathName(MemoryPath path) {
   switch (path) {
-    case MemoryPath::none: return "none";
-    case MemoryPath::fixed: return "fixed-va";
-    case MemoryPath::relocated: return "relocated";
-    case MemoryPath::mixed: return "fixed-va+relocated";
+    case MemoryPath::none:
+      return "none";
+    case MemoryPath::fixed:
+      return "fixed-va";
+    case MemoryPath::relocated:
+      return "relocated";
+    case MemoryPath::mixed:
+      return "fixed-va+relocated";
   }
   return "?";
 }
 
 const char* checkStatusName(CheckStatus status) {
   switch (status) {
-    case CheckStatus::clean: return "clean";
-    case CheckStatus::finding: return "finding";
-    case CheckStatus::notRun: return "not-run";
-    case CheckStatus::error: return "error";
+    case CheckStatus::clean:
+      return "clean";
+    case CheckStatus::finding:
+      return "finding";
+    case CheckStatus::notRun:
+      return "not-run";
+    case CheckStatus::error:
+      return "error";
   }
   return "?";
 }
@@ -107,7 +122,8 @@ std::string encodeOutcome(const LaunchOutcome& o) {
   out << "launch index=" << o.launchIndex << " kernel=" << escapeImpl(o.kernel) << " grid=" << o.grid[0] << ','
       << o.grid[1] << ',' << o.grid[2] << " block=" << o.block[0] << ',' << o.block[1] << ',' << o.block[2]
       << " smem=" << o.sharedMemBytes << " verdict=" << static_cast<int>(o.verdict)
-      << " memory=" << static_cast<int>(o.memory) << " code=" << escapeImpl(o.code) << " detail=" << escapeImpl(o.detail);
+      << " memory=" << static_cast<int>(o.memory) << " code=" << escapeImpl(o.code)
+      << " detail=" << escapeImpl(o.detail);
   out << " restored=" << o.restoredBytes << " restoreNs=" << o.restoreNs << " placeNs=" << o.placeNs
       << " restoreWaitNs=" << o.restoreWaitNs;
   if (o.recordedDurationNs) out << " recorded=" << *o.recordedDurationNs;

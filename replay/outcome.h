@@ -29,7 +29,7 @@ const char* memoryPathName(MemoryPath path);  // "fixed-va", "relocated", ...
 struct BufferReport {
   uint64_t address = 0;  // recorded base of the compared range
   uint64_t size = 0;
-  std::string label;     // "param 2", "global counter", "buffer"
+  std::string label;  // "param 2", "global counter", "buffer"
   uint64_t differingBytes = 0;
   std::optional<uint64_t> firstOffset;
   std::optional<ElementStats> stats;  // with --dtype
@@ -41,9 +41,9 @@ enum class CheckStatus { clean, finding, notRun, error };
 const char* checkStatusName(CheckStatus status);  // "clean", "finding", "not-run", "error" (as in --json)
 
 struct CheckFinding {
-  std::string name;     // "determinism", "unwritten", ...
+  std::string name;  // "determinism", "unwritten", ...
   CheckStatus status = CheckStatus::notRun;
-  std::string summary;  // one line
+  std::string summary;               // one line
   std::vector<std::string> details;  // one line each: ranges, offsets, counts
 };
 
@@ -56,7 +56,7 @@ struct LaunchOutcome {
   Verdict verdict = Verdict::error;
   std::string detail;  // fault/error text, or what was relocated
   MemoryPath memory = MemoryPath::none;
-  std::string code;    // "sass sm_90", "ptx compute_80 (JIT)", "override FILE"
+  std::string code;                   // "sass sm_90", "ptx compute_80 (JIT)", "override FILE"
   std::vector<BufferReport> buffers;  // every compared range (differing or not)
   // Restoring the pre-state: bytes copied to the GPU and the wall time it took
   // (reading and decompressing the trace included). placeNs: the time before

@@ -33,9 +33,9 @@ std::string join(const std::vector<std::string>& parts, const std::string& separ
 // GPUs, e.g. 232448 on an H200.)
 const std::vector<ArchLimits>& knownArchitectures() {
   static const std::vector<ArchLimits> table = {
-      {70, 96 * 1024, 1024, false},  {75, 64 * 1024, 1024, false},  {80, 163 * 1024, 1024, false},
-      {86, 99 * 1024, 1024, false},  {87, 163 * 1024, 1024, false}, {89, 99 * 1024, 1024, false},
-      {90, 227 * 1024, 1024, true},  {100, 227 * 1024, 1024, true}, {120, 99 * 1024, 1024, true},
+      {70, 96 * 1024, 1024, false}, {75, 64 * 1024, 1024, false},  {80, 163 * 1024, 1024, false},
+      {86, 99 * 1024, 1024, false}, {87, 163 * 1024, 1024, false}, {89, 99 * 1024, 1024, false},
+      {90, 227 * 1024, 1024, true}, {100, 227 * 1024, 1024, true}, {120, 99 * 1024, 1024, true},
   };
   return table;
 }
@@ -123,9 +123,9 @@ PortabilityVerdict judge(const KernelDemand& d, const std::vector<ArchLimits>& a
       if (!a.clusters) without.push_back(smName(a.sm));
     }
     if (!without.empty()) {
-      reasons.push_back("thread block clusters of " + std::to_string(d.cluster[0]) + "x" + std::to_string(d.cluster[1]) +
-                        "x" + std::to_string(d.cluster[2]) + " blocks: need sm_90 or newer, refused on " +
-                        join(without, ", "));
+      reasons.push_back("thread block clusters of " + std::to_string(d.cluster[0]) + "x" +
+                        std::to_string(d.cluster[1]) + "x" + std::to_string(d.cluster[2]) +
+                        " blocks: need sm_90 or newer, refused on " + join(without, ", "));
     }
   }
 

@@ -17,10 +17,10 @@ class TraceModel;
 
 // One architecture's per-block launch limits.
 struct ArchLimits {
-  int sm = 0;                            // major * 10 + minor: 90 for sm_90
+  int sm = 0;                             // major * 10 + minor: 90 for sm_90
   uint32_t maxDynamicSharedPerBlock = 0;  // opt-in maximum (cudaFuncAttributeMaxDynamicSharedMemorySize)
   uint32_t maxThreadsPerBlock = 1024;
-  bool clusters = false;                 // thread block clusters (sm_90 and newer)
+  bool clusters = false;  // thread block clusters (sm_90 and newer)
 };
 
 // The architectures doctor judges against, by sm: sm_70, 75, 80, 86, 87, 89,
@@ -38,10 +38,10 @@ std::string smName(int sm);  // 90 -> "sm_90"
 struct KernelDemand {
   std::string kernel;
   uint64_t launches = 0;
-  uint32_t sharedMemBytes = 0;          // largest Launch.sharedMemBytes
+  uint32_t sharedMemBytes = 0;            // largest Launch.sharedMemBytes
   int64_t maxDynamicSharedAttribute = 0;  // largest recorded CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 0 none
-  uint64_t blockThreads = 0;            // largest blockX * blockY * blockZ
-  uint32_t cluster[3] = {0, 0, 0};      // largest cluster (launch attribute 4), 0s when none
+  uint64_t blockThreads = 0;              // largest blockX * blockY * blockZ
+  uint32_t cluster[3] = {0, 0, 0};        // largest cluster (launch attribute 4), 0s when none
 
   // The dynamic shared memory per block the kernel needs the GPU to allow: a
   // launch with more fails, and so does setting the attribute above the limit.

@@ -22,14 +22,14 @@ struct ReplayOptions {
   bool fixedAddresses = true;  // --no-fixed-va clears it
   bool forcePtx = false;
   std::vector<KernelOverride> overrides;
-  std::optional<DType> dtype;                // for every compared buffer
-  std::map<uint32_t, DType> paramDtypes;     // per pointer parameter (index in the parameter list)
+  std::optional<DType> dtype;             // for every compared buffer
+  std::map<uint32_t, DType> paramDtypes;  // per pointer parameter (index in the parameter list)
   std::optional<Tolerance> tolerance;
-  double timeoutSeconds = 10;                // per launch, from its start to its completion
-  unsigned repeat = 0;                       // timed repetitions after the verified run
-  bool isolate = true;                       // run in a child process (tests turn it off)
-  std::vector<std::string> checks;           // --check NAME (checkers.h), in the order they run
-  unsigned checkRuns = 5;                    // --runs: replays per launch for the determinism check
+  double timeoutSeconds = 10;       // per launch, from its start to its completion
+  unsigned repeat = 0;              // timed repetitions after the verified run
+  bool isolate = true;              // run in a child process (tests turn it off)
+  std::vector<std::string> checks;  // --check NAME (checkers.h), in the order they run
+  unsigned checkRuns = 5;           // --runs: replays per launch for the determinism check
   // When set, the replayed bytes of every range a launch could reach are
   // written to DIR/<launchIndex>-<recorded address in hex>.bin after the
   // launch (bisect compares two replays with them).

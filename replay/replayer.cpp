@@ -20,16 +20,16 @@ bool namesRecordedObject(int32_t id) {
   return id == CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_EVENT || id == CU_LAUNCH_ATTRIBUTE_LAUNCH_COMPLETION_EVENT;
 }
 
-void appendDetail(LaunchOutcome& o, const std::string& text) {
-  o.detail += (o.detail.empty() ? "" : "; ") + text;
-}
+void appendDetail(LaunchOutcome& o, const std::string& text) { o.detail += (o.detail.empty() ? "" : "; ") + text; }
 
 bool sameContent(schema::Content::Reader a, schema::Content::Reader b) {
-  if (a.getSize() != b.getSize() || a.getPieceSize() != b.getPieceSize() || a.getPieces().size() != b.getPieces().size()) {
+  if (a.getSize() != b.getSize() || a.getPieceSize() != b.getPieceSize() ||
+      a.getPieces().size() != b.getPieces().size()) {
     return false;
   }
   for (unsigned i = 0; i < a.getPieces().size(); ++i) {
-    if (a.getPieces()[i].getHigh() != b.getPieces()[i].getHigh() || a.getPieces()[i].getLow() != b.getPieces()[i].getLow()) {
+    if (a.getPieces()[i].getHigh() != b.getPieces()[i].getHigh() ||
+        a.getPieces()[i].getLow() != b.getPieces()[i].getLow()) {
       return false;
     }
   }
@@ -87,7 +87,9 @@ class LaunchCheckTarget : public CheckTarget {
   const ReplayOptions& options() const override { return r_.options_; }
   format::TraceReader& reader() override { return r_.reader_; }
   void restore() override { r_.restore(launch_, kernel_, true); }
-  void write(uint64_t recorded, const uint8_t* data, uint64_t size) override { r_.copyToDevice(at(recorded), data, size); }
+  void write(uint64_t recorded, const uint8_t* data, uint64_t size) override {
+    r_.copyToDevice(at(recorded), data, size);
+  }
   std::vector<uint8_t> read(uint64_t recorded, uint64_t size) override {
     std::vector<uint8_t> bytes(size);
     r_.copyFromDevice(bytes.data(), at(recorded), size);
@@ -105,7 +107,9 @@ class LaunchCheckTarget : public CheckTarget {
     scratch_.push_back(p);
     return p;
   }
-  void writeDevice(uint64_t address, const uint8_t* data, uint64_t size) override { r_.copyToDevice(address, data, size); }
+  void writeDevice(uint64_t address, const uint8_t* data, uint64_t size) override {
+    r_.copyToDevice(address, data, size);
+  }
   std::vector<uint8_t> readDevice(uint64_t address, uint64_t size) override {
     std::vector<uint8_t> bytes(size);
     r_.copyFromDevice(bytes.data(), address, size);
@@ -140,8 +144,10 @@ Replayer::Replayer(const TraceModel& model, format::TraceReader& reader, const R
   }
   check(driver_.cuDeviceGet(&device_, options_.device), "cuDeviceGet");
   int major = 0, minor = 0;
-  check(driver_.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device_), "compute capability");
-  check(driver_.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device_), "compute capability");
+  check(driver_.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device_),
+        "compute capability");
+  check(driver_.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device_),
+        "compute capability");
   sm_ = major * 10 + minor;
   char name[256] = {};
   if (driver_.cuDeviceGetName(name, sizeof name - 1, device_) == CUDA_SUCCESS) deviceName_ = name;
@@ -228,7 +234,6 @@ LaunchOutcome outcomeOf(const LaunchRecord& launch) {
   o.recordedDurationNs = launch.recordedDurationNs;
   return o;
 }
-
 
 void Replayer::launchOnce(const LaunchRecord& launch, const LoadedKernel& kernel, std::vector<uint8_t>& params,
                           bool synchronize) {
@@ -326,7 +331,8 @@ void Replayer::compare(const LaunchRecord& launch, const LoadedKernel& kernel, L
     }
     const auto src = translate(range.getAddress(), kernel);
     if (!src) {
-      throw ReplayError("recorded post-state at " + std::to_string(range.getAddress()) + " has no place in this replay");
+      throw ReplayError("recorded post-state at " + std::to_string(range.getAddress()) +
+                        " has no place in this replay");
     }
     // The whole range must lie in the memory placed for it: what is read
     // back (and held here twice) is then bounded by the device's memory,
@@ -356,7 +362,8 @@ void Replayer::compare(const LaunchRecord& launch, const LoadedKernel& kernel, L
       char where[64];
       std::snprintf(where, sizeof where, " (0x%llx, %llu bytes)", static_cast<unsigned long long>(range.getAddress()),
                     static_cast<unsigned long long>(size));
-      (*keptOutputs_)[launch.launchIndex].push_back({report.label + where, std::vector<uint8_t>(actual, actual + size)});
+      (*keptOutputs_)[launch.launchIndex].push_back(
+          {report.label + where, std::vector<uint8_t>(actual, actual + size)});
     }
     const ByteDiff diff = compareBytes(expected.data(), actual, size);
     report.differingBytes = diff.differingBytes;
@@ -397,7 +404,6 @@ void Replayer::timeRepeats(const LaunchRecord& launch, const LoadedKernel& kerne
   driver_.cuEventDestroy(start);
   driver_.cuEventDestroy(stop);
 }
-
 
 // One launch, whatever the mode: `place` places its memory, `prepare`
 // restores it (once the code, and so the module's globals, are loaded).
@@ -487,7 +493,8 @@ LaunchOutcome Replayer::replayLaunch(const LaunchRecord& l, const std::function<
     if (!memoryNote.empty()) o.detail += "; " + memoryNote;
     // A launch the driver refused when it was recorded (a program testing
     // its error path) reproduces by being refused the same way.
-    if (launched && l.end != nullptr && l.end->get().getLaunchEnd().getResult() == static_cast<int32_t>(error.result())) {
+    if (launched && l.end != nullptr &&
+        l.end->get().getLaunchEnd().getResult() == static_cast<int32_t>(error.result())) {
       o.verdict = Verdict::reproduced;
       o.detail = std::string("refused as recorded: ") + error.what() + (memoryNote.empty() ? "" : "; " + memoryNote);
     }
@@ -603,12 +610,13 @@ void Replayer::runSequenceForDeterminism(const std::vector<const LaunchRecord*>&
   std::vector<LaunchOutcome> outcomes;  // of the first run
   std::map<uint64_t, std::vector<KeptOutput>> first;
   std::map<uint64_t, std::vector<std::vector<bool>>> varies;  // per launch, per kept range, per byte
-  std::string notRun;  // why the check could not finish
+  std::string notRun;                                         // why the check could not finish
   const auto reportAll = [&] {
     for (LaunchOutcome& o : outcomes) {
       const bool clean = o.verdict == Verdict::reproduced || o.verdict == Verdict::differs;
       if (!clean || !notRun.empty()) {
-        o.checks.push_back({"determinism", CheckStatus::notRun,
+        o.checks.push_back({"determinism",
+                            CheckStatus::notRun,
                             o.verdict == Verdict::unverified ? "nothing compared: " + o.detail
                             : !clean                         ? "the launch did not replay cleanly"
                                                              : notRun,
@@ -618,10 +626,10 @@ void Replayer::runSequenceForDeterminism(const std::vector<const LaunchRecord*>&
       }
       std::vector<std::string> labels;
       for (const KeptOutput& k : first[o.launchIndex]) labels.push_back(k.label);
-      o.checks.push_back(determinismFinding(labels, varies[o.launchIndex],
-                                            std::to_string(runs) + " runs of the " + std::to_string(launches.size()) +
-                                                "-launch sequence",
-                                            "a race, within the launch or with the launches around it"));
+      o.checks.push_back(determinismFinding(
+          labels, varies[o.launchIndex],
+          std::to_string(runs) + " runs of the " + std::to_string(launches.size()) + "-launch sequence",
+          "a race, within the launch or with the launches around it"));
       report(o);
     }
   };

@@ -68,8 +68,8 @@ class Replayer {
   static uint64_t nsSince(std::chrono::steady_clock::time_point start);
   friend class LaunchCheckTarget;  // checkers.h: --check replays the launch again
   LaunchOutcome replayLaunch(const LaunchRecord& launch, const std::function<void()>& place,
-                            const std::function<void(const LoadedKernel&)>& prepare,
-                            const std::function<void(const LaunchOutcome&)>& report);
+                             const std::function<void(const LoadedKernel&)>& prepare,
+                             const std::function<void(const LaunchOutcome&)>& report);
   void runSequence(const std::vector<const LaunchRecord*>& launches,
                    const std::function<void(const LaunchOutcome&)>& report);
   void runSequenceForDeterminism(const std::vector<const LaunchRecord*>& launches,
@@ -141,12 +141,12 @@ class Replayer {
     std::vector<uint8_t> bytes;
   };
   std::map<uint64_t, std::vector<KeptOutput>>* keptOutputs_ = nullptr;
-  bool perLaunchChecks_ = true;  // false in sequences (their checks run over the whole sequence)
+  bool perLaunchChecks_ = true;             // false in sequences (their checks run over the whole sequence)
   std::optional<uint64_t> submittedAhead_;  // launchIndex of the companion last submitted
-  std::set<uint64_t> restored_;  // recorded ranges restored in this run (sequences restore each once)
-  uint64_t restoredBytes_ = 0;   // by the launch being prepared
-  std::vector<uint64_t> reencodedFrom_;  // by the last buildParams: the seqs of the encodes re-run
-  uint64_t restoreWaitNs_ = 0;   // of its restore, spent waiting for copies to the GPU
+  std::set<uint64_t> restored_;             // recorded ranges restored in this run (sequences restore each once)
+  uint64_t restoredBytes_ = 0;              // by the launch being prepared
+  std::vector<uint64_t> reencodedFrom_;     // by the last buildParams: the seqs of the encodes re-run
+  uint64_t restoreWaitNs_ = 0;              // of its restore, spent waiting for copies to the GPU
 };
 
 }  // namespace kcap::replay

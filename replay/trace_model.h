@@ -38,8 +38,8 @@ class StoredEvent {
 
 struct LaunchRecord {
   uint64_t launchIndex = 0;
-  std::shared_ptr<StoredEvent> launch;  // the Launch event
-  std::shared_ptr<StoredEvent> end;     // its LaunchEnd; null when the trace has none (crash, fault)
+  std::shared_ptr<StoredEvent> launch;         // the Launch event
+  std::shared_ptr<StoredEvent> end;            // its LaunchEnd; null when the trace has none (crash, fault)
   std::optional<uint64_t> recordedDurationNs;  // from kernelTiming (--timing)
 
   schema::Launch::Reader event() const { return launch->get().getLaunch(); }
@@ -118,7 +118,7 @@ class TraceModel {
   std::map<uint64_t, std::vector<std::shared_ptr<StoredEvent>>> loads_;       // ModuleLoad by module/library handle
   std::map<uint64_t, std::vector<std::shared_ptr<StoredEvent>>> binds_;       // FunctionBind by launch handle
   std::map<uint64_t, std::vector<std::shared_ptr<StoredEvent>>> attributes_;  // FunctionAttribute by handle
-  std::vector<std::shared_ptr<StoredEvent>> memoryOps_;                        // Memcpy / Memset, seq order
+  std::vector<std::shared_ptr<StoredEvent>> memoryOps_;                       // Memcpy / Memset, seq order
   // TensorMapEncode events that succeeded, by the 128 bytes they made, in seq order
   std::map<std::string, std::vector<std::shared_ptr<StoredEvent>>> tensorMaps_;
 

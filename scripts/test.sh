@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The test command (README, and all that CI runs):
 #   1. installs missing build dependencies,
-#   2. builds everything and runs every CI test (ctest -LE gpu),
-#   3. rebuilds the host code with AddressSanitizer + UBSan and runs the tests again,
-#   4. fuzzes the trace reader for a bounded time (FUZZ_SECONDS, default 60),
+#   2. checks the code style (.clang-format) of every C++ and CUDA source,
+#   3. builds everything optimised (Release) and runs every CI test (ctest -LE gpu),
+#   4. rebuilds the host code with AddressSanitizer + UBSan and runs the tests again,
+#   5. fuzzes the trace reader for a bounded time (FUZZ_SECONDS, default 60),
 #      from a fixed seed (FUZZ_SEED, default 1) so that a failure reproduces.
 # GPU tests (ctest label gpu) are not run here: see scripts/gpu-check.sh.
 set -euo pipefail
@@ -11,9 +12,12 @@ cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 source scripts/env.sh
 
-echo "== build (RelWithDebInfo)"
+echo "== code style (.clang-format)"
+git ls-files -z '*.cpp' '*.h' '*.cu' | xargs -0 clang-format --dry-run --Werror
+
+echo "== build (Release)"
 # Tests on, whatever an earlier scripts/setup.sh (tests off) left in the cache.
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKCAP_BUILD_TESTS=ON >/dev/null
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DKCAP_BUILD_TESTS=ON >/dev/null
 cmake --build build -j "$JOBS"
 echo "== tests"
 ctest --test-dir build -LE gpu --no-tests=error --output-on-failure -j "$JOBS"

@@ -158,7 +158,8 @@ std::vector<std::string> parameterLines(const replay::LaunchRecord& launch) {
     }
     for (const auto word : e.getPointers()) {
       if (word.getOffset() >= offset && word.getOffset() - offset < size) {
-        line += strf("; pointer at +%u into allocation %s", word.getOffset() - offset, hex(word.getAllocationBase()).c_str());
+        line += strf("; pointer at +%u into allocation %s", word.getOffset() - offset,
+                     hex(word.getAllocationBase()).c_str());
       }
     }
     lines.push_back(line);
@@ -210,23 +211,37 @@ int runBisect(const Options& opt) {
 
     if (opt.json) {
       JsonWriter j;
-      j.beginObject().value("trace", opt.path).value("sideA", sideA).value("sideB", sideB)
-          .value("sequence", options.sequence).value("examined", result.examined)
-          .value("notComparable", result.notComparable).value("probes", result.probes)
+      j.beginObject()
+          .value("trace", opt.path)
+          .value("sideA", sideA)
+          .value("sideB", sideB)
+          .value("sequence", options.sequence)
+          .value("examined", result.examined)
+          .value("notComparable", result.notComparable)
+          .value("probes", result.probes)
           .value("total", static_cast<uint64_t>(launches.size()));
       if (options.perf) {
         j.value("thresholdPercent", options.thresholdPercent).value("timed", result.timed).beginArray("slower");
         for (const auto& s : result.slower) {
-          j.beginObject().value("launchIndex", s.launchIndex).value("kernel", s.kernel).value("baseNs", s.baseNs)
-              .value("otherNs", s.otherNs).value("percent", s.percent).endObject();
+          j.beginObject()
+              .value("launchIndex", s.launchIndex)
+              .value("kernel", s.kernel)
+              .value("baseNs", s.baseNs)
+              .value("otherNs", s.otherNs)
+              .value("percent", s.percent)
+              .endObject();
         }
         j.endArray();
       }
       if (result.first) {
         const auto& o = result.first->outcome;
-        j.beginObject("first").value("launchIndex", o.launchIndex).value("kernel", o.kernel)
-            .value("verdict", std::string(replay::verdictName(o.verdict))).value("why", result.first->why)
-            .value("detail", o.detail).value("code", o.code);
+        j.beginObject("first")
+            .value("launchIndex", o.launchIndex)
+            .value("kernel", o.kernel)
+            .value("verdict", std::string(replay::verdictName(o.verdict)))
+            .value("why", result.first->why)
+            .value("detail", o.detail)
+            .value("code", o.code);
         j.beginArray("grid").value({}, o.grid[0]).value({}, o.grid[1]).value({}, o.grid[2]).endArray();
         j.beginArray("block").value({}, o.block[0]).value({}, o.block[1]).value({}, o.block[2]).endArray();
         j.value("sharedMemBytes", o.sharedMemBytes);
@@ -258,15 +273,15 @@ int runBisect(const Options& opt) {
                 << options.thresholdPercent << "%: " << result.slower.size() << "\n";
       Table table({"launch", "kernel", "before", "after", "slower"}, "rrrr");
       for (const auto& s : result.slower) {
-        table.row({std::to_string(s.launchIndex), printable(s.kernel), strf("%.1f us", static_cast<double>(s.baseNs) / 1e3),
+        table.row({std::to_string(s.launchIndex), printable(s.kernel),
+                   strf("%.1f us", static_cast<double>(s.baseNs) / 1e3),
                    strf("%.1f us", static_cast<double>(s.otherNs) / 1e3), strf("%+.1f%%", s.percent)});
       }
       if (!table.empty()) std::cout << table.render();
       return code;
     }
     if (!result.first) {
-      std::cout << "No launch diverges: all " << result.examined - result.notComparable
-                << " compared launches agree.";
+      std::cout << "No launch diverges: all " << result.examined - result.notComparable << " compared launches agree.";
       if (result.notComparable != 0) {
         std::cout << " " << result.notComparable << " could not be replayed on one side (see kcap replay).";
       }

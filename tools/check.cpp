@@ -126,9 +126,9 @@ class Checker {
     auto pieces = content.getPieces();
     if (size == 0) return;
     if (pieceSize == 0 || pieces.size() != size / pieceSize + (size % pieceSize != 0)) {
-      add(ref.chunkOffset, where() + strf(" lists %u pieces of %llu bytes for %llu bytes", pieces.size(),
-                                          static_cast<unsigned long long>(pieceSize),
-                                          static_cast<unsigned long long>(size)));
+      add(ref.chunkOffset,
+          where() + strf(" lists %u pieces of %llu bytes for %llu bytes", pieces.size(),
+                         static_cast<unsigned long long>(pieceSize), static_cast<unsigned long long>(size)));
       return;
     }
     // One line per content and kind of trouble, not one per piece: deduplicated
@@ -230,20 +230,20 @@ class Checker {
         }
         first = false;
       } else if (seq <= lastSeq) {
-        add(ref.chunkOffset, strf("event #%llu (%s) follows #%llu: seq numbers must increase",
-                                  static_cast<unsigned long long>(seq), type.c_str(),
-                                  static_cast<unsigned long long>(lastSeq)));
+        add(ref.chunkOffset,
+            strf("event #%llu (%s) follows #%llu: seq numbers must increase", static_cast<unsigned long long>(seq),
+                 type.c_str(), static_cast<unsigned long long>(lastSeq)));
       } else if (seq != lastSeq + 1) {
-        add(ref.chunkOffset, strf("events #%llu to #%llu are missing (seq jumps from %llu to %llu)",
-                                  static_cast<unsigned long long>(lastSeq + 1),
-                                  static_cast<unsigned long long>(seq - 1), static_cast<unsigned long long>(lastSeq),
-                                  static_cast<unsigned long long>(seq)));
+        add(ref.chunkOffset,
+            strf("events #%llu to #%llu are missing (seq jumps from %llu to %llu)",
+                 static_cast<unsigned long long>(lastSeq + 1), static_cast<unsigned long long>(seq - 1),
+                 static_cast<unsigned long long>(lastSeq), static_cast<unsigned long long>(seq)));
       }
       if (seq > lastSeq || events_ == 1) lastSeq = seq;
 
       if (sawEnd_) {
-        add(ref.chunkOffset, strf("event #%llu (%s) follows traceEnd", static_cast<unsigned long long>(seq),
-                                  type.c_str()));
+        add(ref.chunkOffset,
+            strf("event #%llu (%s) follows traceEnd", static_cast<unsigned long long>(seq), type.c_str()));
       }
       if (e.which() == schema::Event::TRACE_END) {
         sawEnd_ = true;
@@ -258,7 +258,8 @@ class Checker {
       if (e.isLaunch()) {
         const std::string problem = format::launchParamProblem(e.getLaunch());
         if (!problem.empty()) {
-          add(ref.chunkOffset, strf("event #%llu (%s): ", static_cast<unsigned long long>(seq), type.c_str()) + problem);
+          add(ref.chunkOffset,
+              strf("event #%llu (%s): ", static_cast<unsigned long long>(seq), type.c_str()) + problem);
         }
       }
       forEachContent(e, [&](const std::string& path, schema::Content::Reader content) {
@@ -295,10 +296,10 @@ class Checker {
       auto it = chunkEvents_.find(chunk.offset);
       ChunkEvents seen = it == chunkEvents_.end() ? ChunkEvents{} : it->second;
       if (seen.count != chunk.eventCount || (seen.count > 0 && seen.firstSeq != chunk.firstSeq)) {
-        add(chunk.offset, strf("the index says this record chunk holds %u events from #%llu; it holds %llu from #%llu",
-                               chunk.eventCount, static_cast<unsigned long long>(chunk.firstSeq),
-                               static_cast<unsigned long long>(seen.count),
-                               static_cast<unsigned long long>(seen.firstSeq)));
+        add(chunk.offset,
+            strf("the index says this record chunk holds %u events from #%llu; it holds %llu from #%llu",
+                 chunk.eventCount, static_cast<unsigned long long>(chunk.firstSeq),
+                 static_cast<unsigned long long>(seen.count), static_cast<unsigned long long>(seen.firstSeq)));
       }
     }
   }
@@ -308,7 +309,8 @@ class Checker {
     if (events_ == 0 && count_ == 0) add(format::kFileHeaderSize, "the trace holds no events");
     // A trailer whose index could not be used is among the reader's problems.
     if (!reader_.indexed() && !reader_.closed()) {
-      add(reader_.fileSize(), "not closed (no footer index); the writer did not finish, events were recovered by scanning");
+      add(reader_.fileSize(),
+          "not closed (no footer index); the writer did not finish, events were recovered by scanning");
     }
   }
 
@@ -341,10 +343,10 @@ class Checker {
 
   const Options& opt_;
   format::TraceReader& reader_;
-  std::vector<Finding> findings_;  // at most 2 * kMaxListed: the first by offset
-  uint64_t count_ = 0;             // every finding, kept or not
-  bool cut_ = false;               // findings_ was cut to the kMaxListed first
-  uint64_t cutoff_ = 0;            // then: a finding at or past this offset comes after all kept
+  std::vector<Finding> findings_;               // at most 2 * kMaxListed: the first by offset
+  uint64_t count_ = 0;                          // every finding, kept or not
+  bool cut_ = false;                            // findings_ was cut to the kMaxListed first
+  uint64_t cutoff_ = 0;                         // then: a finding at or past this offset comes after all kept
   std::unordered_set<uint64_t> chunkFindings_;  // hashes of verifyChunk's findings, not repeated from the reader
   std::set<uint64_t> badChunks_;
   std::unordered_map<format::Hash128, format::ChunkInfo, format::Hash128Hasher> blobs_;

@@ -121,10 +121,14 @@ std::string dim3Text(uint32_t x, uint32_t y, uint32_t z) { return strf("(%u,%u,%
 static unsigned codePoint(std::string_view sequence) {
   const auto byte = [&](size_t i) { return static_cast<unsigned char>(sequence[i]); };
   switch (sequence.size()) {
-    case 2: return (byte(0) & 0x1fu) << 6 | (byte(1) & 0x3fu);
-    case 3: return (byte(0) & 0x0fu) << 12 | (byte(1) & 0x3fu) << 6 | (byte(2) & 0x3fu);
-    case 4: return (byte(0) & 0x07u) << 18 | (byte(1) & 0x3fu) << 12 | (byte(2) & 0x3fu) << 6 | (byte(3) & 0x3fu);
-    default: return byte(0);
+    case 2:
+      return (byte(0) & 0x1fu) << 6 | (byte(1) & 0x3fu);
+    case 3:
+      return (byte(0) & 0x0fu) << 12 | (byte(1) & 0x3fu) << 6 | (byte(2) & 0x3fu);
+    case 4:
+      return (byte(0) & 0x07u) << 18 | (byte(1) & 0x3fu) << 12 | (byte(2) & 0x3fu) << 6 | (byte(3) & 0x3fu);
+    default:
+      return byte(0);
   }
 }
 
@@ -158,12 +162,28 @@ static std::string escapeText(std::string_view text, const char* badByte, bool k
   for (size_t i = 0; i < text.size();) {
     auto c = static_cast<unsigned char>(text[i]);
     switch (c) {
-      case '"': out += keepQuotes ? "\"" : "\\\""; ++i; continue;
-      case '\\': out += keepQuotes ? "\\" : "\\\\"; ++i; continue;
-      case '\n': out += "\\n"; ++i; continue;
-      case '\t': out += "\\t"; ++i; continue;
-      case '\r': out += "\\r"; ++i; continue;
-      default: break;
+      case '"':
+        out += keepQuotes ? "\"" : "\\\"";
+        ++i;
+        continue;
+      case '\\':
+        out += keepQuotes ? "\\" : "\\\\";
+        ++i;
+        continue;
+      case '\n':
+        out += "\\n";
+        ++i;
+        continue;
+      case '\t':
+        out += "\\t";
+        ++i;
+        continue;
+      case '\r':
+        out += "\\r";
+        ++i;
+        continue;
+      default:
+        break;
     }
     size_t n = utf8Length(text, i);
     if (escapedTerminalControl(text.substr(i, n), out)) {
@@ -391,7 +411,9 @@ class ContentWalker {
   void walk(capnp::DynamicStruct::Reader s, std::string& path,
             const std::function<void(const std::string&, schema::Content::Reader)>& fn) {
     for (auto field : s.getSchema().getNonUnionFields()) visitField(s, field, path, fn);
-    KJ_IF_MAYBE(active, s.which()) { visitField(s, *active, path, fn); }
+    KJ_IF_MAYBE (active, s.which()) {
+      visitField(s, *active, path, fn);
+    }
   }
 
  private:

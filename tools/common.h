@@ -30,12 +30,12 @@ int guarded(const std::string& path, const std::function<int()>& body);
 // ---- text -------------------------------------------------------------------
 
 std::string strf(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
-std::string hex(uint64_t value);                        // "0x7f3a00000000"
-std::string hexBytes(const uint8_t* data, size_t size);  // "00ff..."
-std::string humanSize(uint64_t bytes);                  // "512 B", "1.5 KiB", "2.00 GiB"
-std::string withCommas(uint64_t value);                 // "12,345,678"
-std::string versionText(int32_t cudaVersion);           // 12080 -> "12.8"; 0 -> "unknown"
-std::string uuidText(capnp::Data::Reader uuid);         // nvidia-smi style "GPU-xxxxxxxx-xxxx-..."
+std::string hex(uint64_t value);                           // "0x7f3a00000000"
+std::string hexBytes(const uint8_t* data, size_t size);    // "00ff..."
+std::string humanSize(uint64_t bytes);                     // "512 B", "1.5 KiB", "2.00 GiB"
+std::string withCommas(uint64_t value);                    // "12,345,678"
+std::string versionText(int32_t cudaVersion);              // 12080 -> "12.8"; 0 -> "unknown"
+std::string uuidText(capnp::Data::Reader uuid);            // nvidia-smi style "GPU-xxxxxxxx-xxxx-..."
 std::string dim3Text(uint32_t x, uint32_t y, uint32_t z);  // "(128,1,1)"
 // Makes untrusted text printable on one line: control bytes and bytes that are
 // not valid UTF-8 are escaped (\xNN), as are '"' and '\\'; with `quote` the
@@ -129,6 +129,5 @@ std::vector<std::string> eventTypeNames();  // every known member, schema order
 // `path` names the field, e.g. "launch.pre[2].content".
 void forEachContent(schema::Event::Reader event,
                     const std::function<void(const std::string& path, schema::Content::Reader content)>& fn);
-
 
 }  // namespace kcap::tools

@@ -66,7 +66,7 @@ struct Here {
   int sm = 0;
   uint64_t totalMemory = 0;  // 0: unknown
   int multiprocessors = 0;
-  int optinShared = 0;       // CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, 0 unknown
+  int optinShared = 0;  // CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, 0 unknown
   int maxThreadsPerBlock = 0;
   bool hasDriver() const { return noDriver.empty(); }
 };
@@ -105,7 +105,7 @@ Here probeHere(int ordinal) {
 // (interpose/trace_begin.cpp) less its own machinery (KCAP_*, LD_PRELOAD) and
 // the launcher's rank variables.
 bool relevant(const std::string& name) {
-  static const char* const kPrefixes[] = {"CUDA_",   "CUBLAS", "CUDNN",   "NVIDIA_", "NCCL_",
+  static const char* const kPrefixes[] = {"CUDA_",    "CUBLAS", "CUDNN",   "NVIDIA_", "NCCL_",
                                           "PYTORCH_", "TORCH_", "TRITON_", "XLA_"};
   for (const char* p : kPrefixes) {
     if (name.rfind(p, 0) == 0) return true;
@@ -177,7 +177,8 @@ void addEnvironmentRows(schema::TraceBegin::Reader begin, std::vector<Row>& rows
 std::string smText(int sm) { return sm > 0 ? replay::smName(sm) : "unknown"; }
 
 // The recorded device the launches ran on: the first launch's, else ordinal 0.
-std::optional<schema::Device::Reader> recordedDevice(schema::TraceBegin::Reader begin, const replay::TraceModel& model) {
+std::optional<schema::Device::Reader> recordedDevice(schema::TraceBegin::Reader begin,
+                                                     const replay::TraceModel& model) {
   const int ordinal = model.launches().empty() ? 0 : model.launches().front().event().getDevice();
   for (auto d : begin.getDevices()) {
     if (d.getOrdinal() == ordinal) return d;
@@ -253,8 +254,8 @@ struct Report {
   int exitCode = kExitOk;
 };
 
-void addDeviceRows(schema::TraceBegin::Reader begin, const std::optional<schema::Device::Reader>& rec,
-                   const Here& here, Report& r) {
+void addDeviceRows(schema::TraceBegin::Reader begin, const std::optional<schema::Device::Reader>& rec, const Here& here,
+                   Report& r) {
   // driver
   Row driver{"driver", versionText(begin.getDriverVersion()), "", "", false};
   if (!here.hasDriver()) {
@@ -292,7 +293,8 @@ void addDeviceRows(schema::TraceBegin::Reader begin, const std::optional<schema:
     if (jit.empty() && image.note.find("JIT-compiled") != std::string::npos) jit = image.note;
   }
   if (!jit.empty()) notes.push_back(jit);
-  if (cannot > 0) notes.push_back(strf("cannot run: %zu recorded image%s (see Images)", cannot, cannot == 1 ? "" : "s"));
+  if (cannot > 0)
+    notes.push_back(strf("cannot run: %zu recorded image%s (see Images)", cannot, cannot == 1 ? "" : "s"));
   for (const auto& n : notes) gpu.note += (gpu.note.empty() ? "" : "; ") + n;
   gpu.matters = gpu.matters || !notes.empty();
   r.rows.push_back(gpu);
@@ -339,7 +341,8 @@ void addPortability(const replay::TraceModel& model, const Here& here, Report& r
     if (!r.hereLimits && here.optinShared > 0) r.hereLimits = replay::ArchLimits{here.sm, 0, 1024, here.sm >= 90};
     if (r.hereLimits) {
       if (here.optinShared > 0) r.hereLimits->maxDynamicSharedPerBlock = static_cast<uint32_t>(here.optinShared);
-      if (here.maxThreadsPerBlock > 0) r.hereLimits->maxThreadsPerBlock = static_cast<uint32_t>(here.maxThreadsPerBlock);
+      if (here.maxThreadsPerBlock > 0)
+        r.hereLimits->maxThreadsPerBlock = static_cast<uint32_t>(here.maxThreadsPerBlock);
     }
   }
   for (auto& demand : replay::kernelDemands(model)) {
@@ -395,7 +398,8 @@ void printText(const Options& opt, const Report& r, const Here& here) {
   if (!r.images.empty()) {
     out += strf("\nImages (%zu recorded)\n", r.images.size());
     Table t({"", "Event", "Contains", "Recorded", "Here", "Note"});
-    for (const auto& i : r.images) t.row({i.matters ? "!" : "", "#" + std::to_string(i.seq), i.contents, i.recorded, i.here, i.note});
+    for (const auto& i : r.images)
+      t.row({i.matters ? "!" : "", "#" + std::to_string(i.seq), i.contents, i.recorded, i.here, i.note});
     out += t.render();
   }
 
@@ -499,7 +503,11 @@ void printJson(const Options& opt, const Report& r, const Here& here) {
         .value("sharedMemBytes", k.demand.sharedMemBytes)
         .value("maxDynamicSharedAttribute", k.demand.maxDynamicSharedAttribute)
         .value("blockThreads", k.demand.blockThreads);
-    j.beginArray("cluster").value({}, k.demand.cluster[0]).value({}, k.demand.cluster[1]).value({}, k.demand.cluster[2]).endArray();
+    j.beginArray("cluster")
+        .value({}, k.demand.cluster[0])
+        .value({}, k.demand.cluster[1])
+        .value({}, k.demand.cluster[2])
+        .endArray();
     j.beginArray("refusedOn");
     for (int sm : k.verdict.refusedOn) j.value({}, replay::smName(sm));
     j.endArray();
@@ -526,8 +534,8 @@ int runDoctor(const Options& opt) {
     }
     const Here here = probeHere(opt.device);
     if (here.hasDriver() && (opt.device < 0 || opt.device >= here.deviceCount)) {
-      std::cerr << "kcap doctor: --device " << opt.device << ": this machine has " << here.deviceCount
-                << " CUDA device" << (here.deviceCount == 1 ? "" : "s") << "\n";
+      std::cerr << "kcap doctor: --device " << opt.device << ": this machine has " << here.deviceCount << " CUDA device"
+                << (here.deviceCount == 1 ? "" : "s") << "\n";
       return kExitUsage;
     }
     const Report report = buildReport(*reader, model, model.traceBegin()->get().getTraceBegin(), here);

@@ -96,7 +96,8 @@ std::string pointersText(capnp::List<schema::PointerWord>::Reader words, capnp::
       out += "(tensorMap";
       constexpr size_t kMapBytes = 128;
       if (maps != nullptr && w.getOffset() + kMapBytes <= params.size()) {
-        const auto it = maps->find(std::string(reinterpret_cast<const char*>(params.begin()) + w.getOffset(), kMapBytes));
+        const auto it =
+            maps->find(std::string(reinterpret_cast<const char*>(params.begin()) + w.getOffset(), kMapBytes));
         if (it != maps->end()) out += " encode #" + std::to_string(it->second);
       }
       out += ")";
@@ -187,8 +188,10 @@ void formatMemcpy(Line& l, schema::Memcpy::Reader m) {
       .flag("async", m.getIsAsync())
       .addr("stream", m.getStream());
   if (m.getWidth() || m.getHeight()) {
-    l.num("width", m.getWidth()).num("height", m.getHeight()).num("dstPitch", m.getDstPitch()).num("srcPitch",
-                                                                                                   m.getSrcPitch());
+    l.num("width", m.getWidth())
+        .num("height", m.getHeight())
+        .num("dstPitch", m.getDstPitch())
+        .num("srcPitch", m.getSrcPitch());
   }
   if (m.getDepth()) {  // 3D: slices, and the rows from one slice to the next
     l.num("depth", m.getDepth()).num("dstHeight", m.getDstHeight()).num("srcHeight", m.getSrcHeight());
@@ -207,10 +210,7 @@ void formatMemset(Line& l, schema::Memset::Reader m) {
 }
 
 void formatSync(Line& l, schema::SyncOp::Reader s) {
-  l.add(enumName(s.getOp()))
-      .addrIf("stream", s.getStream())
-      .addrIf("event", s.getEvent())
-      .numIf("flags", s.getFlags());
+  l.add(enumName(s.getOp())).addrIf("stream", s.getStream()).addrIf("event", s.getEvent()).numIf("flags", s.getFlags());
   if (s.getPriority()) l.snum("priority", s.getPriority());
   l.result(s.getResult());
 }
@@ -300,8 +300,9 @@ void formatLaunch(Line& l, schema::Launch::Reader k, const TensorMapIndex* maps)
     for (auto a : k.getAttributes()) ids += (ids.empty() ? "" : ",") + std::to_string(a.getId());
     l.kv("attrs", "[" + ids + "]");
   }
-  l.flag("ptsz", k.getPerThreadStream()).flag("capturing", k.getCapturing()).flag("paramsFromExtra",
-                                                                                  k.getParamsFromExtra());
+  l.flag("ptsz", k.getPerThreadStream())
+      .flag("capturing", k.getCapturing())
+      .flag("paramsFromExtra", k.getParamsFromExtra());
   l.addr("function", k.getFunction());
 }
 
@@ -315,8 +316,7 @@ void formatLaunchEnd(Line& l, schema::LaunchEnd::Reader k) {
 void formatKernelTiming(Line& l, schema::KernelTiming::Reader t) {
   l.add("#" + std::to_string(t.getLaunchIndex()));
   uint64_t ns = t.getEndNs() >= t.getStartNs() ? t.getEndNs() - t.getStartNs() : 0;
-  l.kv("duration", strf("%.3fus", static_cast<double>(ns) / 1e3)).num("start", t.getStartNs()).num("end",
-                                                                                                  t.getEndNs());
+  l.kv("duration", strf("%.3fus", static_cast<double>(ns) / 1e3)).num("start", t.getStartNs()).num("end", t.getEndNs());
 }
 
 void formatEvent(std::string& out, const Event::Reader& e, const TensorMapIndex* maps) {
@@ -325,23 +325,51 @@ void formatEvent(std::string& out, const Event::Reader& e, const TensorMapIndex*
               static_cast<unsigned long long>(e.getTimeNs() / 1000), e.getThreadId(), type ? type : "unknown");
   Line l(out);
   switch (e.which()) {
-    case Event::TRACE_BEGIN: formatTraceBegin(l, e.getTraceBegin()); break;
-    case Event::TRACE_END: formatTraceEnd(l, e.getTraceEnd()); break;
-    case Event::MODULE_LOAD: formatModuleLoad(l, e.getModuleLoad()); break;
+    case Event::TRACE_BEGIN:
+      formatTraceBegin(l, e.getTraceBegin());
+      break;
+    case Event::TRACE_END:
+      formatTraceEnd(l, e.getTraceEnd());
+      break;
+    case Event::MODULE_LOAD:
+      formatModuleLoad(l, e.getModuleLoad());
+      break;
     case Event::MODULE_UNLOAD:
       l.addr("handle", e.getModuleUnload().getHandle()).flag("library", e.getModuleUnload().getIsLibrary());
       break;
-    case Event::FUNCTION_BIND: formatFunctionBind(l, e.getFunctionBind()); break;
-    case Event::FUNCTION_ATTRIBUTE: formatFunctionAttribute(l, e.getFunctionAttribute()); break;
-    case Event::ALLOC: formatAlloc(l, e.getAlloc()); break;
-    case Event::FREE: formatFree(l, e.getFree()); break;
-    case Event::MEMCPY: formatMemcpy(l, e.getMemcpy()); break;
-    case Event::MEMSET: formatMemset(l, e.getMemset()); break;
-    case Event::SYNC: formatSync(l, e.getSync()); break;
-    case Event::LAUNCH: formatLaunch(l, e.getLaunch(), maps); break;
-    case Event::LAUNCH_END: formatLaunchEnd(l, e.getLaunchEnd()); break;
-    case Event::KERNEL_TIMING: formatKernelTiming(l, e.getKernelTiming()); break;
-    case Event::TENSOR_MAP_ENCODE: formatTensorMapEncode(l, e.getTensorMapEncode()); break;
+    case Event::FUNCTION_BIND:
+      formatFunctionBind(l, e.getFunctionBind());
+      break;
+    case Event::FUNCTION_ATTRIBUTE:
+      formatFunctionAttribute(l, e.getFunctionAttribute());
+      break;
+    case Event::ALLOC:
+      formatAlloc(l, e.getAlloc());
+      break;
+    case Event::FREE:
+      formatFree(l, e.getFree());
+      break;
+    case Event::MEMCPY:
+      formatMemcpy(l, e.getMemcpy());
+      break;
+    case Event::MEMSET:
+      formatMemset(l, e.getMemset());
+      break;
+    case Event::SYNC:
+      formatSync(l, e.getSync());
+      break;
+    case Event::LAUNCH:
+      formatLaunch(l, e.getLaunch(), maps);
+      break;
+    case Event::LAUNCH_END:
+      formatLaunchEnd(l, e.getLaunchEnd());
+      break;
+    case Event::KERNEL_TIMING:
+      formatKernelTiming(l, e.getKernelTiming());
+      break;
+    case Event::TENSOR_MAP_ENCODE:
+      formatTensorMapEncode(l, e.getTensorMapEncode());
+      break;
     case Event::GRAPH_LAUNCH: {
       auto g = e.getGraphLaunch();
       l.addr("exec", g.getGraphExec()).addr("stream", g.getStream()).result(g.getResult());
@@ -512,8 +540,7 @@ int runDump(const Options& opt) {
     std::fflush(stdout);
     if (reader->problems().empty()) return kExitOk;
     for (const auto& p : reader->problems()) {
-      std::cerr << opt.path << ": at byte " << p.offset << ": " << bareProblem(opt.path, p.message)
-                << "\n";
+      std::cerr << opt.path << ": at byte " << p.offset << ": " << bareProblem(opt.path, p.message) << "\n";
     }
     return kExitTrace;
   });

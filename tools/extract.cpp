@@ -47,10 +47,12 @@ int runExtract(const Options& opt) {
       std::cerr << "kcap extract: " << e.what() << "\n";
       return kExitUsage;
     }
-    for (const std::string& text : r.skipped) std::cerr << "kcap extract: " << opt.path << ": skipped: " << text << "\n";
+    for (const std::string& text : r.skipped)
+      std::cerr << "kcap extract: " << opt.path << ": skipped: " << text << "\n";
     const size_t n = r.launches.size();
     const bool plural = n != 1 || request.range.has_value();
-    const double percent = r.sourceBytes == 0 ? 0.0 : 100.0 * static_cast<double>(r.bytes) / static_cast<double>(r.sourceBytes);
+    const double percent =
+        r.sourceBytes == 0 ? 0.0 : 100.0 * static_cast<double>(r.bytes) / static_cast<double>(r.sourceBytes);
     std::cout << "extracted " << (plural ? "launches " : "launch ") << r.selection << " (" << n
               << (n == 1 ? " launch" : " launches") << ") of " << opt.path << ": " << withCommas(r.events)
               << " events, " << r.modules << (r.modules == 1 ? " module, " : " modules, ") << withCommas(r.bytes)

@@ -190,8 +190,8 @@ void addEvent(Summary& s, const Event::Reader& e) {
       break;
     case Event::TRACE_END: {
       auto t = e.getTraceEnd();
-      s.end = EndInfo{e.getSeq(),          enumName(t.getReason()), t.getSignal(), t.getEventCount(),
-                      t.getLaunchCount(),  t.getDroppedLaunches(),  t.getMessage().cStr()};
+      s.end = EndInfo{e.getSeq(),         enumName(t.getReason()), t.getSignal(),        t.getEventCount(),
+                      t.getLaunchCount(), t.getDroppedLaunches(),  t.getMessage().cStr()};
       break;
     }
     case Event::MODULE_LOAD: {
@@ -312,7 +312,8 @@ std::vector<const KernelInfo*> kernelsByGpuTime(const Summary& s) {
   for (const auto& k : s.kernels) {
     if (!k.durationsNs.empty()) out.push_back(&k);
   }
-  std::stable_sort(out.begin(), out.end(), [](const KernelInfo* a, const KernelInfo* b) { return a->totalNs > b->totalNs; });
+  std::stable_sort(out.begin(), out.end(),
+                   [](const KernelInfo* a, const KernelInfo* b) { return a->totalNs > b->totalNs; });
   return out;
 }
 
@@ -375,10 +376,10 @@ void printText(const Options& opt, const format::TraceReader& reader, const Summ
     out += printable(opt.path) + "\n";
     Table t({"", ""});
     t.row({"File size", humanSize(reader.fileSize()) + " (" + withCommas(reader.fileSize()) + " bytes)"});
-    t.row({"Format", strf("version %u, written by ", header.formatVersion) +
-                         printable(std::string(header.writerVersion, strnlen(header.writerVersion,
-                                                                             sizeof header.writerVersion)),
-                                   true)});
+    t.row({"Format",
+           strf("version %u, written by ", header.formatVersion) +
+               printable(std::string(header.writerVersion, strnlen(header.writerVersion, sizeof header.writerVersion)),
+                         true)});
     t.row({"Index", indexText(reader, closed)});
     t.row({"Torn", reader.torn() ? "yes — the file ends inside a chunk" : "no"});
     if (s.end) {
@@ -418,8 +419,8 @@ void printText(const Options& opt, const format::TraceReader& reader, const Summ
     std::string started = utcText(b.getStartUnixNs());
     if (s.events > 0) started += ", last event at +" + durationText(s.lastTimeNs);
     t.row({"Started", started});
-    t.row({"Driver", versionText(b.getDriverVersion()) +
-                         (b.getDriverVersion() > 0 ? strf(" (%d)", b.getDriverVersion()) : "")});
+    t.row({"Driver",
+           versionText(b.getDriverVersion()) + (b.getDriverVersion() > 0 ? strf(" (%d)", b.getDriverVersion()) : "")});
     t.row({"Runtime", versionText(b.getRuntimeVersion()) +
                           (b.getRuntimeVersion() > 0 ? strf(" (%d)", b.getRuntimeVersion()) : "")});
     t.row({"Capture mode", enumName(b.getCaptureMode())});
@@ -558,7 +559,8 @@ void printJson(const Options& opt, const format::TraceReader& reader, const Summ
   j.value("file", opt.path);
   j.value("fileSize", reader.fileSize());
   j.value("formatVersion", header.formatVersion);
-  j.value("writerVersion", std::string(header.writerVersion, strnlen(header.writerVersion, sizeof header.writerVersion)));
+  j.value("writerVersion",
+          std::string(header.writerVersion, strnlen(header.writerVersion, sizeof header.writerVersion)));
   j.value("indexed", reader.indexed());
   j.value("closed", closed);
   j.value("torn", reader.torn());
@@ -648,7 +650,10 @@ void printJson(const Options& opt, const format::TraceReader& reader, const Summ
       .endObject();
   j.beginArray("kernels");
   for (const auto* k : kernelsByCount(s)) {
-    j.beginObject().value("name", k->name).value("launches", k->launches).value("firstLaunchIndex", k->firstLaunchIndex);
+    j.beginObject()
+        .value("name", k->name)
+        .value("launches", k->launches)
+        .value("firstLaunchIndex", k->firstLaunchIndex);
     j.beginArray("grid").value({}, k->grid[0]).value({}, k->grid[1]).value({}, k->grid[2]).endArray();
     j.beginArray("block").value({}, k->block[0]).value({}, k->block[1]).value({}, k->block[2]).endArray();
     j.value("sharedMemBytes", k->sharedMemBytes);
@@ -674,7 +679,9 @@ void printJson(const Options& opt, const format::TraceReader& reader, const Summ
   for (const auto& [kind, cb] : s.allocByKind) countBytes(kind, cb);
   j.endObject().endObject();
   j.beginObject("memcpy");
-  j.value("count", s.memcpyTotal.count).value("bytes", s.memcpyTotal.bytes).value("capturedBytes", s.memcpyCapturedBytes);
+  j.value("count", s.memcpyTotal.count)
+      .value("bytes", s.memcpyTotal.bytes)
+      .value("capturedBytes", s.memcpyCapturedBytes);
   j.beginObject("byDirection");
   for (const auto& [dir, cb] : s.memcpyByDirection) countBytes(dir, cb);
   j.endObject().endObject();

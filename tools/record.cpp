@@ -80,11 +80,12 @@ struct Options {
 // The option that sets each variable, for messages.
 const std::map<std::string, std::string>& flagOf() {
   static const std::map<std::string, std::string> flags = {
-      {"KCAP_OUTPUT", "--output"}, {"KCAP_MODE", "--mode"},
+      {"KCAP_OUTPUT", "--output"},   {"KCAP_MODE", "--mode"},
       {"KCAP_INCLUDE", "--include"}, {"KCAP_EXCLUDE", "--exclude"},
-      {"KCAP_SKIP", "--skip"}, {"KCAP_MAX_LAUNCHES", "--max-launches"},
-      {"KCAP_LEVEL", "--level"}, {"KCAP_PIECE_SIZE", "--piece-size"}, {"KCAP_BUFFER", "--buffer"},
-      {"KCAP_FLUSH", "--flush"}, {"KCAP_TIMING", "--timing"}, {"KCAP_HASH", "--hash"}};
+      {"KCAP_SKIP", "--skip"},       {"KCAP_MAX_LAUNCHES", "--max-launches"},
+      {"KCAP_LEVEL", "--level"},     {"KCAP_PIECE_SIZE", "--piece-size"},
+      {"KCAP_BUFFER", "--buffer"},   {"KCAP_FLUSH", "--flush"},
+      {"KCAP_TIMING", "--timing"},   {"KCAP_HASH", "--hash"}};
   return flags;
 }
 
@@ -147,12 +148,16 @@ std::string givenOutput(const Options& opt) {
 // environment's.
 std::map<std::string, std::string> settings(const Options& opt) {
   std::map<std::string, std::string> out;
-  const std::pair<const char*, const std::string*> given[] = {
-      {"KCAP_MODE", &opt.mode},     {"KCAP_INCLUDE", &opt.include},
-      {"KCAP_EXCLUDE", &opt.exclude}, {"KCAP_SKIP", &opt.skip},
-      {"KCAP_MAX_LAUNCHES", &opt.maxLaunches}, {"KCAP_LEVEL", &opt.level},
-      {"KCAP_PIECE_SIZE", &opt.pieceSize}, {"KCAP_BUFFER", &opt.buffer},
-      {"KCAP_FLUSH", &opt.flush}, {"KCAP_HASH", &opt.hash}};
+  const std::pair<const char*, const std::string*> given[] = {{"KCAP_MODE", &opt.mode},
+                                                              {"KCAP_INCLUDE", &opt.include},
+                                                              {"KCAP_EXCLUDE", &opt.exclude},
+                                                              {"KCAP_SKIP", &opt.skip},
+                                                              {"KCAP_MAX_LAUNCHES", &opt.maxLaunches},
+                                                              {"KCAP_LEVEL", &opt.level},
+                                                              {"KCAP_PIECE_SIZE", &opt.pieceSize},
+                                                              {"KCAP_BUFFER", &opt.buffer},
+                                                              {"KCAP_FLUSH", &opt.flush},
+                                                              {"KCAP_HASH", &opt.hash}};
   for (const char* name : captureVariables()) {
     const char* env = std::getenv(name);
     if (env != nullptr) out[name] = env;
@@ -205,13 +210,20 @@ std::string signalName(int sig) {
 
 const char* fileKind(mode_t mode) {
   switch (mode & S_IFMT) {
-    case S_IFDIR: return "a directory";
-    case S_IFLNK: return "a symbolic link";
-    case S_IFIFO: return "a FIFO";
-    case S_IFSOCK: return "a socket";
-    case S_IFCHR: return "a character device";
-    case S_IFBLK: return "a block device";
-    default: return "not a regular file";
+    case S_IFDIR:
+      return "a directory";
+    case S_IFLNK:
+      return "a symbolic link";
+    case S_IFIFO:
+      return "a FIFO";
+    case S_IFSOCK:
+      return "a socket";
+    case S_IFCHR:
+      return "a character device";
+    case S_IFBLK:
+      return "a block device";
+    default:
+      return "not a regular file";
   }
 }
 
@@ -234,8 +246,8 @@ std::string checkOutput(const std::string& path, const std::string& shown, bool 
     if (fd < 0) return "cannot read " + shown + ": " + std::strerror(errno) + "; not replacing it";
     std::array<uint8_t, format::kFileMagic.size()> magic{};
     struct stat opened {};
-    const bool trace = ::pread(fd, magic.data(), magic.size(), 0) == static_cast<ssize_t>(magic.size()) &&
-                       magic == format::kFileMagic;
+    const bool trace =
+        ::pread(fd, magic.data(), magic.size(), 0) == static_cast<ssize_t>(magic.size()) && magic == format::kFileMagic;
     std::string refused;
     if (!trace) {
       refused = shown + " is not a kcap trace; not replacing it, even with --force";
@@ -309,8 +321,8 @@ std::vector<TraceReport> readStatus(const std::string& statusPath) {
       const std::string kind = line.substr(0, space);
       const long pid = std::strtol(line.c_str() + space + 1, nullptr, 10);
       const size_t tab = line.find('\t', second + 1);
-      const std::string path = unescapeField(line.substr(second + 1, tab == std::string::npos ? std::string::npos
-                                                                                               : tab - second - 1));
+      const std::string path =
+          unescapeField(line.substr(second + 1, tab == std::string::npos ? std::string::npos : tab - second - 1));
       const std::string why = tab == std::string::npos ? "" : unescapeField(line.substr(tab + 1));
       auto known = std::find_if(traces.begin(), traces.end(), [&](const TraceReport& t) { return t.path == path; });
       if (kind == "trace" && known == traces.end()) {
@@ -344,10 +356,10 @@ std::string whyNotClosed(const TraceReport& trace, const format::TraceReader& re
              cut;
     }
     if (WIFEXITED(status)) {
-      return reader.torn() ? strf("the program exited (code %d) while the trace was being written%s",
-                                  WEXITSTATUS(status), cut.c_str())
-                           : strf("the program exited (code %d) without closing the trace (e.g. _exit)",
-                                  WEXITSTATUS(status));
+      return reader.torn()
+                 ? strf("the program exited (code %d) while the trace was being written%s", WEXITSTATUS(status),
+                        cut.c_str())
+                 : strf("the program exited (code %d) without closing the trace (e.g. _exit)", WEXITSTATUS(status));
     }
   }
   return strf("process %ld ended without closing it (killed, or _exit)%s", trace.pid, cut.c_str());
@@ -427,8 +439,8 @@ int runRecord(const Options& opt) {
       const std::string existing = variable.substr(name.size() + 1);
       // The shim goes first, except behind a sanitizer runtime, which
       // insists on being first itself.
-      const bool sanitizer = existing.find("libasan") != std::string::npos ||
-                             existing.find("clang_rt.asan") != std::string::npos;
+      const bool sanitizer =
+          existing.find("libasan") != std::string::npos || existing.find("clang_rt.asan") != std::string::npos;
       if (sanitizer) {
         preload = existing + ":" + shim;
       } else if (!existing.empty()) {
@@ -452,7 +464,8 @@ int runRecord(const Options& opt) {
 
   struct sigaction ignore {};
   struct sigaction forwarding {};
-  struct sigaction oldInt {}, oldQuit {}, oldTerm {}, oldHup {};
+  struct sigaction oldInt {
+  }, oldQuit{}, oldTerm{}, oldHup{};
   ignore.sa_handler = SIG_IGN;
   forwarding.sa_handler = forward;
   sigemptyset(&ignore.sa_mask);
@@ -478,8 +491,7 @@ int runRecord(const Options& opt) {
   if (child == 0) {
     ::close(gate[1]);
     char go = 0;
-    while (::read(gate[0], &go, 1) < 0 && errno == EINTR) {
-    }
+    while (::read(gate[0], &go, 1) < 0 && errno == EINTR) {}
     if (go != '1') ::_exit(127);
     ::execvpe(argv[0], argv.data(), envp.data());
     const int error = errno;
@@ -576,8 +588,7 @@ Run setupRecord(CLI::App& cmd) {
                "Replace the trace at the output path if there is one (only a kcap trace no process is writing; "
                "anything else there is never replaced)");
   cmd.add_flag("-q,--quiet", opt->quiet, "Print no summary at the end");
-  cmd.add_option("command", opt->command, "The program to run and its arguments (after --)")
-      ->type_name("CMD ARGS...");
+  cmd.add_option("command", opt->command, "The program to run and its arguments (after --)")->type_name("CMD ARGS...");
   return [opt] { return runRecord(*opt); };
 }
 

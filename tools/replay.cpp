@@ -109,7 +109,8 @@ replay::ReplayOptions replayOptions(const Options& o) {
   if (!o.tolerance.empty()) {
     r.tolerance = replay::parseTolerance(o.tolerance);
     if (!r.tolerance) throw UsageError("--tolerance " + o.tolerance + ": expected e.g. 1e-3, rel=1e-2, ulp=4");
-    if (!r.dtype && r.paramDtypes.empty()) throw UsageError("--tolerance needs --dtype (errors are measured per element)");
+    if (!r.dtype && r.paramDtypes.empty())
+      throw UsageError("--tolerance needs --dtype (errors are measured per element)");
   }
   if (!(o.timeout > 0)) throw UsageError("--timeout must be positive");
   const std::vector<std::string> known = replay::checkNames();
@@ -128,7 +129,8 @@ replay::ReplayOptions replayOptions(const Options& o) {
   // again from its own pre-state.
   for (const std::string& name : r.checks) {
     if (!o.range.empty() && name != "determinism") {
-      throw UsageError("--check " + name + " replays each launch again from its own pre-state: select with --launch, "
+      throw UsageError("--check " + name +
+                       " replays each launch again from its own pre-state: select with --launch, "
                        "--kernel or --all, not --range (with --range only --check determinism, which replays the "
                        "whole sequence --runs times)");
     }
@@ -210,13 +212,16 @@ class Report {
   void completeChecks(const replay::ReplayOptions& options) {
     for (auto& o : outcomes_) {
       for (const std::string& name : options.checks) {
-        const bool present = std::any_of(o.checks.begin(), o.checks.end(), [&](const auto& c) { return c.name == name; });
+        const bool present =
+            std::any_of(o.checks.begin(), o.checks.end(), [&](const auto& c) { return c.name == name; });
         if (present) continue;
         if (name == "sanitizer") {
           o.checks.push_back(replay::runSanitizer(options, o.launchIndex, selfPath()));
         } else {
-          o.checks.push_back({name, replay::CheckStatus::notRun,
-                              "the launch did not replay cleanly (" + std::string(replay::verdictName(o.verdict)) + ")", {}});
+          o.checks.push_back({name,
+                              replay::CheckStatus::notRun,
+                              "the launch did not replay cleanly (" + std::string(replay::verdictName(o.verdict)) + ")",
+                              {}});
         }
       }
     }
@@ -259,7 +264,8 @@ class Report {
     for (const auto& o : outcomes_) {
       const bool interesting = o.verdict != Verdict::reproduced || opt_.verbose || !o.checks.empty();
       if (!interesting) continue;
-      std::cout << "\nlaunch " << o.launchIndex << " (" << printable(o.kernel) << "): " << replay::verdictName(o.verdict);
+      std::cout << "\nlaunch " << o.launchIndex << " (" << printable(o.kernel)
+                << "): " << replay::verdictName(o.verdict);
       if (!o.detail.empty()) std::cout << ": " << printable(o.detail);
       std::cout << "\n";
       for (const auto& b : o.buffers) {
@@ -284,21 +290,35 @@ class Report {
     for (const auto& o : outcomes_) {
       switch (o.verdict) {
         case Verdict::reproduced: {
-          const bool loose = std::any_of(o.buffers.begin(), o.buffers.end(),
-                                         [](const auto& b) { return b.differingBytes != 0; });
+          const bool loose =
+              std::any_of(o.buffers.begin(), o.buffers.end(), [](const auto& b) { return b.differingBytes != 0; });
           ++(loose ? tolerated : reproduced);
           break;
         }
-        case Verdict::differs: ++differs; break;
-        case Verdict::fault: case Verdict::hang: ++failed; break;
-        default: ++other; break;
+        case Verdict::differs:
+          ++differs;
+          break;
+        case Verdict::fault:
+        case Verdict::hang:
+          ++failed;
+          break;
+        default:
+          ++other;
+          break;
       }
     }
     const size_t n = outcomes_.size();
-    if (failed != 0) return "Verdict: " + std::to_string(failed) + " of " + std::to_string(n) + " launches faulted or hung here.";
-    if (differs != 0) return "Verdict: " + std::to_string(differs) + " of " + std::to_string(n) + " launches differ from the recording.";
-    if (other != 0) return "Verdict: " + std::to_string(n - other) + " of " + std::to_string(n) + " launches ran as recorded; " + std::to_string(other) + " could not be verified or replayed (see above).";
-    if (tolerated != 0) return "Verdict: all " + std::to_string(n) + " launches reproduced, " + std::to_string(tolerated) + " within --tolerance.";
+    if (failed != 0)
+      return "Verdict: " + std::to_string(failed) + " of " + std::to_string(n) + " launches faulted or hung here.";
+    if (differs != 0)
+      return "Verdict: " + std::to_string(differs) + " of " + std::to_string(n) +
+             " launches differ from the recording.";
+    if (other != 0)
+      return "Verdict: " + std::to_string(n - other) + " of " + std::to_string(n) + " launches ran as recorded; " +
+             std::to_string(other) + " could not be verified or replayed (see above).";
+    if (tolerated != 0)
+      return "Verdict: all " + std::to_string(n) + " launches reproduced, " + std::to_string(tolerated) +
+             " within --tolerance.";
     return n == 1 ? "Verdict: the launch reproduced bit-exactly as recorded."
                   : "Verdict: all " + std::to_string(n) + " launches reproduced bit-exactly as recorded.";
   }
@@ -306,8 +326,11 @@ class Report {
   void printJson() const {
     JsonWriter j;
     j.beginObject().value("trace", opt_.path);
-    j.beginObject("device").value("ordinal", static_cast<int64_t>(device.ordinal)).value("name", device.name)
-        .value("sm", static_cast<int64_t>(device.sm)).value("driverVersion", static_cast<int64_t>(device.driverVersion))
+    j.beginObject("device")
+        .value("ordinal", static_cast<int64_t>(device.ordinal))
+        .value("name", device.name)
+        .value("sm", static_cast<int64_t>(device.sm))
+        .value("driverVersion", static_cast<int64_t>(device.driverVersion))
         .endObject();
     j.beginArray("launches");
     for (const auto& o : outcomes_) {
@@ -323,16 +346,24 @@ class Report {
       j.value("sharedMemBytes", o.sharedMemBytes);
       writeBuffersJson(j, o.buffers);
       if (const auto t = timing(o)) {
-        j.beginObject("timeNs").value("median", t->median).value("min", t->min).value("max", t->max)
-            .value("repeats", static_cast<uint64_t>(o.timesNs.size())).endObject();
+        j.beginObject("timeNs")
+            .value("median", t->median)
+            .value("min", t->min)
+            .value("max", t->max)
+            .value("repeats", static_cast<uint64_t>(o.timesNs.size()))
+            .endObject();
       }
       if (o.recordedDurationNs) j.value("recordedDurationNs", *o.recordedDurationNs);
-      j.value("restoredBytes", o.restoredBytes).value("restoreNs", o.restoreNs).value("placeNs", o.placeNs)
+      j.value("restoredBytes", o.restoredBytes)
+          .value("restoreNs", o.restoreNs)
+          .value("placeNs", o.placeNs)
           .value("restoreWaitNs", o.restoreWaitNs);
       if (!o.checks.empty()) {
         j.beginArray("checks");
         for (const auto& c : o.checks) {
-          j.beginObject().value("name", c.name).value("status", std::string(replay::checkStatusName(c.status)))
+          j.beginObject()
+              .value("name", c.name)
+              .value("status", std::string(replay::checkStatusName(c.status)))
               .value("summary", c.summary);
           j.beginArray("details");
           for (const auto& d : c.details) j.value({}, d);
@@ -387,8 +418,8 @@ int runReplay(const Options& opt) {
 
     // Launches captured into a CUDA graph never ran as launches: they have no
     // memory to start from. Only --launch N asks for one explicitly.
-    const size_t captured = static_cast<size_t>(std::count_if(
-        model.launches().begin(), model.launches().end(), [](const auto& l) { return l.event().getCapturing(); }));
+    const size_t captured = static_cast<size_t>(std::count_if(model.launches().begin(), model.launches().end(),
+                                                              [](const auto& l) { return l.event().getCapturing(); }));
     if (captured != 0 && opt.launches.empty() && !opt.json) {
       std::cerr << "kcap replay: " << captured << " launch(es) captured into CUDA graphs are not replayed "
                 << "(they ran inside graph launches, which kcap does not capture node by node yet)\n";
@@ -417,7 +448,10 @@ int runReplay(const Options& opt) {
     }
     if (progress) std::cerr << "\r\033[K" << std::flush;
     report.completeChecks(options);
-    if (opt.json) report.printJson(); else report.printText();
+    if (opt.json)
+      report.printJson();
+    else
+      report.printText();
     return report.exitCode();
   });
 }

@@ -22,12 +22,12 @@ namespace kcap::tools {
 using Run = std::function<int()>;
 using Setup = Run (*)(CLI::App& cmd);
 
-Run setupInfo(CLI::App& cmd);   // info.cpp
-Run setupDump(CLI::App& cmd);   // dump.cpp
-Run setupCheck(CLI::App& cmd);  // check.cpp
-Run setupRecord(CLI::App& cmd);  // record.cpp
-Run setupReplay(CLI::App& cmd);  // replay.cpp
-Run setupBisect(CLI::App& cmd);  // bisect.cpp
+Run setupInfo(CLI::App& cmd);     // info.cpp
+Run setupDump(CLI::App& cmd);     // dump.cpp
+Run setupCheck(CLI::App& cmd);    // check.cpp
+Run setupRecord(CLI::App& cmd);   // record.cpp
+Run setupReplay(CLI::App& cmd);   // replay.cpp
+Run setupBisect(CLI::App& cmd);   // bisect.cpp
 Run setupExtract(CLI::App& cmd);  // extract.cpp
 Run setupDoctor(CLI::App& cmd);   // doctor.cpp
 

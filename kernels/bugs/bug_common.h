@@ -11,19 +11,18 @@
 #include <cstdio>
 #include <cstdlib>
 
-#define BUG_CHECK(call)                                                                          \
-    do {                                                                                         \
-        const cudaError_t bug_check_error_ = (call);                                             \
-        if (bug_check_error_ != cudaSuccess) {                                                   \
-            std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call,                    \
-                         cudaGetErrorName(bug_check_error_));                                    \
-            std::exit(1);                                                                        \
-        }                                                                                        \
-    } while (0)
+#define BUG_CHECK(call)                                                                                       \
+  do {                                                                                                        \
+    const cudaError_t bug_check_error_ = (call);                                                              \
+    if (bug_check_error_ != cudaSuccess) {                                                                    \
+      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorName(bug_check_error_)); \
+      std::exit(1);                                                                                           \
+    }                                                                                                         \
+  } while (0)
 
 // After a <<<>>> launch: the launch itself was accepted and the kernel ran.
-#define BUG_LAUNCHED()                              \
-    do {                                            \
-        BUG_CHECK(cudaGetLastError());              \
-        BUG_CHECK(cudaDeviceSynchronize());         \
-    } while (0)
+#define BUG_LAUNCHED()                  \
+  do {                                  \
+    BUG_CHECK(cudaGetLastError());      \
+    BUG_CHECK(cudaDeviceSynchronize()); \
+  } while (0)

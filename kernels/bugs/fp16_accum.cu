@@ -23,44 +23,41 @@
 
 constexpr int kCols = 4096, kThreads = 256;
 
-extern "C" __global__ void row_mean(const __half* x, __half* out, int cols)
-{
-    __shared__ __half partial[kThreads];
-    const __half* row = x + static_cast<size_t>(blockIdx.x) * cols;
-    __half acc = __float2half(0.0f);  // BUG: an fp16 accumulator
-    for (int j = threadIdx.x; j < cols; j += blockDim.x) acc = __hadd(acc, row[j]);
-    partial[threadIdx.x] = acc;
+extern "C" __global__ void row_mean(const __half* x, __half* out, int cols) {
+  __shared__ __half partial[kThreads];
+  const __half* row = x + static_cast<size_t>(blockIdx.x) * cols;
+  __half acc = __float2half(0.0f);  // BUG: an fp16 accumulator
+  for (int j = threadIdx.x; j < cols; j += blockDim.x) acc = __hadd(acc, row[j]);
+  partial[threadIdx.x] = acc;
+  __syncthreads();
+  for (int s = blockDim.x / 2; s > 0; s /= 2) {
+    if (threadIdx.x < s) partial[threadIdx.x] = __hadd(partial[threadIdx.x], partial[threadIdx.x + s]);
     __syncthreads();
-    for (int s = blockDim.x / 2; s > 0; s /= 2) {
-        if (threadIdx.x < s) partial[threadIdx.x] = __hadd(partial[threadIdx.x], partial[threadIdx.x + s]);
-        __syncthreads();
-    }
-    if (threadIdx.x == 0) out[blockIdx.x] = __hdiv(partial[0], __int2half_rn(cols));
+  }
+  if (threadIdx.x == 0) out[blockIdx.x] = __hdiv(partial[0], __int2half_rn(cols));
 }
 
-static void run(const std::vector<float>& values)
-{
-    const int rows = static_cast<int>(values.size());
-    std::vector<__half> host(static_cast<size_t>(rows) * kCols);
-    for (int r = 0; r < rows; ++r)
-        for (int j = 0; j < kCols; ++j) host[static_cast<size_t>(r) * kCols + j] = __float2half(values[r]);
-    __half *x, *out;
-    BUG_CHECK(cudaMalloc(&x, host.size() * sizeof(__half)));
-    BUG_CHECK(cudaMalloc(&out, rows * sizeof(__half)));
-    BUG_CHECK(cudaMemcpy(x, host.data(), host.size() * sizeof(__half), cudaMemcpyHostToDevice));
-    BUG_CHECK(cudaMemset(out, 0, rows * sizeof(__half)));
-    row_mean<<<rows, kThreads>>>(x, out, kCols);
-    BUG_LAUNCHED();
-    std::vector<__half> means(rows);
-    BUG_CHECK(cudaMemcpy(means.data(), out, rows * sizeof(__half), cudaMemcpyDeviceToHost));
-    for (int r = 0; r < rows; ++r) {
-        std::printf("result row_mean of %d x %g = %g\n", kCols, values[r], __half2float(means[r]));
-    }
+static void run(const std::vector<float>& values) {
+  const int rows = static_cast<int>(values.size());
+  std::vector<__half> host(static_cast<size_t>(rows) * kCols);
+  for (int r = 0; r < rows; ++r)
+    for (int j = 0; j < kCols; ++j) host[static_cast<size_t>(r) * kCols + j] = __float2half(values[r]);
+  __half *x, *out;
+  BUG_CHECK(cudaMalloc(&x, host.size() * sizeof(__half)));
+  BUG_CHECK(cudaMalloc(&out, rows * sizeof(__half)));
+  BUG_CHECK(cudaMemcpy(x, host.data(), host.size() * sizeof(__half), cudaMemcpyHostToDevice));
+  BUG_CHECK(cudaMemset(out, 0, rows * sizeof(__half)));
+  row_mean<<<rows, kThreads>>>(x, out, kCols);
+  BUG_LAUNCHED();
+  std::vector<__half> means(rows);
+  BUG_CHECK(cudaMemcpy(means.data(), out, rows * sizeof(__half), cudaMemcpyDeviceToHost));
+  for (int r = 0; r < rows; ++r) {
+    std::printf("result row_mean of %d x %g = %g\n", kCols, values[r], __half2float(means[r]));
+  }
 }
 
-int main()
-{
-    run({1.0f, 0.5f, 2.0f, -1.0f});
-    run({30.0f, 0.1f, 1.0f});
-    return 0;
+int main() {
+  run({1.0f, 0.5f, 2.0f, -1.0f});
+  run({30.0f, 0.1f, 1.0f});
+  return 0;
 }

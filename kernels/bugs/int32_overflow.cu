@@ -21,51 +21,48 @@
 #include <cstdint>
 #include <vector>
 
-extern "C" __global__ void strided_copy(const int8_t* x, int8_t* y, int rows, int cols, int ld)
-{
-    const long long i = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
-    if (i >= static_cast<long long>(rows) * cols) return;
-    const int row = static_cast<int>(i / cols), col = static_cast<int>(i % cols);
-    // BUG: a 32-bit offset (computed as the hardware does, wrapping past 2^31 - 1).
-    const int src = static_cast<int>(static_cast<unsigned>(row) * static_cast<unsigned>(ld) + col);
-    y[i] = static_cast<int8_t>(2 * x[src]);
+extern "C" __global__ void strided_copy(const int8_t* x, int8_t* y, int rows, int cols, int ld) {
+  const long long i = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= static_cast<long long>(rows) * cols) return;
+  const int row = static_cast<int>(i / cols), col = static_cast<int>(i % cols);
+  // BUG: a 32-bit offset (computed as the hardware does, wrapping past 2^31 - 1).
+  const int src = static_cast<int>(static_cast<unsigned>(row) * static_cast<unsigned>(ld) + col);
+  y[i] = static_cast<int8_t>(2 * x[src]);
 }
 
-static void run(int rows, int cols)
-{
-    const long long n = static_cast<long long>(rows) * cols;
-    // the tensor below x in the same allocation (2 GiB where the wrapped offsets reach)
-    const size_t other = n > 0x7fffffffll ? size_t{1} << 31 : 4096;
-    int8_t *arena, *y;
-    BUG_CHECK(cudaMalloc(&arena, other + n));
-    BUG_CHECK(cudaMalloc(&y, n));
-    int8_t* x = arena + other;
-    BUG_CHECK(cudaMemset(arena, 0x7f, other));
-    BUG_CHECK(cudaMemset(x, 3, n));
-    BUG_CHECK(cudaMemset(y, 0, n));
-    const long long blocks = (n + 255) / 256;
-    strided_copy<<<static_cast<unsigned>(blocks), 256>>>(x, y, rows, cols, cols);
-    BUG_LAUNCHED();
-    // y[0], y[2^31 - 1], y[2^31], y[n - 1] (where they exist), and the wrong elements of the last 8 KiB.
-    const long long tail = n < 8192 ? n : 8192;
-    std::vector<int8_t> last(tail);
-    BUG_CHECK(cudaMemcpy(last.data(), y + n - tail, tail, cudaMemcpyDeviceToHost));
-    long long wrong = 0;
-    for (int8_t v : last) wrong += v != 6;
-    std::printf("result strided_copy %d x %d: wrong elements in the last %lld: %lld\n", rows, cols, tail, wrong);
-    for (long long at : {0ll, (1ll << 31) - 1, 1ll << 31, n - 1}) {
-        if (at >= n) continue;
-        int8_t v = 0;
-        BUG_CHECK(cudaMemcpy(&v, y + at, 1, cudaMemcpyDeviceToHost));
-        std::printf("result strided_copy %d x %d: y[%lld] = %d (expected 6)\n", rows, cols, at, v);
-    }
-    BUG_CHECK(cudaFree(arena));
-    BUG_CHECK(cudaFree(y));
+static void run(int rows, int cols) {
+  const long long n = static_cast<long long>(rows) * cols;
+  // the tensor below x in the same allocation (2 GiB where the wrapped offsets reach)
+  const size_t other = n > 0x7fffffffll ? size_t{1} << 31 : 4096;
+  int8_t *arena, *y;
+  BUG_CHECK(cudaMalloc(&arena, other + n));
+  BUG_CHECK(cudaMalloc(&y, n));
+  int8_t* x = arena + other;
+  BUG_CHECK(cudaMemset(arena, 0x7f, other));
+  BUG_CHECK(cudaMemset(x, 3, n));
+  BUG_CHECK(cudaMemset(y, 0, n));
+  const long long blocks = (n + 255) / 256;
+  strided_copy<<<static_cast<unsigned>(blocks), 256>>>(x, y, rows, cols, cols);
+  BUG_LAUNCHED();
+  // y[0], y[2^31 - 1], y[2^31], y[n - 1] (where they exist), and the wrong elements of the last 8 KiB.
+  const long long tail = n < 8192 ? n : 8192;
+  std::vector<int8_t> last(tail);
+  BUG_CHECK(cudaMemcpy(last.data(), y + n - tail, tail, cudaMemcpyDeviceToHost));
+  long long wrong = 0;
+  for (int8_t v : last) wrong += v != 6;
+  std::printf("result strided_copy %d x %d: wrong elements in the last %lld: %lld\n", rows, cols, tail, wrong);
+  for (long long at : {0ll, (1ll << 31) - 1, 1ll << 31, n - 1}) {
+    if (at >= n) continue;
+    int8_t v = 0;
+    BUG_CHECK(cudaMemcpy(&v, y + at, 1, cudaMemcpyDeviceToHost));
+    std::printf("result strided_copy %d x %d: y[%lld] = %d (expected 6)\n", rows, cols, at, v);
+  }
+  BUG_CHECK(cudaFree(arena));
+  BUG_CHECK(cudaFree(y));
 }
 
-int main()
-{
-    run(4, 4096);
-    run(524289, 4096);
-    return 0;
+int main() {
+  run(4, 4096);
+  run(524289, 4096);
+  return 0;
 }

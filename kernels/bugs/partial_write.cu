@@ -20,57 +20,54 @@
 
 constexpr int kCols = 64, kGroups = 16;
 
-extern "C" __global__ void group_center(const float* x, float* out, int rows_per_group)
-{
-    __shared__ float partial[kCols * 4];
-    const int tx = threadIdx.x, ty = threadIdx.y, t = ty * kCols + tx;
-    const size_t base = static_cast<size_t>(blockIdx.x) * rows_per_group * kCols;
-    float acc = 0.0f;
-    for (int r = ty; r < rows_per_group; r += 4) acc += x[base + r * kCols + tx];
-    partial[t] = acc;
+extern "C" __global__ void group_center(const float* x, float* out, int rows_per_group) {
+  __shared__ float partial[kCols * 4];
+  const int tx = threadIdx.x, ty = threadIdx.y, t = ty * kCols + tx;
+  const size_t base = static_cast<size_t>(blockIdx.x) * rows_per_group * kCols;
+  float acc = 0.0f;
+  for (int r = ty; r < rows_per_group; r += 4) acc += x[base + r * kCols + tx];
+  partial[t] = acc;
+  __syncthreads();
+  for (int s = kCols * 4 / 2; s > 0; s /= 2) {
+    if (t < s) partial[t] += partial[t + s];
     __syncthreads();
-    for (int s = kCols * 4 / 2; s > 0; s /= 2) {
-        if (t < s) partial[t] += partial[t + s];
-        __syncthreads();
-    }
-    const float mean = partial[0] / static_cast<float>(rows_per_group * kCols);
-    for (int r0 = 0; r0 + 4 <= rows_per_group; r0 += 4) {  // BUG: no loop for the last rows_per_group % 4 rows
-        const size_t at = base + static_cast<size_t>(r0 + ty) * kCols + tx;
-        out[at] = x[at] - mean;
-    }
+  }
+  const float mean = partial[0] / static_cast<float>(rows_per_group * kCols);
+  for (int r0 = 0; r0 + 4 <= rows_per_group; r0 += 4) {  // BUG: no loop for the last rows_per_group % 4 rows
+    const size_t at = base + static_cast<size_t>(r0 + ty) * kCols + tx;
+    out[at] = x[at] - mean;
+  }
 }
 
-static void run(int rows_per_group)
-{
-    const size_t count = static_cast<size_t>(kGroups) * rows_per_group * kCols;
-    std::vector<float> host(count);
-    for (size_t i = 0; i < count; ++i) host[i] = static_cast<float>(i % 50) + 0.25f;
-    float *x, *out;
-    BUG_CHECK(cudaMalloc(&x, count * sizeof(float)));
-    BUG_CHECK(cudaMalloc(&out, count * sizeof(float)));
-    BUG_CHECK(cudaMemcpy(x, host.data(), count * sizeof(float), cudaMemcpyHostToDevice));
-    BUG_CHECK(cudaMemset(out, 0, count * sizeof(float)));
-    group_center<<<kGroups, dim3(kCols, 4)>>>(x, out, rows_per_group);
-    BUG_LAUNCHED();
-    BUG_CHECK(cudaMemcpy(host.data(), out, count * sizeof(float), cudaMemcpyDeviceToHost));
-    double sum_abs = 0;
-    int zero_rows = 0;
-    for (size_t row = 0; row < count / kCols; ++row) {
-        bool zero = true;
-        for (int c = 0; c < kCols; ++c) {
-            const float v = host[row * kCols + c];
-            sum_abs += v < 0 ? -v : v;
-            zero = zero && v == 0.0f;
-        }
-        zero_rows += zero;
+static void run(int rows_per_group) {
+  const size_t count = static_cast<size_t>(kGroups) * rows_per_group * kCols;
+  std::vector<float> host(count);
+  for (size_t i = 0; i < count; ++i) host[i] = static_cast<float>(i % 50) + 0.25f;
+  float *x, *out;
+  BUG_CHECK(cudaMalloc(&x, count * sizeof(float)));
+  BUG_CHECK(cudaMalloc(&out, count * sizeof(float)));
+  BUG_CHECK(cudaMemcpy(x, host.data(), count * sizeof(float), cudaMemcpyHostToDevice));
+  BUG_CHECK(cudaMemset(out, 0, count * sizeof(float)));
+  group_center<<<kGroups, dim3(kCols, 4)>>>(x, out, rows_per_group);
+  BUG_LAUNCHED();
+  BUG_CHECK(cudaMemcpy(host.data(), out, count * sizeof(float), cudaMemcpyDeviceToHost));
+  double sum_abs = 0;
+  int zero_rows = 0;
+  for (size_t row = 0; row < count / kCols; ++row) {
+    bool zero = true;
+    for (int c = 0; c < kCols; ++c) {
+      const float v = host[row * kCols + c];
+      sum_abs += v < 0 ? -v : v;
+      zero = zero && v == 0.0f;
     }
-    std::printf("result group_center %d groups of %d rows: sum |out| %.2f, all-zero rows %d\n", kGroups,
-                rows_per_group, sum_abs, zero_rows);
+    zero_rows += zero;
+  }
+  std::printf("result group_center %d groups of %d rows: sum |out| %.2f, all-zero rows %d\n", kGroups, rows_per_group,
+              sum_abs, zero_rows);
 }
 
-int main()
-{
-    run(8);
-    run(6);
-    return 0;
+int main() {
+  run(8);
+  run(6);
+  return 0;
 }

@@ -21,43 +21,40 @@
 constexpr int kTileFloats = 51200;
 constexpr int kSmemBytes = kTileFloats * sizeof(float);  // 204800 = 200 KiB
 
-extern "C" __global__ void big_tile_sum(const float* x, float* out)
-{
-    extern __shared__ float tile[];
-    const float* src = x + static_cast<size_t>(blockIdx.x) * kTileFloats;
-    for (int i = threadIdx.x; i < kTileFloats; i += blockDim.x) tile[i] = src[i];
-    __syncthreads();
-    float acc = 0.0f;  // small integers: every order of additions gives the same sum
-    for (int i = threadIdx.x; i < kTileFloats; i += blockDim.x) acc += tile[kTileFloats - 1 - i];
-    atomicAdd(out + blockIdx.x, acc);
+extern "C" __global__ void big_tile_sum(const float* x, float* out) {
+  extern __shared__ float tile[];
+  const float* src = x + static_cast<size_t>(blockIdx.x) * kTileFloats;
+  for (int i = threadIdx.x; i < kTileFloats; i += blockDim.x) tile[i] = src[i];
+  __syncthreads();
+  float acc = 0.0f;  // small integers: every order of additions gives the same sum
+  for (int i = threadIdx.x; i < kTileFloats; i += blockDim.x) acc += tile[kTileFloats - 1 - i];
+  atomicAdd(out + blockIdx.x, acc);
 }
 
-int main()
-{
-    const int tiles = 2;
-    std::vector<float> host(static_cast<size_t>(tiles) * kTileFloats);
-    for (size_t i = 0; i < host.size(); ++i) host[i] = static_cast<float>(i % 7);
-    float *x, *out;
-    BUG_CHECK(cudaMalloc(&x, host.size() * sizeof(float)));
-    BUG_CHECK(cudaMalloc(&out, tiles * sizeof(float)));
-    BUG_CHECK(cudaMemcpy(x, host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice));
-    BUG_CHECK(cudaMemset(out, 0, tiles * sizeof(float)));
-    const cudaError_t asked = cudaFuncSetAttribute(big_tile_sum, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                   kSmemBytes);
-    if (asked != cudaSuccess) {
-        std::printf("result big_tile_sum refused %d bytes of dynamic shared memory: %s\n", kSmemBytes,
-                    cudaGetErrorName(asked));
-        return 0;
-    }
-    big_tile_sum<<<tiles, 256, kSmemBytes>>>(x, out);
-    const cudaError_t launched = cudaGetLastError();
-    if (launched != cudaSuccess) {
-        std::printf("result big_tile_sum launch refused: %s\n", cudaGetErrorName(launched));
-        return 0;
-    }
-    BUG_CHECK(cudaDeviceSynchronize());
-    float sums[tiles] = {};
-    BUG_CHECK(cudaMemcpy(sums, out, sizeof sums, cudaMemcpyDeviceToHost));
-    for (int t = 0; t < tiles; ++t) std::printf("result big_tile_sum tile %d sum %.1f\n", t, sums[t]);
+int main() {
+  const int tiles = 2;
+  std::vector<float> host(static_cast<size_t>(tiles) * kTileFloats);
+  for (size_t i = 0; i < host.size(); ++i) host[i] = static_cast<float>(i % 7);
+  float *x, *out;
+  BUG_CHECK(cudaMalloc(&x, host.size() * sizeof(float)));
+  BUG_CHECK(cudaMalloc(&out, tiles * sizeof(float)));
+  BUG_CHECK(cudaMemcpy(x, host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice));
+  BUG_CHECK(cudaMemset(out, 0, tiles * sizeof(float)));
+  const cudaError_t asked = cudaFuncSetAttribute(big_tile_sum, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
+  if (asked != cudaSuccess) {
+    std::printf("result big_tile_sum refused %d bytes of dynamic shared memory: %s\n", kSmemBytes,
+                cudaGetErrorName(asked));
     return 0;
+  }
+  big_tile_sum<<<tiles, 256, kSmemBytes>>>(x, out);
+  const cudaError_t launched = cudaGetLastError();
+  if (launched != cudaSuccess) {
+    std::printf("result big_tile_sum launch refused: %s\n", cudaGetErrorName(launched));
+    return 0;
+  }
+  BUG_CHECK(cudaDeviceSynchronize());
+  float sums[tiles] = {};
+  BUG_CHECK(cudaMemcpy(sums, out, sizeof sums, cudaMemcpyDeviceToHost));
+  for (int t = 0; t < tiles; ++t) std::printf("result big_tile_sum tile %d sum %.1f\n", t, sums[t]);
+  return 0;
 }

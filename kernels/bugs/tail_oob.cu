@@ -18,36 +18,33 @@
 
 constexpr int kTile = 256;
 
-extern "C" __global__ void tile_scale(const float* x, float* y, int n)
-{
-    const int i = blockIdx.x * kTile + threadIdx.x;
-    (void)n;  // BUG: the tile is assumed full; there is no `if (i < n)`
-    y[i] = 2.0f * x[i] + 1.0f;
+extern "C" __global__ void tile_scale(const float* x, float* y, int n) {
+  const int i = blockIdx.x * kTile + threadIdx.x;
+  (void)n;  // BUG: the tile is assumed full; there is no `if (i < n)`
+  y[i] = 2.0f * x[i] + 1.0f;
 }
 
-static double run(int n)
-{
-    std::vector<float> host(n);
-    for (int i = 0; i < n; ++i) host[i] = static_cast<float>(i % 101) * 0.5f;
-    float* x = nullptr;
-    float* y = nullptr;
-    BUG_CHECK(cudaMalloc(&x, n * sizeof(float)));
-    BUG_CHECK(cudaMalloc(&y, n * sizeof(float)));
-    BUG_CHECK(cudaMemcpy(x, host.data(), n * sizeof(float), cudaMemcpyHostToDevice));
-    BUG_CHECK(cudaMemset(y, 0, n * sizeof(float)));
-    tile_scale<<<(n + kTile - 1) / kTile, kTile>>>(x, y, n);
-    BUG_LAUNCHED();
-    BUG_CHECK(cudaMemcpy(host.data(), y, n * sizeof(float), cudaMemcpyDeviceToHost));
-    double sum = 0;
-    for (float v : host) sum += v;
-    // x and y are not freed: the overrun of the second call lands past y,
-    // where this program has nothing; freeing would let it land elsewhere.
-    return sum;
+static double run(int n) {
+  std::vector<float> host(n);
+  for (int i = 0; i < n; ++i) host[i] = static_cast<float>(i % 101) * 0.5f;
+  float* x = nullptr;
+  float* y = nullptr;
+  BUG_CHECK(cudaMalloc(&x, n * sizeof(float)));
+  BUG_CHECK(cudaMalloc(&y, n * sizeof(float)));
+  BUG_CHECK(cudaMemcpy(x, host.data(), n * sizeof(float), cudaMemcpyHostToDevice));
+  BUG_CHECK(cudaMemset(y, 0, n * sizeof(float)));
+  tile_scale<<<(n + kTile - 1) / kTile, kTile>>>(x, y, n);
+  BUG_LAUNCHED();
+  BUG_CHECK(cudaMemcpy(host.data(), y, n * sizeof(float), cudaMemcpyDeviceToHost));
+  double sum = 0;
+  for (float v : host) sum += v;
+  // x and y are not freed: the overrun of the second call lands past y,
+  // where this program has nothing; freeing would let it land elsewhere.
+  return sum;
 }
 
-int main()
-{
-    std::printf("result tile_scale n=4096 sum %.1f\n", run(4096));
-    std::printf("result tile_scale n=4000 sum %.1f\n", run(4000));
-    return 0;
+int main() {
+  std::printf("result tile_scale n=4096 sum %.1f\n", run(4096));
+  std::printf("result tile_scale n=4000 sum %.1f\n", run(4000));
+  return 0;
 }

@@ -9,166 +9,156 @@
 namespace kcap {
 namespace {
 
-std::optional<CaptureOptions> read(const std::map<std::string, std::string>& vars)
-{
-    return readCaptureOptions([&](const char* name) -> const char* {
-        const auto it = vars.find(name);
-        return it != vars.end() ? it->second.c_str() : nullptr;
+std::optional<CaptureOptions> read(const std::map<std::string, std::string>& vars) {
+  return readCaptureOptions([&](const char* name) -> const char* {
+    const auto it = vars.find(name);
+    return it != vars.end() ? it->second.c_str() : nullptr;
+  });
+}
+
+std::string errorOf(const std::map<std::string, std::string>& vars) {
+  try {
+    read(vars);
+  } catch (const OptionError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(CaptureOptions, OffWithoutOutput) {
+  EXPECT_FALSE(read({}).has_value());
+  EXPECT_FALSE(read({{"KCAP_OUTPUT", ""}, {"KCAP_MODE", "nonsense"}}).has_value());
+}
+
+TEST(CaptureOptions, Defaults) {
+  const auto options = read({{"KCAP_OUTPUT", "t.kcap"}});
+  ASSERT_TRUE(options);
+  EXPECT_EQ(options->mode, CaptureMode::kFull);
+  EXPECT_EQ(options->skip, 0u);
+  EXPECT_EQ(options->maxLaunches, std::numeric_limits<uint64_t>::max());
+  EXPECT_EQ(options->zstdLevel, 1);
+  EXPECT_EQ(options->pieceSize, 1u << 20);
+  EXPECT_EQ(options->bufferBytes, uint64_t{256} << 20);
+  EXPECT_EQ(options->flush, FlushPolicy::kLaunch);
+  EXPECT_TRUE(options->selects("anything"));
+}
+
+TEST(CaptureOptions, EverySetting) {
+  const auto options = read({{"KCAP_OUTPUT", "t.kcap"},
+                             {"KCAP_MODE", "metadata"},
+                             {"KCAP_INCLUDE", "gemm|attn"},
+                             {"KCAP_EXCLUDE", "^nccl"},
+                             {"KCAP_SKIP", "10"},
+                             {"KCAP_MAX_LAUNCHES", "5"},
+                             {"KCAP_LEVEL", "-3"},
+                             {"KCAP_PIECE_SIZE", "4MiB"},
+                             {"KCAP_BUFFER", "8G"},
+                             {"KCAP_FLUSH", "batch"}});
+  ASSERT_TRUE(options);
+  EXPECT_EQ(options->mode, CaptureMode::kMetadata);
+  EXPECT_EQ(options->skip, 10u);
+  EXPECT_EQ(options->maxLaunches, 5u);
+  EXPECT_EQ(options->zstdLevel, -3);
+  EXPECT_EQ(options->pieceSize, 4u << 20);
+  EXPECT_EQ(options->bufferBytes, uint64_t{8} << 30);
+  EXPECT_EQ(options->flush, FlushPolicy::kBatch);
+  EXPECT_TRUE(options->selects("sm90_gemm_kernel"));  // search, not full match
+  EXPECT_TRUE(options->selects("flash_attn_fwd"));
+  EXPECT_FALSE(options->selects("ncclKernel_gemm"));  // excluded wins
+  EXPECT_FALSE(options->selects("elementwise_add"));  // not included
+  EXPECT_EQ(read({{"KCAP_OUTPUT", "t"}, {"KCAP_MODE", "pre"}})->mode, CaptureMode::kPreOnly);
+}
+
+TEST(CaptureOptions, InvalidValuesNameTheVariableAndValue) {
+  EXPECT_EQ(errorOf({{"KCAP_OUTPUT", "t"}, {"KCAP_MODE", "all"}}), "KCAP_MODE=\"all\": expected full, pre or metadata");
+  EXPECT_NE(errorOf({{"KCAP_OUTPUT", "t"}, {"KCAP_INCLUDE", "(unclosed"}})
+                .find("KCAP_INCLUDE=\"(unclosed\": not a valid regular expression"),
+            std::string::npos);
+  EXPECT_NE(errorOf({{"KCAP_OUTPUT", "t"}, {"KCAP_EXCLUDE", "[z-a]"}}).find("KCAP_EXCLUDE"), std::string::npos);
+  EXPECT_NE(errorOf({{"KCAP_OUTPUT", "t"}, {"KCAP_SKIP", "-1"}}).find("KCAP_SKIP=\"-1\""), std::string::npos);
+  EXPECT_NE(errorOf({{"KCAP_OUTPUT", "t"}, {"KCAP_MAX_LAUNCHES", "10x"}}).find("KCAP_MAX_LAUNCHES"), std::string::npos);
+  EXPECT_NE(errorOf({{"KCAP_OUTPUT", "t"}, {"KCAP_LEVEL", "23"}}).find("KCAP_LEVEL=\"23\""), std::string::npos);
+  EXPECT_NE(errorOf({{"KCAP_OUTPUT", "t"}, {"KCAP_PIECE_SIZE", "1000"}}).find("KCAP_PIECE_SIZE"), std::string::npos);
+  EXPECT_NE(errorOf({{"KCAP_OUTPUT", "t"}, {"KCAP_PIECE_SIZE", "128M"}}).find("KCAP_PIECE_SIZE"), std::string::npos);
+  EXPECT_NE(
+      errorOf({{"KCAP_OUTPUT", "t"}, {"KCAP_BUFFER", "32M"}}).find("KCAP_BUFFER=\"32M\": expected a size from 64M"),
+      std::string::npos);
+  EXPECT_NE(errorOf({{"KCAP_OUTPUT", "t"}, {"KCAP_BUFFER", "2T"}}).find("KCAP_BUFFER"), std::string::npos);
+  EXPECT_EQ(errorOf({{"KCAP_OUTPUT", "t"}, {"KCAP_FLUSH", "never"}}),
+            "KCAP_FLUSH=\"never\": expected launch (each launch's record in the file before it runs) or batch");
+  EXPECT_NE(errorOf({{"KCAP_OUTPUT", "t-%x"}}).find("KCAP_OUTPUT=\"t-%x\": unknown placeholder %x"), std::string::npos);
+  EXPECT_NE(errorOf({{"KCAP_OUTPUT", "t%"}}).find("lone '%'"), std::string::npos);
+}
+
+TEST(CaptureOptions, TimingIsOneOrZero) {
+  EXPECT_FALSE(read({{"KCAP_OUTPUT", "t"}})->timing);
+  EXPECT_FALSE(read({{"KCAP_OUTPUT", "t"}, {"KCAP_TIMING", ""}})->timing);
+  EXPECT_FALSE(read({{"KCAP_OUTPUT", "t"}, {"KCAP_TIMING", "0"}})->timing);
+  const auto on = read({{"KCAP_OUTPUT", "t"}, {"KCAP_TIMING", "1"}});
+  ASSERT_TRUE(on);
+  EXPECT_TRUE(on->timing);
+  const auto described = on->describe();
+  EXPECT_NE(std::find(described.begin(), described.end(), std::make_pair(std::string("timing"), std::string("on"))),
+            described.end());
+  EXPECT_EQ(errorOf({{"KCAP_OUTPUT", "t"}, {"KCAP_TIMING", "yes"}}),
+            "KCAP_TIMING=\"yes\": expected 1 (record GPU durations) or 0");
+  EXPECT_NE(errorOf({{"KCAP_OUTPUT", "t"}, {"KCAP_TIMING", "2"}}).find("KCAP_TIMING"), std::string::npos);
+  EXPECT_NE(std::find(captureVariables().begin(), captureVariables().end(), std::string_view("KCAP_TIMING")),
+            captureVariables().end());
+}
+
+TEST(CaptureOptions, HashIsDeviceOrHost) {
+  EXPECT_TRUE(read({{"KCAP_OUTPUT", "t"}})->hashOnDevice);
+  EXPECT_TRUE(read({{"KCAP_OUTPUT", "t"}, {"KCAP_HASH", "device"}})->hashOnDevice);
+  const auto host = read({{"KCAP_OUTPUT", "t"}, {"KCAP_HASH", "host"}});
+  ASSERT_TRUE(host);
+  EXPECT_FALSE(host->hashOnDevice);
+  const auto described = host->describe();
+  EXPECT_NE(std::find(described.begin(), described.end(), std::make_pair(std::string("hash"), std::string("host"))),
+            described.end());
+  EXPECT_EQ(errorOf({{"KCAP_OUTPUT", "t"}, {"KCAP_HASH", "gpu"}}),
+            "KCAP_HASH=\"gpu\": expected device (hash large ranges where they lie first) or host");
+  EXPECT_NE(std::find(captureVariables().begin(), captureVariables().end(), std::string_view("KCAP_HASH")),
+            captureVariables().end());
+}
+
+TEST(CaptureOptions, OutputPlaceholders) {
+  EXPECT_EQ(expandOutputPath("run-%p-%h-%r.kcap", 42, "gpu7", "3"), "run-42-gpu7-3.kcap");
+  EXPECT_EQ(expandOutputPath("100%%-%p", 7, "h", "0"), "100%-7");
+  EXPECT_TRUE(outputHasPid("a/%p.kcap"));
+  EXPECT_FALSE(outputHasPid("a/%%p.kcap"));
+  EXPECT_FALSE(outputHasPid("a.kcap"));
+  EXPECT_EQ(withPidSuffix("dir/trace.kcap", 12), "dir/trace.12.kcap");
+  EXPECT_EQ(withPidSuffix("dir.d/trace", 12), "dir.d/trace.12");
+  EXPECT_EQ(withPidSuffix(".hidden", 12), ".hidden.12");
+}
+
+TEST(CaptureOptions, RankFromTheFirstVariableSet) {
+  const auto rank = [](std::map<std::string, std::string> vars) {
+    return rankFromEnvironment([&](const char* name) -> const char* {
+      const auto it = vars.find(name);
+      return it != vars.end() ? it->second.c_str() : nullptr;
     });
+  };
+  EXPECT_EQ(rank({}), "0");
+  EXPECT_EQ(rank({{"OMPI_COMM_WORLD_RANK", "5"}}), "5");
+  EXPECT_EQ(rank({{"SLURM_PROCID", "4"}, {"OMPI_COMM_WORLD_RANK", "5"}}), "4");
+  EXPECT_EQ(rank({{"LOCAL_RANK", "1"}, {"SLURM_PROCID", "4"}}), "1");
+  EXPECT_EQ(rank({{"RANK", "9"}, {"LOCAL_RANK", "1"}}), "9");
+  EXPECT_EQ(rank({{"RANK", ""}, {"LOCAL_RANK", "1"}}), "1");
 }
 
-std::string errorOf(const std::map<std::string, std::string>& vars)
-{
-    try {
-        read(vars);
-    } catch (const OptionError& e) {
-        return e.what();
-    }
-    return "";
-}
-
-TEST(CaptureOptions, OffWithoutOutput)
-{
-    EXPECT_FALSE(read({}).has_value());
-    EXPECT_FALSE(read({{"KCAP_OUTPUT", ""}, {"KCAP_MODE", "nonsense"}}).has_value());
-}
-
-TEST(CaptureOptions, Defaults)
-{
-    const auto options = read({{"KCAP_OUTPUT", "t.kcap"}});
-    ASSERT_TRUE(options);
-    EXPECT_EQ(options->mode, CaptureMode::kFull);
-    EXPECT_EQ(options->skip, 0u);
-    EXPECT_EQ(options->maxLaunches, std::numeric_limits<uint64_t>::max());
-    EXPECT_EQ(options->zstdLevel, 1);
-    EXPECT_EQ(options->pieceSize, 1u << 20);
-    EXPECT_EQ(options->bufferBytes, uint64_t{256} << 20);
-    EXPECT_EQ(options->flush, FlushPolicy::kLaunch);
-    EXPECT_TRUE(options->selects("anything"));
-}
-
-TEST(CaptureOptions, EverySetting)
-{
-    const auto options = read({{"KCAP_OUTPUT", "t.kcap"},
-                               {"KCAP_MODE", "metadata"},
-                               {"KCAP_INCLUDE", "gemm|attn"},
-                               {"KCAP_EXCLUDE", "^nccl"},
-                               {"KCAP_SKIP", "10"},
-                               {"KCAP_MAX_LAUNCHES", "5"},
-                               {"KCAP_LEVEL", "-3"},
-                               {"KCAP_PIECE_SIZE", "4MiB"},
-                               {"KCAP_BUFFER", "8G"},
-                               {"KCAP_FLUSH", "batch"}});
-    ASSERT_TRUE(options);
-    EXPECT_EQ(options->mode, CaptureMode::kMetadata);
-    EXPECT_EQ(options->skip, 10u);
-    EXPECT_EQ(options->maxLaunches, 5u);
-    EXPECT_EQ(options->zstdLevel, -3);
-    EXPECT_EQ(options->pieceSize, 4u << 20);
-    EXPECT_EQ(options->bufferBytes, uint64_t{8} << 30);
-    EXPECT_EQ(options->flush, FlushPolicy::kBatch);
-    EXPECT_TRUE(options->selects("sm90_gemm_kernel"));     // search, not full match
-    EXPECT_TRUE(options->selects("flash_attn_fwd"));
-    EXPECT_FALSE(options->selects("ncclKernel_gemm"));      // excluded wins
-    EXPECT_FALSE(options->selects("elementwise_add"));      // not included
-    EXPECT_EQ(read({{"KCAP_OUTPUT", "t"}, {"KCAP_MODE", "pre"}})->mode, CaptureMode::kPreOnly);
-}
-
-TEST(CaptureOptions, InvalidValuesNameTheVariableAndValue)
-{
-    EXPECT_EQ(errorOf({{"KCAP_OUTPUT", "t"}, {"KCAP_MODE", "all"}}),
-              "KCAP_MODE=\"all\": expected full, pre or metadata");
-    EXPECT_NE(errorOf({{"KCAP_OUTPUT", "t"}, {"KCAP_INCLUDE", "(unclosed"}}).find("KCAP_INCLUDE=\"(unclosed\": not a valid regular expression"),
-              std::string::npos);
-    EXPECT_NE(errorOf({{"KCAP_OUTPUT", "t"}, {"KCAP_EXCLUDE", "[z-a]"}}).find("KCAP_EXCLUDE"), std::string::npos);
-    EXPECT_NE(errorOf({{"KCAP_OUTPUT", "t"}, {"KCAP_SKIP", "-1"}}).find("KCAP_SKIP=\"-1\""), std::string::npos);
-    EXPECT_NE(errorOf({{"KCAP_OUTPUT", "t"}, {"KCAP_MAX_LAUNCHES", "10x"}}).find("KCAP_MAX_LAUNCHES"), std::string::npos);
-    EXPECT_NE(errorOf({{"KCAP_OUTPUT", "t"}, {"KCAP_LEVEL", "23"}}).find("KCAP_LEVEL=\"23\""), std::string::npos);
-    EXPECT_NE(errorOf({{"KCAP_OUTPUT", "t"}, {"KCAP_PIECE_SIZE", "1000"}}).find("KCAP_PIECE_SIZE"), std::string::npos);
-    EXPECT_NE(errorOf({{"KCAP_OUTPUT", "t"}, {"KCAP_PIECE_SIZE", "128M"}}).find("KCAP_PIECE_SIZE"), std::string::npos);
-    EXPECT_NE(errorOf({{"KCAP_OUTPUT", "t"}, {"KCAP_BUFFER", "32M"}}).find("KCAP_BUFFER=\"32M\": expected a size from 64M"),
-              std::string::npos);
-    EXPECT_NE(errorOf({{"KCAP_OUTPUT", "t"}, {"KCAP_BUFFER", "2T"}}).find("KCAP_BUFFER"), std::string::npos);
-    EXPECT_EQ(errorOf({{"KCAP_OUTPUT", "t"}, {"KCAP_FLUSH", "never"}}),
-              "KCAP_FLUSH=\"never\": expected launch (each launch's record in the file before it runs) or batch");
-    EXPECT_NE(errorOf({{"KCAP_OUTPUT", "t-%x"}}).find("KCAP_OUTPUT=\"t-%x\": unknown placeholder %x"), std::string::npos);
-    EXPECT_NE(errorOf({{"KCAP_OUTPUT", "t%"}}).find("lone '%'"), std::string::npos);
-}
-
-TEST(CaptureOptions, TimingIsOneOrZero)
-{
-    EXPECT_FALSE(read({{"KCAP_OUTPUT", "t"}})->timing);
-    EXPECT_FALSE(read({{"KCAP_OUTPUT", "t"}, {"KCAP_TIMING", ""}})->timing);
-    EXPECT_FALSE(read({{"KCAP_OUTPUT", "t"}, {"KCAP_TIMING", "0"}})->timing);
-    const auto on = read({{"KCAP_OUTPUT", "t"}, {"KCAP_TIMING", "1"}});
-    ASSERT_TRUE(on);
-    EXPECT_TRUE(on->timing);
-    const auto described = on->describe();
-    EXPECT_NE(std::find(described.begin(), described.end(), std::make_pair(std::string("timing"), std::string("on"))),
-              described.end());
-    EXPECT_EQ(errorOf({{"KCAP_OUTPUT", "t"}, {"KCAP_TIMING", "yes"}}),
-              "KCAP_TIMING=\"yes\": expected 1 (record GPU durations) or 0");
-    EXPECT_NE(errorOf({{"KCAP_OUTPUT", "t"}, {"KCAP_TIMING", "2"}}).find("KCAP_TIMING"), std::string::npos);
-    EXPECT_NE(std::find(captureVariables().begin(), captureVariables().end(), std::string_view("KCAP_TIMING")),
-              captureVariables().end());
-}
-
-TEST(CaptureOptions, HashIsDeviceOrHost)
-{
-    EXPECT_TRUE(read({{"KCAP_OUTPUT", "t"}})->hashOnDevice);
-    EXPECT_TRUE(read({{"KCAP_OUTPUT", "t"}, {"KCAP_HASH", "device"}})->hashOnDevice);
-    const auto host = read({{"KCAP_OUTPUT", "t"}, {"KCAP_HASH", "host"}});
-    ASSERT_TRUE(host);
-    EXPECT_FALSE(host->hashOnDevice);
-    const auto described = host->describe();
-    EXPECT_NE(std::find(described.begin(), described.end(), std::make_pair(std::string("hash"), std::string("host"))),
-              described.end());
-    EXPECT_EQ(errorOf({{"KCAP_OUTPUT", "t"}, {"KCAP_HASH", "gpu"}}),
-              "KCAP_HASH=\"gpu\": expected device (hash large ranges where they lie first) or host");
-    EXPECT_NE(std::find(captureVariables().begin(), captureVariables().end(), std::string_view("KCAP_HASH")),
-              captureVariables().end());
-}
-
-TEST(CaptureOptions, OutputPlaceholders)
-{
-    EXPECT_EQ(expandOutputPath("run-%p-%h-%r.kcap", 42, "gpu7", "3"), "run-42-gpu7-3.kcap");
-    EXPECT_EQ(expandOutputPath("100%%-%p", 7, "h", "0"), "100%-7");
-    EXPECT_TRUE(outputHasPid("a/%p.kcap"));
-    EXPECT_FALSE(outputHasPid("a/%%p.kcap"));
-    EXPECT_FALSE(outputHasPid("a.kcap"));
-    EXPECT_EQ(withPidSuffix("dir/trace.kcap", 12), "dir/trace.12.kcap");
-    EXPECT_EQ(withPidSuffix("dir.d/trace", 12), "dir.d/trace.12");
-    EXPECT_EQ(withPidSuffix(".hidden", 12), ".hidden.12");
-}
-
-TEST(CaptureOptions, RankFromTheFirstVariableSet)
-{
-    const auto rank = [](std::map<std::string, std::string> vars) {
-        return rankFromEnvironment([&](const char* name) -> const char* {
-            const auto it = vars.find(name);
-            return it != vars.end() ? it->second.c_str() : nullptr;
-        });
-    };
-    EXPECT_EQ(rank({}), "0");
-    EXPECT_EQ(rank({{"OMPI_COMM_WORLD_RANK", "5"}}), "5");
-    EXPECT_EQ(rank({{"SLURM_PROCID", "4"}, {"OMPI_COMM_WORLD_RANK", "5"}}), "4");
-    EXPECT_EQ(rank({{"LOCAL_RANK", "1"}, {"SLURM_PROCID", "4"}}), "1");
-    EXPECT_EQ(rank({{"RANK", "9"}, {"LOCAL_RANK", "1"}}), "9");
-    EXPECT_EQ(rank({{"RANK", ""}, {"LOCAL_RANK", "1"}}), "1");
-}
-
-TEST(CaptureOptions, ByteCounts)
-{
-    EXPECT_EQ(parseByteCount("4096"), 4096u);
-    EXPECT_EQ(parseByteCount("64K"), 64u << 10);
-    EXPECT_EQ(parseByteCount("2MiB"), 2u << 20);
-    EXPECT_EQ(parseByteCount("1g"), 1ull << 30);
-    EXPECT_EQ(parseByteCount("3MB"), 3u << 20);
-    EXPECT_FALSE(parseByteCount(""));
-    EXPECT_FALSE(parseByteCount("K"));
-    EXPECT_FALSE(parseByteCount("12Q"));
-    EXPECT_FALSE(parseByteCount("1Kb"));
-    EXPECT_FALSE(parseByteCount("99999999999999999999"));
+TEST(CaptureOptions, ByteCounts) {
+  EXPECT_EQ(parseByteCount("4096"), 4096u);
+  EXPECT_EQ(parseByteCount("64K"), 64u << 10);
+  EXPECT_EQ(parseByteCount("2MiB"), 2u << 20);
+  EXPECT_EQ(parseByteCount("1g"), 1ull << 30);
+  EXPECT_EQ(parseByteCount("3MB"), 3u << 20);
+  EXPECT_FALSE(parseByteCount(""));
+  EXPECT_FALSE(parseByteCount("K"));
+  EXPECT_FALSE(parseByteCount("12Q"));
+  EXPECT_FALSE(parseByteCount("1Kb"));
+  EXPECT_FALSE(parseByteCount("99999999999999999999"));
 }
 
 }  // namespace

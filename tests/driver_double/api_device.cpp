@@ -12,59 +12,56 @@ namespace {
 
 constexpr int kDriverVersion = 13000;
 
-const char* error_name(CUresult error)
-{
-    switch (error) {
+const char* error_name(CUresult error) {
+  switch (error) {
 #define KCAP_DOUBLE_ERROR(code) \
-    case code:                  \
-        return #code;
-        KCAP_DOUBLE_ERROR(CUDA_SUCCESS)
-        KCAP_DOUBLE_ERROR(CUDA_ERROR_INVALID_VALUE)
-        KCAP_DOUBLE_ERROR(CUDA_ERROR_OUT_OF_MEMORY)
-        KCAP_DOUBLE_ERROR(CUDA_ERROR_NOT_INITIALIZED)
-        KCAP_DOUBLE_ERROR(CUDA_ERROR_INVALID_DEVICE)
-        KCAP_DOUBLE_ERROR(CUDA_ERROR_INVALID_IMAGE)
-        KCAP_DOUBLE_ERROR(CUDA_ERROR_INVALID_CONTEXT)
-        KCAP_DOUBLE_ERROR(CUDA_ERROR_FILE_NOT_FOUND)
-        KCAP_DOUBLE_ERROR(CUDA_ERROR_INVALID_HANDLE)
-        KCAP_DOUBLE_ERROR(CUDA_ERROR_NOT_FOUND)
-        KCAP_DOUBLE_ERROR(CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES)
-        KCAP_DOUBLE_ERROR(CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE)
-        KCAP_DOUBLE_ERROR(CUDA_ERROR_NOT_SUPPORTED)
-        KCAP_DOUBLE_ERROR(CUDA_ERROR_ILLEGAL_ADDRESS)
-        KCAP_DOUBLE_ERROR(CUDA_ERROR_ILLEGAL_STATE)
-        KCAP_DOUBLE_ERROR(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED)
-        KCAP_DOUBLE_ERROR(CUDA_ERROR_STREAM_CAPTURE_INVALIDATED)
+  case code:                    \
+    return #code;
+    KCAP_DOUBLE_ERROR(CUDA_SUCCESS)
+    KCAP_DOUBLE_ERROR(CUDA_ERROR_INVALID_VALUE)
+    KCAP_DOUBLE_ERROR(CUDA_ERROR_OUT_OF_MEMORY)
+    KCAP_DOUBLE_ERROR(CUDA_ERROR_NOT_INITIALIZED)
+    KCAP_DOUBLE_ERROR(CUDA_ERROR_INVALID_DEVICE)
+    KCAP_DOUBLE_ERROR(CUDA_ERROR_INVALID_IMAGE)
+    KCAP_DOUBLE_ERROR(CUDA_ERROR_INVALID_CONTEXT)
+    KCAP_DOUBLE_ERROR(CUDA_ERROR_FILE_NOT_FOUND)
+    KCAP_DOUBLE_ERROR(CUDA_ERROR_INVALID_HANDLE)
+    KCAP_DOUBLE_ERROR(CUDA_ERROR_NOT_FOUND)
+    KCAP_DOUBLE_ERROR(CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES)
+    KCAP_DOUBLE_ERROR(CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE)
+    KCAP_DOUBLE_ERROR(CUDA_ERROR_NOT_SUPPORTED)
+    KCAP_DOUBLE_ERROR(CUDA_ERROR_ILLEGAL_ADDRESS)
+    KCAP_DOUBLE_ERROR(CUDA_ERROR_ILLEGAL_STATE)
+    KCAP_DOUBLE_ERROR(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED)
+    KCAP_DOUBLE_ERROR(CUDA_ERROR_STREAM_CAPTURE_INVALIDATED)
 #undef KCAP_DOUBLE_ERROR
     default:
-        return nullptr;
-    }
+      return nullptr;
+  }
 }
 
-CUresult device_uuid(CUuuid* uuid, CUdevice device)
-{
-    if (const CUresult r = need_init(); r != CUDA_SUCCESS) {
-        return r;
-    }
-    if (device != 0) {
-        return CUDA_ERROR_INVALID_DEVICE;
-    }
-    if (uuid == nullptr) {
-        return CUDA_ERROR_INVALID_VALUE;
-    }
-    for (int i = 0; i < 16; ++i) {
-        uuid->bytes[i] = static_cast<char>(0xD0 + i);
-    }
-    return CUDA_SUCCESS;
+CUresult device_uuid(CUuuid* uuid, CUdevice device) {
+  if (const CUresult r = need_init(); r != CUDA_SUCCESS) {
+    return r;
+  }
+  if (device != 0) {
+    return CUDA_ERROR_INVALID_DEVICE;
+  }
+  if (uuid == nullptr) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  for (int i = 0; i < 16; ++i) {
+    uuid->bytes[i] = static_cast<char>(0xD0 + i);
+  }
+  return CUDA_SUCCESS;
 }
 
-CUresult describe_error(CUresult error, const char** text)
-{
-    if (text == nullptr) {
-        return CUDA_ERROR_INVALID_VALUE;
-    }
-    *text = error_name(error);
-    return *text != nullptr ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+CUresult describe_error(CUresult error, const char** text) {
+  if (text == nullptr) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  *text = error_name(error);
+  return *text != nullptr ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
 }  // namespace
@@ -74,129 +71,135 @@ using namespace kcap_double;
 
 // ---- initialization and device -------------------------------------------------------
 
-DOUBLE_API CUresult cuInit(unsigned flags)
-{
-    if (flags != 0) {
-        return CUDA_ERROR_INVALID_VALUE;
-    }
-    state().initialized.store(true);
-    return CUDA_SUCCESS;
+DOUBLE_API CUresult cuInit(unsigned flags) {
+  if (flags != 0) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  state().initialized.store(true);
+  return CUDA_SUCCESS;
 }
 
-DOUBLE_API CUresult cuDriverGetVersion(int* version)
-{
-    if (version == nullptr) {
-        return CUDA_ERROR_INVALID_VALUE;
-    }
-    *version = kDriverVersion;
-    return CUDA_SUCCESS;
+DOUBLE_API CUresult cuDriverGetVersion(int* version) {
+  if (version == nullptr) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  *version = kDriverVersion;
+  return CUDA_SUCCESS;
 }
 
-DOUBLE_API CUresult cuGetErrorName(CUresult error, const char** name)
-{
-    return describe_error(error, name);
+DOUBLE_API CUresult cuGetErrorName(CUresult error, const char** name) { return describe_error(error, name); }
+
+DOUBLE_API CUresult cuGetErrorString(CUresult error, const char** text) {
+  return describe_error(error, text);  // the double's descriptions are its names
 }
 
-DOUBLE_API CUresult cuGetErrorString(CUresult error, const char** text)
-{
-    return describe_error(error, text);  // the double's descriptions are its names
+DOUBLE_API CUresult cuDeviceGetCount(int* count) {
+  if (const CUresult r = need_init(); r != CUDA_SUCCESS) {
+    return r;
+  }
+  if (count == nullptr) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  *count = 1;
+  return CUDA_SUCCESS;
 }
 
-DOUBLE_API CUresult cuDeviceGetCount(int* count)
-{
-    if (const CUresult r = need_init(); r != CUDA_SUCCESS) {
-        return r;
-    }
-    if (count == nullptr) {
-        return CUDA_ERROR_INVALID_VALUE;
-    }
-    *count = 1;
-    return CUDA_SUCCESS;
+DOUBLE_API CUresult cuDeviceGet(CUdevice* device, int ordinal) {
+  if (const CUresult r = need_init(); r != CUDA_SUCCESS) {
+    return r;
+  }
+  if (device == nullptr) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  if (ordinal != 0) {
+    return CUDA_ERROR_INVALID_DEVICE;
+  }
+  *device = 0;
+  return CUDA_SUCCESS;
 }
 
-DOUBLE_API CUresult cuDeviceGet(CUdevice* device, int ordinal)
-{
-    if (const CUresult r = need_init(); r != CUDA_SUCCESS) {
-        return r;
-    }
-    if (device == nullptr) {
-        return CUDA_ERROR_INVALID_VALUE;
-    }
-    if (ordinal != 0) {
-        return CUDA_ERROR_INVALID_DEVICE;
-    }
-    *device = 0;
-    return CUDA_SUCCESS;
+DOUBLE_API CUresult cuDeviceGetName(char* name, int length, CUdevice device) {
+  if (const CUresult r = need_init(); r != CUDA_SUCCESS) {
+    return r;
+  }
+  if (device != 0) {
+    return CUDA_ERROR_INVALID_DEVICE;
+  }
+  if (name == nullptr || length <= 0) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  std::snprintf(name, static_cast<std::size_t>(length), "kcap driver double");
+  return CUDA_SUCCESS;
 }
 
-DOUBLE_API CUresult cuDeviceGetName(char* name, int length, CUdevice device)
-{
-    if (const CUresult r = need_init(); r != CUDA_SUCCESS) {
-        return r;
-    }
-    if (device != 0) {
-        return CUDA_ERROR_INVALID_DEVICE;
-    }
-    if (name == nullptr || length <= 0) {
-        return CUDA_ERROR_INVALID_VALUE;
-    }
-    std::snprintf(name, static_cast<std::size_t>(length), "kcap driver double");
-    return CUDA_SUCCESS;
+DOUBLE_API CUresult cuDeviceGetAttribute(int* value, CUdevice_attribute attribute, CUdevice device) {
+  if (const CUresult r = need_init(); r != CUDA_SUCCESS) {
+    return r;
+  }
+  if (device != 0) {
+    return CUDA_ERROR_INVALID_DEVICE;
+  }
+  if (value == nullptr) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  switch (attribute) {  // an H200's answers, where a test may ask
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR:
+      *value = 9;
+      break;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR:
+      *value = 0;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT:
+      *value = kMultiprocessors;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK:
+      *value = 1024;
+      break;
+    case CU_DEVICE_ATTRIBUTE_WARP_SIZE:
+      *value = 32;
+      break;
+    case CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH:
+      *value = 1;
+      break;
+    case CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING:
+      *value = 1;
+      break;
+    case CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED:
+      *value = 1;
+      break;
+    default:
+      *value = 0;
+      break;
+  }
+  return CUDA_SUCCESS;
 }
 
-DOUBLE_API CUresult cuDeviceGetAttribute(int* value, CUdevice_attribute attribute, CUdevice device)
-{
-    if (const CUresult r = need_init(); r != CUDA_SUCCESS) {
-        return r;
-    }
-    if (device != 0) {
-        return CUDA_ERROR_INVALID_DEVICE;
-    }
-    if (value == nullptr) {
-        return CUDA_ERROR_INVALID_VALUE;
-    }
-    switch (attribute) {  // an H200's answers, where a test may ask
-    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: *value = 9; break;
-    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: *value = 0; break;
-    case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: *value = kMultiprocessors; break;
-    case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK: *value = 1024; break;
-    case CU_DEVICE_ATTRIBUTE_WARP_SIZE: *value = 32; break;
-    case CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH: *value = 1; break;
-    case CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING: *value = 1; break;
-    case CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED: *value = 1; break;
-    default: *value = 0; break;
-    }
-    return CUDA_SUCCESS;
+DOUBLE_API CUresult cuDeviceTotalMem_v2(std::size_t* bytes, CUdevice device) {
+  if (const CUresult r = need_init(); r != CUDA_SUCCESS) {
+    return r;
+  }
+  if (device != 0) {
+    return CUDA_ERROR_INVALID_DEVICE;
+  }
+  if (bytes == nullptr) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  *bytes = std::size_t{16} << 30;
+  return CUDA_SUCCESS;
 }
 
-DOUBLE_API CUresult cuDeviceTotalMem_v2(std::size_t* bytes, CUdevice device)
-{
-    if (const CUresult r = need_init(); r != CUDA_SUCCESS) {
-        return r;
-    }
-    if (device != 0) {
-        return CUDA_ERROR_INVALID_DEVICE;
-    }
-    if (bytes == nullptr) {
-        return CUDA_ERROR_INVALID_VALUE;
-    }
-    *bytes = std::size_t{16} << 30;
-    return CUDA_SUCCESS;
-}
-
-DOUBLE_API CUresult cuDeviceGetPCIBusId(char* bus, int length, CUdevice device)
-{
-    if (const CUresult r = need_init(); r != CUDA_SUCCESS) {
-        return r;
-    }
-    if (device != 0) {
-        return CUDA_ERROR_INVALID_DEVICE;
-    }
-    if (bus == nullptr || length <= 0) {
-        return CUDA_ERROR_INVALID_VALUE;
-    }
-    std::snprintf(bus, static_cast<std::size_t>(length), "0000:3b:00.0");
-    return CUDA_SUCCESS;
+DOUBLE_API CUresult cuDeviceGetPCIBusId(char* bus, int length, CUdevice device) {
+  if (const CUresult r = need_init(); r != CUDA_SUCCESS) {
+    return r;
+  }
+  if (device != 0) {
+    return CUDA_ERROR_INVALID_DEVICE;
+  }
+  if (bus == nullptr || length <= 0) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  std::snprintf(bus, static_cast<std::size_t>(length), "0000:3b:00.0");
+  return CUDA_SUCCESS;
 }
 
 DOUBLE_API CUresult cuDeviceGetUuid(CUuuid* uuid, CUdevice device) { return device_uuid(uuid, device); }
@@ -204,124 +207,116 @@ DOUBLE_API CUresult cuDeviceGetUuid_v2(CUuuid* uuid, CUdevice device) { return d
 
 // ---- contexts -----------------------------------------------------------------------
 
-DOUBLE_API CUresult cuDevicePrimaryCtxRetain(CUcontext* context, CUdevice device)
-{
-    if (const CUresult r = need_init(); r != CUDA_SUCCESS) {
-        return r;
-    }
-    if (device != 0) {
-        return CUDA_ERROR_INVALID_DEVICE;
-    }
-    if (context == nullptr) {
-        return CUDA_ERROR_INVALID_VALUE;
-    }
-    State& s = state();
-    Lock lock(s.mutex);
-    ++s.primary_retains;
-    *context = reinterpret_cast<CUcontext>(&s.primary_context);
-    return CUDA_SUCCESS;
+DOUBLE_API CUresult cuDevicePrimaryCtxRetain(CUcontext* context, CUdevice device) {
+  if (const CUresult r = need_init(); r != CUDA_SUCCESS) {
+    return r;
+  }
+  if (device != 0) {
+    return CUDA_ERROR_INVALID_DEVICE;
+  }
+  if (context == nullptr) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  State& s = state();
+  Lock lock(s.mutex);
+  ++s.primary_retains;
+  *context = reinterpret_cast<CUcontext>(&s.primary_context);
+  return CUDA_SUCCESS;
 }
 
-DOUBLE_API CUresult cuDevicePrimaryCtxRelease_v2(CUdevice device)
-{
-    if (const CUresult r = need_init(); r != CUDA_SUCCESS) {
-        return r;
-    }
-    if (device != 0) {
-        return CUDA_ERROR_INVALID_DEVICE;
-    }
-    State& s = state();
-    Lock lock(s.mutex);
-    if (s.primary_retains == 0) {
-        return CUDA_ERROR_INVALID_CONTEXT;
-    }
-    --s.primary_retains;
-    return CUDA_SUCCESS;
+DOUBLE_API CUresult cuDevicePrimaryCtxRelease_v2(CUdevice device) {
+  if (const CUresult r = need_init(); r != CUDA_SUCCESS) {
+    return r;
+  }
+  if (device != 0) {
+    return CUDA_ERROR_INVALID_DEVICE;
+  }
+  State& s = state();
+  Lock lock(s.mutex);
+  if (s.primary_retains == 0) {
+    return CUDA_ERROR_INVALID_CONTEXT;
+  }
+  --s.primary_retains;
+  return CUDA_SUCCESS;
 }
 
-DOUBLE_API CUresult cuCtxCreate_v4(CUcontext* context, CUctxCreateParams*, unsigned, CUdevice device)
-{
-    if (const CUresult r = need_init(); r != CUDA_SUCCESS) {
-        return r;
-    }
-    if (device != 0) {
-        return CUDA_ERROR_INVALID_DEVICE;
-    }
-    if (context == nullptr) {
-        return CUDA_ERROR_INVALID_VALUE;
-    }
-    State& s = state();
-    Lock lock(s.mutex);
-    auto* created = new Context{device};
-    s.contexts.insert(created);
-    current_context() = created;
-    *context = reinterpret_cast<CUcontext>(created);
-    return CUDA_SUCCESS;
+DOUBLE_API CUresult cuCtxCreate_v4(CUcontext* context, CUctxCreateParams*, unsigned, CUdevice device) {
+  if (const CUresult r = need_init(); r != CUDA_SUCCESS) {
+    return r;
+  }
+  if (device != 0) {
+    return CUDA_ERROR_INVALID_DEVICE;
+  }
+  if (context == nullptr) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  State& s = state();
+  Lock lock(s.mutex);
+  auto* created = new Context{device};
+  s.contexts.insert(created);
+  current_context() = created;
+  *context = reinterpret_cast<CUcontext>(created);
+  return CUDA_SUCCESS;
 }
 
-DOUBLE_API CUresult cuCtxDestroy_v2(CUcontext context)
-{
-    if (const CUresult r = need_init(); r != CUDA_SUCCESS) {
-        return r;
-    }
-    State& s = state();
-    Lock lock(s.mutex);
-    auto* found = reinterpret_cast<Context*>(context);
-    if (found == &s.primary_context || s.contexts.erase(found) == 0) {
-        return CUDA_ERROR_INVALID_CONTEXT;
-    }
-    if (current_context() == found) {
-        current_context() = nullptr;
-    }
-    delete found;
-    return CUDA_SUCCESS;
+DOUBLE_API CUresult cuCtxDestroy_v2(CUcontext context) {
+  if (const CUresult r = need_init(); r != CUDA_SUCCESS) {
+    return r;
+  }
+  State& s = state();
+  Lock lock(s.mutex);
+  auto* found = reinterpret_cast<Context*>(context);
+  if (found == &s.primary_context || s.contexts.erase(found) == 0) {
+    return CUDA_ERROR_INVALID_CONTEXT;
+  }
+  if (current_context() == found) {
+    current_context() = nullptr;
+  }
+  delete found;
+  return CUDA_SUCCESS;
 }
 
-DOUBLE_API CUresult cuCtxGetCurrent(CUcontext* context)
-{
-    if (const CUresult r = need_init(); r != CUDA_SUCCESS) {
-        return r;
-    }
-    if (context == nullptr) {
-        return CUDA_ERROR_INVALID_VALUE;
-    }
-    *context = reinterpret_cast<CUcontext>(current_context());
-    return CUDA_SUCCESS;
+DOUBLE_API CUresult cuCtxGetCurrent(CUcontext* context) {
+  if (const CUresult r = need_init(); r != CUDA_SUCCESS) {
+    return r;
+  }
+  if (context == nullptr) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  *context = reinterpret_cast<CUcontext>(current_context());
+  return CUDA_SUCCESS;
 }
 
-DOUBLE_API CUresult cuCtxSetCurrent(CUcontext context)
-{
-    if (const CUresult r = need_init(); r != CUDA_SUCCESS) {
-        return r;
-    }
-    State& s = state();
-    Lock lock(s.mutex);
-    auto* found = reinterpret_cast<Context*>(context);
-    if (found != nullptr && s.contexts.count(found) == 0) {
-        return CUDA_ERROR_INVALID_CONTEXT;
-    }
-    current_context() = found;
-    return CUDA_SUCCESS;
+DOUBLE_API CUresult cuCtxSetCurrent(CUcontext context) {
+  if (const CUresult r = need_init(); r != CUDA_SUCCESS) {
+    return r;
+  }
+  State& s = state();
+  Lock lock(s.mutex);
+  auto* found = reinterpret_cast<Context*>(context);
+  if (found != nullptr && s.contexts.count(found) == 0) {
+    return CUDA_ERROR_INVALID_CONTEXT;
+  }
+  current_context() = found;
+  return CUDA_SUCCESS;
 }
 
 DOUBLE_API CUresult cuCtxSynchronize() { return synchronize_context(); }
 
-DOUBLE_API CUresult cuCtxSynchronize_v2(CUcontext context)
-{
-    if (context != nullptr && reinterpret_cast<Context*>(context) != current_context()) {
-        return CUDA_ERROR_NOT_SUPPORTED;  // the double only synchronizes the current context
-    }
-    return synchronize_context();
+DOUBLE_API CUresult cuCtxSynchronize_v2(CUcontext context) {
+  if (context != nullptr && reinterpret_cast<Context*>(context) != current_context()) {
+    return CUDA_ERROR_NOT_SUPPORTED;  // the double only synchronizes the current context
+  }
+  return synchronize_context();
 }
 
-DOUBLE_API CUresult cuCtxGetDevice(CUdevice* device)
-{
-    if (const CUresult r = need_context(); r != CUDA_SUCCESS) {
-        return r;
-    }
-    if (device == nullptr) {
-        return CUDA_ERROR_INVALID_VALUE;
-    }
-    *device = current_context()->device;
-    return CUDA_SUCCESS;
+DOUBLE_API CUresult cuCtxGetDevice(CUdevice* device) {
+  if (const CUresult r = need_context(); r != CUDA_SUCCESS) {
+    return r;
+  }
+  if (device == nullptr) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  *device = current_context()->device;
+  return CUDA_SUCCESS;
 }

@@ -13,62 +13,57 @@
 namespace kcap_double {
 namespace {
 
-CUresult copy(void* destination, const void* source, std::size_t bytes, CUdeviceptr device_a,
-              CUdeviceptr device_b, CUstream stream)
-{
-    if (const CUresult r = need_context(); r != CUDA_SUCCESS) {
-        return r;
+CUresult copy(void* destination, const void* source, std::size_t bytes, CUdeviceptr device_a, CUdeviceptr device_b,
+              CUstream stream) {
+  if (const CUresult r = need_context(); r != CUDA_SUCCESS) {
+    return r;
+  }
+  {
+    State& s = state();
+    Lock lock(s.mutex);
+    if (!valid_stream(s, stream)) {
+      return CUDA_ERROR_INVALID_HANDLE;
     }
-    {
-        State& s = state();
-        Lock lock(s.mutex);
-        if (!valid_stream(s, stream)) {
-            return CUDA_ERROR_INVALID_HANDLE;
-        }
-        if ((device_a != 0 && !s.contains(device_a, bytes)) || (device_b != 0 && !s.contains(device_b, bytes))) {
-            return CUDA_ERROR_INVALID_VALUE;
-        }
+    if ((device_a != 0 && !s.contains(device_a, bytes)) || (device_b != 0 && !s.contains(device_b, bytes))) {
+      return CUDA_ERROR_INVALID_VALUE;
     }
-    std::memmove(destination, source, bytes);
-    return CUDA_SUCCESS;
+  }
+  std::memmove(destination, source, bytes);
+  return CUDA_SUCCESS;
 }
 
-CUresult copy_htod(CUdeviceptr dst, const void* src, std::size_t bytes, CUstream stream)
-{
-    return copy(reinterpret_cast<void*>(dst), src, bytes, dst, 0, stream);
+CUresult copy_htod(CUdeviceptr dst, const void* src, std::size_t bytes, CUstream stream) {
+  return copy(reinterpret_cast<void*>(dst), src, bytes, dst, 0, stream);
 }
 
-CUresult copy_dtoh(void* dst, CUdeviceptr src, std::size_t bytes, CUstream stream)
-{
-    return copy(dst, reinterpret_cast<const void*>(src), bytes, src, 0, stream);
+CUresult copy_dtoh(void* dst, CUdeviceptr src, std::size_t bytes, CUstream stream) {
+  return copy(dst, reinterpret_cast<const void*>(src), bytes, src, 0, stream);
 }
 
-CUresult copy_dtod(CUdeviceptr dst, CUdeviceptr src, std::size_t bytes, CUstream stream)
-{
-    return copy(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), bytes, dst, src, stream);
+CUresult copy_dtod(CUdeviceptr dst, CUdeviceptr src, std::size_t bytes, CUstream stream) {
+  return copy(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), bytes, dst, src, stream);
 }
 
 template <class T>
-CUresult fill(CUdeviceptr dst, T value, std::size_t count, CUstream stream)
-{
-    if (const CUresult r = need_context(); r != CUDA_SUCCESS) {
-        return r;
+CUresult fill(CUdeviceptr dst, T value, std::size_t count, CUstream stream) {
+  if (const CUresult r = need_context(); r != CUDA_SUCCESS) {
+    return r;
+  }
+  {
+    State& s = state();
+    Lock lock(s.mutex);
+    if (!valid_stream(s, stream)) {
+      return CUDA_ERROR_INVALID_HANDLE;
     }
-    {
-        State& s = state();
-        Lock lock(s.mutex);
-        if (!valid_stream(s, stream)) {
-            return CUDA_ERROR_INVALID_HANDLE;
-        }
-        if (!s.contains(dst, count * sizeof(T))) {
-            return CUDA_ERROR_INVALID_VALUE;
-        }
+    if (!s.contains(dst, count * sizeof(T))) {
+      return CUDA_ERROR_INVALID_VALUE;
     }
-    auto* out = reinterpret_cast<T*>(dst);
-    for (std::size_t i = 0; i < count; ++i) {
-        out[i] = value;
-    }
-    return CUDA_SUCCESS;
+  }
+  auto* out = reinterpret_cast<T*>(dst);
+  for (std::size_t i = 0; i < count; ++i) {
+    out[i] = value;
+  }
+  return CUDA_SUCCESS;
 }
 
 // 2D and 3D forms, row by row. A side is host or device memory by its
@@ -77,216 +72,230 @@ CUresult fill(CUdeviceptr dst, T value, std::size_t count, CUstream stream)
 // array on either side succeeds without moving a byte (what a recorder sees
 // of it is all the tests need).
 struct Layout {  // one side of a CUDA_MEMCPY2D / CUDA_MEMCPY3D (2D: z = height = 0)
-    CUmemorytype type = CU_MEMORYTYPE_HOST;
-    const void* host = nullptr;
-    CUdeviceptr device = 0;
-    CUarray array = nullptr;
-    std::size_t x = 0, y = 0, z = 0;
-    std::size_t pitch = 0;
-    std::size_t height = 0;  // rows from one slice to the next
+  CUmemorytype type = CU_MEMORYTYPE_HOST;
+  const void* host = nullptr;
+  CUdeviceptr device = 0;
+  CUarray array = nullptr;
+  std::size_t x = 0, y = 0, z = 0;
+  std::size_t pitch = 0;
+  std::size_t height = 0;  // rows from one slice to the next
 };
 
 struct Side {
-    std::uintptr_t address = 0;  // row 0's first byte (of slice 0)
-    std::size_t pitch = 0;
-    std::size_t slice = 0;  // bytes from one slice to the next
-    bool device = false;
-    bool array = false;
+  std::uintptr_t address = 0;  // row 0's first byte (of slice 0)
+  std::size_t pitch = 0;
+  std::size_t slice = 0;  // bytes from one slice to the next
+  bool device = false;
+  bool array = false;
 };
 
-CUresult side_of(const State& s, const Layout& l, Side& out)
-{
-    CUdeviceptr base = 0;
-    std::size_t size = 0;
-    const std::size_t offset = (l.z * l.height + l.y) * l.pitch + l.x;
-    const std::size_t slice = l.pitch * l.height;
-    switch (l.type) {
+CUresult side_of(const State& s, const Layout& l, Side& out) {
+  CUdeviceptr base = 0;
+  std::size_t size = 0;
+  const std::size_t offset = (l.z * l.height + l.y) * l.pitch + l.x;
+  const std::size_t slice = l.pitch * l.height;
+  switch (l.type) {
     case CU_MEMORYTYPE_HOST:
-        out = {reinterpret_cast<std::uintptr_t>(l.host) + offset, l.pitch, slice, false, false};
-        return CUDA_SUCCESS;
+      out = {reinterpret_cast<std::uintptr_t>(l.host) + offset, l.pitch, slice, false, false};
+      return CUDA_SUCCESS;
     case CU_MEMORYTYPE_DEVICE:
-        out = {l.device + offset, l.pitch, slice, true, false};
-        return CUDA_SUCCESS;
+      out = {l.device + offset, l.pitch, slice, true, false};
+      return CUDA_SUCCESS;
     case CU_MEMORYTYPE_UNIFIED:
-        out = {l.device + offset, l.pitch, slice, s.range_of(l.device, base, size), false};
-        return CUDA_SUCCESS;
+      out = {l.device + offset, l.pitch, slice, s.range_of(l.device, base, size), false};
+      return CUDA_SUCCESS;
     case CU_MEMORYTYPE_ARRAY:
-        out = {0, 0, 0, false, true};
-        return l.array != nullptr ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
-    default: return CUDA_ERROR_INVALID_VALUE;
-    }
+      out = {0, 0, 0, false, true};
+      return l.array != nullptr ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+    default:
+      return CUDA_ERROR_INVALID_VALUE;
+  }
 }
 
 // `depth` slices of `height` rows of `width` bytes (a 2D copy: depth 1).
 CUresult copy_pitched(const Layout& to, const Layout& from, std::size_t width, std::size_t height, std::size_t depth,
-                      CUstream stream)
-{
-    if (const CUresult r = need_context(); r != CUDA_SUCCESS) {
-        return r;
+                      CUstream stream) {
+  if (const CUresult r = need_context(); r != CUDA_SUCCESS) {
+    return r;
+  }
+  Side dst;
+  Side src;
+  {
+    State& s = state();
+    Lock lock(s.mutex);
+    if (!valid_stream(s, stream)) {
+      return CUDA_ERROR_INVALID_HANDLE;
     }
-    Side dst;
-    Side src;
-    {
-        State& s = state();
-        Lock lock(s.mutex);
-        if (!valid_stream(s, stream)) {
-            return CUDA_ERROR_INVALID_HANDLE;
-        }
-        if (const CUresult r = side_of(s, to, dst); r != CUDA_SUCCESS) {
-            return r;
-        }
-        if (const CUresult r = side_of(s, from, src); r != CUDA_SUCCESS) {
-            return r;
-        }
-        if (width == 0 || height == 0 || depth == 0) {
-            return CUDA_SUCCESS;
-        }
-        for (const Layout* layout : {&to, &from}) {
-            if (layout->type == CU_MEMORYTYPE_ARRAY) {
-                continue;
-            }
-            if ((height > 1 && layout->pitch < width) || (depth > 1 && layout->height < height)) {
-                return CUDA_ERROR_INVALID_VALUE;
-            }
-        }
-        for (const Side& side : {dst, src}) {
-            if (side.device && !s.contains(side.address, (depth - 1) * side.slice + (height - 1) * side.pitch + width)) {
-                return CUDA_ERROR_INVALID_VALUE;
-            }
-        }
+    if (const CUresult r = side_of(s, to, dst); r != CUDA_SUCCESS) {
+      return r;
     }
-    if (dst.array || src.array) {
-        return CUDA_SUCCESS;
+    if (const CUresult r = side_of(s, from, src); r != CUDA_SUCCESS) {
+      return r;
     }
-    for (std::size_t z = 0; z < depth; ++z) {
-        for (std::size_t row = 0; row < height; ++row) {
-            std::memmove(reinterpret_cast<void*>(dst.address + z * dst.slice + row * dst.pitch),
-                         reinterpret_cast<const void*>(src.address + z * src.slice + row * src.pitch), width);
-        }
+    if (width == 0 || height == 0 || depth == 0) {
+      return CUDA_SUCCESS;
     }
+    for (const Layout* layout : {&to, &from}) {
+      if (layout->type == CU_MEMORYTYPE_ARRAY) {
+        continue;
+      }
+      if ((height > 1 && layout->pitch < width) || (depth > 1 && layout->height < height)) {
+        return CUDA_ERROR_INVALID_VALUE;
+      }
+    }
+    for (const Side& side : {dst, src}) {
+      if (side.device && !s.contains(side.address, (depth - 1) * side.slice + (height - 1) * side.pitch + width)) {
+        return CUDA_ERROR_INVALID_VALUE;
+      }
+    }
+  }
+  if (dst.array || src.array) {
     return CUDA_SUCCESS;
+  }
+  for (std::size_t z = 0; z < depth; ++z) {
+    for (std::size_t row = 0; row < height; ++row) {
+      std::memmove(reinterpret_cast<void*>(dst.address + z * dst.slice + row * dst.pitch),
+                   reinterpret_cast<const void*>(src.address + z * src.slice + row * src.pitch), width);
+    }
+  }
+  return CUDA_SUCCESS;
 }
 
-CUresult copy_2d(const CUDA_MEMCPY2D* p, CUstream stream)
-{
-    if (p == nullptr) {
-        const CUresult r = need_context();
-        return r != CUDA_SUCCESS ? r : CUDA_ERROR_INVALID_VALUE;
-    }
-    const Layout dst{.type = p->dstMemoryType, .host = p->dstHost, .device = p->dstDevice, .array = p->dstArray,
-                     .x = p->dstXInBytes, .y = p->dstY, .pitch = p->dstPitch};
-    const Layout src{.type = p->srcMemoryType, .host = p->srcHost, .device = p->srcDevice, .array = p->srcArray,
-                     .x = p->srcXInBytes, .y = p->srcY, .pitch = p->srcPitch};
-    return copy_pitched(dst, src, p->WidthInBytes, p->Height, 1, stream);
+CUresult copy_2d(const CUDA_MEMCPY2D* p, CUstream stream) {
+  if (p == nullptr) {
+    const CUresult r = need_context();
+    return r != CUDA_SUCCESS ? r : CUDA_ERROR_INVALID_VALUE;
+  }
+  const Layout dst{.type = p->dstMemoryType,
+                   .host = p->dstHost,
+                   .device = p->dstDevice,
+                   .array = p->dstArray,
+                   .x = p->dstXInBytes,
+                   .y = p->dstY,
+                   .pitch = p->dstPitch};
+  const Layout src{.type = p->srcMemoryType,
+                   .host = p->srcHost,
+                   .device = p->srcDevice,
+                   .array = p->srcArray,
+                   .x = p->srcXInBytes,
+                   .y = p->srcY,
+                   .pitch = p->srcPitch};
+  return copy_pitched(dst, src, p->WidthInBytes, p->Height, 1, stream);
 }
 
-CUresult copy_3d(const CUDA_MEMCPY3D* p, CUstream stream)
-{
-    if (p == nullptr) {
-        const CUresult r = need_context();
-        return r != CUDA_SUCCESS ? r : CUDA_ERROR_INVALID_VALUE;
-    }
-    const Layout dst{.type = p->dstMemoryType, .host = p->dstHost, .device = p->dstDevice, .array = p->dstArray,
-                     .x = p->dstXInBytes, .y = p->dstY, .z = p->dstZ, .pitch = p->dstPitch, .height = p->dstHeight};
-    const Layout src{.type = p->srcMemoryType, .host = p->srcHost, .device = p->srcDevice, .array = p->srcArray,
-                     .x = p->srcXInBytes, .y = p->srcY, .z = p->srcZ, .pitch = p->srcPitch, .height = p->srcHeight};
-    return copy_pitched(dst, src, p->WidthInBytes, p->Height, p->Depth, stream);
+CUresult copy_3d(const CUDA_MEMCPY3D* p, CUstream stream) {
+  if (p == nullptr) {
+    const CUresult r = need_context();
+    return r != CUDA_SUCCESS ? r : CUDA_ERROR_INVALID_VALUE;
+  }
+  const Layout dst{.type = p->dstMemoryType,
+                   .host = p->dstHost,
+                   .device = p->dstDevice,
+                   .array = p->dstArray,
+                   .x = p->dstXInBytes,
+                   .y = p->dstY,
+                   .z = p->dstZ,
+                   .pitch = p->dstPitch,
+                   .height = p->dstHeight};
+  const Layout src{.type = p->srcMemoryType,
+                   .host = p->srcHost,
+                   .device = p->srcDevice,
+                   .array = p->srcArray,
+                   .x = p->srcXInBytes,
+                   .y = p->srcY,
+                   .z = p->srcZ,
+                   .pitch = p->srcPitch,
+                   .height = p->srcHeight};
+  return copy_pitched(dst, src, p->WidthInBytes, p->Height, p->Depth, stream);
 }
 
 template <class T>
-CUresult fill_2d(CUdeviceptr dst, std::size_t pitch, T value, std::size_t width, std::size_t height,
-                 CUstream stream)
-{
-    if (const CUresult r = need_context(); r != CUDA_SUCCESS) {
-        return r;
+CUresult fill_2d(CUdeviceptr dst, std::size_t pitch, T value, std::size_t width, std::size_t height, CUstream stream) {
+  if (const CUresult r = need_context(); r != CUDA_SUCCESS) {
+    return r;
+  }
+  {
+    State& s = state();
+    Lock lock(s.mutex);
+    if (!valid_stream(s, stream)) {
+      return CUDA_ERROR_INVALID_HANDLE;
     }
-    {
-        State& s = state();
-        Lock lock(s.mutex);
-        if (!valid_stream(s, stream)) {
-            return CUDA_ERROR_INVALID_HANDLE;
-        }
-        if (width == 0 || height == 0) {
-            return CUDA_SUCCESS;
-        }
-        if ((height > 1 && pitch < width * sizeof(T)) || !s.contains(dst, (height - 1) * pitch + width * sizeof(T))) {
-            return CUDA_ERROR_INVALID_VALUE;
-        }
+    if (width == 0 || height == 0) {
+      return CUDA_SUCCESS;
     }
-    for (std::size_t row = 0; row < height; ++row) {
-        auto* out = reinterpret_cast<T*>(dst + row * pitch);
-        for (std::size_t i = 0; i < width; ++i) {
-            out[i] = value;
-        }
+    if ((height > 1 && pitch < width * sizeof(T)) || !s.contains(dst, (height - 1) * pitch + width * sizeof(T))) {
+      return CUDA_ERROR_INVALID_VALUE;
     }
-    return CUDA_SUCCESS;
+  }
+  for (std::size_t row = 0; row < height; ++row) {
+    auto* out = reinterpret_cast<T*>(dst + row * pitch);
+    for (std::size_t i = 0; i < width; ++i) {
+      out[i] = value;
+    }
+  }
+  return CUDA_SUCCESS;
 }
 
 // cuMemcpy: unified addressing; each side is device memory if it lies in an
 // allocation, host memory otherwise.
-CUresult copy_unified(CUdeviceptr dst, CUdeviceptr src, std::size_t bytes, CUstream stream)
-{
-    CUdeviceptr device_dst = 0;
-    CUdeviceptr device_src = 0;
-    {
-        State& s = state();
-        Lock lock(s.mutex);
-        CUdeviceptr base = 0;
-        std::size_t size = 0;
-        device_dst = s.range_of(dst, base, size) ? dst : 0;
-        device_src = s.range_of(src, base, size) ? src : 0;
-    }
-    return copy(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), bytes, device_dst, device_src,
-                stream);
-}
-
-CUresult allocate_host(void** pointer, std::size_t bytes)
-{
-    if (const CUresult r = need_context(); r != CUDA_SUCCESS) {
-        return r;
-    }
-    if (pointer == nullptr || bytes == 0) {
-        return CUDA_ERROR_INVALID_VALUE;
-    }
-    void* memory = std::aligned_alloc(4096, (bytes + 4095) / 4096 * 4096);
-    if (memory == nullptr) {
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    }
+CUresult copy_unified(CUdeviceptr dst, CUdeviceptr src, std::size_t bytes, CUstream stream) {
+  CUdeviceptr device_dst = 0;
+  CUdeviceptr device_src = 0;
+  {
     State& s = state();
     Lock lock(s.mutex);
-    s.host_allocations[reinterpret_cast<std::uintptr_t>(memory)] = bytes;
-    *pointer = memory;
-    return CUDA_SUCCESS;
+    CUdeviceptr base = 0;
+    std::size_t size = 0;
+    device_dst = s.range_of(dst, base, size) ? dst : 0;
+    device_src = s.range_of(src, base, size) ? src : 0;
+  }
+  return copy(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), bytes, device_dst, device_src, stream);
 }
 
-CUresult allocate_async(CUdeviceptr* address, std::size_t bytes, CUstream stream)
-{
-    if (const CUresult r = need_context(); r != CUDA_SUCCESS) {
-        return r;
-    }
-    if (address == nullptr || bytes == 0) {
-        return CUDA_ERROR_INVALID_VALUE;
-    }
-    State& s = state();
-    Lock lock(s.mutex);
-    if (!valid_stream(s, stream)) {
-        return CUDA_ERROR_INVALID_HANDLE;
-    }
-    *address = s.allocate(bytes);
-    return *address != 0 ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+CUresult allocate_host(void** pointer, std::size_t bytes) {
+  if (const CUresult r = need_context(); r != CUDA_SUCCESS) {
+    return r;
+  }
+  if (pointer == nullptr || bytes == 0) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  void* memory = std::aligned_alloc(4096, (bytes + 4095) / 4096 * 4096);
+  if (memory == nullptr) {
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  State& s = state();
+  Lock lock(s.mutex);
+  s.host_allocations[reinterpret_cast<std::uintptr_t>(memory)] = bytes;
+  *pointer = memory;
+  return CUDA_SUCCESS;
 }
 
-CUresult free_async(CUdeviceptr address, CUstream stream)
-{
-    if (const CUresult r = need_context(); r != CUDA_SUCCESS) {
-        return r;
-    }
-    State& s = state();
-    Lock lock(s.mutex);
-    if (!valid_stream(s, stream)) {
-        return CUDA_ERROR_INVALID_HANDLE;
-    }
-    return s.release(address) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+CUresult allocate_async(CUdeviceptr* address, std::size_t bytes, CUstream stream) {
+  if (const CUresult r = need_context(); r != CUDA_SUCCESS) {
+    return r;
+  }
+  if (address == nullptr || bytes == 0) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  State& s = state();
+  Lock lock(s.mutex);
+  if (!valid_stream(s, stream)) {
+    return CUDA_ERROR_INVALID_HANDLE;
+  }
+  *address = s.allocate(bytes);
+  return *address != 0 ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+CUresult free_async(CUdeviceptr address, CUstream stream) {
+  if (const CUresult r = need_context(); r != CUDA_SUCCESS) {
+    return r;
+  }
+  State& s = state();
+  Lock lock(s.mutex);
+  if (!valid_stream(s, stream)) {
+    return CUDA_ERROR_INVALID_HANDLE;
+  }
+  return s.release(address) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
 }  // namespace
@@ -298,385 +307,327 @@ using namespace kcap_double;
 
 DOUBLE_API CUresult cuMemAllocHost_v2(void** pointer, std::size_t bytes) { return allocate_host(pointer, bytes); }
 
-DOUBLE_API CUresult cuMemHostAlloc(void** pointer, std::size_t bytes, unsigned)
-{
-    return allocate_host(pointer, bytes);
+DOUBLE_API CUresult cuMemHostAlloc(void** pointer, std::size_t bytes, unsigned) {
+  return allocate_host(pointer, bytes);
 }
 
-DOUBLE_API CUresult cuMemFreeHost(void* pointer)
-{
-    if (const CUresult r = need_init(); r != CUDA_SUCCESS) {
-        return r;
-    }
-    State& s = state();
-    Lock lock(s.mutex);
-    if (s.host_allocations.erase(reinterpret_cast<std::uintptr_t>(pointer)) == 0) {
-        return CUDA_ERROR_INVALID_VALUE;
-    }
-    std::free(pointer);
-    return CUDA_SUCCESS;
+DOUBLE_API CUresult cuMemFreeHost(void* pointer) {
+  if (const CUresult r = need_init(); r != CUDA_SUCCESS) {
+    return r;
+  }
+  State& s = state();
+  Lock lock(s.mutex);
+  if (s.host_allocations.erase(reinterpret_cast<std::uintptr_t>(pointer)) == 0) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  std::free(pointer);
+  return CUDA_SUCCESS;
 }
 
 // Page-locking plain host memory: remembered, nothing else (the double's
 // copies reach any host memory). KCAP_DOUBLE_HOST_REGISTER=refuse makes
 // it fail, as the real driver does where page-locked memory is limited.
-DOUBLE_API CUresult cuMemHostRegister_v2(void* pointer, std::size_t bytes, unsigned)
-{
-    if (const CUresult r = need_context(); r != CUDA_SUCCESS) {
-        return r;
-    }
-    if (pointer == nullptr || bytes == 0) {
-        return CUDA_ERROR_INVALID_VALUE;
-    }
-    if (const char* refuse = std::getenv("KCAP_DOUBLE_HOST_REGISTER"); refuse != nullptr && std::strcmp(refuse, "refuse") == 0) {
-        return CUDA_ERROR_NOT_SUPPORTED;
-    }
-    State& s = state();
-    Lock lock(s.mutex);
-    if (!s.host_registrations.emplace(reinterpret_cast<std::uintptr_t>(pointer), bytes).second) {
-        return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
-    }
-    return CUDA_SUCCESS;
+DOUBLE_API CUresult cuMemHostRegister_v2(void* pointer, std::size_t bytes, unsigned) {
+  if (const CUresult r = need_context(); r != CUDA_SUCCESS) {
+    return r;
+  }
+  if (pointer == nullptr || bytes == 0) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  if (const char* refuse = std::getenv("KCAP_DOUBLE_HOST_REGISTER");
+      refuse != nullptr && std::strcmp(refuse, "refuse") == 0) {
+    return CUDA_ERROR_NOT_SUPPORTED;
+  }
+  State& s = state();
+  Lock lock(s.mutex);
+  if (!s.host_registrations.emplace(reinterpret_cast<std::uintptr_t>(pointer), bytes).second) {
+    return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
+  }
+  return CUDA_SUCCESS;
 }
 
-DOUBLE_API CUresult cuMemHostUnregister(void* pointer)
-{
-    if (const CUresult r = need_init(); r != CUDA_SUCCESS) {
-        return r;
-    }
-    State& s = state();
-    Lock lock(s.mutex);
-    if (s.host_registrations.erase(reinterpret_cast<std::uintptr_t>(pointer)) == 0) {
-        return CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
-    }
-    return CUDA_SUCCESS;
+DOUBLE_API CUresult cuMemHostUnregister(void* pointer) {
+  if (const CUresult r = need_init(); r != CUDA_SUCCESS) {
+    return r;
+  }
+  State& s = state();
+  Lock lock(s.mutex);
+  if (s.host_registrations.erase(reinterpret_cast<std::uintptr_t>(pointer)) == 0) {
+    return CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
+  }
+  return CUDA_SUCCESS;
 }
 
-DOUBLE_API CUresult cuPointerGetAttribute(void* data, CUpointer_attribute attribute, CUdeviceptr pointer)
-{
-    if (const CUresult r = need_context(); r != CUDA_SUCCESS) {
-        return r;
+DOUBLE_API CUresult cuPointerGetAttribute(void* data, CUpointer_attribute attribute, CUdeviceptr pointer) {
+  if (const CUresult r = need_context(); r != CUDA_SUCCESS) {
+    return r;
+  }
+  if (data == nullptr) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  if (attribute != CU_POINTER_ATTRIBUTE_MEMORY_TYPE) {
+    return CUDA_ERROR_NOT_SUPPORTED;
+  }
+  State& s = state();
+  Lock lock(s.mutex);
+  CUdeviceptr base = 0;
+  std::size_t size = 0;
+  unsigned type = 0;
+  if (s.range_of(pointer, base, size)) {
+    type = CU_MEMORYTYPE_DEVICE;
+  } else {
+    auto it = s.host_allocations.upper_bound(pointer);
+    if (it == s.host_allocations.begin() || pointer >= std::prev(it)->first + std::prev(it)->second) {
+      return CUDA_ERROR_INVALID_VALUE;  // not memory the driver knows
     }
-    if (data == nullptr) {
-        return CUDA_ERROR_INVALID_VALUE;
-    }
-    if (attribute != CU_POINTER_ATTRIBUTE_MEMORY_TYPE) {
-        return CUDA_ERROR_NOT_SUPPORTED;
-    }
-    State& s = state();
-    Lock lock(s.mutex);
-    CUdeviceptr base = 0;
-    std::size_t size = 0;
-    unsigned type = 0;
-    if (s.range_of(pointer, base, size)) {
-        type = CU_MEMORYTYPE_DEVICE;
-    } else {
-        auto it = s.host_allocations.upper_bound(pointer);
-        if (it == s.host_allocations.begin() || pointer >= std::prev(it)->first + std::prev(it)->second) {
-            return CUDA_ERROR_INVALID_VALUE;  // not memory the driver knows
-        }
-        type = CU_MEMORYTYPE_HOST;
-    }
-    std::memcpy(data, &type, sizeof type);
-    return CUDA_SUCCESS;
+    type = CU_MEMORYTYPE_HOST;
+  }
+  std::memcpy(data, &type, sizeof type);
+  return CUDA_SUCCESS;
 }
 
-DOUBLE_API CUresult cuMemAllocAsync(CUdeviceptr* address, std::size_t bytes, CUstream stream)
-{
-    return allocate_async(address, bytes, stream);
+DOUBLE_API CUresult cuMemAllocAsync(CUdeviceptr* address, std::size_t bytes, CUstream stream) {
+  return allocate_async(address, bytes, stream);
 }
-DOUBLE_API CUresult cuMemAllocAsync_ptsz(CUdeviceptr* address, std::size_t bytes, CUstream stream)
-{
-    return allocate_async(address, bytes, stream);
+DOUBLE_API CUresult cuMemAllocAsync_ptsz(CUdeviceptr* address, std::size_t bytes, CUstream stream) {
+  return allocate_async(address, bytes, stream);
 }
 DOUBLE_API CUresult cuMemFreeAsync(CUdeviceptr address, CUstream stream) { return free_async(address, stream); }
 DOUBLE_API CUresult cuMemFreeAsync_ptsz(CUdeviceptr address, CUstream stream) { return free_async(address, stream); }
 
 // ---- unified copies, 16-bit memsets -----------------------------------------------------
 
-DOUBLE_API CUresult cuMemcpy(CUdeviceptr dst, CUdeviceptr src, std::size_t bytes)
-{
-    return copy_unified(dst, src, bytes, nullptr);
+DOUBLE_API CUresult cuMemcpy(CUdeviceptr dst, CUdeviceptr src, std::size_t bytes) {
+  return copy_unified(dst, src, bytes, nullptr);
 }
-DOUBLE_API CUresult cuMemcpy_ptds(CUdeviceptr dst, CUdeviceptr src, std::size_t bytes)
-{
-    return copy_unified(dst, src, bytes, CU_STREAM_PER_THREAD);
+DOUBLE_API CUresult cuMemcpy_ptds(CUdeviceptr dst, CUdeviceptr src, std::size_t bytes) {
+  return copy_unified(dst, src, bytes, CU_STREAM_PER_THREAD);
 }
-DOUBLE_API CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, std::size_t bytes, CUstream stream)
-{
-    return copy_unified(dst, src, bytes, stream);
+DOUBLE_API CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, std::size_t bytes, CUstream stream) {
+  return copy_unified(dst, src, bytes, stream);
 }
-DOUBLE_API CUresult cuMemcpyAsync_ptsz(CUdeviceptr dst, CUdeviceptr src, std::size_t bytes, CUstream stream)
-{
-    return copy_unified(dst, src, bytes, stream);
+DOUBLE_API CUresult cuMemcpyAsync_ptsz(CUdeviceptr dst, CUdeviceptr src, std::size_t bytes, CUstream stream) {
+  return copy_unified(dst, src, bytes, stream);
 }
-DOUBLE_API CUresult cuMemsetD16_v2(CUdeviceptr dst, unsigned short value, std::size_t count)
-{
-    return fill(dst, value, count, nullptr);
+DOUBLE_API CUresult cuMemsetD16_v2(CUdeviceptr dst, unsigned short value, std::size_t count) {
+  return fill(dst, value, count, nullptr);
 }
-DOUBLE_API CUresult cuMemsetD16_v2_ptds(CUdeviceptr dst, unsigned short value, std::size_t count)
-{
-    return fill(dst, value, count, CU_STREAM_PER_THREAD);
+DOUBLE_API CUresult cuMemsetD16_v2_ptds(CUdeviceptr dst, unsigned short value, std::size_t count) {
+  return fill(dst, value, count, CU_STREAM_PER_THREAD);
 }
-DOUBLE_API CUresult cuMemsetD16Async(CUdeviceptr dst, unsigned short value, std::size_t count, CUstream stream)
-{
-    return fill(dst, value, count, stream);
+DOUBLE_API CUresult cuMemsetD16Async(CUdeviceptr dst, unsigned short value, std::size_t count, CUstream stream) {
+  return fill(dst, value, count, stream);
 }
-DOUBLE_API CUresult cuMemsetD16Async_ptsz(CUdeviceptr dst, unsigned short value, std::size_t count,
-                                          CUstream stream)
-{
-    return fill(dst, value, count, stream);
+DOUBLE_API CUresult cuMemsetD16Async_ptsz(CUdeviceptr dst, unsigned short value, std::size_t count, CUstream stream) {
+  return fill(dst, value, count, stream);
 }
 
 // ---- memory -----------------------------------------------------------------------
 
-DOUBLE_API CUresult cuMemAlloc_v2(CUdeviceptr* address, std::size_t bytes)
-{
-    if (const CUresult r = need_context(); r != CUDA_SUCCESS) {
-        return r;
-    }
-    if (address == nullptr || bytes == 0) {
-        return CUDA_ERROR_INVALID_VALUE;
-    }
-    State& s = state();
-    Lock lock(s.mutex);
-    *address = s.allocate(bytes);
-    return *address != 0 ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+DOUBLE_API CUresult cuMemAlloc_v2(CUdeviceptr* address, std::size_t bytes) {
+  if (const CUresult r = need_context(); r != CUDA_SUCCESS) {
+    return r;
+  }
+  if (address == nullptr || bytes == 0) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  State& s = state();
+  Lock lock(s.mutex);
+  *address = s.allocate(bytes);
+  return *address != 0 ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
 
-DOUBLE_API CUresult cuMemFree_v2(CUdeviceptr address)
-{
-    if (const CUresult r = need_context(); r != CUDA_SUCCESS) {
-        return r;
-    }
-    State& s = state();
-    Lock lock(s.mutex);
-    return s.release(address) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+DOUBLE_API CUresult cuMemFree_v2(CUdeviceptr address) {
+  if (const CUresult r = need_context(); r != CUDA_SUCCESS) {
+    return r;
+  }
+  State& s = state();
+  Lock lock(s.mutex);
+  return s.release(address) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
-DOUBLE_API CUresult cuMemGetAddressRange_v2(CUdeviceptr* base, std::size_t* size, CUdeviceptr address)
-{
-    if (const CUresult r = need_context(); r != CUDA_SUCCESS) {
-        return r;
-    }
-    State& s = state();
-    Lock lock(s.mutex);
-    CUdeviceptr found_base = 0;
-    std::size_t found_size = 0;
-    if (!s.range_of(address, found_base, found_size)) {
-        return CUDA_ERROR_NOT_FOUND;
-    }
-    if (base != nullptr) {
-        *base = found_base;
-    }
-    if (size != nullptr) {
-        *size = found_size;
-    }
-    return CUDA_SUCCESS;
+DOUBLE_API CUresult cuMemGetAddressRange_v2(CUdeviceptr* base, std::size_t* size, CUdeviceptr address) {
+  if (const CUresult r = need_context(); r != CUDA_SUCCESS) {
+    return r;
+  }
+  State& s = state();
+  Lock lock(s.mutex);
+  CUdeviceptr found_base = 0;
+  std::size_t found_size = 0;
+  if (!s.range_of(address, found_base, found_size)) {
+    return CUDA_ERROR_NOT_FOUND;
+  }
+  if (base != nullptr) {
+    *base = found_base;
+  }
+  if (size != nullptr) {
+    *size = found_size;
+  }
+  return CUDA_SUCCESS;
 }
 
-DOUBLE_API CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void* src, std::size_t bytes)
-{
-    return copy_htod(dst, src, bytes, nullptr);
+DOUBLE_API CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void* src, std::size_t bytes) {
+  return copy_htod(dst, src, bytes, nullptr);
 }
-DOUBLE_API CUresult cuMemcpyHtoD_v2_ptds(CUdeviceptr dst, const void* src, std::size_t bytes)
-{
-    return copy_htod(dst, src, bytes, CU_STREAM_PER_THREAD);
+DOUBLE_API CUresult cuMemcpyHtoD_v2_ptds(CUdeviceptr dst, const void* src, std::size_t bytes) {
+  return copy_htod(dst, src, bytes, CU_STREAM_PER_THREAD);
 }
-DOUBLE_API CUresult cuMemcpyDtoH_v2(void* dst, CUdeviceptr src, std::size_t bytes)
-{
-    return copy_dtoh(dst, src, bytes, nullptr);
+DOUBLE_API CUresult cuMemcpyDtoH_v2(void* dst, CUdeviceptr src, std::size_t bytes) {
+  return copy_dtoh(dst, src, bytes, nullptr);
 }
-DOUBLE_API CUresult cuMemcpyDtoH_v2_ptds(void* dst, CUdeviceptr src, std::size_t bytes)
-{
-    return copy_dtoh(dst, src, bytes, CU_STREAM_PER_THREAD);
+DOUBLE_API CUresult cuMemcpyDtoH_v2_ptds(void* dst, CUdeviceptr src, std::size_t bytes) {
+  return copy_dtoh(dst, src, bytes, CU_STREAM_PER_THREAD);
 }
-DOUBLE_API CUresult cuMemcpyDtoD_v2(CUdeviceptr dst, CUdeviceptr src, std::size_t bytes)
-{
-    return copy_dtod(dst, src, bytes, nullptr);
+DOUBLE_API CUresult cuMemcpyDtoD_v2(CUdeviceptr dst, CUdeviceptr src, std::size_t bytes) {
+  return copy_dtod(dst, src, bytes, nullptr);
 }
-DOUBLE_API CUresult cuMemcpyDtoD_v2_ptds(CUdeviceptr dst, CUdeviceptr src, std::size_t bytes)
-{
-    return copy_dtod(dst, src, bytes, CU_STREAM_PER_THREAD);
+DOUBLE_API CUresult cuMemcpyDtoD_v2_ptds(CUdeviceptr dst, CUdeviceptr src, std::size_t bytes) {
+  return copy_dtod(dst, src, bytes, CU_STREAM_PER_THREAD);
 }
-DOUBLE_API CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void* src, std::size_t bytes, CUstream stream)
-{
-    return copy_htod(dst, src, bytes, stream);
+DOUBLE_API CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void* src, std::size_t bytes, CUstream stream) {
+  return copy_htod(dst, src, bytes, stream);
 }
-DOUBLE_API CUresult cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr dst, const void* src, std::size_t bytes,
-                                              CUstream stream)
-{
-    return copy_htod(dst, src, bytes, stream);
+DOUBLE_API CUresult cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr dst, const void* src, std::size_t bytes, CUstream stream) {
+  return copy_htod(dst, src, bytes, stream);
 }
-DOUBLE_API CUresult cuMemcpyDtoHAsync_v2(void* dst, CUdeviceptr src, std::size_t bytes, CUstream stream)
-{
-    return copy_dtoh(dst, src, bytes, stream);
+DOUBLE_API CUresult cuMemcpyDtoHAsync_v2(void* dst, CUdeviceptr src, std::size_t bytes, CUstream stream) {
+  return copy_dtoh(dst, src, bytes, stream);
 }
-DOUBLE_API CUresult cuMemcpyDtoHAsync_v2_ptsz(void* dst, CUdeviceptr src, std::size_t bytes, CUstream stream)
-{
-    return copy_dtoh(dst, src, bytes, stream);
+DOUBLE_API CUresult cuMemcpyDtoHAsync_v2_ptsz(void* dst, CUdeviceptr src, std::size_t bytes, CUstream stream) {
+  return copy_dtoh(dst, src, bytes, stream);
 }
-DOUBLE_API CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, std::size_t bytes, CUstream stream)
-{
-    return copy_dtod(dst, src, bytes, stream);
+DOUBLE_API CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, std::size_t bytes, CUstream stream) {
+  return copy_dtod(dst, src, bytes, stream);
 }
-DOUBLE_API CUresult cuMemcpyDtoDAsync_v2_ptsz(CUdeviceptr dst, CUdeviceptr src, std::size_t bytes,
-                                              CUstream stream)
-{
-    return copy_dtod(dst, src, bytes, stream);
+DOUBLE_API CUresult cuMemcpyDtoDAsync_v2_ptsz(CUdeviceptr dst, CUdeviceptr src, std::size_t bytes, CUstream stream) {
+  return copy_dtod(dst, src, bytes, stream);
 }
-DOUBLE_API CUresult cuMemsetD8_v2(CUdeviceptr dst, unsigned char value, std::size_t count)
-{
-    return fill(dst, value, count, nullptr);
+DOUBLE_API CUresult cuMemsetD8_v2(CUdeviceptr dst, unsigned char value, std::size_t count) {
+  return fill(dst, value, count, nullptr);
 }
-DOUBLE_API CUresult cuMemsetD8_v2_ptds(CUdeviceptr dst, unsigned char value, std::size_t count)
-{
-    return fill(dst, value, count, CU_STREAM_PER_THREAD);
+DOUBLE_API CUresult cuMemsetD8_v2_ptds(CUdeviceptr dst, unsigned char value, std::size_t count) {
+  return fill(dst, value, count, CU_STREAM_PER_THREAD);
 }
-DOUBLE_API CUresult cuMemsetD32_v2(CUdeviceptr dst, unsigned value, std::size_t count)
-{
-    return fill(dst, value, count, nullptr);
+DOUBLE_API CUresult cuMemsetD32_v2(CUdeviceptr dst, unsigned value, std::size_t count) {
+  return fill(dst, value, count, nullptr);
 }
-DOUBLE_API CUresult cuMemsetD32_v2_ptds(CUdeviceptr dst, unsigned value, std::size_t count)
-{
-    return fill(dst, value, count, CU_STREAM_PER_THREAD);
+DOUBLE_API CUresult cuMemsetD32_v2_ptds(CUdeviceptr dst, unsigned value, std::size_t count) {
+  return fill(dst, value, count, CU_STREAM_PER_THREAD);
 }
-DOUBLE_API CUresult cuMemsetD8Async(CUdeviceptr dst, unsigned char value, std::size_t count, CUstream stream)
-{
-    return fill(dst, value, count, stream);
+DOUBLE_API CUresult cuMemsetD8Async(CUdeviceptr dst, unsigned char value, std::size_t count, CUstream stream) {
+  return fill(dst, value, count, stream);
 }
-DOUBLE_API CUresult cuMemsetD8Async_ptsz(CUdeviceptr dst, unsigned char value, std::size_t count,
-                                         CUstream stream)
-{
-    return fill(dst, value, count, stream);
+DOUBLE_API CUresult cuMemsetD8Async_ptsz(CUdeviceptr dst, unsigned char value, std::size_t count, CUstream stream) {
+  return fill(dst, value, count, stream);
 }
-DOUBLE_API CUresult cuMemsetD32Async(CUdeviceptr dst, unsigned value, std::size_t count, CUstream stream)
-{
-    return fill(dst, value, count, stream);
+DOUBLE_API CUresult cuMemsetD32Async(CUdeviceptr dst, unsigned value, std::size_t count, CUstream stream) {
+  return fill(dst, value, count, stream);
 }
-DOUBLE_API CUresult cuMemsetD32Async_ptsz(CUdeviceptr dst, unsigned value, std::size_t count, CUstream stream)
-{
-    return fill(dst, value, count, stream);
+DOUBLE_API CUresult cuMemsetD32Async_ptsz(CUdeviceptr dst, unsigned value, std::size_t count, CUstream stream) {
+  return fill(dst, value, count, stream);
 }
 
 // ---- pitched memory: allocation, 2D and 3D copies, 2D memsets ------------------------
 
 // Rows 512 bytes apart at least, as an H200 pitches them.
-DOUBLE_API CUresult cuMemAllocPitch_v2(CUdeviceptr* address, std::size_t* pitch, std::size_t width,
-                                       std::size_t height, unsigned element_size)
-{
-    if (const CUresult r = need_context(); r != CUDA_SUCCESS) {
-        return r;
-    }
-    if (address == nullptr || pitch == nullptr || width == 0 || height == 0 ||
-        (element_size != 4 && element_size != 8 && element_size != 16)) {
-        return CUDA_ERROR_INVALID_VALUE;
-    }
-    const std::size_t row_pitch = (width + 511) / 512 * 512;
-    State& s = state();
-    Lock lock(s.mutex);
-    *address = s.allocate(row_pitch * height);
-    if (*address == 0) {
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    }
-    *pitch = row_pitch;
-    return CUDA_SUCCESS;
+DOUBLE_API CUresult cuMemAllocPitch_v2(CUdeviceptr* address, std::size_t* pitch, std::size_t width, std::size_t height,
+                                       unsigned element_size) {
+  if (const CUresult r = need_context(); r != CUDA_SUCCESS) {
+    return r;
+  }
+  if (address == nullptr || pitch == nullptr || width == 0 || height == 0 ||
+      (element_size != 4 && element_size != 8 && element_size != 16)) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  const std::size_t row_pitch = (width + 511) / 512 * 512;
+  State& s = state();
+  Lock lock(s.mutex);
+  *address = s.allocate(row_pitch * height);
+  if (*address == 0) {
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  *pitch = row_pitch;
+  return CUDA_SUCCESS;
 }
 
 DOUBLE_API CUresult cuMemcpy2D_v2(const CUDA_MEMCPY2D* copy) { return copy_2d(copy, nullptr); }
 DOUBLE_API CUresult cuMemcpy2D_v2_ptds(const CUDA_MEMCPY2D* copy) { return copy_2d(copy, CU_STREAM_PER_THREAD); }
 DOUBLE_API CUresult cuMemcpy2DUnaligned_v2(const CUDA_MEMCPY2D* copy) { return copy_2d(copy, nullptr); }
-DOUBLE_API CUresult cuMemcpy2DUnaligned_v2_ptds(const CUDA_MEMCPY2D* copy)
-{
-    return copy_2d(copy, CU_STREAM_PER_THREAD);
+DOUBLE_API CUresult cuMemcpy2DUnaligned_v2_ptds(const CUDA_MEMCPY2D* copy) {
+  return copy_2d(copy, CU_STREAM_PER_THREAD);
 }
 DOUBLE_API CUresult cuMemcpy2DAsync_v2(const CUDA_MEMCPY2D* copy, CUstream stream) { return copy_2d(copy, stream); }
-DOUBLE_API CUresult cuMemcpy2DAsync_v2_ptsz(const CUDA_MEMCPY2D* copy, CUstream stream)
-{
-    return copy_2d(copy, stream);
+DOUBLE_API CUresult cuMemcpy2DAsync_v2_ptsz(const CUDA_MEMCPY2D* copy, CUstream stream) {
+  return copy_2d(copy, stream);
 }
 
 DOUBLE_API CUresult cuMemcpy3D_v2(const CUDA_MEMCPY3D* copy) { return copy_3d(copy, nullptr); }
 DOUBLE_API CUresult cuMemcpy3D_v2_ptds(const CUDA_MEMCPY3D* copy) { return copy_3d(copy, CU_STREAM_PER_THREAD); }
 DOUBLE_API CUresult cuMemcpy3DAsync_v2(const CUDA_MEMCPY3D* copy, CUstream stream) { return copy_3d(copy, stream); }
-DOUBLE_API CUresult cuMemcpy3DAsync_v2_ptsz(const CUDA_MEMCPY3D* copy, CUstream stream)
-{
-    return copy_3d(copy, stream);
+DOUBLE_API CUresult cuMemcpy3DAsync_v2_ptsz(const CUDA_MEMCPY3D* copy, CUstream stream) {
+  return copy_3d(copy, stream);
 }
 
 DOUBLE_API CUresult cuMemsetD2D8_v2(CUdeviceptr dst, std::size_t pitch, unsigned char value, std::size_t width,
-                                    std::size_t height)
-{
-    return fill_2d(dst, pitch, value, width, height, nullptr);
+                                    std::size_t height) {
+  return fill_2d(dst, pitch, value, width, height, nullptr);
 }
-DOUBLE_API CUresult cuMemsetD2D8_v2_ptds(CUdeviceptr dst, std::size_t pitch, unsigned char value,
-                                         std::size_t width, std::size_t height)
-{
-    return fill_2d(dst, pitch, value, width, height, CU_STREAM_PER_THREAD);
+DOUBLE_API CUresult cuMemsetD2D8_v2_ptds(CUdeviceptr dst, std::size_t pitch, unsigned char value, std::size_t width,
+                                         std::size_t height) {
+  return fill_2d(dst, pitch, value, width, height, CU_STREAM_PER_THREAD);
 }
 DOUBLE_API CUresult cuMemsetD2D16_v2(CUdeviceptr dst, std::size_t pitch, unsigned short value, std::size_t width,
-                                     std::size_t height)
-{
-    return fill_2d(dst, pitch, value, width, height, nullptr);
+                                     std::size_t height) {
+  return fill_2d(dst, pitch, value, width, height, nullptr);
 }
-DOUBLE_API CUresult cuMemsetD2D16_v2_ptds(CUdeviceptr dst, std::size_t pitch, unsigned short value,
-                                          std::size_t width, std::size_t height)
-{
-    return fill_2d(dst, pitch, value, width, height, CU_STREAM_PER_THREAD);
+DOUBLE_API CUresult cuMemsetD2D16_v2_ptds(CUdeviceptr dst, std::size_t pitch, unsigned short value, std::size_t width,
+                                          std::size_t height) {
+  return fill_2d(dst, pitch, value, width, height, CU_STREAM_PER_THREAD);
 }
 DOUBLE_API CUresult cuMemsetD2D32_v2(CUdeviceptr dst, std::size_t pitch, unsigned value, std::size_t width,
-                                     std::size_t height)
-{
-    return fill_2d(dst, pitch, value, width, height, nullptr);
+                                     std::size_t height) {
+  return fill_2d(dst, pitch, value, width, height, nullptr);
 }
 DOUBLE_API CUresult cuMemsetD2D32_v2_ptds(CUdeviceptr dst, std::size_t pitch, unsigned value, std::size_t width,
-                                          std::size_t height)
-{
-    return fill_2d(dst, pitch, value, width, height, CU_STREAM_PER_THREAD);
+                                          std::size_t height) {
+  return fill_2d(dst, pitch, value, width, height, CU_STREAM_PER_THREAD);
 }
 DOUBLE_API CUresult cuMemsetD2D8Async(CUdeviceptr dst, std::size_t pitch, unsigned char value, std::size_t width,
-                                      std::size_t height, CUstream stream)
-{
-    return fill_2d(dst, pitch, value, width, height, stream);
+                                      std::size_t height, CUstream stream) {
+  return fill_2d(dst, pitch, value, width, height, stream);
 }
-DOUBLE_API CUresult cuMemsetD2D8Async_ptsz(CUdeviceptr dst, std::size_t pitch, unsigned char value,
-                                           std::size_t width, std::size_t height, CUstream stream)
-{
-    return fill_2d(dst, pitch, value, width, height, stream);
+DOUBLE_API CUresult cuMemsetD2D8Async_ptsz(CUdeviceptr dst, std::size_t pitch, unsigned char value, std::size_t width,
+                                           std::size_t height, CUstream stream) {
+  return fill_2d(dst, pitch, value, width, height, stream);
 }
-DOUBLE_API CUresult cuMemsetD2D16Async(CUdeviceptr dst, std::size_t pitch, unsigned short value,
-                                       std::size_t width, std::size_t height, CUstream stream)
-{
-    return fill_2d(dst, pitch, value, width, height, stream);
+DOUBLE_API CUresult cuMemsetD2D16Async(CUdeviceptr dst, std::size_t pitch, unsigned short value, std::size_t width,
+                                       std::size_t height, CUstream stream) {
+  return fill_2d(dst, pitch, value, width, height, stream);
 }
-DOUBLE_API CUresult cuMemsetD2D16Async_ptsz(CUdeviceptr dst, std::size_t pitch, unsigned short value,
-                                            std::size_t width, std::size_t height, CUstream stream)
-{
-    return fill_2d(dst, pitch, value, width, height, stream);
+DOUBLE_API CUresult cuMemsetD2D16Async_ptsz(CUdeviceptr dst, std::size_t pitch, unsigned short value, std::size_t width,
+                                            std::size_t height, CUstream stream) {
+  return fill_2d(dst, pitch, value, width, height, stream);
 }
 DOUBLE_API CUresult cuMemsetD2D32Async(CUdeviceptr dst, std::size_t pitch, unsigned value, std::size_t width,
-                                       std::size_t height, CUstream stream)
-{
-    return fill_2d(dst, pitch, value, width, height, stream);
+                                       std::size_t height, CUstream stream) {
+  return fill_2d(dst, pitch, value, width, height, stream);
 }
-DOUBLE_API CUresult cuMemsetD2D32Async_ptsz(CUdeviceptr dst, std::size_t pitch, unsigned value,
-                                            std::size_t width, std::size_t height, CUstream stream)
-{
-    return fill_2d(dst, pitch, value, width, height, stream);
+DOUBLE_API CUresult cuMemsetD2D32Async_ptsz(CUdeviceptr dst, std::size_t pitch, unsigned value, std::size_t width,
+                                            std::size_t height, CUstream stream) {
+  return fill_2d(dst, pitch, value, width, height, stream);
 }
 
 // ---- tensor maps ------------------------------------------------------------------
 
 // The double's tensor maps hold their global address in the first 8 bytes
 // (a real driver's layout is opaque); replacing it is all a replay needs.
-DOUBLE_API CUresult cuTensorMapReplaceAddress(CUtensorMap* map, void* address)
-{
-    if (map == nullptr || reinterpret_cast<std::uintptr_t>(address) % 16 != 0) {
-        return CUDA_ERROR_INVALID_VALUE;
-    }
-    const auto value = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(address));
-    std::memcpy(map->opaque, &value, sizeof value);
-    return CUDA_SUCCESS;
+DOUBLE_API CUresult cuTensorMapReplaceAddress(CUtensorMap* map, void* address) {
+  if (map == nullptr || reinterpret_cast<std::uintptr_t>(address) % 16 != 0) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  const auto value = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(address));
+  std::memcpy(map->opaque, &value, sizeof value);
+  return CUDA_SUCCESS;
 }
 
 namespace kcap_double {
@@ -685,31 +636,28 @@ namespace kcap_double {
 // driver". KCAP_DOUBLE_TENSOR_MAP_SALT=N makes it another driver's, whose
 // launches refuse the maps of the default one (a map encoded by one driver
 // or GPU need not be valid on another): only a re-encoded map passes.
-std::uint64_t tensor_map_tag()
-{
-    static const std::uint64_t tag = [] {
-        const char* salt = std::getenv("KCAP_DOUBLE_TENSOR_MAP_SALT");
-        return 0x7e45044d41500000ull ^ (salt != nullptr ? std::strtoull(salt, nullptr, 10) : 0);
-    }();
-    return tag;
+std::uint64_t tensor_map_tag() {
+  static const std::uint64_t tag = [] {
+    const char* salt = std::getenv("KCAP_DOUBLE_TENSOR_MAP_SALT");
+    return 0x7e45044d41500000ull ^ (salt != nullptr ? std::strtoull(salt, nullptr, 10) : 0);
+  }();
+  return tag;
 }
 
 // KCAP_DOUBLE_TENSOR_MAP_REFUSE=1: every encode fails with
 // CUDA_ERROR_NOT_SUPPORTED (a device that cannot take the recorded map).
-bool tensor_maps_refused()
-{
-    static const bool refused = [] {
-        const char* value = std::getenv("KCAP_DOUBLE_TENSOR_MAP_REFUSE");
-        return value != nullptr && std::strcmp(value, "1") == 0;
-    }();
-    return refused;
+bool tensor_maps_refused() {
+  static const bool refused = [] {
+    const char* value = std::getenv("KCAP_DOUBLE_TENSOR_MAP_REFUSE");
+    return value != nullptr && std::strcmp(value, "1") == 0;
+  }();
+  return refused;
 }
 
-bool tensor_map_is_ours(const void* map)
-{
-    std::uint64_t last = 0;
-    std::memcpy(&last, static_cast<const char*>(map) + sizeof(CUtensorMap) - sizeof last, sizeof last);
-    return last == tensor_map_tag();
+bool tensor_map_is_ours(const void* map) {
+  std::uint64_t last = 0;
+  std::memcpy(&last, static_cast<const char*>(map) + sizeof(CUtensorMap) - sizeof last, sizeof last);
+  return last == tensor_map_tag();
 }
 
 }  // namespace kcap_double
@@ -725,122 +673,115 @@ using kcap_double::tensor_map_tag;
 namespace {
 
 struct MapHash {
-    std::uint64_t state = 0xcbf29ce484222325ull;
-    void add(std::uint64_t value)
-    {
-        for (int i = 0; i < 8; ++i) {
-            state ^= (value >> (8 * i)) & 0xff;
-            state *= 0x100000001b3ull;
-        }
+  std::uint64_t state = 0xcbf29ce484222325ull;
+  void add(std::uint64_t value) {
+    for (int i = 0; i < 8; ++i) {
+      state ^= (value >> (8 * i)) & 0xff;
+      state *= 0x100000001b3ull;
     }
+  }
 };
 
 CUresult check_common(CUtensorMap* map, cuuint32_t rank, void* address, const cuuint64_t* dims,
-                      const cuuint64_t* strides, const cuuint32_t* element_strides)
-{
-    if (kcap_double::tensor_maps_refused()) {
-        return CUDA_ERROR_NOT_SUPPORTED;
+                      const cuuint64_t* strides, const cuuint32_t* element_strides) {
+  if (kcap_double::tensor_maps_refused()) {
+    return CUDA_ERROR_NOT_SUPPORTED;
+  }
+  if (map == nullptr || rank < 1 || rank > 5 || address == nullptr || dims == nullptr || element_strides == nullptr ||
+      (rank > 1 && strides == nullptr) || reinterpret_cast<std::uintptr_t>(address) % 16 != 0) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  for (cuuint32_t i = 0; i < rank; ++i) {
+    if (dims[i] == 0 || element_strides[i] == 0 || element_strides[i] > 8) {
+      return CUDA_ERROR_INVALID_VALUE;
     }
-    if (map == nullptr || rank < 1 || rank > 5 || address == nullptr || dims == nullptr ||
-        element_strides == nullptr || (rank > 1 && strides == nullptr) ||
-        reinterpret_cast<std::uintptr_t>(address) % 16 != 0) {
-        return CUDA_ERROR_INVALID_VALUE;
+  }
+  for (cuuint32_t i = 0; i + 1 < rank; ++i) {
+    if (strides[i] % 16 != 0 || strides[i] >= (1ull << 40)) {
+      return CUDA_ERROR_INVALID_VALUE;
     }
-    for (cuuint32_t i = 0; i < rank; ++i) {
-        if (dims[i] == 0 || element_strides[i] == 0 || element_strides[i] > 8) {
-            return CUDA_ERROR_INVALID_VALUE;
-        }
-    }
-    for (cuuint32_t i = 0; i + 1 < rank; ++i) {
-        if (strides[i] % 16 != 0 || strides[i] >= (1ull << 40)) {
-            return CUDA_ERROR_INVALID_VALUE;
-        }
-    }
-    return CUDA_SUCCESS;
+  }
+  return CUDA_SUCCESS;
 }
 
-void write_map(CUtensorMap* map, void* address, MapHash hash)
-{
-    const auto value = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(address));
-    std::memcpy(map->opaque, &value, sizeof value);
-    constexpr std::size_t kLast = std::size(CUtensorMap{}.opaque) - 1;
-    for (std::size_t i = 1; i < kLast; ++i) {
-        hash.add(i);
-        map->opaque[i] = hash.state;
-    }
-    map->opaque[kLast] = tensor_map_tag();
+void write_map(CUtensorMap* map, void* address, MapHash hash) {
+  const auto value = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(address));
+  std::memcpy(map->opaque, &value, sizeof value);
+  constexpr std::size_t kLast = std::size(CUtensorMap{}.opaque) - 1;
+  for (std::size_t i = 1; i < kLast; ++i) {
+    hash.add(i);
+    map->opaque[i] = hash.state;
+  }
+  map->opaque[kLast] = tensor_map_tag();
 }
 
 MapHash hash_common(int kind, CUtensorMapDataType type, cuuint32_t rank, const cuuint64_t* dims,
-                    const cuuint64_t* strides, const cuuint32_t* element_strides, int interleave, int swizzle,
-                    int l2, int oob)
-{
-    MapHash h;
-    for (const std::uint64_t v : {std::uint64_t(kind), std::uint64_t(type), std::uint64_t(rank),
-                                  std::uint64_t(interleave), std::uint64_t(swizzle), std::uint64_t(l2),
-                                  std::uint64_t(oob)}) {
-        h.add(v);
+                    const cuuint64_t* strides, const cuuint32_t* element_strides, int interleave, int swizzle, int l2,
+                    int oob) {
+  MapHash h;
+  for (const std::uint64_t v :
+       {std::uint64_t(kind), std::uint64_t(type), std::uint64_t(rank), std::uint64_t(interleave),
+        std::uint64_t(swizzle), std::uint64_t(l2), std::uint64_t(oob)}) {
+    h.add(v);
+  }
+  for (cuuint32_t i = 0; i < rank; ++i) {
+    h.add(dims[i]);
+    h.add(element_strides[i]);
+    if (i + 1 < rank) {
+      h.add(strides[i]);
     }
-    for (cuuint32_t i = 0; i < rank; ++i) {
-        h.add(dims[i]);
-        h.add(element_strides[i]);
-        if (i + 1 < rank) {
-            h.add(strides[i]);
-        }
-    }
-    return h;
+  }
+  return h;
 }
 
 }  // namespace
 
-DOUBLE_API CUresult cuTensorMapEncodeTiled(CUtensorMap* map, CUtensorMapDataType type, cuuint32_t rank,
-                                           void* address, const cuuint64_t* dims, const cuuint64_t* strides,
-                                           const cuuint32_t* box, const cuuint32_t* element_strides,
-                                           CUtensorMapInterleave interleave, CUtensorMapSwizzle swizzle,
-                                           CUtensorMapL2promotion l2, CUtensorMapFloatOOBfill oob)
-{
-    if (const CUresult r = check_common(map, rank, address, dims, strides, element_strides); r != CUDA_SUCCESS) {
-        return r;
+DOUBLE_API CUresult cuTensorMapEncodeTiled(CUtensorMap* map, CUtensorMapDataType type, cuuint32_t rank, void* address,
+                                           const cuuint64_t* dims, const cuuint64_t* strides, const cuuint32_t* box,
+                                           const cuuint32_t* element_strides, CUtensorMapInterleave interleave,
+                                           CUtensorMapSwizzle swizzle, CUtensorMapL2promotion l2,
+                                           CUtensorMapFloatOOBfill oob) {
+  if (const CUresult r = check_common(map, rank, address, dims, strides, element_strides); r != CUDA_SUCCESS) {
+    return r;
+  }
+  if (box == nullptr) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  for (cuuint32_t i = 0; i < rank; ++i) {
+    if (box[i] == 0 || box[i] > 256) {
+      return CUDA_ERROR_INVALID_VALUE;
     }
-    if (box == nullptr) {
-        return CUDA_ERROR_INVALID_VALUE;
-    }
-    for (cuuint32_t i = 0; i < rank; ++i) {
-        if (box[i] == 0 || box[i] > 256) {
-            return CUDA_ERROR_INVALID_VALUE;
-        }
-    }
-    MapHash h = hash_common(1, type, rank, dims, strides, element_strides, interleave, swizzle, l2, oob);
-    for (cuuint32_t i = 0; i < rank; ++i) {
-        h.add(box[i]);
-    }
-    write_map(map, address, h);
-    return CUDA_SUCCESS;
+  }
+  MapHash h = hash_common(1, type, rank, dims, strides, element_strides, interleave, swizzle, l2, oob);
+  for (cuuint32_t i = 0; i < rank; ++i) {
+    h.add(box[i]);
+  }
+  write_map(map, address, h);
+  return CUDA_SUCCESS;
 }
 
-DOUBLE_API CUresult cuTensorMapEncodeIm2col(CUtensorMap* map, CUtensorMapDataType type, cuuint32_t rank,
-                                            void* address, const cuuint64_t* dims, const cuuint64_t* strides,
-                                            const int* lower, const int* upper, cuuint32_t channels,
-                                            cuuint32_t pixels, const cuuint32_t* element_strides,
-                                            CUtensorMapInterleave interleave, CUtensorMapSwizzle swizzle,
-                                            CUtensorMapL2promotion l2, CUtensorMapFloatOOBfill oob)
-{
-    if (const CUresult r = check_common(map, rank, address, dims, strides, element_strides); r != CUDA_SUCCESS) {
-        return r;
-    }
-    if (rank < 3 || lower == nullptr || upper == nullptr || channels == 0 || channels > 256 || pixels == 0 ||
-        pixels > 1024) {
-        return CUDA_ERROR_INVALID_VALUE;
-    }
-    MapHash h = hash_common(2, type, rank, dims, strides, element_strides, interleave, swizzle, l2, oob);
-    for (cuuint32_t i = 0; i + 2 < rank; ++i) {
-        h.add(static_cast<std::uint64_t>(static_cast<std::int64_t>(lower[i])));
-        h.add(static_cast<std::uint64_t>(static_cast<std::int64_t>(upper[i])));
-    }
-    h.add(channels);
-    h.add(pixels);
-    write_map(map, address, h);
-    return CUDA_SUCCESS;
+DOUBLE_API CUresult cuTensorMapEncodeIm2col(CUtensorMap* map, CUtensorMapDataType type, cuuint32_t rank, void* address,
+                                            const cuuint64_t* dims, const cuuint64_t* strides, const int* lower,
+                                            const int* upper, cuuint32_t channels, cuuint32_t pixels,
+                                            const cuuint32_t* element_strides, CUtensorMapInterleave interleave,
+                                            CUtensorMapSwizzle swizzle, CUtensorMapL2promotion l2,
+                                            CUtensorMapFloatOOBfill oob) {
+  if (const CUresult r = check_common(map, rank, address, dims, strides, element_strides); r != CUDA_SUCCESS) {
+    return r;
+  }
+  if (rank < 3 || lower == nullptr || upper == nullptr || channels == 0 || channels > 256 || pixels == 0 ||
+      pixels > 1024) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  MapHash h = hash_common(2, type, rank, dims, strides, element_strides, interleave, swizzle, l2, oob);
+  for (cuuint32_t i = 0; i + 2 < rank; ++i) {
+    h.add(static_cast<std::uint64_t>(static_cast<std::int64_t>(lower[i])));
+    h.add(static_cast<std::uint64_t>(static_cast<std::int64_t>(upper[i])));
+  }
+  h.add(channels);
+  h.add(pixels);
+  write_map(map, address, h);
+  return CUDA_SUCCESS;
 }
 
 DOUBLE_API CUresult cuTensorMapEncodeIm2colWide(CUtensorMap* map, CUtensorMapDataType type, cuuint32_t rank,
@@ -849,20 +790,19 @@ DOUBLE_API CUresult cuTensorMapEncodeIm2colWide(CUtensorMap* map, CUtensorMapDat
                                                 cuuint32_t pixels, const cuuint32_t* element_strides,
                                                 CUtensorMapInterleave interleave, CUtensorMapIm2ColWideMode mode,
                                                 CUtensorMapSwizzle swizzle, CUtensorMapL2promotion l2,
-                                                CUtensorMapFloatOOBfill oob)
-{
-    if (const CUresult r = check_common(map, rank, address, dims, strides, element_strides); r != CUDA_SUCCESS) {
-        return r;
-    }
-    if (rank < 3 || channels == 0 || channels > 256 || pixels == 0 || pixels > 1024) {
-        return CUDA_ERROR_INVALID_VALUE;
-    }
-    MapHash h = hash_common(3, type, rank, dims, strides, element_strides, interleave, swizzle, l2, oob);
-    h.add(static_cast<std::uint64_t>(static_cast<std::int64_t>(lower_width)));
-    h.add(static_cast<std::uint64_t>(static_cast<std::int64_t>(upper_width)));
-    h.add(channels);
-    h.add(pixels);
-    h.add(static_cast<std::uint64_t>(mode));
-    write_map(map, address, h);
-    return CUDA_SUCCESS;
+                                                CUtensorMapFloatOOBfill oob) {
+  if (const CUresult r = check_common(map, rank, address, dims, strides, element_strides); r != CUDA_SUCCESS) {
+    return r;
+  }
+  if (rank < 3 || channels == 0 || channels > 256 || pixels == 0 || pixels > 1024) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  MapHash h = hash_common(3, type, rank, dims, strides, element_strides, interleave, swizzle, l2, oob);
+  h.add(static_cast<std::uint64_t>(static_cast<std::int64_t>(lower_width)));
+  h.add(static_cast<std::uint64_t>(static_cast<std::int64_t>(upper_width)));
+  h.add(channels);
+  h.add(pixels);
+  h.add(static_cast<std::uint64_t>(mode));
+  write_map(map, address, h);
+  return CUDA_SUCCESS;
 }

@@ -17,195 +17,182 @@ namespace kcap_double {
 namespace {
 
 template <class T>
-T param(void* const* params, std::size_t i)
-{
-    T value;
-    std::memcpy(&value, params[i], sizeof value);
-    return value;
+T param(void* const* params, std::size_t i) {
+  T value;
+  std::memcpy(&value, params[i], sizeof value);
+  return value;
 }
 
 // axpy(float a, const float* x, float* y, int n): y[i] = a * x[i] + y[i]
 constexpr ParamSlot kAxpyParams[] = {{0, 4}, {8, 8}, {16, 8}, {24, 4}};
-void axpy(const LaunchShape& shape, void* const* params, const ModuleGlobals&)
-{
-    const auto a = param<float>(params, 0);
-    const auto* x = param<const float*>(params, 1);
-    auto* y = param<float*>(params, 2);
-    const auto n = param<int>(params, 3);
-    for (unsigned long long i = 0; i < shape.threads_x(); ++i) {
-        if (i < static_cast<unsigned long long>(n < 0 ? 0 : n)) {
-            y[i] = a * x[i] + y[i];
-        }
+void axpy(const LaunchShape& shape, void* const* params, const ModuleGlobals&) {
+  const auto a = param<float>(params, 0);
+  const auto* x = param<const float*>(params, 1);
+  auto* y = param<float*>(params, 2);
+  const auto n = param<int>(params, 3);
+  for (unsigned long long i = 0; i < shape.threads_x(); ++i) {
+    if (i < static_cast<unsigned long long>(n < 0 ? 0 : n)) {
+      y[i] = a * x[i] + y[i];
     }
+  }
 }
 
 // axpy as kernels/axpy_changed.cu computes it: element 100 gets the right
 // value with its lowest bit flipped.
-void axpy_changed(const LaunchShape& shape, void* const* params, const ModuleGlobals& globals)
-{
-    axpy(shape, params, globals);
-    auto* y = param<float*>(params, 2);
-    const auto n = param<int>(params, 3);
-    if (n > 100 && shape.threads_x() > 100) {
-        std::uint32_t bits = 0;
-        std::memcpy(&bits, &y[100], sizeof bits);
-        bits ^= 1u;
-        std::memcpy(&y[100], &bits, sizeof bits);
-    }
+void axpy_changed(const LaunchShape& shape, void* const* params, const ModuleGlobals& globals) {
+  axpy(shape, params, globals);
+  auto* y = param<float*>(params, 2);
+  const auto n = param<int>(params, 3);
+  if (n > 100 && shape.threads_x() > 100) {
+    std::uint32_t bits = 0;
+    std::memcpy(&bits, &y[100], sizeof bits);
+    bits ^= 1u;
+    std::memcpy(&y[100], &bits, sizeof bits);
+  }
 }
 
 // reduce_sum(const float* in, float* out, unsigned n): *out += sum(in), one
 // shared-memory tree per block of 256 threads, one atomicAdd per block.
 constexpr ParamSlot kReduceParams[] = {{0, 8}, {8, 8}, {16, 4}};
-void reduce_sum(const LaunchShape& shape, void* const* params, const ModuleGlobals&)
-{
-    constexpr unsigned kBlock = 256;
-    const auto* in = param<const float*>(params, 0);
-    auto* out = param<float*>(params, 1);
-    const auto n = param<unsigned>(params, 2);
-    const unsigned long long stride = 1ULL * shape.grid[0] * kBlock;
-    std::array<float, kBlock> partial{};
-    for (unsigned block = 0; block < shape.grid[0]; ++block) {
-        for (unsigned tid = 0; tid < kBlock; ++tid) {
-            float acc = 0.0f;
-            for (unsigned long long i = 1ULL * block * kBlock + tid; i < n; i += stride) {
-                acc += in[i];
-            }
-            partial[tid] = acc;
-        }
-        for (unsigned s = kBlock / 2; s > 0; s >>= 1) {
-            for (unsigned tid = 0; tid < s; ++tid) {
-                partial[tid] += partial[tid + s];
-            }
-        }
-        *out += partial[0];
+void reduce_sum(const LaunchShape& shape, void* const* params, const ModuleGlobals&) {
+  constexpr unsigned kBlock = 256;
+  const auto* in = param<const float*>(params, 0);
+  auto* out = param<float*>(params, 1);
+  const auto n = param<unsigned>(params, 2);
+  const unsigned long long stride = 1ULL * shape.grid[0] * kBlock;
+  std::array<float, kBlock> partial{};
+  for (unsigned block = 0; block < shape.grid[0]; ++block) {
+    for (unsigned tid = 0; tid < kBlock; ++tid) {
+      float acc = 0.0f;
+      for (unsigned long long i = 1ULL * block * kBlock + tid; i < n; i += stride) {
+        acc += in[i];
+      }
+      partial[tid] = acc;
     }
+    for (unsigned s = kBlock / 2; s > 0; s >>= 1) {
+      for (unsigned tid = 0; tid < s; ++tid) {
+        partial[tid] += partial[tid + s];
+      }
+    }
+    *out += partial[0];
+  }
 }
 
 // scale_struct(ScaleArgs): dst[i * stride] = src[i * stride] * scale
 struct ScaleArgs {
-    const float* src;
-    float* dst;
-    float scale;
-    int n;
-    long long stride;
+  const float* src;
+  float* dst;
+  float scale;
+  int n;
+  long long stride;
 };
 static_assert(sizeof(ScaleArgs) == 32);
 constexpr ParamSlot kScaleParams[] = {{0, 32}};
-void scale_struct(const LaunchShape& shape, void* const* params, const ModuleGlobals&)
-{
-    const auto args = param<ScaleArgs>(params, 0);
-    (void)shape;  // grid-strided: every i < n is done once whatever the grid
-    for (long long i = 0; i < args.n; ++i) {
-        const long long j = i * args.stride;
-        args.dst[j] = args.src[j] * args.scale;
-    }
+void scale_struct(const LaunchShape& shape, void* const* params, const ModuleGlobals&) {
+  const auto args = param<ScaleArgs>(params, 0);
+  (void)shape;  // grid-strided: every i < n is done once whatever the grid
+  for (long long i = 0; i < args.n; ++i) {
+    const long long j = i * args.stride;
+    args.dst[j] = args.src[j] * args.scale;
+  }
 }
 
 // poly_eval(const float* x, float* y, int n) with __constant__ float
 // coeffs[16] and __device__ int call_count, incremented once per block.
 constexpr ParamSlot kPolyParams[] = {{0, 8}, {8, 8}, {16, 4}};
-void poly_eval(const LaunchShape& shape, void* const* params, const ModuleGlobals& globals)
-{
-    const auto* x = param<const float*>(params, 0);
-    auto* y = param<float*>(params, 1);
-    const auto n = param<int>(params, 2);
-    const auto* coeffs = static_cast<const float*>(globals.find("coeffs"));
-    auto* call_count = static_cast<int*>(globals.find("call_count"));
-    for (unsigned long long i = 0; i < shape.threads_x(); ++i) {
-        if (i < static_cast<unsigned long long>(n < 0 ? 0 : n)) {
-            const float v = x[i];
-            float acc = coeffs[15];
-            for (int k = 14; k >= 0; --k) {
-                acc = acc * v + coeffs[k];
-            }
-            y[i] = acc;
-        }
+void poly_eval(const LaunchShape& shape, void* const* params, const ModuleGlobals& globals) {
+  const auto* x = param<const float*>(params, 0);
+  auto* y = param<float*>(params, 1);
+  const auto n = param<int>(params, 2);
+  const auto* coeffs = static_cast<const float*>(globals.find("coeffs"));
+  auto* call_count = static_cast<int*>(globals.find("call_count"));
+  for (unsigned long long i = 0; i < shape.threads_x(); ++i) {
+    if (i < static_cast<unsigned long long>(n < 0 ? 0 : n)) {
+      const float v = x[i];
+      float acc = coeffs[15];
+      for (int k = 14; k >= 0; --k) {
+        acc = acc * v + coeffs[k];
+      }
+      y[i] = acc;
     }
-    // One atomicAdd per block; other threads may run poly_eval on the same
-    // module concurrently.
-    __atomic_fetch_add(call_count, static_cast<int>(shape.blocks()), __ATOMIC_RELAXED);
+  }
+  // One atomicAdd per block; other threads may run poly_eval on the same
+  // module concurrently.
+  __atomic_fetch_add(call_count, static_cast<int>(shape.blocks()), __ATOMIC_RELAXED);
 }
 
 // kernels/checks.cu: (const float* x, float* y, int n) each, for replay's --check.
 constexpr ParamSlot kCheckParams[] = {{0, 8}, {8, 8}, {16, 4}};
 struct CheckArgs {
-    const float* x;
-    float* y;
-    long long n;
+  const float* x;
+  float* y;
+  long long n;
 };
-CheckArgs check_args(void* const* params)
-{
-    const auto n = param<int>(params, 2);
-    return {param<const float*>(params, 0), param<float*>(params, 1), n < 0 ? 0 : n};
+CheckArgs check_args(void* const* params) {
+  const auto n = param<int>(params, 2);
+  return {param<const float*>(params, 0), param<float*>(params, 1), n < 0 ? 0 : n};
 }
 
 // racy_sum: the GPU's float atomicAdds land in any order. Emulated: each
 // call in the process starts the sum at another element.
-void racy_sum(const LaunchShape&, void* const* params, const ModuleGlobals&)
-{
-    static std::atomic<unsigned> calls{0};
-    const CheckArgs a = check_args(params);
-    if (a.n == 0) {
-        return;
-    }
-    const long long start = static_cast<long long>(calls.fetch_add(1) * 97u) % a.n;
-    float acc = *a.y;
-    for (long long k = 0; k < a.n; ++k) {
-        acc += a.x[(start + k) % a.n];
-    }
-    *a.y = acc;
+void racy_sum(const LaunchShape&, void* const* params, const ModuleGlobals&) {
+  static std::atomic<unsigned> calls{0};
+  const CheckArgs a = check_args(params);
+  if (a.n == 0) {
+    return;
+  }
+  const long long start = static_cast<long long>(calls.fetch_add(1) * 97u) % a.n;
+  float acc = *a.y;
+  for (long long k = 0; k < a.n; ++k) {
+    acc += a.x[(start + k) % a.n];
+  }
+  *a.y = acc;
 }
 
-void fill_empty(const LaunchShape&, void* const* params, const ModuleGlobals&)
-{
-    const CheckArgs a = check_args(params);
-    for (long long i = 0; i < a.n; ++i) {
-        if (a.y[i] == 0.0f) {
-            a.y[i] = a.x[i];
-        }
+void fill_empty(const LaunchShape&, void* const* params, const ModuleGlobals&) {
+  const CheckArgs a = check_args(params);
+  for (long long i = 0; i < a.n; ++i) {
+    if (a.y[i] == 0.0f) {
+      a.y[i] = a.x[i];
     }
+  }
 }
 
-void pad_scale(const LaunchShape&, void* const* params, const ModuleGlobals&)
-{
-    const CheckArgs a = check_args(params);
-    for (long long i = 0; i < a.n; ++i) {
-        a.y[i] = a.x[i] + 0.0f * a.x[i + a.n];
-    }
+void pad_scale(const LaunchShape&, void* const* params, const ModuleGlobals&) {
+  const CheckArgs a = check_args(params);
+  for (long long i = 0; i < a.n; ++i) {
+    a.y[i] = a.x[i] + 0.0f * a.x[i + a.n];
+  }
 }
 
 // In thread order, as one GPU thread after another would run.
-void add_first(const LaunchShape&, void* const* params, const ModuleGlobals&)
-{
-    const CheckArgs a = check_args(params);
-    for (long long i = 0; i < a.n; ++i) {
-        a.y[i] = a.x[0] + a.x[i];
-    }
+void add_first(const LaunchShape&, void* const* params, const ModuleGlobals&) {
+  const CheckArgs a = check_args(params);
+  for (long long i = 0; i < a.n; ++i) {
+    a.y[i] = a.x[0] + a.x[i];
+  }
 }
 
 // Reads one float past x's end on purpose (the overrun the checker must
 // find): not an error of the double's for AddressSanitizer to report.
-__attribute__((no_sanitize("address"))) void sum_next(const LaunchShape&, void* const* params, const ModuleGlobals&)
-{
-    const CheckArgs a = check_args(params);
-    for (long long i = 0; i < a.n; ++i) {
-        const volatile float* next = a.x + i + 1;  // past the end for the last i
-        std::uint32_t bits = 0;
-        const float value = *next;
-        std::memcpy(&bits, &value, sizeof bits);
-        a.y[i] = a.x[i] + (bits == 0x7fc0beefu ? 1.0f : 0.0f);
-    }
+__attribute__((no_sanitize("address"))) void sum_next(const LaunchShape&, void* const* params, const ModuleGlobals&) {
+  const CheckArgs a = check_args(params);
+  for (long long i = 0; i < a.n; ++i) {
+    const volatile float* next = a.x + i + 1;  // past the end for the last i
+    std::uint32_t bits = 0;
+    const float value = *next;
+    std::memcpy(&bits, &value, sizeof bits);
+    a.y[i] = a.x[i] + (bits == 0x7fc0beefu ? 1.0f : 0.0f);
+  }
 }
 
-void skip_rows(const LaunchShape&, void* const* params, const ModuleGlobals&)
-{
-    const CheckArgs a = check_args(params);
-    for (long long i = 0; i < a.n; ++i) {
-        if (i % 8 < 6) {
-            a.y[i] = a.x[i];
-        }
+void skip_rows(const LaunchShape&, void* const* params, const ModuleGlobals&) {
+  const CheckArgs a = check_args(params);
+  for (long long i = 0; i < a.n; ++i) {
+    if (i % 8 < 6) {
+      a.y[i] = a.x[i];
     }
+  }
 }
 
 // kernels/empty.cu: no parameters, no work (the launch-overhead benchmark's
@@ -218,14 +205,13 @@ void kcap_empty(const LaunchShape&, void* const*, const ModuleGlobals&) {}
 // only (tests/support/driver_program.h holds its PTX): a map whose address
 // was not rewritten for the replay's memory reads the recorded address.
 constexpr ParamSlot kTmaParams[] = {{0, 128}, {128, 8}, {136, 4}};
-void tma_scale(const LaunchShape&, void* const* params, const ModuleGlobals&)
-{
-    const auto* src = param<const float*>(params, 0);
-    auto* out = param<float*>(params, 1);
-    const auto n = param<int>(params, 2);
-    for (int i = 0; i < n; ++i) {
-        out[i] = 2.0f * src[i];
-    }
+void tma_scale(const LaunchShape&, void* const* params, const ModuleGlobals&) {
+  const auto* src = param<const float*>(params, 0);
+  auto* out = param<float*>(params, 1);
+  const auto n = param<int>(params, 2);
+  for (int i = 0; i < n; ++i) {
+    out[i] = 2.0f * src[i];
+  }
 }
 
 // The shim's own kernel (interpose/content_hash.cu): kcap_content_hash(const
@@ -235,29 +221,28 @@ void tma_scale(const LaunchShape&, void* const* params, const ModuleGlobals&)
 // libxxhash computes what the GPU's warps do (gpu_content_hash holds the
 // kernel to it).
 constexpr ParamSlot kContentHashParams[] = {{0, 8}, {8, 8}, {16, 4}, {20, 192}, {216, 8}};
-void kcap_content_hash(const LaunchShape& shape, void* const* params, const ModuleGlobals&)
-{
-    const auto* base = param<const std::uint8_t*>(params, 0);
-    const auto size = param<std::uint64_t>(params, 1);
-    const auto pieceSize = param<std::uint32_t>(params, 2);
-    const auto* secret = static_cast<const std::uint8_t*>(params[3]);
-    auto* out = param<std::uint64_t*>(params, 4);
-    const std::uint64_t pieces = (size + pieceSize - 1) / pieceSize;
-    const std::uint64_t warps = shape.threads_x() / 32;
-    for (std::uint64_t p = 0; p < std::min(pieces, warps); ++p) {
-        const std::uint64_t length = std::min<std::uint64_t>(pieceSize, size - p * pieceSize);
-        XXH128_hash_t hash{0, 0};
-        if (length >= 241 && p == 0 && content_hash_fault() == "stale") {
-            static std::atomic<std::uint8_t> launches{0};
-            std::vector<std::uint8_t> changed(base, base + length);
-            changed[0] ^= static_cast<std::uint8_t>(1 + launches.fetch_add(1) % 255);
-            hash = XXH3_128bits_withSecret(changed.data(), length, secret, 192);
-        } else if (length >= 241) {
-            hash = XXH3_128bits_withSecret(base + p * pieceSize, length, secret, 192);
-        }
-        out[2 * p] = hash.high64;
-        out[2 * p + 1] = hash.low64;
+void kcap_content_hash(const LaunchShape& shape, void* const* params, const ModuleGlobals&) {
+  const auto* base = param<const std::uint8_t*>(params, 0);
+  const auto size = param<std::uint64_t>(params, 1);
+  const auto pieceSize = param<std::uint32_t>(params, 2);
+  const auto* secret = static_cast<const std::uint8_t*>(params[3]);
+  auto* out = param<std::uint64_t*>(params, 4);
+  const std::uint64_t pieces = (size + pieceSize - 1) / pieceSize;
+  const std::uint64_t warps = shape.threads_x() / 32;
+  for (std::uint64_t p = 0; p < std::min(pieces, warps); ++p) {
+    const std::uint64_t length = std::min<std::uint64_t>(pieceSize, size - p * pieceSize);
+    XXH128_hash_t hash{0, 0};
+    if (length >= 241 && p == 0 && content_hash_fault() == "stale") {
+      static std::atomic<std::uint8_t> launches{0};
+      std::vector<std::uint8_t> changed(base, base + length);
+      changed[0] ^= static_cast<std::uint8_t>(1 + launches.fetch_add(1) % 255);
+      hash = XXH3_128bits_withSecret(changed.data(), length, secret, 192);
+    } else if (length >= 241) {
+      hash = XXH3_128bits_withSecret(base + p * pieceSize, length, secret, 192);
     }
+    out[2 * p] = hash.high64;
+    out[2 * p + 1] = hash.low64;
+  }
 }
 
 constexpr KernelDef kKernels[] = {
@@ -289,10 +274,9 @@ constexpr GlobalDef kGlobals[] = {
 
 std::span<const KernelDef> host_kernels() { return kKernels; }
 
-std::string_view content_hash_fault()
-{
-    static const char* const fault = std::getenv("KCAP_DOUBLE_CONTENT_HASH");
-    return fault != nullptr ? fault : "";
+std::string_view content_hash_fault() {
+  static const char* const fault = std::getenv("KCAP_DOUBLE_CONTENT_HASH");
+  return fault != nullptr ? fault : "";
 }
 std::span<const GlobalDef> host_globals() { return kGlobals; }
 std::span<const KernelVariant> kernel_variants() { return kVariants; }

@@ -14,26 +14,26 @@
 namespace kcap_double {
 
 struct LaunchShape {
-    unsigned grid[3];
-    unsigned block[3];
-    unsigned shared_bytes;
+  unsigned grid[3];
+  unsigned block[3];
+  unsigned shared_bytes;
 
-    unsigned long long blocks() const { return 1ULL * grid[0] * grid[1] * grid[2]; }
-    unsigned long long threads_x() const { return 1ULL * grid[0] * block[0]; }
+  unsigned long long blocks() const { return 1ULL * grid[0] * grid[1] * grid[2]; }
+  unsigned long long threads_x() const { return 1ULL * grid[0] * block[0]; }
 };
 
 // A module's __device__ / __constant__ variables, by name (host memory).
 class ModuleGlobals {
-public:
-    virtual void* find(std::string_view name) const = 0;
+ public:
+  virtual void* find(std::string_view name) const = 0;
 
-protected:
-    ~ModuleGlobals() = default;
+ protected:
+  ~ModuleGlobals() = default;
 };
 
 struct ParamSlot {
-    std::size_t offset;
-    std::size_t size;
+  std::size_t offset;
+  std::size_t size;
 };
 
 // params[i] points at the value of parameter i, as in cuLaunchKernel's
@@ -41,14 +41,14 @@ struct ParamSlot {
 using HostKernel = void (*)(const LaunchShape& shape, void* const* params, const ModuleGlobals& globals);
 
 struct KernelDef {
-    std::string_view name;
-    std::span<const ParamSlot> params;
-    HostKernel run;
+  std::string_view name;
+  std::span<const ParamSlot> params;
+  HostKernel run;
 };
 
 struct GlobalDef {
-    std::string_view name;
-    std::size_t size;
+  std::string_view name;
+  std::size_t size;
 };
 
 std::span<const KernelDef> host_kernels();
@@ -69,8 +69,8 @@ std::span<const GlobalDef> host_globals();
 // variable: an image that defines `marker` runs `def` for the kernel of that
 // name instead of the ordinary host implementation (images.cpp).
 struct KernelVariant {
-    std::string_view marker;
-    KernelDef def;
+  std::string_view marker;
+  KernelDef def;
 };
 std::span<const KernelVariant> kernel_variants();
 

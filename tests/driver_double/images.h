@@ -11,8 +11,8 @@
 namespace kcap_double {
 
 struct ImageContents {
-    std::vector<const KernelDef*> kernels;
-    std::vector<const GlobalDef*> globals;
+  std::vector<const KernelDef*> kernels;
+  std::vector<const GlobalDef*> globals;
 };
 
 // false: not an image the driver would take (CUDA_ERROR_INVALID_IMAGE).

@@ -6,147 +6,133 @@
 
 namespace kcap_double {
 
-void* Module::find(std::string_view name) const
-{
-    const auto it = globals.find(name);
-    return it != globals.end() ? it->second : nullptr;
+void* Module::find(std::string_view name) const {
+  const auto it = globals.find(name);
+  return it != globals.end() ? it->second : nullptr;
 }
 
-State& state()
-{
-    static State* const instance = new State;  // outlives exit handlers
-    return *instance;
+State& state() {
+  static State* const instance = new State;  // outlives exit handlers
+  return *instance;
 }
 
-Context*& current_context()
-{
-    thread_local Context* current = nullptr;
-    return current;
+Context*& current_context() {
+  thread_local Context* current = nullptr;
+  return current;
 }
 
-CUdeviceptr State::allocate(std::size_t bytes)
-{
-    constexpr std::size_t kAlignment = 256;
-    if (bytes > SIZE_MAX - kAlignment) {
-        return 0;
-    }
-    const std::size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
-    if (!take_device_memory(rounded)) {
-        return 0;
-    }
-    void* memory = std::aligned_alloc(kAlignment, rounded);
-    if (memory == nullptr) {
-        give_device_memory(rounded);
-        return 0;
-    }
-    std::memset(memory, 0, rounded);
-    const auto base = reinterpret_cast<std::uintptr_t>(memory);
-    allocations[base] = bytes;
-    return base;
+CUdeviceptr State::allocate(std::size_t bytes) {
+  constexpr std::size_t kAlignment = 256;
+  if (bytes > SIZE_MAX - kAlignment) {
+    return 0;
+  }
+  const std::size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
+  if (!take_device_memory(rounded)) {
+    return 0;
+  }
+  void* memory = std::aligned_alloc(kAlignment, rounded);
+  if (memory == nullptr) {
+    give_device_memory(rounded);
+    return 0;
+  }
+  std::memset(memory, 0, rounded);
+  const auto base = reinterpret_cast<std::uintptr_t>(memory);
+  allocations[base] = bytes;
+  return base;
 }
 
-bool State::release(CUdeviceptr base)
-{
-    const auto it = allocations.find(base);
-    if (it == allocations.end()) {
-        return false;
-    }
-    std::free(reinterpret_cast<void*>(it->first));
-    give_device_memory((it->second + 255) / 256 * 256);
-    allocations.erase(it);
-    return true;
+bool State::release(CUdeviceptr base) {
+  const auto it = allocations.find(base);
+  if (it == allocations.end()) {
+    return false;
+  }
+  std::free(reinterpret_cast<void*>(it->first));
+  give_device_memory((it->second + 255) / 256 * 256);
+  allocations.erase(it);
+  return true;
 }
 
-bool State::take_device_memory(std::size_t bytes)
-{
-    static const std::size_t capacity = [] {
-        const char* value = std::getenv("KCAP_DOUBLE_DEVICE_MEMORY");
-        return value != nullptr ? static_cast<std::size_t>(std::strtoull(value, nullptr, 10)) : SIZE_MAX;
-    }();
-    if (bytes > capacity - device_memory_in_use) {
-        return false;
-    }
-    device_memory_in_use += bytes;
-    return true;
+bool State::take_device_memory(std::size_t bytes) {
+  static const std::size_t capacity = [] {
+    const char* value = std::getenv("KCAP_DOUBLE_DEVICE_MEMORY");
+    return value != nullptr ? static_cast<std::size_t>(std::strtoull(value, nullptr, 10)) : SIZE_MAX;
+  }();
+  if (bytes > capacity - device_memory_in_use) {
+    return false;
+  }
+  device_memory_in_use += bytes;
+  return true;
 }
 
-void State::give_device_memory(std::size_t bytes)
-{
-    device_memory_in_use -= bytes;
+void State::give_device_memory(std::size_t bytes) { device_memory_in_use -= bytes; }
+
+bool State::range_of(CUdeviceptr address, CUdeviceptr& base, std::size_t& size) const {
+  auto it = allocations.upper_bound(address);
+  if (it == allocations.begin()) {
+    return false;
+  }
+  --it;
+  if (address >= it->first + it->second) {
+    return false;
+  }
+  base = it->first;
+  size = it->second;
+  return true;
 }
 
-bool State::range_of(CUdeviceptr address, CUdeviceptr& base, std::size_t& size) const
-{
-    auto it = allocations.upper_bound(address);
-    if (it == allocations.begin()) {
-        return false;
+bool State::contains(CUdeviceptr address, std::size_t bytes) const {
+  // Allocations that adjoin without a gap (VMM mappings side by side in a
+  // reservation) hold a range together.
+  for (CUdeviceptr at = address; at < address + bytes;) {
+    CUdeviceptr base = 0;
+    std::size_t size = 0;
+    if (!range_of(at, base, size)) {
+      return false;
     }
-    --it;
-    if (address >= it->first + it->second) {
-        return false;
-    }
-    base = it->first;
-    size = it->second;
-    return true;
+    at = base + size;
+  }
+  return true;
 }
 
-bool State::contains(CUdeviceptr address, std::size_t bytes) const
-{
-    // Allocations that adjoin without a gap (VMM mappings side by side in a
-    // reservation) hold a range together.
-    for (CUdeviceptr at = address; at < address + bytes;) {
-        CUdeviceptr base = 0;
-        std::size_t size = 0;
-        if (!range_of(at, base, size)) {
-            return false;
-        }
-        at = base + size;
+CUresult State::load_module(const void* image, Module*& module) {
+  auto loaded = std::make_unique<Module>();
+  if (!inspect_image(image, loaded->contents)) {
+    return CUDA_ERROR_INVALID_IMAGE;
+  }
+  for (const GlobalDef* global : loaded->contents.globals) {
+    const CUdeviceptr address = allocate(global->size);
+    if (address == 0) {
+      for (const auto& [name, allocated] : loaded->globals) {
+        release(reinterpret_cast<CUdeviceptr>(allocated));
+      }
+      return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    return true;
+    loaded->globals.emplace(std::string(global->name), reinterpret_cast<void*>(address));
+  }
+  module = loaded.release();
+  modules.insert(module);
+  return CUDA_SUCCESS;
 }
 
-CUresult State::load_module(const void* image, Module*& module)
-{
-    auto loaded = std::make_unique<Module>();
-    if (!inspect_image(image, loaded->contents)) {
-        return CUDA_ERROR_INVALID_IMAGE;
-    }
-    for (const GlobalDef* global : loaded->contents.globals) {
-        const CUdeviceptr address = allocate(global->size);
-        if (address == 0) {
-            for (const auto& [name, allocated] : loaded->globals) {
-                release(reinterpret_cast<CUdeviceptr>(allocated));
-            }
-            return CUDA_ERROR_OUT_OF_MEMORY;
-        }
-        loaded->globals.emplace(std::string(global->name), reinterpret_cast<void*>(address));
-    }
-    module = loaded.release();
-    modules.insert(module);
-    return CUDA_SUCCESS;
+Launchable* State::function_for(Module* module, const KernelDef* def) {
+  Launchable*& function = module->functions[def];
+  if (function == nullptr) {
+    function = new Launchable{Launchable::Kind::function, def, module};
+    launchables.insert(function);
+  }
+  return function;
 }
 
-Launchable* State::function_for(Module* module, const KernelDef* def)
-{
-    Launchable*& function = module->functions[def];
-    if (function == nullptr) {
-        function = new Launchable{Launchable::Kind::function, def, module};
-        launchables.insert(function);
-    }
-    return function;
-}
-
-void State::unload_module(Module* module)
-{
-    for (const auto& [name, address] : module->globals) {
-        release(reinterpret_cast<CUdeviceptr>(address));
-    }
-    for (const auto& [def, function] : module->functions) {
-        launchables.erase(function);
-        delete function;
-    }
-    modules.erase(module);
-    delete module;
+void State::unload_module(Module* module) {
+  for (const auto& [name, address] : module->globals) {
+    release(reinterpret_cast<CUdeviceptr>(address));
+  }
+  for (const auto& [def, function] : module->functions) {
+    launchables.erase(function);
+    delete function;
+  }
+  modules.erase(module);
+  delete module;
 }
 
 }  // namespace kcap_double

@@ -25,111 +25,111 @@
 namespace kcap_double {
 
 struct Context {
-    CUdevice device = 0;
+  CUdevice device = 0;
 };
 
 struct Library;
 struct Launchable;
 
 struct Module final : ModuleGlobals {
-    ImageContents contents;
-    std::map<std::string, void*, std::less<>> globals;  // name -> device (host) address
-    std::map<const KernelDef*, Launchable*> functions;
-    Library* library = nullptr;  // the library's module
+  ImageContents contents;
+  std::map<std::string, void*, std::less<>> globals;  // name -> device (host) address
+  std::map<const KernelDef*, Launchable*> functions;
+  Library* library = nullptr;  // the library's module
 
-    void* find(std::string_view name) const override;
+  void* find(std::string_view name) const override;
 };
 
 // A CUfunction or a CUkernel. Either one launches (a CUkernel cast to
 // CUfunction is a valid launch handle); the name and parameter queries take
 // only their own kind, as the real driver's do.
 struct Launchable {
-    enum class Kind { function, kernel };
-    Kind kind;
-    const KernelDef* def;
-    Module* module;
+  enum class Kind { function, kernel };
+  Kind kind;
+  const KernelDef* def;
+  Module* module;
 };
 
 struct Library {
-    Module* module = nullptr;
-    std::map<const KernelDef*, Launchable*> kernels;
+  Module* module = nullptr;
+  std::map<const KernelDef*, Launchable*> kernels;
 };
 
 // A launch made into a capturing stream: kept, not run, until its graph is
 // launched. The parameter values are copied (the program's may change).
 struct CapturedLaunch {
-    const KernelDef* def = nullptr;
-    const Module* module = nullptr;
-    LaunchShape shape{};
-    std::vector<unsigned char> bytes;  // every parameter's value at its ParamSlot offset
+  const KernelDef* def = nullptr;
+  const Module* module = nullptr;
+  LaunchShape shape{};
+  std::vector<unsigned char> bytes;  // every parameter's value at its ParamSlot offset
 };
 
 struct Stream {
-    enum class Capture { none, active, invalidated };
-    unsigned flags = 0;
-    Capture capture = Capture::none;
-    std::vector<CapturedLaunch> captured;
+  enum class Capture { none, active, invalidated };
+  unsigned flags = 0;
+  Capture capture = Capture::none;
+  std::vector<CapturedLaunch> captured;
 };
 
 struct Event {
-    unsigned flags = 0;
-    // When cuEventRecord last recorded it (work is synchronous, so "the work
-    // before it completed" is now): cuEventElapsedTime's clock.
-    bool recorded = false;
-    std::chrono::steady_clock::time_point when{};
+  unsigned flags = 0;
+  // When cuEventRecord last recorded it (work is synchronous, so "the work
+  // before it completed" is now): cuEventElapsedTime's clock.
+  bool recorded = false;
+  std::chrono::steady_clock::time_point when{};
 };
 
 // A captured graph, and an executable instance of one: the launches in order.
 struct Graph {
-    std::vector<CapturedLaunch> launches;
+  std::vector<CapturedLaunch> launches;
 };
 
 class State {
-public:
-    std::mutex mutex;
-    std::atomic<bool> initialized{false};
+ public:
+  std::mutex mutex;
+  std::atomic<bool> initialized{false};
 
-    Context primary_context;
-    int primary_retains = 0;
+  Context primary_context;
+  int primary_retains = 0;
 
-    std::unordered_set<const Context*> contexts{&primary_context};
-    std::unordered_set<const Module*> modules;
-    std::unordered_set<const Launchable*> launchables;
-    std::unordered_set<const Library*> libraries;
-    std::unordered_set<const Stream*> streams;
-    std::unordered_set<const Event*> events;
-    std::unordered_set<const Graph*> graphs;       // cuStreamEndCapture
-    std::unordered_set<const Graph*> graph_execs;  // cuGraphInstantiate
-    std::map<std::uintptr_t, std::size_t> allocations;       // base -> size
-    std::map<std::uintptr_t, std::size_t> host_allocations;  // page-locked host memory: base -> size
-    std::map<std::uintptr_t, std::size_t> host_registrations;  // cuMemHostRegister: base -> size
+  std::unordered_set<const Context*> contexts{&primary_context};
+  std::unordered_set<const Module*> modules;
+  std::unordered_set<const Launchable*> launchables;
+  std::unordered_set<const Library*> libraries;
+  std::unordered_set<const Stream*> streams;
+  std::unordered_set<const Event*> events;
+  std::unordered_set<const Graph*> graphs;                   // cuStreamEndCapture
+  std::unordered_set<const Graph*> graph_execs;              // cuGraphInstantiate
+  std::map<std::uintptr_t, std::size_t> allocations;         // base -> size
+  std::map<std::uintptr_t, std::size_t> host_allocations;    // page-locked host memory: base -> size
+  std::map<std::uintptr_t, std::size_t> host_registrations;  // cuMemHostRegister: base -> size
 
-    // A kernel "faulted" (a poison parameter, see api_launch.cpp): like the
-    // driver's sticky error, every later call that needs the context fails.
-    std::atomic<CUresult> sticky{CUDA_SUCCESS};
+  // A kernel "faulted" (a poison parameter, see api_launch.cpp): like the
+  // driver's sticky error, every later call that needs the context fails.
+  std::atomic<CUresult> sticky{CUDA_SUCCESS};
 
-    // Device memory: host memory aligned as cudaMalloc's (256). Needs the lock.
-    CUdeviceptr allocate(std::size_t bytes);
-    bool release(CUdeviceptr base);
-    // The device's memory, as a GPU's is finite: KCAP_DOUBLE_DEVICE_MEMORY
-    // bytes (default: unbounded) shared by cuMemAlloc* and cuMemCreate, so
-    // that a trace claiming more than a device holds meets the driver's
-    // out-of-memory error as it would on a GPU. Needs the lock.
-    bool take_device_memory(std::size_t bytes);
-    void give_device_memory(std::size_t bytes);
-    std::size_t device_memory_in_use = 0;
-    // Whether [address, address + bytes) is device memory (one allocation, or
-    // adjoining ones). Needs the lock.
-    bool contains(CUdeviceptr address, std::size_t bytes) const;
-    bool range_of(CUdeviceptr address, CUdeviceptr& base, std::size_t& size) const;
+  // Device memory: host memory aligned as cudaMalloc's (256). Needs the lock.
+  CUdeviceptr allocate(std::size_t bytes);
+  bool release(CUdeviceptr base);
+  // The device's memory, as a GPU's is finite: KCAP_DOUBLE_DEVICE_MEMORY
+  // bytes (default: unbounded) shared by cuMemAlloc* and cuMemCreate, so
+  // that a trace claiming more than a device holds meets the driver's
+  // out-of-memory error as it would on a GPU. Needs the lock.
+  bool take_device_memory(std::size_t bytes);
+  void give_device_memory(std::size_t bytes);
+  std::size_t device_memory_in_use = 0;
+  // Whether [address, address + bytes) is device memory (one allocation, or
+  // adjoining ones). Needs the lock.
+  bool contains(CUdeviceptr address, std::size_t bytes) const;
+  bool range_of(CUdeviceptr address, CUdeviceptr& base, std::size_t& size) const;
 
-    // Loads an image into a new module. Needs the lock.
-    CUresult load_module(const void* image, Module*& module);
-    void unload_module(Module* module);
+  // Loads an image into a new module. Needs the lock.
+  CUresult load_module(const void* image, Module*& module);
+  void unload_module(Module* module);
 
-    // The module's CUfunction for a kernel, made on first request (the
-    // driver hands out the same handle every time). Needs the lock.
-    Launchable* function_for(Module* module, const KernelDef* def);
+  // The module's CUfunction for a kernel, made on first request (the
+  // driver hands out the same handle every time). Needs the lock.
+  Launchable* function_for(Module* module, const KernelDef* def);
 };
 
 State& state();
@@ -143,20 +143,16 @@ using Lock = std::lock_guard<std::mutex>;
 
 constexpr int kMultiprocessors = 132;  // an H200's
 
-inline CUresult need_init()
-{
-    return state().initialized.load() ? CUDA_SUCCESS : CUDA_ERROR_NOT_INITIALIZED;
-}
+inline CUresult need_init() { return state().initialized.load() ? CUDA_SUCCESS : CUDA_ERROR_NOT_INITIALIZED; }
 
-inline CUresult need_context()
-{
-    if (const CUresult r = need_init(); r != CUDA_SUCCESS) {
-        return r;
-    }
-    if (const CUresult sticky = state().sticky.load(); sticky != CUDA_SUCCESS) {
-        return sticky;
-    }
-    return current_context() != nullptr ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
+inline CUresult need_context() {
+  if (const CUresult r = need_init(); r != CUDA_SUCCESS) {
+    return r;
+  }
+  if (const CUresult sticky = state().sticky.load(); sticky != CUDA_SUCCESS) {
+    return sticky;
+  }
+  return current_context() != nullptr ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
 }
 
 // Parameter values that make a launch misbehave, for tests of what a
@@ -179,10 +175,9 @@ inline constexpr std::uint64_t kPoisonHang = 0xDEAD0000DEAD4A46ull;
 
 // The stream a handle names, or nullptr for the legacy / per-thread default
 // streams (which never capture). Needs the lock.
-inline Stream* find_stream(State& s, CUstream stream)
-{
-    auto* found = reinterpret_cast<Stream*>(stream);
-    return s.streams.count(found) != 0 ? found : nullptr;
+inline Stream* find_stream(State& s, CUstream stream) {
+  auto* found = reinterpret_cast<Stream*>(stream);
+  return s.streams.count(found) != 0 ? found : nullptr;
 }
 
 // Runs a kernel's host implementation with its parameter values.
@@ -192,17 +187,15 @@ void run_launch(const CapturedLaunch& launch);
 CUresult synchronize_context();
 
 // The legacy and per-thread default streams are always valid. Needs the lock.
-inline bool valid_stream(const State& s, CUstream stream)
-{
-    return stream == nullptr || stream == CU_STREAM_LEGACY || stream == CU_STREAM_PER_THREAD ||
-           s.streams.count(reinterpret_cast<const Stream*>(stream)) != 0;
+inline bool valid_stream(const State& s, CUstream stream) {
+  return stream == nullptr || stream == CU_STREAM_LEGACY || stream == CU_STREAM_PER_THREAD ||
+         s.streams.count(reinterpret_cast<const Stream*>(stream)) != 0;
 }
 
 // A live CUfunction or CUkernel of the given kind, or nullptr. Needs the lock.
-inline const Launchable* find_launchable(const State& s, const void* handle, Launchable::Kind kind)
-{
-    const auto* launchable = static_cast<const Launchable*>(handle);
-    return s.launchables.count(launchable) != 0 && launchable->kind == kind ? launchable : nullptr;
+inline const Launchable* find_launchable(const State& s, const void* handle, Launchable::Kind kind) {
+  const auto* launchable = static_cast<const Launchable*>(handle);
+  return s.launchables.count(launchable) != 0 && launchable->kind == kind ? launchable : nullptr;
 }
 
 }  // namespace kcap_double

@@ -86,7 +86,8 @@ void touch(Event::Reader e, Sink& s) {
         s.add(static_cast<uint64_t>(d.getOrdinal()));
         s.text(d.getName());
         s.data(d.getUuid());
-        s.add(static_cast<uint64_t>(d.getComputeCapabilityMajor()) * 10 + static_cast<uint64_t>(d.getComputeCapabilityMinor()));
+        s.add(static_cast<uint64_t>(d.getComputeCapabilityMajor()) * 10 +
+              static_cast<uint64_t>(d.getComputeCapabilityMinor()));
         s.add(d.getTotalMemoryBytes());
         s.add(static_cast<uint64_t>(d.getMultiprocessorCount()));
         s.text(d.getPciBusId());
@@ -137,14 +138,15 @@ void touch(Event::Reader e, Sink& s) {
     case Event::FUNCTION_ATTRIBUTE: {
       auto a = e.getFunctionAttribute();
       s.add(a.getHandle() + static_cast<uint64_t>(a.getApi()) + static_cast<uint64_t>(a.getAttribute()) +
-            static_cast<uint64_t>(a.getValue()) + static_cast<uint64_t>(a.getDevice()) + static_cast<uint64_t>(a.getResult()));
+            static_cast<uint64_t>(a.getValue()) + static_cast<uint64_t>(a.getDevice()) +
+            static_cast<uint64_t>(a.getResult()));
       break;
     }
     case Event::ALLOC: {
       auto a = e.getAlloc();
       s.add(static_cast<uint64_t>(a.getKind()) + a.getAddress() + a.getSize() + a.getPitch() + a.getContext() +
-            a.getStream() + a.getHandle() + a.getOffset() + a.getFlags() +
-            static_cast<uint64_t>(a.getDevice()) + static_cast<uint64_t>(a.getResult()));
+            a.getStream() + a.getHandle() + a.getOffset() + a.getFlags() + static_cast<uint64_t>(a.getDevice()) +
+            static_cast<uint64_t>(a.getResult()));
       break;
     }
     case Event::FREE: {
@@ -227,11 +229,11 @@ void touch(Event::Reader e, Sink& s) {
       for (auto v : t.getElementStrides()) s.add(v);
       for (auto v : t.getPixelBoxLowerCorner()) s.add(static_cast<uint64_t>(v));
       for (auto v : t.getPixelBoxUpperCorner()) s.add(static_cast<uint64_t>(v));
-      s.add(static_cast<uint64_t>(t.getPixelBoxLowerCornerWidth()) + static_cast<uint64_t>(t.getPixelBoxUpperCornerWidth()) +
-            t.getChannelsPerPixel() + t.getPixelsPerColumn() + static_cast<uint64_t>(t.getInterleave()) +
-            static_cast<uint64_t>(t.getSwizzle()) + static_cast<uint64_t>(t.getL2Promotion()) +
-            static_cast<uint64_t>(t.getOobFill()) + static_cast<uint64_t>(t.getIm2colWideMode()) +
-            static_cast<uint64_t>(t.getResult()));
+      s.add(static_cast<uint64_t>(t.getPixelBoxLowerCornerWidth()) +
+            static_cast<uint64_t>(t.getPixelBoxUpperCornerWidth()) + t.getChannelsPerPixel() + t.getPixelsPerColumn() +
+            static_cast<uint64_t>(t.getInterleave()) + static_cast<uint64_t>(t.getSwizzle()) +
+            static_cast<uint64_t>(t.getL2Promotion()) + static_cast<uint64_t>(t.getOobFill()) +
+            static_cast<uint64_t>(t.getIm2colWideMode()) + static_cast<uint64_t>(t.getResult()));
       s.data(t.getMap());
       break;
     }
@@ -256,8 +258,7 @@ void readContent(kcap::format::TraceReader& reader, kcap::schema::Content::Reade
       reader.readContentInto(content, small, sizeof small);
       std::abort();  // a content larger than the buffer was "read" into it
     }
-  } catch (const kcap::format::FormatError&) {
-  }
+  } catch (const kcap::format::FormatError&) {}
 }
 
 void readTrace(const std::string& path) {
@@ -282,8 +283,7 @@ void readTrace(const std::string& path) {
     if (chunk.kind == kcap::format::ChunkKind::kBlob) {
       try {
         s.add(reader->readBlob(chunk.hash).size());
-      } catch (const kcap::format::FormatError&) {
-      }
+      } catch (const kcap::format::FormatError&) {}
     }
   }
   for (const auto& p : reader->problems()) s.add(p.offset + p.message.size());

@@ -38,1360 +38,1318 @@ constexpr uint64_t kPoisonKill = 0xDEAD0000DEADDEADull;
 // ---- reading traces ------------------------------------------------------------------
 
 class Trace {
-public:
-    explicit Trace(const std::string& path) : reader_(kcap::format::TraceReader::open(path))
-    {
-        events_ = kcap::test::readAllEvents(path);
-    }
+ public:
+  explicit Trace(const std::string& path) : reader_(kcap::format::TraceReader::open(path)) {
+    events_ = kcap::test::readAllEvents(path);
+  }
 
-    std::vector<Event::Reader> all() const
-    {
-        std::vector<Event::Reader> out;
-        for (const auto& e : events_) {
-            out.push_back(e.get());
-        }
-        return out;
+  std::vector<Event::Reader> all() const {
+    std::vector<Event::Reader> out;
+    for (const auto& e : events_) {
+      out.push_back(e.get());
     }
-    std::vector<Event::Reader> of(Event::Which which) const
-    {
-        std::vector<Event::Reader> out;
-        for (const auto& e : events_) {
-            if (e.get().which() == which) {
-                out.push_back(e.get());
-            }
-        }
-        return out;
+    return out;
+  }
+  std::vector<Event::Reader> of(Event::Which which) const {
+    std::vector<Event::Reader> out;
+    for (const auto& e : events_) {
+      if (e.get().which() == which) {
+        out.push_back(e.get());
+      }
     }
-    std::vector<schema::Launch::Reader> launches() const
-    {
-        std::vector<schema::Launch::Reader> out;
-        for (const auto& e : of(Event::LAUNCH)) {
-            out.push_back(e.getLaunch());
-        }
-        return out;
+    return out;
+  }
+  std::vector<schema::Launch::Reader> launches() const {
+    std::vector<schema::Launch::Reader> out;
+    for (const auto& e : of(Event::LAUNCH)) {
+      out.push_back(e.getLaunch());
     }
-    std::vector<schema::LaunchEnd::Reader> launchEnds() const
-    {
-        std::vector<schema::LaunchEnd::Reader> out;
-        for (const auto& e : of(Event::LAUNCH_END)) {
-            out.push_back(e.getLaunchEnd());
-        }
-        return out;
+    return out;
+  }
+  std::vector<schema::LaunchEnd::Reader> launchEnds() const {
+    std::vector<schema::LaunchEnd::Reader> out;
+    for (const auto& e : of(Event::LAUNCH_END)) {
+      out.push_back(e.getLaunchEnd());
     }
-    std::vector<uint8_t> bytes(schema::Content::Reader content) const { return reader_->readContent(content); }
-    kcap::format::TraceReader& reader() { return *reader_; }
-    size_t size() const { return events_.size(); }
+    return out;
+  }
+  std::vector<uint8_t> bytes(schema::Content::Reader content) const { return reader_->readContent(content); }
+  kcap::format::TraceReader& reader() { return *reader_; }
+  size_t size() const { return events_.size(); }
 
-private:
-    std::unique_ptr<kcap::format::TraceReader> reader_;
-    std::vector<kcap::test::OwnedEvent> events_;
+ private:
+  std::unique_ptr<kcap::format::TraceReader> reader_;
+  std::vector<kcap::test::OwnedEvent> events_;
 };
 
 std::vector<uint8_t> fileBytes(const std::string& path) { return kcap::test::readFileBytes(path); }
 
 template <class T>
-std::vector<uint8_t> asBytes(const std::vector<T>& values)
-{
-    std::vector<uint8_t> out(values.size() * sizeof(T));
-    std::memcpy(out.data(), values.data(), out.size());
-    return out;
+std::vector<uint8_t> asBytes(const std::vector<T>& values) {
+  std::vector<uint8_t> out(values.size() * sizeof(T));
+  std::memcpy(out.data(), values.data(), out.size());
+  return out;
 }
 
-std::vector<float> floatsOf(const std::vector<uint8_t>& bytes)
-{
-    std::vector<float> out(bytes.size() / sizeof(float));
-    std::memcpy(out.data(), bytes.data(), out.size() * sizeof(float));
-    return out;
+std::vector<float> floatsOf(const std::vector<uint8_t>& bytes) {
+  std::vector<float> out(bytes.size() / sizeof(float));
+  std::memcpy(out.data(), bytes.data(), out.size() * sizeof(float));
+  return out;
 }
 
-std::vector<float> ramp(float scale, int count = kN)
-{
-    std::vector<float> v(static_cast<size_t>(count));
-    for (int i = 0; i < count; ++i) {
-        v[static_cast<size_t>(i)] = scale * static_cast<float>(i);
-    }
-    return v;
+std::vector<float> ramp(float scale, int count = kN) {
+  std::vector<float> v(static_cast<size_t>(count));
+  for (int i = 0; i < count; ++i) {
+    v[static_cast<size_t>(i)] = scale * static_cast<float>(i);
+  }
+  return v;
 }
 
 template <class T>
-T at(capnp::Data::Reader data, size_t offset)
-{
-    T value{};
-    if (offset + sizeof(T) <= data.size()) {
-        std::memcpy(&value, data.begin() + offset, sizeof(T));
-    }
-    return value;
+T at(capnp::Data::Reader data, size_t offset) {
+  T value{};
+  if (offset + sizeof(T) <= data.size()) {
+    std::memcpy(&value, data.begin() + offset, sizeof(T));
+  }
+  return value;
 }
 
 // The snapshot of the range starting at `address`, or nullopt.
-std::optional<schema::MemoryRange::Reader> rangeAt(capnp::List<schema::MemoryRange>::Reader ranges,
-                                                   uint64_t address)
-{
-    for (const auto range : ranges) {
-        if (range.getAddress() == address) {
-            return range;
-        }
+std::optional<schema::MemoryRange::Reader> rangeAt(capnp::List<schema::MemoryRange>::Reader ranges, uint64_t address) {
+  for (const auto range : ranges) {
+    if (range.getAddress() == address) {
+      return range;
     }
-    return std::nullopt;
+  }
+  return std::nullopt;
 }
 
-std::vector<float> floatsAt(const Trace& trace, capnp::List<schema::MemoryRange>::Reader ranges, uint64_t address)
-{
-    const auto range = rangeAt(ranges, address);
-    return range ? floatsOf(trace.bytes(range->getContent())) : std::vector<float>{};
+std::vector<float> floatsAt(const Trace& trace, capnp::List<schema::MemoryRange>::Reader ranges, uint64_t address) {
+  const auto range = rangeAt(ranges, address);
+  return range ? floatsOf(trace.bytes(range->getContent())) : std::vector<float>{};
 }
 
 // ---- running -----------------------------------------------------------------------------
 
-void expectClean(const Outcome& run)
-{
-    EXPECT_FALSE(run.timedOut) << run.describe();
-    EXPECT_EQ(run.exitCode, 0) << run.describe();
-    EXPECT_EQ(run.err, "") << run.describe();
+void expectClean(const Outcome& run) {
+  EXPECT_FALSE(run.timedOut) << run.describe();
+  EXPECT_EQ(run.exitCode, 0) << run.describe();
+  EXPECT_EQ(run.err, "") << run.describe();
 }
 
-Outcome plainRun(const std::string& program, const std::vector<std::string>& args = {})
-{
-    return run({program, args, {}, false});
+Outcome plainRun(const std::string& program, const std::vector<std::string>& args = {}) {
+  return run({program, args, {}, false});
 }
 
 Outcome recorded(const std::string& program, const std::vector<std::string>& args,
-             std::map<std::string, std::string> env)
-{
-    return run({program, args, std::move(env), true});
+                 std::map<std::string, std::string> env) {
+  return run({program, args, std::move(env), true});
 }
 
 // `kcap check` on a trace: its exit code and output.
 Outcome kcapCheck(const std::string& path) { return run({kcapBinary(), {"check", path}, {}, false}); }
 
-void expectChecks(const std::string& path)
-{
-    const Outcome check = kcapCheck(path);
-    EXPECT_EQ(check.exitCode, 0) << check.describe();
-    EXPECT_NE(check.out.find("OK: "), std::string::npos) << check.describe();
+void expectChecks(const std::string& path) {
+  const Outcome check = kcapCheck(path);
+  EXPECT_EQ(check.exitCode, 0) << check.describe();
+  EXPECT_NE(check.out.find("OK: "), std::string::npos) << check.describe();
 }
 
 // ---- the direct_launch program, fully recorded ----------------------------------------------
 
 class DirectLaunch : public ::testing::Test {
-protected:
-    static void SetUpTestSuite()
-    {
-        dir_ = new kcap::test::TempDir("kcap-record");
-        plain_ = new Outcome(plainRun(interposeProgram("direct_launch")));
-        const std::string path = dir_->file("direct.kcap");
-        shimmed_ = new Outcome(recorded(interposeProgram("direct_launch"), {}, {{"KCAP_OUTPUT", path}}));
-        trace_ = new Trace(path);
-    }
-    static void TearDownTestSuite()
-    {
-        delete trace_;
-        delete shimmed_;
-        delete plain_;
-        delete dir_;
-    }
-    static std::string path() { return dir_->file("direct.kcap"); }
-    // Allocations in the order the program made them: x, y, sum, z, w.
-    static uint64_t allocation(size_t i) { return trace_->of(Event::ALLOC).at(i).getAlloc().getAddress(); }
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new kcap::test::TempDir("kcap-record");
+    plain_ = new Outcome(plainRun(interposeProgram("direct_launch")));
+    const std::string path = dir_->file("direct.kcap");
+    shimmed_ = new Outcome(recorded(interposeProgram("direct_launch"), {}, {{"KCAP_OUTPUT", path}}));
+    trace_ = new Trace(path);
+  }
+  static void TearDownTestSuite() {
+    delete trace_;
+    delete shimmed_;
+    delete plain_;
+    delete dir_;
+  }
+  static std::string path() { return dir_->file("direct.kcap"); }
+  // Allocations in the order the program made them: x, y, sum, z, w.
+  static uint64_t allocation(size_t i) { return trace_->of(Event::ALLOC).at(i).getAlloc().getAddress(); }
 
-    static kcap::test::TempDir* dir_;
-    static Outcome* plain_;
-    static Outcome* shimmed_;
-    static Trace* trace_;
+  static kcap::test::TempDir* dir_;
+  static Outcome* plain_;
+  static Outcome* shimmed_;
+  static Trace* trace_;
 };
 kcap::test::TempDir* DirectLaunch::dir_ = nullptr;
 Outcome* DirectLaunch::plain_ = nullptr;
 Outcome* DirectLaunch::shimmed_ = nullptr;
 Trace* DirectLaunch::trace_ = nullptr;
 
-TEST_F(DirectLaunch, TheProgramIsUnchangedAndTheTraceChecks)
-{
-    expectClean(*plain_);
-    expectClean(*shimmed_);
-    EXPECT_EQ(shimmed_->out, plain_->out);
-    expectChecks(path());
+TEST_F(DirectLaunch, TheProgramIsUnchangedAndTheTraceChecks) {
+  expectClean(*plain_);
+  expectClean(*shimmed_);
+  EXPECT_EQ(shimmed_->out, plain_->out);
+  expectChecks(path());
 }
 
-TEST_F(DirectLaunch, TraceBeginDescribesProcessDriverAndDevice)
-{
-    const auto events = trace_->all();
-    ASSERT_FALSE(events.empty());
-    ASSERT_EQ(events.front().which(), Event::TRACE_BEGIN);
-    const auto begin = events.front().getTraceBegin();
-    EXPECT_GT(begin.getProcessId(), 0u);
-    ASSERT_GE(begin.getArgv().size(), 1u);
-    EXPECT_NE(std::string(begin.getArgv()[0].cStr()).find("direct_launch"), std::string::npos);
-    EXPECT_EQ(begin.getDriverVersion(), 13000);
-    EXPECT_EQ(begin.getCaptureMode(), schema::CaptureMode::FULL);
-    ASSERT_EQ(begin.getDevices().size(), 1u);
-    const auto device = begin.getDevices()[0];
-    EXPECT_EQ(std::string(device.getName().cStr()), "kcap driver double");
-    EXPECT_EQ(device.getComputeCapabilityMajor(), 9);
-    EXPECT_EQ(device.getMultiprocessorCount(), 132);
-    EXPECT_EQ(device.getTotalMemoryBytes(), 16ull << 30);
-    EXPECT_EQ(std::string(device.getPciBusId().cStr()), "0000:3b:00.0");
-    ASSERT_EQ(device.getUuid().size(), 16u);
-    EXPECT_EQ(device.getUuid()[0], 0xD0);
-    bool sawMode = false;
-    for (const auto option : begin.getOptions()) {
-        sawMode = sawMode || (std::string(option.getKey().cStr()) == "mode" &&
-                              std::string(option.getValue().cStr()) == "full");
-    }
-    EXPECT_TRUE(sawMode);
-    bool sawOutput = false;
-    for (const auto variable : begin.getEnvironment()) {
-        sawOutput = sawOutput || std::string(variable.getKey().cStr()) == "KCAP_OUTPUT";
-    }
-    EXPECT_TRUE(sawOutput);
+TEST_F(DirectLaunch, TraceBeginDescribesProcessDriverAndDevice) {
+  const auto events = trace_->all();
+  ASSERT_FALSE(events.empty());
+  ASSERT_EQ(events.front().which(), Event::TRACE_BEGIN);
+  const auto begin = events.front().getTraceBegin();
+  EXPECT_GT(begin.getProcessId(), 0u);
+  ASSERT_GE(begin.getArgv().size(), 1u);
+  EXPECT_NE(std::string(begin.getArgv()[0].cStr()).find("direct_launch"), std::string::npos);
+  EXPECT_EQ(begin.getDriverVersion(), 13000);
+  EXPECT_EQ(begin.getCaptureMode(), schema::CaptureMode::FULL);
+  ASSERT_EQ(begin.getDevices().size(), 1u);
+  const auto device = begin.getDevices()[0];
+  EXPECT_EQ(std::string(device.getName().cStr()), "kcap driver double");
+  EXPECT_EQ(device.getComputeCapabilityMajor(), 9);
+  EXPECT_EQ(device.getMultiprocessorCount(), 132);
+  EXPECT_EQ(device.getTotalMemoryBytes(), 16ull << 30);
+  EXPECT_EQ(std::string(device.getPciBusId().cStr()), "0000:3b:00.0");
+  ASSERT_EQ(device.getUuid().size(), 16u);
+  EXPECT_EQ(device.getUuid()[0], 0xD0);
+  bool sawMode = false;
+  for (const auto option : begin.getOptions()) {
+    sawMode =
+        sawMode || (std::string(option.getKey().cStr()) == "mode" && std::string(option.getValue().cStr()) == "full");
+  }
+  EXPECT_TRUE(sawMode);
+  bool sawOutput = false;
+  for (const auto variable : begin.getEnvironment()) {
+    sawOutput = sawOutput || std::string(variable.getKey().cStr()) == "KCAP_OUTPUT";
+  }
+  EXPECT_TRUE(sawOutput);
 }
 
-TEST_F(DirectLaunch, EveryImageIsStoredAsLoaded)
-{
-    const auto loads = trace_->of(Event::MODULE_LOAD);
-    ASSERT_EQ(loads.size(), 4u);
-    const auto axpy = loads[0].getModuleLoad();
-    EXPECT_EQ(axpy.getApi(), schema::LoadApi::MODULE_LOAD_DATA);
-    EXPECT_EQ(axpy.getImageKind(), schema::ImageKind::FATBIN);
-    EXPECT_EQ(trace_->bytes(axpy.getImage()), fileBytes(kernelFile("axpy.fatbin")));
+TEST_F(DirectLaunch, EveryImageIsStoredAsLoaded) {
+  const auto loads = trace_->of(Event::MODULE_LOAD);
+  ASSERT_EQ(loads.size(), 4u);
+  const auto axpy = loads[0].getModuleLoad();
+  EXPECT_EQ(axpy.getApi(), schema::LoadApi::MODULE_LOAD_DATA);
+  EXPECT_EQ(axpy.getImageKind(), schema::ImageKind::FATBIN);
+  EXPECT_EQ(trace_->bytes(axpy.getImage()), fileBytes(kernelFile("axpy.fatbin")));
 
-    const auto reduce = loads[1].getModuleLoad();
-    EXPECT_EQ(reduce.getApi(), schema::LoadApi::MODULE_LOAD);
-    EXPECT_EQ(reduce.getImageKind(), schema::ImageKind::CUBIN);
-    EXPECT_EQ(std::string(reduce.getPath().cStr()), kernelFile("reduce.sm_90.cubin"));
-    EXPECT_EQ(trace_->bytes(reduce.getImage()), fileBytes(kernelFile("reduce.sm_90.cubin")));
+  const auto reduce = loads[1].getModuleLoad();
+  EXPECT_EQ(reduce.getApi(), schema::LoadApi::MODULE_LOAD);
+  EXPECT_EQ(reduce.getImageKind(), schema::ImageKind::CUBIN);
+  EXPECT_EQ(std::string(reduce.getPath().cStr()), kernelFile("reduce.sm_90.cubin"));
+  EXPECT_EQ(trace_->bytes(reduce.getImage()), fileBytes(kernelFile("reduce.sm_90.cubin")));
 
-    const auto scale = loads[2].getModuleLoad();
-    EXPECT_EQ(scale.getApi(), schema::LoadApi::MODULE_LOAD_DATA_EX);
-    EXPECT_EQ(scale.getImageKind(), schema::ImageKind::PTX);
-    std::vector<uint8_t> ptx = fileBytes(kernelFile("struct_param.ptx"));
-    ptx.push_back(0);  // the text and its terminator
-    EXPECT_EQ(trace_->bytes(scale.getImage()), ptx);
+  const auto scale = loads[2].getModuleLoad();
+  EXPECT_EQ(scale.getApi(), schema::LoadApi::MODULE_LOAD_DATA_EX);
+  EXPECT_EQ(scale.getImageKind(), schema::ImageKind::PTX);
+  std::vector<uint8_t> ptx = fileBytes(kernelFile("struct_param.ptx"));
+  ptx.push_back(0);  // the text and its terminator
+  EXPECT_EQ(trace_->bytes(scale.getImage()), ptx);
 
-    const auto poly = loads[3].getModuleLoad();
-    EXPECT_EQ(poly.getApi(), schema::LoadApi::MODULE_LOAD_FAT_BINARY);
-    EXPECT_EQ(trace_->bytes(poly.getImage()), fileBytes(kernelFile("constant.fatbin")));
-    ASSERT_EQ(poly.getGlobals().size(), 2u);
-    EXPECT_EQ(std::string(poly.getGlobals()[0].getName().cStr()), "call_count");
-    EXPECT_EQ(poly.getGlobals()[0].getSize(), 4u);
-    EXPECT_EQ(std::string(poly.getGlobals()[1].getName().cStr()), "coeffs");
-    EXPECT_EQ(poly.getGlobals()[1].getSize(), 64u);
-    for (const auto& load : loads) {
-        EXPECT_EQ(load.getModuleLoad().getResult(), 0);
-        EXPECT_NE(load.getModuleLoad().getHandle(), 0u);
-    }
+  const auto poly = loads[3].getModuleLoad();
+  EXPECT_EQ(poly.getApi(), schema::LoadApi::MODULE_LOAD_FAT_BINARY);
+  EXPECT_EQ(trace_->bytes(poly.getImage()), fileBytes(kernelFile("constant.fatbin")));
+  ASSERT_EQ(poly.getGlobals().size(), 2u);
+  EXPECT_EQ(std::string(poly.getGlobals()[0].getName().cStr()), "call_count");
+  EXPECT_EQ(poly.getGlobals()[0].getSize(), 4u);
+  EXPECT_EQ(std::string(poly.getGlobals()[1].getName().cStr()), "coeffs");
+  EXPECT_EQ(poly.getGlobals()[1].getSize(), 64u);
+  for (const auto& load : loads) {
+    EXPECT_EQ(load.getModuleLoad().getResult(), 0);
+    EXPECT_NE(load.getModuleLoad().getHandle(), 0u);
+  }
 }
 
-TEST_F(DirectLaunch, FunctionsAreBoundWithTheirLayout)
-{
-    const auto binds = trace_->of(Event::FUNCTION_BIND);
-    ASSERT_EQ(binds.size(), 4u);
-    const auto axpy = binds[0].getFunctionBind();
-    EXPECT_EQ(std::string(axpy.getName().cStr()), "axpy");
-    EXPECT_EQ(axpy.getModuleHandle(), trace_->of(Event::MODULE_LOAD)[0].getModuleLoad().getHandle());
-    ASSERT_EQ(axpy.getParams().size(), 4u);
-    const uint32_t offsets[] = {0, 8, 16, 24};
-    const uint32_t sizes[] = {4, 8, 8, 4};
-    for (unsigned i = 0; i < 4; ++i) {
-        EXPECT_EQ(axpy.getParams()[i].getOffset(), offsets[i]);
-        EXPECT_EQ(axpy.getParams()[i].getSize(), sizes[i]);
-    }
-    const auto attributes = trace_->of(Event::FUNCTION_ATTRIBUTE);
-    ASSERT_EQ(attributes.size(), 1u);
-    EXPECT_EQ(attributes[0].getFunctionAttribute().getHandle(), axpy.getHandle());
-    EXPECT_EQ(attributes[0].getFunctionAttribute().getAttribute(),
-              static_cast<int>(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES));
+TEST_F(DirectLaunch, FunctionsAreBoundWithTheirLayout) {
+  const auto binds = trace_->of(Event::FUNCTION_BIND);
+  ASSERT_EQ(binds.size(), 4u);
+  const auto axpy = binds[0].getFunctionBind();
+  EXPECT_EQ(std::string(axpy.getName().cStr()), "axpy");
+  EXPECT_EQ(axpy.getModuleHandle(), trace_->of(Event::MODULE_LOAD)[0].getModuleLoad().getHandle());
+  ASSERT_EQ(axpy.getParams().size(), 4u);
+  const uint32_t offsets[] = {0, 8, 16, 24};
+  const uint32_t sizes[] = {4, 8, 8, 4};
+  for (unsigned i = 0; i < 4; ++i) {
+    EXPECT_EQ(axpy.getParams()[i].getOffset(), offsets[i]);
+    EXPECT_EQ(axpy.getParams()[i].getSize(), sizes[i]);
+  }
+  const auto attributes = trace_->of(Event::FUNCTION_ATTRIBUTE);
+  ASSERT_EQ(attributes.size(), 1u);
+  EXPECT_EQ(attributes[0].getFunctionAttribute().getHandle(), axpy.getHandle());
+  EXPECT_EQ(attributes[0].getFunctionAttribute().getAttribute(),
+            static_cast<int>(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES));
 }
 
-TEST_F(DirectLaunch, AxpyLaunchesHaveParametersPointersAndMemory)
-{
-    const auto launches = trace_->launches();
-    const auto ends = trace_->launchEnds();
-    ASSERT_EQ(launches.size(), 6u);
-    ASSERT_EQ(ends.size(), 6u);
-    const uint64_t x = allocation(0);
-    const uint64_t y = allocation(1);
-    for (unsigned i = 0; i < 3; ++i) {
-        const auto launch = launches[i];
-        SCOPED_TRACE("axpy launch " + std::to_string(i));
-        EXPECT_EQ(launch.getLaunchIndex(), i);
-        EXPECT_EQ(std::string(launch.getKernelName().cStr()), "axpy");
-        EXPECT_EQ(launch.getGridX(), 4u);
-        EXPECT_EQ(launch.getBlockX(), 256u);
-        EXPECT_EQ(launch.getParamsFromExtra(), i == 1);
-        const auto params = launch.getParams();
-        ASSERT_EQ(params.size(), 28u);
-        EXPECT_EQ(at<float>(params, 0), 2.0f);
-        EXPECT_EQ(at<uint64_t>(params, 8), x);
-        EXPECT_EQ(at<uint64_t>(params, 16), y);
-        EXPECT_EQ(at<int>(params, 24), kN);
-        ASSERT_EQ(launch.getPointers().size(), 2u);
-        EXPECT_EQ(launch.getPointers()[0].getOffset(), 8u);
-        EXPECT_EQ(launch.getPointers()[0].getAllocationBase(), x);
-        EXPECT_EQ(launch.getPointers()[1].getOffset(), 16u);
-        EXPECT_EQ(launch.getPointers()[1].getAllocationBase(), y);
-        // y = 2i uploaded, then each launch adds 2x: 2i, 4i, 6i, 8i.
-        EXPECT_EQ(floatsAt(*trace_, launch.getPre(), x), ramp(1.0f));
-        EXPECT_EQ(floatsAt(*trace_, launch.getPre(), y), ramp(2.0f * static_cast<float>(i + 1)));
-        EXPECT_EQ(ends[i].getLaunchIndex(), i);
-        EXPECT_EQ(ends[i].getResult(), 0);
-        EXPECT_EQ(floatsAt(*trace_, ends[i].getPost(), y), ramp(2.0f * static_cast<float>(i + 2)));
-        EXPECT_EQ(floatsAt(*trace_, ends[i].getPost(), x), ramp(1.0f));
-    }
+TEST_F(DirectLaunch, AxpyLaunchesHaveParametersPointersAndMemory) {
+  const auto launches = trace_->launches();
+  const auto ends = trace_->launchEnds();
+  ASSERT_EQ(launches.size(), 6u);
+  ASSERT_EQ(ends.size(), 6u);
+  const uint64_t x = allocation(0);
+  const uint64_t y = allocation(1);
+  for (unsigned i = 0; i < 3; ++i) {
+    const auto launch = launches[i];
+    SCOPED_TRACE("axpy launch " + std::to_string(i));
+    EXPECT_EQ(launch.getLaunchIndex(), i);
+    EXPECT_EQ(std::string(launch.getKernelName().cStr()), "axpy");
+    EXPECT_EQ(launch.getGridX(), 4u);
+    EXPECT_EQ(launch.getBlockX(), 256u);
+    EXPECT_EQ(launch.getParamsFromExtra(), i == 1);
+    const auto params = launch.getParams();
+    ASSERT_EQ(params.size(), 28u);
+    EXPECT_EQ(at<float>(params, 0), 2.0f);
+    EXPECT_EQ(at<uint64_t>(params, 8), x);
+    EXPECT_EQ(at<uint64_t>(params, 16), y);
+    EXPECT_EQ(at<int>(params, 24), kN);
+    ASSERT_EQ(launch.getPointers().size(), 2u);
+    EXPECT_EQ(launch.getPointers()[0].getOffset(), 8u);
+    EXPECT_EQ(launch.getPointers()[0].getAllocationBase(), x);
+    EXPECT_EQ(launch.getPointers()[1].getOffset(), 16u);
+    EXPECT_EQ(launch.getPointers()[1].getAllocationBase(), y);
+    // y = 2i uploaded, then each launch adds 2x: 2i, 4i, 6i, 8i.
+    EXPECT_EQ(floatsAt(*trace_, launch.getPre(), x), ramp(1.0f));
+    EXPECT_EQ(floatsAt(*trace_, launch.getPre(), y), ramp(2.0f * static_cast<float>(i + 1)));
+    EXPECT_EQ(ends[i].getLaunchIndex(), i);
+    EXPECT_EQ(ends[i].getResult(), 0);
+    EXPECT_EQ(floatsAt(*trace_, ends[i].getPost(), y), ramp(2.0f * static_cast<float>(i + 2)));
+    EXPECT_EQ(floatsAt(*trace_, ends[i].getPost(), x), ramp(1.0f));
+  }
 }
 
-TEST_F(DirectLaunch, ReduceScaleStructAndGlobals)
-{
-    const auto launches = trace_->launches();
-    const auto ends = trace_->launchEnds();
-    ASSERT_EQ(launches.size(), 6u);
-    const uint64_t x = allocation(0);
-    const uint64_t sum = allocation(2);
-    const uint64_t z = allocation(3);
-    const uint64_t w = allocation(4);
+TEST_F(DirectLaunch, ReduceScaleStructAndGlobals) {
+  const auto launches = trace_->launches();
+  const auto ends = trace_->launchEnds();
+  ASSERT_EQ(launches.size(), 6u);
+  const uint64_t x = allocation(0);
+  const uint64_t sum = allocation(2);
+  const uint64_t z = allocation(3);
+  const uint64_t w = allocation(4);
 
-    const auto reduce = launches[3];
-    EXPECT_EQ(std::string(reduce.getKernelName().cStr()), "reduce_sum");
-    ASSERT_EQ(reduce.getPointers().size(), 2u);
-    EXPECT_EQ(reduce.getPointers()[1].getOffset(), 8u);
-    EXPECT_EQ(floatsAt(*trace_, reduce.getPre(), sum), std::vector<float>{0.0f});
-    EXPECT_EQ(floatsAt(*trace_, ends[3].getPost(), sum), std::vector<float>{499500.0f});
+  const auto reduce = launches[3];
+  EXPECT_EQ(std::string(reduce.getKernelName().cStr()), "reduce_sum");
+  ASSERT_EQ(reduce.getPointers().size(), 2u);
+  EXPECT_EQ(reduce.getPointers()[1].getOffset(), 8u);
+  EXPECT_EQ(floatsAt(*trace_, reduce.getPre(), sum), std::vector<float>{0.0f});
+  EXPECT_EQ(floatsAt(*trace_, ends[3].getPost(), sum), std::vector<float>{499500.0f});
 
-    // One 32-byte struct parameter: the pointer words are found inside it.
-    const auto scale = launches[4];
-    EXPECT_EQ(std::string(scale.getKernelName().cStr()), "scale_struct");
-    ASSERT_EQ(scale.getParams().size(), 32u);
-    ASSERT_EQ(scale.getParamLayout().size(), 1u);
-    ASSERT_EQ(scale.getPointers().size(), 2u);
-    EXPECT_EQ(scale.getPointers()[0].getOffset(), 0u);
-    EXPECT_EQ(scale.getPointers()[0].getValue(), x);
-    EXPECT_EQ(scale.getPointers()[1].getOffset(), 8u);
-    EXPECT_EQ(scale.getPointers()[1].getValue(), z);
-    EXPECT_EQ(at<float>(scale.getParams(), 16), 0.5f);
-    EXPECT_EQ(at<long long>(scale.getParams(), 24), 2);
-    EXPECT_NE(scale.getStream(), 0u);
-    EXPECT_EQ(floatsAt(*trace_, scale.getPre(), z), std::vector<float>(kN, 0.0f));
-    std::vector<float> scaled(kN, 0.0f);
-    for (int i = 0; i < kN; i += 2) {
-        scaled[static_cast<size_t>(i)] = 0.5f * static_cast<float>(i);
-    }
-    EXPECT_EQ(floatsAt(*trace_, ends[4].getPost(), z), scaled);
+  // One 32-byte struct parameter: the pointer words are found inside it.
+  const auto scale = launches[4];
+  EXPECT_EQ(std::string(scale.getKernelName().cStr()), "scale_struct");
+  ASSERT_EQ(scale.getParams().size(), 32u);
+  ASSERT_EQ(scale.getParamLayout().size(), 1u);
+  ASSERT_EQ(scale.getPointers().size(), 2u);
+  EXPECT_EQ(scale.getPointers()[0].getOffset(), 0u);
+  EXPECT_EQ(scale.getPointers()[0].getValue(), x);
+  EXPECT_EQ(scale.getPointers()[1].getOffset(), 8u);
+  EXPECT_EQ(scale.getPointers()[1].getValue(), z);
+  EXPECT_EQ(at<float>(scale.getParams(), 16), 0.5f);
+  EXPECT_EQ(at<long long>(scale.getParams(), 24), 2);
+  EXPECT_NE(scale.getStream(), 0u);
+  EXPECT_EQ(floatsAt(*trace_, scale.getPre(), z), std::vector<float>(kN, 0.0f));
+  std::vector<float> scaled(kN, 0.0f);
+  for (int i = 0; i < kN; i += 2) {
+    scaled[static_cast<size_t>(i)] = 0.5f * static_cast<float>(i);
+  }
+  EXPECT_EQ(floatsAt(*trace_, ends[4].getPost(), z), scaled);
 
-    // poly_eval reads __constant__ coeffs and counts blocks in __device__ call_count.
-    const auto poly = launches[5];
-    const auto globals = trace_->of(Event::MODULE_LOAD)[3].getModuleLoad().getGlobals();
-    const uint64_t callCount = globals[0].getAddress();
-    const uint64_t coeffs = globals[1].getAddress();
-    const auto coeffsRange = rangeAt(poly.getPre(), coeffs);
-    ASSERT_TRUE(coeffsRange.has_value());
-    EXPECT_EQ(coeffsRange->getKind(), schema::MemoryKind::MODULE_GLOBAL);
-    std::vector<float> expected(16, 0.0f);
-    expected[0] = 1.0f;
-    expected[1] = 2.0f;
-    EXPECT_EQ(floatsOf(trace_->bytes(coeffsRange->getContent())), expected);
-    const auto before = rangeAt(poly.getPre(), callCount);
-    const auto after = rangeAt(ends[5].getPost(), callCount);
-    ASSERT_TRUE(before && after);
-    EXPECT_EQ(trace_->bytes(before->getContent()), asBytes(std::vector<int>{0}));
-    EXPECT_EQ(trace_->bytes(after->getContent()), asBytes(std::vector<int>{4}));
-    std::vector<float> line(kN);
-    for (int i = 0; i < kN; ++i) {
-        line[static_cast<size_t>(i)] = 1.0f + 2.0f * static_cast<float>(i);
-    }
-    EXPECT_EQ(floatsAt(*trace_, ends[5].getPost(), w), line);
+  // poly_eval reads __constant__ coeffs and counts blocks in __device__ call_count.
+  const auto poly = launches[5];
+  const auto globals = trace_->of(Event::MODULE_LOAD)[3].getModuleLoad().getGlobals();
+  const uint64_t callCount = globals[0].getAddress();
+  const uint64_t coeffs = globals[1].getAddress();
+  const auto coeffsRange = rangeAt(poly.getPre(), coeffs);
+  ASSERT_TRUE(coeffsRange.has_value());
+  EXPECT_EQ(coeffsRange->getKind(), schema::MemoryKind::MODULE_GLOBAL);
+  std::vector<float> expected(16, 0.0f);
+  expected[0] = 1.0f;
+  expected[1] = 2.0f;
+  EXPECT_EQ(floatsOf(trace_->bytes(coeffsRange->getContent())), expected);
+  const auto before = rangeAt(poly.getPre(), callCount);
+  const auto after = rangeAt(ends[5].getPost(), callCount);
+  ASSERT_TRUE(before && after);
+  EXPECT_EQ(trace_->bytes(before->getContent()), asBytes(std::vector<int>{0}));
+  EXPECT_EQ(trace_->bytes(after->getContent()), asBytes(std::vector<int>{4}));
+  std::vector<float> line(kN);
+  for (int i = 0; i < kN; ++i) {
+    line[static_cast<size_t>(i)] = 1.0f + 2.0f * static_cast<float>(i);
+  }
+  EXPECT_EQ(floatsAt(*trace_, ends[5].getPost(), w), line);
 }
 
-TEST_F(DirectLaunch, CopiesMemsetsAllocationsAndFrees)
-{
-    std::vector<schema::Memcpy::Reader> toDevice;
-    std::vector<schema::Memcpy::Reader> deviceToDevice;
-    size_t toHost = 0;
-    for (const auto& e : trace_->of(Event::MEMCPY)) {
-        const auto copy = e.getMemcpy();
-        if (copy.getDirection() == schema::CopyDirection::HOST_TO_DEVICE) {
-            toDevice.push_back(copy);
-        } else if (copy.getDirection() == schema::CopyDirection::DEVICE_TO_DEVICE) {
-            deviceToDevice.push_back(copy);
-        } else if (copy.getDirection() == schema::CopyDirection::DEVICE_TO_HOST) {
-            ++toHost;
-            EXPECT_EQ(copy.getData().getSize(), 0u);
-        }
+TEST_F(DirectLaunch, CopiesMemsetsAllocationsAndFrees) {
+  std::vector<schema::Memcpy::Reader> toDevice;
+  std::vector<schema::Memcpy::Reader> deviceToDevice;
+  size_t toHost = 0;
+  for (const auto& e : trace_->of(Event::MEMCPY)) {
+    const auto copy = e.getMemcpy();
+    if (copy.getDirection() == schema::CopyDirection::HOST_TO_DEVICE) {
+      toDevice.push_back(copy);
+    } else if (copy.getDirection() == schema::CopyDirection::DEVICE_TO_DEVICE) {
+      deviceToDevice.push_back(copy);
+    } else if (copy.getDirection() == schema::CopyDirection::DEVICE_TO_HOST) {
+      ++toHost;
+      EXPECT_EQ(copy.getData().getSize(), 0u);
     }
-    ASSERT_EQ(toDevice.size(), 3u);
-    EXPECT_EQ(toDevice[0].getDst(), allocation(0));
-    EXPECT_EQ(floatsOf(trace_->bytes(toDevice[0].getData())), ramp(1.0f));
-    EXPECT_EQ(floatsOf(trace_->bytes(toDevice[1].getData())), ramp(2.0f));
-    EXPECT_TRUE(toDevice[2].getIsAsync());
-    EXPECT_EQ(toDevice[2].getSize(), 64u);
-    EXPECT_EQ(floatsOf(trace_->bytes(toDevice[2].getData()))[1], 2.0f);
-    ASSERT_EQ(deviceToDevice.size(), 1u);
-    EXPECT_EQ(deviceToDevice[0].getDst(), allocation(3));
-    EXPECT_EQ(deviceToDevice[0].getSrc(), allocation(4));
-    EXPECT_EQ(deviceToDevice[0].getData().getSize(), 0u);
-    EXPECT_EQ(toHost, 6u);
+  }
+  ASSERT_EQ(toDevice.size(), 3u);
+  EXPECT_EQ(toDevice[0].getDst(), allocation(0));
+  EXPECT_EQ(floatsOf(trace_->bytes(toDevice[0].getData())), ramp(1.0f));
+  EXPECT_EQ(floatsOf(trace_->bytes(toDevice[1].getData())), ramp(2.0f));
+  EXPECT_TRUE(toDevice[2].getIsAsync());
+  EXPECT_EQ(toDevice[2].getSize(), 64u);
+  EXPECT_EQ(floatsOf(trace_->bytes(toDevice[2].getData()))[1], 2.0f);
+  ASSERT_EQ(deviceToDevice.size(), 1u);
+  EXPECT_EQ(deviceToDevice[0].getDst(), allocation(3));
+  EXPECT_EQ(deviceToDevice[0].getSrc(), allocation(4));
+  EXPECT_EQ(deviceToDevice[0].getData().getSize(), 0u);
+  EXPECT_EQ(toHost, 6u);
 
-    const auto memsets = trace_->of(Event::MEMSET);
-    ASSERT_EQ(memsets.size(), 2u);
-    EXPECT_EQ(memsets[0].getMemset().getElementSize(), 4u);
-    EXPECT_EQ(memsets[0].getMemset().getDst(), allocation(2));
-    EXPECT_EQ(memsets[1].getMemset().getElementSize(), 1u);
-    EXPECT_EQ(memsets[1].getMemset().getCount(), static_cast<uint64_t>(kN * 4));
+  const auto memsets = trace_->of(Event::MEMSET);
+  ASSERT_EQ(memsets.size(), 2u);
+  EXPECT_EQ(memsets[0].getMemset().getElementSize(), 4u);
+  EXPECT_EQ(memsets[0].getMemset().getDst(), allocation(2));
+  EXPECT_EQ(memsets[1].getMemset().getElementSize(), 1u);
+  EXPECT_EQ(memsets[1].getMemset().getCount(), static_cast<uint64_t>(kN * 4));
 
-    EXPECT_EQ(trace_->of(Event::ALLOC).size(), 5u);
-    EXPECT_EQ(trace_->of(Event::FREE).size(), 5u);
-    EXPECT_EQ(trace_->of(Event::MODULE_UNLOAD).size(), 4u);
+  EXPECT_EQ(trace_->of(Event::ALLOC).size(), 5u);
+  EXPECT_EQ(trace_->of(Event::FREE).size(), 5u);
+  EXPECT_EQ(trace_->of(Event::MODULE_UNLOAD).size(), 4u);
 }
 
-TEST_F(DirectLaunch, EventsCarryThreadAndTimeAndTheTraceEndsInOrder)
-{
-    const auto events = trace_->all();
-    const uint32_t pid = events.front().getTraceBegin().getProcessId();
-    uint64_t lastTime = 0;
-    for (size_t i = 0; i < events.size(); ++i) {
-        EXPECT_EQ(events[i].getSeq(), i);
-        EXPECT_GE(events[i].getTimeNs(), lastTime);
-        lastTime = events[i].getTimeNs();
-        if (events[i].which() == Event::LAUNCH) {
-            EXPECT_EQ(events[i].getThreadId(), pid);  // the main thread's id is the pid
-        }
+TEST_F(DirectLaunch, EventsCarryThreadAndTimeAndTheTraceEndsInOrder) {
+  const auto events = trace_->all();
+  const uint32_t pid = events.front().getTraceBegin().getProcessId();
+  uint64_t lastTime = 0;
+  for (size_t i = 0; i < events.size(); ++i) {
+    EXPECT_EQ(events[i].getSeq(), i);
+    EXPECT_GE(events[i].getTimeNs(), lastTime);
+    lastTime = events[i].getTimeNs();
+    if (events[i].which() == Event::LAUNCH) {
+      EXPECT_EQ(events[i].getThreadId(), pid);  // the main thread's id is the pid
     }
-    const auto end = events.back();
-    ASSERT_EQ(end.which(), Event::TRACE_END);
-    EXPECT_EQ(end.getTraceEnd().getReason(), schema::EndReason::EXIT);
-    EXPECT_EQ(end.getTraceEnd().getEventCount(), end.getSeq());
-    EXPECT_EQ(end.getTraceEnd().getLaunchCount(), 6u);
-    EXPECT_TRUE(trace_->reader().closed());
+  }
+  const auto end = events.back();
+  ASSERT_EQ(end.which(), Event::TRACE_END);
+  EXPECT_EQ(end.getTraceEnd().getReason(), schema::EndReason::EXIT);
+  EXPECT_EQ(end.getTraceEnd().getEventCount(), end.getSeq());
+  EXPECT_EQ(end.getTraceEnd().getLaunchCount(), 6u);
+  EXPECT_TRUE(trace_->reader().closed());
 }
 
 // ---- library API, wrappers, kernels, attributes, host memory ----------------------------
 
-TEST(Record, LibrariesWrappersKernelsAndHostMemory)
-{
-    kcap::test::TempDir dir("kcap-record");
-    const std::string path = dir.file("library.kcap");
-    const Outcome plain = plainRun(scenarioProgram(), {"library"});
-    const Outcome shimmed = recorded(scenarioProgram(), {"library"}, {{"KCAP_OUTPUT", path}});
-    expectClean(plain);
-    expectClean(shimmed);
-    EXPECT_EQ(shimmed.out, plain.out);
-    expectChecks(path);
-    Trace trace(path);
+TEST(Record, LibrariesWrappersKernelsAndHostMemory) {
+  kcap::test::TempDir dir("kcap-record");
+  const std::string path = dir.file("library.kcap");
+  const Outcome plain = plainRun(scenarioProgram(), {"library"});
+  const Outcome shimmed = recorded(scenarioProgram(), {"library"}, {{"KCAP_OUTPUT", path}});
+  expectClean(plain);
+  expectClean(shimmed);
+  EXPECT_EQ(shimmed.out, plain.out);
+  expectChecks(path);
+  Trace trace(path);
 
-    const auto loads = trace.of(Event::MODULE_LOAD);
-    ASSERT_EQ(loads.size(), 3u);
-    const auto fromFile = loads[2].getModuleLoad();
-    EXPECT_EQ(fromFile.getApi(), schema::LoadApi::LIBRARY_LOAD_FROM_FILE);
-    EXPECT_TRUE(fromFile.getIsLibrary());
-    EXPECT_EQ(std::string(fromFile.getPath().cStr()), kernelFile("struct_param.sm_90.cubin"));
-    EXPECT_EQ(trace.bytes(fromFile.getImage()), fileBytes(kernelFile("struct_param.sm_90.cubin")));
-    const auto constant = loads[0].getModuleLoad();
-    EXPECT_TRUE(constant.getIsLibrary());
-    EXPECT_EQ(constant.getApi(), schema::LoadApi::LIBRARY_LOAD_DATA);
-    EXPECT_EQ(constant.getImageKind(), schema::ImageKind::FATBIN_WRAPPER);
-    EXPECT_EQ(trace.bytes(constant.getImage()), fileBytes(kernelFile("constant.fatbin")));
-    ASSERT_EQ(constant.getGlobals().size(), 2u);
-    const uint64_t coeffs = constant.getGlobals()[1].getAddress();
-    const auto rdc = loads[1].getModuleLoad();
-    EXPECT_EQ(rdc.getImageKind(), schema::ImageKind::FATBIN_WRAPPER);
-    EXPECT_EQ(trace.bytes(rdc.getImage()), fileBytes(kernelFile("reduce.fatbin")));
-    ASSERT_EQ(rdc.getExtraImages().size(), 1u);
-    EXPECT_EQ(trace.bytes(rdc.getExtraImages()[0]), fileBytes(kernelFile("axpy.fatbin")));
+  const auto loads = trace.of(Event::MODULE_LOAD);
+  ASSERT_EQ(loads.size(), 3u);
+  const auto fromFile = loads[2].getModuleLoad();
+  EXPECT_EQ(fromFile.getApi(), schema::LoadApi::LIBRARY_LOAD_FROM_FILE);
+  EXPECT_TRUE(fromFile.getIsLibrary());
+  EXPECT_EQ(std::string(fromFile.getPath().cStr()), kernelFile("struct_param.sm_90.cubin"));
+  EXPECT_EQ(trace.bytes(fromFile.getImage()), fileBytes(kernelFile("struct_param.sm_90.cubin")));
+  const auto constant = loads[0].getModuleLoad();
+  EXPECT_TRUE(constant.getIsLibrary());
+  EXPECT_EQ(constant.getApi(), schema::LoadApi::LIBRARY_LOAD_DATA);
+  EXPECT_EQ(constant.getImageKind(), schema::ImageKind::FATBIN_WRAPPER);
+  EXPECT_EQ(trace.bytes(constant.getImage()), fileBytes(kernelFile("constant.fatbin")));
+  ASSERT_EQ(constant.getGlobals().size(), 2u);
+  const uint64_t coeffs = constant.getGlobals()[1].getAddress();
+  const auto rdc = loads[1].getModuleLoad();
+  EXPECT_EQ(rdc.getImageKind(), schema::ImageKind::FATBIN_WRAPPER);
+  EXPECT_EQ(trace.bytes(rdc.getImage()), fileBytes(kernelFile("reduce.fatbin")));
+  ASSERT_EQ(rdc.getExtraImages().size(), 1u);
+  EXPECT_EQ(trace.bytes(rdc.getExtraImages()[0]), fileBytes(kernelFile("axpy.fatbin")));
 
-    const auto binds = trace.of(Event::FUNCTION_BIND);
-    ASSERT_EQ(binds.size(), 4u);
-    const auto poly = binds[0].getFunctionBind();
-    EXPECT_EQ(poly.getApi(), schema::BindApi::LIBRARY_GET_KERNEL);
-    EXPECT_TRUE(poly.getIsKernel());
-    EXPECT_EQ(std::string(poly.getName().cStr()), "poly_eval");
-    EXPECT_EQ(poly.getModuleHandle(), constant.getHandle());
-    EXPECT_EQ(poly.getParams().size(), 3u);  // from cuKernelGetParamInfo
-    const auto function = binds[1].getFunctionBind();
-    EXPECT_EQ(function.getApi(), schema::BindApi::KERNEL_GET_FUNCTION);
-    EXPECT_EQ(function.getSourceHandle(), poly.getHandle());
-    EXPECT_EQ(function.getModuleHandle(), constant.getHandle());
-    EXPECT_EQ(std::string(function.getName().cStr()), "poly_eval");
-    EXPECT_EQ(function.getParams().size(), 3u);
-    EXPECT_EQ(binds[2].getFunctionBind().getApi(), schema::BindApi::LIBRARY_GET_KERNEL);
-    const auto module = binds[3].getFunctionBind();
-    EXPECT_EQ(module.getApi(), schema::BindApi::LIBRARY_GET_MODULE);
-    EXPECT_EQ(module.getModuleHandle(), rdc.getHandle());
+  const auto binds = trace.of(Event::FUNCTION_BIND);
+  ASSERT_EQ(binds.size(), 4u);
+  const auto poly = binds[0].getFunctionBind();
+  EXPECT_EQ(poly.getApi(), schema::BindApi::LIBRARY_GET_KERNEL);
+  EXPECT_TRUE(poly.getIsKernel());
+  EXPECT_EQ(std::string(poly.getName().cStr()), "poly_eval");
+  EXPECT_EQ(poly.getModuleHandle(), constant.getHandle());
+  EXPECT_EQ(poly.getParams().size(), 3u);  // from cuKernelGetParamInfo
+  const auto function = binds[1].getFunctionBind();
+  EXPECT_EQ(function.getApi(), schema::BindApi::KERNEL_GET_FUNCTION);
+  EXPECT_EQ(function.getSourceHandle(), poly.getHandle());
+  EXPECT_EQ(function.getModuleHandle(), constant.getHandle());
+  EXPECT_EQ(std::string(function.getName().cStr()), "poly_eval");
+  EXPECT_EQ(function.getParams().size(), 3u);
+  EXPECT_EQ(binds[2].getFunctionBind().getApi(), schema::BindApi::LIBRARY_GET_KERNEL);
+  const auto module = binds[3].getFunctionBind();
+  EXPECT_EQ(module.getApi(), schema::BindApi::LIBRARY_GET_MODULE);
+  EXPECT_EQ(module.getModuleHandle(), rdc.getHandle());
 
-    const auto attributes = trace.of(Event::FUNCTION_ATTRIBUTE);
-    ASSERT_EQ(attributes.size(), 2u);
-    EXPECT_EQ(attributes[0].getFunctionAttribute().getApi(), schema::AttributeApi::KERNEL_SET_ATTRIBUTE);
-    EXPECT_EQ(attributes[0].getFunctionAttribute().getValue(), 1024);
-    EXPECT_EQ(attributes[0].getFunctionAttribute().getDevice(), 0);
-    EXPECT_EQ(attributes[1].getFunctionAttribute().getApi(), schema::AttributeApi::FUNC_SET_CACHE_CONFIG);
-    EXPECT_EQ(attributes[1].getFunctionAttribute().getHandle(), function.getHandle());
+  const auto attributes = trace.of(Event::FUNCTION_ATTRIBUTE);
+  ASSERT_EQ(attributes.size(), 2u);
+  EXPECT_EQ(attributes[0].getFunctionAttribute().getApi(), schema::AttributeApi::KERNEL_SET_ATTRIBUTE);
+  EXPECT_EQ(attributes[0].getFunctionAttribute().getValue(), 1024);
+  EXPECT_EQ(attributes[0].getFunctionAttribute().getDevice(), 0);
+  EXPECT_EQ(attributes[1].getFunctionAttribute().getApi(), schema::AttributeApi::FUNC_SET_CACHE_CONFIG);
+  EXPECT_EQ(attributes[1].getFunctionAttribute().getHandle(), function.getHandle());
 
-    const auto launches = trace.launches();
-    ASSERT_EQ(launches.size(), 4u);
-    // The CUkernel as launch handle; the library's __constant__ as uploaded by cuMemcpy.
-    EXPECT_EQ(launches[0].getFunction(), poly.getHandle());
-    EXPECT_EQ(std::string(launches[0].getKernelName().cStr()), "poly_eval");
-    const auto coeffsRange = rangeAt(launches[0].getPre(), coeffs);
-    ASSERT_TRUE(coeffsRange.has_value());
-    EXPECT_EQ(floatsOf(trace.bytes(coeffsRange->getContent()))[1], 0.5f);
-    // cuLaunchKernelEx: every attribute, raw.
-    const auto ex = launches[1];
-    EXPECT_EQ(ex.getApi(), schema::LaunchApi::LAUNCH_KERNEL_EX);
-    EXPECT_EQ(ex.getFunction(), function.getHandle());
-    EXPECT_EQ(ex.getSharedMemBytes(), 256u);
-    EXPECT_EQ(ex.getBlockX(), 128u);
-    EXPECT_NE(ex.getStream(), 0u);
-    ASSERT_EQ(ex.getAttributes().size(), 2u);
-    EXPECT_EQ(ex.getAttributes()[0].getId(), static_cast<int>(CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION));
-    ASSERT_EQ(ex.getAttributes()[0].getValue().size(), sizeof(CUlaunchAttributeValue));
-    EXPECT_EQ(at<unsigned>(ex.getAttributes()[0].getValue(), 0), 2u);
-    EXPECT_EQ(ex.getAttributes()[1].getId(), static_cast<int>(CU_LAUNCH_ATTRIBUTE_PRIORITY));
-    EXPECT_EQ(at<int>(ex.getAttributes()[1].getValue(), 0), 7);
-    // The per-thread default stream, and a pointer array: the allocation the
-    // table points into is snapshotted too.
-    const auto indirect = launches[2];
-    EXPECT_TRUE(indirect.getPerThreadStream());
-    EXPECT_EQ(std::string(indirect.getKernelName().cStr()), "axpy");
-    ASSERT_EQ(indirect.getIndirectPointers().size(), 1u);
-    const auto word = indirect.getIndirectPointers()[0];
-    EXPECT_EQ(word.getBufferAddress(), at<uint64_t>(indirect.getParams(), 8));
-    EXPECT_EQ(word.getOffset(), 40u);
-    EXPECT_EQ(word.getValue(), word.getAllocationBase() + 64);
-    const auto hidden = rangeAt(indirect.getPre(), word.getAllocationBase());
-    ASSERT_TRUE(hidden.has_value());
-    EXPECT_EQ(floatsOf(trace.bytes(hidden->getContent())), std::vector<float>(1024, 3.14159274f));
-    // Page-locked host memory as a kernel argument.
-    const auto pinned = launches[3];
-    const uint64_t pinnedAddress = at<uint64_t>(pinned.getParams(), 0);
-    const auto pinnedRange = rangeAt(pinned.getPre(), pinnedAddress);
-    ASSERT_TRUE(pinnedRange.has_value());
-    EXPECT_EQ(pinnedRange->getKind(), schema::MemoryKind::HOST_MAPPED);
-    EXPECT_EQ(floatsOf(trace.bytes(pinnedRange->getContent())), ramp(4.0f, 1024));
+  const auto launches = trace.launches();
+  ASSERT_EQ(launches.size(), 4u);
+  // The CUkernel as launch handle; the library's __constant__ as uploaded by cuMemcpy.
+  EXPECT_EQ(launches[0].getFunction(), poly.getHandle());
+  EXPECT_EQ(std::string(launches[0].getKernelName().cStr()), "poly_eval");
+  const auto coeffsRange = rangeAt(launches[0].getPre(), coeffs);
+  ASSERT_TRUE(coeffsRange.has_value());
+  EXPECT_EQ(floatsOf(trace.bytes(coeffsRange->getContent()))[1], 0.5f);
+  // cuLaunchKernelEx: every attribute, raw.
+  const auto ex = launches[1];
+  EXPECT_EQ(ex.getApi(), schema::LaunchApi::LAUNCH_KERNEL_EX);
+  EXPECT_EQ(ex.getFunction(), function.getHandle());
+  EXPECT_EQ(ex.getSharedMemBytes(), 256u);
+  EXPECT_EQ(ex.getBlockX(), 128u);
+  EXPECT_NE(ex.getStream(), 0u);
+  ASSERT_EQ(ex.getAttributes().size(), 2u);
+  EXPECT_EQ(ex.getAttributes()[0].getId(), static_cast<int>(CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION));
+  ASSERT_EQ(ex.getAttributes()[0].getValue().size(), sizeof(CUlaunchAttributeValue));
+  EXPECT_EQ(at<unsigned>(ex.getAttributes()[0].getValue(), 0), 2u);
+  EXPECT_EQ(ex.getAttributes()[1].getId(), static_cast<int>(CU_LAUNCH_ATTRIBUTE_PRIORITY));
+  EXPECT_EQ(at<int>(ex.getAttributes()[1].getValue(), 0), 7);
+  // The per-thread default stream, and a pointer array: the allocation the
+  // table points into is snapshotted too.
+  const auto indirect = launches[2];
+  EXPECT_TRUE(indirect.getPerThreadStream());
+  EXPECT_EQ(std::string(indirect.getKernelName().cStr()), "axpy");
+  ASSERT_EQ(indirect.getIndirectPointers().size(), 1u);
+  const auto word = indirect.getIndirectPointers()[0];
+  EXPECT_EQ(word.getBufferAddress(), at<uint64_t>(indirect.getParams(), 8));
+  EXPECT_EQ(word.getOffset(), 40u);
+  EXPECT_EQ(word.getValue(), word.getAllocationBase() + 64);
+  const auto hidden = rangeAt(indirect.getPre(), word.getAllocationBase());
+  ASSERT_TRUE(hidden.has_value());
+  EXPECT_EQ(floatsOf(trace.bytes(hidden->getContent())), std::vector<float>(1024, 3.14159274f));
+  // Page-locked host memory as a kernel argument.
+  const auto pinned = launches[3];
+  const uint64_t pinnedAddress = at<uint64_t>(pinned.getParams(), 0);
+  const auto pinnedRange = rangeAt(pinned.getPre(), pinnedAddress);
+  ASSERT_TRUE(pinnedRange.has_value());
+  EXPECT_EQ(pinnedRange->getKind(), schema::MemoryKind::HOST_MAPPED);
+  EXPECT_EQ(floatsOf(trace.bytes(pinnedRange->getContent())), ramp(4.0f, 1024));
 
-    // Unified copies: direction found, host bytes kept.
-    std::vector<schema::Memcpy::Reader> unified;
-    for (const auto& e : trace.of(Event::MEMCPY)) {
-        if (e.getMemcpy().getDst() == coeffs || e.getMemcpy().getIsAsync()) {
-            unified.push_back(e.getMemcpy());
-        }
+  // Unified copies: direction found, host bytes kept.
+  std::vector<schema::Memcpy::Reader> unified;
+  for (const auto& e : trace.of(Event::MEMCPY)) {
+    if (e.getMemcpy().getDst() == coeffs || e.getMemcpy().getIsAsync()) {
+      unified.push_back(e.getMemcpy());
     }
-    ASSERT_EQ(unified.size(), 2u);
-    EXPECT_EQ(unified[0].getDirection(), schema::CopyDirection::HOST_TO_DEVICE);
-    EXPECT_EQ(floatsOf(trace.bytes(unified[0].getData()))[0], 3.0f);
-    EXPECT_EQ(unified[1].getDirection(), schema::CopyDirection::HOST_TO_DEVICE);
-    EXPECT_EQ(floatsOf(trace.bytes(unified[1].getData())), ramp(4.0f, 1024));
+  }
+  ASSERT_EQ(unified.size(), 2u);
+  EXPECT_EQ(unified[0].getDirection(), schema::CopyDirection::HOST_TO_DEVICE);
+  EXPECT_EQ(floatsOf(trace.bytes(unified[0].getData()))[0], 3.0f);
+  EXPECT_EQ(unified[1].getDirection(), schema::CopyDirection::HOST_TO_DEVICE);
+  EXPECT_EQ(floatsOf(trace.bytes(unified[1].getData())), ramp(4.0f, 1024));
 
-    bool sawD16 = false;
-    for (const auto& e : trace.of(Event::MEMSET)) {
-        sawD16 = sawD16 || (e.getMemset().getElementSize() == 2 && e.getMemset().getValue() == 0x3c00);
-    }
-    EXPECT_TRUE(sawD16);
-    std::multiset<schema::AllocKind> allocKinds;
-    for (const auto& e : trace.of(Event::ALLOC)) {
-        allocKinds.insert(e.getAlloc().getKind());
-    }
-    EXPECT_EQ(allocKinds.count(schema::AllocKind::HOST_ALLOC), 1u);
-    EXPECT_EQ(allocKinds.count(schema::AllocKind::ASYNC), 1u);
-    std::multiset<schema::SyncKind> syncs;
-    for (const auto& e : trace.of(Event::SYNC)) {
-        syncs.insert(e.getSync().getOp());
-    }
-    for (const auto kind : {schema::SyncKind::STREAM_CREATE, schema::SyncKind::EVENT_CREATE,
-                            schema::SyncKind::EVENT_RECORD, schema::SyncKind::STREAM_WAIT_EVENT,
-                            schema::SyncKind::EVENT_SYNCHRONIZE, schema::SyncKind::EVENT_DESTROY,
-                            schema::SyncKind::STREAM_DESTROY}) {
-        EXPECT_EQ(syncs.count(kind), 1u) << static_cast<int>(kind);
-    }
-    EXPECT_EQ(syncs.count(schema::SyncKind::STREAM_SYNCHRONIZE), 2u);
+  bool sawD16 = false;
+  for (const auto& e : trace.of(Event::MEMSET)) {
+    sawD16 = sawD16 || (e.getMemset().getElementSize() == 2 && e.getMemset().getValue() == 0x3c00);
+  }
+  EXPECT_TRUE(sawD16);
+  std::multiset<schema::AllocKind> allocKinds;
+  for (const auto& e : trace.of(Event::ALLOC)) {
+    allocKinds.insert(e.getAlloc().getKind());
+  }
+  EXPECT_EQ(allocKinds.count(schema::AllocKind::HOST_ALLOC), 1u);
+  EXPECT_EQ(allocKinds.count(schema::AllocKind::ASYNC), 1u);
+  std::multiset<schema::SyncKind> syncs;
+  for (const auto& e : trace.of(Event::SYNC)) {
+    syncs.insert(e.getSync().getOp());
+  }
+  for (const auto kind :
+       {schema::SyncKind::STREAM_CREATE, schema::SyncKind::EVENT_CREATE, schema::SyncKind::EVENT_RECORD,
+        schema::SyncKind::STREAM_WAIT_EVENT, schema::SyncKind::EVENT_SYNCHRONIZE, schema::SyncKind::EVENT_DESTROY,
+        schema::SyncKind::STREAM_DESTROY}) {
+    EXPECT_EQ(syncs.count(kind), 1u) << static_cast<int>(kind);
+  }
+  EXPECT_EQ(syncs.count(schema::SyncKind::STREAM_SYNCHRONIZE), 2u);
 
-    const auto errors = trace.of(Event::API_ERROR);
-    ASSERT_EQ(errors.size(), 1u);
-    EXPECT_EQ(std::string(errors[0].getApiError().getFunction().cStr()), "cuModuleGetFunction");
-    EXPECT_EQ(errors[0].getApiError().getResult(), static_cast<int>(CUDA_ERROR_NOT_FOUND));
-    EXPECT_EQ(std::string(errors[0].getApiError().getResultName().cStr()), "CUDA_ERROR_NOT_FOUND");
-    EXPECT_EQ(trace.of(Event::MODULE_UNLOAD).size(), 3u);
+  const auto errors = trace.of(Event::API_ERROR);
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(std::string(errors[0].getApiError().getFunction().cStr()), "cuModuleGetFunction");
+  EXPECT_EQ(errors[0].getApiError().getResult(), static_cast<int>(CUDA_ERROR_NOT_FOUND));
+  EXPECT_EQ(std::string(errors[0].getApiError().getResultName().cStr()), "CUDA_ERROR_NOT_FOUND");
+  EXPECT_EQ(trace.of(Event::MODULE_UNLOAD).size(), 3u);
 }
 
 // ---- 2D copies and memsets ---------------------------------------------------------------
 
-TEST(Record, TwoDimensionalCopiesAndMemsetsKeepTheirRowsAndPitches)
-{
-    kcap::test::TempDir dir("kcap-record");
-    const std::string path = dir.file("pitched.kcap");
-    const Outcome plain = plainRun(scenarioProgram(), {"pitched"});
-    const Outcome shimmed = recorded(scenarioProgram(), {"pitched"}, {{"KCAP_OUTPUT", path}});
-    expectClean(plain);
-    expectClean(shimmed);
-    EXPECT_EQ(shimmed.out, plain.out);
-    expectChecks(path);
-    Trace trace(path);
-    EXPECT_TRUE(trace.of(Event::API_ERROR).empty());
+TEST(Record, TwoDimensionalCopiesAndMemsetsKeepTheirRowsAndPitches) {
+  kcap::test::TempDir dir("kcap-record");
+  const std::string path = dir.file("pitched.kcap");
+  const Outcome plain = plainRun(scenarioProgram(), {"pitched"});
+  const Outcome shimmed = recorded(scenarioProgram(), {"pitched"}, {{"KCAP_OUTPUT", path}});
+  expectClean(plain);
+  expectClean(shimmed);
+  EXPECT_EQ(shimmed.out, plain.out);
+  expectChecks(path);
+  Trace trace(path);
+  EXPECT_TRUE(trace.of(Event::API_ERROR).empty());
 
-    constexpr uint64_t kPitch = 512;
-    uint64_t p = 0;
-    for (const auto& e : trace.of(Event::ALLOC)) {
-        if (e.getAlloc().getKind() == schema::AllocKind::MEM_ALLOC_PITCH) {
-            p = e.getAlloc().getAddress();
-            EXPECT_EQ(e.getAlloc().getPitch(), kPitch);
-            EXPECT_EQ(e.getAlloc().getSize(), 8 * kPitch);
-        }
+  constexpr uint64_t kPitch = 512;
+  uint64_t p = 0;
+  for (const auto& e : trace.of(Event::ALLOC)) {
+    if (e.getAlloc().getKind() == schema::AllocKind::MEM_ALLOC_PITCH) {
+      p = e.getAlloc().getAddress();
+      EXPECT_EQ(e.getAlloc().getPitch(), kPitch);
+      EXPECT_EQ(e.getAlloc().getSize(), 8 * kPitch);
     }
-    ASSERT_NE(p, 0u);
-    std::vector<schema::Memcpy::Reader> copies;
-    for (const auto& e : trace.of(Event::MEMCPY)) {
-        if (e.getMemcpy().getWidth() != 0) {
-            copies.push_back(e.getMemcpy());
-        }
+  }
+  ASSERT_NE(p, 0u);
+  std::vector<schema::Memcpy::Reader> copies;
+  for (const auto& e : trace.of(Event::MEMCPY)) {
+    if (e.getMemcpy().getWidth() != 0) {
+      copies.push_back(e.getMemcpy());
     }
-    ASSERT_EQ(copies.size(), 5u);
-    const auto packed = [](const std::vector<uint8_t>& from, size_t first, size_t pitch, size_t width, size_t rows) {
-        std::vector<uint8_t> out;
-        for (size_t r = 0; r < rows; ++r) {
-            out.insert(out.end(), from.begin() + static_cast<std::ptrdiff_t>(first + r * pitch),
-                       from.begin() + static_cast<std::ptrdiff_t>(first + r * pitch + width));
-        }
-        return out;
-    };
-    // Host to device: dst at (12, 1), the host rows from (8, 1), packed.
-    std::vector<uint8_t> host(4 * 64);
-    for (size_t i = 0; i < host.size(); ++i) {
-        host[i] = static_cast<uint8_t>(i);
+  }
+  ASSERT_EQ(copies.size(), 5u);
+  const auto packed = [](const std::vector<uint8_t>& from, size_t first, size_t pitch, size_t width, size_t rows) {
+    std::vector<uint8_t> out;
+    for (size_t r = 0; r < rows; ++r) {
+      out.insert(out.end(), from.begin() + static_cast<std::ptrdiff_t>(first + r * pitch),
+                 from.begin() + static_cast<std::ptrdiff_t>(first + r * pitch + width));
     }
-    EXPECT_EQ(copies[0].getDirection(), schema::CopyDirection::HOST_TO_DEVICE);
-    EXPECT_EQ(copies[0].getDst(), p + kPitch + 12);
-    EXPECT_EQ(copies[0].getSrc(), 0u);
-    EXPECT_EQ(copies[0].getWidth(), 40u);
-    EXPECT_EQ(copies[0].getHeight(), 3u);
-    EXPECT_EQ(copies[0].getDstPitch(), kPitch);
-    EXPECT_EQ(copies[0].getSrcPitch(), 64u);
-    EXPECT_EQ(copies[0].getSize(), 120u);
-    EXPECT_EQ(copies[0].getDepth(), 0u);  // 2D: no slices
-    EXPECT_EQ(copies[0].getDstHeight(), 0u);
-    EXPECT_EQ(copies[0].getSrcHeight(), 0u);
-    EXPECT_FALSE(copies[0].getIsAsync());
-    EXPECT_EQ(trace.bytes(copies[0].getData()), packed(host, 64 + 8, 64, 40, 3));
-    // Unified on both sides: the recorder found pageable host memory to device.
-    std::vector<uint8_t> more(3 * 48);
-    for (size_t i = 0; i < more.size(); ++i) {
-        more[i] = static_cast<uint8_t>(200 + i % 50);
-    }
-    EXPECT_EQ(copies[1].getDirection(), schema::CopyDirection::HOST_TO_DEVICE);
-    EXPECT_EQ(copies[1].getDst(), p + 4 * kPitch);
-    EXPECT_EQ(copies[1].getSrcPitch(), 48u);
-    EXPECT_EQ(trace.bytes(copies[1].getData()), packed(more, 0, 48, 32, 3));
-    // Device to device, per-thread and async: addresses and pitches, no data.
-    EXPECT_EQ(copies[2].getDirection(), schema::CopyDirection::DEVICE_TO_DEVICE);
-    EXPECT_EQ(copies[2].getDst(), p + 5 * kPitch + 256);
-    EXPECT_EQ(copies[2].getSrc(), p + kPitch);
-    EXPECT_EQ(copies[2].getWidth(), 64u);
-    EXPECT_EQ(copies[2].getHeight(), 2u);
-    EXPECT_EQ(copies[2].getSrcPitch(), kPitch);
-    EXPECT_TRUE(copies[2].getIsAsync());
-    EXPECT_NE(copies[2].getStream(), 0u);
-    EXPECT_EQ(copies[2].getData().getSize(), 0u);
-    // From an array: unknown, no address on the array's side, no data.
-    EXPECT_EQ(copies[3].getDirection(), schema::CopyDirection::UNKNOWN);
-    EXPECT_EQ(copies[3].getDst(), p + 6 * kPitch + 448);
-    EXPECT_EQ(copies[3].getSrc(), 0u);
-    EXPECT_EQ(copies[3].getWidth(), 16u);
-    EXPECT_EQ(copies[3].getData().getSize(), 0u);
-    // To the host: no data.
-    EXPECT_EQ(copies[4].getDirection(), schema::CopyDirection::DEVICE_TO_HOST);
-    EXPECT_EQ(copies[4].getDst(), 0u);
-    EXPECT_EQ(copies[4].getSrc(), p);
-    EXPECT_EQ(copies[4].getSize(), 8 * kPitch);
-    EXPECT_EQ(copies[4].getData().getSize(), 0u);
+    return out;
+  };
+  // Host to device: dst at (12, 1), the host rows from (8, 1), packed.
+  std::vector<uint8_t> host(4 * 64);
+  for (size_t i = 0; i < host.size(); ++i) {
+    host[i] = static_cast<uint8_t>(i);
+  }
+  EXPECT_EQ(copies[0].getDirection(), schema::CopyDirection::HOST_TO_DEVICE);
+  EXPECT_EQ(copies[0].getDst(), p + kPitch + 12);
+  EXPECT_EQ(copies[0].getSrc(), 0u);
+  EXPECT_EQ(copies[0].getWidth(), 40u);
+  EXPECT_EQ(copies[0].getHeight(), 3u);
+  EXPECT_EQ(copies[0].getDstPitch(), kPitch);
+  EXPECT_EQ(copies[0].getSrcPitch(), 64u);
+  EXPECT_EQ(copies[0].getSize(), 120u);
+  EXPECT_EQ(copies[0].getDepth(), 0u);  // 2D: no slices
+  EXPECT_EQ(copies[0].getDstHeight(), 0u);
+  EXPECT_EQ(copies[0].getSrcHeight(), 0u);
+  EXPECT_FALSE(copies[0].getIsAsync());
+  EXPECT_EQ(trace.bytes(copies[0].getData()), packed(host, 64 + 8, 64, 40, 3));
+  // Unified on both sides: the recorder found pageable host memory to device.
+  std::vector<uint8_t> more(3 * 48);
+  for (size_t i = 0; i < more.size(); ++i) {
+    more[i] = static_cast<uint8_t>(200 + i % 50);
+  }
+  EXPECT_EQ(copies[1].getDirection(), schema::CopyDirection::HOST_TO_DEVICE);
+  EXPECT_EQ(copies[1].getDst(), p + 4 * kPitch);
+  EXPECT_EQ(copies[1].getSrcPitch(), 48u);
+  EXPECT_EQ(trace.bytes(copies[1].getData()), packed(more, 0, 48, 32, 3));
+  // Device to device, per-thread and async: addresses and pitches, no data.
+  EXPECT_EQ(copies[2].getDirection(), schema::CopyDirection::DEVICE_TO_DEVICE);
+  EXPECT_EQ(copies[2].getDst(), p + 5 * kPitch + 256);
+  EXPECT_EQ(copies[2].getSrc(), p + kPitch);
+  EXPECT_EQ(copies[2].getWidth(), 64u);
+  EXPECT_EQ(copies[2].getHeight(), 2u);
+  EXPECT_EQ(copies[2].getSrcPitch(), kPitch);
+  EXPECT_TRUE(copies[2].getIsAsync());
+  EXPECT_NE(copies[2].getStream(), 0u);
+  EXPECT_EQ(copies[2].getData().getSize(), 0u);
+  // From an array: unknown, no address on the array's side, no data.
+  EXPECT_EQ(copies[3].getDirection(), schema::CopyDirection::UNKNOWN);
+  EXPECT_EQ(copies[3].getDst(), p + 6 * kPitch + 448);
+  EXPECT_EQ(copies[3].getSrc(), 0u);
+  EXPECT_EQ(copies[3].getWidth(), 16u);
+  EXPECT_EQ(copies[3].getData().getSize(), 0u);
+  // To the host: no data.
+  EXPECT_EQ(copies[4].getDirection(), schema::CopyDirection::DEVICE_TO_HOST);
+  EXPECT_EQ(copies[4].getDst(), 0u);
+  EXPECT_EQ(copies[4].getSrc(), p);
+  EXPECT_EQ(copies[4].getSize(), 8 * kPitch);
+  EXPECT_EQ(copies[4].getData().getSize(), 0u);
 
-    std::vector<schema::Memset::Reader> sets;
-    for (const auto& e : trace.of(Event::MEMSET)) {
-        if (e.getMemset().getPitch() != 0) {
-            sets.push_back(e.getMemset());
-        }
+  std::vector<schema::Memset::Reader> sets;
+  for (const auto& e : trace.of(Event::MEMSET)) {
+    if (e.getMemset().getPitch() != 0) {
+      sets.push_back(e.getMemset());
     }
-    ASSERT_EQ(sets.size(), 3u);
-    EXPECT_EQ(sets[0].getDst(), p + 7 * kPitch);
-    EXPECT_EQ(sets[0].getElementSize(), 4u);
-    EXPECT_EQ(sets[0].getCount(), 64u);
-    EXPECT_EQ(sets[0].getHeight(), 1u);
-    EXPECT_EQ(sets[0].getValue(), 0x3f800000u);
-    EXPECT_EQ(sets[1].getDst(), p + 2 * kPitch + 300);
-    EXPECT_EQ(sets[1].getElementSize(), 1u);
-    EXPECT_EQ(sets[1].getCount(), 20u);
-    EXPECT_EQ(sets[1].getHeight(), 3u);
-    EXPECT_EQ(sets[1].getPitch(), kPitch);
-    EXPECT_EQ(sets[1].getValue(), 0xABu);
-    EXPECT_EQ(sets[2].getElementSize(), 2u);
-    EXPECT_EQ(sets[2].getHeight(), 2u);
-    EXPECT_TRUE(sets[2].getIsAsync());
-    EXPECT_EQ(sets[2].getValue(), 0x3c00u);
-    for (const auto& e : trace.of(Event::MEMSET)) {
-        if (e.getMemset().getPitch() == 0) {
-            EXPECT_EQ(e.getMemset().getHeight(), 1u);  // 1D
-        }
+  }
+  ASSERT_EQ(sets.size(), 3u);
+  EXPECT_EQ(sets[0].getDst(), p + 7 * kPitch);
+  EXPECT_EQ(sets[0].getElementSize(), 4u);
+  EXPECT_EQ(sets[0].getCount(), 64u);
+  EXPECT_EQ(sets[0].getHeight(), 1u);
+  EXPECT_EQ(sets[0].getValue(), 0x3f800000u);
+  EXPECT_EQ(sets[1].getDst(), p + 2 * kPitch + 300);
+  EXPECT_EQ(sets[1].getElementSize(), 1u);
+  EXPECT_EQ(sets[1].getCount(), 20u);
+  EXPECT_EQ(sets[1].getHeight(), 3u);
+  EXPECT_EQ(sets[1].getPitch(), kPitch);
+  EXPECT_EQ(sets[1].getValue(), 0xABu);
+  EXPECT_EQ(sets[2].getElementSize(), 2u);
+  EXPECT_EQ(sets[2].getHeight(), 2u);
+  EXPECT_TRUE(sets[2].getIsAsync());
+  EXPECT_EQ(sets[2].getValue(), 0x3c00u);
+  for (const auto& e : trace.of(Event::MEMSET)) {
+    if (e.getMemset().getPitch() == 0) {
+      EXPECT_EQ(e.getMemset().getHeight(), 1u);  // 1D
     }
+  }
 
-    // What axpy found in p afterwards: each of them where the program put it.
-    const auto launches = trace.launches();
-    ASSERT_EQ(launches.size(), 1u);
-    const auto range = rangeAt(launches[0].getPre(), p);
-    ASSERT_TRUE(range.has_value());
-    const std::vector<uint8_t> bytes = trace.bytes(range->getContent());
-    ASSERT_EQ(bytes.size(), 8 * kPitch);
-    EXPECT_EQ(bytes[kPitch + 12], 72);            // host row 1, byte 8
-    EXPECT_EQ(bytes[4 * kPitch + 1], 201);        // unified
-    EXPECT_EQ(bytes[5 * kPitch + 256 + 12], 72);  // device to device, from row 1
-    EXPECT_EQ(bytes[2 * kPitch + 300], 0xAB);
-    EXPECT_EQ(bytes[2 * kPitch + 320], 0);
-    EXPECT_EQ(at<float>(capnp::Data::Reader(bytes.data(), bytes.size()), 7 * kPitch), 1.0f);
+  // What axpy found in p afterwards: each of them where the program put it.
+  const auto launches = trace.launches();
+  ASSERT_EQ(launches.size(), 1u);
+  const auto range = rangeAt(launches[0].getPre(), p);
+  ASSERT_TRUE(range.has_value());
+  const std::vector<uint8_t> bytes = trace.bytes(range->getContent());
+  ASSERT_EQ(bytes.size(), 8 * kPitch);
+  EXPECT_EQ(bytes[kPitch + 12], 72);            // host row 1, byte 8
+  EXPECT_EQ(bytes[4 * kPitch + 1], 201);        // unified
+  EXPECT_EQ(bytes[5 * kPitch + 256 + 12], 72);  // device to device, from row 1
+  EXPECT_EQ(bytes[2 * kPitch + 300], 0xAB);
+  EXPECT_EQ(bytes[2 * kPitch + 320], 0);
+  EXPECT_EQ(at<float>(capnp::Data::Reader(bytes.data(), bytes.size()), 7 * kPitch), 1.0f);
 
-    // Metadata mode keeps the rows' shape, not their bytes.
-    const std::string metadata = dir.file("pitched-metadata.kcap");
-    expectClean(recorded(scenarioProgram(), {"pitched"}, {{"KCAP_OUTPUT", metadata}, {"KCAP_MODE", "metadata"}}));
-    Trace shape(metadata);
-    size_t shaped = 0;
-    for (const auto& e : shape.of(Event::MEMCPY)) {
-        EXPECT_EQ(e.getMemcpy().getData().getSize(), 0u);
-        shaped += e.getMemcpy().getWidth() != 0 && e.getMemcpy().getSrcPitch() == 64 ? 1 : 0;
-    }
-    EXPECT_EQ(shaped, 1u);
+  // Metadata mode keeps the rows' shape, not their bytes.
+  const std::string metadata = dir.file("pitched-metadata.kcap");
+  expectClean(recorded(scenarioProgram(), {"pitched"}, {{"KCAP_OUTPUT", metadata}, {"KCAP_MODE", "metadata"}}));
+  Trace shape(metadata);
+  size_t shaped = 0;
+  for (const auto& e : shape.of(Event::MEMCPY)) {
+    EXPECT_EQ(e.getMemcpy().getData().getSize(), 0u);
+    shaped += e.getMemcpy().getWidth() != 0 && e.getMemcpy().getSrcPitch() == 64 ? 1 : 0;
+  }
+  EXPECT_EQ(shaped, 1u);
 }
 
 // ---- tensor map encodes -----------------------------------------------------------------------
 
 template <class List>
-std::vector<int64_t> listOf(List list)
-{
-    std::vector<int64_t> out;
-    for (const auto v : list) {
-        out.push_back(static_cast<int64_t>(v));
-    }
-    return out;
+std::vector<int64_t> listOf(List list) {
+  std::vector<int64_t> out;
+  for (const auto v : list) {
+    out.push_back(static_cast<int64_t>(v));
+  }
+  return out;
 }
 
-TEST(Record, TensorMapEncodesKeepTheirArgumentsAndTheMapTheyMade)
-{
-    kcap::test::TempDir dir("kcap-record");
-    const std::string path = dir.file("tensor-map.kcap");
-    const Outcome plain = plainRun(scenarioProgram(), {"tensor-map"});
-    const Outcome shimmed = recorded(scenarioProgram(), {"tensor-map"}, {{"KCAP_OUTPUT", path}});
-    expectClean(plain);
-    expectClean(shimmed);
-    EXPECT_EQ(shimmed.out, plain.out);
-    EXPECT_NE(plain.out.find("result tensor-map out[10] 20.0"), std::string::npos) << plain.out;
-    expectChecks(path);
-    Trace trace(path);
+TEST(Record, TensorMapEncodesKeepTheirArgumentsAndTheMapTheyMade) {
+  kcap::test::TempDir dir("kcap-record");
+  const std::string path = dir.file("tensor-map.kcap");
+  const Outcome plain = plainRun(scenarioProgram(), {"tensor-map"});
+  const Outcome shimmed = recorded(scenarioProgram(), {"tensor-map"}, {{"KCAP_OUTPUT", path}});
+  expectClean(plain);
+  expectClean(shimmed);
+  EXPECT_EQ(shimmed.out, plain.out);
+  EXPECT_NE(plain.out.find("result tensor-map out[10] 20.0"), std::string::npos) << plain.out;
+  expectChecks(path);
+  Trace trace(path);
 
-    uint64_t src = 0;
-    for (const auto& e : trace.of(Event::ALLOC)) {
-        if (src == 0) {
-            src = e.getAlloc().getAddress();  // the first allocation: src
-        }
+  uint64_t src = 0;
+  for (const auto& e : trace.of(Event::ALLOC)) {
+    if (src == 0) {
+      src = e.getAlloc().getAddress();  // the first allocation: src
     }
-    ASSERT_NE(src, 0u);
-    const auto encodes = trace.of(Event::TENSOR_MAP_ENCODE);
-    ASSERT_EQ(encodes.size(), 4u);
+  }
+  ASSERT_NE(src, 0u);
+  const auto encodes = trace.of(Event::TENSOR_MAP_ENCODE);
+  ASSERT_EQ(encodes.size(), 4u);
 
-    // The failed one, before any context: arguments, its error, no map.
-    const auto failed = encodes[0].getTensorMapEncode();
-    EXPECT_NE(encodes[0].getThreadId(), 0u);
-    EXPECT_EQ(failed.getApi(), schema::TensorMapApi::TILED);
-    EXPECT_EQ(failed.getDataType(), static_cast<int32_t>(CU_TENSOR_MAP_DATA_TYPE_FLOAT32));
-    EXPECT_EQ(failed.getRank(), 2u);
-    EXPECT_EQ(failed.getGlobalAddress(), 0x1008u);
-    EXPECT_EQ(listOf(failed.getGlobalDim()), (std::vector<int64_t>{64, 16}));
-    EXPECT_EQ(failed.getResult(), static_cast<int32_t>(CUDA_ERROR_INVALID_VALUE));
-    EXPECT_EQ(failed.getMap().size(), 0u);
-    const auto errors = trace.of(Event::API_ERROR);
-    ASSERT_EQ(errors.size(), 1u);
-    EXPECT_EQ(std::string(errors[0].getApiError().getFunction().cStr()), "cuTensorMapEncodeTiled");
-    EXPECT_LT(encodes[0].getSeq(), trace.of(Event::ALLOC).at(0).getSeq());
+  // The failed one, before any context: arguments, its error, no map.
+  const auto failed = encodes[0].getTensorMapEncode();
+  EXPECT_NE(encodes[0].getThreadId(), 0u);
+  EXPECT_EQ(failed.getApi(), schema::TensorMapApi::TILED);
+  EXPECT_EQ(failed.getDataType(), static_cast<int32_t>(CU_TENSOR_MAP_DATA_TYPE_FLOAT32));
+  EXPECT_EQ(failed.getRank(), 2u);
+  EXPECT_EQ(failed.getGlobalAddress(), 0x1008u);
+  EXPECT_EQ(listOf(failed.getGlobalDim()), (std::vector<int64_t>{64, 16}));
+  EXPECT_EQ(failed.getResult(), static_cast<int32_t>(CUDA_ERROR_INVALID_VALUE));
+  EXPECT_EQ(failed.getMap().size(), 0u);
+  const auto errors = trace.of(Event::API_ERROR);
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(std::string(errors[0].getApiError().getFunction().cStr()), "cuTensorMapEncodeTiled");
+  EXPECT_LT(encodes[0].getSeq(), trace.of(Event::ALLOC).at(0).getSeq());
 
-    // The tiled map the launch takes: every argument, and the 128 bytes.
-    const auto tiled = encodes[1].getTensorMapEncode();
-    EXPECT_EQ(tiled.getApi(), schema::TensorMapApi::TILED);
-    EXPECT_EQ(tiled.getDataType(), static_cast<int32_t>(CU_TENSOR_MAP_DATA_TYPE_FLOAT32));
-    EXPECT_EQ(tiled.getRank(), 2u);
-    EXPECT_EQ(tiled.getGlobalAddress(), src);
-    EXPECT_EQ(listOf(tiled.getGlobalDim()), (std::vector<int64_t>{64, 16}));
-    EXPECT_EQ(listOf(tiled.getGlobalStrides()), (std::vector<int64_t>{256}));
-    EXPECT_EQ(listOf(tiled.getBoxDim()), (std::vector<int64_t>{32, 8}));
-    EXPECT_EQ(listOf(tiled.getElementStrides()), (std::vector<int64_t>{1, 1}));
-    EXPECT_EQ(tiled.getPixelBoxLowerCorner().size(), 0u);
-    EXPECT_EQ(tiled.getPixelBoxUpperCorner().size(), 0u);
-    EXPECT_EQ(tiled.getChannelsPerPixel(), 0u);
-    EXPECT_EQ(tiled.getPixelsPerColumn(), 0u);
-    EXPECT_EQ(tiled.getInterleave(), static_cast<int32_t>(CU_TENSOR_MAP_INTERLEAVE_NONE));
-    EXPECT_EQ(tiled.getSwizzle(), static_cast<int32_t>(CU_TENSOR_MAP_SWIZZLE_128B));
-    EXPECT_EQ(tiled.getL2Promotion(), static_cast<int32_t>(CU_TENSOR_MAP_L2_PROMOTION_L2_128B));
-    EXPECT_EQ(tiled.getOobFill(), static_cast<int32_t>(CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
-    EXPECT_EQ(tiled.getIm2colWideMode(), 0);
-    EXPECT_EQ(tiled.getResult(), 0);
-    ASSERT_EQ(tiled.getMap().size(), 128u);
-    EXPECT_EQ(at<uint64_t>(tiled.getMap(), 0), src);  // the double's layout: the address first
-    const auto launches = trace.launches();
-    ASSERT_EQ(launches.size(), 1u);
-    const auto launch = launches[0];
-    EXPECT_EQ(std::string(launch.getKernelName().cStr()), "tma_scale");
-    ASSERT_GE(launch.getParams().size(), 128u);
-    EXPECT_EQ(std::vector<uint8_t>(launch.getParams().begin(), launch.getParams().begin() + 128),
-              std::vector<uint8_t>(tiled.getMap().begin(), tiled.getMap().end()));
-    ASSERT_GE(launch.getPointers().size(), 1u);
-    EXPECT_EQ(launch.getPointers()[0].getOffset(), 0u);
-    EXPECT_TRUE(launch.getPointers()[0].getInTensorMap());
-    EXPECT_LT(encodes[1].getSeq(), trace.of(Event::LAUNCH).at(0).getSeq());
+  // The tiled map the launch takes: every argument, and the 128 bytes.
+  const auto tiled = encodes[1].getTensorMapEncode();
+  EXPECT_EQ(tiled.getApi(), schema::TensorMapApi::TILED);
+  EXPECT_EQ(tiled.getDataType(), static_cast<int32_t>(CU_TENSOR_MAP_DATA_TYPE_FLOAT32));
+  EXPECT_EQ(tiled.getRank(), 2u);
+  EXPECT_EQ(tiled.getGlobalAddress(), src);
+  EXPECT_EQ(listOf(tiled.getGlobalDim()), (std::vector<int64_t>{64, 16}));
+  EXPECT_EQ(listOf(tiled.getGlobalStrides()), (std::vector<int64_t>{256}));
+  EXPECT_EQ(listOf(tiled.getBoxDim()), (std::vector<int64_t>{32, 8}));
+  EXPECT_EQ(listOf(tiled.getElementStrides()), (std::vector<int64_t>{1, 1}));
+  EXPECT_EQ(tiled.getPixelBoxLowerCorner().size(), 0u);
+  EXPECT_EQ(tiled.getPixelBoxUpperCorner().size(), 0u);
+  EXPECT_EQ(tiled.getChannelsPerPixel(), 0u);
+  EXPECT_EQ(tiled.getPixelsPerColumn(), 0u);
+  EXPECT_EQ(tiled.getInterleave(), static_cast<int32_t>(CU_TENSOR_MAP_INTERLEAVE_NONE));
+  EXPECT_EQ(tiled.getSwizzle(), static_cast<int32_t>(CU_TENSOR_MAP_SWIZZLE_128B));
+  EXPECT_EQ(tiled.getL2Promotion(), static_cast<int32_t>(CU_TENSOR_MAP_L2_PROMOTION_L2_128B));
+  EXPECT_EQ(tiled.getOobFill(), static_cast<int32_t>(CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
+  EXPECT_EQ(tiled.getIm2colWideMode(), 0);
+  EXPECT_EQ(tiled.getResult(), 0);
+  ASSERT_EQ(tiled.getMap().size(), 128u);
+  EXPECT_EQ(at<uint64_t>(tiled.getMap(), 0), src);  // the double's layout: the address first
+  const auto launches = trace.launches();
+  ASSERT_EQ(launches.size(), 1u);
+  const auto launch = launches[0];
+  EXPECT_EQ(std::string(launch.getKernelName().cStr()), "tma_scale");
+  ASSERT_GE(launch.getParams().size(), 128u);
+  EXPECT_EQ(std::vector<uint8_t>(launch.getParams().begin(), launch.getParams().begin() + 128),
+            std::vector<uint8_t>(tiled.getMap().begin(), tiled.getMap().end()));
+  ASSERT_GE(launch.getPointers().size(), 1u);
+  EXPECT_EQ(launch.getPointers()[0].getOffset(), 0u);
+  EXPECT_TRUE(launch.getPointers()[0].getInTensorMap());
+  EXPECT_LT(encodes[1].getSeq(), trace.of(Event::LAUNCH).at(0).getSeq());
 
-    // im2col: the pixel box corners, channels and pixels.
-    const auto im2col = encodes[2].getTensorMapEncode();
-    EXPECT_EQ(im2col.getApi(), schema::TensorMapApi::IM2COL);
-    EXPECT_EQ(im2col.getRank(), 3u);
-    EXPECT_EQ(im2col.getGlobalAddress(), src);
-    EXPECT_EQ(listOf(im2col.getGlobalDim()), (std::vector<int64_t>{4, 16, 16}));
-    EXPECT_EQ(listOf(im2col.getGlobalStrides()), (std::vector<int64_t>{16, 256}));
-    EXPECT_EQ(im2col.getBoxDim().size(), 0u);
-    EXPECT_EQ(listOf(im2col.getElementStrides()), (std::vector<int64_t>{1, 1, 1}));
-    EXPECT_EQ(listOf(im2col.getPixelBoxLowerCorner()), (std::vector<int64_t>{-1}));
-    EXPECT_EQ(listOf(im2col.getPixelBoxUpperCorner()), (std::vector<int64_t>{1}));
-    EXPECT_EQ(im2col.getChannelsPerPixel(), 4u);
-    EXPECT_EQ(im2col.getPixelsPerColumn(), 8u);
-    EXPECT_EQ(im2col.getSwizzle(), static_cast<int32_t>(CU_TENSOR_MAP_SWIZZLE_NONE));
-    EXPECT_EQ(im2col.getOobFill(), static_cast<int32_t>(CU_TENSOR_MAP_FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA));
-    EXPECT_EQ(im2col.getMap().size(), 128u);
-    EXPECT_NE(std::vector<uint8_t>(im2col.getMap().begin(), im2col.getMap().end()),
-              std::vector<uint8_t>(tiled.getMap().begin(), tiled.getMap().end()));
+  // im2col: the pixel box corners, channels and pixels.
+  const auto im2col = encodes[2].getTensorMapEncode();
+  EXPECT_EQ(im2col.getApi(), schema::TensorMapApi::IM2COL);
+  EXPECT_EQ(im2col.getRank(), 3u);
+  EXPECT_EQ(im2col.getGlobalAddress(), src);
+  EXPECT_EQ(listOf(im2col.getGlobalDim()), (std::vector<int64_t>{4, 16, 16}));
+  EXPECT_EQ(listOf(im2col.getGlobalStrides()), (std::vector<int64_t>{16, 256}));
+  EXPECT_EQ(im2col.getBoxDim().size(), 0u);
+  EXPECT_EQ(listOf(im2col.getElementStrides()), (std::vector<int64_t>{1, 1, 1}));
+  EXPECT_EQ(listOf(im2col.getPixelBoxLowerCorner()), (std::vector<int64_t>{-1}));
+  EXPECT_EQ(listOf(im2col.getPixelBoxUpperCorner()), (std::vector<int64_t>{1}));
+  EXPECT_EQ(im2col.getChannelsPerPixel(), 4u);
+  EXPECT_EQ(im2col.getPixelsPerColumn(), 8u);
+  EXPECT_EQ(im2col.getSwizzle(), static_cast<int32_t>(CU_TENSOR_MAP_SWIZZLE_NONE));
+  EXPECT_EQ(im2col.getOobFill(), static_cast<int32_t>(CU_TENSOR_MAP_FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA));
+  EXPECT_EQ(im2col.getMap().size(), 128u);
+  EXPECT_NE(std::vector<uint8_t>(im2col.getMap().begin(), im2col.getMap().end()),
+            std::vector<uint8_t>(tiled.getMap().begin(), tiled.getMap().end()));
 
-    // im2colWide: the W corners and the mode.
-    const auto wide = encodes[3].getTensorMapEncode();
-    EXPECT_EQ(wide.getApi(), schema::TensorMapApi::IM2COL_WIDE);
-    EXPECT_EQ(wide.getDataType(), static_cast<int32_t>(CU_TENSOR_MAP_DATA_TYPE_FLOAT16));
-    EXPECT_EQ(wide.getPixelBoxLowerCornerWidth(), -2);
-    EXPECT_EQ(wide.getPixelBoxUpperCornerWidth(), 2);
-    EXPECT_EQ(wide.getPixelBoxLowerCorner().size(), 0u);
-    EXPECT_EQ(wide.getChannelsPerPixel(), 4u);
-    EXPECT_EQ(wide.getPixelsPerColumn(), 16u);
-    EXPECT_EQ(wide.getIm2colWideMode(), static_cast<int32_t>(CU_TENSOR_MAP_IM2COL_WIDE_MODE_W128));
-    EXPECT_EQ(wide.getSwizzle(), static_cast<int32_t>(CU_TENSOR_MAP_SWIZZLE_64B));
-    EXPECT_EQ(wide.getL2Promotion(), static_cast<int32_t>(CU_TENSOR_MAP_L2_PROMOTION_L2_256B));
-    EXPECT_EQ(wide.getMap().size(), 128u);
+  // im2colWide: the W corners and the mode.
+  const auto wide = encodes[3].getTensorMapEncode();
+  EXPECT_EQ(wide.getApi(), schema::TensorMapApi::IM2COL_WIDE);
+  EXPECT_EQ(wide.getDataType(), static_cast<int32_t>(CU_TENSOR_MAP_DATA_TYPE_FLOAT16));
+  EXPECT_EQ(wide.getPixelBoxLowerCornerWidth(), -2);
+  EXPECT_EQ(wide.getPixelBoxUpperCornerWidth(), 2);
+  EXPECT_EQ(wide.getPixelBoxLowerCorner().size(), 0u);
+  EXPECT_EQ(wide.getChannelsPerPixel(), 4u);
+  EXPECT_EQ(wide.getPixelsPerColumn(), 16u);
+  EXPECT_EQ(wide.getIm2colWideMode(), static_cast<int32_t>(CU_TENSOR_MAP_IM2COL_WIDE_MODE_W128));
+  EXPECT_EQ(wide.getSwizzle(), static_cast<int32_t>(CU_TENSOR_MAP_SWIZZLE_64B));
+  EXPECT_EQ(wide.getL2Promotion(), static_cast<int32_t>(CU_TENSOR_MAP_L2_PROMOTION_L2_256B));
+  EXPECT_EQ(wide.getMap().size(), 128u);
 
-    // kcap dump: the encodes readably, and which encode made the launch's map.
-    const Outcome dump = run({kcapBinary(), {"dump", path}, {}, false});
-    EXPECT_EQ(dump.exitCode, 0) << dump.describe();
-    char global[32];
-    std::snprintf(global, sizeof global, "0x%llx", static_cast<unsigned long long>(src));
-    EXPECT_NE(dump.out.find("tensorMapEncode   tiled f32 rank 2 global 0x1008 dims [64, 16] strides [256] box [32, "
-                            "8] elementStrides [1, 1] interleave none swizzle 128B l2 128B oobFill none result=1\n"),
-              std::string::npos)
-        << dump.out;
-    EXPECT_NE(dump.out.find(std::string("tiled f32 rank 2 global ") + global +
-                            " dims [64, 16] strides [256] box [32, 8] elementStrides [1, 1] interleave none "
-                            "swizzle 128B l2 128B oobFill none map=128B\n"),
-              std::string::npos)
-        << dump.out;
-    EXPECT_NE(dump.out.find(std::string("im2col f32 rank 3 global ") + global +
-                            " dims [4, 16, 16] strides [16, 256] elementStrides [1, 1, 1] lowerCorner [-1] "
-                            "upperCorner [1] channels 4 pixels 8 interleave none swizzle none l2 none oobFill "
-                            "nanRequestZeroFma map=128B\n"),
-              std::string::npos)
-        << dump.out;
-    EXPECT_NE(dump.out.find("im2colWide f16 rank 3 global " + std::string(global) +
-                            " dims [4, 16, 16] strides [16, 256] elementStrides [1, 1, 1] lowerCornerW -2 "
-                            "upperCornerW 2 mode W128 channels 4 pixels 16 interleave none swizzle 64B l2 256B "
-                            "oobFill none map=128B\n"),
-              std::string::npos)
-        << dump.out;
-    EXPECT_NE(dump.out.find("ptrs=[0:" + std::string(global) + "(tensorMap encode #" +
-                            std::to_string(encodes[1].getSeq()) + ")"),
-              std::string::npos)
-        << dump.out;
-    const Outcome json = run({kcapBinary(), {"dump", path, "--json", "--type", "tensorMapEncode"}, {}, false});
-    EXPECT_EQ(json.exitCode, 0) << json.describe();
-    EXPECT_NE(json.out.find("\"tensorMapEncode\":{\"api\":\"tiled\""), std::string::npos) << json.out;
-    EXPECT_NE(json.out.find("\"pixelBoxLowerCorner\":[-1]"), std::string::npos) << json.out;
+  // kcap dump: the encodes readably, and which encode made the launch's map.
+  const Outcome dump = run({kcapBinary(), {"dump", path}, {}, false});
+  EXPECT_EQ(dump.exitCode, 0) << dump.describe();
+  char global[32];
+  std::snprintf(global, sizeof global, "0x%llx", static_cast<unsigned long long>(src));
+  EXPECT_NE(dump.out.find("tensorMapEncode   tiled f32 rank 2 global 0x1008 dims [64, 16] strides [256] box [32, "
+                          "8] elementStrides [1, 1] interleave none swizzle 128B l2 128B oobFill none result=1\n"),
+            std::string::npos)
+      << dump.out;
+  EXPECT_NE(dump.out.find(std::string("tiled f32 rank 2 global ") + global +
+                          " dims [64, 16] strides [256] box [32, 8] elementStrides [1, 1] interleave none "
+                          "swizzle 128B l2 128B oobFill none map=128B\n"),
+            std::string::npos)
+      << dump.out;
+  EXPECT_NE(dump.out.find(std::string("im2col f32 rank 3 global ") + global +
+                          " dims [4, 16, 16] strides [16, 256] elementStrides [1, 1, 1] lowerCorner [-1] "
+                          "upperCorner [1] channels 4 pixels 8 interleave none swizzle none l2 none oobFill "
+                          "nanRequestZeroFma map=128B\n"),
+            std::string::npos)
+      << dump.out;
+  EXPECT_NE(dump.out.find("im2colWide f16 rank 3 global " + std::string(global) +
+                          " dims [4, 16, 16] strides [16, 256] elementStrides [1, 1, 1] lowerCornerW -2 "
+                          "upperCornerW 2 mode W128 channels 4 pixels 16 interleave none swizzle 64B l2 256B "
+                          "oobFill none map=128B\n"),
+            std::string::npos)
+      << dump.out;
+  EXPECT_NE(dump.out.find("ptrs=[0:" + std::string(global) + "(tensorMap encode #" +
+                          std::to_string(encodes[1].getSeq()) + ")"),
+            std::string::npos)
+      << dump.out;
+  const Outcome json = run({kcapBinary(), {"dump", path, "--json", "--type", "tensorMapEncode"}, {}, false});
+  EXPECT_EQ(json.exitCode, 0) << json.describe();
+  EXPECT_NE(json.out.find("\"tensorMapEncode\":{\"api\":\"tiled\""), std::string::npos) << json.out;
+  EXPECT_NE(json.out.find("\"pixelBoxLowerCorner\":[-1]"), std::string::npos) << json.out;
 
-    // Metadata mode records them all the same (small, and what a user reads).
-    const std::string metadata = dir.file("tensor-map-metadata.kcap");
-    expectClean(recorded(scenarioProgram(), {"tensor-map"}, {{"KCAP_OUTPUT", metadata}, {"KCAP_MODE", "metadata"}}));
-    Trace shape(metadata);
-    const auto recordedAgain = shape.of(Event::TENSOR_MAP_ENCODE);
-    ASSERT_EQ(recordedAgain.size(), 4u);
-    EXPECT_EQ(recordedAgain[1].getTensorMapEncode().getMap().size(), 128u);
-    EXPECT_EQ(listOf(recordedAgain[1].getTensorMapEncode().getBoxDim()), (std::vector<int64_t>{32, 8}));
+  // Metadata mode records them all the same (small, and what a user reads).
+  const std::string metadata = dir.file("tensor-map-metadata.kcap");
+  expectClean(recorded(scenarioProgram(), {"tensor-map"}, {{"KCAP_OUTPUT", metadata}, {"KCAP_MODE", "metadata"}}));
+  Trace shape(metadata);
+  const auto recordedAgain = shape.of(Event::TENSOR_MAP_ENCODE);
+  ASSERT_EQ(recordedAgain.size(), 4u);
+  EXPECT_EQ(recordedAgain[1].getTensorMapEncode().getMap().size(), 128u);
+  EXPECT_EQ(listOf(recordedAgain[1].getTensorMapEncode().getBoxDim()), (std::vector<int64_t>{32, 8}));
 }
 
 // ---- 3D copies -------------------------------------------------------------------------------
 
-TEST(Record, ThreeDimensionalCopiesKeepTheirSlicesRowsAndPitches)
-{
-    kcap::test::TempDir dir("kcap-record");
-    const std::string path = dir.file("volume.kcap");
-    const Outcome plain = plainRun(scenarioProgram(), {"volume"});
-    const Outcome shimmed = recorded(scenarioProgram(), {"volume"}, {{"KCAP_OUTPUT", path}});
-    expectClean(plain);
-    expectClean(shimmed);
-    EXPECT_EQ(shimmed.out, plain.out);
-    expectChecks(path);
-    Trace trace(path);
-    EXPECT_TRUE(trace.of(Event::API_ERROR).empty());
+TEST(Record, ThreeDimensionalCopiesKeepTheirSlicesRowsAndPitches) {
+  kcap::test::TempDir dir("kcap-record");
+  const std::string path = dir.file("volume.kcap");
+  const Outcome plain = plainRun(scenarioProgram(), {"volume"});
+  const Outcome shimmed = recorded(scenarioProgram(), {"volume"}, {{"KCAP_OUTPUT", path}});
+  expectClean(plain);
+  expectClean(shimmed);
+  EXPECT_EQ(shimmed.out, plain.out);
+  expectChecks(path);
+  Trace trace(path);
+  EXPECT_TRUE(trace.of(Event::API_ERROR).empty());
 
-    constexpr uint64_t kPitch = 512, kSliceRows = 4, kSlice = kSliceRows * kPitch;
-    uint64_t v = 0;
-    for (const auto& e : trace.of(Event::ALLOC)) {
-        if (e.getAlloc().getKind() == schema::AllocKind::MEM_ALLOC_PITCH) {
-            v = e.getAlloc().getAddress();
-            EXPECT_EQ(e.getAlloc().getSize(), 2 * kSlice);
-        }
+  constexpr uint64_t kPitch = 512, kSliceRows = 4, kSlice = kSliceRows * kPitch;
+  uint64_t v = 0;
+  for (const auto& e : trace.of(Event::ALLOC)) {
+    if (e.getAlloc().getKind() == schema::AllocKind::MEM_ALLOC_PITCH) {
+      v = e.getAlloc().getAddress();
+      EXPECT_EQ(e.getAlloc().getSize(), 2 * kSlice);
     }
-    ASSERT_NE(v, 0u);
-    const auto at = [&](uint64_t x, uint64_t y, uint64_t z) { return (z * kSliceRows + y) * kPitch + x; };
-    std::vector<schema::Memcpy::Reader> copies;
-    for (const auto& e : trace.of(Event::MEMCPY)) {
-        if (e.getMemcpy().getWidth() != 0) {
-            copies.push_back(e.getMemcpy());
-        }
+  }
+  ASSERT_NE(v, 0u);
+  const auto at = [&](uint64_t x, uint64_t y, uint64_t z) { return (z * kSliceRows + y) * kPitch + x; };
+  std::vector<schema::Memcpy::Reader> copies;
+  for (const auto& e : trace.of(Event::MEMCPY)) {
+    if (e.getMemcpy().getWidth() != 0) {
+      copies.push_back(e.getMemcpy());
     }
-    ASSERT_EQ(copies.size(), 7u);
-    // Rows of `width` bytes, slice after slice, from a volume laid out by
-    // pitch and slice height, starting at `first`.
-    const auto packed = [](const std::vector<uint8_t>& from, size_t first, size_t pitch, size_t sliceRows,
-                           size_t width, size_t rows, size_t slices) {
-        std::vector<uint8_t> out;
-        for (size_t z = 0; z < slices; ++z) {
-            for (size_t y = 0; y < rows; ++y) {
-                const size_t start = first + (z * sliceRows + y) * pitch;
-                out.insert(out.end(), from.begin() + static_cast<std::ptrdiff_t>(start),
-                           from.begin() + static_cast<std::ptrdiff_t>(start + width));
-            }
-        }
-        return out;
-    };
+  }
+  ASSERT_EQ(copies.size(), 7u);
+  // Rows of `width` bytes, slice after slice, from a volume laid out by
+  // pitch and slice height, starting at `first`.
+  const auto packed = [](const std::vector<uint8_t>& from, size_t first, size_t pitch, size_t sliceRows, size_t width,
+                         size_t rows, size_t slices) {
+    std::vector<uint8_t> out;
+    for (size_t z = 0; z < slices; ++z) {
+      for (size_t y = 0; y < rows; ++y) {
+        const size_t start = first + (z * sliceRows + y) * pitch;
+        out.insert(out.end(), from.begin() + static_cast<std::ptrdiff_t>(start),
+                   from.begin() + static_cast<std::ptrdiff_t>(start + width));
+      }
+    }
+    return out;
+  };
 
-    // Host to device (cuMemcpy3D): dst at (12, 1, 0), the host rows from
-    // (8, 1, 1) of slices of 5 rows 64 bytes apart, packed.
-    std::vector<uint8_t> host(3 * 5 * 64);
-    for (size_t i = 0; i < host.size(); ++i) {
-        host[i] = static_cast<uint8_t>(i * 7);
-    }
-    EXPECT_EQ(copies[0].getDirection(), schema::CopyDirection::HOST_TO_DEVICE);
-    EXPECT_EQ(copies[0].getDst(), v + at(12, 1, 0));
-    EXPECT_EQ(copies[0].getSrc(), 0u);
-    EXPECT_EQ(copies[0].getWidth(), 40u);
-    EXPECT_EQ(copies[0].getHeight(), 3u);
-    EXPECT_EQ(copies[0].getDepth(), 2u);
-    EXPECT_EQ(copies[0].getDstPitch(), kPitch);
-    EXPECT_EQ(copies[0].getDstHeight(), kSliceRows);
-    EXPECT_EQ(copies[0].getSrcPitch(), 64u);
-    EXPECT_EQ(copies[0].getSrcHeight(), 5u);
-    EXPECT_EQ(copies[0].getSize(), 240u);
-    EXPECT_FALSE(copies[0].getIsAsync());
-    EXPECT_EQ(trace.bytes(copies[0].getData()), packed(host, (5 + 1) * 64 + 8, 64, 5, 40, 3, 2));
-    // From a host volume already packed (cuMemcpy3DAsync): its bytes as they are.
-    std::vector<uint8_t> dense(64);
-    for (size_t i = 0; i < dense.size(); ++i) {
-        dense[i] = static_cast<uint8_t>(100 + i);
-    }
-    EXPECT_EQ(copies[1].getDirection(), schema::CopyDirection::HOST_TO_DEVICE);
-    EXPECT_EQ(copies[1].getDst(), v + 300);
-    EXPECT_EQ(copies[1].getWidth(), 16u);
-    EXPECT_EQ(copies[1].getSrcPitch(), 16u);
-    EXPECT_EQ(copies[1].getSrcHeight(), 2u);
-    EXPECT_TRUE(copies[1].getIsAsync());
-    EXPECT_NE(copies[1].getStream(), 0u);
-    EXPECT_EQ(trace.bytes(copies[1].getData()), dense);
-    // Unified on both sides, slices of one row: the recorder found pageable
-    // host memory to device; the rows 96 bytes apart, packed.
-    std::vector<uint8_t> more(2 * 2 * 48);
-    for (size_t i = 0; i < more.size(); ++i) {
-        more[i] = static_cast<uint8_t>(200 + i % 50);
-    }
-    EXPECT_EQ(copies[2].getDirection(), schema::CopyDirection::HOST_TO_DEVICE);
-    EXPECT_EQ(copies[2].getDst(), v + at(400, 3, 0));
-    EXPECT_EQ(copies[2].getHeight(), 1u);
-    EXPECT_EQ(copies[2].getDepth(), 2u);
-    EXPECT_EQ(copies[2].getSrcPitch(), 48u);
-    EXPECT_EQ(copies[2].getSrcHeight(), 2u);
-    EXPECT_EQ(trace.bytes(copies[2].getData()), packed(more, 0, 48, 2, 32, 1, 2));
-    // Device to device, per-thread and async: addresses, pitches and slice
-    // heights, no data.
-    EXPECT_EQ(copies[3].getDirection(), schema::CopyDirection::DEVICE_TO_DEVICE);
-    EXPECT_EQ(copies[3].getDst(), v + at(256, 2, 0));
-    EXPECT_EQ(copies[3].getSrc(), v + at(0, 1, 0));
-    EXPECT_EQ(copies[3].getWidth(), 64u);
-    EXPECT_EQ(copies[3].getHeight(), 2u);
-    EXPECT_EQ(copies[3].getDepth(), 2u);
-    EXPECT_EQ(copies[3].getDstHeight(), kSliceRows);
-    EXPECT_EQ(copies[3].getSrcHeight(), kSliceRows);
-    EXPECT_EQ(copies[3].getSrcPitch(), kPitch);
-    EXPECT_TRUE(copies[3].getIsAsync());
-    EXPECT_NE(copies[3].getStream(), 0u);
-    EXPECT_EQ(copies[3].getData().getSize(), 0u);
-    // From an array: unknown, no address, pitch or slice height on the
-    // array's side, no data.
-    EXPECT_EQ(copies[4].getDirection(), schema::CopyDirection::UNKNOWN);
-    EXPECT_EQ(copies[4].getDst(), v + 448);
-    EXPECT_EQ(copies[4].getSrc(), 0u);
-    EXPECT_EQ(copies[4].getSrcPitch(), 0u);
-    EXPECT_EQ(copies[4].getSrcHeight(), 0u);
-    EXPECT_EQ(copies[4].getDepth(), 2u);
-    EXPECT_EQ(copies[4].getData().getSize(), 0u);
-    // Depth 0 copies nothing: recorded with no rows (depth 0 alone would
-    // read as a 2D copy).
-    EXPECT_EQ(copies[5].getDirection(), schema::CopyDirection::HOST_TO_DEVICE);
-    EXPECT_EQ(copies[5].getDepth(), 0u);
-    EXPECT_EQ(copies[5].getHeight(), 0u);
-    EXPECT_EQ(copies[5].getSize(), 0u);
-    EXPECT_EQ(copies[5].getData().getSize(), 0u);
-    // To the host: no data.
-    EXPECT_EQ(copies[6].getDirection(), schema::CopyDirection::DEVICE_TO_HOST);
-    EXPECT_EQ(copies[6].getDst(), 0u);
-    EXPECT_EQ(copies[6].getSrc(), v);
-    EXPECT_EQ(copies[6].getSize(), 2 * kSlice);
-    EXPECT_EQ(copies[6].getData().getSize(), 0u);
+  // Host to device (cuMemcpy3D): dst at (12, 1, 0), the host rows from
+  // (8, 1, 1) of slices of 5 rows 64 bytes apart, packed.
+  std::vector<uint8_t> host(3 * 5 * 64);
+  for (size_t i = 0; i < host.size(); ++i) {
+    host[i] = static_cast<uint8_t>(i * 7);
+  }
+  EXPECT_EQ(copies[0].getDirection(), schema::CopyDirection::HOST_TO_DEVICE);
+  EXPECT_EQ(copies[0].getDst(), v + at(12, 1, 0));
+  EXPECT_EQ(copies[0].getSrc(), 0u);
+  EXPECT_EQ(copies[0].getWidth(), 40u);
+  EXPECT_EQ(copies[0].getHeight(), 3u);
+  EXPECT_EQ(copies[0].getDepth(), 2u);
+  EXPECT_EQ(copies[0].getDstPitch(), kPitch);
+  EXPECT_EQ(copies[0].getDstHeight(), kSliceRows);
+  EXPECT_EQ(copies[0].getSrcPitch(), 64u);
+  EXPECT_EQ(copies[0].getSrcHeight(), 5u);
+  EXPECT_EQ(copies[0].getSize(), 240u);
+  EXPECT_FALSE(copies[0].getIsAsync());
+  EXPECT_EQ(trace.bytes(copies[0].getData()), packed(host, (5 + 1) * 64 + 8, 64, 5, 40, 3, 2));
+  // From a host volume already packed (cuMemcpy3DAsync): its bytes as they are.
+  std::vector<uint8_t> dense(64);
+  for (size_t i = 0; i < dense.size(); ++i) {
+    dense[i] = static_cast<uint8_t>(100 + i);
+  }
+  EXPECT_EQ(copies[1].getDirection(), schema::CopyDirection::HOST_TO_DEVICE);
+  EXPECT_EQ(copies[1].getDst(), v + 300);
+  EXPECT_EQ(copies[1].getWidth(), 16u);
+  EXPECT_EQ(copies[1].getSrcPitch(), 16u);
+  EXPECT_EQ(copies[1].getSrcHeight(), 2u);
+  EXPECT_TRUE(copies[1].getIsAsync());
+  EXPECT_NE(copies[1].getStream(), 0u);
+  EXPECT_EQ(trace.bytes(copies[1].getData()), dense);
+  // Unified on both sides, slices of one row: the recorder found pageable
+  // host memory to device; the rows 96 bytes apart, packed.
+  std::vector<uint8_t> more(2 * 2 * 48);
+  for (size_t i = 0; i < more.size(); ++i) {
+    more[i] = static_cast<uint8_t>(200 + i % 50);
+  }
+  EXPECT_EQ(copies[2].getDirection(), schema::CopyDirection::HOST_TO_DEVICE);
+  EXPECT_EQ(copies[2].getDst(), v + at(400, 3, 0));
+  EXPECT_EQ(copies[2].getHeight(), 1u);
+  EXPECT_EQ(copies[2].getDepth(), 2u);
+  EXPECT_EQ(copies[2].getSrcPitch(), 48u);
+  EXPECT_EQ(copies[2].getSrcHeight(), 2u);
+  EXPECT_EQ(trace.bytes(copies[2].getData()), packed(more, 0, 48, 2, 32, 1, 2));
+  // Device to device, per-thread and async: addresses, pitches and slice
+  // heights, no data.
+  EXPECT_EQ(copies[3].getDirection(), schema::CopyDirection::DEVICE_TO_DEVICE);
+  EXPECT_EQ(copies[3].getDst(), v + at(256, 2, 0));
+  EXPECT_EQ(copies[3].getSrc(), v + at(0, 1, 0));
+  EXPECT_EQ(copies[3].getWidth(), 64u);
+  EXPECT_EQ(copies[3].getHeight(), 2u);
+  EXPECT_EQ(copies[3].getDepth(), 2u);
+  EXPECT_EQ(copies[3].getDstHeight(), kSliceRows);
+  EXPECT_EQ(copies[3].getSrcHeight(), kSliceRows);
+  EXPECT_EQ(copies[3].getSrcPitch(), kPitch);
+  EXPECT_TRUE(copies[3].getIsAsync());
+  EXPECT_NE(copies[3].getStream(), 0u);
+  EXPECT_EQ(copies[3].getData().getSize(), 0u);
+  // From an array: unknown, no address, pitch or slice height on the
+  // array's side, no data.
+  EXPECT_EQ(copies[4].getDirection(), schema::CopyDirection::UNKNOWN);
+  EXPECT_EQ(copies[4].getDst(), v + 448);
+  EXPECT_EQ(copies[4].getSrc(), 0u);
+  EXPECT_EQ(copies[4].getSrcPitch(), 0u);
+  EXPECT_EQ(copies[4].getSrcHeight(), 0u);
+  EXPECT_EQ(copies[4].getDepth(), 2u);
+  EXPECT_EQ(copies[4].getData().getSize(), 0u);
+  // Depth 0 copies nothing: recorded with no rows (depth 0 alone would
+  // read as a 2D copy).
+  EXPECT_EQ(copies[5].getDirection(), schema::CopyDirection::HOST_TO_DEVICE);
+  EXPECT_EQ(copies[5].getDepth(), 0u);
+  EXPECT_EQ(copies[5].getHeight(), 0u);
+  EXPECT_EQ(copies[5].getSize(), 0u);
+  EXPECT_EQ(copies[5].getData().getSize(), 0u);
+  // To the host: no data.
+  EXPECT_EQ(copies[6].getDirection(), schema::CopyDirection::DEVICE_TO_HOST);
+  EXPECT_EQ(copies[6].getDst(), 0u);
+  EXPECT_EQ(copies[6].getSrc(), v);
+  EXPECT_EQ(copies[6].getSize(), 2 * kSlice);
+  EXPECT_EQ(copies[6].getData().getSize(), 0u);
 
-    // What axpy found in v afterwards: each of them where the program put it.
-    const auto launches = trace.launches();
-    ASSERT_EQ(launches.size(), 1u);
-    const auto range = rangeAt(launches[0].getPre(), v);
-    ASSERT_TRUE(range.has_value());
-    const std::vector<uint8_t> bytes = trace.bytes(range->getContent());
-    ASSERT_EQ(bytes.size(), 2 * kSlice);
-    EXPECT_EQ(bytes[at(12, 1, 0)], 184);        // host (8, 1, 1)
-    EXPECT_EQ(bytes[at(12, 3, 1)], 248);        // host (8, 3, 2)
-    EXPECT_EQ(bytes[at(11, 1, 0)], 0);
-    EXPECT_EQ(bytes[at(300, 1, 1)], 148);       // dense byte 48
-    EXPECT_EQ(bytes[at(400, 3, 1)], 246);       // unified, more[96]
-    EXPECT_EQ(bytes[at(268, 2, 0)], 184);       // device to device, from (12, 1, 0)
-    EXPECT_EQ(bytes[at(268, 3, 1)], 56);        // from (12, 2, 1)
+  // What axpy found in v afterwards: each of them where the program put it.
+  const auto launches = trace.launches();
+  ASSERT_EQ(launches.size(), 1u);
+  const auto range = rangeAt(launches[0].getPre(), v);
+  ASSERT_TRUE(range.has_value());
+  const std::vector<uint8_t> bytes = trace.bytes(range->getContent());
+  ASSERT_EQ(bytes.size(), 2 * kSlice);
+  EXPECT_EQ(bytes[at(12, 1, 0)], 184);  // host (8, 1, 1)
+  EXPECT_EQ(bytes[at(12, 3, 1)], 248);  // host (8, 3, 2)
+  EXPECT_EQ(bytes[at(11, 1, 0)], 0);
+  EXPECT_EQ(bytes[at(300, 1, 1)], 148);  // dense byte 48
+  EXPECT_EQ(bytes[at(400, 3, 1)], 246);  // unified, more[96]
+  EXPECT_EQ(bytes[at(268, 2, 0)], 184);  // device to device, from (12, 1, 0)
+  EXPECT_EQ(bytes[at(268, 3, 1)], 56);   // from (12, 2, 1)
 
-    // kcap dump shows the slices.
-    const Outcome dump = run({kcapBinary(), {"dump", path}, {}, false});
-    EXPECT_EQ(dump.exitCode, 0) << dump.describe();
-    EXPECT_NE(dump.out.find("depth=2 dstHeight=4 srcHeight=5"), std::string::npos) << dump.out;
+  // kcap dump shows the slices.
+  const Outcome dump = run({kcapBinary(), {"dump", path}, {}, false});
+  EXPECT_EQ(dump.exitCode, 0) << dump.describe();
+  EXPECT_NE(dump.out.find("depth=2 dstHeight=4 srcHeight=5"), std::string::npos) << dump.out;
 
-    // Metadata mode keeps the slices' shape, not their bytes.
-    const std::string metadata = dir.file("volume-metadata.kcap");
-    expectClean(recorded(scenarioProgram(), {"volume"}, {{"KCAP_OUTPUT", metadata}, {"KCAP_MODE", "metadata"}}));
-    Trace shape(metadata);
-    size_t shaped = 0;
-    for (const auto& e : shape.of(Event::MEMCPY)) {
-        EXPECT_EQ(e.getMemcpy().getData().getSize(), 0u);
-        shaped += e.getMemcpy().getDepth() == 2 && e.getMemcpy().getSrcHeight() == 5 ? 1 : 0;
-    }
-    EXPECT_EQ(shaped, 1u);
+  // Metadata mode keeps the slices' shape, not their bytes.
+  const std::string metadata = dir.file("volume-metadata.kcap");
+  expectClean(recorded(scenarioProgram(), {"volume"}, {{"KCAP_OUTPUT", metadata}, {"KCAP_MODE", "metadata"}}));
+  Trace shape(metadata);
+  size_t shaped = 0;
+  for (const auto& e : shape.of(Event::MEMCPY)) {
+    EXPECT_EQ(e.getMemcpy().getData().getSize(), 0u);
+    shaped += e.getMemcpy().getDepth() == 2 && e.getMemcpy().getSrcHeight() == 5 ? 1 : 0;
+  }
+  EXPECT_EQ(shaped, 1u);
 }
 
-TEST(Record, VirtualMemoryMappingsJoinIntoOneSnapshot)
-{
-    kcap::test::TempDir dir("kcap-record");
-    const std::string path = dir.file("vmm.kcap");
-    const Outcome plain = plainRun(scenarioProgram(), {"vmm"});
-    const Outcome shimmed = recorded(scenarioProgram(), {"vmm"}, {{"KCAP_OUTPUT", path}});
-    expectClean(plain);
-    expectClean(shimmed);
-    EXPECT_EQ(shimmed.out, plain.out);
-    expectChecks(path);
-    Trace trace(path);
-    std::vector<schema::Alloc::Reader> allocs;
-    for (const auto& e : trace.of(Event::ALLOC)) {
-        allocs.push_back(e.getAlloc());
-    }
-    ASSERT_GE(allocs.size(), 5u);
-    const uint64_t chunk = 2u << 20;
-    EXPECT_EQ(allocs[0].getKind(), schema::AllocKind::VMM_RESERVE);
-    EXPECT_EQ(allocs[0].getSize(), 4 * chunk);
-    const uint64_t base = allocs[0].getAddress();
-    EXPECT_EQ(allocs[1].getKind(), schema::AllocKind::VMM_CREATE);
-    EXPECT_EQ(allocs[1].getDevice(), 0);
-    EXPECT_EQ(allocs[2].getKind(), schema::AllocKind::VMM_MAP);
-    EXPECT_EQ(allocs[2].getAddress(), base);
-    EXPECT_EQ(allocs[2].getHandle(), allocs[1].getHandle());
-    EXPECT_EQ(allocs[2].getDevice(), 0);
-    EXPECT_EQ(allocs[4].getKind(), schema::AllocKind::VMM_MAP);
-    EXPECT_EQ(allocs[4].getAddress(), base + chunk);
-    const auto launches = trace.launches();
-    ASSERT_EQ(launches.size(), 1u);
-    const uint64_t x = base + chunk - 2048;
-    ASSERT_EQ(launches[0].getPointers().size(), 2u);
-    EXPECT_EQ(launches[0].getPointers()[0].getValue(), x);
-    EXPECT_EQ(launches[0].getPointers()[0].getAllocationBase(), base);  // the first mapping
-    // Both mappings, as one range: the kernel reads across the boundary.
-    const auto range = rangeAt(launches[0].getPre(), base);
-    ASSERT_TRUE(range.has_value());
-    EXPECT_EQ(range->getKind(), schema::MemoryKind::VMM);
-    EXPECT_EQ(range->getContent().getSize(), 2 * chunk);
-    const std::vector<uint8_t> bytes = trace.bytes(range->getContent());
-    std::vector<float> straddling(1024);
-    std::memcpy(straddling.data(), bytes.data() + (chunk - 2048), 4096);
-    EXPECT_EQ(straddling, ramp(1.0f, 1024));
-    std::multiset<schema::AllocKind> freed;
-    for (const auto& e : trace.of(Event::FREE)) {
-        freed.insert(e.getFree().getKind());
-    }
-    EXPECT_EQ(freed.count(schema::AllocKind::VMM_MAP), 1u);
-    EXPECT_EQ(freed.count(schema::AllocKind::VMM_CREATE), 2u);
-    EXPECT_EQ(freed.count(schema::AllocKind::VMM_RESERVE), 1u);
+TEST(Record, VirtualMemoryMappingsJoinIntoOneSnapshot) {
+  kcap::test::TempDir dir("kcap-record");
+  const std::string path = dir.file("vmm.kcap");
+  const Outcome plain = plainRun(scenarioProgram(), {"vmm"});
+  const Outcome shimmed = recorded(scenarioProgram(), {"vmm"}, {{"KCAP_OUTPUT", path}});
+  expectClean(plain);
+  expectClean(shimmed);
+  EXPECT_EQ(shimmed.out, plain.out);
+  expectChecks(path);
+  Trace trace(path);
+  std::vector<schema::Alloc::Reader> allocs;
+  for (const auto& e : trace.of(Event::ALLOC)) {
+    allocs.push_back(e.getAlloc());
+  }
+  ASSERT_GE(allocs.size(), 5u);
+  const uint64_t chunk = 2u << 20;
+  EXPECT_EQ(allocs[0].getKind(), schema::AllocKind::VMM_RESERVE);
+  EXPECT_EQ(allocs[0].getSize(), 4 * chunk);
+  const uint64_t base = allocs[0].getAddress();
+  EXPECT_EQ(allocs[1].getKind(), schema::AllocKind::VMM_CREATE);
+  EXPECT_EQ(allocs[1].getDevice(), 0);
+  EXPECT_EQ(allocs[2].getKind(), schema::AllocKind::VMM_MAP);
+  EXPECT_EQ(allocs[2].getAddress(), base);
+  EXPECT_EQ(allocs[2].getHandle(), allocs[1].getHandle());
+  EXPECT_EQ(allocs[2].getDevice(), 0);
+  EXPECT_EQ(allocs[4].getKind(), schema::AllocKind::VMM_MAP);
+  EXPECT_EQ(allocs[4].getAddress(), base + chunk);
+  const auto launches = trace.launches();
+  ASSERT_EQ(launches.size(), 1u);
+  const uint64_t x = base + chunk - 2048;
+  ASSERT_EQ(launches[0].getPointers().size(), 2u);
+  EXPECT_EQ(launches[0].getPointers()[0].getValue(), x);
+  EXPECT_EQ(launches[0].getPointers()[0].getAllocationBase(), base);  // the first mapping
+  // Both mappings, as one range: the kernel reads across the boundary.
+  const auto range = rangeAt(launches[0].getPre(), base);
+  ASSERT_TRUE(range.has_value());
+  EXPECT_EQ(range->getKind(), schema::MemoryKind::VMM);
+  EXPECT_EQ(range->getContent().getSize(), 2 * chunk);
+  const std::vector<uint8_t> bytes = trace.bytes(range->getContent());
+  std::vector<float> straddling(1024);
+  std::memcpy(straddling.data(), bytes.data() + (chunk - 2048), 4096);
+  EXPECT_EQ(straddling, ramp(1.0f, 1024));
+  std::multiset<schema::AllocKind> freed;
+  for (const auto& e : trace.of(Event::FREE)) {
+    freed.insert(e.getFree().getKind());
+  }
+  EXPECT_EQ(freed.count(schema::AllocKind::VMM_MAP), 1u);
+  EXPECT_EQ(freed.count(schema::AllocKind::VMM_CREATE), 2u);
+  EXPECT_EQ(freed.count(schema::AllocKind::VMM_RESERVE), 1u);
 }
 
 // ---- graph capture -------------------------------------------------------------------------
 
-TEST(Record, LaunchesIntoACapturingStreamAreNotSynchronized)
-{
-    kcap::test::TempDir dir("kcap-record");
-    const std::string path = dir.file("capture.kcap");
-    const Outcome plain = plainRun(scenarioProgram(), {"capture"});
-    const Outcome shimmed = recorded(scenarioProgram(), {"capture"}, {{"KCAP_OUTPUT", path}});
-    expectClean(plain);
-    expectClean(shimmed);  // a synchronize would have invalidated the capture
-    EXPECT_EQ(shimmed.out, plain.out);
-    expectChecks(path);
-    Trace trace(path);
-    const auto launches = trace.launches();
-    const auto ends = trace.launchEnds();
-    ASSERT_EQ(launches.size(), 4u);
-    EXPECT_FALSE(launches[0].getCapturing());
-    EXPECT_GT(launches[0].getPre().size(), 0u);
-    for (unsigned i : {1u, 2u}) {
-        EXPECT_TRUE(launches[i].getCapturing());
-        EXPECT_EQ(launches[i].getPre().size(), 0u);
-        EXPECT_EQ(ends[i].getPost().size(), 0u);
-        EXPECT_EQ(launches[i].getPointers().size(), 2u);  // parameters recorded all the same
+TEST(Record, LaunchesIntoACapturingStreamAreNotSynchronized) {
+  kcap::test::TempDir dir("kcap-record");
+  const std::string path = dir.file("capture.kcap");
+  const Outcome plain = plainRun(scenarioProgram(), {"capture"});
+  const Outcome shimmed = recorded(scenarioProgram(), {"capture"}, {{"KCAP_OUTPUT", path}});
+  expectClean(plain);
+  expectClean(shimmed);  // a synchronize would have invalidated the capture
+  EXPECT_EQ(shimmed.out, plain.out);
+  expectChecks(path);
+  Trace trace(path);
+  const auto launches = trace.launches();
+  const auto ends = trace.launchEnds();
+  ASSERT_EQ(launches.size(), 4u);
+  EXPECT_FALSE(launches[0].getCapturing());
+  EXPECT_GT(launches[0].getPre().size(), 0u);
+  for (unsigned i : {1u, 2u}) {
+    EXPECT_TRUE(launches[i].getCapturing());
+    EXPECT_EQ(launches[i].getPre().size(), 0u);
+    EXPECT_EQ(ends[i].getPost().size(), 0u);
+    EXPECT_EQ(launches[i].getPointers().size(), 2u);  // parameters recorded all the same
+  }
+  EXPECT_FALSE(launches[3].getCapturing());  // another stream, during the capture
+  EXPECT_EQ(launches[3].getPre().size(), 2u);
+  EXPECT_EQ(ends[3].getPost().size(), 2u);
+  ASSERT_EQ(trace.of(Event::GRAPH_LAUNCH).size(), 1u);
+  EXPECT_EQ(trace.of(Event::GRAPH_LAUNCH)[0].getGraphLaunch().getResult(), 0);
+  size_t begins = 0;
+  size_t endsOfCapture = 0;
+  for (const auto& e : trace.of(Event::SYNC)) {
+    begins += e.getSync().getOp() == schema::SyncKind::STREAM_BEGIN_CAPTURE;
+    if (e.getSync().getOp() == schema::SyncKind::STREAM_END_CAPTURE) {
+      ++endsOfCapture;
+      EXPECT_EQ(e.getSync().getResult(), 0);
     }
-    EXPECT_FALSE(launches[3].getCapturing());  // another stream, during the capture
-    EXPECT_EQ(launches[3].getPre().size(), 2u);
-    EXPECT_EQ(ends[3].getPost().size(), 2u);
-    ASSERT_EQ(trace.of(Event::GRAPH_LAUNCH).size(), 1u);
-    EXPECT_EQ(trace.of(Event::GRAPH_LAUNCH)[0].getGraphLaunch().getResult(), 0);
-    size_t begins = 0;
-    size_t endsOfCapture = 0;
-    for (const auto& e : trace.of(Event::SYNC)) {
-        begins += e.getSync().getOp() == schema::SyncKind::STREAM_BEGIN_CAPTURE;
-        if (e.getSync().getOp() == schema::SyncKind::STREAM_END_CAPTURE) {
-            ++endsOfCapture;
-            EXPECT_EQ(e.getSync().getResult(), 0);
-        }
-    }
-    EXPECT_EQ(begins, 1u);
-    EXPECT_EQ(endsOfCapture, 1u);
-    EXPECT_TRUE(trace.of(Event::API_ERROR).empty());
+  }
+  EXPECT_EQ(begins, 1u);
+  EXPECT_EQ(endsOfCapture, 1u);
+  EXPECT_TRUE(trace.of(Event::API_ERROR).empty());
 }
 
 // ---- modes, filters, options -----------------------------------------------------------------
 
-TEST(Record, MetadataModeRecordsNoMemory)
-{
-    kcap::test::TempDir dir("kcap-record");
-    const std::string path = dir.file("metadata.kcap");
-    const Outcome shimmed = recorded(interposeProgram("direct_launch"), {}, {{"KCAP_OUTPUT", path}, {"KCAP_MODE", "metadata"}});
-    expectClean(shimmed);
-    expectChecks(path);
-    Trace trace(path);
-    EXPECT_EQ(trace.all().front().getTraceBegin().getCaptureMode(), schema::CaptureMode::METADATA);
-    const auto launches = trace.launches();
-    ASSERT_EQ(launches.size(), 6u);
-    for (const auto launch : launches) {
-        EXPECT_EQ(launch.getPre().size(), 0u);
-        EXPECT_GT(launch.getParams().size(), 0u);
-        EXPECT_GT(launch.getPointers().size(), 0u);
+TEST(Record, MetadataModeRecordsNoMemory) {
+  kcap::test::TempDir dir("kcap-record");
+  const std::string path = dir.file("metadata.kcap");
+  const Outcome shimmed =
+      recorded(interposeProgram("direct_launch"), {}, {{"KCAP_OUTPUT", path}, {"KCAP_MODE", "metadata"}});
+  expectClean(shimmed);
+  expectChecks(path);
+  Trace trace(path);
+  EXPECT_EQ(trace.all().front().getTraceBegin().getCaptureMode(), schema::CaptureMode::METADATA);
+  const auto launches = trace.launches();
+  ASSERT_EQ(launches.size(), 6u);
+  for (const auto launch : launches) {
+    EXPECT_EQ(launch.getPre().size(), 0u);
+    EXPECT_GT(launch.getParams().size(), 0u);
+    EXPECT_GT(launch.getPointers().size(), 0u);
+  }
+  for (const auto end : trace.launchEnds()) {
+    EXPECT_EQ(end.getPost().size(), 0u);
+  }
+  for (const auto& e : trace.of(Event::MEMCPY)) {
+    EXPECT_EQ(e.getMemcpy().getData().getSize(), 0u);
+  }
+  // The only stored contents are the code images.
+  std::set<std::pair<uint64_t, uint64_t>> imagePieces;
+  for (const auto& e : trace.of(Event::MODULE_LOAD)) {
+    for (const auto piece : e.getModuleLoad().getImage().getPieces()) {
+      imagePieces.emplace(piece.getHigh(), piece.getLow());
     }
-    for (const auto end : trace.launchEnds()) {
-        EXPECT_EQ(end.getPost().size(), 0u);
-    }
-    for (const auto& e : trace.of(Event::MEMCPY)) {
-        EXPECT_EQ(e.getMemcpy().getData().getSize(), 0u);
-    }
-    // The only stored contents are the code images.
-    std::set<std::pair<uint64_t, uint64_t>> imagePieces;
-    for (const auto& e : trace.of(Event::MODULE_LOAD)) {
-        for (const auto piece : e.getModuleLoad().getImage().getPieces()) {
-            imagePieces.emplace(piece.getHigh(), piece.getLow());
-        }
-    }
-    EXPECT_EQ(trace.reader().blobCount(), imagePieces.size());
+  }
+  EXPECT_EQ(trace.reader().blobCount(), imagePieces.size());
 }
 
-TEST(Record, PreModeRecordsNoPostState)
-{
-    kcap::test::TempDir dir("kcap-record");
-    const std::string path = dir.file("pre.kcap");
-    const Outcome shimmed = recorded(interposeProgram("direct_launch"), {}, {{"KCAP_OUTPUT", path}, {"KCAP_MODE", "pre"}});
-    expectClean(shimmed);
-    expectChecks(path);
-    Trace trace(path);
-    EXPECT_EQ(trace.all().front().getTraceBegin().getCaptureMode(), schema::CaptureMode::PRE_ONLY);
-    for (const auto launch : trace.launches()) {
-        EXPECT_GT(launch.getPre().size(), 0u);
-    }
-    for (const auto end : trace.launchEnds()) {
-        EXPECT_EQ(end.getPost().size(), 0u);
-    }
+TEST(Record, PreModeRecordsNoPostState) {
+  kcap::test::TempDir dir("kcap-record");
+  const std::string path = dir.file("pre.kcap");
+  const Outcome shimmed =
+      recorded(interposeProgram("direct_launch"), {}, {{"KCAP_OUTPUT", path}, {"KCAP_MODE", "pre"}});
+  expectClean(shimmed);
+  expectChecks(path);
+  Trace trace(path);
+  EXPECT_EQ(trace.all().front().getTraceBegin().getCaptureMode(), schema::CaptureMode::PRE_ONLY);
+  for (const auto launch : trace.launches()) {
+    EXPECT_GT(launch.getPre().size(), 0u);
+  }
+  for (const auto end : trace.launchEnds()) {
+    EXPECT_EQ(end.getPost().size(), 0u);
+  }
 }
 
 std::vector<std::string> recordedKernels(const std::map<std::string, std::string>& options, uint64_t& dropped,
-                                         std::vector<bool>* fromExtra = nullptr)
-{
-    kcap::test::TempDir dir("kcap-record");
-    std::map<std::string, std::string> env = options;
-    env["KCAP_OUTPUT"] = dir.file("filtered.kcap");
-    const Outcome shimmed = recorded(interposeProgram("direct_launch"), {}, env);
-    expectClean(shimmed);
-    expectChecks(env["KCAP_OUTPUT"]);
-    Trace trace(env["KCAP_OUTPUT"]);
-    std::vector<std::string> names;
-    uint64_t index = 0;
-    for (const auto launch : trace.launches()) {
-        names.emplace_back(launch.getKernelName().cStr());
-        EXPECT_EQ(launch.getLaunchIndex(), index++);
-        if (fromExtra != nullptr) {
-            fromExtra->push_back(launch.getParamsFromExtra());
-        }
+                                         std::vector<bool>* fromExtra = nullptr) {
+  kcap::test::TempDir dir("kcap-record");
+  std::map<std::string, std::string> env = options;
+  env["KCAP_OUTPUT"] = dir.file("filtered.kcap");
+  const Outcome shimmed = recorded(interposeProgram("direct_launch"), {}, env);
+  expectClean(shimmed);
+  expectChecks(env["KCAP_OUTPUT"]);
+  Trace trace(env["KCAP_OUTPUT"]);
+  std::vector<std::string> names;
+  uint64_t index = 0;
+  for (const auto launch : trace.launches()) {
+    names.emplace_back(launch.getKernelName().cStr());
+    EXPECT_EQ(launch.getLaunchIndex(), index++);
+    if (fromExtra != nullptr) {
+      fromExtra->push_back(launch.getParamsFromExtra());
     }
-    EXPECT_EQ(trace.launchEnds().size(), names.size());
-    dropped = trace.all().back().getTraceEnd().getDroppedLaunches();
-    EXPECT_EQ(trace.all().back().getTraceEnd().getLaunchCount(), names.size());
-    return names;
+  }
+  EXPECT_EQ(trace.launchEnds().size(), names.size());
+  dropped = trace.all().back().getTraceEnd().getDroppedLaunches();
+  EXPECT_EQ(trace.all().back().getTraceEnd().getLaunchCount(), names.size());
+  return names;
 }
 
-TEST(Record, KernelNameFiltersAndLaunchRange)
-{
-    uint64_t dropped = 0;
-    using Names = std::vector<std::string>;
-    EXPECT_EQ(recordedKernels({{"KCAP_INCLUDE", "^axpy$"}}, dropped), (Names{"axpy", "axpy", "axpy"}));
-    EXPECT_EQ(dropped, 3u);
-    EXPECT_EQ(recordedKernels({{"KCAP_EXCLUDE", "axpy|poly"}}, dropped), (Names{"reduce_sum", "scale_struct"}));
-    EXPECT_EQ(dropped, 4u);
-    EXPECT_EQ(recordedKernels({{"KCAP_INCLUDE", "_"}, {"KCAP_EXCLUDE", "reduce"}}, dropped),
-              (Names{"scale_struct", "poly_eval"}));
-    std::vector<bool> fromExtra;
-    EXPECT_EQ(recordedKernels({{"KCAP_INCLUDE", "axpy"}, {"KCAP_SKIP", "1"}, {"KCAP_MAX_LAUNCHES", "1"}}, dropped,
-                              &fromExtra),
-              (Names{"axpy"}));
-    EXPECT_EQ(fromExtra, std::vector<bool>{true});  // the second axpy launch, the one through `extra`
-    EXPECT_EQ(dropped, 5u);
-    EXPECT_EQ(recordedKernels({{"KCAP_SKIP", "4"}}, dropped), (Names{"scale_struct", "poly_eval"}));
-    EXPECT_EQ(recordedKernels({{"KCAP_MAX_LAUNCHES", "0"}}, dropped), Names{});
+TEST(Record, KernelNameFiltersAndLaunchRange) {
+  uint64_t dropped = 0;
+  using Names = std::vector<std::string>;
+  EXPECT_EQ(recordedKernels({{"KCAP_INCLUDE", "^axpy$"}}, dropped), (Names{"axpy", "axpy", "axpy"}));
+  EXPECT_EQ(dropped, 3u);
+  EXPECT_EQ(recordedKernels({{"KCAP_EXCLUDE", "axpy|poly"}}, dropped), (Names{"reduce_sum", "scale_struct"}));
+  EXPECT_EQ(dropped, 4u);
+  EXPECT_EQ(recordedKernels({{"KCAP_INCLUDE", "_"}, {"KCAP_EXCLUDE", "reduce"}}, dropped),
+            (Names{"scale_struct", "poly_eval"}));
+  std::vector<bool> fromExtra;
+  EXPECT_EQ(
+      recordedKernels({{"KCAP_INCLUDE", "axpy"}, {"KCAP_SKIP", "1"}, {"KCAP_MAX_LAUNCHES", "1"}}, dropped, &fromExtra),
+      (Names{"axpy"}));
+  EXPECT_EQ(fromExtra, std::vector<bool>{true});  // the second axpy launch, the one through `extra`
+  EXPECT_EQ(dropped, 5u);
+  EXPECT_EQ(recordedKernels({{"KCAP_SKIP", "4"}}, dropped), (Names{"scale_struct", "poly_eval"}));
+  EXPECT_EQ(recordedKernels({{"KCAP_MAX_LAUNCHES", "0"}}, dropped), Names{});
 }
 
-TEST(Record, CompressionLevelPieceSizeAndBuffer)
-{
-    kcap::test::TempDir dir("kcap-record");
-    const std::string path = dir.file("pieces.kcap");
-    const Outcome shimmed = recorded(interposeProgram("direct_launch"), {},
-                                     {{"KCAP_OUTPUT", path},
-                                      {"KCAP_LEVEL", "19"},
-                                      {"KCAP_PIECE_SIZE", "4K"},
-                                      {"KCAP_BUFFER", "64M"}});
-    expectClean(shimmed);
-    expectChecks(path);
-    Trace trace(path);
-    const auto image = trace.of(Event::MODULE_LOAD)[0].getModuleLoad().getImage();
-    EXPECT_EQ(image.getPieceSize(), 4096u);
-    EXPECT_EQ(image.getPieces().size(), (image.getSize() + 4095) / 4096);
-    std::map<std::string, std::string> options;
-    for (const auto option : trace.all().front().getTraceBegin().getOptions()) {
-        options[option.getKey().cStr()] = option.getValue().cStr();
-    }
-    EXPECT_EQ(options["level"], "19");
-    EXPECT_EQ(options["pieceSize"], "4096");
-    EXPECT_EQ(options["buffer"], std::to_string(64u << 20));
+TEST(Record, CompressionLevelPieceSizeAndBuffer) {
+  kcap::test::TempDir dir("kcap-record");
+  const std::string path = dir.file("pieces.kcap");
+  const Outcome shimmed =
+      recorded(interposeProgram("direct_launch"), {},
+               {{"KCAP_OUTPUT", path}, {"KCAP_LEVEL", "19"}, {"KCAP_PIECE_SIZE", "4K"}, {"KCAP_BUFFER", "64M"}});
+  expectClean(shimmed);
+  expectChecks(path);
+  Trace trace(path);
+  const auto image = trace.of(Event::MODULE_LOAD)[0].getModuleLoad().getImage();
+  EXPECT_EQ(image.getPieceSize(), 4096u);
+  EXPECT_EQ(image.getPieces().size(), (image.getSize() + 4095) / 4096);
+  std::map<std::string, std::string> options;
+  for (const auto option : trace.all().front().getTraceBegin().getOptions()) {
+    options[option.getKey().cStr()] = option.getValue().cStr();
+  }
+  EXPECT_EQ(options["level"], "19");
+  EXPECT_EQ(options["pieceSize"], "4096");
+  EXPECT_EQ(options["buffer"], std::to_string(64u << 20));
 }
 
-TEST(Record, InvalidOptionsLeaveTheProgramAlone)
-{
-    const Outcome plain = plainRun(interposeProgram("direct_launch"));
-    const std::pair<const char*, const char*> bad[] = {
-        {"KCAP_MODE", "everything"}, {"KCAP_INCLUDE", "(axpy"}, {"KCAP_SKIP", "-1"},
-        {"KCAP_MAX_LAUNCHES", "many"}, {"KCAP_LEVEL", "99"},      {"KCAP_PIECE_SIZE", "12"},
-        {"KCAP_BUFFER", "1M"},
-    };
-    for (const auto& [variable, value] : bad) {
-        kcap::test::TempDir dir("kcap-record");
-        const Outcome shimmed =
-            recorded(interposeProgram("direct_launch"), {}, {{"KCAP_OUTPUT", dir.file("t.kcap")}, {variable, value}});
-        EXPECT_EQ(shimmed.exitCode, 0) << shimmed.describe();
-        EXPECT_EQ(shimmed.out, plain.out);
-        const std::string prefix = std::string("kcap: ") + variable + "=\"" + value + "\": ";
-        EXPECT_EQ(shimmed.err.rfind(prefix, 0), 0u) << shimmed.err;
-        EXPECT_NE(shimmed.err.find("; not recording\n"), std::string::npos) << shimmed.err;
-        EXPECT_EQ(std::count(shimmed.err.begin(), shimmed.err.end(), '\n'), 1) << shimmed.err;
-        EXPECT_NE(access(dir.file("t.kcap").c_str(), F_OK), 0) << variable;
-    }
+TEST(Record, InvalidOptionsLeaveTheProgramAlone) {
+  const Outcome plain = plainRun(interposeProgram("direct_launch"));
+  const std::pair<const char*, const char*> bad[] = {
+      {"KCAP_MODE", "everything"}, {"KCAP_INCLUDE", "(axpy"}, {"KCAP_SKIP", "-1"},   {"KCAP_MAX_LAUNCHES", "many"},
+      {"KCAP_LEVEL", "99"},        {"KCAP_PIECE_SIZE", "12"}, {"KCAP_BUFFER", "1M"},
+  };
+  for (const auto& [variable, value] : bad) {
     kcap::test::TempDir dir("kcap-record");
-    const Outcome placeholder = recorded(interposeProgram("direct_launch"), {}, {{"KCAP_OUTPUT", dir.file("t%q.kcap")}});
-    EXPECT_EQ(placeholder.exitCode, 0);
-    EXPECT_EQ(placeholder.out, plain.out);
-    EXPECT_NE(placeholder.err.find("unknown placeholder %q"), std::string::npos) << placeholder.err;
-    // A file that cannot be created: said once, the program runs on.
-    const Outcome unwritable =
-        recorded(interposeProgram("direct_launch"), {}, {{"KCAP_OUTPUT", dir.file("no-such-dir/t.kcap")}});
-    EXPECT_EQ(unwritable.exitCode, 0);
-    EXPECT_EQ(unwritable.out, plain.out);
-    EXPECT_EQ(unwritable.err.rfind("kcap: cannot record: ", 0), 0u) << unwritable.err;
-    EXPECT_EQ(std::count(unwritable.err.begin(), unwritable.err.end(), '\n'), 1) << unwritable.err;
+    const Outcome shimmed =
+        recorded(interposeProgram("direct_launch"), {}, {{"KCAP_OUTPUT", dir.file("t.kcap")}, {variable, value}});
+    EXPECT_EQ(shimmed.exitCode, 0) << shimmed.describe();
+    EXPECT_EQ(shimmed.out, plain.out);
+    const std::string prefix = std::string("kcap: ") + variable + "=\"" + value + "\": ";
+    EXPECT_EQ(shimmed.err.rfind(prefix, 0), 0u) << shimmed.err;
+    EXPECT_NE(shimmed.err.find("; not recording\n"), std::string::npos) << shimmed.err;
+    EXPECT_EQ(std::count(shimmed.err.begin(), shimmed.err.end(), '\n'), 1) << shimmed.err;
+    EXPECT_NE(access(dir.file("t.kcap").c_str(), F_OK), 0) << variable;
+  }
+  kcap::test::TempDir dir("kcap-record");
+  const Outcome placeholder = recorded(interposeProgram("direct_launch"), {}, {{"KCAP_OUTPUT", dir.file("t%q.kcap")}});
+  EXPECT_EQ(placeholder.exitCode, 0);
+  EXPECT_EQ(placeholder.out, plain.out);
+  EXPECT_NE(placeholder.err.find("unknown placeholder %q"), std::string::npos) << placeholder.err;
+  // A file that cannot be created: said once, the program runs on.
+  const Outcome unwritable =
+      recorded(interposeProgram("direct_launch"), {}, {{"KCAP_OUTPUT", dir.file("no-such-dir/t.kcap")}});
+  EXPECT_EQ(unwritable.exitCode, 0);
+  EXPECT_EQ(unwritable.out, plain.out);
+  EXPECT_EQ(unwritable.err.rfind("kcap: cannot record: ", 0), 0u) << unwritable.err;
+  EXPECT_EQ(std::count(unwritable.err.begin(), unwritable.err.end(), '\n'), 1) << unwritable.err;
 }
 
-TEST(Record, OutputPlaceholders)
-{
-    kcap::test::TempDir dir("kcap-record");
-    const Outcome shimmed = recorded(interposeProgram("direct_launch"), {},
-                                 {{"KCAP_OUTPUT", dir.file("t-%p-%h-%r-%%.kcap")}, {"RANK", "3"}});
-    expectClean(shimmed);
-    char host[256] = {};
-    gethostname(host, sizeof host - 1);
-    bool found = false;
-    for (const auto& entry : std::filesystem::directory_iterator(dir.path())) {
-        const std::string name = entry.path().filename().string();
-        if (name.rfind("t-", 0) != 0) {
-            continue;
-        }
-        found = true;
-        Trace trace(entry.path().string());
-        const std::string pid = std::to_string(trace.all().front().getTraceBegin().getProcessId());
-        EXPECT_EQ(name, "t-" + pid + "-" + host + "-3-%.kcap");
+TEST(Record, OutputPlaceholders) {
+  kcap::test::TempDir dir("kcap-record");
+  const Outcome shimmed =
+      recorded(interposeProgram("direct_launch"), {}, {{"KCAP_OUTPUT", dir.file("t-%p-%h-%r-%%.kcap")}, {"RANK", "3"}});
+  expectClean(shimmed);
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  bool found = false;
+  for (const auto& entry : std::filesystem::directory_iterator(dir.path())) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("t-", 0) != 0) {
+      continue;
     }
-    EXPECT_TRUE(found);
+    found = true;
+    Trace trace(entry.path().string());
+    const std::string pid = std::to_string(trace.all().front().getTraceBegin().getProcessId());
+    EXPECT_EQ(name, "t-" + pid + "-" + host + "-3-%.kcap");
+  }
+  EXPECT_TRUE(found);
 }
 
 // ---- threads -----------------------------------------------------------------------------
 
-TEST(Record, SixteenThreadsFourStreamsThousandLaunchesMetadata)
-{
-    kcap::test::TempDir dir("kcap-record");
-    const std::string path = dir.file("threads.kcap");
-    const Outcome plain = plainRun(threadsProgram());
-    const Outcome shimmed = recorded(threadsProgram(), {}, {{"KCAP_OUTPUT", path}, {"KCAP_MODE", "metadata"}});
-    expectClean(plain);
-    expectClean(shimmed);
-    EXPECT_EQ(shimmed.out, plain.out);
-    expectChecks(path);
+TEST(Record, SixteenThreadsFourStreamsThousandLaunchesMetadata) {
+  kcap::test::TempDir dir("kcap-record");
+  const std::string path = dir.file("threads.kcap");
+  const Outcome plain = plainRun(threadsProgram());
+  const Outcome shimmed = recorded(threadsProgram(), {}, {{"KCAP_OUTPUT", path}, {"KCAP_MODE", "metadata"}});
+  expectClean(plain);
+  expectClean(shimmed);
+  EXPECT_EQ(shimmed.out, plain.out);
+  expectChecks(path);
 
-    // Every launch once, each stream's launches in the order made (a = 0, 1, ...).
-    auto reader = kcap::format::TraceReader::open(path);
-    std::map<std::pair<uint32_t, uint64_t>, std::vector<float>> byStream;
-    std::set<uint64_t> indexes;
-    std::set<uint64_t> ended;
-    uint64_t launches = 0;
-    uint64_t outOfFileOrder = 0;  // metadata mode numbers launches as the writer orders them
-    reader->forEachEvent([&](const kcap::format::EventRef& ref) {
-        if (ref.event.which() == Event::LAUNCH) {
-            const auto launch = ref.event.getLaunch();
-            outOfFileOrder += launch.getLaunchIndex() != launches ? 1 : 0;
-            ++launches;
-            indexes.insert(launch.getLaunchIndex());
-            byStream[{ref.event.getThreadId(), launch.getStream()}].push_back(at<float>(launch.getParams(), 0));
-        } else if (ref.event.which() == Event::LAUNCH_END) {
-            EXPECT_TRUE(ended.insert(ref.event.getLaunchEnd().getLaunchIndex()).second);
-            EXPECT_EQ(indexes.count(ref.event.getLaunchEnd().getLaunchIndex()), 1u);  // after its launch
-        }
-        return true;
-    });
-    EXPECT_EQ(launches, 64000u);
-    EXPECT_EQ(outOfFileOrder, 0u);
-    EXPECT_EQ(indexes.size(), 64000u);
-    EXPECT_EQ(ended.size(), 64000u);
-    ASSERT_EQ(byStream.size(), 64u);
-    std::vector<float> inOrder(1000);
-    for (int i = 0; i < 1000; ++i) {
-        inOrder[static_cast<size_t>(i)] = static_cast<float>(i);
+  // Every launch once, each stream's launches in the order made (a = 0, 1, ...).
+  auto reader = kcap::format::TraceReader::open(path);
+  std::map<std::pair<uint32_t, uint64_t>, std::vector<float>> byStream;
+  std::set<uint64_t> indexes;
+  std::set<uint64_t> ended;
+  uint64_t launches = 0;
+  uint64_t outOfFileOrder = 0;  // metadata mode numbers launches as the writer orders them
+  reader->forEachEvent([&](const kcap::format::EventRef& ref) {
+    if (ref.event.which() == Event::LAUNCH) {
+      const auto launch = ref.event.getLaunch();
+      outOfFileOrder += launch.getLaunchIndex() != launches ? 1 : 0;
+      ++launches;
+      indexes.insert(launch.getLaunchIndex());
+      byStream[{ref.event.getThreadId(), launch.getStream()}].push_back(at<float>(launch.getParams(), 0));
+    } else if (ref.event.which() == Event::LAUNCH_END) {
+      EXPECT_TRUE(ended.insert(ref.event.getLaunchEnd().getLaunchIndex()).second);
+      EXPECT_EQ(indexes.count(ref.event.getLaunchEnd().getLaunchIndex()), 1u);  // after its launch
     }
-    for (const auto& [key, values] : byStream) {
-        EXPECT_EQ(values, inOrder) << "thread " << key.first << " stream " << key.second;
-    }
+    return true;
+  });
+  EXPECT_EQ(launches, 64000u);
+  EXPECT_EQ(outOfFileOrder, 0u);
+  EXPECT_EQ(indexes.size(), 64000u);
+  EXPECT_EQ(ended.size(), 64000u);
+  ASSERT_EQ(byStream.size(), 64u);
+  std::vector<float> inOrder(1000);
+  for (int i = 0; i < 1000; ++i) {
+    inOrder[static_cast<size_t>(i)] = static_cast<float>(i);
+  }
+  for (const auto& [key, values] : byStream) {
+    EXPECT_EQ(values, inOrder) << "thread " << key.first << " stream " << key.second;
+  }
 }
 
 // ---- fork --------------------------------------------------------------------------------
@@ -1405,107 +1363,102 @@ TEST(Record, SixteenThreadsFourStreamsThousandLaunchesMetadata)
 // and these tests run there.
 #if defined(__SANITIZE_ADDRESS__)
 #define KCAP_SKIP_FORK_UNDER_ASAN() \
-    GTEST_SKIP() << "AddressSanitizer's allocator is not fork-safe while other threads allocate"
+  GTEST_SKIP() << "AddressSanitizer's allocator is not fork-safe while other threads allocate"
 #else
 #define KCAP_SKIP_FORK_UNDER_ASAN() (void)0
 #endif
 
 void checkForkTraces(const std::string& pattern, const std::function<std::string(uint32_t)>& parentPath,
-                     const std::function<std::string(uint32_t)>& childPath)
-{
-    kcap::test::TempDir dir("kcap-record");
-    (void)pattern;
-    const Outcome shimmed = recorded(scenarioProgram(), {"fork"}, {{"KCAP_OUTPUT", dir.file(pattern)}});
-    expectClean(shimmed);
-    const size_t at = shimmed.out.find("child ");
-    ASSERT_NE(at, std::string::npos) << shimmed.describe();
-    const uint32_t child = static_cast<uint32_t>(std::stoul(shimmed.out.substr(at + 6)));
+                     const std::function<std::string(uint32_t)>& childPath) {
+  kcap::test::TempDir dir("kcap-record");
+  (void)pattern;
+  const Outcome shimmed = recorded(scenarioProgram(), {"fork"}, {{"KCAP_OUTPUT", dir.file(pattern)}});
+  expectClean(shimmed);
+  const size_t at = shimmed.out.find("child ");
+  ASSERT_NE(at, std::string::npos) << shimmed.describe();
+  const uint32_t child = static_cast<uint32_t>(std::stoul(shimmed.out.substr(at + 6)));
 
-    std::vector<std::string> files;
-    for (const auto& entry : std::filesystem::directory_iterator(dir.path())) {
-        files.push_back(entry.path().filename().string());
+  std::vector<std::string> files;
+  for (const auto& entry : std::filesystem::directory_iterator(dir.path())) {
+    files.push_back(entry.path().filename().string());
+  }
+  ASSERT_EQ(files.size(), 2u);
+  const std::string childFile = dir.file(childPath(child));
+  ASSERT_EQ(access(childFile.c_str(), F_OK), 0) << childFile;
+  std::string parentFile;
+  for (const std::string& name : files) {
+    if (dir.file(name) != childFile) {
+      parentFile = dir.file(name);
     }
-    ASSERT_EQ(files.size(), 2u);
-    const std::string childFile = dir.file(childPath(child));
-    ASSERT_EQ(access(childFile.c_str(), F_OK), 0) << childFile;
-    std::string parentFile;
-    for (const std::string& name : files) {
-        if (dir.file(name) != childFile) {
-            parentFile = dir.file(name);
-        }
-    }
-    Trace parent(parentFile);
-    const uint32_t parentPid = parent.all().front().getTraceBegin().getProcessId();
-    EXPECT_EQ(parentFile, dir.file(parentPath(parentPid)));
-    EXPECT_EQ(parent.launches().size(), 2u);  // before and after the fork; not the child's
-    EXPECT_EQ(parent.all().back().getTraceEnd().getReason(), schema::EndReason::EXIT);
-    expectChecks(parentFile);
+  }
+  Trace parent(parentFile);
+  const uint32_t parentPid = parent.all().front().getTraceBegin().getProcessId();
+  EXPECT_EQ(parentFile, dir.file(parentPath(parentPid)));
+  EXPECT_EQ(parent.launches().size(), 2u);  // before and after the fork; not the child's
+  EXPECT_EQ(parent.all().back().getTraceEnd().getReason(), schema::EndReason::EXIT);
+  expectChecks(parentFile);
 
-    Trace mine(childFile);
-    EXPECT_EQ(mine.all().front().getTraceBegin().getProcessId(), child);
-    ASSERT_EQ(mine.launches().size(), 2u);
-    // The child's own allocation, uploaded after the fork, is snapshotted.
-    const auto allocs = mine.of(Event::ALLOC);
-    ASSERT_EQ(allocs.size(), 1u);
-    EXPECT_EQ(floatsAt(mine, mine.launches()[0].getPre(), allocs[0].getAlloc().getAddress()), ramp(10.0f, 1024));
-    EXPECT_EQ(mine.all().back().getTraceEnd().getReason(), schema::EndReason::EXIT);
-    expectChecks(childFile);
+  Trace mine(childFile);
+  EXPECT_EQ(mine.all().front().getTraceBegin().getProcessId(), child);
+  ASSERT_EQ(mine.launches().size(), 2u);
+  // The child's own allocation, uploaded after the fork, is snapshotted.
+  const auto allocs = mine.of(Event::ALLOC);
+  ASSERT_EQ(allocs.size(), 1u);
+  EXPECT_EQ(floatsAt(mine, mine.launches()[0].getPre(), allocs[0].getAlloc().getAddress()), ramp(10.0f, 1024));
+  EXPECT_EQ(mine.all().back().getTraceEnd().getReason(), schema::EndReason::EXIT);
+  expectChecks(childFile);
 }
 
-TEST(Record, ForkedChildWritesItsOwnTrace)
-{
-    KCAP_SKIP_FORK_UNDER_ASAN();
-    checkForkTraces(
-        "t.%p.kcap", [](uint32_t pid) { return "t." + std::to_string(pid) + ".kcap"; },
-        [](uint32_t pid) { return "t." + std::to_string(pid) + ".kcap"; });
+TEST(Record, ForkedChildWritesItsOwnTrace) {
+  KCAP_SKIP_FORK_UNDER_ASAN();
+  checkForkTraces(
+      "t.%p.kcap", [](uint32_t pid) { return "t." + std::to_string(pid) + ".kcap"; },
+      [](uint32_t pid) { return "t." + std::to_string(pid) + ".kcap"; });
 }
 
-TEST(Record, ForkedChildNeverOverwritesTheParentsTrace)
-{
-    KCAP_SKIP_FORK_UNDER_ASAN();
-    checkForkTraces(
-        "t.kcap", [](uint32_t) { return std::string("t.kcap"); },
-        [](uint32_t pid) { return "t." + std::to_string(pid) + ".kcap"; });
+TEST(Record, ForkedChildNeverOverwritesTheParentsTrace) {
+  KCAP_SKIP_FORK_UNDER_ASAN();
+  checkForkTraces(
+      "t.kcap", [](uint32_t) { return std::string("t.kcap"); },
+      [](uint32_t pid) { return "t." + std::to_string(pid) + ".kcap"; });
 }
 
 // ---- exit paths --------------------------------------------------------------------------------
 
-TEST(Record, ExitFromAnotherThreadClosesTheTrace)
-{
-    kcap::test::TempDir dir("kcap-record");
-    const std::string path = dir.file("exit.kcap");
-    const Outcome shimmed = recorded(scenarioProgram(), {"exit-thread"}, {{"KCAP_OUTPUT", path}});
-    EXPECT_EQ(shimmed.exitCode, 7) << shimmed.describe();
-    EXPECT_EQ(shimmed.err, "");
-    expectChecks(path);
-    Trace trace(path);
-    EXPECT_TRUE(trace.reader().closed());
-    EXPECT_GE(trace.launches().size(), 20u);
-    EXPECT_EQ(trace.all().back().getTraceEnd().getReason(), schema::EndReason::EXIT);
+TEST(Record, ExitFromAnotherThreadClosesTheTrace) {
+  kcap::test::TempDir dir("kcap-record");
+  const std::string path = dir.file("exit.kcap");
+  const Outcome shimmed = recorded(scenarioProgram(), {"exit-thread"}, {{"KCAP_OUTPUT", path}});
+  EXPECT_EQ(shimmed.exitCode, 7) << shimmed.describe();
+  EXPECT_EQ(shimmed.err, "");
+  expectChecks(path);
+  Trace trace(path);
+  EXPECT_TRUE(trace.reader().closed());
+  EXPECT_GE(trace.launches().size(), 20u);
+  EXPECT_EQ(trace.all().back().getTraceEnd().getReason(), schema::EndReason::EXIT);
 }
 
 class FatalSignal : public ::testing::TestWithParam<std::pair<const char*, int>> {};
 
-TEST_P(FatalSignal, EndsTheTraceInOrder)
-{
-    const auto [scenario, signal] = GetParam();
+TEST_P(FatalSignal, EndsTheTraceInOrder) {
+  const auto [scenario, signal] = GetParam();
 #if defined(__SANITIZE_ADDRESS__)
-    if (signal == SIGSEGV) {
-        GTEST_SKIP() << "AddressSanitizer handles SIGSEGV itself (and exits instead of dying of it)";
-    }
+  if (signal == SIGSEGV) {
+    GTEST_SKIP() << "AddressSanitizer handles SIGSEGV itself (and exits instead of dying of it)";
+  }
 #endif
-    kcap::test::TempDir dir("kcap-record");
-    const std::string path = dir.file("signal.kcap");
-    const Outcome shimmed = recorded(scenarioProgram(), {scenario}, {{"KCAP_OUTPUT", path}});
-    EXPECT_EQ(shimmed.signal, signal) << shimmed.describe();  // the signal still ends the program
-    expectChecks(path);
-    Trace trace(path);
-    EXPECT_EQ(trace.launches().size(), 3u);
-    EXPECT_EQ(trace.launchEnds().size(), 3u);
-    const auto end = trace.all().back();
-    ASSERT_EQ(end.which(), Event::TRACE_END);
-    EXPECT_EQ(end.getTraceEnd().getReason(), schema::EndReason::SIGNAL);
-    EXPECT_EQ(end.getTraceEnd().getSignal(), signal);
+  kcap::test::TempDir dir("kcap-record");
+  const std::string path = dir.file("signal.kcap");
+  const Outcome shimmed = recorded(scenarioProgram(), {scenario}, {{"KCAP_OUTPUT", path}});
+  EXPECT_EQ(shimmed.signal, signal) << shimmed.describe();  // the signal still ends the program
+  expectChecks(path);
+  Trace trace(path);
+  EXPECT_EQ(trace.launches().size(), 3u);
+  EXPECT_EQ(trace.launchEnds().size(), 3u);
+  const auto end = trace.all().back();
+  ASSERT_EQ(end.which(), Event::TRACE_END);
+  EXPECT_EQ(end.getTraceEnd().getReason(), schema::EndReason::SIGNAL);
+  EXPECT_EQ(end.getTraceEnd().getSignal(), signal);
 }
 
 INSTANTIATE_TEST_SUITE_P(Record, FatalSignal,
@@ -1516,122 +1469,117 @@ INSTANTIATE_TEST_SUITE_P(Record, FatalSignal,
                                            std::make_pair("sigusr1", SIGUSR1)),
                          [](const auto& test) { return std::string(test.param.first); });
 
-TEST(Record, AHandledSignalIsPassedOnAndRecordingGoesOn)
-{
-    kcap::test::TempDir dir("kcap-record");
-    for (const std::string scenario : {"sigterm-handled", "sighup-handled"}) {
-        SCOPED_TRACE(scenario);
-        const std::string path = dir.file(scenario + ".kcap");
-        const Outcome plain = plainRun(scenarioProgram(), {scenario});
-        const Outcome shimmed = recorded(scenarioProgram(), {scenario}, {{"KCAP_OUTPUT", path}});
-        expectClean(plain);
-        expectClean(shimmed);
-        EXPECT_EQ(shimmed.out, plain.out);
-        expectChecks(path);
-        Trace trace(path);
-        EXPECT_EQ(trace.launches().size(), 4u);
-        EXPECT_EQ(trace.all().back().getTraceEnd().getReason(), schema::EndReason::EXIT);
-    }
+TEST(Record, AHandledSignalIsPassedOnAndRecordingGoesOn) {
+  kcap::test::TempDir dir("kcap-record");
+  for (const std::string scenario : {"sigterm-handled", "sighup-handled"}) {
+    SCOPED_TRACE(scenario);
+    const std::string path = dir.file(scenario + ".kcap");
+    const Outcome plain = plainRun(scenarioProgram(), {scenario});
+    const Outcome shimmed = recorded(scenarioProgram(), {scenario}, {{"KCAP_OUTPUT", path}});
+    expectClean(plain);
+    expectClean(shimmed);
+    EXPECT_EQ(shimmed.out, plain.out);
+    expectChecks(path);
+    Trace trace(path);
+    EXPECT_EQ(trace.launches().size(), 4u);
+    EXPECT_EQ(trace.all().back().getTraceEnd().getReason(), schema::EndReason::EXIT);
+  }
 }
 
 // Everything flushed before the kill is readable; the trace is just not closed.
-void expectReadableButNotClosed(const std::string& path)
-{
-    const Outcome check = kcapCheck(path);
-    EXPECT_EQ(check.exitCode, 1) << check.describe();
-    EXPECT_NE(check.out.find("not closed"), std::string::npos) << check.describe();
-    EXPECT_EQ(check.out.find("checksum"), std::string::npos) << check.describe();
-    EXPECT_EQ(check.out.find("missing"), std::string::npos) << check.describe();
+void expectReadableButNotClosed(const std::string& path) {
+  const Outcome check = kcapCheck(path);
+  EXPECT_EQ(check.exitCode, 1) << check.describe();
+  EXPECT_NE(check.out.find("not closed"), std::string::npos) << check.describe();
+  EXPECT_EQ(check.out.find("checksum"), std::string::npos) << check.describe();
+  EXPECT_EQ(check.out.find("missing"), std::string::npos) << check.describe();
 }
 
-TEST(Record, SigkillLeavesEveryFlushedLaunchReadable)
-{
-    kcap::test::TempDir dir("kcap-record");
-    const std::string path = dir.file("killed.kcap");
-    const Outcome shimmed = recorded(scenarioProgram(), {"sigkill"}, {{"KCAP_OUTPUT", path}});
-    EXPECT_EQ(shimmed.signal, SIGKILL) << shimmed.describe();
-    expectReadableButNotClosed(path);
-    Trace trace(path);
-    EXPECT_FALSE(trace.reader().closed());
-    EXPECT_EQ(trace.launches().size(), 3u);  // each flushed before it ran
-    for (const auto launch : trace.launches()) {
-        EXPECT_EQ(launch.getPre().size(), 2u);
-    }
-    EXPECT_TRUE(trace.of(Event::TRACE_END).empty());
+TEST(Record, SigkillLeavesEveryFlushedLaunchReadable) {
+  kcap::test::TempDir dir("kcap-record");
+  const std::string path = dir.file("killed.kcap");
+  const Outcome shimmed = recorded(scenarioProgram(), {"sigkill"}, {{"KCAP_OUTPUT", path}});
+  EXPECT_EQ(shimmed.signal, SIGKILL) << shimmed.describe();
+  expectReadableButNotClosed(path);
+  Trace trace(path);
+  EXPECT_FALSE(trace.reader().closed());
+  EXPECT_EQ(trace.launches().size(), 3u);  // each flushed before it ran
+  for (const auto launch : trace.launches()) {
+    EXPECT_EQ(launch.getPre().size(), 2u);
+  }
+  EXPECT_TRUE(trace.of(Event::TRACE_END).empty());
 }
 
-TEST(Record, ALaunchThatKillsTheProcessIsOnDisk)
-{
-    kcap::test::TempDir dir("kcap-record");
-    const std::string path = dir.file("fault-kill.kcap");
-    const Outcome shimmed = recorded(scenarioProgram(), {"fault-kill"}, {{"KCAP_OUTPUT", path}});
-    EXPECT_EQ(shimmed.signal, SIGKILL) << shimmed.describe();
-    expectReadableButNotClosed(path);
-    Trace trace(path);
-    const auto launches = trace.launches();
-    ASSERT_EQ(launches.size(), 2u);
-    EXPECT_EQ(at<uint64_t>(launches[1].getParams(), 8), kPoisonKill);
-    EXPECT_EQ(trace.launchEnds().size(), 1u);  // the fatal launch never returned
+TEST(Record, ALaunchThatKillsTheProcessIsOnDisk) {
+  kcap::test::TempDir dir("kcap-record");
+  const std::string path = dir.file("fault-kill.kcap");
+  const Outcome shimmed = recorded(scenarioProgram(), {"fault-kill"}, {{"KCAP_OUTPUT", path}});
+  EXPECT_EQ(shimmed.signal, SIGKILL) << shimmed.describe();
+  expectReadableButNotClosed(path);
+  Trace trace(path);
+  const auto launches = trace.launches();
+  ASSERT_EQ(launches.size(), 2u);
+  EXPECT_EQ(at<uint64_t>(launches[1].getParams(), 8), kPoisonKill);
+  EXPECT_EQ(trace.launchEnds().size(), 1u);  // the fatal launch never returned
 }
 
 // --flush batch: the launch does not wait for the file. Every exit path but
 // SIGKILL still writes everything; SIGKILL leaves what was written readable.
-TEST(Record, FlushBatchWritesTheSameTraceBehindTheProgram)
-{
-    kcap::test::TempDir dir("kcap-record");
-    const std::string eager = dir.file("launch.kcap"), behind = dir.file("batch.kcap");
-    expectClean(recorded(interposeProgram("direct_launch"), {}, {{"KCAP_OUTPUT", eager}}));
-    expectClean(recorded(interposeProgram("direct_launch"), {}, {{"KCAP_OUTPUT", behind}, {"KCAP_FLUSH", "batch"}}));
-    expectChecks(behind);
-    Trace a(eager), b(behind);
-    std::map<std::string, std::string> options;
-    for (const auto option : b.all().front().getTraceBegin().getOptions()) {
-        options[option.getKey().cStr()] = option.getValue().cStr();
+TEST(Record, FlushBatchWritesTheSameTraceBehindTheProgram) {
+  kcap::test::TempDir dir("kcap-record");
+  const std::string eager = dir.file("launch.kcap"), behind = dir.file("batch.kcap");
+  expectClean(recorded(interposeProgram("direct_launch"), {}, {{"KCAP_OUTPUT", eager}}));
+  expectClean(recorded(interposeProgram("direct_launch"), {}, {{"KCAP_OUTPUT", behind}, {"KCAP_FLUSH", "batch"}}));
+  expectChecks(behind);
+  Trace a(eager), b(behind);
+  std::map<std::string, std::string> options;
+  for (const auto option : b.all().front().getTraceBegin().getOptions()) {
+    options[option.getKey().cStr()] = option.getValue().cStr();
+  }
+  EXPECT_EQ(options["flush"], "batch");
+  ASSERT_EQ(a.launches().size(), b.launches().size());
+  for (size_t i = 0; i < a.launches().size(); ++i) {
+    const auto x = a.launches()[i], y = b.launches()[i];
+    EXPECT_EQ(x.getParams().size(), y.getParams().size()) << i;  // (addresses differ from run to run)
+    ASSERT_EQ(x.getPre().size(), y.getPre().size()) << i;
+    for (unsigned r = 0; r < x.getPre().size(); ++r) {
+      EXPECT_EQ(a.bytes(x.getPre()[r].getContent()), b.bytes(y.getPre()[r].getContent()))
+          << "launch " << i << " range " << r;
     }
-    EXPECT_EQ(options["flush"], "batch");
-    ASSERT_EQ(a.launches().size(), b.launches().size());
-    for (size_t i = 0; i < a.launches().size(); ++i) {
-        const auto x = a.launches()[i], y = b.launches()[i];
-        EXPECT_EQ(x.getParams().size(), y.getParams().size()) << i;  // (addresses differ from run to run)
-        ASSERT_EQ(x.getPre().size(), y.getPre().size()) << i;
-        for (unsigned r = 0; r < x.getPre().size(); ++r) {
-            EXPECT_EQ(a.bytes(x.getPre()[r].getContent()), b.bytes(y.getPre()[r].getContent()))
-                << "launch " << i << " range " << r;
-        }
-    }
+  }
 
-    const std::string killed = dir.file("batch-killed.kcap");
-    const Outcome shimmed = recorded(scenarioProgram(), {"fault-kill"}, {{"KCAP_OUTPUT", killed}, {"KCAP_FLUSH", "batch"}});
-    EXPECT_EQ(shimmed.signal, SIGKILL) << shimmed.describe();
-    expectReadableButNotClosed(killed);
-    Trace partial(killed);
-    EXPECT_LE(partial.launches().size(), 2u);
+  const std::string killed = dir.file("batch-killed.kcap");
+  const Outcome shimmed =
+      recorded(scenarioProgram(), {"fault-kill"}, {{"KCAP_OUTPUT", killed}, {"KCAP_FLUSH", "batch"}});
+  EXPECT_EQ(shimmed.signal, SIGKILL) << shimmed.describe();
+  expectReadableButNotClosed(killed);
+  Trace partial(killed);
+  EXPECT_LE(partial.launches().size(), 2u);
 }
 
-TEST(Record, AFaultingLaunchIsRecordedWithItsError)
-{
-    kcap::test::TempDir dir("kcap-record");
-    const std::string path = dir.file("fault.kcap");
-    const Outcome shimmed = recorded(scenarioProgram(), {"fault"}, {{"KCAP_OUTPUT", path}});
-    EXPECT_EQ(shimmed.exitCode, 3) << shimmed.describe();
-    EXPECT_EQ(shimmed.err, "");
-    expectChecks(path);
-    Trace trace(path);
-    const auto ends = trace.launchEnds();
-    ASSERT_EQ(ends.size(), 2u);
-    EXPECT_EQ(ends[1].getResult(), 0);  // the launch itself was accepted
-    EXPECT_EQ(ends[1].getSyncResult(), static_cast<int>(CUDA_ERROR_ILLEGAL_ADDRESS));
-    EXPECT_EQ(ends[1].getPost().size(), 0u);
-    bool sawSync = false;
-    for (const auto& e : trace.of(Event::API_ERROR)) {
-        const auto error = e.getApiError();
-        if (std::string(error.getFunction().cStr()) == "cuCtxSynchronize") {
-            sawSync = true;
-            EXPECT_EQ(std::string(error.getResultName().cStr()), "CUDA_ERROR_ILLEGAL_ADDRESS");
-        }
+TEST(Record, AFaultingLaunchIsRecordedWithItsError) {
+  kcap::test::TempDir dir("kcap-record");
+  const std::string path = dir.file("fault.kcap");
+  const Outcome shimmed = recorded(scenarioProgram(), {"fault"}, {{"KCAP_OUTPUT", path}});
+  EXPECT_EQ(shimmed.exitCode, 3) << shimmed.describe();
+  EXPECT_EQ(shimmed.err, "");
+  expectChecks(path);
+  Trace trace(path);
+  const auto ends = trace.launchEnds();
+  ASSERT_EQ(ends.size(), 2u);
+  EXPECT_EQ(ends[1].getResult(), 0);  // the launch itself was accepted
+  EXPECT_EQ(ends[1].getSyncResult(), static_cast<int>(CUDA_ERROR_ILLEGAL_ADDRESS));
+  EXPECT_EQ(ends[1].getPost().size(), 0u);
+  bool sawSync = false;
+  for (const auto& e : trace.of(Event::API_ERROR)) {
+    const auto error = e.getApiError();
+    if (std::string(error.getFunction().cStr()) == "cuCtxSynchronize") {
+      sawSync = true;
+      EXPECT_EQ(std::string(error.getResultName().cStr()), "CUDA_ERROR_ILLEGAL_ADDRESS");
     }
-    EXPECT_TRUE(sawSync);
-    EXPECT_EQ(trace.all().back().getTraceEnd().getReason(), schema::EndReason::EXIT);
+  }
+  EXPECT_TRUE(sawSync);
+  EXPECT_EQ(trace.all().back().getTraceEnd().getReason(), schema::EndReason::EXIT);
 }
 
 // A range larger than two staging buffers goes out a buffer at a time
@@ -1644,136 +1592,134 @@ TEST(Record, AFaultingLaunchIsRecordedWithItsError)
 // The large buffer of record_scenarios.cpp's `large` as the first launch
 // reads it, and as the second does (piece 1 changed between them).
 struct LargeScenario {
-    static constexpr size_t kPiece = 1u << 20, kBytes = 80 * kPiece + 4096;
-    std::vector<uint8_t> first, second;
-    LargeScenario() : first(kBytes)
-    {
-        for (size_t i = 0; i < kBytes / 4; ++i) {
-            const size_t piece = i / (kPiece / 4);
-            const uint32_t value = piece == 80 ? 0xabcdef01u  // record_scenarios.cpp large(), largeWord()
-                                               : static_cast<uint32_t>((piece == 70 ? 3 : piece) * 2654435761u);
-            std::memcpy(first.data() + 4 * i, &value, 4);
-        }
-        second = first;
-        for (size_t i = 0; i < 1024; ++i) {
-            const uint32_t value = 0x5a5a5a5au;
-            std::memcpy(second.data() + kPiece + 4 * i, &value, 4);
-        }
+  static constexpr size_t kPiece = 1u << 20, kBytes = 80 * kPiece + 4096;
+  std::vector<uint8_t> first, second;
+  LargeScenario() : first(kBytes) {
+    for (size_t i = 0; i < kBytes / 4; ++i) {
+      const size_t piece = i / (kPiece / 4);
+      const uint32_t value = piece == 80 ? 0xabcdef01u  // record_scenarios.cpp large(), largeWord()
+                                         : static_cast<uint32_t>((piece == 70 ? 3 : piece) * 2654435761u);
+      std::memcpy(first.data() + 4 * i, &value, 4);
     }
+    second = first;
+    for (size_t i = 0; i < 1024; ++i) {
+      const uint32_t value = 0x5a5a5a5au;
+      std::memcpy(second.data() + kPiece + 4 * i, &value, 4);
+    }
+  }
 
-    // The trace of the scenario holds exactly these bytes: before and after
-    // the first launch, before the second.
-    void expectIn(const std::string& path) const
-    {
-        Trace trace(path);
-        const auto launches = trace.launches();
-        ASSERT_EQ(launches.size(), 2u) << path;
-        const uint64_t big = launches[0].getPointers()[0].getValue();  // x: the large buffer
-        const auto ends = trace.launchEnds();
-        ASSERT_EQ(ends.size(), 2u) << path;
-        const auto before = rangeAt(launches[0].getPre(), big), after = rangeAt(ends[0].getPost(), big),
-                   then = rangeAt(launches[1].getPre(), big);
-        ASSERT_TRUE(before.has_value() && after.has_value() && then.has_value()) << path;
-        EXPECT_TRUE(trace.bytes(before->getContent()) == first) << path;
-        EXPECT_TRUE(trace.bytes(after->getContent()) == first) << path;
-        EXPECT_TRUE(trace.bytes(then->getContent()) == second) << path;
-    }
+  // The trace of the scenario holds exactly these bytes: before and after
+  // the first launch, before the second.
+  void expectIn(const std::string& path) const {
+    Trace trace(path);
+    const auto launches = trace.launches();
+    ASSERT_EQ(launches.size(), 2u) << path;
+    const uint64_t big = launches[0].getPointers()[0].getValue();  // x: the large buffer
+    const auto ends = trace.launchEnds();
+    ASSERT_EQ(ends.size(), 2u) << path;
+    const auto before = rangeAt(launches[0].getPre(), big), after = rangeAt(ends[0].getPost(), big),
+               then = rangeAt(launches[1].getPre(), big);
+    ASSERT_TRUE(before.has_value() && after.has_value() && then.has_value()) << path;
+    EXPECT_TRUE(trace.bytes(before->getContent()) == first) << path;
+    EXPECT_TRUE(trace.bytes(after->getContent()) == first) << path;
+    EXPECT_TRUE(trace.bytes(then->getContent()) == second) << path;
+  }
 };
 
 // KCAP_STATS_FILE's lines as kind -> key -> value.
-std::map<std::string, std::map<std::string, uint64_t>> readStats(const std::string& path)
-{
-    std::map<std::string, std::map<std::string, uint64_t>> stats;
-    std::ifstream in(path);
-    std::string line;
-    while (std::getline(in, line)) {
-        std::istringstream words(line);
-        std::string kind, key;
-        uint64_t value = 0;
-        words >> kind;
-        while (words >> key >> value) {
-            stats[kind][key] = value;
-        }
+std::map<std::string, std::map<std::string, uint64_t>> readStats(const std::string& path) {
+  std::map<std::string, std::map<std::string, uint64_t>> stats;
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream words(line);
+    std::string kind, key;
+    uint64_t value = 0;
+    words >> kind;
+    while (words >> key >> value) {
+      stats[kind][key] = value;
     }
-    return stats;
+  }
+  return stats;
 }
 
-TEST(Record, LargeRangesAreStoredExactlyAndProfiled)
-{
-    kcap::test::TempDir dir("kcap-record");
-    constexpr size_t kPiece = LargeScenario::kPiece, kBytes = LargeScenario::kBytes;
-    const LargeScenario large;
-    const Outcome plain = plainRun(scenarioProgram(), {"large"});
-    expectClean(plain);
-    struct Config {
-        const char* buffer;
-        const char* hash;
-        bool pageLocking;  // the driver page-locks the writer's direct memory
-    };
-    for (const auto& [buffer, hash, pageLocking] :
-         {Config{"64M", "device", true}, {"1G", "device", true}, {"1G", "device", false}, {"64M", "host", true}}) {
-        const std::string name = std::string(buffer) + hash + (pageLocking ? "" : "-unlocked");
-        const std::string path = dir.file("large-" + name + ".kcap"), stats = dir.file("stats-" + name);
-        const Outcome shimmed = recorded(scenarioProgram(), {"large"},
-                                         {{"KCAP_OUTPUT", path}, {"KCAP_BUFFER", buffer}, {"KCAP_HASH", hash},
-                                          {"KCAP_STATS_FILE", stats},
-                                          {"KCAP_DOUBLE_HOST_REGISTER", pageLocking ? "" : "refuse"}});
-        expectClean(shimmed);
-        auto profile = readStats(stats);
-        // The snapshot profile: four snapshots of the large range (before
-        // and after each launch), the small ones.
-        const uint64_t bytes = profile["snapshot"]["bytes"], deviceHashed = profile["snapshot"]["device_hashed"];
-        EXPECT_GE(bytes, 4 * kBytes) << buffer << hash;
-        EXPECT_LT(bytes, 4 * kBytes + (1u << 20)) << buffer << hash;
-        EXPECT_GE(profile["snapshot"]["ranges"], 4u) << buffer << hash;
-        EXPECT_GT(profile["snapshot_ns"]["store"], 0u) << buffer << hash;
-        EXPECT_GT(profile["snapshot_ns"]["copy_wait"], 0u) << buffer << hash;
-        EXPECT_EQ(profile["snapshot_ns"]["buffers_made"], 2u) << buffer << hash << " (one thread snapshots: two buffers)";
-        if (std::string(hash) == "device") {
-            // The large range on the device, every time; of it copied: 79
-            // distinct pieces (70 is 3) and the tail, then piece 1 changed.
-            EXPECT_EQ(deviceHashed, 4 * kBytes) << buffer;
-            EXPECT_EQ(profile["snapshot"]["copied"] - (bytes - deviceHashed), 80 * kPiece + 4096) << buffer;
-            EXPECT_GT(profile["snapshot_ns"]["device_hash"], 0u) << buffer;
-            // Those copies land in the writer's page-locked direct blocks: all
-            // of them within a large bound; with the smallest, those it has
-            // room for (a segment it has not goes through a staging buffer).
-            const uint64_t direct = profile["snapshot"]["direct"], locked = profile["writer"]["page_locked"];
-            if (!pageLocking) {
-                EXPECT_EQ(direct, 0u) << name;
-                EXPECT_EQ(locked, 0u) << name;
-            } else if (std::string(buffer) == "1G") {
-                EXPECT_EQ(direct, 80 * kPiece + 4096) << name;
-                EXPECT_EQ(locked, 128u << 20) << name << " (two slabs: 81 pieces)";
-                EXPECT_GT(profile["writer"]["lock_ns"], 0u) << name;
-            } else {
-                EXPECT_GT(direct, 0u) << name;
-                EXPECT_LE(locked, (64u + 4 * 32u) << 20) << name << " (--buffer and four staging buffers' worth)";
-            }
-        } else {
-            EXPECT_EQ(deviceHashed, 0u);
-            EXPECT_EQ(profile["snapshot"]["copied"], bytes);
-            EXPECT_EQ(profile["snapshot"]["direct"], 0u);
-            EXPECT_EQ(profile["writer"]["page_locked"], 0u);
-            EXPECT_EQ(profile["snapshot_ns"]["device_hash"], 0u);
-            EXPECT_GE(profile["snapshot"]["chunks"], 12u) << " (three staging buffers a large snapshot)";
-        }
-        // 79 distinct pieces, the tail, and piece 1 changed: new to the writer.
-        EXPECT_GE(profile["writer"]["unique_bytes"], 80 * kPiece + 4096) << buffer;
-        EXPECT_LT(profile["writer"]["unique_bytes"], 81 * kPiece + 4096) << buffer;
-        EXPECT_EQ(shimmed.out, plain.out);
-        expectChecks(path);
-        large.expectIn(path);
-        // 80 distinct pieces + the tail the first time, one new piece the
-        // second (piece 70 is piece 3): what the file's blobs hold, once each.
-        auto reader = kcap::format::TraceReader::open(path);
-        uint64_t blobBytes = 0;
-        for (const auto& chunk : reader->chunks()) {
-            blobBytes += chunk.kind == kcap::format::ChunkKind::kBlob ? chunk.rawSize : 0;
-        }
-        EXPECT_GE(blobBytes, 80 * kPiece + 4096) << buffer;
-        EXPECT_LT(blobBytes, 81 * kPiece + 4096 + (1u << 20)) << buffer << " (at most 1 MiB of other content)";
+TEST(Record, LargeRangesAreStoredExactlyAndProfiled) {
+  kcap::test::TempDir dir("kcap-record");
+  constexpr size_t kPiece = LargeScenario::kPiece, kBytes = LargeScenario::kBytes;
+  const LargeScenario large;
+  const Outcome plain = plainRun(scenarioProgram(), {"large"});
+  expectClean(plain);
+  struct Config {
+    const char* buffer;
+    const char* hash;
+    bool pageLocking;  // the driver page-locks the writer's direct memory
+  };
+  for (const auto& [buffer, hash, pageLocking] :
+       {Config{"64M", "device", true}, {"1G", "device", true}, {"1G", "device", false}, {"64M", "host", true}}) {
+    const std::string name = std::string(buffer) + hash + (pageLocking ? "" : "-unlocked");
+    const std::string path = dir.file("large-" + name + ".kcap"), stats = dir.file("stats-" + name);
+    const Outcome shimmed = recorded(scenarioProgram(), {"large"},
+                                     {{"KCAP_OUTPUT", path},
+                                      {"KCAP_BUFFER", buffer},
+                                      {"KCAP_HASH", hash},
+                                      {"KCAP_STATS_FILE", stats},
+                                      {"KCAP_DOUBLE_HOST_REGISTER", pageLocking ? "" : "refuse"}});
+    expectClean(shimmed);
+    auto profile = readStats(stats);
+    // The snapshot profile: four snapshots of the large range (before
+    // and after each launch), the small ones.
+    const uint64_t bytes = profile["snapshot"]["bytes"], deviceHashed = profile["snapshot"]["device_hashed"];
+    EXPECT_GE(bytes, 4 * kBytes) << buffer << hash;
+    EXPECT_LT(bytes, 4 * kBytes + (1u << 20)) << buffer << hash;
+    EXPECT_GE(profile["snapshot"]["ranges"], 4u) << buffer << hash;
+    EXPECT_GT(profile["snapshot_ns"]["store"], 0u) << buffer << hash;
+    EXPECT_GT(profile["snapshot_ns"]["copy_wait"], 0u) << buffer << hash;
+    EXPECT_EQ(profile["snapshot_ns"]["buffers_made"], 2u) << buffer << hash << " (one thread snapshots: two buffers)";
+    if (std::string(hash) == "device") {
+      // The large range on the device, every time; of it copied: 79
+      // distinct pieces (70 is 3) and the tail, then piece 1 changed.
+      EXPECT_EQ(deviceHashed, 4 * kBytes) << buffer;
+      EXPECT_EQ(profile["snapshot"]["copied"] - (bytes - deviceHashed), 80 * kPiece + 4096) << buffer;
+      EXPECT_GT(profile["snapshot_ns"]["device_hash"], 0u) << buffer;
+      // Those copies land in the writer's page-locked direct blocks: all
+      // of them within a large bound; with the smallest, those it has
+      // room for (a segment it has not goes through a staging buffer).
+      const uint64_t direct = profile["snapshot"]["direct"], locked = profile["writer"]["page_locked"];
+      if (!pageLocking) {
+        EXPECT_EQ(direct, 0u) << name;
+        EXPECT_EQ(locked, 0u) << name;
+      } else if (std::string(buffer) == "1G") {
+        EXPECT_EQ(direct, 80 * kPiece + 4096) << name;
+        EXPECT_EQ(locked, 128u << 20) << name << " (two slabs: 81 pieces)";
+        EXPECT_GT(profile["writer"]["lock_ns"], 0u) << name;
+      } else {
+        EXPECT_GT(direct, 0u) << name;
+        EXPECT_LE(locked, (64u + 4 * 32u) << 20) << name << " (--buffer and four staging buffers' worth)";
+      }
+    } else {
+      EXPECT_EQ(deviceHashed, 0u);
+      EXPECT_EQ(profile["snapshot"]["copied"], bytes);
+      EXPECT_EQ(profile["snapshot"]["direct"], 0u);
+      EXPECT_EQ(profile["writer"]["page_locked"], 0u);
+      EXPECT_EQ(profile["snapshot_ns"]["device_hash"], 0u);
+      EXPECT_GE(profile["snapshot"]["chunks"], 12u) << " (three staging buffers a large snapshot)";
     }
+    // 79 distinct pieces, the tail, and piece 1 changed: new to the writer.
+    EXPECT_GE(profile["writer"]["unique_bytes"], 80 * kPiece + 4096) << buffer;
+    EXPECT_LT(profile["writer"]["unique_bytes"], 81 * kPiece + 4096) << buffer;
+    EXPECT_EQ(shimmed.out, plain.out);
+    expectChecks(path);
+    large.expectIn(path);
+    // 80 distinct pieces + the tail the first time, one new piece the
+    // second (piece 70 is piece 3): what the file's blobs hold, once each.
+    auto reader = kcap::format::TraceReader::open(path);
+    uint64_t blobBytes = 0;
+    for (const auto& chunk : reader->chunks()) {
+      blobBytes += chunk.kind == kcap::format::ChunkKind::kBlob ? chunk.rawSize : 0;
+    }
+    EXPECT_GE(blobBytes, 80 * kPiece + 4096) << buffer;
+    EXPECT_LT(blobBytes, 81 * kPiece + 4096 + (1u << 20)) << buffer << " (at most 1 MiB of other content)";
+  }
 }
 
 // Where hashing on the device does not work, or the memory changes between
@@ -1783,255 +1729,265 @@ TEST(Record, LargeRangesAreStoredExactlyAndProfiled)
 // taken again on the host, every time here), a kernel that runs once and
 // then fails (its check of the first copy cannot be queued: that range is
 // taken again, and the rest on the host).
-TEST(Record, DeviceHashingFallsBackToTheHost)
-{
-    kcap::test::TempDir dir("kcap-record");
-    const LargeScenario large;
-    const Outcome plain = plainRun(scenarioProgram(), {"large"});
-    expectClean(plain);
-    for (const std::string fault : {"refuse", "stale", "fail-later"}) {
-        const std::string path = dir.file(fault + ".kcap"), stats = dir.file(fault + ".stats");
-        const Outcome shimmed = recorded(
-            scenarioProgram(), {"large"},
-            {{"KCAP_OUTPUT", path}, {"KCAP_STATS_FILE", stats}, {"KCAP_DOUBLE_CONTENT_HASH", fault}});
-        EXPECT_EQ(shimmed.exitCode, 0) << shimmed.describe();
-        EXPECT_EQ(shimmed.out, plain.out);
-        auto profile = readStats(stats);
-        const uint64_t bytes = profile["snapshot"]["bytes"];
-        if (fault == "refuse") {
-            EXPECT_EQ(shimmed.err, "kcap: hashing device memory on the GPU failed (loading the kernel: "
-                                   "CUDA_ERROR_NO_BINARY_FOR_GPU); snapshots hash on the host\n");
-            EXPECT_EQ(profile["snapshot"]["device_hashed"], 0u);
-            EXPECT_EQ(profile["snapshot"]["copied"], bytes);
-        } else if (fault == "fail-later") {
-            EXPECT_EQ(shimmed.err, "kcap: hashing device memory on the GPU failed (launching the kernel: "
-                                   "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES); snapshots hash on the host\n");
-            EXPECT_EQ(profile["snapshot"]["device_hashed"], LargeScenario::kBytes);
-            EXPECT_EQ(profile["snapshot"]["copied"], bytes);
-        } else {
-            EXPECT_EQ(shimmed.err, "") << shimmed.describe();
-            EXPECT_EQ(profile["snapshot"]["device_hashed"], 4 * LargeScenario::kBytes);
-            // Each large snapshot: the first segment copied (piece 0 in it)
-            // hashes otherwise than before its copy: nothing of it stored,
-            // then all of the range copied and hashed on the host.
-            EXPECT_EQ(profile["snapshot"]["copied"] - (bytes - 4 * LargeScenario::kBytes), 4 * LargeScenario::kBytes);
-        }
-        expectChecks(path);
-        large.expectIn(path);
-    }
-}
-
-TEST(Record, AnInternalFailureStopsRecordingButNotTheProgram)
-{
-    kcap::test::TempDir dir("kcap-record");
-    const std::string path = dir.file("full.kcap");
-    const Outcome plain = plainRun(scenarioProgram(), {"disk-full"});
-    const Outcome shimmed = recorded(scenarioProgram(), {"disk-full"}, {{"KCAP_OUTPUT", path}});
-    expectClean(plain);
+TEST(Record, DeviceHashingFallsBackToTheHost) {
+  kcap::test::TempDir dir("kcap-record");
+  const LargeScenario large;
+  const Outcome plain = plainRun(scenarioProgram(), {"large"});
+  expectClean(plain);
+  for (const std::string fault : {"refuse", "stale", "fail-later"}) {
+    const std::string path = dir.file(fault + ".kcap"), stats = dir.file(fault + ".stats");
+    const Outcome shimmed =
+        recorded(scenarioProgram(), {"large"},
+                 {{"KCAP_OUTPUT", path}, {"KCAP_STATS_FILE", stats}, {"KCAP_DOUBLE_CONTENT_HASH", fault}});
     EXPECT_EQ(shimmed.exitCode, 0) << shimmed.describe();
     EXPECT_EQ(shimmed.out, plain.out);
-    // One line, once.
-    EXPECT_EQ(shimmed.err.rfind("kcap: internal error (", 0), 0u) << shimmed.err;
-    EXPECT_NE(shimmed.err.find("write failed: file size limit exceeded (EFBIG)"), std::string::npos) << shimmed.err;
-    EXPECT_NE(shimmed.err.find("recording stops, calls pass through unchanged\n"), std::string::npos);
-    EXPECT_EQ(std::count(shimmed.err.begin(), shimmed.err.end(), '\n'), 1) << shimmed.err;
-    // What was written before stays readable.
-    auto reader = kcap::format::TraceReader::open(path);
-    uint64_t events = 0;
-    bool begins = false;
-    reader->forEachEvent([&](const kcap::format::EventRef& ref) {
-        begins = begins || (events == 0 && ref.event.which() == Event::TRACE_BEGIN);
-        ++events;
-        return true;
-    });
-    EXPECT_TRUE(begins);  // the rest was queued behind 1 MiB of memory that did not fit
-    EXPECT_GE(events, 1u);
+    auto profile = readStats(stats);
+    const uint64_t bytes = profile["snapshot"]["bytes"];
+    if (fault == "refuse") {
+      EXPECT_EQ(shimmed.err,
+                "kcap: hashing device memory on the GPU failed (loading the kernel: "
+                "CUDA_ERROR_NO_BINARY_FOR_GPU); snapshots hash on the host\n");
+      EXPECT_EQ(profile["snapshot"]["device_hashed"], 0u);
+      EXPECT_EQ(profile["snapshot"]["copied"], bytes);
+    } else if (fault == "fail-later") {
+      EXPECT_EQ(shimmed.err,
+                "kcap: hashing device memory on the GPU failed (launching the kernel: "
+                "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES); snapshots hash on the host\n");
+      EXPECT_EQ(profile["snapshot"]["device_hashed"], LargeScenario::kBytes);
+      EXPECT_EQ(profile["snapshot"]["copied"], bytes);
+    } else {
+      EXPECT_EQ(shimmed.err, "") << shimmed.describe();
+      EXPECT_EQ(profile["snapshot"]["device_hashed"], 4 * LargeScenario::kBytes);
+      // Each large snapshot: the first segment copied (piece 0 in it)
+      // hashes otherwise than before its copy: nothing of it stored,
+      // then all of the range copied and hashed on the host.
+      EXPECT_EQ(profile["snapshot"]["copied"] - (bytes - 4 * LargeScenario::kBytes), 4 * LargeScenario::kBytes);
+    }
+    expectChecks(path);
+    large.expectIn(path);
+  }
+}
+
+TEST(Record, AnInternalFailureStopsRecordingButNotTheProgram) {
+  kcap::test::TempDir dir("kcap-record");
+  const std::string path = dir.file("full.kcap");
+  const Outcome plain = plainRun(scenarioProgram(), {"disk-full"});
+  const Outcome shimmed = recorded(scenarioProgram(), {"disk-full"}, {{"KCAP_OUTPUT", path}});
+  expectClean(plain);
+  EXPECT_EQ(shimmed.exitCode, 0) << shimmed.describe();
+  EXPECT_EQ(shimmed.out, plain.out);
+  // One line, once.
+  EXPECT_EQ(shimmed.err.rfind("kcap: internal error (", 0), 0u) << shimmed.err;
+  EXPECT_NE(shimmed.err.find("write failed: file size limit exceeded (EFBIG)"), std::string::npos) << shimmed.err;
+  EXPECT_NE(shimmed.err.find("recording stops, calls pass through unchanged\n"), std::string::npos);
+  EXPECT_EQ(std::count(shimmed.err.begin(), shimmed.err.end(), '\n'), 1) << shimmed.err;
+  // What was written before stays readable.
+  auto reader = kcap::format::TraceReader::open(path);
+  uint64_t events = 0;
+  bool begins = false;
+  reader->forEachEvent([&](const kcap::format::EventRef& ref) {
+    begins = begins || (events == 0 && ref.event.which() == Event::TRACE_BEGIN);
+    ++events;
+    return true;
+  });
+  EXPECT_TRUE(begins);  // the rest was queued behind 1 MiB of memory that did not fit
+  EXPECT_GE(events, 1u);
 }
 
 // ---- kcap record --------------------------------------------------------------------------------
 
-TEST(KcapRecord, RunsTheProgramUnderTheShimAndSummarizes)
-{
-    kcap::test::TempDir dir("kcap-record");
-    const std::string path = dir.file("r.kcap");
-    const Outcome plain = plainRun(interposeProgram("direct_launch"));
-    const Outcome run = kcap_test::run({kcapBinary(), {"record", "-o", path, "--", interposeProgram("direct_launch")}, {}, false});
-    EXPECT_EQ(run.exitCode, 0) << run.describe();
-    EXPECT_EQ(run.out, plain.out);
-    EXPECT_NE(run.err.find("kcap: recorded 53 events, 6 launches in " + path + " ("), std::string::npos)
-        << run.err;
-    expectChecks(path);
+TEST(KcapRecord, RunsTheProgramUnderTheShimAndSummarizes) {
+  kcap::test::TempDir dir("kcap-record");
+  const std::string path = dir.file("r.kcap");
+  const Outcome plain = plainRun(interposeProgram("direct_launch"));
+  const Outcome run =
+      kcap_test::run({kcapBinary(), {"record", "-o", path, "--", interposeProgram("direct_launch")}, {}, false});
+  EXPECT_EQ(run.exitCode, 0) << run.describe();
+  EXPECT_EQ(run.out, plain.out);
+  EXPECT_NE(run.err.find("kcap: recorded 53 events, 6 launches in " + path + " ("), std::string::npos) << run.err;
+  expectChecks(path);
 }
 
-TEST(KcapRecord, OptionsBecomeTheShimsSettings)
-{
-    kcap::test::TempDir dir("kcap-record");
-    const std::string path = dir.file("r.kcap");
-    const Outcome run = kcap_test::run({kcapBinary(),
-                                    {"record", "--quiet", "--mode", "metadata", "--include", "axpy", "--max-launches",
-                                     "2", "--level", "1", "--piece-size", "64K", "--buffer", "128M", "--flush",
-                                     "batch", "-o", path,
-                                     "--", interposeProgram("direct_launch")},
-                                    {},
-                                    false});
-    EXPECT_EQ(run.exitCode, 0) << run.describe();
-    EXPECT_EQ(run.err, "");
-    Trace trace(path);
-    EXPECT_EQ(trace.all().front().getTraceBegin().getCaptureMode(), schema::CaptureMode::METADATA);
-    EXPECT_EQ(trace.launches().size(), 2u);
-    EXPECT_EQ(trace.of(Event::MODULE_LOAD)[0].getModuleLoad().getImage().getPieceSize(), 64u << 10);
-    std::map<std::string, std::string> options;
-    for (const auto option : trace.all().front().getTraceBegin().getOptions()) {
-        options[option.getKey().cStr()] = option.getValue().cStr();
-    }
-    EXPECT_EQ(options["buffer"], std::to_string(128u << 20));
-    EXPECT_EQ(options["flush"], "batch");
+TEST(KcapRecord, OptionsBecomeTheShimsSettings) {
+  kcap::test::TempDir dir("kcap-record");
+  const std::string path = dir.file("r.kcap");
+  const Outcome run = kcap_test::run({kcapBinary(),
+                                      {"record",
+                                       "--quiet",
+                                       "--mode",
+                                       "metadata",
+                                       "--include",
+                                       "axpy",
+                                       "--max-launches",
+                                       "2",
+                                       "--level",
+                                       "1",
+                                       "--piece-size",
+                                       "64K",
+                                       "--buffer",
+                                       "128M",
+                                       "--flush",
+                                       "batch",
+                                       "-o",
+                                       path,
+                                       "--",
+                                       interposeProgram("direct_launch")},
+                                      {},
+                                      false});
+  EXPECT_EQ(run.exitCode, 0) << run.describe();
+  EXPECT_EQ(run.err, "");
+  Trace trace(path);
+  EXPECT_EQ(trace.all().front().getTraceBegin().getCaptureMode(), schema::CaptureMode::METADATA);
+  EXPECT_EQ(trace.launches().size(), 2u);
+  EXPECT_EQ(trace.of(Event::MODULE_LOAD)[0].getModuleLoad().getImage().getPieceSize(), 64u << 10);
+  std::map<std::string, std::string> options;
+  for (const auto option : trace.all().front().getTraceBegin().getOptions()) {
+    options[option.getKey().cStr()] = option.getValue().cStr();
+  }
+  EXPECT_EQ(options["buffer"], std::to_string(128u << 20));
+  EXPECT_EQ(options["flush"], "batch");
 }
 
-TEST(KcapRecord, ExitCodesAndUsageErrors)
-{
-    kcap::test::TempDir dir("kcap-record");
-    const auto record = [&](std::vector<std::string> args) {
-        args.insert(args.begin(), "record");
-        return kcap_test::run({kcapBinary(), args, {}, false});
-    };
-    EXPECT_EQ(record({"-q", "-o", dir.file("a.kcap"), "--", "/bin/sh", "-c", "exit 5"}).exitCode, 5);
-    const Outcome killed = record({"-q", "-o", dir.file("b.kcap"), "--", scenarioProgram(), "sigterm"});
-    EXPECT_EQ(killed.exitCode, 128 + SIGTERM) << killed.describe();
-    expectChecks(dir.file("b.kcap"));
-    const Outcome badMode = record({"--mode", "sometimes", "--", "/bin/true"});
-    EXPECT_EQ(badMode.exitCode, 2);
-    EXPECT_NE(badMode.err.find("--mode \"sometimes\""), std::string::npos) << badMode.err;
-    const Outcome badBuffer = record({"--buffer", "1M", "--", "/bin/true"});
-    EXPECT_EQ(badBuffer.exitCode, 2);
-    EXPECT_NE(badBuffer.err.find("--buffer \"1M\""), std::string::npos) << badBuffer.err;
-    const Outcome badFlush = record({"--flush", "never", "--", "/bin/true"});
-    EXPECT_EQ(badFlush.exitCode, 2);
-    EXPECT_NE(badFlush.err.find("--flush \"never\""), std::string::npos) << badFlush.err;
-    EXPECT_EQ(record({"--"}).exitCode, 2);
-    EXPECT_EQ(record({"--shim", dir.file("nothing.so"), "--", "/bin/true"}).exitCode, 2);
-    EXPECT_EQ(record({"-q", "--", dir.file("no-such-program")}).exitCode, 127);
+TEST(KcapRecord, ExitCodesAndUsageErrors) {
+  kcap::test::TempDir dir("kcap-record");
+  const auto record = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), "record");
+    return kcap_test::run({kcapBinary(), args, {}, false});
+  };
+  EXPECT_EQ(record({"-q", "-o", dir.file("a.kcap"), "--", "/bin/sh", "-c", "exit 5"}).exitCode, 5);
+  const Outcome killed = record({"-q", "-o", dir.file("b.kcap"), "--", scenarioProgram(), "sigterm"});
+  EXPECT_EQ(killed.exitCode, 128 + SIGTERM) << killed.describe();
+  expectChecks(dir.file("b.kcap"));
+  const Outcome badMode = record({"--mode", "sometimes", "--", "/bin/true"});
+  EXPECT_EQ(badMode.exitCode, 2);
+  EXPECT_NE(badMode.err.find("--mode \"sometimes\""), std::string::npos) << badMode.err;
+  const Outcome badBuffer = record({"--buffer", "1M", "--", "/bin/true"});
+  EXPECT_EQ(badBuffer.exitCode, 2);
+  EXPECT_NE(badBuffer.err.find("--buffer \"1M\""), std::string::npos) << badBuffer.err;
+  const Outcome badFlush = record({"--flush", "never", "--", "/bin/true"});
+  EXPECT_EQ(badFlush.exitCode, 2);
+  EXPECT_NE(badFlush.err.find("--flush \"never\""), std::string::npos) << badFlush.err;
+  EXPECT_EQ(record({"--"}).exitCode, 2);
+  EXPECT_EQ(record({"--shim", dir.file("nothing.so"), "--", "/bin/true"}).exitCode, 2);
+  EXPECT_EQ(record({"-q", "--", dir.file("no-such-program")}).exitCode, 127);
 }
 
-TEST(KcapRecord, SummarizesTracesOfDescendants)
-{
-    kcap::test::TempDir dir("kcap-record");
-    // The shell is the program; the CUDA process is its child.
-    const Outcome run = kcap_test::run({kcapBinary(),
-                                        {"record", "-o", dir.file("t-%p.kcap"), "--", "/bin/sh", "-c",
-                                         scenarioProgram() + " capture; exit 4"},
-                                        {},
-                                        false});
-    EXPECT_EQ(run.exitCode, 4) << run.describe();
-    EXPECT_NE(run.err.find("kcap: recorded "), std::string::npos) << run.err;
-    EXPECT_NE(run.err.find(" launches in " + dir.file("t-")), std::string::npos) << run.err;
-    EXPECT_EQ(run.err.find("no trace"), std::string::npos) << run.err;
+TEST(KcapRecord, SummarizesTracesOfDescendants) {
+  kcap::test::TempDir dir("kcap-record");
+  // The shell is the program; the CUDA process is its child.
+  const Outcome run = kcap_test::run(
+      {kcapBinary(),
+       {"record", "-o", dir.file("t-%p.kcap"), "--", "/bin/sh", "-c", scenarioProgram() + " capture; exit 4"},
+       {},
+       false});
+  EXPECT_EQ(run.exitCode, 4) << run.describe();
+  EXPECT_NE(run.err.find("kcap: recorded "), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find(" launches in " + dir.file("t-")), std::string::npos) << run.err;
+  EXPECT_EQ(run.err.find("no trace"), std::string::npos) << run.err;
 }
 
-TEST(KcapRecord, OnlyTheFirstRecordingProcessGetsThePlainName)
-{
-    KCAP_SKIP_FORK_UNDER_ASAN();
-    kcap::test::TempDir dir("kcap-record");
-    const std::string path = dir.file("tree.kcap");
-    const Outcome run = kcap_test::run({kcapBinary(), {"record", "-q", "-o", path, "--", scenarioProgram(), "fork"}, {}, false});
-    EXPECT_EQ(run.exitCode, 0) << run.describe();
-    Trace parent(path);
-    EXPECT_EQ(parent.launches().size(), 2u);
-    size_t files = 0;
-    for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator(dir.path())) {
-        ++files;
-    }
-    EXPECT_EQ(files, 2u);
+TEST(KcapRecord, OnlyTheFirstRecordingProcessGetsThePlainName) {
+  KCAP_SKIP_FORK_UNDER_ASAN();
+  kcap::test::TempDir dir("kcap-record");
+  const std::string path = dir.file("tree.kcap");
+  const Outcome run =
+      kcap_test::run({kcapBinary(), {"record", "-q", "-o", path, "--", scenarioProgram(), "fork"}, {}, false});
+  EXPECT_EQ(run.exitCode, 0) << run.describe();
+  Trace parent(path);
+  EXPECT_EQ(parent.launches().size(), 2u);
+  size_t files = 0;
+  for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator(dir.path())) {
+    ++files;
+  }
+  EXPECT_EQ(files, 2u);
 }
-
 
 // ---- --timing where CUPTI cannot work ----------------------------------------------------------
 // Under the driver double no CUPTI can time anything: either it is not
 // installed, or it is and cannot attach to a driver that is not NVIDIA's.
 // Either way the shim says so once and records everything else.
 
-size_t occurrences(const std::string& text, const std::string& what)
-{
-    size_t count = 0;
-    for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + what.size())) {
-        ++count;
+size_t occurrences(const std::string& text, const std::string& what) {
+  size_t count = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + what.size())) {
+    ++count;
+  }
+  return count;
+}
+
+std::vector<std::string> messagesWith(const Trace& trace, const std::string& what) {
+  std::vector<std::string> out;
+  for (const auto& e : trace.of(Event::MESSAGE)) {
+    const std::string text = e.getMessage().getText().cStr();
+    if (text.find(what) != std::string::npos) {
+      out.push_back(text);
     }
-    return count;
+  }
+  return out;
 }
 
-std::vector<std::string> messagesWith(const Trace& trace, const std::string& what)
-{
-    std::vector<std::string> out;
-    for (const auto& e : trace.of(Event::MESSAGE)) {
-        const std::string text = e.getMessage().getText().cStr();
-        if (text.find(what) != std::string::npos) {
-            out.push_back(text);
-        }
+bool optionRecorded(const Trace& trace, const std::string& key, const std::string& value) {
+  for (const auto option : trace.all().front().getTraceBegin().getOptions()) {
+    if (option.getKey().cStr() == key && option.getValue().cStr() == value) {
+      return true;
     }
-    return out;
+  }
+  return false;
 }
 
-bool optionRecorded(const Trace& trace, const std::string& key, const std::string& value)
-{
-    for (const auto option : trace.all().front().getTraceBegin().getOptions()) {
-        if (option.getKey().cStr() == key && option.getValue().cStr() == value) {
-            return true;
-        }
-    }
-    return false;
+TEST(KcapRecord, TimingWithoutAWorkingCuptiSaysSoOnceAndRecordsEverything) {
+  kcap::test::TempDir dir("kcap-record");
+  const std::string path = dir.file("timed.kcap");
+  const Outcome plain = plainRun(interposeProgram("direct_launch"));
+  const Outcome run = kcap_test::run(
+      {kcapBinary(), {"record", "--timing", "-o", path, "--", interposeProgram("direct_launch")}, {}, false});
+  EXPECT_EQ(run.exitCode, 0) << run.describe();
+  EXPECT_EQ(run.out, plain.out);
+  EXPECT_EQ(occurrences(run.err, "kcap: --timing: "), 1u) << run.err;
+  EXPECT_NE(run.err.find("; recording without durations\n"), std::string::npos) << run.err;
+  // direct_launch makes 53 events; the note is one more
+  EXPECT_NE(run.err.find("kcap: recorded 54 events, 6 launches in " + path), std::string::npos) << run.err;
+  expectChecks(path);
+  Trace trace(path);
+  EXPECT_EQ(trace.launches().size(), 6u);
+  EXPECT_EQ(trace.launchEnds().size(), 6u);
+  EXPECT_TRUE(trace.of(Event::KERNEL_TIMING).empty());
+  const auto notes = messagesWith(trace, "--timing: ");
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_NE(run.err.find("kcap: " + notes[0] + "\n"), std::string::npos) << notes[0];  // the same words
+  EXPECT_TRUE(optionRecorded(trace, "timing", "on"));
+  // Without --timing: no CUPTI, no note.
+  const Outcome untimed =
+      kcap_test::run({kcapBinary(),
+                      {"record", "-q", "-o", dir.file("untimed.kcap"), "--", interposeProgram("direct_launch")},
+                      {},
+                      false});
+  EXPECT_EQ(untimed.err, "") << untimed.describe();
+  EXPECT_TRUE(optionRecorded(Trace(dir.file("untimed.kcap")), "timing", "off"));
 }
 
-TEST(KcapRecord, TimingWithoutAWorkingCuptiSaysSoOnceAndRecordsEverything)
-{
-    kcap::test::TempDir dir("kcap-record");
-    const std::string path = dir.file("timed.kcap");
-    const Outcome plain = plainRun(interposeProgram("direct_launch"));
-    const Outcome run = kcap_test::run(
-        {kcapBinary(), {"record", "--timing", "-o", path, "--", interposeProgram("direct_launch")}, {}, false});
-    EXPECT_EQ(run.exitCode, 0) << run.describe();
-    EXPECT_EQ(run.out, plain.out);
-    EXPECT_EQ(occurrences(run.err, "kcap: --timing: "), 1u) << run.err;
-    EXPECT_NE(run.err.find("; recording without durations\n"), std::string::npos) << run.err;
-    // direct_launch makes 53 events; the note is one more
-    EXPECT_NE(run.err.find("kcap: recorded 54 events, 6 launches in " + path), std::string::npos) << run.err;
-    expectChecks(path);
-    Trace trace(path);
-    EXPECT_EQ(trace.launches().size(), 6u);
-    EXPECT_EQ(trace.launchEnds().size(), 6u);
-    EXPECT_TRUE(trace.of(Event::KERNEL_TIMING).empty());
-    const auto notes = messagesWith(trace, "--timing: ");
-    ASSERT_EQ(notes.size(), 1u);
-    EXPECT_NE(run.err.find("kcap: " + notes[0] + "\n"), std::string::npos) << notes[0];  // the same words
-    EXPECT_TRUE(optionRecorded(trace, "timing", "on"));
-    // Without --timing: no CUPTI, no note.
-    const Outcome untimed = kcap_test::run(
-        {kcapBinary(), {"record", "-q", "-o", dir.file("untimed.kcap"), "--", interposeProgram("direct_launch")}, {}, false});
-    EXPECT_EQ(untimed.err, "") << untimed.describe();
-    EXPECT_TRUE(optionRecorded(Trace(dir.file("untimed.kcap")), "timing", "off"));
-}
-
-TEST(Record, TimingSaysWhenCuptiCannotBeLoaded)
-{
-    kcap::test::TempDir dir("kcap-record");
-    const std::string path = dir.file("t.kcap");
-    const Outcome plain = plainRun(interposeProgram("direct_launch"));
-    const Outcome shimmed = recorded(interposeProgram("direct_launch"), {},
-                                     {{"KCAP_OUTPUT", path}, {"KCAP_TIMING", "1"}, {"KCAP_CUPTI_LIBRARY", "/nonexistent"}});
-    EXPECT_EQ(shimmed.exitCode, 0) << shimmed.describe();
-    EXPECT_EQ(shimmed.out, plain.out);
-    EXPECT_EQ(shimmed.err.rfind("kcap: --timing: could not load CUPTI from KCAP_CUPTI_LIBRARY=/nonexistent (", 0), 0u)
-        << shimmed.err;
-    EXPECT_NE(shimmed.err.find("; recording without durations\n"), std::string::npos) << shimmed.err;
-    EXPECT_EQ(std::count(shimmed.err.begin(), shimmed.err.end(), '\n'), 1) << shimmed.err;
-    expectChecks(path);
-    Trace trace(path);
-    EXPECT_EQ(trace.launches().size(), 6u);
-    EXPECT_TRUE(trace.of(Event::KERNEL_TIMING).empty());
-    EXPECT_EQ(messagesWith(trace, "could not load CUPTI").size(), 1u);
-    // A value other than 0 or 1 is a usage error for kcap record.
-    const Outcome bad = kcap_test::run({kcapBinary(), {"record", "--", "/bin/true"}, {{"KCAP_TIMING", "yes"}}, false});
-    EXPECT_EQ(bad.exitCode, 2) << bad.describe();
-    EXPECT_NE(bad.err.find("--timing \"yes\""), std::string::npos) << bad.err;
+TEST(Record, TimingSaysWhenCuptiCannotBeLoaded) {
+  kcap::test::TempDir dir("kcap-record");
+  const std::string path = dir.file("t.kcap");
+  const Outcome plain = plainRun(interposeProgram("direct_launch"));
+  const Outcome shimmed =
+      recorded(interposeProgram("direct_launch"), {},
+               {{"KCAP_OUTPUT", path}, {"KCAP_TIMING", "1"}, {"KCAP_CUPTI_LIBRARY", "/nonexistent"}});
+  EXPECT_EQ(shimmed.exitCode, 0) << shimmed.describe();
+  EXPECT_EQ(shimmed.out, plain.out);
+  EXPECT_EQ(shimmed.err.rfind("kcap: --timing: could not load CUPTI from KCAP_CUPTI_LIBRARY=/nonexistent (", 0), 0u)
+      << shimmed.err;
+  EXPECT_NE(shimmed.err.find("; recording without durations\n"), std::string::npos) << shimmed.err;
+  EXPECT_EQ(std::count(shimmed.err.begin(), shimmed.err.end(), '\n'), 1) << shimmed.err;
+  expectChecks(path);
+  Trace trace(path);
+  EXPECT_EQ(trace.launches().size(), 6u);
+  EXPECT_TRUE(trace.of(Event::KERNEL_TIMING).empty());
+  EXPECT_EQ(messagesWith(trace, "could not load CUPTI").size(), 1u);
+  // A value other than 0 or 1 is a usage error for kcap record.
+  const Outcome bad = kcap_test::run({kcapBinary(), {"record", "--", "/bin/true"}, {{"KCAP_TIMING", "yes"}}, false});
+  EXPECT_EQ(bad.exitCode, 2) << bad.describe();
+  EXPECT_NE(bad.err.find("--timing \"yes\""), std::string::npos) << bad.err;
 }
 
 }  // namespace

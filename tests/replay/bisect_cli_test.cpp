@@ -18,127 +18,122 @@ namespace {
 
 constexpr int kExitOk = 0, kExitTrace = 1, kExitUsage = 2, kExitDiverges = 3;
 
-
 Outcome kcap(const std::vector<std::string>& args) { return kcapOnDouble(args); }
 
 bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
 class Bisect : public RecordedTraces<Bisect> {
-protected:
-    // replay_scenarios sequence: axpy x4, reduce_sum, each reading the last one's output.
-    static std::string sequence() { return scenario("sequence"); }
-    static std::string changedAxpy() { return "override:axpy=" + kernelFile("axpy_changed.fatbin"); }
+ protected:
+  // replay_scenarios sequence: axpy x4, reduce_sum, each reading the last one's output.
+  static std::string sequence() { return scenario("sequence"); }
+  static std::string changedAxpy() { return "override:axpy=" + kernelFile("axpy_changed.fatbin"); }
 };
 
-TEST_F(Bisect, AgainstTheRecordingEveryLaunchAgrees)
-{
-    const Outcome run = kcap({"bisect", directLaunch(), "--json"});
-    EXPECT_EQ(run.exitCode, kExitOk) << run.describe();
-    EXPECT_TRUE(has(run.out, "\"first\":null")) << run.out;
-    EXPECT_TRUE(has(run.out, "\"examined\":6,")) << run.out;
-    const Outcome text = kcap({"bisect", directLaunch()});
-    EXPECT_TRUE(has(text.out, "No launch diverges: all 6 compared launches agree.")) << text.describe();
+TEST_F(Bisect, AgainstTheRecordingEveryLaunchAgrees) {
+  const Outcome run = kcap({"bisect", directLaunch(), "--json"});
+  EXPECT_EQ(run.exitCode, kExitOk) << run.describe();
+  EXPECT_TRUE(has(run.out, "\"first\":null")) << run.out;
+  EXPECT_TRUE(has(run.out, "\"examined\":6,")) << run.out;
+  const Outcome text = kcap({"bisect", directLaunch()});
+  EXPECT_TRUE(has(text.out, "No launch diverges: all 6 compared launches agree.")) << text.describe();
 }
 
-TEST_F(Bisect, AChangedBuildDivergesAtTheFirstAxpyWithTheChangedByte)
-{
-    const Outcome run = kcap({"bisect", directLaunch(), "--against", changedAxpy(), "--json"});
-    ASSERT_EQ(run.exitCode, kExitDiverges) << run.describe();
-    EXPECT_TRUE(has(run.out, "\"first\":{\"launchIndex\":0,\"kernel\":\"axpy\",\"verdict\":\"DIFFERS\"")) << run.out;
-    // y (param 2) differs in exactly one byte, at element 100.
-    EXPECT_TRUE(has(run.out, "\"label\":\"param 2\",")) << run.out;
-    EXPECT_TRUE(has(run.out, "\"differingBytes\":1,\"firstDifferingOffset\":400")) << run.out;
-    EXPECT_TRUE(has(run.out, "\"examined\":1,")) << run.out;  // found in the first launch compared
-    EXPECT_TRUE(has(run.out, "--launch 0 --override 'axpy=" + kernelFile("axpy_changed.fatbin") + "'")) << run.out;
+TEST_F(Bisect, AChangedBuildDivergesAtTheFirstAxpyWithTheChangedByte) {
+  const Outcome run = kcap({"bisect", directLaunch(), "--against", changedAxpy(), "--json"});
+  ASSERT_EQ(run.exitCode, kExitDiverges) << run.describe();
+  EXPECT_TRUE(has(run.out, "\"first\":{\"launchIndex\":0,\"kernel\":\"axpy\",\"verdict\":\"DIFFERS\"")) << run.out;
+  // y (param 2) differs in exactly one byte, at element 100.
+  EXPECT_TRUE(has(run.out, "\"label\":\"param 2\",")) << run.out;
+  EXPECT_TRUE(has(run.out, "\"differingBytes\":1,\"firstDifferingOffset\":400")) << run.out;
+  EXPECT_TRUE(has(run.out, "\"examined\":1,")) << run.out;  // found in the first launch compared
+  EXPECT_TRUE(has(run.out, "--launch 0 --override 'axpy=" + kernelFile("axpy_changed.fatbin") + "'")) << run.out;
 
-    const Outcome text = kcap({"bisect", directLaunch(), "--against", changedAxpy(), "--dtype", "f32"});
-    EXPECT_EQ(text.exitCode, kExitDiverges);
-    EXPECT_TRUE(has(text.out, "First divergent launch: 0 (axpy), grid (4,1,1), block (256,1,1)")) << text.out;
-    EXPECT_TRUE(has(text.out, "param 3: offset 24, 4 bytes = 0x3e8 (int 1000")) << text.out;  // n
-    EXPECT_TRUE(has(text.out, "1 of 4,000 bytes differ, first at offset 400 (0x190); as f32: 1 of 1000 elements differ"))
-        << text.out;
-    EXPECT_TRUE(has(text.out, "max ulp 1")) << text.out;
+  const Outcome text = kcap({"bisect", directLaunch(), "--against", changedAxpy(), "--dtype", "f32"});
+  EXPECT_EQ(text.exitCode, kExitDiverges);
+  EXPECT_TRUE(has(text.out, "First divergent launch: 0 (axpy), grid (4,1,1), block (256,1,1)")) << text.out;
+  EXPECT_TRUE(has(text.out, "param 3: offset 24, 4 bytes = 0x3e8 (int 1000")) << text.out;  // n
+  EXPECT_TRUE(has(text.out, "1 of 4,000 bytes differ, first at offset 400 (0x190); as f32: 1 of 1000 elements differ"))
+      << text.out;
+  EXPECT_TRUE(has(text.out, "max ulp 1")) << text.out;
 }
 
-TEST_F(Bisect, KernelSelectionLimitsTheSearch)
-{
-    // Only reduce_sum: the axpy override never applies, nothing diverges.
-    const Outcome run = kcap({"bisect", directLaunch(), "--against", changedAxpy(), "--kernel", "^reduce_sum$", "--json"});
-    EXPECT_EQ(run.exitCode, kExitOk) << run.describe();
-    EXPECT_TRUE(has(run.out, "\"first\":null")) << run.out;
-    EXPECT_TRUE(has(run.out, "\"examined\":1,")) << run.out;
-    // From launch 1 on, the first axpy compared is launch 1.
-    const Outcome later = kcap({"bisect", directLaunch(), "--against", changedAxpy(), "--range", "1..5", "--json"});
-    EXPECT_EQ(later.exitCode, kExitDiverges) << later.describe();
-    EXPECT_TRUE(has(later.out, "\"first\":{\"launchIndex\":1,")) << later.out;
+TEST_F(Bisect, KernelSelectionLimitsTheSearch) {
+  // Only reduce_sum: the axpy override never applies, nothing diverges.
+  const Outcome run =
+      kcap({"bisect", directLaunch(), "--against", changedAxpy(), "--kernel", "^reduce_sum$", "--json"});
+  EXPECT_EQ(run.exitCode, kExitOk) << run.describe();
+  EXPECT_TRUE(has(run.out, "\"first\":null")) << run.out;
+  EXPECT_TRUE(has(run.out, "\"examined\":1,")) << run.out;
+  // From launch 1 on, the first axpy compared is launch 1.
+  const Outcome later = kcap({"bisect", directLaunch(), "--against", changedAxpy(), "--range", "1..5", "--json"});
+  EXPECT_EQ(later.exitCode, kExitDiverges) << later.describe();
+  EXPECT_TRUE(has(later.out, "\"first\":{\"launchIndex\":1,")) << later.out;
 }
 
-TEST_F(Bisect, ASequenceIsBisectedOverPrefixes)
-{
-    // Against the recording, one pass: every launch reproduces.
-    const Outcome same = kcap({"bisect", sequence(), "--sequence", "--json"});
-    EXPECT_EQ(same.exitCode, kExitOk) << same.describe();
-    EXPECT_TRUE(has(same.out, "\"first\":null")) << same.out;
+TEST_F(Bisect, ASequenceIsBisectedOverPrefixes) {
+  // Against the recording, one pass: every launch reproduces.
+  const Outcome same = kcap({"bisect", sequence(), "--sequence", "--json"});
+  EXPECT_EQ(same.exitCode, kExitOk) << same.describe();
+  EXPECT_TRUE(has(same.out, "\"first\":null")) << same.out;
 
-    // Between two builds: bisection over prefixes finds the first axpy of the range.
-    const Outcome run = kcap({"bisect", sequence(), "--sequence", "--against", changedAxpy(), "--json"});
-    ASSERT_EQ(run.exitCode, kExitDiverges) << run.describe();
-    EXPECT_TRUE(has(run.out, "\"first\":{\"launchIndex\":0,\"kernel\":\"axpy\"")) << run.out;
-    EXPECT_TRUE(has(run.out, "--range 0..0 --override")) << run.out;
-    // 5 launches: the whole sequence, then log2 steps down to the first.
-    EXPECT_TRUE(has(run.out, "\"probes\":4,")) << run.out;
+  // Between two builds: bisection over prefixes finds the first axpy of the range.
+  const Outcome run = kcap({"bisect", sequence(), "--sequence", "--against", changedAxpy(), "--json"});
+  ASSERT_EQ(run.exitCode, kExitDiverges) << run.describe();
+  EXPECT_TRUE(has(run.out, "\"first\":{\"launchIndex\":0,\"kernel\":\"axpy\"")) << run.out;
+  EXPECT_TRUE(has(run.out, "--range 0..0 --override")) << run.out;
+  // 5 launches: the whole sequence, then log2 steps down to the first.
+  EXPECT_TRUE(has(run.out, "\"probes\":4,")) << run.out;
 
-    const Outcome later = kcap({"bisect", sequence(), "--sequence", "--range", "2..4", "--against", changedAxpy(), "--json"});
-    EXPECT_EQ(later.exitCode, kExitDiverges) << later.describe();
-    EXPECT_TRUE(has(later.out, "\"first\":{\"launchIndex\":2,")) << later.out;
-    EXPECT_TRUE(has(later.out, "--range 2..2 --override")) << later.out;
+  const Outcome later =
+      kcap({"bisect", sequence(), "--sequence", "--range", "2..4", "--against", changedAxpy(), "--json"});
+  EXPECT_EQ(later.exitCode, kExitDiverges) << later.describe();
+  EXPECT_TRUE(has(later.out, "\"first\":{\"launchIndex\":2,")) << later.out;
+  EXPECT_TRUE(has(later.out, "--range 2..2 --override")) << later.out;
 
-    // A side that cannot replay a launch of the sequence stops the search with a reason.
-    const Outcome broken = kcap({"bisect", sequence(), "--sequence", "--against",
-                                 "override:reduce_sum=" + kernelFile("axpy_changed.fatbin")});
-    EXPECT_EQ(broken.exitCode, kExitTrace) << broken.describe();
-    EXPECT_TRUE(has(broken.err, "cannot be replayed with the override build")) << broken.err;
-    EXPECT_TRUE(has(broken.err, "kernel reduce_sum not found")) << broken.err;
+  // A side that cannot replay a launch of the sequence stops the search with a reason.
+  const Outcome broken = kcap(
+      {"bisect", sequence(), "--sequence", "--against", "override:reduce_sum=" + kernelFile("axpy_changed.fatbin")});
+  EXPECT_EQ(broken.exitCode, kExitTrace) << broken.describe();
+  EXPECT_TRUE(has(broken.err, "cannot be replayed with the override build")) << broken.err;
+  EXPECT_TRUE(has(broken.err, "kernel reduce_sum not found")) << broken.err;
 }
 
-TEST_F(Bisect, PerfListsLaunchesPastTheThreshold)
-{
-    // Any time counts as slower than -1000%: every launch both sides ran is listed.
-    const Outcome run = kcap({"bisect", directLaunch(), "--against", "force-ptx", "--perf", "--repeat", "2",
-                              "--threshold", "-1000", "--json"});
-    EXPECT_EQ(run.exitCode, kExitDiverges) << run.describe();
-    // reduce_sum was loaded as a cubin: no PTX to force, so 5 of 6 are timed.
-    EXPECT_TRUE(has(run.out, "\"timed\":5,")) << run.out;
-    EXPECT_TRUE(has(run.out, "\"slower\":[{\"launchIndex\":0,\"kernel\":\"axpy\"")) << run.out;
-    // Against the recording there is nothing to time with: no recorded durations.
-    const Outcome recorded = kcap({"bisect", directLaunch(), "--perf", "--repeat", "2"});
-    EXPECT_EQ(recorded.exitCode, kExitTrace) << recorded.describe();
-    EXPECT_TRUE(has(recorded.out, "record with `kcap record --timing`")) << recorded.out;
+TEST_F(Bisect, PerfListsLaunchesPastTheThreshold) {
+  // Any time counts as slower than -1000%: every launch both sides ran is listed.
+  const Outcome run = kcap({"bisect", directLaunch(), "--against", "force-ptx", "--perf", "--repeat", "2",
+                            "--threshold", "-1000", "--json"});
+  EXPECT_EQ(run.exitCode, kExitDiverges) << run.describe();
+  // reduce_sum was loaded as a cubin: no PTX to force, so 5 of 6 are timed.
+  EXPECT_TRUE(has(run.out, "\"timed\":5,")) << run.out;
+  EXPECT_TRUE(has(run.out, "\"slower\":[{\"launchIndex\":0,\"kernel\":\"axpy\"")) << run.out;
+  // Against the recording there is nothing to time with: no recorded durations.
+  const Outcome recorded = kcap({"bisect", directLaunch(), "--perf", "--repeat", "2"});
+  EXPECT_EQ(recorded.exitCode, kExitTrace) << recorded.describe();
+  EXPECT_TRUE(has(recorded.out, "record with `kcap record --timing`")) << recorded.out;
 }
 
-TEST_F(Bisect, UsageErrorsAndMissingDevices)
-{
-    const std::string trace = directLaunch();
-    for (const auto& args : std::vector<std::vector<std::string>>{
-             {"--against", "sideways"},
-             {"--against", "override:axpy"},
-             {"--devices", "0,0"},
-             {"--devices", "0"},
-             {"--devices", "0,1", "--against", "force-ptx"},
-             {"--range", "5..2"},
-             {"--kernel", "no_such_kernel"},
-             {"--tolerance", "1e-3"},
-         }) {
-        std::vector<std::string> all = {"bisect", trace};
-        all.insert(all.end(), args.begin(), args.end());
-        const Outcome run = kcap(all);
-        EXPECT_EQ(run.exitCode, kExitUsage) << run.describe();
-        EXPECT_TRUE(has(run.err, "kcap bisect: ")) << run.err;
-    }
-    // The double has one GPU.
-    const Outcome two = kcap({"bisect", trace, "--devices", "0,1"});
-    EXPECT_EQ(two.exitCode, kExitTrace) << two.describe();
-    EXPECT_TRUE(has(two.err, "--device 1: this machine has 1 GPU(s)")) << two.err;
+TEST_F(Bisect, UsageErrorsAndMissingDevices) {
+  const std::string trace = directLaunch();
+  for (const auto& args : std::vector<std::vector<std::string>>{
+           {"--against", "sideways"},
+           {"--against", "override:axpy"},
+           {"--devices", "0,0"},
+           {"--devices", "0"},
+           {"--devices", "0,1", "--against", "force-ptx"},
+           {"--range", "5..2"},
+           {"--kernel", "no_such_kernel"},
+           {"--tolerance", "1e-3"},
+       }) {
+    std::vector<std::string> all = {"bisect", trace};
+    all.insert(all.end(), args.begin(), args.end());
+    const Outcome run = kcap(all);
+    EXPECT_EQ(run.exitCode, kExitUsage) << run.describe();
+    EXPECT_TRUE(has(run.err, "kcap bisect: ")) << run.err;
+  }
+  // The double has one GPU.
+  const Outcome two = kcap({"bisect", trace, "--devices", "0,1"});
+  EXPECT_EQ(two.exitCode, kExitTrace) << two.describe();
+  EXPECT_TRUE(has(two.err, "--device 1: this machine has 1 GPU(s)")) << two.err;
 }
 
 }  // namespace

@@ -22,114 +22,113 @@ Outcome kcap(const std::vector<std::string>& args) { return kcapOnDouble(args); 
 // The first launch of `source`, edited by `change`, written to `path`.
 // Returns the launch event's seq.
 uint64_t withFirstLaunch(const std::string& source, const std::string& path,
-                         const std::function<void(kcap::schema::Launch::Builder)>& change)
-{
-    bool done = false;
-    const uint64_t seq = kcap::test::rewriteEvents(source, path, [&](kcap::schema::Event::Builder e) {
-        if (done || !e.isLaunch()) return false;
-        done = true;
-        change(e.getLaunch());
-        return true;
-    });
-    EXPECT_NE(seq, 0u) << "no launch in " << source;
-    return seq;
+                         const std::function<void(kcap::schema::Launch::Builder)>& change) {
+  bool done = false;
+  const uint64_t seq = kcap::test::rewriteEvents(source, path, [&](kcap::schema::Event::Builder e) {
+    if (done || !e.isLaunch()) return false;
+    done = true;
+    change(e.getLaunch());
+    return true;
+  });
+  EXPECT_NE(seq, 0u) << "no launch in " << source;
+  return seq;
 }
 
 // A pointer word's offset plus 8 wraps in 32 bits to a value the check
 // passed: replay then wrote 8 bytes about 4 GiB past its parameter buffer.
 // Relocated (--no-fixed-va), so that the word is rewritten at all.
-TEST_F(HostileTrace, APointerWordOffsetThatWrapsIsATraceErrorNamingTheEvent)
-{
-    const std::string path = file("pointer-wraps.kcap");
-    const uint64_t seq = withFirstLaunch(directLaunch(), path, [](kcap::schema::Launch::Builder l) {
-        ASSERT_GT(l.getPointers().size(), 0u);
-        l.getPointers()[0].setOffset(0xFFFFFFF8u);
-    });
-    const Outcome run = kcap({"replay", path, "--launch", "0", "--no-fixed-va"});
-    EXPECT_EQ(run.signal, 0) << run.describe();
-    EXPECT_EQ(run.exitCode, kExitTrace) << run.describe();
-    EXPECT_NE(run.out.find("ERROR"), std::string::npos) << run.describe();
-    EXPECT_NE(run.out.find("the trace is malformed at event #" + std::to_string(seq) +
-                           ": pointer word 0 at byte 4294967288 (8 bytes) lies outside the"),
-              std::string::npos)
-        << run.describe();
+TEST_F(HostileTrace, APointerWordOffsetThatWrapsIsATraceErrorNamingTheEvent) {
+  const std::string path = file("pointer-wraps.kcap");
+  const uint64_t seq = withFirstLaunch(directLaunch(), path, [](kcap::schema::Launch::Builder l) {
+    ASSERT_GT(l.getPointers().size(), 0u);
+    l.getPointers()[0].setOffset(0xFFFFFFF8u);
+  });
+  const Outcome run = kcap({"replay", path, "--launch", "0", "--no-fixed-va"});
+  EXPECT_EQ(run.signal, 0) << run.describe();
+  EXPECT_EQ(run.exitCode, kExitTrace) << run.describe();
+  EXPECT_NE(run.out.find("ERROR"), std::string::npos) << run.describe();
+  EXPECT_NE(run.out.find("the trace is malformed at event #" + std::to_string(seq) +
+                         ": pointer word 0 at byte 4294967288 (8 bytes) lies outside the"),
+            std::string::npos)
+      << run.describe();
 }
 
 // A parameter layout entry whose offset + size wraps in 32 bits: replay
 // handed the driver a pointer far past its buffer and reported the kernel as
 // faulting, blaming the kernel for its own bug.
-TEST_F(HostileTrace, AParameterLayoutEntryThatWrapsIsATraceErrorNotAFault)
-{
-    const std::string path = file("layout-wraps.kcap");
-    const uint64_t seq = withFirstLaunch(directLaunch(), path, [](kcap::schema::Launch::Builder l) {
-        ASSERT_GT(l.getParamLayout().size(), 0u);
-        l.getParamLayout()[0].setOffset(0xFFFFFFF0u);
-        l.getParamLayout()[0].setSize(0x20u);
-    });
-    const Outcome run = kcap({"replay", path, "--launch", "0"});
-    EXPECT_EQ(run.signal, 0) << run.describe();
-    EXPECT_EQ(run.exitCode, kExitTrace) << run.describe();
-    EXPECT_EQ(run.out.find("FAULT"), std::string::npos) << run.describe();
-    EXPECT_NE(run.out.find("the trace is malformed at event #" + std::to_string(seq) +
-                           ": parameter 0 at byte 4294967280 (32 bytes) lies outside the"),
-              std::string::npos)
-        << run.describe();
+TEST_F(HostileTrace, AParameterLayoutEntryThatWrapsIsATraceErrorNotAFault) {
+  const std::string path = file("layout-wraps.kcap");
+  const uint64_t seq = withFirstLaunch(directLaunch(), path, [](kcap::schema::Launch::Builder l) {
+    ASSERT_GT(l.getParamLayout().size(), 0u);
+    l.getParamLayout()[0].setOffset(0xFFFFFFF0u);
+    l.getParamLayout()[0].setSize(0x20u);
+  });
+  const Outcome run = kcap({"replay", path, "--launch", "0"});
+  EXPECT_EQ(run.signal, 0) << run.describe();
+  EXPECT_EQ(run.exitCode, kExitTrace) << run.describe();
+  EXPECT_EQ(run.out.find("FAULT"), std::string::npos) << run.describe();
+  EXPECT_NE(run.out.find("the trace is malformed at event #" + std::to_string(seq) +
+                         ": parameter 0 at byte 4294967280 (32 bytes) lies outside the"),
+            std::string::npos)
+      << run.describe();
 }
 
 // kcap check reports both: the checksums are valid, the launch is not.
-TEST_F(HostileTrace, CheckReportsParameterOffsetsOutsideTheBuffer)
-{
-    const std::string path = file("check-wraps.kcap");
-    const uint64_t seq = withFirstLaunch(directLaunch(), path, [](kcap::schema::Launch::Builder l) {
-        ASSERT_GT(l.getPointers().size(), 0u);
-        l.getPointers()[0].setOffset(0xFFFFFFF8u);
-        ASSERT_GT(l.getParamLayout().size(), 0u);
-        l.getParamLayout()[0].setOffset(0xFFFFFFF0u);
-        l.getParamLayout()[0].setSize(0x20u);
-    });
-    const Outcome run = kcap({"check", path});
-    EXPECT_EQ(run.signal, 0) << run.describe();
-    EXPECT_EQ(run.exitCode, kExitTrace) << run.describe();
-    EXPECT_NE(run.out.find("event #" + std::to_string(seq) +
-                           " (launch): parameter 0 at byte 4294967280 (32 bytes) lies outside the"),
-              std::string::npos)
-        << run.describe();
-    // The first problem of a launch is the one named; the clean original passes.
-    EXPECT_EQ(kcap({"check", directLaunch()}).exitCode, 0);
+TEST_F(HostileTrace, CheckReportsParameterOffsetsOutsideTheBuffer) {
+  const std::string path = file("check-wraps.kcap");
+  const uint64_t seq = withFirstLaunch(directLaunch(), path, [](kcap::schema::Launch::Builder l) {
+    ASSERT_GT(l.getPointers().size(), 0u);
+    l.getPointers()[0].setOffset(0xFFFFFFF8u);
+    ASSERT_GT(l.getParamLayout().size(), 0u);
+    l.getParamLayout()[0].setOffset(0xFFFFFFF0u);
+    l.getParamLayout()[0].setSize(0x20u);
+  });
+  const Outcome run = kcap({"check", path});
+  EXPECT_EQ(run.signal, 0) << run.describe();
+  EXPECT_EQ(run.exitCode, kExitTrace) << run.describe();
+  EXPECT_NE(run.out.find("event #" + std::to_string(seq) +
+                         " (launch): parameter 0 at byte 4294967280 (32 bytes) lies outside the"),
+            std::string::npos)
+      << run.describe();
+  // The first problem of a launch is the one named; the clean original passes.
+  EXPECT_EQ(kcap({"check", directLaunch()}).exitCode, 0);
 }
 
 // C1 controls are valid UTF-8 (U+009B is CSI to a terminal, U+009D OSC) and
 // a bidirectional override reorders what is shown: all are escaped, in every
 // command that prints names, as ESC and BEL are.
-TEST_F(HostileTrace, TerminalControlsInNamesAreEscapedEverywhere)
-{
-    const std::string csi = "\xc2\x9b", osc = "\xc2\x9d", override = "\xe2\x80\xae";
-    const std::string name = "k" + csi + "31m" + osc + "0;title" + override + "x";
-    const std::string path = file("c1-names.kcap");
-    kcap::test::rewriteEvents(directLaunch(), path, [&](kcap::schema::Event::Builder e) {
-        if (e.isLaunch()) {
-            e.getLaunch().setKernelName(name);
-            return true;
-        }
-        if (e.isFunctionBind()) {
-            e.getFunctionBind().setName(name);
-            return true;
-        }
-        return false;
-    });
-    const std::vector<std::vector<std::string>> commands = {
-        {"info", path}, {"info", path, "--json"}, {"dump", path}, {"dump", path, "--json"},
-        {"doctor", path}, {"replay", path, "--launch", "0"}, {"replay", path, "--launch", "0", "--json"}};
-    for (const auto& args : commands) {
-        const Outcome run = kcap(args);
-        const std::string all = run.out + run.err;
-        SCOPED_TRACE(args[0] + (args.size() > 2 ? " " + args[2] : std::string()));
-        EXPECT_EQ(run.signal, 0) << run.describe();
-        EXPECT_EQ(all.find(csi), std::string::npos) << run.describe();
-        EXPECT_EQ(all.find(osc), std::string::npos) << run.describe();
-        EXPECT_EQ(all.find(override), std::string::npos) << run.describe();
-        EXPECT_NE(all.find("\\u009b31m\\u009d0;title\\u202ex"), std::string::npos) << run.describe();
+TEST_F(HostileTrace, TerminalControlsInNamesAreEscapedEverywhere) {
+  const std::string csi = "\xc2\x9b", osc = "\xc2\x9d", override = "\xe2\x80\xae";
+  const std::string name = "k" + csi + "31m" + osc + "0;title" + override + "x";
+  const std::string path = file("c1-names.kcap");
+  kcap::test::rewriteEvents(directLaunch(), path, [&](kcap::schema::Event::Builder e) {
+    if (e.isLaunch()) {
+      e.getLaunch().setKernelName(name);
+      return true;
     }
+    if (e.isFunctionBind()) {
+      e.getFunctionBind().setName(name);
+      return true;
+    }
+    return false;
+  });
+  const std::vector<std::vector<std::string>> commands = {{"info", path},
+                                                          {"info", path, "--json"},
+                                                          {"dump", path},
+                                                          {"dump", path, "--json"},
+                                                          {"doctor", path},
+                                                          {"replay", path, "--launch", "0"},
+                                                          {"replay", path, "--launch", "0", "--json"}};
+  for (const auto& args : commands) {
+    const Outcome run = kcap(args);
+    const std::string all = run.out + run.err;
+    SCOPED_TRACE(args[0] + (args.size() > 2 ? " " + args[2] : std::string()));
+    EXPECT_EQ(run.signal, 0) << run.describe();
+    EXPECT_EQ(all.find(csi), std::string::npos) << run.describe();
+    EXPECT_EQ(all.find(osc), std::string::npos) << run.describe();
+    EXPECT_EQ(all.find(override), std::string::npos) << run.describe();
+    EXPECT_NE(all.find("\\u009b31m\\u009d0;title\\u202ex"), std::string::npos) << run.describe();
+  }
 }
 
 }  // namespace

@@ -239,7 +239,11 @@ void eventCases(Corpus& corpus) {
               }));
   // Valid however odd: check must pass them and replay reproduce them. (The
   // 16 GiB snapshots above are valid too, but more than the double holds.)
-  const std::string controls = "k\xc2\x9b" "31m\xc2\x9d" "0;title\xe2\x80\xae" "x\x1b[2J\x07";
+  const std::string controls =
+      "k\xc2\x9b"
+      "31m\xc2\x9d"
+      "0;title\xe2\x80\xae"
+      "x\x1b[2J\x07";
   // The image holds no kernel of the changed name: replay refuses each launch.
   corpus.edit({"terminal-controls-in-names.kcap", "kernel names holding C0, C1 and bidi controls", 0, 1},
               [&](schema::Event::Builder e) {

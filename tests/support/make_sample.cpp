@@ -129,7 +129,6 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s: %s\n", argv[0], e.what());
     return 1;
   }
-  std::printf("%s: %llu events\n", out.c_str(),
-              static_cast<unsigned long long>(kcap::test::sampleEventCount(options)));
+  std::printf("%s: %llu events\n", out.c_str(), static_cast<unsigned long long>(kcap::test::sampleEventCount(options)));
   return 0;
 }

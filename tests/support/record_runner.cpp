@@ -20,60 +20,56 @@ extern char** environ;
 namespace kcap_test {
 namespace {
 
-std::string readText(const std::string& path)
-{
-    std::ifstream in(path);
-    std::ostringstream text;
-    text << in.rdbuf();
-    return text.str();
+std::string readText(const std::string& path) {
+  std::ifstream in(path);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
 }
 
 // An AddressSanitizer build's programs need its runtime first in LD_PRELOAD.
-std::string sanitizerRuntime()
-{
+std::string sanitizerRuntime() {
 #if defined(__SANITIZE_ADDRESS__)
-    Dl_info info{};
-    if (void* symbol = dlsym(RTLD_DEFAULT, "__asan_init"); symbol != nullptr && dladdr(symbol, &info) != 0) {
-        return info.dli_fname;
-    }
+  Dl_info info{};
+  if (void* symbol = dlsym(RTLD_DEFAULT, "__asan_init"); symbol != nullptr && dladdr(symbol, &info) != 0) {
+    return info.dli_fname;
+  }
 #endif
-    return {};
+  return {};
 }
 
 // LeakSanitizer in the child of a fork of a multithreaded process lists the
 // parent's threads as "not suspended": a property of the sanitizer, not of
 // the program; dropped so that "nothing on stderr" still means something.
-std::string withoutSanitizerNoise(const std::string& text)
-{
+std::string withoutSanitizerNoise(const std::string& text) {
 #if defined(__SANITIZE_ADDRESS__)
-    std::string out;
-    size_t start = 0;
-    while (start < text.size()) {
-        size_t end = text.find('\n', start);
-        end = end == std::string::npos ? text.size() : end + 1;
-        const std::string line = text.substr(start, end - start);
-        if (line.find("was not suspended. False leaks are possible.") == std::string::npos) {
-            out += line;
-        }
-        start = end;
+  std::string out;
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t end = text.find('\n', start);
+    end = end == std::string::npos ? text.size() : end + 1;
+    const std::string line = text.substr(start, end - start);
+    if (line.find("was not suspended. False leaks are possible.") == std::string::npos) {
+      out += line;
     }
-    return out;
+    start = end;
+  }
+  return out;
 #else
-    return text;
+  return text;
 #endif
 }
 
-std::string tempFile(const char* tag)
-{
-    const char* base = std::getenv("TMPDIR");
-    std::string pattern = std::string(base != nullptr && base[0] != '\0' ? base : "/tmp") + "/kcap-record-" + tag +
-                          "-XXXXXX";
-    const int fd = mkstemp(pattern.data());
-    if (fd < 0) {
-        throw std::runtime_error("mkstemp failed");
-    }
-    close(fd);
-    return pattern;
+std::string tempFile(const char* tag) {
+  const char* base = std::getenv("TMPDIR");
+  std::string pattern =
+      std::string(base != nullptr && base[0] != '\0' ? base : "/tmp") + "/kcap-record-" + tag + "-XXXXXX";
+  const int fd = mkstemp(pattern.data());
+  if (fd < 0) {
+    throw std::runtime_error("mkstemp failed");
+  }
+  close(fd);
+  return pattern;
 }
 
 }  // namespace
@@ -83,113 +79,108 @@ std::string doubleDir() { return KCAP_TEST_DOUBLE_DIR; }
 std::string kcapBinary() { return KCAP_TEST_KCAP; }
 std::string scenarioProgram() { return std::string(KCAP_TEST_RECORD_PROGRAMS_DIR) + "/record_scenarios"; }
 std::string threadsProgram() { return std::string(KCAP_TEST_RECORD_PROGRAMS_DIR) + "/record_threads"; }
-std::string interposeProgram(const std::string& name)
-{
-    return std::string(KCAP_TEST_INTERPOSE_PROGRAMS_DIR) + "/" + name;
+std::string interposeProgram(const std::string& name) {
+  return std::string(KCAP_TEST_INTERPOSE_PROGRAMS_DIR) + "/" + name;
 }
 std::string kernelFile(const std::string& name) { return std::string(KCAP_KERNELS_DIR) + "/" + name; }
 
-std::string Outcome::describe() const
-{
-    std::ostringstream text;
-    text << "exit " << exitCode << ", signal " << signal << (timedOut ? ", TIMED OUT" : "") << "\n--- stdout\n"
-         << out << "--- stderr\n"
-         << err;
-    return text.str();
+std::string Outcome::describe() const {
+  std::ostringstream text;
+  text << "exit " << exitCode << ", signal " << signal << (timedOut ? ", TIMED OUT" : "") << "\n--- stdout\n"
+       << out << "--- stderr\n"
+       << err;
+  return text.str();
 }
 
-Outcome run(const RunSpec& spec)
-{
-    const std::string outPath = tempFile("out");
-    const std::string errPath = tempFile("err");
-    const std::string runtime = sanitizerRuntime();
-    std::map<std::string, std::string> added = spec.env;
-    std::vector<std::string> args = {spec.program};
-    args.insert(args.end(), spec.args.begin(), spec.args.end());
-    if (spec.memoryLimitBytes != 0 && !runtime.empty()) {
-        const std::string mb = std::to_string(spec.memoryLimitBytes >> 20);
-        const char* inherited = std::getenv("ASAN_OPTIONS");
-        std::string options = added.count("ASAN_OPTIONS") ? added["ASAN_OPTIONS"] : inherited ? inherited : "";
-        added["ASAN_OPTIONS"] = options + (options.empty() ? "" : ":") + "hard_rss_limit_mb=" + mb +
-                                ":max_allocation_size_mb=" + mb;
-    } else if (spec.memoryLimitBytes != 0) {
-        args.insert(args.begin(), {"/bin/sh", "-c",
-                                   "ulimit -v " + std::to_string(spec.memoryLimitBytes >> 10) + " && exec \"$0\" \"$@\""});
+Outcome run(const RunSpec& spec) {
+  const std::string outPath = tempFile("out");
+  const std::string errPath = tempFile("err");
+  const std::string runtime = sanitizerRuntime();
+  std::map<std::string, std::string> added = spec.env;
+  std::vector<std::string> args = {spec.program};
+  args.insert(args.end(), spec.args.begin(), spec.args.end());
+  if (spec.memoryLimitBytes != 0 && !runtime.empty()) {
+    const std::string mb = std::to_string(spec.memoryLimitBytes >> 20);
+    const char* inherited = std::getenv("ASAN_OPTIONS");
+    std::string options = added.count("ASAN_OPTIONS") ? added["ASAN_OPTIONS"] : inherited ? inherited : "";
+    added["ASAN_OPTIONS"] =
+        options + (options.empty() ? "" : ":") + "hard_rss_limit_mb=" + mb + ":max_allocation_size_mb=" + mb;
+  } else if (spec.memoryLimitBytes != 0) {
+    args.insert(args.begin(), {"/bin/sh", "-c",
+                               "ulimit -v " + std::to_string(spec.memoryLimitBytes >> 10) + " && exec \"$0\" \"$@\""});
+  }
+  std::vector<std::string> environment;
+  for (char** entry = environ; *entry != nullptr; ++entry) {
+    const std::string variable = *entry;
+    const std::string name = variable.substr(0, variable.find('='));
+    if (name != "LD_PRELOAD" && name != "LD_LIBRARY_PATH" && name.rfind("KCAP_", 0) != 0 && added.count(name) == 0) {
+      environment.push_back(variable);
     }
-    std::vector<std::string> environment;
-    for (char** entry = environ; *entry != nullptr; ++entry) {
-        const std::string variable = *entry;
-        const std::string name = variable.substr(0, variable.find('='));
-        if (name != "LD_PRELOAD" && name != "LD_LIBRARY_PATH" && name.rfind("KCAP_", 0) != 0 && added.count(name) == 0) {
-            environment.push_back(variable);
-        }
-    }
-    if (spec.withShim) {
-        environment.push_back("LD_PRELOAD=" + (runtime.empty() ? "" : runtime + ":") + shimPath());
-    } else if (!runtime.empty()) {
-        environment.push_back("LD_PRELOAD=" + runtime);
-    }
-    environment.push_back("LD_LIBRARY_PATH=" + doubleDir());
-    for (const auto& [name, value] : added) {
-        environment.push_back(name + "=" + value);
-    }
-    std::vector<char*> envp;
-    for (std::string& variable : environment) {
-        envp.push_back(variable.data());
-    }
-    envp.push_back(nullptr);
-    std::vector<char*> argv;
-    for (std::string& arg : args) {
-        argv.push_back(arg.data());
-    }
-    argv.push_back(nullptr);
+  }
+  if (spec.withShim) {
+    environment.push_back("LD_PRELOAD=" + (runtime.empty() ? "" : runtime + ":") + shimPath());
+  } else if (!runtime.empty()) {
+    environment.push_back("LD_PRELOAD=" + runtime);
+  }
+  environment.push_back("LD_LIBRARY_PATH=" + doubleDir());
+  for (const auto& [name, value] : added) {
+    environment.push_back(name + "=" + value);
+  }
+  std::vector<char*> envp;
+  for (std::string& variable : environment) {
+    envp.push_back(variable.data());
+  }
+  envp.push_back(nullptr);
+  std::vector<char*> argv;
+  for (std::string& arg : args) {
+    argv.push_back(arg.data());
+  }
+  argv.push_back(nullptr);
 
-    posix_spawn_file_actions_t files;
-    posix_spawn_file_actions_init(&files);
-    posix_spawn_file_actions_addopen(&files, STDOUT_FILENO, outPath.c_str(), O_WRONLY | O_TRUNC, 0600);
-    posix_spawn_file_actions_addopen(&files, STDERR_FILENO, errPath.c_str(), O_WRONLY | O_TRUNC, 0600);
-    pid_t pid = 0;
-    const int spawned = posix_spawn(&pid, args[0].c_str(), &files, nullptr, argv.data(), envp.data());
-    posix_spawn_file_actions_destroy(&files);
-    if (spawned != 0) {
-        throw std::runtime_error("cannot run " + spec.program + ": " + std::strerror(spawned));
+  posix_spawn_file_actions_t files;
+  posix_spawn_file_actions_init(&files);
+  posix_spawn_file_actions_addopen(&files, STDOUT_FILENO, outPath.c_str(), O_WRONLY | O_TRUNC, 0600);
+  posix_spawn_file_actions_addopen(&files, STDERR_FILENO, errPath.c_str(), O_WRONLY | O_TRUNC, 0600);
+  pid_t pid = 0;
+  const int spawned = posix_spawn(&pid, args[0].c_str(), &files, nullptr, argv.data(), envp.data());
+  posix_spawn_file_actions_destroy(&files);
+  if (spawned != 0) {
+    throw std::runtime_error("cannot run " + spec.program + ": " + std::strerror(spawned));
+  }
+  Outcome result;
+  int status = 0;
+  const auto deadline = std::chrono::steady_clock::now() + spec.timeout;
+  while (waitpid(pid, &status, WNOHANG) == 0) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      result.timedOut = true;
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      break;
     }
-    Outcome result;
-    int status = 0;
-    const auto deadline = std::chrono::steady_clock::now() + spec.timeout;
-    while (waitpid(pid, &status, WNOHANG) == 0) {
-        if (std::chrono::steady_clock::now() > deadline) {
-            result.timedOut = true;
-            kill(pid, SIGKILL);
-            waitpid(pid, &status, 0);
-            break;
-        }
-        std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-    if (WIFEXITED(status)) {
-        result.exitCode = WEXITSTATUS(status);
-    } else if (WIFSIGNALED(status)) {
-        result.signal = WTERMSIG(status);
-    }
-    result.out = readText(outPath);
-    result.err = withoutSanitizerNoise(readText(errPath));
-    std::remove(outPath.c_str());
-    std::remove(errPath.c_str());
-    return result;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  if (WIFEXITED(status)) {
+    result.exitCode = WEXITSTATUS(status);
+  } else if (WIFSIGNALED(status)) {
+    result.signal = WTERMSIG(status);
+  }
+  result.out = readText(outPath);
+  result.err = withoutSanitizerNoise(readText(errPath));
+  std::remove(outPath.c_str());
+  std::remove(errPath.c_str());
+  return result;
 }
 
 Outcome kcapRecord(const std::string& path, const std::string& program, const std::vector<std::string>& args,
-                   std::map<std::string, std::string> env)
-{
-    std::vector<std::string> all = {"record", "-o", path, "--", program};
-    all.insert(all.end(), args.begin(), args.end());
-    return run({kcapBinary(), all, std::move(env), false});
+                   std::map<std::string, std::string> env) {
+  std::vector<std::string> all = {"record", "-o", path, "--", program};
+  all.insert(all.end(), args.begin(), args.end());
+  return run({kcapBinary(), all, std::move(env), false});
 }
 
-Outcome kcapOnDouble(const std::vector<std::string>& args, std::map<std::string, std::string> env)
-{
-    env.emplace("KCAP_LIBCUDA", doubleDir() + "/libcuda.so.1");
-    return run({kcapBinary(), args, std::move(env), false});
+Outcome kcapOnDouble(const std::vector<std::string>& args, std::map<std::string, std::string> env) {
+  env.emplace("KCAP_LIBCUDA", doubleDir() + "/libcuda.so.1");
+  return run({kcapBinary(), args, std::move(env), false});
 }
 
 }  // namespace kcap_test

@@ -13,25 +13,25 @@
 namespace kcap_test {
 
 struct RunSpec {
-    std::string program;  // a path
-    std::vector<std::string> args;
-    std::map<std::string, std::string> env;  // added to the cleaned environment
-    bool withShim = true;                    // LD_PRELOAD the shim
-    std::chrono::seconds timeout{120};
-    // Memory the program may take, 0: no limit. Its address space (ulimit -v)
-    // normally; under AddressSanitizer, which reserves terabytes of address
-    // space, its resident memory and largest allocation (ASan's
-    // hard_rss_limit_mb and max_allocation_size_mb, which end it with a report).
-    uint64_t memoryLimitBytes = 0;
+  std::string program;  // a path
+  std::vector<std::string> args;
+  std::map<std::string, std::string> env;  // added to the cleaned environment
+  bool withShim = true;                    // LD_PRELOAD the shim
+  std::chrono::seconds timeout{120};
+  // Memory the program may take, 0: no limit. Its address space (ulimit -v)
+  // normally; under AddressSanitizer, which reserves terabytes of address
+  // space, its resident memory and largest allocation (ASan's
+  // hard_rss_limit_mb and max_allocation_size_mb, which end it with a report).
+  uint64_t memoryLimitBytes = 0;
 };
 
 struct Outcome {
-    int exitCode = -1;  // -1 unless it exited
-    int signal = 0;     // the signal that ended it
-    bool timedOut = false;
-    std::string out;
-    std::string err;
-    std::string describe() const;
+  int exitCode = -1;  // -1 unless it exited
+  int signal = 0;     // the signal that ended it
+  bool timedOut = false;
+  std::string out;
+  std::string err;
+  std::string describe() const;
 };
 
 Outcome run(const RunSpec& spec);
@@ -47,8 +47,8 @@ Outcome kcapOnDouble(const std::vector<std::string>& args, std::map<std::string,
 std::string shimPath();
 std::string doubleDir();
 std::string kcapBinary();
-std::string scenarioProgram();  // tests/record/programs/record_scenarios
-std::string threadsProgram();   // tests/record/programs/record_threads
+std::string scenarioProgram();                          // tests/record/programs/record_scenarios
+std::string threadsProgram();                           // tests/record/programs/record_threads
 std::string interposeProgram(const std::string& name);  // tests/interpose/programs/<name>
 std::string kernelFile(const std::string& name);        // kernels/<name>
 

@@ -153,7 +153,8 @@ void setParams(schema::Launch::Builder launch, const std::vector<uint8_t>& param
   }
 }
 
-void setParamInfo(capnp::List<schema::ParamInfo>::Builder list, const std::vector<std::pair<uint32_t, uint32_t>>& layout) {
+void setParamInfo(capnp::List<schema::ParamInfo>::Builder list,
+                  const std::vector<std::pair<uint32_t, uint32_t>>& layout) {
   for (unsigned i = 0; i < layout.size(); ++i) {
     list[i].setOffset(layout[i].first);
     list[i].setSize(layout[i].second);

@@ -39,8 +39,8 @@ namespace kcap::test {
 
 struct SampleOptions {
   uint64_t seed = 1;
-  uint32_t pieceSize = 4096;       // TraceWriter::Options::pieceSize
-  size_t batchBytes = 4096;        // TraceWriter::Options::batchBytes (small: several record chunks)
+  uint32_t pieceSize = 4096;  // TraceWriter::Options::pieceSize
+  size_t batchBytes = 4096;   // TraceWriter::Options::batchBytes (small: several record chunks)
   int zstdLevel = 3;
   unsigned axpyLaunches = 3;       // recorded axpy launches (each: pre x,y; post y)
   std::string axpyName = "axpy";   // the name axpy's bind and launches carry (tests of long names)

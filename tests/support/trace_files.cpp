@@ -164,8 +164,7 @@ void fixChecksums(std::vector<uint8_t>& file) {
 }
 
 std::vector<uint8_t> buildUncompressedTrace(const std::vector<std::vector<uint8_t>>& eventMessages,
-                                            const std::vector<RawBlob>& blobs, size_t eventsPerChunk,
-                                            bool withIndex) {
+                                            const std::vector<RawBlob>& blobs, size_t eventsPerChunk, bool withIndex) {
   if (eventsPerChunk == 0) eventsPerChunk = 1;
   std::vector<uint8_t> out(format::kFileHeaderSize);
   format::FileHeader fileHeader;
@@ -279,12 +278,13 @@ std::vector<uint8_t> eventBytes(schema::Event::Reader event) {
 }
 
 void rewriteUncompressed(const std::string& from, const std::string& to, size_t eventsPerChunk, bool withIndex) {
-  rewriteEvents(from, to, [](schema::Event::Builder) { return false; }, eventsPerChunk, withIndex);
+  rewriteEvents(
+      from, to, [](schema::Event::Builder) { return false; }, eventsPerChunk, withIndex);
 }
 
 uint64_t rewriteEvents(const std::string& from, const std::string& to,
-                       const std::function<bool(schema::Event::Builder)>& change, size_t eventsPerChunk,
-                       bool withIndex, const std::vector<RawBlob>& extraBlobs) {
+                       const std::function<bool(schema::Event::Builder)>& change, size_t eventsPerChunk, bool withIndex,
+                       const std::vector<RawBlob>& extraBlobs) {
   auto reader = format::TraceReader::open(from);
   std::vector<std::vector<uint8_t>> events;
   uint64_t changed = 0;

@@ -58,7 +58,7 @@ struct RawLayout {
   std::vector<RawChunk> chunks;  // every chunk, index chunk included, in file order
   bool hasTrailer = false;       // the file ends with a valid trailer
   uint64_t trailerOffset = 0;
-  uint64_t end = 0;              // where the walk stopped (== file size for an intact file)
+  uint64_t end = 0;  // where the walk stopped (== file size for an intact file)
 };
 
 // Walks an intact file's chunks by their headers (no checksums). Stops at the
@@ -79,8 +79,7 @@ struct RawBlob {
   std::vector<uint8_t> bytes;
 };
 std::vector<uint8_t> buildUncompressedTrace(const std::vector<std::vector<uint8_t>>& eventMessages,
-                                            const std::vector<RawBlob>& blobs, size_t eventsPerChunk,
-                                            bool withIndex);
+                                            const std::vector<RawBlob>& blobs, size_t eventsPerChunk, bool withIndex);
 
 // Events of a trace, copied out of the reader so they outlive it.
 struct OwnedEvent {

@@ -222,8 +222,8 @@ TEST(CheckTool, DoctorRefusesAModuleImageLargerThanItLoads) {
 #if defined(__SANITIZE_ADDRESS__)
   // An address-space limit and the sanitizer's shadow memory do not mix: the
   // sanitizer refuses the allocation itself instead.
-  const Outcome o = runKcap(dir, {"doctor", path}, {"KCAP_LIBCUDA=/nonexistent/libcuda.so.1",
-                                                   "ASAN_OPTIONS=max_allocation_size_mb=8192"});
+  const Outcome o = runKcap(dir, {"doctor", path},
+                            {"KCAP_LIBCUDA=/nonexistent/libcuda.so.1", "ASAN_OPTIONS=max_allocation_size_mb=8192"});
 #else
   const Outcome o = runKcap(dir, {"doctor", path}, {"KCAP_LIBCUDA=/nonexistent/libcuda.so.1"}, uint64_t{8} << 30);
   EXPECT_LT(o.maxRssBytes, 1024 * kMiB) << o.describe();

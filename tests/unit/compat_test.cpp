@@ -44,7 +44,7 @@ float floatAt(const std::vector<uint8_t>& bytes, size_t index) {
 }
 
 // The event types of the file, in seq order (Event::Which values).
-const std::vector<int> kKinds = {0,  16, 2,  4,  2,  4,  5,  10, 6,  6, 6, 6, 6, 6, 6, 6, 8,
+const std::vector<int> kKinds = {0,  16, 2,  4,  2,  4,  5,  10, 6,  6,  6,  6,  6,  6,  6,  6,  8,
                                  9,  8,  8,  11, 12, 13, 11, 12, 13, 11, 12, 13, 15, 10, 11, 12, 10,
                                  14, 10, 10, 10, 8,  7,  7,  7,  7,  7,  7,  7,  7,  3,  10, 16, 1};
 

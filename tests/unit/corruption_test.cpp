@@ -41,8 +41,8 @@ SampleOptions smallSample() {
 struct Original {
   std::vector<uint8_t> bytes;
   RawLayout layout;
-  std::vector<std::vector<uint8_t>> events;            // seq -> message bytes
-  std::vector<uint64_t> chunkOfSeq;                    // seq -> record chunk offset
+  std::vector<std::vector<uint8_t>> events;                 // seq -> message bytes
+  std::vector<uint64_t> chunkOfSeq;                         // seq -> record chunk offset
   std::vector<std::vector<std::vector<uint8_t>>> contents;  // seq -> contents, forEachContent order
 };
 
@@ -182,11 +182,13 @@ void flipSingleBytes(const std::string& source, bool indexedSource, int iteratio
     for (uint64_t s = 0; s < o.events.size(); ++s) {
       if (!(hit && hit->kind == format::ChunkKind::kRecords && o.chunkOfSeq[s] == hit->offset)) expected.push_back(s);
     }
-    EXPECT_EQ(out.seqs, expected) << "problems:\n" << [&] {
-      std::string s;
-      for (const auto& pr : out.problems) s += "  @" + std::to_string(pr.offset) + ": " + pr.message + "\n";
-      return s;
-    }();
+    EXPECT_EQ(out.seqs, expected) << "problems:\n"
+                                  << [&] {
+                                       std::string s;
+                                       for (const auto& pr : out.problems)
+                                         s += "  @" + std::to_string(pr.offset) + ": " + pr.message + "\n";
+                                       return s;
+                                     }();
 
     if (hit == nullptr || hit->kind == format::ChunkKind::kIndex) {
       // Trailer or index: the index is not used; everything is still there.
@@ -270,7 +272,8 @@ TEST_F(Corruption, RandomBurstsNeverCrash) {
       for (int f = 0; f < flips; ++f) {
         uint64_t at = rng() % bytes.size();
         uint64_t len = 1 + rng() % (rng() % 4 == 0 ? 200 : 4);
-        for (uint64_t k = at; k < std::min<uint64_t>(bytes.size(), at + len); ++k) bytes[k] = static_cast<uint8_t>(rng());
+        for (uint64_t k = at; k < std::min<uint64_t>(bytes.size(), at + len); ++k)
+          bytes[k] = static_cast<uint8_t>(rng());
       }
       writeFileBytes(path, bytes);
       SCOPED_TRACE("iteration " + std::to_string(it));
@@ -392,9 +395,8 @@ TEST_F(Corruption, LyingFooterIndexFallsBackToScanning) {
     uint64_t trailerTarget;
     const char* expect;
   };
-  const RawChunk& firstBlob = *std::find_if(o.layout.chunks.begin(), o.layout.chunks.end(), [](const RawChunk& c) {
-    return c.kind == format::ChunkKind::kBlob;
-  });
+  const RawChunk& firstBlob = *std::find_if(o.layout.chunks.begin(), o.layout.chunks.end(),
+                                            [](const RawChunk& c) { return c.kind == format::ChunkKind::kBlob; });
   std::vector<Case> cases = {
       {"entry before the first chunk",
        [](schema::TraceIndex::Builder index) {
@@ -442,11 +444,11 @@ TEST_F(Corruption, LyingFooterIndexFallsBackToScanning) {
 // until fixed.
 TEST_F(Corruption, TrailerPointingAtABlobStillScansEverything) {
   const Original o = describe(indexed_);
-  const RawChunk& firstBlob = *std::find_if(o.layout.chunks.begin(), o.layout.chunks.end(), [](const RawChunk& c) {
-    return c.kind == format::ChunkKind::kBlob;
-  });
+  const RawChunk& firstBlob = *std::find_if(o.layout.chunks.begin(), o.layout.chunks.end(),
+                                            [](const RawChunk& c) { return c.kind == format::ChunkKind::kBlob; });
   const auto path = dir_.file("lying.kcap");
-  writeFileBytes(path, withIndex(o.bytes, indexOffset_, [](schema::TraceIndex::Builder) {}, firstBlob.offset));
+  writeFileBytes(path, withIndex(
+                           o.bytes, indexOffset_, [](schema::TraceIndex::Builder) {}, firstBlob.offset));
   auto reader = format::TraceReader::open(path);
   EXPECT_FALSE(reader->indexed());
   ASSERT_FALSE(reader->problems().empty());

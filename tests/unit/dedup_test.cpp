@@ -140,8 +140,8 @@ TEST(Dedup, IdenticalPiecesWithinAndAcrossContentsAreStoredOnce) {
   std::vector<uint8_t> repeated;
   for (int i = 0; i < 5; ++i) repeated.insert(repeated.end(), page.begin(), page.end());
   repeated.resize(repeated.size() + 100, 0);  // a short tail of zeros: pieces page x5, zeros(100)
-  const std::vector<uint8_t> zeros(8192, 0);   // zeros(4096) x2: one new piece
-  std::vector<uint8_t> pageThenTail(page);     // page again, then the same 100-byte zero tail
+  const std::vector<uint8_t> zeros(8192, 0);  // zeros(4096) x2: one new piece
+  std::vector<uint8_t> pageThenTail(page);    // page again, then the same 100-byte zero tail
   pageThenTail.resize(4096 + 100, 0);
 
   auto writer = format::TraceWriter::create(path, opts(4096));

@@ -138,8 +138,7 @@ TEST_P(RecoveryScan, WorkIsBoundedByTheFileSize) {
   // The checksum work spent on candidates that failed stays within the
   // reader's stated budget for a file of this size, whatever the candidates
   // claim (the quadratic scan hashed each candidate's claim: terabytes here).
-  EXPECT_LE(reader->failedChecksumBytes(),
-            format::kRecoveryHashAllowance + format::kRecoveryHashFactor * file.size());
+  EXPECT_LE(reader->failedChecksumBytes(), format::kRecoveryHashAllowance + format::kRecoveryHashFactor * file.size());
   EXPECT_LT(seconds, 30.0) << "a scan of " << file.size() << " bytes";
   // The intact chunks on both sides are read: the fakes near the end claim
   // little, so the chunk after them is still within the budget.
@@ -208,7 +207,8 @@ TEST(HostileReader, RecordChunkLargerThanItsFrameIsRefusedBeforeAllocating) {
     std::vector<uint8_t> file = buildUncompressedTrace(messageEvents(0, 1), {}, 1, false);
     const uint64_t hostileAt = file.size();
     appendChunk(file, ChunkKind::kRecords, Codec::kZstd, c.payload, format::kMaxRecordChunkRaw);
-    appendChunk(file, ChunkKind::kRecords, Codec::kNone, concat(messageEvents(1, 1)), concat(messageEvents(1, 1)).size());
+    appendChunk(file, ChunkKind::kRecords, Codec::kNone, concat(messageEvents(1, 1)),
+                concat(messageEvents(1, 1)).size());
     writeFileBytes(path, file);
     std::unique_ptr<format::TraceReader> reader;
     std::vector<uint64_t> seqs;

@@ -75,7 +75,8 @@ TEST(ParallelRead, ManyPiecesComeBackInPlace) {
 std::vector<uint8_t> mixed(size_t pieces) {
   std::vector<uint8_t> bytes = pattern(pieces * kPiece - 77);
   for (size_t i = 1; i < pieces; i += 2) {
-    for (size_t j = i * kPiece; j < std::min(bytes.size(), (i + 1) * kPiece); ++j) bytes[j] = static_cast<uint8_t>(j % 13);
+    for (size_t j = i * kPiece; j < std::min(bytes.size(), (i + 1) * kPiece); ++j)
+      bytes[j] = static_cast<uint8_t>(j % 13);
   }
   return bytes;
 }
@@ -204,8 +205,8 @@ TEST_P(ReadModes, ADamagedPieceIsReportedWithItsOffset) {
 INSTANTIATE_TEST_SUITE_P(ParallelRead, ReadModes,
                          ::testing::Values(Mode{true, 4}, Mode{false, 4}, Mode{true, 1}, Mode{false, 1}),
                          [](const ::testing::TestParamInfo<Mode>& p) {
-                           return std::string(p.param.map ? "Mapped" : "Pread") +
-                                  std::to_string(p.param.threads) + "Threads";
+                           return std::string(p.param.map ? "Mapped" : "Pread") + std::to_string(p.param.threads) +
+                                  "Threads";
                          });
 
 // A child forked after the pool was made has none of its threads: its reads

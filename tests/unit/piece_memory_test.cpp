@@ -60,7 +60,7 @@ TEST(PieceMemory, BlocksHoldTheirBytesAndAreReused) {
   EXPECT_EQ(std::vector<uint8_t>(again.data(), again.data() + again.size()), other);
 
   PieceBlock moved = std::move(again);  // the block goes with the move, once
-  EXPECT_FALSE(again);  // NOLINT(bugprone-use-after-move): a moved-from block is empty
+  EXPECT_FALSE(again);                  // NOLINT(bugprone-use-after-move): a moved-from block is empty
   EXPECT_EQ(moved.data(), released);
   live.clear();
   moved = PieceBlock();

@@ -190,7 +190,8 @@ TEST(Writer, ExistingFileIsMade0600) {
 
 TEST(Writer, UnwritablePathThrowsNamingThePath) {
   TempDir dir;
-  for (const std::string& path : {dir.file("no-such-dir/trace.kcap"), dir.path(), std::string("/proc/kcap-test.kcap")}) {
+  for (const std::string& path :
+       {dir.file("no-such-dir/trace.kcap"), dir.path(), std::string("/proc/kcap-test.kcap")}) {
     SCOPED_TRACE(path);
     try {
       format::TraceWriter::create(path);
@@ -600,7 +601,7 @@ TEST(Writer, PieceBuffersAreReused) {
   auto pre = message.initRoot<Event>().initLaunch().initPre(3);
   writer->storeContent(first.data(), first.size(), pre[0].initContent());
   EXPECT_EQ(writer->stats().reusedBuffers, 0u);  // nothing was used before
-  writer->flush();  // compressed and written: the buffers are back
+  writer->flush();                               // compressed and written: the buffers are back
   writer->storeContent(second.data(), second.size(), pre[1].initContent());
   EXPECT_EQ(writer->stats().reusedBuffers, 8u);
   writer->flush();
@@ -651,7 +652,8 @@ TEST(Writer, ReusedBuffersHoldExactlyTheNewPiece) {
       EXPECT_EQ(reader->readContent(ref.event.getLaunch().getPre()[i].getContent()), contents[i]) << i;
     }
     return true;
-  }), 1u);
+  }),
+            1u);
   for (const auto& chunk : reader->chunks()) EXPECT_EQ(reader->verifyChunk(chunk), "");
 }
 
@@ -734,7 +736,8 @@ TEST(Writer, ContentHashedByTheProducerMakesTheSameFile) {
   EXPECT_EQ(reader->forEachEvent([&](const format::EventRef& ref) {
     EXPECT_EQ(reader->readContent(ref.event.getLaunch().getPre()[1].getContent()), data);
     return true;
-  }), 1u);
+  }),
+            1u);
 }
 
 // Page-locks nothing: counts what it is asked, and refuses when told to.
@@ -794,7 +797,8 @@ TEST(Writer, DirectPiecesMakeTheSameFile) {
       std::vector<format::PieceBlock> blocks = writer->takeDirectBlocks(newPieces.size());
       ASSERT_EQ(blocks.size(), newPieces.size());
       for (size_t j = 0; j < blocks.size(); ++j) {
-        const size_t at = newPieces[j] * options.pieceSize, length = std::min<size_t>(options.pieceSize, data.size() - at);
+        const size_t at = newPieces[j] * options.pieceSize,
+                     length = std::min<size_t>(options.pieceSize, data.size() - at);
         std::memcpy(blocks[j].data(), data.data() + at, length);
         blocks[j].setSize(length);
       }
@@ -815,7 +819,8 @@ TEST(Writer, DirectPiecesMakeTheSameFile) {
   EXPECT_EQ(reader->forEachEvent([&](const format::EventRef& ref) {
     EXPECT_EQ(reader->readContent(ref.event.getLaunch().getPre()[1].getContent()), data);
     return true;
-  }), 1u);
+  }),
+            1u);
   EXPECT_EQ(locker.locked, options.maxDirectBytes);
   EXPECT_EQ(locker.unlocked, locker.locked) << "unlocked when the writer went";
 

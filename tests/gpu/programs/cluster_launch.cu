@@ -13,67 +13,64 @@ constexpr int kBlocks = 16;
 
 }  // namespace
 
-extern "C" __global__ void cluster_ids(int* out)
-{
-    const cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
-    if (threadIdx.x == 0) {
-        out[blockIdx.x] = static_cast<int>(100 * cluster.num_blocks() + cluster.block_rank());
-    }
+extern "C" __global__ void cluster_ids(int* out) {
+  const cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
+  if (threadIdx.x == 0) {
+    out[blockIdx.x] = static_cast<int>(100 * cluster.num_blocks() + cluster.block_rank());
+  }
 }
 
 namespace {
 
-int check_clusters(const int* device_out, unsigned cluster_size)
-{
-    int host[kBlocks] = {};
-    CUDA_CHECK(cudaMemcpy(host, device_out, sizeof host, cudaMemcpyDeviceToHost));
-    int sum = 0;
-    for (int b = 0; b < kBlocks; ++b) {
-        CHECK(host[b] == static_cast<int>(100 * cluster_size + b % cluster_size));
-        sum += host[b];
-    }
-    return sum;
+int check_clusters(const int* device_out, unsigned cluster_size) {
+  int host[kBlocks] = {};
+  CUDA_CHECK(cudaMemcpy(host, device_out, sizeof host, cudaMemcpyDeviceToHost));
+  int sum = 0;
+  for (int b = 0; b < kBlocks; ++b) {
+    CHECK(host[b] == static_cast<int>(100 * cluster_size + b % cluster_size));
+    sum += host[b];
+  }
+  return sum;
 }
 
 }  // namespace
 
-int main()
-{
-    test::Made made;
-    int* out = nullptr;
-    CUDA_CHECK(cudaMalloc(&out, kBlocks * sizeof(int)));
+int main() {
+  test::Made made;
+  int* out = nullptr;
+  CUDA_CHECK(cudaMalloc(&out, kBlocks * sizeof(int)));
 
-    cudaLaunchAttribute attribute{};
-    attribute.id = cudaLaunchAttributeClusterDimension;
-    attribute.val.clusterDim.x = 2;
-    attribute.val.clusterDim.y = 1;
-    attribute.val.clusterDim.z = 1;
-    cudaLaunchConfig_t config{};
-    config.gridDim = dim3(kBlocks);
-    config.blockDim = dim3(64);
-    config.attrs = &attribute;
-    config.numAttrs = 1;
+  cudaLaunchAttribute attribute{};
+  attribute.id = cudaLaunchAttributeClusterDimension;
+  attribute.val.clusterDim.x = 2;
+  attribute.val.clusterDim.y = 1;
+  attribute.val.clusterDim.z = 1;
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(kBlocks);
+  config.blockDim = dim3(64);
+  config.attrs = &attribute;
+  config.numAttrs = 1;
 
-    CUDA_CHECK(cudaMemset(out, 0, kBlocks * sizeof(int)));
-    CUDA_CHECK(cudaLaunchKernelEx(&config, cluster_ids, out));
-    made.launch("cluster_ids");
-    std::printf("result template_ex %d\n", check_clusters(out, 2));
+  CUDA_CHECK(cudaMemset(out, 0, kBlocks * sizeof(int)));
+  CUDA_CHECK(cudaLaunchKernelEx(&config, cluster_ids, out));
+  made.launch("cluster_ids");
+  std::printf("result template_ex %d\n", check_clusters(out, 2));
 
-    CUDA_CHECK(cudaMemset(out, 0, kBlocks * sizeof(int)));
-    void* args[] = {&out};
-    CUDA_CHECK(cudaLaunchKernelExC(&config, reinterpret_cast<const void*>(&cluster_ids), args));
-    made.launch("cluster_ids");
-    std::printf("result launch_ex_c %d\n", check_clusters(out, 2));
-    made.call("cuLaunchKernelEx", 2);
+  CUDA_CHECK(cudaMemset(out, 0, kBlocks * sizeof(int)));
+  void* args[] = {&out};
+  CUDA_CHECK(cudaLaunchKernelExC(&config, reinterpret_cast<const void*>(&cluster_ids), args));
+  made.launch("cluster_ids");
+  std::printf("result launch_ex_c %d\n", check_clusters(out, 2));
+  made.call("cuLaunchKernelEx", 2);
 
-    CUDA_CHECK(cudaMemset(out, 0, kBlocks * sizeof(int)));
-    cluster_ids<<<kBlocks, 64>>>(out);
-    LAUNCH_CHECK();
-    made.launch("cluster_ids");
-    std::printf("result no_cluster %d\n", check_clusters(out, 1));
-    made.call("cuLaunchKernel", 1);
+  CUDA_CHECK(cudaMemset(out, 0, kBlocks * sizeof(int)));
+  cluster_ids<<<kBlocks, 64>>>(out);
+  LAUNCH_CHECK();
+  made.launch("cluster_ids");
+  std::printf("result no_cluster %d\n", check_clusters(out, 1));
+  made.call("cuLaunchKernel", 1);
 
-    CUDA_CHECK(cudaFree(out));
-    made.print();
-    return 0;
+  CUDA_CHECK(cudaFree(out));
+  made.print();
+  return 0;
 }

@@ -5,12 +5,6 @@
 
 __device__ float rdc_offset = 0.0f;
 
-__device__ float shifted(float v)
-{
-    return v + rdc_offset;
-}
+__device__ float shifted(float v) { return v + rdc_offset; }
 
-void setOffset(float offset)
-{
-    CUDA_CHECK(cudaMemcpyToSymbol(rdc_offset, &offset, sizeof offset));
-}
+void setOffset(float offset) { CUDA_CHECK(cudaMemcpyToSymbol(rdc_offset, &offset, sizeof offset)); }

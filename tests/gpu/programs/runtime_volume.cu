@@ -32,93 +32,91 @@ constexpr int kHostRows = kRows + 2;  // rows per host slice
 }  // namespace
 
 extern "C" __global__ void accumulate(float a, const float* x, size_t pitch, float* y, int columns, int rows,
-                                      int slices)
-{
-    const int c = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
-    const int r = static_cast<int>(blockIdx.y);
-    const int z = static_cast<int>(blockIdx.z);
-    if (c < columns && r < rows && z < slices) {
-        const size_t row = static_cast<size_t>(z) * rows + r;
-        const float* in = reinterpret_cast<const float*>(reinterpret_cast<const char*>(x) + row * pitch);
-        y[row * columns + c] += a * in[c];
-    }
+                                      int slices) {
+  const int c = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+  const int r = static_cast<int>(blockIdx.y);
+  const int z = static_cast<int>(blockIdx.z);
+  if (c < columns && r < rows && z < slices) {
+    const size_t row = static_cast<size_t>(z) * rows + r;
+    const float* in = reinterpret_cast<const float*>(reinterpret_cast<const char*>(x) + row * pitch);
+    y[row * columns + c] += a * in[c];
+  }
 }
 
-int main()
-{
-    test::Made made;
-    cudaPitchedPtr x{};
-    CUDA_CHECK(cudaMalloc3D(&x, make_cudaExtent(kColumns * sizeof(float), kRows, kSlices)));
-    const size_t pitch = x.pitch;
-    float* y = nullptr;
-    const size_t elements = static_cast<size_t>(kSlices) * kRows * kColumns;
-    CUDA_CHECK(cudaMalloc(&y, elements * sizeof(float)));
-    CUDA_CHECK(cudaMemset(x.ptr, 0, pitch * kRows * kSlices));
-    CUDA_CHECK(cudaMemset(y, 0, elements * sizeof(float)));
-    // What x and y hold, computed alongside (row-major, kColumns wide).
-    std::vector<float> xs(elements, 0.0f);
-    std::vector<float> ys(elements, 0.0f);
-    const auto at = [](int c, int r, int z) { return (static_cast<size_t>(z) * kRows + r) * kColumns + c; };
-    const auto launch = [&](float a) {
-        accumulate<<<dim3(1, kRows, kSlices), kColumns>>>(a, static_cast<const float*>(x.ptr), pitch, y, kColumns,
-                                                          kRows, kSlices);
-        LAUNCH_CHECK();
-        CUDA_CHECK(cudaDeviceSynchronize());
-        made.launch("accumulate");
-        for (size_t i = 0; i < ys.size(); ++i) {
-            ys[i] += a * xs[i];
-        }
-    };
-
-    launch(1.0f);
-
-    std::vector<float> host(static_cast<size_t>(kSlices) * kHostRows * kHostPitch, -1.0f);
-    for (int z = 0; z < kSlices; ++z) {
-        for (int r = 0; r < kRows; ++r) {
-            for (int c = 0; c < kColumns; ++c) {
-                const float value = static_cast<float>(z * 1000 + r * 100 + c);
-                host[(static_cast<size_t>(z) * kHostRows + r + 1) * kHostPitch + c] = value;
-                xs[at(c, r, z)] = value;
-            }
-        }
+int main() {
+  test::Made made;
+  cudaPitchedPtr x{};
+  CUDA_CHECK(cudaMalloc3D(&x, make_cudaExtent(kColumns * sizeof(float), kRows, kSlices)));
+  const size_t pitch = x.pitch;
+  float* y = nullptr;
+  const size_t elements = static_cast<size_t>(kSlices) * kRows * kColumns;
+  CUDA_CHECK(cudaMalloc(&y, elements * sizeof(float)));
+  CUDA_CHECK(cudaMemset(x.ptr, 0, pitch * kRows * kSlices));
+  CUDA_CHECK(cudaMemset(y, 0, elements * sizeof(float)));
+  // What x and y hold, computed alongside (row-major, kColumns wide).
+  std::vector<float> xs(elements, 0.0f);
+  std::vector<float> ys(elements, 0.0f);
+  const auto at = [](int c, int r, int z) { return (static_cast<size_t>(z) * kRows + r) * kColumns + c; };
+  const auto launch = [&](float a) {
+    accumulate<<<dim3(1, kRows, kSlices), kColumns>>>(a, static_cast<const float*>(x.ptr), pitch, y, kColumns, kRows,
+                                                      kSlices);
+    LAUNCH_CHECK();
+    CUDA_CHECK(cudaDeviceSynchronize());
+    made.launch("accumulate");
+    for (size_t i = 0; i < ys.size(); ++i) {
+      ys[i] += a * xs[i];
     }
-    cudaMemcpy3DParms up{};
-    up.srcPtr = make_cudaPitchedPtr(host.data(), kHostPitch * sizeof(float), kHostPitch, kHostRows);
-    up.srcPos = make_cudaPos(0, 1, 0);
-    up.dstPtr = x;
-    up.extent = make_cudaExtent(kColumns * sizeof(float), kRows, kSlices);
-    up.kind = cudaMemcpyHostToDevice;
-    CUDA_CHECK(cudaMemcpy3D(&up));
+  };
 
-    launch(2.0f);
+  launch(1.0f);
 
-    cudaMemcpy3DParms across{};
-    across.srcPtr = make_cudaPitchedPtr(y, kColumns * sizeof(float), kColumns, kRows);
-    across.dstPtr = x;
-    across.dstPos = make_cudaPos(32 * sizeof(float), 1, 0);
-    across.extent = make_cudaExtent(32 * sizeof(float), kRows - 1, kSlices);
-    across.kind = cudaMemcpyDeviceToDevice;
-    CUDA_CHECK(cudaMemcpy3D(&across));
-    for (int z = 0; z < kSlices; ++z) {
-        for (int r = 0; r + 1 < kRows; ++r) {
-            for (int c = 0; c < 32; ++c) {
-                xs[at(32 + c, r + 1, z)] = ys[at(c, r, z)];
-            }
-        }
+  std::vector<float> host(static_cast<size_t>(kSlices) * kHostRows * kHostPitch, -1.0f);
+  for (int z = 0; z < kSlices; ++z) {
+    for (int r = 0; r < kRows; ++r) {
+      for (int c = 0; c < kColumns; ++c) {
+        const float value = static_cast<float>(z * 1000 + r * 100 + c);
+        host[(static_cast<size_t>(z) * kHostRows + r + 1) * kHostPitch + c] = value;
+        xs[at(c, r, z)] = value;
+      }
     }
+  }
+  cudaMemcpy3DParms up{};
+  up.srcPtr = make_cudaPitchedPtr(host.data(), kHostPitch * sizeof(float), kHostPitch, kHostRows);
+  up.srcPos = make_cudaPos(0, 1, 0);
+  up.dstPtr = x;
+  up.extent = make_cudaExtent(kColumns * sizeof(float), kRows, kSlices);
+  up.kind = cudaMemcpyHostToDevice;
+  CUDA_CHECK(cudaMemcpy3D(&up));
 
-    launch(1.0f);
+  launch(2.0f);
 
-    std::vector<float> out(ys.size());
-    CUDA_CHECK(cudaMemcpy(out.data(), y, out.size() * sizeof(float), cudaMemcpyDeviceToHost));
-    double sum = 0;
-    for (size_t i = 0; i < out.size(); ++i) {
-        CHECK(out[i] == ys[i]);
-        sum += out[i];
+  cudaMemcpy3DParms across{};
+  across.srcPtr = make_cudaPitchedPtr(y, kColumns * sizeof(float), kColumns, kRows);
+  across.dstPtr = x;
+  across.dstPos = make_cudaPos(32 * sizeof(float), 1, 0);
+  across.extent = make_cudaExtent(32 * sizeof(float), kRows - 1, kSlices);
+  across.kind = cudaMemcpyDeviceToDevice;
+  CUDA_CHECK(cudaMemcpy3D(&across));
+  for (int z = 0; z < kSlices; ++z) {
+    for (int r = 0; r + 1 < kRows; ++r) {
+      for (int c = 0; c < 32; ++c) {
+        xs[at(32 + c, r + 1, z)] = ys[at(c, r, z)];
+      }
     }
-    std::printf("result sum %.3f\n", sum);
-    CUDA_CHECK(cudaFree(y));
-    CUDA_CHECK(cudaFree(x.ptr));
-    made.print();
-    return 0;
+  }
+
+  launch(1.0f);
+
+  std::vector<float> out(ys.size());
+  CUDA_CHECK(cudaMemcpy(out.data(), y, out.size() * sizeof(float), cudaMemcpyDeviceToHost));
+  double sum = 0;
+  for (size_t i = 0; i < out.size(); ++i) {
+    CHECK(out[i] == ys[i]);
+    sum += out[i];
+  }
+  std::printf("result sum %.3f\n", sum);
+  CUDA_CHECK(cudaFree(y));
+  CUDA_CHECK(cudaFree(x.ptr));
+  made.print();
+  return 0;
 }

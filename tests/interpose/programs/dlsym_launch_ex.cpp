@@ -15,127 +15,125 @@ namespace {
 void* g_driver = nullptr;
 
 template <class Pfn>
-test::Entry<Pfn> find(const char* symbol)
-{
-    dlerror();
-    void* fn = dlsym(g_driver, symbol);
-    const char* error = dlerror();  // a found symbol leaves no error behind
-    if (fn == nullptr || error != nullptr) {
-        test::fail("dlsym(%s): %s", symbol, error ? error : "NULL without an error");
-    }
-    return {symbol, reinterpret_cast<Pfn>(fn)};
+test::Entry<Pfn> find(const char* symbol) {
+  dlerror();
+  void* fn = dlsym(g_driver, symbol);
+  const char* error = dlerror();  // a found symbol leaves no error behind
+  if (fn == nullptr || error != nullptr) {
+    test::fail("dlsym(%s): %s", symbol, error ? error : "NULL without an error");
+  }
+  return {symbol, reinterpret_cast<Pfn>(fn)};
 }
 
 }  // namespace
 
-int main()
-{
-    g_driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-    if (g_driver == nullptr) {
-        test::fail("dlopen libcuda.so.1: %s", dlerror());
-    }
-    const auto cu_init = find<PFN_cuInit_v2000>("cuInit");
-    const auto device_get = find<PFN_cuDeviceGet_v2000>("cuDeviceGet");
-    const auto retain = find<PFN_cuDevicePrimaryCtxRetain_v7000>("cuDevicePrimaryCtxRetain");
-    const auto release = find<PFN_cuDevicePrimaryCtxRelease_v11000>("cuDevicePrimaryCtxRelease_v2");
-    const auto set_current = find<PFN_cuCtxSetCurrent_v4000>("cuCtxSetCurrent");
-    const auto load_data = find<PFN_cuModuleLoadData_v2000>("cuModuleLoadData");
-    const auto get_function = find<PFN_cuModuleGetFunction_v2000>("cuModuleGetFunction");
-    const auto set_attribute = find<PFN_cuFuncSetAttribute_v9000>("cuFuncSetAttribute");
-    const auto unload = find<PFN_cuModuleUnload_v2000>("cuModuleUnload");
-    const auto mem_alloc = find<PFN_cuMemAlloc_v3020>("cuMemAlloc_v2");
-    const auto mem_free = find<PFN_cuMemFree_v3020>("cuMemFree_v2");
-    const auto htod = find<PFN_cuMemcpyHtoD_v3020>("cuMemcpyHtoD_v2");
-    const auto dtoh = find<PFN_cuMemcpyDtoH_v3020>("cuMemcpyDtoH_v2");
-    const auto launch_ex = find<PFN_cuLaunchKernelEx_v11060>("cuLaunchKernelEx");
-    const auto launch_ex_ptsz = find<PFN_cuLaunchKernelEx_v11060_ptsz>("cuLaunchKernelEx_ptsz");
+int main() {
+  g_driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (g_driver == nullptr) {
+    test::fail("dlopen libcuda.so.1: %s", dlerror());
+  }
+  const auto cu_init = find<PFN_cuInit_v2000>("cuInit");
+  const auto device_get = find<PFN_cuDeviceGet_v2000>("cuDeviceGet");
+  const auto retain = find<PFN_cuDevicePrimaryCtxRetain_v7000>("cuDevicePrimaryCtxRetain");
+  const auto release = find<PFN_cuDevicePrimaryCtxRelease_v11000>("cuDevicePrimaryCtxRelease_v2");
+  const auto set_current = find<PFN_cuCtxSetCurrent_v4000>("cuCtxSetCurrent");
+  const auto load_data = find<PFN_cuModuleLoadData_v2000>("cuModuleLoadData");
+  const auto get_function = find<PFN_cuModuleGetFunction_v2000>("cuModuleGetFunction");
+  const auto set_attribute = find<PFN_cuFuncSetAttribute_v9000>("cuFuncSetAttribute");
+  const auto unload = find<PFN_cuModuleUnload_v2000>("cuModuleUnload");
+  const auto mem_alloc = find<PFN_cuMemAlloc_v3020>("cuMemAlloc_v2");
+  const auto mem_free = find<PFN_cuMemFree_v3020>("cuMemFree_v2");
+  const auto htod = find<PFN_cuMemcpyHtoD_v3020>("cuMemcpyHtoD_v2");
+  const auto dtoh = find<PFN_cuMemcpyDtoH_v3020>("cuMemcpyDtoH_v2");
+  const auto launch_ex = find<PFN_cuLaunchKernelEx_v11060>("cuLaunchKernelEx");
+  const auto launch_ex_ptsz = find<PFN_cuLaunchKernelEx_v11060_ptsz>("cuLaunchKernelEx_ptsz");
 
-    // Names the driver does not have, and a library that is not the driver.
-    dlerror();
-    CHECK(dlsym(g_driver, "cuNoSuchFunction") == nullptr && dlerror() != nullptr);
-    void* libc = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
-    CHECK(libc != nullptr && dlsym(libc, "cuLaunchKernelEx") == nullptr);
+  // Names the driver does not have, and a library that is not the driver.
+  dlerror();
+  CHECK(dlsym(g_driver, "cuNoSuchFunction") == nullptr && dlerror() != nullptr);
+  void* libc = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
+  CHECK(libc != nullptr && dlsym(libc, "cuLaunchKernelEx") == nullptr);
 
-    CALL(cu_init, 0);
-    CUdevice device = 0;
-    CALL(device_get, &device, 0);
-    CUcontext context = nullptr;
-    CALL(retain, &context, device);
-    CALL(set_current, context);
+  CALL(cu_init, 0);
+  CUdevice device = 0;
+  CALL(device_get, &device, 0);
+  CUcontext context = nullptr;
+  CALL(retain, &context, device);
+  CALL(set_current, context);
 
-    constexpr int kN = 300;
-    std::vector<float> x(kN);
-    for (int i = 0; i < kN; ++i) {
-        x[static_cast<std::size_t>(i)] = static_cast<float>(i % 7);
-    }
-    const std::vector<float> zeros(kN, 0.0f);
-    CUdeviceptr dx = 0;
-    CUdeviceptr dy = 0;
-    CALL(mem_alloc, &dx, kN * sizeof(float));
-    CALL(mem_alloc, &dy, kN * sizeof(float));
-    CALL(htod, dx, x.data(), kN * sizeof(float));
-    CALL(htod, dy, zeros.data(), kN * sizeof(float));
+  constexpr int kN = 300;
+  std::vector<float> x(kN);
+  for (int i = 0; i < kN; ++i) {
+    x[static_cast<std::size_t>(i)] = static_cast<float>(i % 7);
+  }
+  const std::vector<float> zeros(kN, 0.0f);
+  CUdeviceptr dx = 0;
+  CUdeviceptr dy = 0;
+  CALL(mem_alloc, &dx, kN * sizeof(float));
+  CALL(mem_alloc, &dy, kN * sizeof(float));
+  CALL(htod, dx, x.data(), kN * sizeof(float));
+  CALL(htod, dy, zeros.data(), kN * sizeof(float));
 
-    const std::string image = test::kernel_image("axpy.sm_90.cubin");
-    CUmodule module = nullptr;
-    CALL(load_data, &module, image.data());
-    CUfunction axpy = nullptr;
-    CALL(get_function, &axpy, module, "axpy");
-    CALL(set_attribute, axpy, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1);
+  const std::string image = test::kernel_image("axpy.sm_90.cubin");
+  CUmodule module = nullptr;
+  CALL(load_data, &module, image.data());
+  CUfunction axpy = nullptr;
+  CALL(get_function, &axpy, module, "axpy");
+  CALL(set_attribute, axpy, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1);
 
-    // Attributes as Triton sets them: cluster dimension with a scheduling
-    // preference, programmatic stream serialization.
-    CUlaunchAttribute attributes[3] = {};
-    attributes[0].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-    attributes[0].value.clusterDim.x = 1;
-    attributes[0].value.clusterDim.y = 1;
-    attributes[0].value.clusterDim.z = 1;
-    attributes[1].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE;
-    attributes[1].value.clusterSchedulingPolicyPreference = CU_CLUSTER_SCHEDULING_POLICY_SPREAD;
-    attributes[2].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
-    attributes[2].value.programmaticStreamSerializationAllowed = 1;
-    CUlaunchConfig config{};
-    config.gridDimX = 3;
-    config.gridDimY = 1;
-    config.gridDimZ = 1;
-    config.blockDimX = 128;
-    config.blockDimY = 1;
-    config.blockDimZ = 1;
-    config.attrs = attributes;
-    config.numAttrs = 3;
+  // Attributes as Triton sets them: cluster dimension with a scheduling
+  // preference, programmatic stream serialization.
+  CUlaunchAttribute attributes[3] = {};
+  attributes[0].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+  attributes[0].value.clusterDim.x = 1;
+  attributes[0].value.clusterDim.y = 1;
+  attributes[0].value.clusterDim.z = 1;
+  attributes[1].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE;
+  attributes[1].value.clusterSchedulingPolicyPreference = CU_CLUSTER_SCHEDULING_POLICY_SPREAD;
+  attributes[2].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+  attributes[2].value.programmaticStreamSerializationAllowed = 1;
+  CUlaunchConfig config{};
+  config.gridDimX = 3;
+  config.gridDimY = 1;
+  config.gridDimZ = 1;
+  config.blockDimX = 128;
+  config.blockDimY = 1;
+  config.blockDimZ = 1;
+  config.attrs = attributes;
+  config.numAttrs = 3;
 
-    float a = 1.0f;
-    int n = kN;
-    void* params[] = {&a, &dx, &dy, &n};
-    CALL(launch_ex, &config, axpy, params, nullptr);
-    CALL(launch_ex_ptsz, &config, axpy, params, nullptr);
-    struct {
-        float a;
-        CUdeviceptr x;
-        CUdeviceptr y;
-        int n;
-    } packed{1.0f, dx, dy, kN};
-    std::size_t packed_size = offsetof(decltype(packed), n) + sizeof(int);  // no tail padding
-    void* extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, &packed, CU_LAUNCH_PARAM_BUFFER_SIZE, &packed_size,
-                     CU_LAUNCH_PARAM_END};
-    config.numAttrs = 0;
-    config.attrs = nullptr;
-    CALL(launch_ex, &config, axpy, nullptr, extra);
-    test::launches_made().add("axpy", 3);
+  float a = 1.0f;
+  int n = kN;
+  void* params[] = {&a, &dx, &dy, &n};
+  CALL(launch_ex, &config, axpy, params, nullptr);
+  CALL(launch_ex_ptsz, &config, axpy, params, nullptr);
+  struct {
+    float a;
+    CUdeviceptr x;
+    CUdeviceptr y;
+    int n;
+  } packed{1.0f, dx, dy, kN};
+  std::size_t packed_size = offsetof(decltype(packed), n) + sizeof(int);  // no tail padding
+  void* extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, &packed, CU_LAUNCH_PARAM_BUFFER_SIZE, &packed_size,
+                   CU_LAUNCH_PARAM_END};
+  config.numAttrs = 0;
+  config.attrs = nullptr;
+  CALL(launch_ex, &config, axpy, nullptr, extra);
+  test::launches_made().add("axpy", 3);
 
-    std::vector<float> y(kN);
-    CALL(dtoh, y.data(), dy, kN * sizeof(float));
-    double total = 0;
-    for (int i = 0; i < kN; ++i) {
-        CHECK(y[static_cast<std::size_t>(i)] == 3.0f * x[static_cast<std::size_t>(i)]);
-        total += y[static_cast<std::size_t>(i)];
-    }
-    std::printf("result axpy_total %.1f\n", total);
+  std::vector<float> y(kN);
+  CALL(dtoh, y.data(), dy, kN * sizeof(float));
+  double total = 0;
+  for (int i = 0; i < kN; ++i) {
+    CHECK(y[static_cast<std::size_t>(i)] == 3.0f * x[static_cast<std::size_t>(i)]);
+    total += y[static_cast<std::size_t>(i)];
+  }
+  std::printf("result axpy_total %.1f\n", total);
 
-    CALL(unload, module);
-    CALL(mem_free, dx);
-    CALL(mem_free, dy);
-    CALL(release, device);
-    test::print_made();
-    return 0;
+  CALL(unload, module);
+  CALL(mem_free, dx);
+  CALL(mem_free, dy);
+  CALL(release, device);
+  test::print_made();
+  return 0;
 }

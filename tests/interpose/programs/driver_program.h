@@ -22,86 +22,77 @@
 namespace test {
 
 class Tally {
-public:
-    void add(const std::string& what, unsigned long long n = 1)
-    {
-        std::lock_guard lock(mutex_);
-        counts_[what] += n;
+ public:
+  void add(const std::string& what, unsigned long long n = 1) {
+    std::lock_guard lock(mutex_);
+    counts_[what] += n;
+  }
+  void print(const char* prefix) const {
+    std::lock_guard lock(mutex_);
+    for (const auto& [what, n] : counts_) {
+      std::printf("%s %s %llu\n", prefix, what.c_str(), n);
     }
-    void print(const char* prefix) const
-    {
-        std::lock_guard lock(mutex_);
-        for (const auto& [what, n] : counts_) {
-            std::printf("%s %s %llu\n", prefix, what.c_str(), n);
-        }
-    }
+  }
 
-private:
-    mutable std::mutex mutex_;
-    std::map<std::string, unsigned long long> counts_;
+ private:
+  mutable std::mutex mutex_;
+  std::map<std::string, unsigned long long> counts_;
 };
 
-inline Tally& calls_made()
-{
-    static Tally tally;
-    return tally;
+inline Tally& calls_made() {
+  static Tally tally;
+  return tally;
 }
 
-inline Tally& launches_made()
-{
-    static Tally tally;
-    return tally;
+inline Tally& launches_made() {
+  static Tally tally;
+  return tally;
 }
 
-inline void print_made()
-{
-    calls_made().print("made call");
-    launches_made().print("made kernel");
-    std::fflush(stdout);
+inline void print_made() {
+  calls_made().print("made call");
+  launches_made().print("made kernel");
+  std::fflush(stdout);
 }
 
-[[noreturn]] [[gnu::format(printf, 1, 2)]] inline void fail(const char* format, ...)
-{
-    std::va_list args;
-    va_start(args, format);
-    std::fputs("FAILED: ", stderr);
-    std::vfprintf(stderr, format, args);
-    std::fputc('\n', stderr);
-    va_end(args);
-    std::exit(1);
+[[noreturn]] [[gnu::format(printf, 1, 2)]] inline void fail(const char* format, ...) {
+  std::va_list args;
+  va_start(args, format);
+  std::fputs("FAILED: ", stderr);
+  std::vfprintf(stderr, format, args);
+  std::fputc('\n', stderr);
+  va_end(args);
+  std::exit(1);
 }
 
-inline CUresult checked(const char* symbol, CUresult result, const char* file, int line)
-{
-    calls_made().add(symbol);
-    if (result != CUDA_SUCCESS) {
-        fail("%s:%d: %s returned %d", file, line, symbol, static_cast<int>(result));
-    }
-    return result;
+inline CUresult checked(const char* symbol, CUresult result, const char* file, int line) {
+  calls_made().add(symbol);
+  if (result != CUDA_SUCCESS) {
+    fail("%s:%d: %s returned %d", file, line, symbol, static_cast<int>(result));
+  }
+  return result;
 }
 
-inline std::string read_file(const std::string& path)
-{
-    std::FILE* in = std::fopen(path.c_str(), "rb");
-    if (in == nullptr) {
-        fail("cannot open %s", path.c_str());
-    }
-    std::string bytes;
-    char chunk[4096];
-    std::size_t n = 0;
-    while ((n = std::fread(chunk, 1, sizeof chunk, in)) > 0) {
-        bytes.append(chunk, n);
-    }
-    std::fclose(in);
-    return bytes;
+inline std::string read_file(const std::string& path) {
+  std::FILE* in = std::fopen(path.c_str(), "rb");
+  if (in == nullptr) {
+    fail("cannot open %s", path.c_str());
+  }
+  std::string bytes;
+  char chunk[4096];
+  std::size_t n = 0;
+  while ((n = std::fread(chunk, 1, sizeof chunk, in)) > 0) {
+    bytes.append(chunk, n);
+  }
+  std::fclose(in);
+  return bytes;
 }
 
 // KCAP_KERNELS_DIR in the environment overrides the build's directory, for
 // running these programs on another machine (a GPU host).
-inline std::string kernel_path(const char* file)
-{
-    const char* dir = std::getenv("KCAP_KERNELS_DIR");
-    return std::string(dir != nullptr && dir[0] != '\0' ? dir : KCAP_KERNELS_DIR) + "/" + file;
+inline std::string kernel_path(const char* file) {
+  const char* dir = std::getenv("KCAP_KERNELS_DIR");
+  return std::string(dir != nullptr && dir[0] != '\0' ? dir : KCAP_KERNELS_DIR) + "/" + file;
 }
 inline std::string kernel_image(const char* file) { return read_file(kernel_path(file)); }
 
@@ -127,24 +118,23 @@ inline constexpr char kTmaScalePtx[] =
 
 // What a real driver did where it need not behave like the double: printed
 // on stderr with KCAP_TEST_REAL_DRIVER=1 only.
-[[gnu::format(printf, 1, 2)]] inline void note(const char* format, ...)
-{
-    if (std::getenv("KCAP_TEST_REAL_DRIVER") == nullptr) {
-        return;
-    }
-    std::va_list args;
-    va_start(args, format);
-    std::fputs("note: ", stderr);
-    std::vfprintf(stderr, format, args);
-    std::fputc('\n', stderr);
-    va_end(args);
+[[gnu::format(printf, 1, 2)]] inline void note(const char* format, ...) {
+  if (std::getenv("KCAP_TEST_REAL_DRIVER") == nullptr) {
+    return;
+  }
+  std::va_list args;
+  va_start(args, format);
+  std::fputs("note: ", stderr);
+  std::vfprintf(stderr, format, args);
+  std::fputc('\n', stderr);
+  va_end(args);
 }
 
 // A driver function obtained by lookup, with the symbol it stands for.
 template <class Pfn>
 struct Entry {
-    const char* symbol;
-    Pfn fn;
+  const char* symbol;
+  Pfn fn;
 };
 
 }  // namespace test
@@ -164,16 +154,15 @@ struct Entry {
 // A property of the driver double that a real driver need not have (the
 // same pointer from two lookups): checked against the double, only reported
 // with KCAP_TEST_REAL_DRIVER=1.
-#define CHECK_DOUBLE(condition)                                                            \
-    do {                                                                                   \
-        if (std::getenv("KCAP_TEST_REAL_DRIVER") != nullptr)                               \
-            std::fprintf(stderr, "note: %s: %s\n", #condition, (condition) ? "yes" : "no"); \
-        else                                                                               \
-            CHECK(condition);                                                              \
-    } while (0)
+#define CHECK_DOUBLE(condition)                                                       \
+  do {                                                                                \
+    if (std::getenv("KCAP_TEST_REAL_DRIVER") != nullptr)                              \
+      std::fprintf(stderr, "note: %s: %s\n", #condition, (condition) ? "yes" : "no"); \
+    else                                                                              \
+      CHECK(condition);                                                               \
+  } while (0)
 
-#define CHECK(condition)                                                      \
-    do {                                                                      \
-        if (!(condition))                                                     \
-            ::test::fail("%s:%d: check failed: %s", __FILE__, __LINE__, #condition); \
-    } while (0)
+#define CHECK(condition)                                                                       \
+  do {                                                                                         \
+    if (!(condition)) ::test::fail("%s:%d: check failed: %s", __FILE__, __LINE__, #condition); \
+  } while (0)

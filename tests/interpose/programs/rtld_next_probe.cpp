@@ -10,9 +10,8 @@
 extern "C" int kcap_probe_value();
 extern "C" int kcap_probe_next_value();
 
-int main()
-{
-    std::printf("result own %d\n", kcap_probe_value());
-    std::printf("result next %d\n", kcap_probe_next_value());
-    return kcap_probe_next_value() == 2 ? 0 : 1;
+int main() {
+  std::printf("result own %d\n", kcap_probe_value());
+  std::printf("result next %d\n", kcap_probe_next_value());
+  return kcap_probe_next_value() == 2 ? 0 : 1;
 }

@@ -74,672 +74,650 @@ constexpr std::uint64_t kPoisonFault = 0xDEAD0000DEAD0000ull;  // tests/driver_d
 constexpr std::uint64_t kPoisonKill = 0xDEAD0000DEADDEADull;
 
 struct Context {
-    CUdevice device = 0;
-    CUcontext context = nullptr;
+  CUdevice device = 0;
+  CUcontext context = nullptr;
 };
 
-Context start()
-{
-    Context c;
-    DRIVER(cuInit, 0);
-    DRIVER(cuDeviceGet, &c.device, 0);
-    DRIVER(cuDevicePrimaryCtxRetain, &c.context, c.device);
-    DRIVER(cuCtxSetCurrent, c.context);
-    return c;
+Context start() {
+  Context c;
+  DRIVER(cuInit, 0);
+  DRIVER(cuDeviceGet, &c.device, 0);
+  DRIVER(cuDevicePrimaryCtxRetain, &c.context, c.device);
+  DRIVER(cuCtxSetCurrent, c.context);
+  return c;
 }
 
-CUdeviceptr upload(const std::vector<float>& values)
-{
-    CUdeviceptr device = 0;
-    DRIVER(cuMemAlloc, &device, values.size() * sizeof(float));
-    DRIVER(cuMemcpyHtoD, device, values.data(), values.size() * sizeof(float));
-    return device;
+CUdeviceptr upload(const std::vector<float>& values) {
+  CUdeviceptr device = 0;
+  DRIVER(cuMemAlloc, &device, values.size() * sizeof(float));
+  DRIVER(cuMemcpyHtoD, device, values.data(), values.size() * sizeof(float));
+  return device;
 }
 
-std::vector<float> download(CUdeviceptr device, std::size_t count)
-{
-    std::vector<float> values(count);
-    DRIVER(cuMemcpyDtoH, values.data(), device, count * sizeof(float));
-    return values;
+std::vector<float> download(CUdeviceptr device, std::size_t count) {
+  std::vector<float> values(count);
+  DRIVER(cuMemcpyDtoH, values.data(), device, count * sizeof(float));
+  return values;
 }
 
 // "result NAME xxxxxxxx": the bits of element `index` of a kN-float buffer.
-void printBits(const char* name, CUdeviceptr device, std::size_t index)
-{
-    const std::vector<float> values = download(device, kN);
-    std::uint32_t bits = 0;
-    std::memcpy(&bits, &values[index], sizeof bits);
-    std::printf("result %s %08x\n", name, bits);
+void printBits(const char* name, CUdeviceptr device, std::size_t index) {
+  const std::vector<float> values = download(device, kN);
+  std::uint32_t bits = 0;
+  std::memcpy(&bits, &values[index], sizeof bits);
+  std::printf("result %s %08x\n", name, bits);
 }
 
-std::vector<float> iota(float scale)
-{
-    std::vector<float> v(kN);
-    for (int i = 0; i < kN; ++i) {
-        v[static_cast<std::size_t>(i)] = scale * static_cast<float>(i);
-    }
-    return v;
+std::vector<float> iota(float scale) {
+  std::vector<float> v(kN);
+  for (int i = 0; i < kN; ++i) {
+    v[static_cast<std::size_t>(i)] = scale * static_cast<float>(i);
+  }
+  return v;
 }
 
 // axpy from a module, with x = i and y = 2i uploaded.
 struct Axpy {
-    std::string image = test::kernel_image("axpy.fatbin");
-    CUmodule module = nullptr;
-    CUfunction function = nullptr;
-    CUdeviceptr x = 0;
-    CUdeviceptr y = 0;
+  std::string image = test::kernel_image("axpy.fatbin");
+  CUmodule module = nullptr;
+  CUfunction function = nullptr;
+  CUdeviceptr x = 0;
+  CUdeviceptr y = 0;
 
-    Axpy()
-    {
-        DRIVER(cuModuleLoadData, &module, image.data());
-        DRIVER(cuModuleGetFunction, &function, module, "axpy");
-        x = upload(iota(1.0f));
-        y = upload(iota(2.0f));
-    }
-    CUresult launch(float a, CUstream stream = nullptr, CUdeviceptr xs = 0)
-    {
-        int n = kN;
-        CUdeviceptr xp = xs != 0 ? xs : x;
-        void* params[] = {&a, &xp, &y, &n};
-        test::launches_made().add("axpy");
-        return cuLaunchKernel(function, kN / 256, 1, 1, 256, 1, 1, 0, stream, params, nullptr);
-    }
+  Axpy() {
+    DRIVER(cuModuleLoadData, &module, image.data());
+    DRIVER(cuModuleGetFunction, &function, module, "axpy");
+    x = upload(iota(1.0f));
+    y = upload(iota(2.0f));
+  }
+  CUresult launch(float a, CUstream stream = nullptr, CUdeviceptr xs = 0) {
+    int n = kN;
+    CUdeviceptr xp = xs != 0 ? xs : x;
+    void* params[] = {&a, &xp, &y, &n};
+    test::launches_made().add("axpy");
+    return cuLaunchKernel(function, kN / 256, 1, 1, 256, 1, 1, 0, stream, params, nullptr);
+  }
 };
 
 // cudart's __fatDeviceText: {magic, version, fatbin, extra}.
 struct FatbinWrapper {
-    int magic;
-    int version;
-    const void* fatbin;
-    const void* extra;
+  int magic;
+  int version;
+  const void* fatbin;
+  const void* extra;
 };
 
-int library()
-{
-    const Context c = start();
+int library() {
+  const Context c = start();
 
-    // constant.fatbin through a version-1 wrapper, as cudart's lazy loading does.
-    const std::string constant = test::kernel_image("constant.fatbin");
-    const FatbinWrapper wrapper{0x466243B1, 1, constant.data(), nullptr};
-    CUlibrary library = nullptr;
-    DRIVER(cuLibraryLoadData, &library, &wrapper, nullptr, nullptr, 0, nullptr, nullptr, 0);
-    CUkernel poly = nullptr;
-    DRIVER(cuLibraryGetKernel, &poly, library, "poly_eval");
-    DRIVER(cuKernelSetAttribute, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 1024, poly, c.device);
-    CUdeviceptr coeffs = 0;
-    std::size_t coeffs_size = 0;
-    DRIVER(cuLibraryGetGlobal, &coeffs, &coeffs_size, library, "coeffs");
-    CHECK(coeffs_size == 64);
-    const float c3[16] = {3.0f, 0.5f};  // y = 3 + x / 2
-    // A unified copy from pageable host memory.
-    DRIVER(cuMemcpy, coeffs, reinterpret_cast<CUdeviceptr>(c3), sizeof c3);
+  // constant.fatbin through a version-1 wrapper, as cudart's lazy loading does.
+  const std::string constant = test::kernel_image("constant.fatbin");
+  const FatbinWrapper wrapper{0x466243B1, 1, constant.data(), nullptr};
+  CUlibrary library = nullptr;
+  DRIVER(cuLibraryLoadData, &library, &wrapper, nullptr, nullptr, 0, nullptr, nullptr, 0);
+  CUkernel poly = nullptr;
+  DRIVER(cuLibraryGetKernel, &poly, library, "poly_eval");
+  DRIVER(cuKernelSetAttribute, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 1024, poly, c.device);
+  CUdeviceptr coeffs = 0;
+  std::size_t coeffs_size = 0;
+  DRIVER(cuLibraryGetGlobal, &coeffs, &coeffs_size, library, "coeffs");
+  CHECK(coeffs_size == 64);
+  const float c3[16] = {3.0f, 0.5f};  // y = 3 + x / 2
+  // A unified copy from pageable host memory.
+  DRIVER(cuMemcpy, coeffs, reinterpret_cast<CUdeviceptr>(c3), sizeof c3);
 
-    const CUdeviceptr x = upload(iota(1.0f));
-    CUdeviceptr y = 0;
-    DRIVER(cuMemAlloc, &y, kN * sizeof(float));
-    DRIVER(cuMemsetD16, y, 0x3c00, 2 * kN);  // fp16 ones, overwritten by the kernel
-    int n = kN;
-    void* poly_params[] = {const_cast<CUdeviceptr*>(&x), &y, &n};
-    // The CUkernel itself as the launch handle (cudart does this).
-    DRIVER(cuLaunchKernel, reinterpret_cast<CUfunction>(poly), kN / 256, 1, 1, 256, 1, 1, 0, nullptr, poly_params,
-           nullptr);
-    test::launches_made().add("poly_eval");
-    const std::vector<float> out = download(y, kN);
-    for (int i = 0; i < kN; ++i) {
-        CHECK(out[static_cast<std::size_t>(i)] == 3.0f + 0.5f * static_cast<float>(i));
-    }
-    std::printf("result poly_last %.1f\n", static_cast<double>(out[kN - 1]));
+  const CUdeviceptr x = upload(iota(1.0f));
+  CUdeviceptr y = 0;
+  DRIVER(cuMemAlloc, &y, kN * sizeof(float));
+  DRIVER(cuMemsetD16, y, 0x3c00, 2 * kN);  // fp16 ones, overwritten by the kernel
+  int n = kN;
+  void* poly_params[] = {const_cast<CUdeviceptr*>(&x), &y, &n};
+  // The CUkernel itself as the launch handle (cudart does this).
+  DRIVER(cuLaunchKernel, reinterpret_cast<CUfunction>(poly), kN / 256, 1, 1, 256, 1, 1, 0, nullptr, poly_params,
+         nullptr);
+  test::launches_made().add("poly_eval");
+  const std::vector<float> out = download(y, kN);
+  for (int i = 0; i < kN; ++i) {
+    CHECK(out[static_cast<std::size_t>(i)] == 3.0f + 0.5f * static_cast<float>(i));
+  }
+  std::printf("result poly_last %.1f\n", static_cast<double>(out[kN - 1]));
 
-    // The CUfunction of the kernel, launched with attributes on a stream.
-    CUfunction poly_function = nullptr;
-    DRIVER(cuKernelGetFunction, &poly_function, poly);
-    DRIVER(cuFuncSetCacheConfig, poly_function, CU_FUNC_CACHE_PREFER_SHARED);
-    CUstream stream = nullptr;
-    DRIVER(cuStreamCreate, &stream, CU_STREAM_NON_BLOCKING);
-    CUlaunchAttribute attributes[2] = {};
-    attributes[0].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-    attributes[0].value.clusterDim.x = 2;
-    attributes[0].value.clusterDim.y = 1;
-    attributes[0].value.clusterDim.z = 1;
-    attributes[1].id = CU_LAUNCH_ATTRIBUTE_PRIORITY;
-    attributes[1].value.priority = 7;
-    CUlaunchConfig config{};
-    config.gridDimX = kN / 128;
-    config.gridDimY = 1;
-    config.gridDimZ = 1;
-    config.blockDimX = 128;
-    config.blockDimY = 1;
-    config.blockDimZ = 1;
-    config.sharedMemBytes = 256;
-    config.hStream = stream;
-    config.attrs = attributes;
-    config.numAttrs = 2;
-    DRIVER(cuLaunchKernelEx, &config, poly_function, poly_params, nullptr);
-    test::launches_made().add("poly_eval");
-    DRIVER(cuStreamSynchronize, stream);
+  // The CUfunction of the kernel, launched with attributes on a stream.
+  CUfunction poly_function = nullptr;
+  DRIVER(cuKernelGetFunction, &poly_function, poly);
+  DRIVER(cuFuncSetCacheConfig, poly_function, CU_FUNC_CACHE_PREFER_SHARED);
+  CUstream stream = nullptr;
+  DRIVER(cuStreamCreate, &stream, CU_STREAM_NON_BLOCKING);
+  CUlaunchAttribute attributes[2] = {};
+  attributes[0].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+  attributes[0].value.clusterDim.x = 2;
+  attributes[0].value.clusterDim.y = 1;
+  attributes[0].value.clusterDim.z = 1;
+  attributes[1].id = CU_LAUNCH_ATTRIBUTE_PRIORITY;
+  attributes[1].value.priority = 7;
+  CUlaunchConfig config{};
+  config.gridDimX = kN / 128;
+  config.gridDimY = 1;
+  config.gridDimZ = 1;
+  config.blockDimX = 128;
+  config.blockDimY = 1;
+  config.blockDimZ = 1;
+  config.sharedMemBytes = 256;
+  config.hStream = stream;
+  config.attrs = attributes;
+  config.numAttrs = 2;
+  DRIVER(cuLaunchKernelEx, &config, poly_function, poly_params, nullptr);
+  test::launches_made().add("poly_eval");
+  DRIVER(cuStreamSynchronize, stream);
 
-    // reduce.fatbin through a version-2 (relocatable device code) wrapper
-    // with axpy.fatbin as its extra fatbin.
-    const std::string reduce_image = test::kernel_image("reduce.fatbin");
-    const std::string axpy_image = test::kernel_image("axpy.fatbin");
-    const void* extra[] = {axpy_image.data(), nullptr};
-    const FatbinWrapper rdc{0x466243B1, 2, reduce_image.data(), extra};
-    CUlibrary rdc_library = nullptr;
-    DRIVER(cuLibraryLoadData, &rdc_library, &rdc, nullptr, nullptr, 0, nullptr, nullptr, 0);
-    CUkernel axpy_kernel = nullptr;
-    DRIVER(cuLibraryGetKernel, &axpy_kernel, rdc_library, "axpy");
-    CUlibrary file_library = nullptr;
-    DRIVER(cuLibraryLoadFromFile, &file_library, test::kernel_path("struct_param.sm_90.cubin").c_str(), nullptr,
-           nullptr, 0, nullptr, nullptr, 0);
-    DRIVER(cuLibraryUnload, file_library);
-    CUmodule rdc_module = nullptr;
-    DRIVER(cuLibraryGetModule, &rdc_module, rdc_library);
+  // reduce.fatbin through a version-2 (relocatable device code) wrapper
+  // with axpy.fatbin as its extra fatbin.
+  const std::string reduce_image = test::kernel_image("reduce.fatbin");
+  const std::string axpy_image = test::kernel_image("axpy.fatbin");
+  const void* extra[] = {axpy_image.data(), nullptr};
+  const FatbinWrapper rdc{0x466243B1, 2, reduce_image.data(), extra};
+  CUlibrary rdc_library = nullptr;
+  DRIVER(cuLibraryLoadData, &rdc_library, &rdc, nullptr, nullptr, 0, nullptr, nullptr, 0);
+  CUkernel axpy_kernel = nullptr;
+  DRIVER(cuLibraryGetKernel, &axpy_kernel, rdc_library, "axpy");
+  CUlibrary file_library = nullptr;
+  DRIVER(cuLibraryLoadFromFile, &file_library, test::kernel_path("struct_param.sm_90.cubin").c_str(), nullptr, nullptr,
+         0, nullptr, nullptr, 0);
+  DRIVER(cuLibraryUnload, file_library);
+  CUmodule rdc_module = nullptr;
+  DRIVER(cuLibraryGetModule, &rdc_module, rdc_library);
 
-    // A pointer array: axpy's x is a small buffer holding the address of
-    // another allocation (`hidden`), which no parameter names.
-    CUdeviceptr hidden = 0;
-    DRIVER(cuMemAlloc, &hidden, 4096);
-    DRIVER(cuMemsetD32, hidden, 0x40490fdb, 1024);  // pi
-    CUdeviceptr table = 0;
-    DRIVER(cuMemAlloc, &table, 256 * sizeof(float));
-    std::vector<std::uint64_t> words(128, 0);
-    words[5] = hidden + 64;
-    DRIVER(cuMemcpyHtoD, table, words.data(), words.size() * sizeof words[0]);
-    // The per-thread default stream, as a --default-stream per-thread build calls it.
-    using LaunchPtsz = CUresult (*)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
-                                    CUstream, void**, void**);
-    const auto launch_ptsz = reinterpret_cast<LaunchPtsz>(dlsym(RTLD_DEFAULT, "cuLaunchKernel_ptsz"));
-    CHECK(launch_ptsz != nullptr);
-    float a = 0.0f;
-    int small = 256;
-    void* axpy_params[] = {&a, &table, &y, &small};
-    test::checked("cuLaunchKernel_ptsz",
-                  launch_ptsz(reinterpret_cast<CUfunction>(axpy_kernel), 1, 1, 1, 256, 1, 1, 0, nullptr, axpy_params,
-                              nullptr),
-                  __FILE__, __LINE__);
-    test::launches_made().add("axpy");
+  // A pointer array: axpy's x is a small buffer holding the address of
+  // another allocation (`hidden`), which no parameter names.
+  CUdeviceptr hidden = 0;
+  DRIVER(cuMemAlloc, &hidden, 4096);
+  DRIVER(cuMemsetD32, hidden, 0x40490fdb, 1024);  // pi
+  CUdeviceptr table = 0;
+  DRIVER(cuMemAlloc, &table, 256 * sizeof(float));
+  std::vector<std::uint64_t> words(128, 0);
+  words[5] = hidden + 64;
+  DRIVER(cuMemcpyHtoD, table, words.data(), words.size() * sizeof words[0]);
+  // The per-thread default stream, as a --default-stream per-thread build calls it.
+  using LaunchPtsz = CUresult (*)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                                  CUstream, void**, void**);
+  const auto launch_ptsz = reinterpret_cast<LaunchPtsz>(dlsym(RTLD_DEFAULT, "cuLaunchKernel_ptsz"));
+  CHECK(launch_ptsz != nullptr);
+  float a = 0.0f;
+  int small = 256;
+  void* axpy_params[] = {&a, &table, &y, &small};
+  test::checked(
+      "cuLaunchKernel_ptsz",
+      launch_ptsz(reinterpret_cast<CUfunction>(axpy_kernel), 1, 1, 1, 256, 1, 1, 0, nullptr, axpy_params, nullptr),
+      __FILE__, __LINE__);
+  test::launches_made().add("axpy");
 
-    // Page-locked host memory passed to a kernel (reachable through unified
-    // addressing), and stream-ordered allocation.
-    void* pinned = nullptr;
-    DRIVER(cuMemHostAlloc, &pinned, kN * sizeof(float), CU_MEMHOSTALLOC_DEVICEMAP);
-    std::memcpy(pinned, iota(4.0f).data(), kN * sizeof(float));
-    CUdeviceptr scratch = 0;
-    DRIVER(cuMemAllocAsync, &scratch, kN * sizeof(float), stream);
-    DRIVER(cuMemcpyAsync, scratch, reinterpret_cast<CUdeviceptr>(pinned), kN * sizeof(float), stream);
-    CUevent done = nullptr;
-    DRIVER(cuEventCreate, &done, 0);
-    DRIVER(cuEventRecord, done, stream);
-    DRIVER(cuStreamWaitEvent, nullptr, done, 0);
-    DRIVER(cuEventSynchronize, done);
-    DRIVER(cuEventDestroy, done);
-    void* host_params[] = {&pinned, &y, &n};
-    DRIVER(cuLaunchKernel, reinterpret_cast<CUfunction>(poly), kN / 256, 1, 1, 256, 1, 1, 0, nullptr, host_params,
-           nullptr);
-    test::launches_made().add("poly_eval");
-    std::printf("result poly_pinned_last %.1f\n", static_cast<double>(download(y, kN)[kN - 1]));
-    DRIVER(cuMemFreeAsync, scratch, stream);
-    DRIVER(cuStreamSynchronize, stream);
+  // Page-locked host memory passed to a kernel (reachable through unified
+  // addressing), and stream-ordered allocation.
+  void* pinned = nullptr;
+  DRIVER(cuMemHostAlloc, &pinned, kN * sizeof(float), CU_MEMHOSTALLOC_DEVICEMAP);
+  std::memcpy(pinned, iota(4.0f).data(), kN * sizeof(float));
+  CUdeviceptr scratch = 0;
+  DRIVER(cuMemAllocAsync, &scratch, kN * sizeof(float), stream);
+  DRIVER(cuMemcpyAsync, scratch, reinterpret_cast<CUdeviceptr>(pinned), kN * sizeof(float), stream);
+  CUevent done = nullptr;
+  DRIVER(cuEventCreate, &done, 0);
+  DRIVER(cuEventRecord, done, stream);
+  DRIVER(cuStreamWaitEvent, nullptr, done, 0);
+  DRIVER(cuEventSynchronize, done);
+  DRIVER(cuEventDestroy, done);
+  void* host_params[] = {&pinned, &y, &n};
+  DRIVER(cuLaunchKernel, reinterpret_cast<CUfunction>(poly), kN / 256, 1, 1, 256, 1, 1, 0, nullptr, host_params,
+         nullptr);
+  test::launches_made().add("poly_eval");
+  std::printf("result poly_pinned_last %.1f\n", static_cast<double>(download(y, kN)[kN - 1]));
+  DRIVER(cuMemFreeAsync, scratch, stream);
+  DRIVER(cuStreamSynchronize, stream);
 
-    // A call that fails: the driver's error goes on record.
-    CUfunction missing = nullptr;
-    test::calls_made().add("cuModuleGetFunction");
-    CHECK(cuModuleGetFunction(&missing, rdc_module, "no_such_kernel") == CUDA_ERROR_NOT_FOUND);
+  // A call that fails: the driver's error goes on record.
+  CUfunction missing = nullptr;
+  test::calls_made().add("cuModuleGetFunction");
+  CHECK(cuModuleGetFunction(&missing, rdc_module, "no_such_kernel") == CUDA_ERROR_NOT_FOUND);
 
-    DRIVER(cuMemFreeHost, pinned);
-    DRIVER(cuStreamDestroy, stream);
-    for (const CUdeviceptr p : {x, y, hidden, table}) {
-        DRIVER(cuMemFree, p);
-    }
-    DRIVER(cuLibraryUnload, rdc_library);
-    DRIVER(cuLibraryUnload, library);
-    DRIVER(cuDevicePrimaryCtxRelease, c.device);
-    test::print_made();
-    return 0;
+  DRIVER(cuMemFreeHost, pinned);
+  DRIVER(cuStreamDestroy, stream);
+  for (const CUdeviceptr p : {x, y, hidden, table}) {
+    DRIVER(cuMemFree, p);
+  }
+  DRIVER(cuLibraryUnload, rdc_library);
+  DRIVER(cuLibraryUnload, library);
+  DRIVER(cuDevicePrimaryCtxRelease, c.device);
+  test::print_made();
+  return 0;
 }
 
-int capture()
-{
-    start();
-    Axpy axpy;
-    CUstream stream = nullptr;
-    CUstream other = nullptr;
-    DRIVER(cuStreamCreate, &stream, CU_STREAM_NON_BLOCKING);
-    DRIVER(cuStreamCreate, &other, CU_STREAM_NON_BLOCKING);
-    CHECK(axpy.launch(1.0f) == CUDA_SUCCESS);  // y = 3i, recorded with snapshots
+int capture() {
+  start();
+  Axpy axpy;
+  CUstream stream = nullptr;
+  CUstream other = nullptr;
+  DRIVER(cuStreamCreate, &stream, CU_STREAM_NON_BLOCKING);
+  DRIVER(cuStreamCreate, &other, CU_STREAM_NON_BLOCKING);
+  CHECK(axpy.launch(1.0f) == CUDA_SUCCESS);  // y = 3i, recorded with snapshots
 
-    DRIVER(cuStreamBeginCapture, stream, CU_STREAM_CAPTURE_MODE_RELAXED);
-    CHECK(axpy.launch(1.0f, stream) == CUDA_SUCCESS);  // captured, not run
-    CHECK(axpy.launch(1.0f, stream) == CUDA_SUCCESS);
-    // Work on another stream meanwhile: recorded with snapshots, but
-    // synchronizing the context would invalidate the capture.
-    const CUdeviceptr z = upload(iota(0.0f));
-    CHECK(axpy.launch(2.0f, other, z) == CUDA_SUCCESS);
-    DRIVER(cuStreamSynchronize, other);
-    CUgraph graph = nullptr;
-    DRIVER(cuStreamEndCapture, stream, &graph);
-    CHECK(download(axpy.y, kN)[1] == 3.0f);  // the captured launches did not run
+  DRIVER(cuStreamBeginCapture, stream, CU_STREAM_CAPTURE_MODE_RELAXED);
+  CHECK(axpy.launch(1.0f, stream) == CUDA_SUCCESS);  // captured, not run
+  CHECK(axpy.launch(1.0f, stream) == CUDA_SUCCESS);
+  // Work on another stream meanwhile: recorded with snapshots, but
+  // synchronizing the context would invalidate the capture.
+  const CUdeviceptr z = upload(iota(0.0f));
+  CHECK(axpy.launch(2.0f, other, z) == CUDA_SUCCESS);
+  DRIVER(cuStreamSynchronize, other);
+  CUgraph graph = nullptr;
+  DRIVER(cuStreamEndCapture, stream, &graph);
+  CHECK(download(axpy.y, kN)[1] == 3.0f);  // the captured launches did not run
 
-    CUgraphExec exec = nullptr;
-    DRIVER(cuGraphInstantiate, &exec, graph, 0);
-    DRIVER(cuGraphLaunch, exec, stream);
-    DRIVER(cuStreamSynchronize, stream);
-    const std::vector<float> y = download(axpy.y, kN);
-    for (int i = 0; i < kN; ++i) {
-        CHECK(y[static_cast<std::size_t>(i)] == 5.0f * static_cast<float>(i));
-    }
-    std::printf("result capture_last %.1f\n", static_cast<double>(y[kN - 1]));
-    DRIVER(cuGraphExecDestroy, exec);
-    DRIVER(cuGraphDestroy, graph);
-    test::print_made();
-    return 0;
+  CUgraphExec exec = nullptr;
+  DRIVER(cuGraphInstantiate, &exec, graph, 0);
+  DRIVER(cuGraphLaunch, exec, stream);
+  DRIVER(cuStreamSynchronize, stream);
+  const std::vector<float> y = download(axpy.y, kN);
+  for (int i = 0; i < kN; ++i) {
+    CHECK(y[static_cast<std::size_t>(i)] == 5.0f * static_cast<float>(i));
+  }
+  std::printf("result capture_last %.1f\n", static_cast<double>(y[kN - 1]));
+  DRIVER(cuGraphExecDestroy, exec);
+  DRIVER(cuGraphDestroy, graph);
+  test::print_made();
+  return 0;
 }
 
-int forked()
-{
-    start();
-    Axpy axpy;
-    CHECK(axpy.launch(1.0f) == CUDA_SUCCESS);
-    std::fflush(stdout);
-    const pid_t child = fork();
-    if (child == 0) {
-        // The double's memory is the child's own copy: it can go on.
-        const CUdeviceptr mine = upload(iota(10.0f));
-        CHECK(axpy.launch(1.0f, nullptr, mine) == CUDA_SUCCESS);
-        CHECK(axpy.launch(1.0f, nullptr, mine) == CUDA_SUCCESS);
-        std::printf("child %d\n", static_cast<int>(getpid()));
-        std::exit(0);
-    }
-    int status = 0;
-    CHECK(waitpid(child, &status, 0) == child && WIFEXITED(status) && WEXITSTATUS(status) == 0);
-    CHECK(axpy.launch(1.0f) == CUDA_SUCCESS);
-    std::printf("result fork_y1 %.1f\n", static_cast<double>(download(axpy.y, kN)[1]));
-    return 0;
+int forked() {
+  start();
+  Axpy axpy;
+  CHECK(axpy.launch(1.0f) == CUDA_SUCCESS);
+  std::fflush(stdout);
+  const pid_t child = fork();
+  if (child == 0) {
+    // The double's memory is the child's own copy: it can go on.
+    const CUdeviceptr mine = upload(iota(10.0f));
+    CHECK(axpy.launch(1.0f, nullptr, mine) == CUDA_SUCCESS);
+    CHECK(axpy.launch(1.0f, nullptr, mine) == CUDA_SUCCESS);
+    std::printf("child %d\n", static_cast<int>(getpid()));
+    std::exit(0);
+  }
+  int status = 0;
+  CHECK(waitpid(child, &status, 0) == child && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  CHECK(axpy.launch(1.0f) == CUDA_SUCCESS);
+  std::printf("result fork_y1 %.1f\n", static_cast<double>(download(axpy.y, kN)[1]));
+  return 0;
 }
 
-int exitFromThread()
-{
-    start();
-    Axpy axpy;
-    std::atomic<int> launched{0};
-    std::thread quitter([&] {
-        while (launched.load() < 20) {
-            std::this_thread::yield();
-        }
-        std::exit(7);
-    });
-    // No test::Tally here: exit() destroys static objects while this
-    // thread is still launching.
-    float a = 0.5f;
-    int n = kN;
-    void* params[] = {&a, &axpy.x, &axpy.y, &n};
-    for (;;) {
-        if (cuLaunchKernel(axpy.function, kN / 256, 1, 1, 256, 1, 1, 0, nullptr, params, nullptr) != CUDA_SUCCESS) {
-            break;
-        }
-        launched.fetch_add(1);
+int exitFromThread() {
+  start();
+  Axpy axpy;
+  std::atomic<int> launched{0};
+  std::thread quitter([&] {
+    while (launched.load() < 20) {
+      std::this_thread::yield();
     }
-    quitter.join();
-    return 1;
+    std::exit(7);
+  });
+  // No test::Tally here: exit() destroys static objects while this
+  // thread is still launching.
+  float a = 0.5f;
+  int n = kN;
+  void* params[] = {&a, &axpy.x, &axpy.y, &n};
+  for (;;) {
+    if (cuLaunchKernel(axpy.function, kN / 256, 1, 1, 256, 1, 1, 0, nullptr, params, nullptr) != CUDA_SUCCESS) {
+      break;
+    }
+    launched.fetch_add(1);
+  }
+  quitter.join();
+  return 1;
 }
 
 void handled(int) {}
 
-int dies(const std::string& how)
-{
-    const rlimit noCore{0, 0};  // sigquit and sigill dump core by default
-    setrlimit(RLIMIT_CORE, &noCore);
-    start();
-    Axpy axpy;
-    if (how == "sigterm-handled" || how == "sighup-handled") {
-        struct sigaction action {};
-        action.sa_handler = handled;
-        sigemptyset(&action.sa_mask);
-        sigaction(how == "sigterm-handled" ? SIGTERM : SIGHUP, &action, nullptr);
-    }
-    for (int i = 0; i < 3; ++i) {
-        CHECK(axpy.launch(1.0f) == CUDA_SUCCESS);
-    }
-    std::fflush(stdout);
-    if (how == "abort") {
-        std::abort();
-    }
-    if (how == "exit-now") {
-        _exit(5);
-    }
-    if (how == "sigpipe") {
-        int ends[2] = {-1, -1};
-        CHECK(pipe(ends) == 0);
-        close(ends[0]);
-        [[maybe_unused]] const ssize_t n = write(ends[1], "x", 1);
-    }
-    if (how == "sigill") {
-#if defined(__x86_64__) || defined(__i386__)
-        asm volatile("ud2");  // raised by the CPU, as a real one is
-#else
-        kill(getpid(), SIGILL);
-#endif
-    }
-    const std::pair<const char*, int> sent[] = {{"sighup", SIGHUP}, {"sighup-handled", SIGHUP}, {"sigquit", SIGQUIT},
-                                                {"sigalrm", SIGALRM}, {"sigusr1", SIGUSR1}};
-    for (const auto& [name, sig] : sent) {
-        if (how == name) {
-            kill(getpid(), sig);
-        }
-    }
-    if (how == "segv") {
-        volatile std::uintptr_t nowhere = 8;  // an unmapped page: a real fault
-        *reinterpret_cast<volatile int*>(nowhere) = 1;
-    }
-    if (how == "sigterm" || how == "sigterm-handled") {
-        kill(getpid(), SIGTERM);
-    }
-    if (how == "sigkill") {
-        kill(getpid(), SIGKILL);
-    }
-    CHECK(axpy.launch(1.0f) == CUDA_SUCCESS);  // only the handled ones get here
-    std::printf("result survived %.1f\n", static_cast<double>(download(axpy.y, kN)[1]));
-    return 0;
-}
-
-int pauseUntil(const char* flag)
-{
-    start();
-    Axpy axpy;
-    for (int i = 0; i < 2; ++i) {
-        CHECK(axpy.launch(1.0f) == CUDA_SUCCESS);
-    }
-    std::printf("paused\n");
-    std::fflush(stdout);
-    for (int waited = 0; access(flag, F_OK) != 0; waited += 10) {
-        CHECK(waited < 120000);
-        usleep(10000);
-    }
-    for (int i = 0; i < 2; ++i) {
-        CHECK(axpy.launch(1.0f) == CUDA_SUCCESS);
-    }
-    std::printf("result paused_y1 %.1f\n", static_cast<double>(download(axpy.y, kN)[1]));
-    return 0;
-}
-
-int fault(bool kill)
-{
-    start();
-    Axpy axpy;
+int dies(const std::string& how) {
+  const rlimit noCore{0, 0};  // sigquit and sigill dump core by default
+  setrlimit(RLIMIT_CORE, &noCore);
+  start();
+  Axpy axpy;
+  if (how == "sigterm-handled" || how == "sighup-handled") {
+    struct sigaction action {};
+    action.sa_handler = handled;
+    sigemptyset(&action.sa_mask);
+    sigaction(how == "sigterm-handled" ? SIGTERM : SIGHUP, &action, nullptr);
+  }
+  for (int i = 0; i < 3; ++i) {
     CHECK(axpy.launch(1.0f) == CUDA_SUCCESS);
-    std::fflush(stdout);
-    // The poison word goes in x: the double "faults" on it.
-    const CUresult launched = axpy.launch(1.0f, nullptr, kill ? kPoisonKill : kPoisonFault);
-    const CUresult synced = cuCtxSynchronize();
-    std::printf("result launch %d sync %d\n", static_cast<int>(launched), static_cast<int>(synced));
-    return synced == CUDA_ERROR_ILLEGAL_ADDRESS ? 3 : 0;
+  }
+  std::fflush(stdout);
+  if (how == "abort") {
+    std::abort();
+  }
+  if (how == "exit-now") {
+    _exit(5);
+  }
+  if (how == "sigpipe") {
+    int ends[2] = {-1, -1};
+    CHECK(pipe(ends) == 0);
+    close(ends[0]);
+    [[maybe_unused]] const ssize_t n = write(ends[1], "x", 1);
+  }
+  if (how == "sigill") {
+#if defined(__x86_64__) || defined(__i386__)
+    asm volatile("ud2");  // raised by the CPU, as a real one is
+#else
+    kill(getpid(), SIGILL);
+#endif
+  }
+  const std::pair<const char*, int> sent[] = {
+      {"sighup", SIGHUP}, {"sighup-handled", SIGHUP}, {"sigquit", SIGQUIT}, {"sigalrm", SIGALRM}, {"sigusr1", SIGUSR1}};
+  for (const auto& [name, sig] : sent) {
+    if (how == name) {
+      kill(getpid(), sig);
+    }
+  }
+  if (how == "segv") {
+    volatile std::uintptr_t nowhere = 8;  // an unmapped page: a real fault
+    *reinterpret_cast<volatile int*>(nowhere) = 1;
+  }
+  if (how == "sigterm" || how == "sigterm-handled") {
+    kill(getpid(), SIGTERM);
+  }
+  if (how == "sigkill") {
+    kill(getpid(), SIGKILL);
+  }
+  CHECK(axpy.launch(1.0f) == CUDA_SUCCESS);  // only the handled ones get here
+  std::printf("result survived %.1f\n", static_cast<double>(download(axpy.y, kN)[1]));
+  return 0;
 }
 
-int tensorMap()
-{
-    DRIVER(cuInit, 0);
-    const cuuint64_t dims[2] = {64, 16};
-    const cuuint64_t strides[1] = {256};
-    const cuuint32_t box[2] = {32, 8};
-    const cuuint32_t unit[3] = {1, 1, 1};
-    CUtensorMap misaligned{};
-    CHECK(cuTensorMapEncodeTiled(&misaligned, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, reinterpret_cast<void*>(0x1008),
-                                 dims, strides, box, unit, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                                 CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
-                                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_ERROR_INVALID_VALUE);
-    start();
-    const CUdeviceptr src = upload(iota(1.0f));
-    CUdeviceptr out = 0;
-    DRIVER(cuMemAlloc, &out, kN * sizeof(float));
-    void* const global = reinterpret_cast<void*>(src);
-    CUtensorMap tiled{};
-    DRIVER(cuTensorMapEncodeTiled, &tiled, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, global, dims, strides, box, unit,
-           CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
-           CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-    const cuuint64_t dims3[3] = {4, 16, 16};
-    const cuuint64_t strides3[2] = {16, 256};
-    const int lower[1] = {-1};
-    const int upper[1] = {1};
-    CUtensorMap im2col{};
-    DRIVER(cuTensorMapEncodeIm2col, &im2col, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 3, global, dims3, strides3, lower,
-           upper, 4, 8, unit, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
-           CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA);
-    CUtensorMap wide{};
-    DRIVER(cuTensorMapEncodeIm2colWide, &wide, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 3, global, dims3, strides3, -2, 2, 4,
-           16, unit, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_IM2COL_WIDE_MODE_W128, CU_TENSOR_MAP_SWIZZLE_64B,
-           CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-    CUmodule module = nullptr;
-    DRIVER(cuModuleLoadData, &module, test::kTmaScalePtx);
-    CUfunction function = nullptr;
-    DRIVER(cuModuleGetFunction, &function, module, "tma_scale");
-    int n = kN;
-    void* params[] = {&tiled, &out, &n};
-    test::launches_made().add("tma_scale");
-    DRIVER(cuLaunchKernel, function, 1, 1, 1, 32, 1, 1, 0, nullptr, params, nullptr);
-    const std::vector<float> values = download(out, kN);
-    CHECK(values[10] == 20.0f);
-    std::printf("result tensor-map out[10] %.1f\n", static_cast<double>(values[10]));
-    return 0;
+int pauseUntil(const char* flag) {
+  start();
+  Axpy axpy;
+  for (int i = 0; i < 2; ++i) {
+    CHECK(axpy.launch(1.0f) == CUDA_SUCCESS);
+  }
+  std::printf("paused\n");
+  std::fflush(stdout);
+  for (int waited = 0; access(flag, F_OK) != 0; waited += 10) {
+    CHECK(waited < 120000);
+    usleep(10000);
+  }
+  for (int i = 0; i < 2; ++i) {
+    CHECK(axpy.launch(1.0f) == CUDA_SUCCESS);
+  }
+  std::printf("result paused_y1 %.1f\n", static_cast<double>(download(axpy.y, kN)[1]));
+  return 0;
+}
+
+int fault(bool kill) {
+  start();
+  Axpy axpy;
+  CHECK(axpy.launch(1.0f) == CUDA_SUCCESS);
+  std::fflush(stdout);
+  // The poison word goes in x: the double "faults" on it.
+  const CUresult launched = axpy.launch(1.0f, nullptr, kill ? kPoisonKill : kPoisonFault);
+  const CUresult synced = cuCtxSynchronize();
+  std::printf("result launch %d sync %d\n", static_cast<int>(launched), static_cast<int>(synced));
+  return synced == CUDA_ERROR_ILLEGAL_ADDRESS ? 3 : 0;
+}
+
+int tensorMap() {
+  DRIVER(cuInit, 0);
+  const cuuint64_t dims[2] = {64, 16};
+  const cuuint64_t strides[1] = {256};
+  const cuuint32_t box[2] = {32, 8};
+  const cuuint32_t unit[3] = {1, 1, 1};
+  CUtensorMap misaligned{};
+  CHECK(cuTensorMapEncodeTiled(&misaligned, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, reinterpret_cast<void*>(0x1008), dims,
+                               strides, box, unit, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                               CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+                               CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_ERROR_INVALID_VALUE);
+  start();
+  const CUdeviceptr src = upload(iota(1.0f));
+  CUdeviceptr out = 0;
+  DRIVER(cuMemAlloc, &out, kN * sizeof(float));
+  void* const global = reinterpret_cast<void*>(src);
+  CUtensorMap tiled{};
+  DRIVER(cuTensorMapEncodeTiled, &tiled, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, global, dims, strides, box, unit,
+         CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+         CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  const cuuint64_t dims3[3] = {4, 16, 16};
+  const cuuint64_t strides3[2] = {16, 256};
+  const int lower[1] = {-1};
+  const int upper[1] = {1};
+  CUtensorMap im2col{};
+  DRIVER(cuTensorMapEncodeIm2col, &im2col, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 3, global, dims3, strides3, lower, upper, 4,
+         8, unit, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_NONE,
+         CU_TENSOR_MAP_FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA);
+  CUtensorMap wide{};
+  DRIVER(cuTensorMapEncodeIm2colWide, &wide, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 3, global, dims3, strides3, -2, 2, 4, 16,
+         unit, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_IM2COL_WIDE_MODE_W128, CU_TENSOR_MAP_SWIZZLE_64B,
+         CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  CUmodule module = nullptr;
+  DRIVER(cuModuleLoadData, &module, test::kTmaScalePtx);
+  CUfunction function = nullptr;
+  DRIVER(cuModuleGetFunction, &function, module, "tma_scale");
+  int n = kN;
+  void* params[] = {&tiled, &out, &n};
+  test::launches_made().add("tma_scale");
+  DRIVER(cuLaunchKernel, function, 1, 1, 1, 32, 1, 1, 0, nullptr, params, nullptr);
+  const std::vector<float> values = download(out, kN);
+  CHECK(values[10] == 20.0f);
+  std::printf("result tensor-map out[10] %.1f\n", static_cast<double>(values[10]));
+  return 0;
 }
 
 }  // namespace
 
-int vmm()
-{
-    const Context c = start();
-    CUmemAllocationProp prop{};
-    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    prop.location.id = c.device;
-    std::size_t granularity = 0;
-    DRIVER(cuMemGetAllocationGranularity, &granularity, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
-    CUdeviceptr base = 0;
-    DRIVER(cuMemAddressReserve, &base, 4 * granularity, 0, 0, 0);
-    CUmemGenericAllocationHandle chunks[2] = {};
-    for (int i = 0; i < 2; ++i) {
-        DRIVER(cuMemCreate, &chunks[i], granularity, &prop, 0);
-        DRIVER(cuMemMap, base + static_cast<CUdeviceptr>(i) * granularity, granularity, 0, chunks[i], 0);
-    }
-    CUmemAccessDesc access{};
-    access.location = prop.location;
-    access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-    DRIVER(cuMemSetAccess, base, 2 * granularity, &access, 1);
-    // x straddles the two mappings: half in each.
-    const CUdeviceptr x = base + granularity - kN * sizeof(float) / 2;
-    DRIVER(cuMemcpyHtoD, x, iota(1.0f).data(), kN * sizeof(float));
-    Axpy axpy;
-    CHECK(axpy.launch(1.0f, nullptr, x) == CUDA_SUCCESS);
-    std::printf("result vmm_y_last %.1f\n", static_cast<double>(download(axpy.y, kN)[kN - 1]));
-    DRIVER(cuMemUnmap, base, 2 * granularity);
-    for (const auto chunk : chunks) {
-        DRIVER(cuMemRelease, chunk);
-    }
-    DRIVER(cuMemAddressFree, base, 4 * granularity);
-    return 0;
+int vmm() {
+  const Context c = start();
+  CUmemAllocationProp prop{};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = c.device;
+  std::size_t granularity = 0;
+  DRIVER(cuMemGetAllocationGranularity, &granularity, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
+  CUdeviceptr base = 0;
+  DRIVER(cuMemAddressReserve, &base, 4 * granularity, 0, 0, 0);
+  CUmemGenericAllocationHandle chunks[2] = {};
+  for (int i = 0; i < 2; ++i) {
+    DRIVER(cuMemCreate, &chunks[i], granularity, &prop, 0);
+    DRIVER(cuMemMap, base + static_cast<CUdeviceptr>(i) * granularity, granularity, 0, chunks[i], 0);
+  }
+  CUmemAccessDesc access{};
+  access.location = prop.location;
+  access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  DRIVER(cuMemSetAccess, base, 2 * granularity, &access, 1);
+  // x straddles the two mappings: half in each.
+  const CUdeviceptr x = base + granularity - kN * sizeof(float) / 2;
+  DRIVER(cuMemcpyHtoD, x, iota(1.0f).data(), kN * sizeof(float));
+  Axpy axpy;
+  CHECK(axpy.launch(1.0f, nullptr, x) == CUDA_SUCCESS);
+  std::printf("result vmm_y_last %.1f\n", static_cast<double>(download(axpy.y, kN)[kN - 1]));
+  DRIVER(cuMemUnmap, base, 2 * granularity);
+  for (const auto chunk : chunks) {
+    DRIVER(cuMemRelease, chunk);
+  }
+  DRIVER(cuMemAddressFree, base, 4 * granularity);
+  return 0;
 }
 
 // What the `large` scenario sets each word of 1 MiB piece `p` to.
-std::uint32_t largeWord(std::size_t piece)
-{
-    return static_cast<std::uint32_t>(piece * 2654435761u);
+std::uint32_t largeWord(std::size_t piece) { return static_cast<std::uint32_t>(piece * 2654435761u); }
+
+int large() {
+  constexpr std::size_t kPiece = 1u << 20, kPieces = 80;
+  start();
+  Axpy axpy;
+  CUdeviceptr big = 0;
+  DRIVER(cuMemAlloc, &big, kPieces * kPiece + 4096);
+  // Memsets, not copies from the host: the trace sees these bytes first
+  // in the launch's snapshot, as with memory a kernel wrote.
+  for (std::size_t piece = 0; piece < kPieces; ++piece) {
+    DRIVER(cuMemsetD32, big + piece * kPiece, largeWord(piece == 70 ? 3 : piece), kPiece / 4);
+  }
+  DRIVER(cuMemsetD32, big + kPieces * kPiece, 0xabcdef01u, 1024);
+  CHECK(axpy.launch(1.0f, nullptr, big) == CUDA_SUCCESS);
+  DRIVER(cuMemsetD32, big + kPiece, 0x5a5a5a5au, 1024);
+  CHECK(axpy.launch(1.0f, nullptr, big) == CUDA_SUCCESS);
+  printBits("large_y5", axpy.y, 5);
+  DRIVER(cuMemFree, big);
+  return 0;
 }
 
-int large()
-{
-    constexpr std::size_t kPiece = 1u << 20, kPieces = 80;
-    start();
-    Axpy axpy;
-    CUdeviceptr big = 0;
-    DRIVER(cuMemAlloc, &big, kPieces * kPiece + 4096);
-    // Memsets, not copies from the host: the trace sees these bytes first
-    // in the launch's snapshot, as with memory a kernel wrote.
-    for (std::size_t piece = 0; piece < kPieces; ++piece) {
-        DRIVER(cuMemsetD32, big + piece * kPiece, largeWord(piece == 70 ? 3 : piece), kPiece / 4);
-    }
-    DRIVER(cuMemsetD32, big + kPieces * kPiece, 0xabcdef01u, 1024);
-    CHECK(axpy.launch(1.0f, nullptr, big) == CUDA_SUCCESS);
-    DRIVER(cuMemsetD32, big + kPiece, 0x5a5a5a5au, 1024);
-    CHECK(axpy.launch(1.0f, nullptr, big) == CUDA_SUCCESS);
-    printBits("large_y5", axpy.y, 5);
-    DRIVER(cuMemFree, big);
-    return 0;
+int diskFull() {
+  const rlimit limit{256u << 10, 256u << 10};
+  setrlimit(RLIMIT_FSIZE, &limit);
+  signal(SIGXFSZ, SIG_IGN);  // writes past the limit fail with EFBIG instead
+  start();
+  Axpy axpy;
+  // 1 MiB that does not compress, reachable from every launch.
+  std::vector<std::uint32_t> noise(256u << 10);
+  std::uint32_t state = 12345;
+  for (auto& word : noise) {
+    state = state * 1664525u + 1013904223u;
+    word = state;
+  }
+  CUdeviceptr big = 0;
+  DRIVER(cuMemAlloc, &big, noise.size() * sizeof noise[0]);
+  DRIVER(cuMemcpyHtoD, big, noise.data(), noise.size() * sizeof noise[0]);
+  for (int i = 0; i < 6; ++i) {
+    CHECK(axpy.launch(1.0f, nullptr, big) == CUDA_SUCCESS);  // y += the noise, as floats
+    DRIVER(cuMemcpyDtoD, big, big + 4096, 4096);             // keep changing it
+  }
+  printBits("disk_full_y1", axpy.y, 1);
+  DRIVER(cuMemFree, big);
+  return 0;
 }
 
-int diskFull()
-{
-    const rlimit limit{256u << 10, 256u << 10};
-    setrlimit(RLIMIT_FSIZE, &limit);
-    signal(SIGXFSZ, SIG_IGN);  // writes past the limit fail with EFBIG instead
-    start();
-    Axpy axpy;
-    // 1 MiB that does not compress, reachable from every launch.
-    std::vector<std::uint32_t> noise(256u << 10);
-    std::uint32_t state = 12345;
-    for (auto& word : noise) {
-        state = state * 1664525u + 1013904223u;
-        word = state;
+int pitched() {
+  constexpr std::size_t kRows = 8;
+  start();
+  Axpy axpy;
+  CUstream stream = nullptr;
+  DRIVER(cuStreamCreate, &stream, CU_STREAM_NON_BLOCKING);
+  CUdeviceptr p = 0;
+  std::size_t pitch = 0;
+  DRIVER(cuMemAllocPitch, &p, &pitch, 256, kRows, 4);
+  CHECK(pitch * kRows == kN * sizeof(float));
+  DRIVER(cuMemsetD32, p, 0, kN);
+  std::vector<std::uint8_t> model(pitch * kRows, 0);  // what p holds, computed alongside
+  const auto copyRows = [](std::uint8_t* to, std::size_t toPitch, const std::uint8_t* from, std::size_t fromPitch,
+                           std::size_t width, std::size_t height) {
+    for (std::size_t r = 0; r < height; ++r) {
+      std::memcpy(to + r * toPitch, from + r * fromPitch, width);
     }
-    CUdeviceptr big = 0;
-    DRIVER(cuMemAlloc, &big, noise.size() * sizeof noise[0]);
-    DRIVER(cuMemcpyHtoD, big, noise.data(), noise.size() * sizeof noise[0]);
-    for (int i = 0; i < 6; ++i) {
-        CHECK(axpy.launch(1.0f, nullptr, big) == CUDA_SUCCESS);  // y += the noise, as floats
-        DRIVER(cuMemcpyDtoD, big, big + 4096, 4096);            // keep changing it
+  };
+
+  // Host to device, from (8, 1) of host rows 64 bytes apart to (12, 1).
+  std::vector<std::uint8_t> host(4 * 64);
+  for (std::size_t i = 0; i < host.size(); ++i) {
+    host[i] = static_cast<std::uint8_t>(i);
+  }
+  CUDA_MEMCPY2D up{};
+  up.srcMemoryType = CU_MEMORYTYPE_HOST;
+  up.srcHost = host.data();
+  up.srcXInBytes = 8;
+  up.srcY = 1;
+  up.srcPitch = 64;
+  up.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+  up.dstDevice = p;
+  up.dstXInBytes = 12;
+  up.dstY = 1;
+  up.dstPitch = pitch;
+  up.WidthInBytes = 40;
+  up.Height = 3;
+  DRIVER(cuMemcpy2D, &up);
+  copyRows(model.data() + pitch + 12, pitch, host.data() + 64 + 8, 64, 40, 3);
+
+  // Both sides unified: pageable host memory to rows 4..6.
+  std::vector<std::uint8_t> more(3 * 48);
+  for (std::size_t i = 0; i < more.size(); ++i) {
+    more[i] = static_cast<std::uint8_t>(200 + i % 50);
+  }
+  CUDA_MEMCPY2D unified{};
+  unified.srcMemoryType = CU_MEMORYTYPE_UNIFIED;
+  unified.srcDevice = reinterpret_cast<CUdeviceptr>(more.data());
+  unified.srcPitch = 48;
+  unified.dstMemoryType = CU_MEMORYTYPE_UNIFIED;
+  unified.dstDevice = p + 4 * pitch;
+  unified.dstPitch = pitch;
+  unified.WidthInBytes = 32;
+  unified.Height = 3;
+  DRIVER(cuMemcpy2DUnaligned, &unified);
+  copyRows(model.data() + 4 * pitch, pitch, more.data(), 48, 32, 3);
+
+  // Device to device, per-thread and async: rows 1..2 to (256, 5).
+  using Copy2DAsync = CUresult (*)(const CUDA_MEMCPY2D*, CUstream);
+  const auto copy_ptsz = reinterpret_cast<Copy2DAsync>(dlsym(RTLD_DEFAULT, "cuMemcpy2DAsync_v2_ptsz"));
+  CHECK(copy_ptsz != nullptr);
+  CUDA_MEMCPY2D across{};
+  across.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+  across.srcDevice = p;
+  across.srcY = 1;
+  across.srcPitch = pitch;
+  across.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+  across.dstDevice = p;
+  across.dstXInBytes = 256;
+  across.dstY = 5;
+  across.dstPitch = pitch;
+  across.WidthInBytes = 64;
+  across.Height = 2;
+  test::checked("cuMemcpy2DAsync_v2_ptsz", copy_ptsz(&across, stream), __FILE__, __LINE__);
+  DRIVER(cuStreamSynchronize, stream);
+  copyRows(model.data() + 5 * pitch + 256, pitch, model.data() + pitch, pitch, 64, 2);
+
+  // Memsets: row 7's first 64 floats = 1.0f; 0xAB in rows 2..4 from byte
+  // 300 (per-thread); 0x3c00 in rows 4..5 from byte 400 (async).
+  DRIVER(cuMemsetD2D32, p + 7 * pitch, pitch, 0x3f800000u, 64, 1);
+  const float one = 1.0f;
+  for (std::size_t i = 0; i < 64; ++i) {
+    std::memcpy(model.data() + 7 * pitch + 4 * i, &one, 4);
+  }
+  using Set2D8 = CUresult (*)(CUdeviceptr, std::size_t, unsigned char, std::size_t, std::size_t);
+  const auto set_ptds = reinterpret_cast<Set2D8>(dlsym(RTLD_DEFAULT, "cuMemsetD2D8_v2_ptds"));
+  CHECK(set_ptds != nullptr);
+  test::checked("cuMemsetD2D8_v2_ptds", set_ptds(p + 2 * pitch + 300, pitch, 0xAB, 20, 3), __FILE__, __LINE__);
+  for (std::size_t r = 2; r < 5; ++r) {
+    std::memset(model.data() + r * pitch + 300, 0xAB, 20);
+  }
+  DRIVER(cuMemsetD2D16Async, p + 4 * pitch + 400, pitch, 0x3c00, 8, 2, stream);
+  DRIVER(cuStreamSynchronize, stream);
+  const unsigned short half = 0x3c00;
+  for (std::size_t r = 4; r < 6; ++r) {
+    for (std::size_t i = 0; i < 8; ++i) {
+      std::memcpy(model.data() + r * pitch + 400 + 2 * i, &half, 2);
     }
-    printBits("disk_full_y1", axpy.y, 1);
-    DRIVER(cuMemFree, big);
-    return 0;
-}
+  }
 
-int pitched()
-{
-    constexpr std::size_t kRows = 8;
-    start();
-    Axpy axpy;
-    CUstream stream = nullptr;
-    DRIVER(cuStreamCreate, &stream, CU_STREAM_NON_BLOCKING);
-    CUdeviceptr p = 0;
-    std::size_t pitch = 0;
-    DRIVER(cuMemAllocPitch, &p, &pitch, 256, kRows, 4);
-    CHECK(pitch * kRows == kN * sizeof(float));
-    DRIVER(cuMemsetD32, p, 0, kN);
-    std::vector<std::uint8_t> model(pitch * kRows, 0);  // what p holds, computed alongside
-    const auto copyRows = [](std::uint8_t* to, std::size_t toPitch, const std::uint8_t* from, std::size_t fromPitch,
-                             std::size_t width, std::size_t height) {
-        for (std::size_t r = 0; r < height; ++r) {
-            std::memcpy(to + r * toPitch, from + r * fromPitch, width);
-        }
-    };
+  // From a CUDA array (the double moves nothing), and back to the host.
+  CUDA_MEMCPY2D fromArray{};
+  fromArray.srcMemoryType = CU_MEMORYTYPE_ARRAY;
+  fromArray.srcArray = reinterpret_cast<CUarray>(&fromArray);
+  fromArray.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+  fromArray.dstDevice = p + 6 * pitch + 448;
+  fromArray.dstPitch = pitch;
+  fromArray.WidthInBytes = 16;
+  fromArray.Height = 1;
+  DRIVER(cuMemcpy2D, &fromArray);
+  std::vector<std::uint8_t> back(model.size());
+  CUDA_MEMCPY2D down{};
+  down.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+  down.srcDevice = p;
+  down.srcPitch = pitch;
+  down.dstMemoryType = CU_MEMORYTYPE_HOST;
+  down.dstHost = back.data();
+  down.dstPitch = pitch;
+  down.WidthInBytes = pitch;
+  down.Height = kRows;
+  DRIVER(cuMemcpy2D, &down);
+  CHECK(back == model);
 
-    // Host to device, from (8, 1) of host rows 64 bytes apart to (12, 1).
-    std::vector<std::uint8_t> host(4 * 64);
-    for (std::size_t i = 0; i < host.size(); ++i) {
-        host[i] = static_cast<std::uint8_t>(i);
-    }
-    CUDA_MEMCPY2D up{};
-    up.srcMemoryType = CU_MEMORYTYPE_HOST;
-    up.srcHost = host.data();
-    up.srcXInBytes = 8;
-    up.srcY = 1;
-    up.srcPitch = 64;
-    up.dstMemoryType = CU_MEMORYTYPE_DEVICE;
-    up.dstDevice = p;
-    up.dstXInBytes = 12;
-    up.dstY = 1;
-    up.dstPitch = pitch;
-    up.WidthInBytes = 40;
-    up.Height = 3;
-    DRIVER(cuMemcpy2D, &up);
-    copyRows(model.data() + pitch + 12, pitch, host.data() + 64 + 8, 64, 40, 3);
-
-    // Both sides unified: pageable host memory to rows 4..6.
-    std::vector<std::uint8_t> more(3 * 48);
-    for (std::size_t i = 0; i < more.size(); ++i) {
-        more[i] = static_cast<std::uint8_t>(200 + i % 50);
-    }
-    CUDA_MEMCPY2D unified{};
-    unified.srcMemoryType = CU_MEMORYTYPE_UNIFIED;
-    unified.srcDevice = reinterpret_cast<CUdeviceptr>(more.data());
-    unified.srcPitch = 48;
-    unified.dstMemoryType = CU_MEMORYTYPE_UNIFIED;
-    unified.dstDevice = p + 4 * pitch;
-    unified.dstPitch = pitch;
-    unified.WidthInBytes = 32;
-    unified.Height = 3;
-    DRIVER(cuMemcpy2DUnaligned, &unified);
-    copyRows(model.data() + 4 * pitch, pitch, more.data(), 48, 32, 3);
-
-    // Device to device, per-thread and async: rows 1..2 to (256, 5).
-    using Copy2DAsync = CUresult (*)(const CUDA_MEMCPY2D*, CUstream);
-    const auto copy_ptsz = reinterpret_cast<Copy2DAsync>(dlsym(RTLD_DEFAULT, "cuMemcpy2DAsync_v2_ptsz"));
-    CHECK(copy_ptsz != nullptr);
-    CUDA_MEMCPY2D across{};
-    across.srcMemoryType = CU_MEMORYTYPE_DEVICE;
-    across.srcDevice = p;
-    across.srcY = 1;
-    across.srcPitch = pitch;
-    across.dstMemoryType = CU_MEMORYTYPE_DEVICE;
-    across.dstDevice = p;
-    across.dstXInBytes = 256;
-    across.dstY = 5;
-    across.dstPitch = pitch;
-    across.WidthInBytes = 64;
-    across.Height = 2;
-    test::checked("cuMemcpy2DAsync_v2_ptsz", copy_ptsz(&across, stream), __FILE__, __LINE__);
-    DRIVER(cuStreamSynchronize, stream);
-    copyRows(model.data() + 5 * pitch + 256, pitch, model.data() + pitch, pitch, 64, 2);
-
-    // Memsets: row 7's first 64 floats = 1.0f; 0xAB in rows 2..4 from byte
-    // 300 (per-thread); 0x3c00 in rows 4..5 from byte 400 (async).
-    DRIVER(cuMemsetD2D32, p + 7 * pitch, pitch, 0x3f800000u, 64, 1);
-    const float one = 1.0f;
-    for (std::size_t i = 0; i < 64; ++i) {
-        std::memcpy(model.data() + 7 * pitch + 4 * i, &one, 4);
-    }
-    using Set2D8 = CUresult (*)(CUdeviceptr, std::size_t, unsigned char, std::size_t, std::size_t);
-    const auto set_ptds = reinterpret_cast<Set2D8>(dlsym(RTLD_DEFAULT, "cuMemsetD2D8_v2_ptds"));
-    CHECK(set_ptds != nullptr);
-    test::checked("cuMemsetD2D8_v2_ptds", set_ptds(p + 2 * pitch + 300, pitch, 0xAB, 20, 3), __FILE__, __LINE__);
-    for (std::size_t r = 2; r < 5; ++r) {
-        std::memset(model.data() + r * pitch + 300, 0xAB, 20);
-    }
-    DRIVER(cuMemsetD2D16Async, p + 4 * pitch + 400, pitch, 0x3c00, 8, 2, stream);
-    DRIVER(cuStreamSynchronize, stream);
-    const unsigned short half = 0x3c00;
-    for (std::size_t r = 4; r < 6; ++r) {
-        for (std::size_t i = 0; i < 8; ++i) {
-            std::memcpy(model.data() + r * pitch + 400 + 2 * i, &half, 2);
-        }
-    }
-
-    // From a CUDA array (the double moves nothing), and back to the host.
-    CUDA_MEMCPY2D fromArray{};
-    fromArray.srcMemoryType = CU_MEMORYTYPE_ARRAY;
-    fromArray.srcArray = reinterpret_cast<CUarray>(&fromArray);
-    fromArray.dstMemoryType = CU_MEMORYTYPE_DEVICE;
-    fromArray.dstDevice = p + 6 * pitch + 448;
-    fromArray.dstPitch = pitch;
-    fromArray.WidthInBytes = 16;
-    fromArray.Height = 1;
-    DRIVER(cuMemcpy2D, &fromArray);
-    std::vector<std::uint8_t> back(model.size());
-    CUDA_MEMCPY2D down{};
-    down.srcMemoryType = CU_MEMORYTYPE_DEVICE;
-    down.srcDevice = p;
-    down.srcPitch = pitch;
-    down.dstMemoryType = CU_MEMORYTYPE_HOST;
-    down.dstHost = back.data();
-    down.dstPitch = pitch;
-    down.WidthInBytes = pitch;
-    down.Height = kRows;
-    DRIVER(cuMemcpy2D, &down);
-    CHECK(back == model);
-
-    CHECK(axpy.launch(1.0f, nullptr, p) == CUDA_SUCCESS);
-    const std::size_t row7 = pitch / sizeof(float) * 7;
-    std::printf("result pitched y[%zu] %.1f\n", row7, static_cast<double>(download(axpy.y, kN)[row7]));
-    DRIVER(cuStreamDestroy, stream);
-    return 0;
+  CHECK(axpy.launch(1.0f, nullptr, p) == CUDA_SUCCESS);
+  const std::size_t row7 = pitch / sizeof(float) * 7;
+  std::printf("result pitched y[%zu] %.1f\n", row7, static_cast<double>(download(axpy.y, kN)[row7]));
+  DRIVER(cuStreamDestroy, stream);
+  return 0;
 }
 
 // Copies `depth` slices of `height` rows of `width` bytes between two
@@ -747,216 +725,212 @@ int pitched()
 // cuMemcpy3D does: the programs' model of what a 3D copy writes.
 void copyVolume(std::uint8_t* to, std::size_t toPitch, std::size_t toHeight, const std::uint8_t* from,
                 std::size_t fromPitch, std::size_t fromHeight, std::size_t width, std::size_t height,
-                std::size_t depth)
-{
-    for (std::size_t z = 0; z < depth; ++z) {
-        for (std::size_t y = 0; y < height; ++y) {
-            std::memcpy(to + (z * toHeight + y) * toPitch, from + (z * fromHeight + y) * fromPitch, width);
-        }
+                std::size_t depth) {
+  for (std::size_t z = 0; z < depth; ++z) {
+    for (std::size_t y = 0; y < height; ++y) {
+      std::memcpy(to + (z * toHeight + y) * toPitch, from + (z * fromHeight + y) * fromPitch, width);
     }
+  }
 }
 
-int volume()
-{
-    constexpr std::size_t kSlices = 2, kSliceRows = 4;
-    start();
-    Axpy axpy;
-    CUstream stream = nullptr;
-    DRIVER(cuStreamCreate, &stream, CU_STREAM_NON_BLOCKING);
-    CUdeviceptr v = 0;
-    std::size_t pitch = 0;
-    DRIVER(cuMemAllocPitch, &v, &pitch, 256, kSlices * kSliceRows, 4);
-    CHECK(pitch * kSlices * kSliceRows == kN * sizeof(float));
-    DRIVER(cuMemsetD32, v, 0, kN);
-    std::vector<std::uint8_t> model(pitch * kSlices * kSliceRows, 0);  // what v holds, computed alongside
-    const auto at = [&](std::size_t x, std::size_t y, std::size_t z) { return (z * kSliceRows + y) * pitch + x; };
+int volume() {
+  constexpr std::size_t kSlices = 2, kSliceRows = 4;
+  start();
+  Axpy axpy;
+  CUstream stream = nullptr;
+  DRIVER(cuStreamCreate, &stream, CU_STREAM_NON_BLOCKING);
+  CUdeviceptr v = 0;
+  std::size_t pitch = 0;
+  DRIVER(cuMemAllocPitch, &v, &pitch, 256, kSlices * kSliceRows, 4);
+  CHECK(pitch * kSlices * kSliceRows == kN * sizeof(float));
+  DRIVER(cuMemsetD32, v, 0, kN);
+  std::vector<std::uint8_t> model(pitch * kSlices * kSliceRows, 0);  // what v holds, computed alongside
+  const auto at = [&](std::size_t x, std::size_t y, std::size_t z) { return (z * kSliceRows + y) * pitch + x; };
 
-    // Host to device: 3 host slices of 5 rows 64 bytes apart; 2 slices of 3
-    // rows of 40 bytes from (8, 1, 1) of the host to (12, 1, 0) of v.
-    std::vector<std::uint8_t> host(3 * 5 * 64);
-    for (std::size_t i = 0; i < host.size(); ++i) {
-        host[i] = static_cast<std::uint8_t>(i * 7);
-    }
-    CUDA_MEMCPY3D up{};
-    up.srcMemoryType = CU_MEMORYTYPE_HOST;
-    up.srcHost = host.data();
-    up.srcXInBytes = 8;
-    up.srcY = 1;
-    up.srcZ = 1;
-    up.srcPitch = 64;
-    up.srcHeight = 5;
-    up.dstMemoryType = CU_MEMORYTYPE_DEVICE;
-    up.dstDevice = v;
-    up.dstXInBytes = 12;
-    up.dstY = 1;
-    up.dstPitch = pitch;
-    up.dstHeight = kSliceRows;
-    up.WidthInBytes = 40;
-    up.Height = 3;
-    up.Depth = 2;
-    DRIVER(cuMemcpy3D, &up);
-    copyVolume(model.data() + at(12, 1, 0), pitch, kSliceRows, host.data() + (1 * 5 + 1) * 64 + 8, 64, 5, 40, 3, 2);
+  // Host to device: 3 host slices of 5 rows 64 bytes apart; 2 slices of 3
+  // rows of 40 bytes from (8, 1, 1) of the host to (12, 1, 0) of v.
+  std::vector<std::uint8_t> host(3 * 5 * 64);
+  for (std::size_t i = 0; i < host.size(); ++i) {
+    host[i] = static_cast<std::uint8_t>(i * 7);
+  }
+  CUDA_MEMCPY3D up{};
+  up.srcMemoryType = CU_MEMORYTYPE_HOST;
+  up.srcHost = host.data();
+  up.srcXInBytes = 8;
+  up.srcY = 1;
+  up.srcZ = 1;
+  up.srcPitch = 64;
+  up.srcHeight = 5;
+  up.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+  up.dstDevice = v;
+  up.dstXInBytes = 12;
+  up.dstY = 1;
+  up.dstPitch = pitch;
+  up.dstHeight = kSliceRows;
+  up.WidthInBytes = 40;
+  up.Height = 3;
+  up.Depth = 2;
+  DRIVER(cuMemcpy3D, &up);
+  copyVolume(model.data() + at(12, 1, 0), pitch, kSliceRows, host.data() + (1 * 5 + 1) * 64 + 8, 64, 5, 40, 3, 2);
 
-    // From a host volume whose rows and slices follow one another (pitch =
-    // width, slice height = height), async: to (300, 0, 0).
-    std::vector<std::uint8_t> dense(16 * 2 * 2);
-    for (std::size_t i = 0; i < dense.size(); ++i) {
-        dense[i] = static_cast<std::uint8_t>(100 + i);
-    }
-    CUDA_MEMCPY3D packed{};
-    packed.srcMemoryType = CU_MEMORYTYPE_HOST;
-    packed.srcHost = dense.data();
-    packed.srcPitch = 16;
-    packed.srcHeight = 2;
-    packed.dstMemoryType = CU_MEMORYTYPE_DEVICE;
-    packed.dstDevice = v;
-    packed.dstXInBytes = 300;
-    packed.dstPitch = pitch;
-    packed.dstHeight = kSliceRows;
-    packed.WidthInBytes = 16;
-    packed.Height = 2;
-    packed.Depth = 2;
-    DRIVER(cuMemcpy3DAsync, &packed, stream);
-    DRIVER(cuStreamSynchronize, stream);
-    copyVolume(model.data() + at(300, 0, 0), pitch, kSliceRows, dense.data(), 16, 2, 16, 2, 2);
+  // From a host volume whose rows and slices follow one another (pitch =
+  // width, slice height = height), async: to (300, 0, 0).
+  std::vector<std::uint8_t> dense(16 * 2 * 2);
+  for (std::size_t i = 0; i < dense.size(); ++i) {
+    dense[i] = static_cast<std::uint8_t>(100 + i);
+  }
+  CUDA_MEMCPY3D packed{};
+  packed.srcMemoryType = CU_MEMORYTYPE_HOST;
+  packed.srcHost = dense.data();
+  packed.srcPitch = 16;
+  packed.srcHeight = 2;
+  packed.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+  packed.dstDevice = v;
+  packed.dstXInBytes = 300;
+  packed.dstPitch = pitch;
+  packed.dstHeight = kSliceRows;
+  packed.WidthInBytes = 16;
+  packed.Height = 2;
+  packed.Depth = 2;
+  DRIVER(cuMemcpy3DAsync, &packed, stream);
+  DRIVER(cuStreamSynchronize, stream);
+  copyVolume(model.data() + at(300, 0, 0), pitch, kSliceRows, dense.data(), 16, 2, 16, 2, 2);
 
-    // Both sides unified: slices of 1 row of 32 bytes from pageable host
-    // memory (rows 48 bytes apart, slices 2 rows apart) to (400, 3, 0).
-    std::vector<std::uint8_t> more(2 * 2 * 48);
-    for (std::size_t i = 0; i < more.size(); ++i) {
-        more[i] = static_cast<std::uint8_t>(200 + i % 50);
-    }
-    CUDA_MEMCPY3D unified{};
-    unified.srcMemoryType = CU_MEMORYTYPE_UNIFIED;
-    unified.srcDevice = reinterpret_cast<CUdeviceptr>(more.data());
-    unified.srcPitch = 48;
-    unified.srcHeight = 2;
-    unified.dstMemoryType = CU_MEMORYTYPE_UNIFIED;
-    unified.dstDevice = v;
-    unified.dstXInBytes = 400;
-    unified.dstY = 3;
-    unified.dstPitch = pitch;
-    unified.dstHeight = kSliceRows;
-    unified.WidthInBytes = 32;
-    unified.Height = 1;
-    unified.Depth = 2;
-    DRIVER(cuMemcpy3D, &unified);
-    copyVolume(model.data() + at(400, 3, 0), pitch, kSliceRows, more.data(), 48, 2, 32, 1, 2);
+  // Both sides unified: slices of 1 row of 32 bytes from pageable host
+  // memory (rows 48 bytes apart, slices 2 rows apart) to (400, 3, 0).
+  std::vector<std::uint8_t> more(2 * 2 * 48);
+  for (std::size_t i = 0; i < more.size(); ++i) {
+    more[i] = static_cast<std::uint8_t>(200 + i % 50);
+  }
+  CUDA_MEMCPY3D unified{};
+  unified.srcMemoryType = CU_MEMORYTYPE_UNIFIED;
+  unified.srcDevice = reinterpret_cast<CUdeviceptr>(more.data());
+  unified.srcPitch = 48;
+  unified.srcHeight = 2;
+  unified.dstMemoryType = CU_MEMORYTYPE_UNIFIED;
+  unified.dstDevice = v;
+  unified.dstXInBytes = 400;
+  unified.dstY = 3;
+  unified.dstPitch = pitch;
+  unified.dstHeight = kSliceRows;
+  unified.WidthInBytes = 32;
+  unified.Height = 1;
+  unified.Depth = 2;
+  DRIVER(cuMemcpy3D, &unified);
+  copyVolume(model.data() + at(400, 3, 0), pitch, kSliceRows, more.data(), 48, 2, 32, 1, 2);
 
-    // Device to device, per-thread and async: rows 1..2 of both slices to
-    // (256, 2, 0).
-    using Copy3DAsync = CUresult (*)(const CUDA_MEMCPY3D*, CUstream);
-    const auto copy_ptsz = reinterpret_cast<Copy3DAsync>(dlsym(RTLD_DEFAULT, "cuMemcpy3DAsync_v2_ptsz"));
-    CHECK(copy_ptsz != nullptr);
-    CUDA_MEMCPY3D across{};
-    across.srcMemoryType = CU_MEMORYTYPE_DEVICE;
-    across.srcDevice = v;
-    across.srcY = 1;
-    across.srcPitch = pitch;
-    across.srcHeight = kSliceRows;
-    across.dstMemoryType = CU_MEMORYTYPE_DEVICE;
-    across.dstDevice = v;
-    across.dstXInBytes = 256;
-    across.dstY = 2;
-    across.dstPitch = pitch;
-    across.dstHeight = kSliceRows;
-    across.WidthInBytes = 64;
-    across.Height = 2;
-    across.Depth = 2;
-    test::checked("cuMemcpy3DAsync_v2_ptsz", copy_ptsz(&across, stream), __FILE__, __LINE__);
-    DRIVER(cuStreamSynchronize, stream);
-    copyVolume(model.data() + at(256, 2, 0), pitch, kSliceRows, model.data() + at(0, 1, 0), pitch, kSliceRows, 64,
-               2, 2);
+  // Device to device, per-thread and async: rows 1..2 of both slices to
+  // (256, 2, 0).
+  using Copy3DAsync = CUresult (*)(const CUDA_MEMCPY3D*, CUstream);
+  const auto copy_ptsz = reinterpret_cast<Copy3DAsync>(dlsym(RTLD_DEFAULT, "cuMemcpy3DAsync_v2_ptsz"));
+  CHECK(copy_ptsz != nullptr);
+  CUDA_MEMCPY3D across{};
+  across.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+  across.srcDevice = v;
+  across.srcY = 1;
+  across.srcPitch = pitch;
+  across.srcHeight = kSliceRows;
+  across.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+  across.dstDevice = v;
+  across.dstXInBytes = 256;
+  across.dstY = 2;
+  across.dstPitch = pitch;
+  across.dstHeight = kSliceRows;
+  across.WidthInBytes = 64;
+  across.Height = 2;
+  across.Depth = 2;
+  test::checked("cuMemcpy3DAsync_v2_ptsz", copy_ptsz(&across, stream), __FILE__, __LINE__);
+  DRIVER(cuStreamSynchronize, stream);
+  copyVolume(model.data() + at(256, 2, 0), pitch, kSliceRows, model.data() + at(0, 1, 0), pitch, kSliceRows, 64, 2, 2);
 
-    // From a CUDA array (the double moves nothing) to (448, 0, 0); one of
-    // depth 0 (copies nothing).
-    CUDA_MEMCPY3D fromArray{};
-    fromArray.srcMemoryType = CU_MEMORYTYPE_ARRAY;
-    fromArray.srcArray = reinterpret_cast<CUarray>(&fromArray);
-    fromArray.dstMemoryType = CU_MEMORYTYPE_DEVICE;
-    fromArray.dstDevice = v;
-    fromArray.dstXInBytes = 448;
-    fromArray.dstPitch = pitch;
-    fromArray.dstHeight = kSliceRows;
-    fromArray.WidthInBytes = 16;
-    fromArray.Height = 1;
-    fromArray.Depth = 2;
-    DRIVER(cuMemcpy3D, &fromArray);
-    CUDA_MEMCPY3D none = up;
-    none.Depth = 0;
-    DRIVER(cuMemcpy3D, &none);
+  // From a CUDA array (the double moves nothing) to (448, 0, 0); one of
+  // depth 0 (copies nothing).
+  CUDA_MEMCPY3D fromArray{};
+  fromArray.srcMemoryType = CU_MEMORYTYPE_ARRAY;
+  fromArray.srcArray = reinterpret_cast<CUarray>(&fromArray);
+  fromArray.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+  fromArray.dstDevice = v;
+  fromArray.dstXInBytes = 448;
+  fromArray.dstPitch = pitch;
+  fromArray.dstHeight = kSliceRows;
+  fromArray.WidthInBytes = 16;
+  fromArray.Height = 1;
+  fromArray.Depth = 2;
+  DRIVER(cuMemcpy3D, &fromArray);
+  CUDA_MEMCPY3D none = up;
+  none.Depth = 0;
+  DRIVER(cuMemcpy3D, &none);
 
-    // Back to the host, whole (per-thread).
-    using Copy3D = CUresult (*)(const CUDA_MEMCPY3D*);
-    const auto copy_ptds = reinterpret_cast<Copy3D>(dlsym(RTLD_DEFAULT, "cuMemcpy3D_v2_ptds"));
-    CHECK(copy_ptds != nullptr);
-    std::vector<std::uint8_t> back(model.size());
-    CUDA_MEMCPY3D down{};
-    down.srcMemoryType = CU_MEMORYTYPE_DEVICE;
-    down.srcDevice = v;
-    down.srcPitch = pitch;
-    down.srcHeight = kSliceRows;
-    down.dstMemoryType = CU_MEMORYTYPE_HOST;
-    down.dstHost = back.data();
-    down.dstPitch = pitch;
-    down.dstHeight = kSliceRows;
-    down.WidthInBytes = pitch;
-    down.Height = kSliceRows;
-    down.Depth = kSlices;
-    test::checked("cuMemcpy3D_v2_ptds", copy_ptds(&down), __FILE__, __LINE__);
-    CHECK(back == model);
+  // Back to the host, whole (per-thread).
+  using Copy3D = CUresult (*)(const CUDA_MEMCPY3D*);
+  const auto copy_ptds = reinterpret_cast<Copy3D>(dlsym(RTLD_DEFAULT, "cuMemcpy3D_v2_ptds"));
+  CHECK(copy_ptds != nullptr);
+  std::vector<std::uint8_t> back(model.size());
+  CUDA_MEMCPY3D down{};
+  down.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+  down.srcDevice = v;
+  down.srcPitch = pitch;
+  down.srcHeight = kSliceRows;
+  down.dstMemoryType = CU_MEMORYTYPE_HOST;
+  down.dstHost = back.data();
+  down.dstPitch = pitch;
+  down.dstHeight = kSliceRows;
+  down.WidthInBytes = pitch;
+  down.Height = kSliceRows;
+  down.Depth = kSlices;
+  test::checked("cuMemcpy3D_v2_ptds", copy_ptds(&down), __FILE__, __LINE__);
+  CHECK(back == model);
 
-    CHECK(axpy.launch(1.0f, nullptr, v) == CUDA_SUCCESS);
-    const std::size_t element = at(400, 3, 1) / sizeof(float);
-    std::printf("result volume y[%zu] %.1f\n", element, static_cast<double>(download(axpy.y, kN)[element]));
-    DRIVER(cuStreamDestroy, stream);
-    return 0;
+  CHECK(axpy.launch(1.0f, nullptr, v) == CUDA_SUCCESS);
+  const std::size_t element = at(400, 3, 1) / sizeof(float);
+  std::printf("result volume y[%zu] %.1f\n", element, static_cast<double>(download(axpy.y, kN)[element]));
+  DRIVER(cuStreamDestroy, stream);
+  return 0;
 }
 
-int main(int argc, char** argv)
-{
-    const std::string scenario = argc > 1 ? argv[1] : "";
-    if (scenario == "library") {
-        return library();
+int main(int argc, char** argv) {
+  const std::string scenario = argc > 1 ? argv[1] : "";
+  if (scenario == "library") {
+    return library();
+  }
+  if (scenario == "capture") {
+    return capture();
+  }
+  if (scenario == "fork") {
+    return forked();
+  }
+  if (scenario == "exit-thread") {
+    return exitFromThread();
+  }
+  for (const char* how : {"abort", "segv", "sigterm", "sigkill", "sigterm-handled", "sighup", "sighup-handled",
+                          "sigquit", "sigpipe", "sigill", "sigalrm", "sigusr1", "exit-now"}) {
+    if (scenario == how) {
+      return dies(scenario);
     }
-    if (scenario == "capture") {
-        return capture();
-    }
-    if (scenario == "fork") {
-        return forked();
-    }
-    if (scenario == "exit-thread") {
-        return exitFromThread();
-    }
-    for (const char* how : {"abort", "segv", "sigterm", "sigkill", "sigterm-handled", "sighup", "sighup-handled",
-                            "sigquit", "sigpipe", "sigill", "sigalrm", "sigusr1", "exit-now"}) {
-        if (scenario == how) {
-            return dies(scenario);
-        }
-    }
-    if (scenario == "pause" && argc > 2) {
-        return pauseUntil(argv[2]);
-    }
-    if (scenario == "tensor-map") {
-        return tensorMap();
-    }
-    if (scenario == "vmm") {
-        return vmm();
-    }
-    if (scenario == "disk-full") {
-        return diskFull();
-    }
-    if (scenario == "large") {
-        return large();
-    }
-    if (scenario == "pitched") {
-        return pitched();
-    }
-    if (scenario == "volume") {
-        return volume();
-    }
-    if (scenario == "fault" || scenario == "fault-kill") {
-        return fault(scenario == "fault-kill");
-    }
-    test::fail("unknown scenario '%s'", scenario.c_str());
+  }
+  if (scenario == "pause" && argc > 2) {
+    return pauseUntil(argv[2]);
+  }
+  if (scenario == "tensor-map") {
+    return tensorMap();
+  }
+  if (scenario == "vmm") {
+    return vmm();
+  }
+  if (scenario == "disk-full") {
+    return diskFull();
+  }
+  if (scenario == "large") {
+    return large();
+  }
+  if (scenario == "pitched") {
+    return pitched();
+  }
+  if (scenario == "volume") {
+    return volume();
+  }
+  if (scenario == "fault" || scenario == "fault-kill") {
+    return fault(scenario == "fault-kill");
+  }
+  test::fail("unknown scenario '%s'", scenario.c_str());
 }

@@ -19,81 +19,79 @@ constexpr int kN = 64;
 CUcontext g_context = nullptr;
 CUfunction g_axpy = nullptr;
 
-void worker(std::latch& start, double& total)
-{
-    DRIVER(cuCtxSetCurrent, g_context);
-    const std::vector<float> ones(kN, 1.0f);
-    const std::vector<float> zeros(kN, 0.0f);
-    CUdeviceptr x = 0;
-    DRIVER(cuMemAlloc, &x, kN * sizeof(float));
-    DRIVER(cuMemcpyHtoD, x, ones.data(), kN * sizeof(float));
-    CUstream streams[kStreams] = {};
-    CUdeviceptr y[kStreams] = {};
+void worker(std::latch& start, double& total) {
+  DRIVER(cuCtxSetCurrent, g_context);
+  const std::vector<float> ones(kN, 1.0f);
+  const std::vector<float> zeros(kN, 0.0f);
+  CUdeviceptr x = 0;
+  DRIVER(cuMemAlloc, &x, kN * sizeof(float));
+  DRIVER(cuMemcpyHtoD, x, ones.data(), kN * sizeof(float));
+  CUstream streams[kStreams] = {};
+  CUdeviceptr y[kStreams] = {};
+  for (int s = 0; s < kStreams; ++s) {
+    DRIVER(cuStreamCreate, &streams[s], CU_STREAM_NON_BLOCKING);
+    DRIVER(cuMemAlloc, &y[s], kN * sizeof(float));
+    DRIVER(cuMemcpyHtoDAsync, y[s], zeros.data(), kN * sizeof(float), streams[s]);
+  }
+  int n = kN;
+  start.arrive_and_wait();
+  for (int i = 0; i < kLaunchesPerStream; ++i) {
     for (int s = 0; s < kStreams; ++s) {
-        DRIVER(cuStreamCreate, &streams[s], CU_STREAM_NON_BLOCKING);
-        DRIVER(cuMemAlloc, &y[s], kN * sizeof(float));
-        DRIVER(cuMemcpyHtoDAsync, y[s], zeros.data(), kN * sizeof(float), streams[s]);
+      float a = static_cast<float>(i);
+      void* params[] = {&a, &x, &y[s], &n};
+      const CUresult r = cuLaunchKernel(g_axpy, 1, 1, 1, kN, 1, 1, 0, streams[s], params, nullptr);
+      if (r != CUDA_SUCCESS) {
+        test::fail("launch %d on stream %d: %d", i, s, static_cast<int>(r));
+      }
     }
-    int n = kN;
-    start.arrive_and_wait();
-    for (int i = 0; i < kLaunchesPerStream; ++i) {
-        for (int s = 0; s < kStreams; ++s) {
-            float a = static_cast<float>(i);
-            void* params[] = {&a, &x, &y[s], &n};
-            const CUresult r = cuLaunchKernel(g_axpy, 1, 1, 1, kN, 1, 1, 0, streams[s], params, nullptr);
-            if (r != CUDA_SUCCESS) {
-                test::fail("launch %d on stream %d: %d", i, s, static_cast<int>(r));
-            }
-        }
-    }
-    test::calls_made().add(TEST_STR(cuLaunchKernel), kStreams * kLaunchesPerStream);
-    test::launches_made().add("axpy", kStreams * kLaunchesPerStream);
+  }
+  test::calls_made().add(TEST_STR(cuLaunchKernel), kStreams * kLaunchesPerStream);
+  test::launches_made().add("axpy", kStreams * kLaunchesPerStream);
 
-    total = 0;
-    std::vector<float> out(kN);
-    for (int s = 0; s < kStreams; ++s) {
-        DRIVER(cuStreamSynchronize, streams[s]);
-        DRIVER(cuMemcpyDtoH, out.data(), y[s], kN * sizeof(float));
-        for (const float v : out) {
-            CHECK(v == static_cast<float>(kLaunchesPerStream * (kLaunchesPerStream - 1) / 2));
-            total += v;
-        }
-        DRIVER(cuMemFree, y[s]);
-        DRIVER(cuStreamDestroy, streams[s]);
+  total = 0;
+  std::vector<float> out(kN);
+  for (int s = 0; s < kStreams; ++s) {
+    DRIVER(cuStreamSynchronize, streams[s]);
+    DRIVER(cuMemcpyDtoH, out.data(), y[s], kN * sizeof(float));
+    for (const float v : out) {
+      CHECK(v == static_cast<float>(kLaunchesPerStream * (kLaunchesPerStream - 1) / 2));
+      total += v;
     }
-    DRIVER(cuMemFree, x);
+    DRIVER(cuMemFree, y[s]);
+    DRIVER(cuStreamDestroy, streams[s]);
+  }
+  DRIVER(cuMemFree, x);
 }
 
 }  // namespace
 
-int main()
-{
-    DRIVER(cuInit, 0);
-    CUdevice device = 0;
-    DRIVER(cuDeviceGet, &device, 0);
-    DRIVER(cuDevicePrimaryCtxRetain, &g_context, device);
-    DRIVER(cuCtxSetCurrent, g_context);
-    const std::string image = test::kernel_image("axpy.fatbin");
-    CUmodule module = nullptr;
-    DRIVER(cuModuleLoadData, &module, image.data());
-    DRIVER(cuModuleGetFunction, &g_axpy, module, "axpy");
+int main() {
+  DRIVER(cuInit, 0);
+  CUdevice device = 0;
+  DRIVER(cuDeviceGet, &device, 0);
+  DRIVER(cuDevicePrimaryCtxRetain, &g_context, device);
+  DRIVER(cuCtxSetCurrent, g_context);
+  const std::string image = test::kernel_image("axpy.fatbin");
+  CUmodule module = nullptr;
+  DRIVER(cuModuleLoadData, &module, image.data());
+  DRIVER(cuModuleGetFunction, &g_axpy, module, "axpy");
 
-    std::latch start(kThreads);
-    std::vector<double> totals(kThreads);
-    std::vector<std::thread> threads;
-    for (int t = 0; t < kThreads; ++t) {
-        threads.emplace_back(worker, std::ref(start), std::ref(totals[static_cast<std::size_t>(t)]));
-    }
-    for (std::thread& thread : threads) {
-        thread.join();
-    }
-    double total = 0;
-    for (const double t : totals) {
-        total += t;
-    }
-    std::printf("result total %.1f\n", total);
-    DRIVER(cuModuleUnload, module);
-    DRIVER(cuDevicePrimaryCtxRelease, device);
-    test::print_made();
-    return 0;
+  std::latch start(kThreads);
+  std::vector<double> totals(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back(worker, std::ref(start), std::ref(totals[static_cast<std::size_t>(t)]));
+  }
+  for (std::thread& thread : threads) {
+    thread.join();
+  }
+  double total = 0;
+  for (const double t : totals) {
+    total += t;
+  }
+  std::printf("result total %.1f\n", total);
+  DRIVER(cuModuleUnload, module);
+  DRIVER(cuDevicePrimaryCtxRelease, device);
+  test::print_made();
+  return 0;
 }

@@ -82,402 +82,388 @@ namespace {
 constexpr int kN = 1024;
 constexpr std::uint64_t kPoisonHang = 0xDEAD0000DEAD4A46ull;  // tests/driver_double/state.h
 
-void start()
-{
-    DRIVER(cuInit, 0);
-    CUdevice device = 0;
-    DRIVER(cuDeviceGet, &device, 0);
-    CUcontext context = nullptr;
-    DRIVER(cuDevicePrimaryCtxRetain, &context, device);
-    DRIVER(cuCtxSetCurrent, context);
+void start() {
+  DRIVER(cuInit, 0);
+  CUdevice device = 0;
+  DRIVER(cuDeviceGet, &device, 0);
+  CUcontext context = nullptr;
+  DRIVER(cuDevicePrimaryCtxRetain, &context, device);
+  DRIVER(cuCtxSetCurrent, context);
 }
 
-std::vector<float> iota(float scale)
-{
-    std::vector<float> v(kN);
-    for (int i = 0; i < kN; ++i) {
-        v[static_cast<std::size_t>(i)] = scale * static_cast<float>(i);
-    }
-    return v;
+std::vector<float> iota(float scale) {
+  std::vector<float> v(kN);
+  for (int i = 0; i < kN; ++i) {
+    v[static_cast<std::size_t>(i)] = scale * static_cast<float>(i);
+  }
+  return v;
 }
 
-CUdeviceptr upload(const std::vector<float>& values)
-{
-    CUdeviceptr device = 0;
-    DRIVER(cuMemAlloc, &device, values.size() * sizeof(float));
-    DRIVER(cuMemcpyHtoD, device, values.data(), values.size() * sizeof(float));
-    return device;
+CUdeviceptr upload(const std::vector<float>& values) {
+  CUdeviceptr device = 0;
+  DRIVER(cuMemAlloc, &device, values.size() * sizeof(float));
+  DRIVER(cuMemcpyHtoD, device, values.data(), values.size() * sizeof(float));
+  return device;
 }
 
 struct Axpy {
-    std::string image = test::kernel_image("axpy.fatbin");
-    CUmodule module = nullptr;
-    CUfunction function = nullptr;
+  std::string image = test::kernel_image("axpy.fatbin");
+  CUmodule module = nullptr;
+  CUfunction function = nullptr;
 
-    Axpy()
-    {
-        DRIVER(cuModuleLoadData, &module, image.data());
-        DRIVER(cuModuleGetFunction, &function, module, "axpy");
-    }
-    CUresult launch(float a, CUdeviceptr x, CUdeviceptr y, CUstream stream = nullptr)
-    {
-        int n = kN;
-        void* params[] = {&a, &x, &y, &n};
-        test::launches_made().add("axpy");
-        return cuLaunchKernel(function, kN / 256, 1, 1, 256, 1, 1, 0, stream, params, nullptr);
-    }
-    // Launched with programmatic stream serialization: it may start before
-    // the launch ahead of it on `stream` ends.
-    CUresult launchDependent(float a, CUdeviceptr x, CUdeviceptr y, CUstream stream)
-    {
-        int n = kN;
-        void* params[] = {&a, &x, &y, &n};
-        CUlaunchAttribute attribute{};
-        attribute.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
-        attribute.value.programmaticStreamSerializationAllowed = 1;
-        CUlaunchConfig config{};
-        config.gridDimX = kN / 256, config.gridDimY = 1, config.gridDimZ = 1;
-        config.blockDimX = 256, config.blockDimY = 1, config.blockDimZ = 1;
-        config.hStream = stream;
-        config.attrs = &attribute;
-        config.numAttrs = 1;
-        test::launches_made().add("axpy");
-        return cuLaunchKernelEx(&config, function, params, nullptr);
-    }
+  Axpy() {
+    DRIVER(cuModuleLoadData, &module, image.data());
+    DRIVER(cuModuleGetFunction, &function, module, "axpy");
+  }
+  CUresult launch(float a, CUdeviceptr x, CUdeviceptr y, CUstream stream = nullptr) {
+    int n = kN;
+    void* params[] = {&a, &x, &y, &n};
+    test::launches_made().add("axpy");
+    return cuLaunchKernel(function, kN / 256, 1, 1, 256, 1, 1, 0, stream, params, nullptr);
+  }
+  // Launched with programmatic stream serialization: it may start before
+  // the launch ahead of it on `stream` ends.
+  CUresult launchDependent(float a, CUdeviceptr x, CUdeviceptr y, CUstream stream) {
+    int n = kN;
+    void* params[] = {&a, &x, &y, &n};
+    CUlaunchAttribute attribute{};
+    attribute.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attribute.value.programmaticStreamSerializationAllowed = 1;
+    CUlaunchConfig config{};
+    config.gridDimX = kN / 256, config.gridDimY = 1, config.gridDimZ = 1;
+    config.blockDimX = 256, config.blockDimY = 1, config.blockDimZ = 1;
+    config.hStream = stream;
+    config.attrs = &attribute;
+    config.numAttrs = 1;
+    test::launches_made().add("axpy");
+    return cuLaunchKernelEx(&config, function, params, nullptr);
+  }
 };
 
-int sequence()
-{
-    start();
-    Axpy axpy;
-    const CUdeviceptr x = upload(iota(1.0f));
-    const CUdeviceptr y = upload(iota(2.0f));
-    DRIVER(axpy.launch, 1.0f, x, y);
-    float one = 1.0f;
-    unsigned one_bits = 0;
-    std::memcpy(&one_bits, &one, sizeof one_bits);
-    DRIVER(cuMemsetD32, x, one_bits, kN);
-    DRIVER(axpy.launch, 2.0f, x, y);
-    const std::vector<float> half = iota(0.5f);
-    DRIVER(cuMemcpyHtoD, x, half.data(), kN * sizeof(float));
-    DRIVER(axpy.launch, 4.0f, x, y);
-    DRIVER(cuMemcpyDtoD, x, y, kN * sizeof(float));
-    DRIVER(axpy.launch, 1.0f, x, y);
+int sequence() {
+  start();
+  Axpy axpy;
+  const CUdeviceptr x = upload(iota(1.0f));
+  const CUdeviceptr y = upload(iota(2.0f));
+  DRIVER(axpy.launch, 1.0f, x, y);
+  float one = 1.0f;
+  unsigned one_bits = 0;
+  std::memcpy(&one_bits, &one, sizeof one_bits);
+  DRIVER(cuMemsetD32, x, one_bits, kN);
+  DRIVER(axpy.launch, 2.0f, x, y);
+  const std::vector<float> half = iota(0.5f);
+  DRIVER(cuMemcpyHtoD, x, half.data(), kN * sizeof(float));
+  DRIVER(axpy.launch, 4.0f, x, y);
+  DRIVER(cuMemcpyDtoD, x, y, kN * sizeof(float));
+  DRIVER(axpy.launch, 1.0f, x, y);
 
-    CUmodule reduce_module = nullptr;
-    DRIVER(cuModuleLoad, &reduce_module, test::kernel_path("reduce.sm_90.cubin").c_str());
-    CUfunction reduce = nullptr;
-    DRIVER(cuModuleGetFunction, &reduce, reduce_module, "reduce_sum");
-    CUdeviceptr sum = 0;
-    DRIVER(cuMemAlloc, &sum, sizeof(float));
-    DRIVER(cuMemsetD8, sum, 0, sizeof(float));
-    CUdeviceptr in = y;
-    unsigned count = kN;
-    void* reduce_params[] = {&in, &sum, &count};
-    DRIVER(cuLaunchKernel, reduce, 4, 1, 1, 256, 1, 1, 0, nullptr, reduce_params, nullptr);
-    test::launches_made().add("reduce_sum");
+  CUmodule reduce_module = nullptr;
+  DRIVER(cuModuleLoad, &reduce_module, test::kernel_path("reduce.sm_90.cubin").c_str());
+  CUfunction reduce = nullptr;
+  DRIVER(cuModuleGetFunction, &reduce, reduce_module, "reduce_sum");
+  CUdeviceptr sum = 0;
+  DRIVER(cuMemAlloc, &sum, sizeof(float));
+  DRIVER(cuMemsetD8, sum, 0, sizeof(float));
+  CUdeviceptr in = y;
+  unsigned count = kN;
+  void* reduce_params[] = {&in, &sum, &count};
+  DRIVER(cuLaunchKernel, reduce, 4, 1, 1, 256, 1, 1, 0, nullptr, reduce_params, nullptr);
+  test::launches_made().add("reduce_sum");
 
-    std::vector<float> out(kN);
-    DRIVER(cuMemcpyDtoH, out.data(), y, kN * sizeof(float));
+  std::vector<float> out(kN);
+  DRIVER(cuMemcpyDtoH, out.data(), y, kN * sizeof(float));
+  for (int i = 0; i < kN; ++i) {
+    CHECK(out[static_cast<std::size_t>(i)] == static_cast<float>(10 * i + 4));
+  }
+  float total = 0;
+  DRIVER(cuMemcpyDtoH, &total, sum, sizeof total);
+  CHECK(total == static_cast<float>(10 * (kN * (kN - 1) / 2) + 4 * kN));
+  std::printf("result sequence_sum %.1f\n", static_cast<double>(total));
+  return 0;
+}
+
+unsigned floatBits(float value) {
+  unsigned bits = 0;
+  std::memcpy(&bits, &value, sizeof bits);
+  return bits;
+}
+
+int pitched() {
+  constexpr std::size_t kRows = 8, kColumns = 64, kHostPitch = 80;  // floats
+  start();
+  Axpy axpy;
+  CUdeviceptr p = 0;
+  std::size_t pitch = 0;
+  DRIVER(cuMemAllocPitch, &p, &pitch, kColumns * sizeof(float), kRows, 4);
+  CHECK(pitch * kRows == kN * sizeof(float));
+  const std::size_t rowFloats = pitch / sizeof(float);
+  // What the program expects p and y to hold, computed alongside.
+  std::vector<float> x(kN, 1.0f);
+  std::vector<float> y = iota(2.0f);
+  const auto axpyOnHost = [&](float a) {
     for (int i = 0; i < kN; ++i) {
-        CHECK(out[static_cast<std::size_t>(i)] == static_cast<float>(10 * i + 4));
+      y[static_cast<std::size_t>(i)] += a * x[static_cast<std::size_t>(i)];
     }
-    float total = 0;
-    DRIVER(cuMemcpyDtoH, &total, sum, sizeof total);
-    CHECK(total == static_cast<float>(10 * (kN * (kN - 1) / 2) + 4 * kN));
-    std::printf("result sequence_sum %.1f\n", static_cast<double>(total));
-    return 0;
+  };
+  DRIVER(cuMemsetD32, p, floatBits(1.0f), kN);
+  const CUdeviceptr yd = upload(y);
+  DRIVER(axpy.launch, 1.0f, p, yd);
+  axpyOnHost(1.0f);
+
+  std::vector<float> host(kRows * kHostPitch, -1.0f);
+  for (std::size_t r = 0; r < kRows; ++r) {
+    for (std::size_t c = 0; c < kColumns; ++c) {
+      host[r * kHostPitch + c] = static_cast<float>(r * 100 + c);
+      x[r * rowFloats + c] = host[r * kHostPitch + c];
+    }
+  }
+  CUDA_MEMCPY2D up{};
+  up.srcMemoryType = CU_MEMORYTYPE_HOST;
+  up.srcHost = host.data();
+  up.srcPitch = kHostPitch * sizeof(float);
+  up.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+  up.dstDevice = p;
+  up.dstPitch = pitch;
+  up.WidthInBytes = kColumns * sizeof(float);
+  up.Height = kRows;
+  DRIVER(cuMemcpy2D, &up);
+  DRIVER(cuMemsetD2D32, p + 2 * pitch + 16 * sizeof(float), pitch, floatBits(0.5f), 32, 4);
+  for (std::size_t r = 2; r < 6; ++r) {
+    std::fill_n(x.begin() + static_cast<std::ptrdiff_t>(r * rowFloats + 16), 32, 0.5f);
+  }
+  DRIVER(axpy.launch, 2.0f, p, yd);
+  axpyOnHost(2.0f);
+
+  CUDA_MEMCPY2D across{};
+  across.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+  across.srcDevice = yd;
+  across.srcPitch = pitch;
+  across.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+  across.dstDevice = p;
+  across.dstXInBytes = 32 * sizeof(float);
+  across.dstPitch = pitch;
+  across.WidthInBytes = 32 * sizeof(float);
+  across.Height = kRows;
+  DRIVER(cuMemcpy2D, &across);
+  for (std::size_t r = 0; r < kRows; ++r) {
+    std::copy_n(y.begin() + static_cast<std::ptrdiff_t>(r * rowFloats), 32,
+                x.begin() + static_cast<std::ptrdiff_t>(r * rowFloats + 32));
+  }
+  DRIVER(axpy.launch, 1.0f, p, yd);
+  axpyOnHost(1.0f);
+
+  std::vector<float> out(kN);
+  DRIVER(cuMemcpyDtoH, out.data(), yd, kN * sizeof(float));
+  CHECK(out == y);
+  std::printf("result pitched y[%zu] %.1f\n", rowFloats + 40, static_cast<double>(out[rowFloats + 40]));
+  return 0;
 }
 
-unsigned floatBits(float value)
-{
-    unsigned bits = 0;
-    std::memcpy(&bits, &value, sizeof bits);
-    return bits;
-}
-
-int pitched()
-{
-    constexpr std::size_t kRows = 8, kColumns = 64, kHostPitch = 80;  // floats
-    start();
-    Axpy axpy;
-    CUdeviceptr p = 0;
-    std::size_t pitch = 0;
-    DRIVER(cuMemAllocPitch, &p, &pitch, kColumns * sizeof(float), kRows, 4);
-    CHECK(pitch * kRows == kN * sizeof(float));
-    const std::size_t rowFloats = pitch / sizeof(float);
-    // What the program expects p and y to hold, computed alongside.
-    std::vector<float> x(kN, 1.0f);
-    std::vector<float> y = iota(2.0f);
-    const auto axpyOnHost = [&](float a) {
-        for (int i = 0; i < kN; ++i) {
-            y[static_cast<std::size_t>(i)] += a * x[static_cast<std::size_t>(i)];
-        }
-    };
-    DRIVER(cuMemsetD32, p, floatBits(1.0f), kN);
-    const CUdeviceptr yd = upload(y);
-    DRIVER(axpy.launch, 1.0f, p, yd);
-    axpyOnHost(1.0f);
-
-    std::vector<float> host(kRows * kHostPitch, -1.0f);
-    for (std::size_t r = 0; r < kRows; ++r) {
-        for (std::size_t c = 0; c < kColumns; ++c) {
-            host[r * kHostPitch + c] = static_cast<float>(r * 100 + c);
-            x[r * rowFloats + c] = host[r * kHostPitch + c];
-        }
-    }
-    CUDA_MEMCPY2D up{};
-    up.srcMemoryType = CU_MEMORYTYPE_HOST;
-    up.srcHost = host.data();
-    up.srcPitch = kHostPitch * sizeof(float);
-    up.dstMemoryType = CU_MEMORYTYPE_DEVICE;
-    up.dstDevice = p;
-    up.dstPitch = pitch;
-    up.WidthInBytes = kColumns * sizeof(float);
-    up.Height = kRows;
-    DRIVER(cuMemcpy2D, &up);
-    DRIVER(cuMemsetD2D32, p + 2 * pitch + 16 * sizeof(float), pitch, floatBits(0.5f), 32, 4);
-    for (std::size_t r = 2; r < 6; ++r) {
-        std::fill_n(x.begin() + static_cast<std::ptrdiff_t>(r * rowFloats + 16), 32, 0.5f);
-    }
-    DRIVER(axpy.launch, 2.0f, p, yd);
-    axpyOnHost(2.0f);
-
-    CUDA_MEMCPY2D across{};
-    across.srcMemoryType = CU_MEMORYTYPE_DEVICE;
-    across.srcDevice = yd;
-    across.srcPitch = pitch;
-    across.dstMemoryType = CU_MEMORYTYPE_DEVICE;
-    across.dstDevice = p;
-    across.dstXInBytes = 32 * sizeof(float);
-    across.dstPitch = pitch;
-    across.WidthInBytes = 32 * sizeof(float);
-    across.Height = kRows;
-    DRIVER(cuMemcpy2D, &across);
-    for (std::size_t r = 0; r < kRows; ++r) {
-        std::copy_n(y.begin() + static_cast<std::ptrdiff_t>(r * rowFloats), 32,
-                    x.begin() + static_cast<std::ptrdiff_t>(r * rowFloats + 32));
-    }
-    DRIVER(axpy.launch, 1.0f, p, yd);
-    axpyOnHost(1.0f);
-
-    std::vector<float> out(kN);
-    DRIVER(cuMemcpyDtoH, out.data(), yd, kN * sizeof(float));
-    CHECK(out == y);
-    std::printf("result pitched y[%zu] %.1f\n", rowFloats + 40, static_cast<double>(out[rowFloats + 40]));
-    return 0;
-}
-
-int volume()
-{
-    constexpr std::size_t kSlices = 2, kSliceRows = 4, kColumns = 64;  // floats
-    constexpr std::size_t kHostPitch = 80, kHostSliceRows = 5;         // floats, rows
-    start();
-    Axpy axpy;
-    CUdeviceptr v = 0;
-    std::size_t pitch = 0;
-    DRIVER(cuMemAllocPitch, &v, &pitch, kColumns * sizeof(float), kSlices * kSliceRows, 4);
-    CHECK(pitch * kSlices * kSliceRows == kN * sizeof(float));
-    const std::size_t rowFloats = pitch / sizeof(float);
-    const auto element = [&](std::size_t c, std::size_t r, std::size_t z) {
-        return (z * kSliceRows + r) * rowFloats + c;
-    };
-    // What the program expects v and y to hold, computed alongside.
-    std::vector<float> x(kN, 1.0f);
-    std::vector<float> y = iota(2.0f);
-    const auto axpyOnHost = [&](float a) {
-        for (int i = 0; i < kN; ++i) {
-            y[static_cast<std::size_t>(i)] += a * x[static_cast<std::size_t>(i)];
-        }
-    };
-    DRIVER(cuMemsetD32, v, floatBits(1.0f), kN);
-    const CUdeviceptr yd = upload(y);
-    DRIVER(axpy.launch, 1.0f, v, yd);
-    axpyOnHost(1.0f);
-
-    std::vector<float> host(kSlices * kHostSliceRows * kHostPitch, -1.0f);
-    for (std::size_t z = 0; z < kSlices; ++z) {
-        for (std::size_t r = 0; r < kSliceRows; ++r) {
-            for (std::size_t c = 0; c < kColumns; ++c) {
-                const float value = static_cast<float>(z * 1000 + r * 100 + c);
-                host[(z * kHostSliceRows + r) * kHostPitch + c] = value;
-                x[element(c, r, z)] = value;
-            }
-        }
-    }
-    CUDA_MEMCPY3D up{};
-    up.srcMemoryType = CU_MEMORYTYPE_HOST;
-    up.srcHost = host.data();
-    up.srcPitch = kHostPitch * sizeof(float);
-    up.srcHeight = kHostSliceRows;
-    up.dstMemoryType = CU_MEMORYTYPE_DEVICE;
-    up.dstDevice = v;
-    up.dstPitch = pitch;
-    up.dstHeight = kSliceRows;
-    up.WidthInBytes = kColumns * sizeof(float);
-    up.Height = kSliceRows;
-    up.Depth = kSlices;
-    DRIVER(cuMemcpy3D, &up);
-    DRIVER(axpy.launch, 2.0f, v, yd);
-    axpyOnHost(2.0f);
-
-    CUDA_MEMCPY3D across{};
-    across.srcMemoryType = CU_MEMORYTYPE_DEVICE;
-    across.srcDevice = yd;
-    across.srcPitch = pitch;
-    across.srcHeight = kSliceRows;
-    across.dstMemoryType = CU_MEMORYTYPE_DEVICE;
-    across.dstDevice = v;
-    across.dstXInBytes = 32 * sizeof(float);
-    across.dstY = 1;
-    across.dstPitch = pitch;
-    across.dstHeight = kSliceRows;
-    across.WidthInBytes = 32 * sizeof(float);
-    across.Height = 3;
-    across.Depth = kSlices;
-    DRIVER(cuMemcpy3DAsync, &across, nullptr);
-    DRIVER(cuStreamSynchronize, nullptr);
-    for (std::size_t z = 0; z < kSlices; ++z) {
-        for (std::size_t r = 0; r < 3; ++r) {
-            std::copy_n(y.begin() + static_cast<std::ptrdiff_t>(element(0, r, z)), 32,
-                        x.begin() + static_cast<std::ptrdiff_t>(element(32, r + 1, z)));
-        }
-    }
-    DRIVER(axpy.launch, 1.0f, v, yd);
-    axpyOnHost(1.0f);
-
-    std::vector<float> out(kN);
-    DRIVER(cuMemcpyDtoH, out.data(), yd, kN * sizeof(float));
-    CHECK(out == y);
-    const std::size_t shown = element(40, 2, 1);
-    std::printf("result volume y[%zu] %.1f\n", shown, static_cast<double>(out[shown]));
-    return 0;
-}
-
-int checks()
-{
-    start();
-    Axpy axpy;
-    std::string image = test::kernel_image("checks.fatbin");
-    CUmodule module = nullptr;
-    DRIVER(cuModuleLoadData, &module, image.data());
-    const auto kernel = [&](const char* name, CUdeviceptr x, CUdeviceptr y) {
-        CUfunction f = nullptr;
-        DRIVER(cuModuleGetFunction, &f, module, name);
-        int n = kN;
-        void* params[] = {&x, &y, &n};
-        DRIVER(cuLaunchKernel, f, kN / 256, 1, 1, 256, 1, 1, 0, nullptr, params, nullptr);
-        test::launches_made().add(name);
-    };
-    std::vector<float> xs(kN);
+int volume() {
+  constexpr std::size_t kSlices = 2, kSliceRows = 4, kColumns = 64;  // floats
+  constexpr std::size_t kHostPitch = 80, kHostSliceRows = 5;         // floats, rows
+  start();
+  Axpy axpy;
+  CUdeviceptr v = 0;
+  std::size_t pitch = 0;
+  DRIVER(cuMemAllocPitch, &v, &pitch, kColumns * sizeof(float), kSlices * kSliceRows, 4);
+  CHECK(pitch * kSlices * kSliceRows == kN * sizeof(float));
+  const std::size_t rowFloats = pitch / sizeof(float);
+  const auto element = [&](std::size_t c, std::size_t r, std::size_t z) {
+    return (z * kSliceRows + r) * rowFloats + c;
+  };
+  // What the program expects v and y to hold, computed alongside.
+  std::vector<float> x(kN, 1.0f);
+  std::vector<float> y = iota(2.0f);
+  const auto axpyOnHost = [&](float a) {
     for (int i = 0; i < kN; ++i) {
-        xs[static_cast<std::size_t>(i)] = 1.0f + static_cast<float>(i) / 8.0f;
+      y[static_cast<std::size_t>(i)] += a * x[static_cast<std::size_t>(i)];
     }
-    const CUdeviceptr x = upload(xs);
-    const CUdeviceptr y = upload(iota(2.0f));
-    DRIVER(axpy.launch, 2.0f, x, y);  // 0
+  };
+  DRIVER(cuMemsetD32, v, floatBits(1.0f), kN);
+  const CUdeviceptr yd = upload(y);
+  DRIVER(axpy.launch, 1.0f, v, yd);
+  axpyOnHost(1.0f);
 
-    std::vector<float> rs(kN);  // sums that round differently in every order
-    for (int i = 0; i < kN; ++i) {
-        rs[static_cast<std::size_t>(i)] = (i % 2 != 0 ? 1.0e7f : 1.0f) + 0.1f * static_cast<float>(i);
+  std::vector<float> host(kSlices * kHostSliceRows * kHostPitch, -1.0f);
+  for (std::size_t z = 0; z < kSlices; ++z) {
+    for (std::size_t r = 0; r < kSliceRows; ++r) {
+      for (std::size_t c = 0; c < kColumns; ++c) {
+        const float value = static_cast<float>(z * 1000 + r * 100 + c);
+        host[(z * kHostSliceRows + r) * kHostPitch + c] = value;
+        x[element(c, r, z)] = value;
+      }
     }
-    const CUdeviceptr r = upload(rs);
-    CUdeviceptr sum = 0;
-    DRIVER(cuMemAlloc, &sum, sizeof(float));
-    DRIVER(cuMemsetD8, sum, 0, sizeof(float));
-    kernel("racy_sum", r, sum);  // 1
+  }
+  CUDA_MEMCPY3D up{};
+  up.srcMemoryType = CU_MEMORYTYPE_HOST;
+  up.srcHost = host.data();
+  up.srcPitch = kHostPitch * sizeof(float);
+  up.srcHeight = kHostSliceRows;
+  up.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+  up.dstDevice = v;
+  up.dstPitch = pitch;
+  up.dstHeight = kSliceRows;
+  up.WidthInBytes = kColumns * sizeof(float);
+  up.Height = kSliceRows;
+  up.Depth = kSlices;
+  DRIVER(cuMemcpy3D, &up);
+  DRIVER(axpy.launch, 2.0f, v, yd);
+  axpyOnHost(2.0f);
 
-    std::vector<float> zs = xs;
-    std::fill(zs.begin(), zs.begin() + kN / 2, 0.0f);
-    const CUdeviceptr z = upload(zs);
-    kernel("fill_empty", x, z);  // 2
+  CUDA_MEMCPY3D across{};
+  across.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+  across.srcDevice = yd;
+  across.srcPitch = pitch;
+  across.srcHeight = kSliceRows;
+  across.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+  across.dstDevice = v;
+  across.dstXInBytes = 32 * sizeof(float);
+  across.dstY = 1;
+  across.dstPitch = pitch;
+  across.dstHeight = kSliceRows;
+  across.WidthInBytes = 32 * sizeof(float);
+  across.Height = 3;
+  across.Depth = kSlices;
+  DRIVER(cuMemcpy3DAsync, &across, nullptr);
+  DRIVER(cuStreamSynchronize, nullptr);
+  for (std::size_t z = 0; z < kSlices; ++z) {
+    for (std::size_t r = 0; r < 3; ++r) {
+      std::copy_n(y.begin() + static_cast<std::ptrdiff_t>(element(0, r, z)), 32,
+                  x.begin() + static_cast<std::ptrdiff_t>(element(32, r + 1, z)));
+    }
+  }
+  DRIVER(axpy.launch, 1.0f, v, yd);
+  axpyOnHost(1.0f);
 
-    CUdeviceptr p = 0;
-    DRIVER(cuMemAlloc, &p, 2 * kN * sizeof(float));
-    DRIVER(cuMemcpyHtoD, p, xs.data(), kN * sizeof(float));  // the second half never written
-    CUdeviceptr w = 0;
-    DRIVER(cuMemAlloc, &w, kN * sizeof(float));
-    DRIVER(cuMemsetD32, w, 0, kN);
-    kernel("pad_scale", p, w);  // 3
-
-    const CUdeviceptr v = upload(xs);
-    kernel("add_first", v, v);  // 4
-    DRIVER(axpy.launch, 2.0f, v, v);  // 5
-
-    kernel("sum_next", x, w);  // 6
-    CUdeviceptr u = 0;
-    DRIVER(cuMemAlloc, &u, kN * sizeof(float));
-    DRIVER(cuMemsetD32, u, 0, kN);
-    kernel("skip_rows", x, u);  // 7
-    std::printf("result checks\n");
-    return 0;
+  std::vector<float> out(kN);
+  DRIVER(cuMemcpyDtoH, out.data(), yd, kN * sizeof(float));
+  CHECK(out == y);
+  const std::size_t shown = element(40, 2, 1);
+  std::printf("result volume y[%zu] %.1f\n", shown, static_cast<double>(out[shown]));
+  return 0;
 }
 
-int hang()
-{
-    start();
-    Axpy axpy;
-    const CUdeviceptr x = upload(iota(1.0f));
-    const CUdeviceptr y = upload(iota(2.0f));
-    DRIVER(axpy.launch, 1.0f, x, y);
-    std::printf("result before_hang\n");
-    std::fflush(stdout);
-    static std::atomic<bool> launching{false};
-    std::thread([] {
-        while (!launching.load()) {
-            std::this_thread::sleep_for(std::chrono::milliseconds(10));
-        }
-        std::this_thread::sleep_for(std::chrono::seconds(1));
-        ::raise(SIGKILL);
-    }).detach();
-    launching.store(true);
-    axpy.launch(1.0f, static_cast<CUdeviceptr>(kPoisonHang), y);  // never returns
-    test::fail("the hanging launch returned");
+int checks() {
+  start();
+  Axpy axpy;
+  std::string image = test::kernel_image("checks.fatbin");
+  CUmodule module = nullptr;
+  DRIVER(cuModuleLoadData, &module, image.data());
+  const auto kernel = [&](const char* name, CUdeviceptr x, CUdeviceptr y) {
+    CUfunction f = nullptr;
+    DRIVER(cuModuleGetFunction, &f, module, name);
+    int n = kN;
+    void* params[] = {&x, &y, &n};
+    DRIVER(cuLaunchKernel, f, kN / 256, 1, 1, 256, 1, 1, 0, nullptr, params, nullptr);
+    test::launches_made().add(name);
+  };
+  std::vector<float> xs(kN);
+  for (int i = 0; i < kN; ++i) {
+    xs[static_cast<std::size_t>(i)] = 1.0f + static_cast<float>(i) / 8.0f;
+  }
+  const CUdeviceptr x = upload(xs);
+  const CUdeviceptr y = upload(iota(2.0f));
+  DRIVER(axpy.launch, 2.0f, x, y);  // 0
+
+  std::vector<float> rs(kN);  // sums that round differently in every order
+  for (int i = 0; i < kN; ++i) {
+    rs[static_cast<std::size_t>(i)] = (i % 2 != 0 ? 1.0e7f : 1.0f) + 0.1f * static_cast<float>(i);
+  }
+  const CUdeviceptr r = upload(rs);
+  CUdeviceptr sum = 0;
+  DRIVER(cuMemAlloc, &sum, sizeof(float));
+  DRIVER(cuMemsetD8, sum, 0, sizeof(float));
+  kernel("racy_sum", r, sum);  // 1
+
+  std::vector<float> zs = xs;
+  std::fill(zs.begin(), zs.begin() + kN / 2, 0.0f);
+  const CUdeviceptr z = upload(zs);
+  kernel("fill_empty", x, z);  // 2
+
+  CUdeviceptr p = 0;
+  DRIVER(cuMemAlloc, &p, 2 * kN * sizeof(float));
+  DRIVER(cuMemcpyHtoD, p, xs.data(), kN * sizeof(float));  // the second half never written
+  CUdeviceptr w = 0;
+  DRIVER(cuMemAlloc, &w, kN * sizeof(float));
+  DRIVER(cuMemsetD32, w, 0, kN);
+  kernel("pad_scale", p, w);  // 3
+
+  const CUdeviceptr v = upload(xs);
+  kernel("add_first", v, v);        // 4
+  DRIVER(axpy.launch, 2.0f, v, v);  // 5
+
+  kernel("sum_next", x, w);  // 6
+  CUdeviceptr u = 0;
+  DRIVER(cuMemAlloc, &u, kN * sizeof(float));
+  DRIVER(cuMemsetD32, u, 0, kN);
+  kernel("skip_rows", x, u);  // 7
+  std::printf("result checks\n");
+  return 0;
 }
 
-int pdl()
-{
-    start();
-    Axpy axpy;
-    CUstream stream = nullptr;
-    DRIVER(cuStreamCreate, &stream, CU_STREAM_NON_BLOCKING);
-    const CUdeviceptr x = upload(iota(1.0f));
-    const CUdeviceptr y = upload(iota(2.0f));
-    DRIVER(axpy.launch, 1.0f, x, y, stream);
-    DRIVER(axpy.launchDependent, 2.0f, x, y, stream);
-    DRIVER(axpy.launch, 1.0f, x, y, stream);
-    DRIVER(cuStreamSynchronize, stream);
-    std::vector<float> out(kN);
-    DRIVER(cuMemcpyDtoH, out.data(), y, kN * sizeof(float));
-    for (int i = 0; i < kN; ++i) {
-        CHECK(out[static_cast<std::size_t>(i)] == static_cast<float>(6 * i));
+int hang() {
+  start();
+  Axpy axpy;
+  const CUdeviceptr x = upload(iota(1.0f));
+  const CUdeviceptr y = upload(iota(2.0f));
+  DRIVER(axpy.launch, 1.0f, x, y);
+  std::printf("result before_hang\n");
+  std::fflush(stdout);
+  static std::atomic<bool> launching{false};
+  std::thread([] {
+    while (!launching.load()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
-    std::printf("result pdl y[1] %.1f\n", static_cast<double>(out[1]));
-    return 0;
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+    ::raise(SIGKILL);
+  }).detach();
+  launching.store(true);
+  axpy.launch(1.0f, static_cast<CUdeviceptr>(kPoisonHang), y);  // never returns
+  test::fail("the hanging launch returned");
+}
+
+int pdl() {
+  start();
+  Axpy axpy;
+  CUstream stream = nullptr;
+  DRIVER(cuStreamCreate, &stream, CU_STREAM_NON_BLOCKING);
+  const CUdeviceptr x = upload(iota(1.0f));
+  const CUdeviceptr y = upload(iota(2.0f));
+  DRIVER(axpy.launch, 1.0f, x, y, stream);
+  DRIVER(axpy.launchDependent, 2.0f, x, y, stream);
+  DRIVER(axpy.launch, 1.0f, x, y, stream);
+  DRIVER(cuStreamSynchronize, stream);
+  std::vector<float> out(kN);
+  DRIVER(cuMemcpyDtoH, out.data(), y, kN * sizeof(float));
+  for (int i = 0; i < kN; ++i) {
+    CHECK(out[static_cast<std::size_t>(i)] == static_cast<float>(6 * i));
+  }
+  std::printf("result pdl y[1] %.1f\n", static_cast<double>(out[1]));
+  return 0;
 }
 
 }  // namespace
 
-int main(int argc, char** argv)
-{
-    const std::string scenario = argc > 1 ? argv[1] : "";
-    if (scenario == "sequence") {
-        return sequence();
-    }
-    if (scenario == "checks") {
-        return checks();
-    }
-    if (scenario == "hang") {
-        return hang();
-    }
-    if (scenario == "pdl") {
-        return pdl();
-    }
-    if (scenario == "pitched") {
-        return pitched();
-    }
-    if (scenario == "volume") {
-        return volume();
-    }
-    test::fail("unknown scenario '%s'", scenario.c_str());
+int main(int argc, char** argv) {
+  const std::string scenario = argc > 1 ? argv[1] : "";
+  if (scenario == "sequence") {
+    return sequence();
+  }
+  if (scenario == "checks") {
+    return checks();
+  }
+  if (scenario == "hang") {
+    return hang();
+  }
+  if (scenario == "pdl") {
+    return pdl();
+  }
+  if (scenario == "pitched") {
+    return pitched();
+  }
+  if (scenario == "volume") {
+    return volume();
+  }
+  test::fail("unknown scenario '%s'", scenario.c_str());
 }
