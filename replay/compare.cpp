@@ -7,6 +7,9 @@
 #include <limits>
 #include <vector>
 
+#include "outcome.h"
+#include "replay_options.h"
+
 namespace kcap::replay {
 
 ByteDiff compareBytes(const uint8_t* expected, const uint8_t* actual, size_t size) {
@@ -268,6 +271,21 @@ std::optional<Tolerance> parseTolerance(std::string_view text) {
   }
   if (!tolerance.absolute && !tolerance.relative && !tolerance.ulp) return std::nullopt;
   return tolerance;
+}
+
+bool compareRange(BufferReport& report, const uint8_t* expected, const uint8_t* actual, uint64_t size,
+                  std::optional<uint32_t> param, const ReplayOptions& options) {
+  const ByteDiff diff = compareBytes(expected, actual, size);
+  report.differingBytes = diff.differingBytes;
+  report.firstOffset = diff.firstOffset;
+  if (diff.same()) return false;
+  std::optional<DType> type = options.dtype;
+  if (param) {
+    if (const auto it = options.paramDtypes.find(*param); it != options.paramDtypes.end()) type = it->second;
+  }
+  if (type) report.stats = elementStats(*type, expected, actual, size);
+  report.withinTolerance = options.tolerance && report.stats && options.tolerance->accepts(*report.stats);
+  return !report.withinTolerance;
 }
 
 }  // namespace kcap::replay

@@ -52,4 +52,15 @@ struct Tolerance {
 };
 std::optional<Tolerance> parseTolerance(std::string_view text);
 
+struct BufferReport;   // outcome.h
+struct ReplayOptions;  // replay_options.h
+
+// One compared range, `expected` against `actual` (`size` bytes each): fills
+// the report's differing bytes and first offset, and where they differ its
+// element statistics (as --param-dtype for `param`, the parameter pointing
+// into the range, else --dtype) and whether --tolerance accepts them. True
+// when the range counts as differing.
+bool compareRange(BufferReport& report, const uint8_t* expected, const uint8_t* actual, uint64_t size,
+                  std::optional<uint32_t> param, const ReplayOptions& options);
+
 }  // namespace kcap::replay

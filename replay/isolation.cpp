@@ -36,6 +36,31 @@ std::string oneLine(std::string text) {
   return text;
 }
 
+// Tells the parent, over the pipe, of each launch's start, end and outcome.
+class PipeListener : public ReplayListener {
+ public:
+  explicit PipeListener(int fd) : fd_(fd) {}
+  void launchStarting(const LaunchOutcome& soFar) override {
+    writeAll(fd_, "start " + std::to_string(soFar.launchIndex) + " " + std::to_string(static_cast<int>(soFar.memory)) +
+                      " " + escapeField(soFar.code) + "\n");
+  }
+  void launchDone(uint64_t index) override { writeAll(fd_, "done " + std::to_string(index) + "\n"); }
+  void outcome(const LaunchOutcome& outcome) override { writeAll(fd_, encodeOutcome(outcome)); }
+
+ private:
+  int fd_;
+};
+
+// Hands each outcome to `report`.
+class ReportListener : public ReplayListener {
+ public:
+  explicit ReportListener(const std::function<void(const LaunchOutcome&)>& report) : report_(report) {}
+  void outcome(const LaunchOutcome& outcome) override { report_(outcome); }
+
+ private:
+  const std::function<void(const LaunchOutcome&)>& report_;
+};
+
 // The replay process: replays `batch`, writes `start N`, `done N`, outcomes,
 // or `fatal MESSAGE` when it cannot replay at all.
 [[noreturn]] void child(const TraceModel& model, const ReplayOptions& options, const Selection& batch, int fd) {
@@ -44,12 +69,8 @@ std::string oneLine(std::string text) {
     Replayer replayer(model, *reader, options);
     writeAll(fd, "device " + std::to_string(replayer.smVersion()) + " " + std::to_string(driver().version) + " " +
                      oneLine(replayer.deviceName()) + "\n");
-    replayer.onLaunchStart = [fd](const LaunchOutcome& so_far) {
-      writeAll(fd, "start " + std::to_string(so_far.launchIndex) + " " +
-                       std::to_string(static_cast<int>(so_far.memory)) + " " + escapeField(so_far.code) + "\n");
-    };
-    replayer.onLaunchEnd = [fd](uint64_t index) { writeAll(fd, "done " + std::to_string(index) + "\n"); };
-    replayer.run(batch, [fd](const LaunchOutcome& outcome) { writeAll(fd, encodeOutcome(outcome)); });
+    PipeListener listener(fd);
+    replayer.run(batch, listener);
   } catch (const ContextLost&) {
   } catch (const std::exception& e) {
     writeAll(fd, "fatal " + oneLine(e.what()) + "\n");
@@ -87,8 +108,9 @@ void replayInProcess(const TraceModel& model, const ReplayOptions& options, cons
   auto reader = format::TraceReader::open(options.tracePath);
   Replayer replayer(model, *reader, options);
   if (device != nullptr) *device = {options.device, replayer.deviceName(), replayer.smVersion(), driver().version};
+  ReportListener listener(report);
   try {
-    replayer.run(selection, report);
+    replayer.run(selection, listener);
   } catch (const ContextLost&) {}
 }
 

@@ -75,16 +75,16 @@ std::optional<CUtensorMap> Replayer::reencode(schema::TensorMapEncode::Reader en
   return map;
 }
 
-std::vector<uint8_t> Replayer::buildParams(const LaunchRecord& launch, const LoadedKernel& kernel) {
+LaunchParams Replayer::buildParams(const LaunchRecord& launch, const LoadedKernel& kernel) {
   const auto e = launch.event();
-  std::vector<uint8_t> params(e.getParams().begin(), e.getParams().end());
-  reencodedFrom_.clear();
+  LaunchParams built{std::vector<uint8_t>(e.getParams().begin(), e.getParams().end()), {}};
+  std::vector<uint8_t>& params = built.bytes;
   for (const auto word : e.getPointers()) {
     // A tensor map a recorded encode made is made again here.
     if (const StoredEvent* encode = model_.tensorMapEncodeFor(launch, word)) {
       if (const auto map = reencode(encode->get().getTensorMapEncode(), encode->seq(), kernel)) {
         std::memcpy(params.data() + word.getOffset(), &*map, sizeof *map);
-        reencodedFrom_.push_back(encode->seq());
+        built.reencodedFrom.push_back(encode->seq());
         continue;
       }
     }
@@ -104,7 +104,7 @@ std::vector<uint8_t> Replayer::buildParams(const LaunchRecord& launch, const Loa
       std::memcpy(params.data() + word.getOffset(), &value, sizeof value);
     }
   }
-  return params;
+  return built;
 }
 
 }  // namespace kcap::replay

@@ -14,22 +14,20 @@
 
 namespace kcap::replay {
 
-// Restores the launch's recorded pre-state. With `all` false (sequences),
-// only ranges not restored before in this run.
-void Replayer::restore(const LaunchRecord& launch, const LoadedKernel& kernel, bool all) {
-  std::set<uint64_t>& restored = restored_;
-  if (all) restored.clear();
+// Restores the launch's recorded pre-state: every range, or with
+// `restoredBefore` (sequences) only ranges not in it, which it adds.
+void Replayer::restore(const LaunchRecord& launch, const LoadedKernel& kernel, RestoreStats& stats,
+                       std::set<uint64_t>* restoredBefore) {
   for (const auto range : launch.event().getPre()) {
     const uint64_t address = range.getAddress();
-    if (!all && !restored.insert(address).second) continue;
-    if (all) restored.insert(address);
+    if (restoredBefore != nullptr && !restoredBefore->insert(address).second) continue;
     const auto content = range.getContent();
     const auto dst = translate(address, kernel);
     if (!dst) {
       throw ReplayError("recorded range at " + std::to_string(address) + " has no place in this replay");
     }
-    restoreContent(content, *dst);
-    restoredBytes_ += content.getSize();
+    restoreContent(content, *dst, stats);
+    stats.bytes += content.getSize();
   }
   // Pointers stored inside buffers: rewritten where their target moved.
   for (const auto p : launch.event().getIndirectPointers()) {
@@ -52,7 +50,7 @@ void Replayer::restore(const LaunchRecord& launch, const LoadedKernel& kernel, b
 // trace's pieces, on the reader's threads) overlaps the copy of window k to
 // the GPU, and a copy that runs late delays the decoding only once every
 // buffer is waiting for one. Pinned memory stays at kRestoreWindows * kRestoreWindow.
-void Replayer::restoreContent(schema::Content::Reader content, CUdeviceptr dst) {
+void Replayer::restoreContent(schema::Content::Reader content, CUdeviceptr dst, RestoreStats& stats) {
   const uint64_t size = content.getSize();
   const uint64_t pieceSize = content.getPieceSize();
   if (!throughWindows(content)) {
@@ -60,7 +58,7 @@ void Replayer::restoreContent(schema::Content::Reader content, CUdeviceptr dst) 
     reader_.readContentInto(content, buffer, size);
     const auto start = std::chrono::steady_clock::now();
     copyToDevice(dst, buffer, size);
-    restoreWaitNs_ += nsSince(start);
+    stats.waitNs += nsSince(start);
     return;
   }
   const uint64_t piecesPerWindow = kRestoreWindow / pieceSize;
@@ -70,7 +68,7 @@ void Replayer::restoreContent(schema::Content::Reader content, CUdeviceptr dst) 
   auto waitFor = [&](auto&& wait) {
     const auto start = std::chrono::steady_clock::now();
     wait();
-    restoreWaitNs_ += nsSince(start);
+    stats.waitNs += nsSince(start);
   };
   uint64_t window = 0;
   for (uint64_t offset = 0; offset < size; offset += windowBytes, ++window) {

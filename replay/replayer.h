@@ -6,6 +6,13 @@
 // where memory moved), wait, and compare every reachable range with the
 // recorded post-launch bytes. Uses the driver: run it in a process that may
 // die (isolation.h), since a faulting kernel poisons its context for good.
+//
+// The Replayer's parts, one job each:
+//   replayer.cpp        the device; one launch from placing its memory to its checks
+//   memory_restore.cpp  the recorded pre-state, and the copies and memsets between launches
+//   launch_params.cpp   parameter bytes, pointer words, tensor maps re-encoded
+//   post_state.cpp      replayed outputs against the recorded post-state; saved outputs
+//   sequence.cpp        a run of launches in order, overlapping where the program let them
 #pragma once
 
 #include <cuda.h>
@@ -44,60 +51,121 @@ bool startsBeforeEnd(const TraceModel& model, const LaunchRecord& previous, cons
 // The recorded addresses of the ranges a launch changed (post-state differs from pre-state).
 std::set<uint64_t> rangesChangedBy(const LaunchRecord& launch);
 
+// What a run tells its caller as it goes.
+class ReplayListener {
+ public:
+  virtual ~ReplayListener() = default;
+  // Right before a launch is submitted, a checker's launches too (the
+  // watchdog starts then); `soFar` holds what is known before the launch
+  // (memory path, code).
+  virtual void launchStarting(const LaunchOutcome& /*soFar*/) {}
+  // When it completed (before the comparison, which can take a while).
+  virtual void launchDone(uint64_t /*launchIndex*/) {}
+  // A launch's outcome, once known: every selected launch gets one.
+  virtual void outcome(const LaunchOutcome& outcome) = 0;
+};
+
+// A sequence's launch that was recorded with programmatic stream
+// serialization right behind the launch being replayed: prepared with it
+// and submitted behind it with no synchronization between, so that the two
+// overlap on the GPU as they could in the program (a missing
+// cudaGridDependencySynchronize then shows).
+struct Companion {
+  const LaunchRecord* launch = nullptr;
+  LoadedKernel kernel;
+  std::vector<uint8_t> params;
+};
+
+// A launch's replayed output, kept for --check determinism on a sequence.
+struct KeptOutput {
+  std::string label;  // "param 2 (0x7f..., 4096 bytes)"
+  std::vector<uint8_t> bytes;
+};
+
+// What restoring a launch's memory took, for its outcome.
+struct RestoreStats {
+  uint64_t bytes = 0;   // restored
+  uint64_t waitNs = 0;  // spent waiting for copies to the GPU
+};
+
+// The parameter bytes a launch is submitted with.
+struct LaunchParams {
+  std::vector<uint8_t> bytes;
+  std::vector<uint64_t> reencodedFrom;  // the seqs of the tensor map encodes run again for them
+};
+
+// One launch's replay as it goes: made for the launch, handed from step to
+// step, its outcome filled in on the way.
+struct LaunchRun {
+  explicit LaunchRun(const LaunchRecord& l) : launch(l), outcome(outcomeOf(l)) {}
+  const LaunchRecord& launch;
+  LaunchOutcome outcome;
+  LoadedKernel kernel;    // once its code is loaded
+  RestoreStats restore;   // of its pre-state (and its companion's)
+  bool runChecks = true;  // false in sequences: their checks run over the whole sequence
+  // Sequences only.
+  bool ranAhead = false;                    // already submitted, behind the launch before it
+  std::optional<Companion> companion;       // to submit right behind it
+  std::optional<uint64_t> submittedBehind;  // the companion's launchIndex, once submitted
+  bool keepOutputs = false;                 // --check determinism: keep the replayed outputs in `kept`
+  std::vector<KeptOutput> kept;             // in the order they were compared
+};
+
 class Replayer {
  public:
   // Opens the driver, selects the device. Throws ReplayError.
   Replayer(const TraceModel& model, format::TraceReader& reader, const ReplayOptions& options);
   ~Replayer();
 
-  // Called right before each launch is submitted (the watchdog starts then);
-  // `so_far` holds what is known before the launch (memory path, code).
-  std::function<void(const LaunchOutcome& so_far)> onLaunchStart;
-  // Called when it completed (before the comparison, which can take a while).
-  std::function<void(uint64_t launchIndex)> onLaunchEnd;
-
-  // Runs the selection, handing each outcome to `report` as it is known. A
+  // Runs the selection, telling `listener` of each launch as it goes. A
   // sticky CUDA error ends the run after its FAULT outcome (the context is
-  // unusable): the caller starts a new process for the rest.
-  void run(const Selection& selection, const std::function<void(const LaunchOutcome&)>& report);
+  // unusable), with ContextLost: the caller starts a new process for the rest.
+  void run(const Selection& selection, ReplayListener& listener);
 
   int smVersion() const { return sm_; }
   const std::string& deviceName() const { return deviceName_; }
 
  private:
-  static uint64_t nsSince(std::chrono::steady_clock::time_point start);
   friend class LaunchCheckTarget;  // checkers.h: --check replays the launch again
-  LaunchOutcome replayLaunch(const LaunchRecord& launch, const std::function<void()>& place,
-                             const std::function<void(const LoadedKernel&)>& prepare,
-                             const std::function<void(const LaunchOutcome&)>& report);
-  void runSequence(const std::vector<const LaunchRecord*>& launches,
-                   const std::function<void(const LaunchOutcome&)>& report);
-  void runSequenceForDeterminism(const std::vector<const LaunchRecord*>& launches,
-                                 const std::function<void(const LaunchOutcome&)>& report);
-  void restore(const LaunchRecord& launch, const LoadedKernel& kernel, bool all);
-  void applyMemoryOp(const StoredEvent& op);
-  void applyMemoryOpOnStream(const StoredEvent& op);
-  void applyCopyRows(const StoredEvent& op);
+
+  // replayer.cpp
+  static uint64_t nsSince(std::chrono::steady_clock::time_point start);
+  void replayLaunch(LaunchRun& run, const std::function<void()>& place, const std::function<void(LaunchRun&)>& prepare,
+                    ReplayListener& listener);
   void launchOnce(const LaunchRecord& launch, const LoadedKernel& kernel, std::vector<uint8_t>& params,
                   bool synchronize = true);
-  std::vector<uint8_t> buildParams(const LaunchRecord& launch, const LoadedKernel& kernel);
-  std::optional<CUtensorMap> reencode(schema::TensorMapEncode::Reader encode, uint64_t seq, const LoadedKernel& kernel);
-  void saveOutputs(const LaunchRecord& launch, const LoadedKernel& kernel);
-  void saveRegions(const std::vector<Region>& regions);
-  void writeFile(const std::string& path, const uint8_t* bytes, uint64_t size);
-  void compare(const LaunchRecord& launch, const LoadedKernel& kernel, LaunchOutcome& outcome,
-               const std::set<uint64_t>& comparedLater = {});
-  void timeRepeats(const LaunchRecord& launch, const LoadedKernel& kernel, std::vector<uint8_t>& params,
-                   LaunchOutcome& outcome);
+  void timeRepeats(LaunchRun& run, std::vector<uint8_t>& params);
   std::optional<uint64_t> translate(uint64_t recorded, const LoadedKernel& kernel) const;
-  void restoreContent(schema::Content::Reader content, CUdeviceptr dst);
+  std::vector<Region> regionsOf(const LaunchRecord& launch) const;
   void copyToDevice(CUdeviceptr dst, const uint8_t* src, uint64_t size);
   void copyFromDevice(uint8_t* dst, CUdeviceptr src, uint64_t size);
   uint8_t* staging(uint64_t size);
+
+  // sequence.cpp
+  void runSequence(const std::vector<const LaunchRecord*>& launches, ReplayListener& listener,
+                   std::map<uint64_t, std::vector<KeptOutput>>* kept = nullptr);
+  void runSequenceForDeterminism(const std::vector<const LaunchRecord*>& launches, ReplayListener& listener);
+
+  // memory_restore.cpp
+  void restore(const LaunchRecord& launch, const LoadedKernel& kernel, RestoreStats& stats,
+               std::set<uint64_t>* restoredBefore = nullptr);
+  void restoreContent(schema::Content::Reader content, CUdeviceptr dst, RestoreStats& stats);
   static bool throughWindows(schema::Content::Reader content);
   void allocateRestoreBuffers(const LaunchRecord& launch);
   void allocateWindows();
-  std::vector<Region> regionsOf(const LaunchRecord& launch) const;
+  void applyMemoryOp(const StoredEvent& op);
+  void applyMemoryOpOnStream(const StoredEvent& op);
+  void applyCopyRows(const StoredEvent& op);
+
+  // launch_params.cpp
+  LaunchParams buildParams(const LaunchRecord& launch, const LoadedKernel& kernel);
+  std::optional<CUtensorMap> reencode(schema::TensorMapEncode::Reader encode, uint64_t seq, const LoadedKernel& kernel);
+
+  // post_state.cpp
+  void compare(LaunchRun& run, const std::set<uint64_t>& comparedLater);
+  void saveOutputs(const LaunchRecord& launch, const LoadedKernel& kernel);
+  void saveRegions(const std::vector<Region>& regions);
+  void writeFile(const std::string& path, const uint8_t* bytes, uint64_t size);
 
   const TraceModel& model_;
   format::TraceReader& reader_;
@@ -112,10 +180,9 @@ class Replayer {
   std::unique_ptr<CodeCache> code_;
   uint8_t* staging_ = nullptr;  // page-locked, for copies both ways
   uint64_t stagingSize_ = 0;
-  // restoreContent's page-locked windows (32 MiB each), used in turn: with
-  // three, decoding is held up only when two copies are still queued. 32 MiB
-  // restored 4 GiB at a median 81% of pinned H2D on the H200 against 75% for
-  // 64 MiB and 78% for 16 (docs/benchmarks.md, 6 runs each).
+  // restoreContent's page-locked windows, used in turn: with three, decoding
+  // is held up only when two copies are still queued. The window size is the
+  // one that restored fastest when measured (docs/benchmarks.md).
   static constexpr size_t kRestoreWindows = 3;
   uint8_t* windows_[kRestoreWindows] = {};
   CUevent windowDone_[kRestoreWindows] = {};
@@ -123,30 +190,6 @@ class Replayer {
 #define KCAP_RESTORE_WINDOW_MIB 32
 #endif
   static constexpr uint64_t kRestoreWindow = uint64_t{KCAP_RESTORE_WINDOW_MIB} << 20;
-  // A sequence's launch that was recorded with programmatic stream
-  // serialization right behind the launch being replayed: prepared with it
-  // and submitted behind it with no synchronization between, so that the two
-  // overlap on the GPU as they could in the program (a missing
-  // cudaGridDependencySynchronize then shows).
-  struct Companion {
-    const LaunchRecord* launch = nullptr;
-    LoadedKernel kernel;
-    std::vector<uint8_t> params;
-  };
-  std::optional<Companion> companion_;
-  // --check determinism on a sequence: compare() keeps each launch's
-  // replayed outputs here, by launch index, in the order it compared them.
-  struct KeptOutput {
-    std::string label;  // "param 2 (0x7f..., 4096 bytes)"
-    std::vector<uint8_t> bytes;
-  };
-  std::map<uint64_t, std::vector<KeptOutput>>* keptOutputs_ = nullptr;
-  bool perLaunchChecks_ = true;             // false in sequences (their checks run over the whole sequence)
-  std::optional<uint64_t> submittedAhead_;  // launchIndex of the companion last submitted
-  std::set<uint64_t> restored_;             // recorded ranges restored in this run (sequences restore each once)
-  uint64_t restoredBytes_ = 0;              // by the launch being prepared
-  std::vector<uint64_t> reencodedFrom_;     // by the last buildParams: the seqs of the encodes re-run
-  uint64_t restoreWaitNs_ = 0;              // of its restore, spent waiting for copies to the GPU
 };
 
 }  // namespace kcap::replay
