@@ -28,11 +28,11 @@ namespace kcap {
 
 namespace real {
 namespace {
-std::atomic<DlsymFunction> g_libc_dlsym{nullptr};
+std::atomic<DlsymFunction> g_libcDlsym{nullptr};
 }
 
 DlsymFunction libcDlsym() noexcept {
-  if (DlsymFunction fn = g_libc_dlsym.load(std::memory_order_acquire)) {
+  if (DlsymFunction fn = g_libcDlsym.load(std::memory_order_acquire)) {
     return fn;
   }
   // RTLD_NEXT from here: the first dlsym after the shim, i.e. the C
@@ -40,7 +40,7 @@ DlsymFunction libcDlsym() noexcept {
   for (const char* version : {"GLIBC_2.34", "GLIBC_2.2.5", "GLIBC_2.17"}) {
     if (void* fn = dlvsym(RTLD_NEXT, "dlsym", version)) {
       const auto dlsym_fn = reinterpret_cast<DlsymFunction>(fn);
-      g_libc_dlsym.store(dlsym_fn, std::memory_order_release);
+      g_libcDlsym.store(dlsym_fn, std::memory_order_release);
       return dlsym_fn;
     }
   }

@@ -7,13 +7,13 @@
 namespace kcap {
 
 namespace detail {
-std::atomic<void*> g_real_functions[kHookCount] = {};
+std::atomic<void*> g_realFunctions[kHookCount] = {};
 }
 
 namespace {
 
 // Per-row "already reported" flags for missingFunction().
-std::atomic<bool> g_missing_reported[kHookCount] = {};
+std::atomic<bool> g_missingReported[kHookCount] = {};
 
 // The lookup rules, checked by the compiler.
 static_assert(findBySymbol("cuMemAlloc_v2") == HookId::cuMemAlloc_v2_hook);
@@ -58,17 +58,17 @@ void* detail::resolveRealFunction(HookId id) noexcept {
     return nullptr;
   }
   adoptRealFunction(id, fn);
-  return g_real_functions[slotOf(id)].load(std::memory_order_acquire);
+  return g_realFunctions[slotOf(id)].load(std::memory_order_acquire);
 }
 
 bool adoptRealFunction(HookId id, void* fn) noexcept {
   void* expected = nullptr;
-  auto& slot = detail::g_real_functions[slotOf(id)];
+  auto& slot = detail::g_realFunctions[slotOf(id)];
   return slot.compare_exchange_strong(expected, fn, std::memory_order_acq_rel) || expected == fn;
 }
 
 CUresult missingFunction(HookId id) noexcept {
-  if (!g_missing_reported[slotOf(id)].exchange(true, std::memory_order_relaxed)) {
+  if (!g_missingReported[slotOf(id)].exchange(true, std::memory_order_relaxed)) {
     logMessage("the CUDA driver has no %s; returning CUDA_ERROR_NOT_FOUND", spec(id).symbol.data());
   }
   return CUDA_ERROR_NOT_FOUND;

@@ -205,7 +205,7 @@ bool isOwnWrapper(const void* fn) noexcept;
 // ---- the real function behind each row -----------------------------------------
 
 namespace detail {
-extern std::atomic<void*> g_real_functions[kHookCount];
+extern std::atomic<void*> g_realFunctions[kHookCount];
 void* resolveRealFunction(HookId id) noexcept;
 }  // namespace detail
 
@@ -213,7 +213,7 @@ void* resolveRealFunction(HookId id) noexcept;
 // answer the shim intercepted, or looked up by symbol in the real libcuda on
 // first use. nullptr if the driver does not have it.
 inline void* realFunction(HookId id) noexcept {
-  void* fn = detail::g_real_functions[slotOf(id)].load(std::memory_order_acquire);
+  void* fn = detail::g_realFunctions[slotOf(id)].load(std::memory_order_acquire);
   return fn != nullptr ? fn : detail::resolveRealFunction(id);
 }
 

@@ -12,15 +12,15 @@
 namespace kcap::real {
 namespace {
 
-std::atomic<void*> g_driver{nullptr};
-std::atomic<const char*> g_driver_path{nullptr};
+std::atomic<void*> g_driverHandle{nullptr};
+std::atomic<const char*> g_driverPath{nullptr};
 
 constexpr char kDriverSoname[] = "libcuda.so.1";
 
 // The path the program asked us to use (KCAP_REAL_LIBCUDA) or the driver's
 // soname. Copied once: the program may change its environment later.
 const char* driverPath() noexcept {
-  if (const char* path = g_driver_path.load(std::memory_order_acquire)) {
+  if (const char* path = g_driverPath.load(std::memory_order_acquire)) {
     return path;
   }
   const char* requested = std::getenv("KCAP_REAL_LIBCUDA");
@@ -29,7 +29,7 @@ const char* driverPath() noexcept {
     path = kDriverSoname;
   }
   const char* expected = nullptr;
-  if (g_driver_path.compare_exchange_strong(expected, path, std::memory_order_acq_rel)) {
+  if (g_driverPath.compare_exchange_strong(expected, path, std::memory_order_acq_rel)) {
     return path;
   }
   if (path != kDriverSoname) {
@@ -45,12 +45,12 @@ void* openDriver(int extra_flags) noexcept { return dlopen(driverPath(), RTLD_NO
 // any other.
 void* publish(void* handle) noexcept {
   void* expected = nullptr;
-  g_driver.compare_exchange_strong(expected, handle, std::memory_order_acq_rel);
-  return g_driver.load(std::memory_order_acquire);
+  g_driverHandle.compare_exchange_strong(expected, handle, std::memory_order_acq_rel);
+  return g_driverHandle.load(std::memory_order_acquire);
 }
 
 void* loadedDriver() noexcept {
-  if (void* handle = g_driver.load(std::memory_order_acquire)) {
+  if (void* handle = g_driverHandle.load(std::memory_order_acquire)) {
     return handle;
   }
   void* handle = openDriver(RTLD_NOLOAD);

@@ -1,6 +1,6 @@
 #include "hooks/stats.h"
 
-#include "record/function_registry.h"
+#include "record/code_registry.h"
 #include "hooks/shim_log.h"
 
 #include <cerrno>
@@ -12,7 +12,7 @@
 namespace kcap {
 
 namespace detail {
-std::atomic<std::uint64_t> g_call_counts[kHookCount] = {};
+std::atomic<std::uint64_t> g_callCounts[kHookCount] = {};
 std::atomic<int> g_counting{kUndecided};
 
 int decideCounting() noexcept {
@@ -23,9 +23,7 @@ int decideCounting() noexcept {
 }
 }  // namespace detail
 
-std::uint64_t callCount(HookId id) noexcept {
-  return detail::g_call_counts[slotOf(id)].load(std::memory_order_relaxed);
-}
+std::uint64_t callCount(HookId id) noexcept { return detail::g_callCounts[slotOf(id)].load(std::memory_order_relaxed); }
 
 namespace {
 
@@ -100,7 +98,7 @@ void writeStats(const char* path) {
       std::fprintf(out, "call %s %llu\n", spec(id).symbol.data(), static_cast<unsigned long long>(calls));
     }
   }
-  for (const auto& [name, launches] : FunctionRegistry::instance().launchCounts()) {
+  for (const auto& [name, launches] : CodeRegistry::instance().launchCounts()) {
     std::fprintf(out, "kernel %s %llu\n", name.c_str(), static_cast<unsigned long long>(launches));
   }
   const SnapshotProfile& s = g_snapshots;
@@ -130,7 +128,7 @@ void writeStats(const char* path) {
 
 // Runs when the shim is unloaded at exit, after the program's own exit
 // handlers, and last of the shim's: a destructor with a priority runs after
-// those without one, such as the one that ends the trace (process_hooks.cpp),
+// those without one, such as the one that ends the trace (process/lifecycle.cpp),
 // whose writer statistics this reports. Threads the program left running may
 // still be counting.
 [[gnu::destructor(101)]] void writeStatsAtExit() noexcept {

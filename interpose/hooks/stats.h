@@ -34,7 +34,7 @@
 namespace kcap {
 
 namespace detail {
-extern std::atomic<std::uint64_t> g_call_counts[kHookCount];
+extern std::atomic<std::uint64_t> g_callCounts[kHookCount];
 enum : int { kUndecided, kOff, kOn };
 extern std::atomic<int> g_counting;
 int decideCounting() noexcept;  // reads KCAP_STATS_FILE once
@@ -49,7 +49,7 @@ inline bool counting() noexcept {
 
 inline void countCall(HookId id) noexcept {
   if (counting()) {
-    detail::g_call_counts[slotOf(id)].fetch_add(1, std::memory_order_relaxed);
+    detail::g_callCounts[slotOf(id)].fetch_add(1, std::memory_order_relaxed);
   }
 }
 

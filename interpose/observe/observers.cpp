@@ -1,10 +1,10 @@
-// The observers of code and launches: they keep the function registry
+// The observers of code and launches: they keep the code registry
 // current, so that every launch can be named, and hand each call to the
 // Recorder when the shim records (KCAP_OUTPUT).
 #include "observe/observer.h"
 
 #include "timing/cupti_timing.h"
-#include "record/function_registry.h"
+#include "record/code_registry.h"
 #include "record/recorder.h"
 #include "hooks/shim_log.h"
 #include "hooks/stats.h"
@@ -18,7 +18,7 @@ namespace {
 
 std::atomic<bool> g_observing{true};
 
-FunctionRegistry& registry() { return FunctionRegistry::instance(); }
+CodeRegistry& registry() { return CodeRegistry::instance(); }
 
 uint64_t handle(const void* pointer) { return reinterpret_cast<uint64_t>(pointer); }
 
@@ -177,7 +177,7 @@ void Observer<HookId::cuModuleEnumerateFunctions_hook>::after(HookId, CUresult r
     return;
   }
   for (unsigned i = 0; i < count; ++i) {
-    const std::string name = FunctionRegistry::driverNameOf(functions[i]);
+    const std::string name = CodeRegistry::driverNameOf(functions[i]);
     registry().functionFound(functions[i], module, name.c_str());
     recordBind(schema::BindApi::MODULE_ENUMERATE_FUNCTIONS, result, handle(functions[i]), false, handle(module),
                name.c_str());
@@ -190,7 +190,7 @@ void Observer<HookId::cuLibraryEnumerateKernels_hook>::after(HookId, CUresult re
     return;
   }
   for (unsigned i = 0; i < count; ++i) {
-    const std::string name = FunctionRegistry::driverNameOf(reinterpret_cast<CUfunction>(kernels[i]));
+    const std::string name = CodeRegistry::driverNameOf(reinterpret_cast<CUfunction>(kernels[i]));
     registry().kernelFound(kernels[i], library, name.c_str());
     recordBind(schema::BindApi::LIBRARY_ENUMERATE_KERNELS, result, handle(kernels[i]), true, handle(library),
                name.c_str());

@@ -10,7 +10,7 @@ namespace kcap {
 
 namespace {
 
-std::atomic<bool> g_off{false};
+std::atomic<bool> g_deviceHashOff{false};
 
 struct HashKernel {
   CUresult loaded = CUDA_ERROR_NOT_SUPPORTED;  // CUDA_SUCCESS when `kernel` can be launched
@@ -68,7 +68,7 @@ bool notTheKernels(CUresult result) {
 }
 
 void switchOff(const char* what, CUresult result) noexcept {
-  g_off.store(true, std::memory_order_relaxed);
+  g_deviceHashOff.store(true, std::memory_order_relaxed);
   char name[32];
   KCAP_LOG_ONCE("hashing device memory on the GPU failed (%s: %s); snapshots hash on the host", what,
                 resultName(result, name));
@@ -96,7 +96,7 @@ bool driverKnowsRange(uint64_t address, uint64_t size) noexcept {
   return at >= end;
 }
 
-bool deviceHashingUsable() noexcept { return !g_off.load(std::memory_order_relaxed); }
+bool deviceHashingUsable() noexcept { return !g_deviceHashOff.load(std::memory_order_relaxed); }
 
 CUresult queueDeviceHash(uint64_t address, uint64_t size, uint32_t pieceSize, CUstream stream,
                          uint64_t* hashes) noexcept {
@@ -105,7 +105,7 @@ CUresult queueDeviceHash(uint64_t address, uint64_t size, uint32_t pieceSize, CU
   }
   const HashKernel& k = hashKernel();
   if (k.missing != nullptr) {
-    g_off.store(true, std::memory_order_relaxed);
+    g_deviceHashOff.store(true, std::memory_order_relaxed);
     KCAP_LOG_ONCE("%s: snapshots hash on the host", k.missing);
     return k.loaded;
   }

@@ -114,7 +114,7 @@ struct LaunchEventData final : format::DeferredEvent {
   // event (Recorder::numberedByWriter_).
   std::atomic<uint64_t>* launchCounter = nullptr;
   LaunchCall call;              // its pointers are not followed after the launch returns
-  std::string_view kernelName;  // interned by the function registry: lives as long as the process
+  std::string_view kernelName;  // interned by the code registry: lives as long as the process
   uint64_t context = 0;
   int device = -1;
   std::vector<CUlaunchAttribute> attributes;
@@ -297,7 +297,7 @@ struct LaunchEndData final : format::DeferredEvent {
 // Only called when a filter is set: launchStarting tests that inline, so
 // that unfiltered launches do not pay for a call.
 bool Recorder::selects(std::string_view kernelName) {
-  // Names come interned from the function registry: one decision per name.
+  // Names come interned from the code registry: one decision per name.
   const char* key = kernelName.data();
   {
     std::shared_lock lock(selectionMutex_);
@@ -431,7 +431,7 @@ bool Recorder::launchStarting(const LaunchCall& call, PendingLaunch& launch) {
         }
       }
     }
-    for (const GlobalVariable& global : globalsOf(info.owner)) {
+    for (const GlobalVariable& global : CodeRegistry::instance().globalsOf(info.owner)) {
       if (seen.insert(global.address).second) {
         second.push_back({global.address, global.size, global.address, schema::MemoryKind::MODULE_GLOBAL});
       }

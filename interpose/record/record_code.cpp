@@ -4,7 +4,7 @@
 
 #include "code_image.h"
 #include "record/driver_api.h"
-#include "record/function_registry.h"
+#include "record/code_registry.h"
 
 #include <cstdio>
 #include <map>
@@ -169,8 +169,7 @@ void Recorder::moduleLoaded(const ModuleLoadCall& call) {
       list[i].setAddress(globals[i].address);
       list[i].setSize(globals[i].size);
     }
-    std::unique_lock lock(codeMutex_);
-    globals_[call.handle] = std::move(globals);
+    CodeRegistry::instance().recordedLoad(call.handle, std::move(globals));
   }
   append(message);
 }
@@ -183,14 +182,7 @@ void Recorder::moduleUnloaded(uint64_t handle, bool isLibrary, CUresult result) 
   if (!operation) {
     return;
   }
-  {
-    std::unique_lock lock(codeMutex_);
-    globals_.erase(handle);
-    std::erase_if(libraryOfModule_, [&](const auto& entry) { return entry.first == handle || entry.second == handle; });
-    std::erase_if(functions_, [&](const auto& entry) { return entry.second.owner == handle; });
-    std::erase_if(kernelNames_, [&](const auto& entry) { return functions_.count(entry.first) == 0; });
-  }
-  codeChanged();
+  CodeRegistry::instance().recordedUnload(handle);
   EventMessage message(*this);
   auto unload = message.event().initModuleUnload();
   unload.setHandle(handle);
@@ -215,12 +207,7 @@ void Recorder::functionBound(schema::BindApi api, CUresult result, uint64_t hand
   if (api == schema::BindApi::KERNEL_GET_FUNCTION) {
     // `owner` is the CUkernel: the function belongs to its library.
     source = owner;
-    std::shared_lock lock(codeMutex_);
-    const auto it = functions_.find(source);
-    info.owner = it != functions_.end() ? it->second.owner : 0;
-    if (const auto named = kernelNames_.find(source); named != kernelNames_.end() && kernelName.empty()) {
-      kernelName = named->second;
-    }
+    info.owner = CodeRegistry::instance().recordedKernel(source, kernelName);
   }
   const bool isModule = api == schema::BindApi::LIBRARY_GET_MODULE;
   if (!isModule) {
@@ -243,21 +230,12 @@ void Recorder::functionBound(schema::BindApi api, CUresult result, uint64_t hand
       params[i].setSize((*info.layout)[i].size);
     }
   }
-  {
-    std::unique_lock lock(codeMutex_);
-    if (isModule) {
-      libraryOfModule_[handle] = owner;
-    } else {
-      if (api == schema::BindApi::LIBRARY_GET_KERNEL || api == schema::BindApi::LIBRARY_ENUMERATE_KERNELS) {
-        kernelNames_[handle] = kernelName;
-      }
-      const auto [it, inserted] = functions_.try_emplace(handle, info);
-      if (!inserted && (it->second.owner != info.owner || it->second.isKernel != info.isKernel ||
-                        it->second.layout != info.layout)) {
-        it->second = info;
-        codeChanged();
-      }
-    }
+  if (isModule) {
+    CodeRegistry::instance().recordedLibraryModule(handle, owner);
+  } else {
+    const bool libraryKernel =
+        api == schema::BindApi::LIBRARY_GET_KERNEL || api == schema::BindApi::LIBRARY_ENUMERATE_KERNELS;
+    CodeRegistry::instance().recordedBind(handle, info, libraryKernel ? &kernelName : nullptr);
   }
   append(message);
 }
@@ -279,15 +257,6 @@ void Recorder::functionAttribute(schema::AttributeApi api, CUresult result, uint
   append(message);
 }
 
-std::vector<GlobalVariable> Recorder::globalsOf(uint64_t owner) const {
-  std::shared_lock lock(codeMutex_);
-  if (const auto library = libraryOfModule_.find(owner); library != libraryOfModule_.end()) {
-    owner = library->second;
-  }
-  const auto it = globals_.find(owner);
-  return it != globals_.end() ? it->second : std::vector<GlobalVariable>{};
-}
-
 LaunchTarget Recorder::launchTarget(CUfunction function) {
   // A per-thread cache: no lock for a handle the thread launched before,
   // while the code generation holds. The kernel's name and what the
@@ -305,19 +274,15 @@ LaunchTarget Recorder::launchTarget(CUfunction function) {
   if (cached.handle == function && cached.generation == generation && cached.recorder == this) {
     return cached.target;
   }
-  const LaunchTarget target{FunctionRegistry::instance().nameOf(function), lookupFunction(function)};
+  const LaunchTarget target{CodeRegistry::instance().nameOf(function), lookupFunction(function)};
   cached = {function, generation, this, target};
   return target;
 }
 
 FunctionInfo Recorder::lookupFunction(CUfunction function) {
   const auto handle = reinterpret_cast<uint64_t>(function);
-  {
-    std::shared_lock lock(codeMutex_);
-    const auto it = functions_.find(handle);
-    if (it != functions_.end()) {
-      return it->second;
-    }
+  if (std::optional<FunctionInfo> known = CodeRegistry::instance().recordedFunction(handle)) {
+    return *known;
   }
   // A handle made where the shim did not see it (enumeration APIs): ask
   // the driver, as a CUfunction first, then as a CUkernel.
@@ -327,8 +292,7 @@ FunctionInfo Recorder::lookupFunction(CUfunction function) {
     info.layout = queryLayout(handle, true);
     info.isKernel = info.layout != nullptr;
   }
-  std::unique_lock lock(codeMutex_);
-  return functions_.try_emplace(handle, std::move(info)).first->second;
+  return CodeRegistry::instance().rememberFunction(handle, std::move(info));
 }
 
 }  // namespace kcap

@@ -43,13 +43,13 @@ void Recorder::allocated(const AllocCall& call) {
       allocations_.addReservation(call.address, call.size);
       break;
     case schema::AllocKind::VMM_CREATE: {
-      std::unique_lock lock(codeMutex_);
+      std::unique_lock lock(vmmMutex_);
       vmmHandleDevice_[call.handle] = device;
       break;
     }
     case schema::AllocKind::VMM_MAP: {
       {
-        std::shared_lock lock(codeMutex_);
+        std::shared_lock lock(vmmMutex_);
         const auto it = vmmHandleDevice_.find(call.handle);
         device = it != vmmHandleDevice_.end() ? it->second : -1;
       }
@@ -118,7 +118,7 @@ void Recorder::freed(const FreeCall& call, const std::vector<Allocation>& releas
     }
   }
   if (kind == schema::AllocKind::VMM_CREATE) {
-    std::unique_lock lock(codeMutex_);
+    std::unique_lock lock(vmmMutex_);
     vmmHandleDevice_.erase(call.handle);
   }
   EventMessage message(*this);

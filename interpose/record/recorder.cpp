@@ -1,9 +1,10 @@
-// The Recorder's life cycle: lazy start, events, ending, fork, failure.
+// The Recorder: creating its trace, events, operations, ending, failure
+// (process/lifecycle.cpp decides when it starts and what a fork does).
 #include "record/recorder.h"
 
 #include "timing/cupti_timing.h"
 #include "record/driver_api.h"
-#include "process/process_hooks.h"
+#include "process/lifecycle.h"
 #include "hooks/shim_log.h"
 #include "hooks/stats.h"
 
@@ -27,25 +28,7 @@
 namespace kcap {
 namespace {
 
-// Start state, constant-initialized (the shim may be entered before its
-// constructors ran).
-enum State : int {
-  kUndecided,         // KCAP_* not read yet
-  kWaitingForDriver,  // options read; the driver is not initialized yet
-  kActive,            // g_recorder is recording (or has ended)
-  kOff,               // not recording in this process
-};
-
-std::atomic<int> g_state{kUndecided};
-std::atomic<Recorder*> g_recorder{nullptr};
-std::atomic<CaptureOptions*> g_options{nullptr};  // parsed once per process image
-std::atomic<bool> g_forkChild{false};
-pthread_mutex_t g_startMutex = PTHREAD_MUTEX_INITIALIZER;
-// Recorders abandoned in fork children stay reachable (leak checkers).
-std::atomic<Recorder*> g_abandoned{nullptr};
-
 thread_local pid_t t_tid = 0;
-thread_local bool t_starting = false;
 
 uint32_t callerTid() {
   if (t_tid == 0) {
@@ -66,12 +49,6 @@ std::string hostName() {
     return "unknown";
   }
   return name;
-}
-
-bool driverReady() {
-  const auto count = driverApi().deviceGetCount;
-  int devices = 0;
-  return count != nullptr && count(&devices) == CUDA_SUCCESS;
 }
 
 // `kcap record` learns which traces its processes wrote, and why one stopped
@@ -192,7 +169,7 @@ std::unique_ptr<format::TraceWriter> openTrace(const CaptureOptions& options, st
   const long pid = static_cast<long>(::getpid());
   const std::string named = expandOutputPath(options.output, pid, hostName(),
                                              rankFromEnvironment([](const char* n) { return std::getenv(n); }));
-  const bool suffixOnly = g_forkChild.load() && !outputHasPid(options.output);
+  const bool suffixOnly = process::isForkChild() && !outputHasPid(options.output);
   std::vector<std::string> candidates;
   if (!suffixOnly) {
     candidates.push_back(named);
@@ -292,75 +269,20 @@ Recorder::Recorder(CaptureOptions options, std::string path, std::unique_ptr<for
   numberedByWriter_ = options_.mode == CaptureMode::kMetadata && options_.skip == 0 &&
                       options_.maxLaunches == std::numeric_limits<uint64_t>::max() && !options_.timing;
   ThreadWork::prepare();  // before the first Operation
+  CodeRegistry::instance().recordingStarted();
 }
 
-Recorder* Recorder::current() noexcept {
-  return g_state.load(std::memory_order_acquire) == kActive ? g_recorder.load(std::memory_order_acquire) : nullptr;
-}
+Recorder* Recorder::current() noexcept { return process::currentRecording(); }
 
-Recorder* Recorder::active() noexcept {
-  const int state = g_state.load(std::memory_order_acquire);
-  if (state == kActive) {
-    Recorder* recorder = g_recorder.load(std::memory_order_acquire);
-    return recorder != nullptr && !recorder->ending_.load(std::memory_order_relaxed) ? recorder : nullptr;
-  }
-  if (state == kOff || t_starting) {
-    return nullptr;
-  }
-  return start();
-}
+Recorder* Recorder::active() noexcept { return process::activeRecording(); }
 
-Recorder* Recorder::start() noexcept {
-  pthread_mutex_lock(&g_startMutex);
-  t_starting = true;
-  Recorder* started = nullptr;
-  try {
-    if (g_state.load() == kUndecided) {
-      auto options = readCaptureOptions([](const char* name) { return std::getenv(name); });
-      if (!options) {
-        g_state.store(kOff, std::memory_order_release);
-      } else {
-        g_options.store(new CaptureOptions(std::move(*options)));
-        g_state.store(kWaitingForDriver, std::memory_order_release);
-      }
-    }
-    // Device queries need an initialized driver: until the program has
-    // called cuInit, its calls fail and recording waits.
-    if (g_state.load() == kWaitingForDriver && driverReady()) {
-      const CaptureOptions& options = *g_options.load();
-      std::string path;
-      std::unique_ptr<format::TraceWriter> writer = openTrace(options, path);
-      reportStatus("trace", path, nullptr);
-      std::unique_ptr<Recorder> recorder(new Recorder(options, path, std::move(writer)));
-      recorder->writeTraceBegin();
-      started = recorder.release();
-      g_recorder.store(started, std::memory_order_release);
-      g_state.store(kActive, std::memory_order_release);
-      process::recordingStarted();
-      // Still t_starting: calls CUPTI makes on this thread into hooked
-      // driver functions are not recorded as the program's.
-      if (started->options_.timing) {
-        timing::start(*started);
-      }
-    } else if (g_state.load() == kActive) {
-      started = g_recorder.load();
-    }
-  } catch (const OptionError& e) {
-    logMessage("%s; not recording", e.what());
-    g_state.store(kOff, std::memory_order_release);
-  } catch (const std::exception& e) {
-    logMessage("cannot record: %s; calls pass through unchanged", e.what());
-    g_state.store(kOff, std::memory_order_release);
-  } catch (const kj::Exception& e) {
-    logMessage("cannot record: %s; calls pass through unchanged", e.getDescription().cStr());
-    g_state.store(kOff, std::memory_order_release);
-  } catch (...) {
-    logMessage("cannot record (unknown error); calls pass through unchanged");
-    g_state.store(kOff, std::memory_order_release);
-  }
-  t_starting = false;
-  pthread_mutex_unlock(&g_startMutex);
-  return started;
+Recorder* Recorder::create(const CaptureOptions& options) {
+  std::string path;
+  std::unique_ptr<format::TraceWriter> writer = openTrace(options, path);
+  reportStatus("trace", path, nullptr);
+  std::unique_ptr<Recorder> recorder(new Recorder(options, path, std::move(writer)));
+  recorder->writeTraceBegin();
+  return recorder.release();
 }
 
 void Recorder::end(schema::EndReason reason, int signal, const std::string& message,
@@ -446,20 +368,8 @@ bool Recorder::endedCurrent() noexcept {
   return recorder != nullptr && recorder->ending_.load();
 }
 
-void Recorder::abandonAfterFork() noexcept {
+void Recorder::afterFork() noexcept {
   t_tid = 0;  // this thread's id in the parent
-  t_starting = false;
-  pthread_mutex_init(&g_startMutex, nullptr);
-  if (Recorder* parent = g_recorder.exchange(nullptr)) {
-    g_abandoned.store(parent);  // untouched: its threads, file and locks are the parent's
-  }
-  g_forkChild.store(true);
-  ThreadWork::forgetOtherThreads();
-  timing::abandonAfterFork();
-  const int state = g_state.load();
-  if (state == kActive) {
-    g_state.store(g_options.load() != nullptr ? kWaitingForDriver : kOff);
-  }
 }
 
 }  // namespace kcap

@@ -1,13 +1,13 @@
 // The Recorder: turns the driver calls the observers see into trace events.
 //
-// Life cycle (recorder.cpp, process_hooks.cpp):
+// Life cycle (process/lifecycle.h decides when, recorder.cpp does it):
 //   - It starts lazily, at the first hooked call that matters once the driver
 //     is initialized (never from dlsym, cuGetProcAddress or a constructor),
 //     and only when KCAP_OUTPUT is set; otherwise the shim stays a pure
 //     pass-through. Invalid KCAP_* values: one "kcap: ..." line, no recording.
 //   - traceBegin is event 0. Every event carries the calling thread and the
 //     time since the trace started.
-//   - It ends once: at exit (atexit), on a fatal signal (process_hooks.cpp),
+//   - It ends once: at exit, on a fatal signal (process/),
 //     or on an internal failure (one "kcap: ..." line; calls keep passing
 //     through). Ending writes traceEnd and closes the file. In the child of
 //     a fork the parent's recorder is abandoned untouched; the child starts
@@ -26,6 +26,7 @@
 #include "core/allocation_map.h"
 #include "core/capture_options.h"
 #include "hooks/hook_table.h"
+#include "record/code_registry.h"
 #include "record/memory_snapshot.h"
 #include "core/pointer_scanner.h"
 #include "core/thread_work.h"
@@ -66,25 +67,10 @@ class EventMessage {
   schema::Event::Builder event_;
 };
 
-struct GlobalVariable {
-  std::string name;
-  uint64_t address = 0;
-  uint64_t size = 0;
-};
-
-// What the recorder knows about a launch handle.
-struct FunctionInfo {
-  uint64_t owner = 0;  // module or library it came from; 0: unknown
-  bool isKernel = false;
-  // nullptr: the driver could not say. Layouts are interned and never
-  // freed (a few per kernel signature), so the pointer may be cached.
-  const std::vector<ParamSlot>* layout = nullptr;
-};
-
 // What a launch needs to know of its handle, found once per handle and
 // thread (Recorder::launchTarget).
 struct LaunchTarget {
-  std::string_view kernelName;  // interned by the function registry: lives as long as the process
+  std::string_view kernelName;  // interned by the code registry: lives as long as the process
   FunctionInfo info;
 };
 
@@ -251,14 +237,19 @@ class Recorder {
   static void endCurrent(schema::EndReason reason, int signal, std::chrono::milliseconds wait) noexcept;
   // Writes out everything queued (no traceEnd).
   static void flushCurrent() noexcept;
-  // In the child of fork(): forget the parent's recording without touching
-  // it; a later CUDA call starts the child's own.
-  static void abandonAfterFork() noexcept;
+  // Opens a new trace for `options` and writes its traceBegin; throws when
+  // it cannot (process/lifecycle.cpp starts recordings, once per process).
+  static Recorder* create(const CaptureOptions& options);
+  // In the child of fork(), from process/lifecycle.cpp (which abandons the
+  // parent's recording): forgets this thread's cached id, the parent's.
+  static void afterFork() noexcept;
   // An internal failure: ends the recording as well as it can.
   static void failCurrent(const char* why) noexcept;
   // True once this process's recording has ended (work still in flight
   // then fails quietly: the writer is closed).
   static bool endedCurrent() noexcept;
+  // True once this recording has begun to end (it then takes no new work).
+  bool ending() const noexcept { return ending_.load(std::memory_order_relaxed); }
 
   // A piece of recorder work. While any is in progress, end() waits; once
   // the recording is ending, new ones are refused (test with bool).
@@ -325,7 +316,6 @@ class Recorder {
   friend class EventMessage;
 
   Recorder(CaptureOptions options, std::string path, std::unique_ptr<format::TraceWriter> writer);
-  static Recorder* start() noexcept;
 
   uint64_t append(EventMessage& message);
   static uint32_t callerThreadId();  // the calling thread's id, cached
@@ -337,7 +327,6 @@ class Recorder {
   bool selects(std::string_view kernelName);       // with a filter set: the caller tests that
   LaunchTarget launchTarget(CUfunction function);  // cached per thread
   FunctionInfo lookupFunction(CUfunction function);
-  std::vector<GlobalVariable> globalsOf(uint64_t owner) const;
   void noteOnce(std::atomic<bool>& flag, schema::Message::Level level, const std::string& text);
 
   const CaptureOptions options_;
@@ -352,12 +341,9 @@ class Recorder {
   KnownTensorMaps tensorMaps_;  // the maps encodes made: which parameters are tensor maps
   StagingPool staging_;
 
-  mutable std::shared_mutex codeMutex_;
-  std::unordered_map<uint64_t, std::vector<GlobalVariable>> globals_;  // module or library -> globals
-  std::unordered_map<uint64_t, uint64_t> libraryOfModule_;             // cuLibraryGetModule
-  std::unordered_map<uint64_t, FunctionInfo> functions_;
-  std::unordered_map<uint64_t, std::string> kernelNames_;  // CUkernel -> name (cuKernelGetFunction)
-  std::unordered_map<uint64_t, int> vmmHandleDevice_;      // cuMemCreate handle -> device
+  // What the program's code is (globals, owners, layouts): CodeRegistry.
+  std::shared_mutex vmmMutex_;
+  std::unordered_map<uint64_t, int> vmmHandleDevice_;  // cuMemCreate handle -> device
 
   std::shared_mutex selectionMutex_;
   std::unordered_map<const char*, bool> selection_;  // interned kernel name -> passes the filters

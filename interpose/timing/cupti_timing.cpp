@@ -72,12 +72,12 @@ enum State : int {
 };
 
 // Constant-initialized: hooks may run before the shim's constructors.
-std::atomic<int> g_state{kUntried};
-CuptiApi g_api;  // written once before g_state becomes kCollecting
+std::atomic<int> g_timingState{kUntried};
+CuptiApi g_cupti;  // written once before g_timingState becomes kCollecting
 
-// The sink and the correlation state, under g_mutex (CUPTI's thread and the
+// The sink and the correlation state, under g_timingMutex (CUPTI's thread and the
 // thread ending the trace).
-pthread_mutex_t g_mutex = PTHREAD_MUTEX_INITIALIZER;
+pthread_mutex_t g_timingMutex = PTHREAD_MUTEX_INITIALIZER;
 Recorder* g_sink = nullptr;
 std::map<uint32_t, uint64_t> g_launchOfCorrelation;  // CUPTI correlation id -> launch index
 struct KernelTimes {
@@ -111,8 +111,8 @@ std::atomic<bool> g_saidUnavailable{false};
 
 class Lock {
  public:
-  Lock() { pthread_mutex_lock(&g_mutex); }
-  ~Lock() { pthread_mutex_unlock(&g_mutex); }
+  Lock() { pthread_mutex_lock(&g_timingMutex); }
+  ~Lock() { pthread_mutex_unlock(&g_timingMutex); }
   Lock(const Lock&) = delete;
   Lock& operator=(const Lock&) = delete;
 };
@@ -136,7 +136,8 @@ class SignalsBlocked {
 
 std::string resultText(CUptiResult result) {
   const char* text = nullptr;
-  if (g_api.getResultString != nullptr && g_api.getResultString(result, &text) == CUPTI_SUCCESS && text != nullptr) {
+  if (g_cupti.getResultString != nullptr && g_cupti.getResultString(result, &text) == CUPTI_SUCCESS &&
+      text != nullptr) {
     return text;
   }
   return "CUPTI error " + std::to_string(static_cast<int>(result));
@@ -205,7 +206,7 @@ std::string loadCupti() {
   resolve(library, "cuptiSubscribe_v2", api.subscribeV2);
   resolve(library, "cuptiActivityEnableDriverApi", api.enableDriverApi);
   resolve(library, "cuptiActivityEnableRuntimeApi", api.enableRuntimeApi);
-  g_api = api;
+  g_cupti = api;
   // The library stays loaded for the life of the process.
   return {};
 }
@@ -326,7 +327,7 @@ void CUPTIAPI bufferCompleted(CUcontext, uint32_t, uint8_t* buffer, size_t, size
     const Lock lock;
     if (g_sink != nullptr) {
       CUpti_Activity* record = nullptr;
-      while (g_api.nextRecord(buffer, validBytes, &record) == CUPTI_SUCCESS && record != nullptr) {
+      while (g_cupti.nextRecord(buffer, validBytes, &record) == CUPTI_SUCCESS && record != nullptr) {
         switch (record->kind) {
           case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION:
             onCorrelation(*reinterpret_cast<const CUpti_ActivityExternalCorrelation*>(record));
@@ -354,15 +355,15 @@ std::string probeForOtherClient() {
   CUpti_SubscriberHandle subscriber = nullptr;
   char other[CUPTI_OLD_SUBSCRIBER_NAME_MIN_LEN + 1] = {};
   CUptiResult result = CUPTI_SUCCESS;
-  if (g_api.subscribeV2 != nullptr) {
+  if (g_cupti.subscribeV2 != nullptr) {
     CUpti_SubscriberParams params{};
     params.structSize = CUpti_SubscriberParams_STRUCT_SIZE;
     params.subscriberName = "kcap";
     params.oldSubscriberName = other;
     params.oldSubscriberSize = sizeof other - 1;
-    result = g_api.subscribeV2(&subscriber, ignoreCallback, nullptr, &params);
+    result = g_cupti.subscribeV2(&subscriber, ignoreCallback, nullptr, &params);
   } else {
-    result = g_api.subscribe(&subscriber, ignoreCallback, nullptr);
+    result = g_cupti.subscribe(&subscriber, ignoreCallback, nullptr);
   }
   if (result == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
     std::string who = other[0] != '\0' ? " (" + std::string(other) + ")" : "";
@@ -372,7 +373,7 @@ std::string probeForOtherClient() {
   if (result != CUPTI_SUCCESS) {
     return "CUPTI cannot start (cuptiSubscribe: " + resultText(result) + ")";
   }
-  g_api.unsubscribe(subscriber);
+  g_cupti.unsubscribe(subscriber);
   return {};
 }
 
@@ -386,8 +387,8 @@ void enableLaunchApiRecords() {
   // documented way to trace a subset). Runtime API records too: a kernel
   // launched through cudart carries the correlation id of the runtime call
   // (cudaLaunchKernel), not of the driver call cudart makes inside it.
-  g_api.enable(CUPTI_ACTIVITY_KIND_DRIVER);
-  g_api.enable(CUPTI_ACTIVITY_KIND_RUNTIME);
+  g_cupti.enable(CUPTI_ACTIVITY_KIND_DRIVER);
+  g_cupti.enable(CUPTI_ACTIVITY_KIND_RUNTIME);
   const CUpti_CallbackId driverLaunches[] = {CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,
                                              CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz,
                                              CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx,
@@ -400,17 +401,17 @@ void enableLaunchApiRecords() {
                                               CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_ptsz_v11060,
                                               CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_v9000,
                                               CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_ptsz_v9000};
-  if (g_api.enableDriverApi != nullptr) {
+  if (g_cupti.enableDriverApi != nullptr) {
     for (CUpti_CallbackId id = 1; id < CUPTI_DRIVER_TRACE_CBID_SIZE; ++id) {
       if (std::find(std::begin(driverLaunches), std::end(driverLaunches), id) == std::end(driverLaunches)) {
-        g_api.enableDriverApi(id, 0);
+        g_cupti.enableDriverApi(id, 0);
       }
     }
   }
-  if (g_api.enableRuntimeApi != nullptr) {
+  if (g_cupti.enableRuntimeApi != nullptr) {
     for (CUpti_CallbackId id = 1; id < CUPTI_RUNTIME_TRACE_CBID_SIZE; ++id) {
       if (std::find(std::begin(runtimeLaunches), std::end(runtimeLaunches), id) == std::end(runtimeLaunches)) {
-        g_api.enableRuntimeApi(id, 0);
+        g_cupti.enableRuntimeApi(id, 0);
       }
     }
   }
@@ -421,21 +422,21 @@ std::string startCollecting() {
     return why;
   }
   uint32_t version = 0;
-  if (g_api.getVersion(&version) == CUPTI_SUCCESS && version < CUPTI_API_VERSION / 10000 * 10000) {
+  if (g_cupti.getVersion(&version) == CUPTI_SUCCESS && version < CUPTI_API_VERSION / 10000 * 10000) {
     return "the CUPTI library loaded has API version " + std::to_string(version) + ", older than CUDA " +
            std::to_string(CUPTI_API_VERSION / 10000) + "'s that kcap was built with";
   }
   if (std::string why = probeForOtherClient(); !why.empty()) {
     return why;
   }
-  if (const CUptiResult r = g_api.registerCallbacks(bufferRequested, bufferCompleted); r != CUPTI_SUCCESS) {
+  if (const CUptiResult r = g_cupti.registerCallbacks(bufferRequested, bufferCompleted); r != CUPTI_SUCCESS) {
     return "CUPTI refused the activity buffers (" + resultText(r) + ")";
   }
-  if (const CUptiResult r = g_api.enable(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION); r != CUPTI_SUCCESS) {
+  if (const CUptiResult r = g_cupti.enable(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION); r != CUPTI_SUCCESS) {
     return "CUPTI cannot record external correlations (" + resultText(r) + ")";
   }
-  if (const CUptiResult r = g_api.enable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL); r != CUPTI_SUCCESS) {
-    g_api.disable(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION);
+  if (const CUptiResult r = g_cupti.enable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL); r != CUPTI_SUCCESS) {
+    g_cupti.disable(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION);
     return "CUPTI cannot record kernel activity (" + resultText(r) + ")";
   }
   enableLaunchApiRecords();
@@ -444,10 +445,10 @@ std::string startCollecting() {
 
 // The flush at exit: runs before the loader unloads CUPTI and the driver.
 void flushAtExit() {
-  g_collecting.store(false, std::memory_order_relaxed);
+  g_sinkCollecting.store(false, std::memory_order_relaxed);
   int expected = kCollecting;
-  if (g_state.compare_exchange_strong(expected, kClosed)) {
-    g_api.flushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+  if (g_timingState.compare_exchange_strong(expected, kClosed)) {
+    g_cupti.flushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
   }
 }
 
@@ -475,11 +476,11 @@ std::vector<std::string> cuptiLibraryCandidates(const char* requested) {
 void start(Recorder& recorder) noexcept {
   try {
     int expected = kUntried;
-    if (g_state.load() == kForkChild) {
+    if (g_timingState.load() == kForkChild) {
       unavailable(recorder, "not available in a process forked from one that was timing kernels");
       return;
     }
-    if (!g_state.compare_exchange_strong(expected, kClosed)) {
+    if (!g_timingState.compare_exchange_strong(expected, kClosed)) {
       return;  // tried before in this process image (one recording per process)
     }
     std::string why;
@@ -495,8 +496,8 @@ void start(Recorder& recorder) noexcept {
       const Lock lock;
       g_sink = &recorder;
     }
-    g_state.store(kCollecting);
-    g_collecting.store(true, std::memory_order_relaxed);
+    g_timingState.store(kCollecting);
+    g_sinkCollecting.store(true, std::memory_order_relaxed);
     firstTokenOfThread();
     std::atexit(flushAtExit);
   } catch (...) {
@@ -508,29 +509,29 @@ void start(Recorder& recorder) noexcept {
 // runtime record of its next cudart launch gets it.
 thread_local bool t_pushed = false;
 
-std::atomic<bool> g_collecting{false};
+std::atomic<bool> g_sinkCollecting{false};
 
 namespace {
 void pushToken() noexcept {
   const uint64_t token = kTokenBit | g_nextToken.fetch_add(1, std::memory_order_relaxed);
-  t_pushed = g_api.push(kCorrelationKind, token) == CUPTI_SUCCESS;
+  t_pushed = g_cupti.push(kCorrelationKind, token) == CUPTI_SUCCESS;
 }
 }  // namespace
 
 void firstTokenOfThread() noexcept {
-  if (!t_pushed && g_state.load(std::memory_order_acquire) == kCollecting) {
+  if (!t_pushed && g_timingState.load(std::memory_order_acquire) == kCollecting) {
     pushToken();
   }
 }
 
 bool enterLaunch(uint64_t launchIndex) noexcept {
-  if (g_state.load(std::memory_order_acquire) != kCollecting) {
+  if (g_timingState.load(std::memory_order_acquire) != kCollecting) {
     return false;
   }
   if (t_pushed) {
     uint64_t token = 0;
     t_pushed = false;
-    if (g_api.pop(kCorrelationKind, &token) == CUPTI_SUCCESS && (token & kTokenBit) != 0) {
+    if (g_cupti.pop(kCorrelationKind, &token) == CUPTI_SUCCESS && (token & kTokenBit) != 0) {
       try {
         const Lock lock;
         bindToken(token, launchIndex);
@@ -539,20 +540,20 @@ bool enterLaunch(uint64_t launchIndex) noexcept {
       }
     }
   }
-  t_pushed = g_api.push(kCorrelationKind, launchIndex) == CUPTI_SUCCESS;
+  t_pushed = g_cupti.push(kCorrelationKind, launchIndex) == CUPTI_SUCCESS;
   return t_pushed;
 }
 
 void leaveLaunch(CUresult result) noexcept {
-  if (g_state.load(std::memory_order_acquire) == kForkChild) {
+  if (g_timingState.load(std::memory_order_acquire) == kForkChild) {
     return;
   }
   if (result == CUDA_SUCCESS) {
     g_timedLaunches.fetch_add(1, std::memory_order_relaxed);
   }
-  if (t_pushed && g_state.load(std::memory_order_acquire) == kCollecting) {
+  if (t_pushed && g_timingState.load(std::memory_order_acquire) == kCollecting) {
     uint64_t launchIndex = 0;
-    g_api.pop(kCorrelationKind, &launchIndex);
+    g_cupti.pop(kCorrelationKind, &launchIndex);
     pushToken();
   }
 }
@@ -562,7 +563,7 @@ void finish(Recorder& recorder, bool flush) noexcept {
     flushAtExit();  // unless the atexit handler did already
   } else {
     int expected = kCollecting;
-    g_state.compare_exchange_strong(expected, kClosed);
+    g_timingState.compare_exchange_strong(expected, kClosed);
   }
   uint64_t delivered = 0;
   uint64_t incomplete = 0;
@@ -615,13 +616,13 @@ void finish(Recorder& recorder, bool flush) noexcept {
 void abandonAfterFork() noexcept {
   // Only this thread exists now; a lock held by a parent thread at the fork
   // would never be released.
-  pthread_mutex_init(&g_mutex, nullptr);
+  pthread_mutex_init(&g_timingMutex, nullptr);
   g_sink = nullptr;
-  g_collecting.store(false);
+  g_sinkCollecting.store(false);
   g_saidUnavailable.store(false);
   g_timedLaunches.store(0);
-  if (g_state.load() != kUntried) {
-    g_state.store(kForkChild);
+  if (g_timingState.load() != kUntried) {
+    g_timingState.store(kForkChild);
   }
 }
 

@@ -74,10 +74,10 @@ void leaveLaunch(CUresult result) noexcept;
 
 // Every hooked call, first: gives a thread that never launched its first
 // token. One relaxed load when timing is off.
-extern std::atomic<bool> g_collecting;
+extern std::atomic<bool> g_sinkCollecting;
 void firstTokenOfThread() noexcept;
 inline void beforeAnyCall() noexcept {
-  if (g_collecting.load(std::memory_order_relaxed)) [[unlikely]] {
+  if (g_sinkCollecting.load(std::memory_order_relaxed)) [[unlikely]] {
     firstTokenOfThread();
   }
 }

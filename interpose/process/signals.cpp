@@ -1,6 +1,7 @@
-#include "process/process_hooks.h"
+// Fatal signals: the handlers chained to the program's and the thread that
+// ends or flushes the trace for them (signals.h).
+#include "process/signals.h"
 
-#include "record/function_registry.h"
 #include "record/recorder.h"
 #include "hooks/shim_log.h"
 
@@ -44,12 +45,10 @@ constexpr std::chrono::milliseconds kEndWait{500};  // what ending waits for oth
 // Constant-initialized: a handler may run at any time.
 struct sigaction g_previous[NSIG] = {};
 bool g_flushFirst[NSIG] = {};
-std::atomic<bool> g_installed{false};  // handlers and fork hooks (per process image)
 std::atomic<int> g_requestFd{-1};      // handler -> signal thread
 std::atomic<int> g_replyFd{-1};        // signal thread -> handler (non-blocking)
 std::atomic<pid_t> g_signalThread{0};  // tid of this process's signal thread
 std::atomic<bool> g_handlerBusy{false};
-pthread_mutex_t g_startMutex = PTHREAD_MUTEX_INITIALIZER;
 
 pid_t currentTid() noexcept { return static_cast<pid_t>(::syscall(SYS_gettid)); }
 
@@ -225,9 +224,21 @@ void installSignalHandlers() noexcept {
   }
 }
 
-// ---- fork -----------------------------------------------------------------------------
+}  // namespace
 
-void inForkChild() noexcept {
+bool onSignalThread() noexcept { return currentTid() == g_signalThread.load(std::memory_order_acquire); }
+
+namespace signals {
+
+void install() noexcept { installSignalHandlers(); }
+
+void startThread() noexcept {
+  if (g_requestFd.load() < 0) {
+    startSignalThread();
+  }
+}
+
+void afterFork() noexcept {
   // Only this thread exists now. The parent's signal thread and pipes are
   // not ours: close our copies and start afresh with the child's recording.
   for (auto* fd : {&g_requestFd, &g_replyFd}) {
@@ -238,33 +249,7 @@ void inForkChild() noexcept {
   }
   g_signalThread.store(0);
   g_handlerBusy.store(false);
-  pthread_mutex_init(&g_startMutex, nullptr);
-  FunctionRegistry::instance().resetLocksAfterFork();
-  Recorder::abandonAfterFork();
 }
 
-// ---- exit -------------------------------------------------------------------------------
-
-// After the program's atexit handlers and static destructors (_dl_fini runs
-// the preloaded shim's destructors late), so their CUDA calls are recorded.
-[[gnu::destructor]] void endAtExit() noexcept {
-  Recorder::endCurrent(schema::EndReason::EXIT, 0, std::chrono::milliseconds(2000));
-}
-
-}  // namespace
-
-bool onSignalThread() noexcept { return currentTid() == g_signalThread.load(std::memory_order_acquire); }
-
-void recordingStarted() noexcept {
-  pthread_mutex_lock(&g_startMutex);
-  if (!g_installed.exchange(true)) {
-    pthread_atfork(nullptr, nullptr, inForkChild);
-    installSignalHandlers();
-  }
-  if (g_requestFd.load() < 0) {
-    startSignalThread();
-  }
-  pthread_mutex_unlock(&g_startMutex);
-}
-
+}  // namespace signals
 }  // namespace kcap::process

@@ -1,4 +1,4 @@
-#include "record/function_registry.h"
+#include "record/code_registry.h"
 
 #include "hooks/real_driver.h"
 #include "hooks/stats.h"
@@ -15,7 +15,7 @@ constexpr std::string_view kUnknownName = "<unknown>";
 }  // namespace
 
 // cuFuncGetName rejects a CUkernel cast to CUfunction, cuKernelGetName takes it.
-std::string FunctionRegistry::driverNameOf(CUfunction handle) {
+std::string CodeRegistry::driverNameOf(CUfunction handle) {
   using FuncGetName = CUresult (*)(const char**, CUfunction);
   using KernelGetName = CUresult (*)(const char**, CUkernel);
   static const auto funcGetName = reinterpret_cast<FuncGetName>(real::driverSymbol("cuFuncGetName"));
@@ -33,8 +33,8 @@ std::string FunctionRegistry::driverNameOf(CUfunction handle) {
   return std::string(kUnknownName);
 }
 
-FunctionRegistry& FunctionRegistry::instance() {
-  static FunctionRegistry* const registry = new FunctionRegistry;
+CodeRegistry& CodeRegistry::instance() {
+  static CodeRegistry* const registry = new CodeRegistry;
   return *registry;
 }
 
@@ -46,7 +46,7 @@ std::uint64_t codeGeneration() noexcept { return g_codeGeneration.load(std::memo
 
 void codeChanged() noexcept { g_codeGeneration.fetch_add(1, std::memory_order_acq_rel); }
 
-FunctionRegistry::KernelName* FunctionRegistry::intern(std::string_view name) {
+CodeRegistry::KernelName* CodeRegistry::intern(std::string_view name) {
   auto [it, inserted] = names_.try_emplace(std::string(name));
   if (inserted) {
     it->second = std::make_unique<KernelName>(it->first);
@@ -54,7 +54,7 @@ FunctionRegistry::KernelName* FunctionRegistry::intern(std::string_view name) {
   return it->second.get();
 }
 
-void FunctionRegistry::forgetOwnedBy(const void* owner) {
+void CodeRegistry::forgetOwnedBy(const void* owner) {
   // Handles the driver named for us have no known owner; any unload may
   // have invalidated them, and the driver may reuse their values.
   std::erase_if(handles_,
@@ -62,23 +62,23 @@ void FunctionRegistry::forgetOwnedBy(const void* owner) {
   codeChanged();
 }
 
-void FunctionRegistry::moduleLoaded(CUmodule module, HookId source) {
+void CodeRegistry::moduleLoaded(CUmodule module, HookId source) {
   std::unique_lock lock(mutex_);
   modules_[module] = Module{source, nullptr};
 }
 
-void FunctionRegistry::moduleUnloaded(CUmodule module) {
+void CodeRegistry::moduleUnloaded(CUmodule module) {
   std::unique_lock lock(mutex_);
   modules_.erase(module);
   forgetOwnedBy(module);
 }
 
-void FunctionRegistry::libraryLoaded(CUlibrary library, HookId source) {
+void CodeRegistry::libraryLoaded(CUlibrary library, HookId source) {
   std::unique_lock lock(mutex_);
   libraries_[library] = source;
 }
 
-void FunctionRegistry::libraryUnloaded(CUlibrary library) {
+void CodeRegistry::libraryUnloaded(CUlibrary library) {
   std::unique_lock lock(mutex_);
   libraries_.erase(library);
   for (auto it = modules_.begin(); it != modules_.end();) {
@@ -92,24 +92,24 @@ void FunctionRegistry::libraryUnloaded(CUlibrary library) {
   forgetOwnedBy(library);
 }
 
-void FunctionRegistry::libraryModule(CUmodule module, CUlibrary library) {
+void CodeRegistry::libraryModule(CUmodule module, CUlibrary library) {
   std::unique_lock lock(mutex_);
   const auto it = libraries_.find(library);
   const HookId source = it != libraries_.end() ? it->second : HookId::cuLibraryGetModule_hook;
   modules_[module] = Module{source, library};
 }
 
-void FunctionRegistry::functionFound(CUfunction function, CUmodule module, const char* name) {
+void CodeRegistry::functionFound(CUfunction function, CUmodule module, const char* name) {
   std::unique_lock lock(mutex_);
   bind(function, Handle{intern(name != nullptr ? name : kUnknownName), module});
 }
 
-void FunctionRegistry::kernelFound(CUkernel kernel, CUlibrary library, const char* name) {
+void CodeRegistry::kernelFound(CUkernel kernel, CUlibrary library, const char* name) {
   std::unique_lock lock(mutex_);
   bind(kernel, Handle{intern(name != nullptr ? name : kUnknownName), library});
 }
 
-void FunctionRegistry::kernelFunction(CUfunction function, CUkernel kernel) {
+void CodeRegistry::kernelFunction(CUfunction function, CUkernel kernel) {
   std::unique_lock lock(mutex_);
   const auto it = handles_.find(kernel);
   if (it != handles_.end()) {
@@ -117,7 +117,7 @@ void FunctionRegistry::kernelFunction(CUfunction function, CUkernel kernel) {
   }
 }
 
-void FunctionRegistry::bind(const void* handle, Handle named) {
+void CodeRegistry::bind(const void* handle, Handle named) {
   const auto [it, inserted] = handles_.try_emplace(handle, named);
   if (!inserted && (it->second.name != named.name || it->second.owner != named.owner)) {
     it->second = named;
@@ -125,13 +125,13 @@ void FunctionRegistry::bind(const void* handle, Handle named) {
   }
 }
 
-void FunctionRegistry::countLaunch(KernelName& kernel) {
+void CodeRegistry::countLaunch(KernelName& kernel) {
   if (counting()) {  // only for KCAP_STATS_FILE, see stats.h
     kernel.launches.fetch_add(1, std::memory_order_relaxed);
   }
 }
 
-std::string_view FunctionRegistry::launched(CUfunction handle) {
+std::string_view CodeRegistry::launched(CUfunction handle) {
   // Most launches repeat a handle the thread launched before: a few
   // entries per thread, valid while the code generation stays the same.
   struct Cached {
@@ -153,9 +153,9 @@ std::string_view FunctionRegistry::launched(CUfunction handle) {
   return name->name;
 }
 
-std::string_view FunctionRegistry::nameOf(CUfunction handle) { return lookup(handle)->name; }
+std::string_view CodeRegistry::nameOf(CUfunction handle) { return lookup(handle)->name; }
 
-FunctionRegistry::KernelName* FunctionRegistry::lookup(CUfunction handle) {
+CodeRegistry::KernelName* CodeRegistry::lookup(CUfunction handle) {
   {
     std::shared_lock lock(mutex_);
     const auto it = handles_.find(handle);
@@ -168,7 +168,7 @@ FunctionRegistry::KernelName* FunctionRegistry::lookup(CUfunction handle) {
   return handles_.try_emplace(handle, Handle{intern(name), nullptr}).first->second.name;
 }
 
-std::vector<FunctionRegistry::LaunchCount> FunctionRegistry::launchCounts() const {
+std::vector<CodeRegistry::LaunchCount> CodeRegistry::launchCounts() const {
   std::vector<LaunchCount> counts;
   {
     std::shared_lock lock(mutex_);
@@ -183,6 +183,82 @@ std::vector<FunctionRegistry::LaunchCount> FunctionRegistry::launchCounts() cons
   return counts;
 }
 
-void FunctionRegistry::resetLocksAfterFork() noexcept { new (&mutex_) std::shared_mutex; }
+// ---- the recording's view ---------------------------------------------------------
+
+void CodeRegistry::recordingStarted() {
+  std::unique_lock lock(mutex_);
+  globals_.clear();
+  libraryOfModule_.clear();
+  functions_.clear();
+  kernelNames_.clear();
+}
+
+void CodeRegistry::recordedLoad(uint64_t handle, std::vector<GlobalVariable> globals) {
+  std::unique_lock lock(mutex_);
+  globals_[handle] = std::move(globals);
+}
+
+void CodeRegistry::recordedUnload(uint64_t handle) {
+  {
+    std::unique_lock lock(mutex_);
+    globals_.erase(handle);
+    std::erase_if(libraryOfModule_, [&](const auto& entry) { return entry.first == handle || entry.second == handle; });
+    std::erase_if(functions_, [&](const auto& entry) { return entry.second.owner == handle; });
+    std::erase_if(kernelNames_, [&](const auto& entry) { return functions_.count(entry.first) == 0; });
+  }
+  codeChanged();
+}
+
+uint64_t CodeRegistry::recordedKernel(uint64_t kernel, std::string& name) const {
+  std::shared_lock lock(mutex_);
+  const auto it = functions_.find(kernel);
+  if (const auto named = kernelNames_.find(kernel); named != kernelNames_.end() && name.empty()) {
+    name = named->second;
+  }
+  return it != functions_.end() ? it->second.owner : 0;
+}
+
+void CodeRegistry::recordedLibraryModule(uint64_t module, uint64_t library) {
+  std::unique_lock lock(mutex_);
+  libraryOfModule_[module] = library;
+}
+
+void CodeRegistry::recordedBind(uint64_t handle, const FunctionInfo& info, const std::string* kernelName) {
+  std::unique_lock lock(mutex_);
+  if (kernelName != nullptr) {
+    kernelNames_[handle] = *kernelName;
+  }
+  const auto [it, inserted] = functions_.try_emplace(handle, info);
+  if (!inserted &&
+      (it->second.owner != info.owner || it->second.isKernel != info.isKernel || it->second.layout != info.layout)) {
+    it->second = info;
+    codeChanged();
+  }
+}
+
+std::optional<FunctionInfo> CodeRegistry::recordedFunction(uint64_t handle) const {
+  std::shared_lock lock(mutex_);
+  const auto it = functions_.find(handle);
+  if (it == functions_.end()) {
+    return std::nullopt;
+  }
+  return it->second;
+}
+
+FunctionInfo CodeRegistry::rememberFunction(uint64_t handle, FunctionInfo info) {
+  std::unique_lock lock(mutex_);
+  return functions_.try_emplace(handle, std::move(info)).first->second;
+}
+
+std::vector<GlobalVariable> CodeRegistry::globalsOf(uint64_t owner) const {
+  std::shared_lock lock(mutex_);
+  if (const auto library = libraryOfModule_.find(owner); library != libraryOfModule_.end()) {
+    owner = library->second;
+  }
+  const auto it = globals_.find(owner);
+  return it != globals_.end() ? it->second : std::vector<GlobalVariable>{};
+}
+
+void CodeRegistry::resetLocksAfterFork() noexcept { new (&mutex_) std::shared_mutex; }
 
 }  // namespace kcap
