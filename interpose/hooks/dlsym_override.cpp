@@ -39,9 +39,9 @@ DlsymFunction libcDlsym() noexcept {
   // library's (or that of another interposer preloaded after us).
   for (const char* version : {"GLIBC_2.34", "GLIBC_2.2.5", "GLIBC_2.17"}) {
     if (void* fn = dlvsym(RTLD_NEXT, "dlsym", version)) {
-      const auto dlsym_fn = reinterpret_cast<DlsymFunction>(fn);
-      g_libcDlsym.store(dlsym_fn, std::memory_order_release);
-      return dlsym_fn;
+      const auto dlsymFunction = reinterpret_cast<DlsymFunction>(fn);
+      g_libcDlsym.store(dlsymFunction, std::memory_order_release);
+      return dlsymFunction;
     }
   }
   KCAP_LOG_ONCE("cannot find the C library's dlsym; dlsym() will return NULL");
@@ -69,10 +69,10 @@ namespace {
   // would have been found. Another library that happens to define a cu*
   // name keeps its own. (Checked before the lookup whose outcome the caller
   // may read from dlerror.)
-  const bool is_driver = real::isDriverHandle(handle);
+  const bool isDriver = real::isDriverHandle(handle);
   const real::DlsymFunction lookup = real::libcDlsym();
   void* fn = lookup != nullptr ? lookup(handle, name) : nullptr;
-  if (fn == nullptr || !is_driver || isOwnWrapper(fn)) {
+  if (fn == nullptr || !isDriver || isOwnWrapper(fn)) {
     return fn;
   }
   adoptRealFunction(*id, fn);

@@ -31,7 +31,7 @@ struct HookSpec {
   std::string_view symbol;  // exported name, in libcuda and in the shim
   std::string_view pfn;     // cudaTypedefs.h type name
   int version;              // CUDA version of this ABI
-  bool per_thread;          // _ptsz / _ptds variant
+  bool perThread;           // _ptsz / _ptds variant
 };
 
 inline constexpr HookSpec kHooks[] = {
@@ -98,13 +98,13 @@ constexpr bool pfnMatchesRow(const HookSpec& row) {
     return false;
   }
   pfn.remove_prefix(digits);
-  const bool per_thread_suffix = pfn == "_ptsz" || pfn == "_ptds";
-  return row.per_thread ? per_thread_suffix : pfn.empty();
+  const bool perThreadSuffix = pfn == "_ptsz" || pfn == "_ptds";
+  return row.perThread ? perThreadSuffix : pfn.empty();
 }
 
 constexpr bool symbolMatchesRow(const HookSpec& row) {
-  const bool per_thread_symbol = row.symbol.ends_with("_ptsz") || row.symbol.ends_with("_ptds");
-  return row.symbol.starts_with(row.api) && per_thread_symbol == row.per_thread;
+  const bool perThreadSymbol = row.symbol.ends_with("_ptsz") || row.symbol.ends_with("_ptds");
+  return row.symbol.starts_with(row.api) && perThreadSymbol == row.perThread;
 }
 
 constexpr bool rowsConsistent() {
@@ -115,10 +115,10 @@ constexpr bool rowsConsistent() {
   }
   for (std::size_t i = 0; i < kHookCount; ++i) {
     for (std::size_t j = i + 1; j < kHookCount; ++j) {
-      const bool same_symbol = kHooks[i].symbol == kHooks[j].symbol;
-      const bool same_lookup = kHooks[i].api == kHooks[j].api && kHooks[i].version == kHooks[j].version &&
-                               kHooks[i].per_thread == kHooks[j].per_thread;
-      if (same_symbol || same_lookup) {
+      const bool sameSymbol = kHooks[i].symbol == kHooks[j].symbol;
+      const bool sameLookup = kHooks[i].api == kHooks[j].api && kHooks[i].version == kHooks[j].version &&
+                              kHooks[i].perThread == kHooks[j].perThread;
+      if (sameSymbol || sameLookup) {
         return false;
       }
     }
@@ -177,14 +177,14 @@ constexpr std::optional<HookId> findBySymbol(std::string_view symbol) noexcept {
 // hooked, the lookup passes through.
 constexpr std::optional<HookId> selectForLookup(std::string_view api, int version, std::uint64_t flags) noexcept {
   const auto [first, last] = std::equal_range(detail::kByApi.begin(), detail::kByApi.end(), api, detail::ApiLess{});
-  const bool wants_per_thread = (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) != 0;
-  const bool has_per_thread = std::any_of(first, last, [](HookId id) { return spec(id).per_thread; });
-  const bool per_thread = wants_per_thread && has_per_thread;
+  const bool wantsPerThread = (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) != 0;
+  const bool hasPerThread = std::any_of(first, last, [](HookId id) { return spec(id).perThread; });
+  const bool perThread = wantsPerThread && hasPerThread;
 
   std::optional<HookId> best;
   for (auto it = first; it != last; ++it) {
     const HookSpec& row = spec(*it);
-    if (row.per_thread == per_thread && row.version <= version && (!best || row.version > spec(*best).version)) {
+    if (row.perThread == perThread && row.version <= version && (!best || row.version > spec(*best).version)) {
       best = *it;
     }
   }

@@ -5,10 +5,10 @@
 // symbol; cuGetProcAddress and dlsym hand out its address.
 #pragma once
 
-#include "timing/cupti_timing.h"
 #include "hooks/hook_table.h"
-#include "observe/observer.h"
 #include "hooks/stats.h"
+#include "observe/observer.h"
+#include "timing/cupti_timing.h"
 
 #include <cuda.h>
 
@@ -34,18 +34,18 @@ struct GenericWrapper<Id, CUresult(Args...)> {
       return missingFunction(Id);
     }
     using Obs = Observer<familyOf(Id)>;
-    constexpr bool has_before = requires { Obs::before(Id, args...); };
-    [[maybe_unused]] bool before_ran = false;
-    if constexpr (has_before) {
-      before_ran = observe([&] { Obs::before(Id, args...); });
+    constexpr bool hasBefore = requires { Obs::before(Id, args...); };
+    [[maybe_unused]] bool beforeRan = false;
+    if constexpr (hasBefore) {
+      beforeRan = observe([&] { Obs::before(Id, args...); });
     }
     const CUresult result = real(args...);
     if (result != CUDA_SUCCESS) [[unlikely]] {
       observe([&] { observeFailure(Id, result); });
     }
     if constexpr (requires { Obs::after(Id, result, args...); }) {
-      if constexpr (has_before) {
-        if (before_ran) {
+      if constexpr (hasBefore) {
+        if (beforeRan) {
           observe([&] { Obs::after(Id, result, args...); }, true);  // take down what before() set up
         }
       } else {

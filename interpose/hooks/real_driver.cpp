@@ -38,7 +38,7 @@ const char* driverPath() noexcept {
   return expected;
 }
 
-void* openDriver(int extra_flags) noexcept { return dlopen(driverPath(), RTLD_NOW | RTLD_LOCAL | extra_flags); }
+void* openDriver(int extraFlags) noexcept { return dlopen(driverPath(), RTLD_NOW | RTLD_LOCAL | extraFlags); }
 
 // Several threads may open the driver at once; they all get the same handle
 // (the loader counts references), so whoever publishes first is as good as

@@ -1,7 +1,7 @@
 #include "hooks/stats.h"
 
-#include "record/code_registry.h"
 #include "hooks/shim_log.h"
+#include "record/code_registry.h"
 
 #include <cerrno>
 #include <cstdio>

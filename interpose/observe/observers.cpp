@@ -3,11 +3,11 @@
 // Recorder when the shim records (KCAP_OUTPUT).
 #include "observe/observer.h"
 
-#include "timing/cupti_timing.h"
-#include "record/code_registry.h"
-#include "record/recorder.h"
 #include "hooks/shim_log.h"
 #include "hooks/stats.h"
+#include "record/code_registry.h"
+#include "record/recorder.h"
+#include "timing/cupti_timing.h"
 
 #include <atomic>
 #include <memory>
@@ -281,7 +281,7 @@ void Observer<HookId::cuLaunchKernel_hook>::before(HookId id, CUfunction f, unsi
                                                    unsigned gridZ, unsigned blockX, unsigned blockY, unsigned blockZ,
                                                    unsigned sharedBytes, CUstream stream, void** params, void** extra) {
   launchBefore({.api = schema::LaunchApi::LAUNCH_KERNEL,
-                .perThreadStream = spec(id).per_thread,
+                .perThreadStream = spec(id).perThread,
                 .function = f,
                 .grid = {gridX, gridY, gridZ},
                 .block = {blockX, blockY, blockZ},
@@ -307,7 +307,7 @@ void Observer<HookId::cuLaunchKernelEx_hook>::before(HookId id, const CUlaunchCo
     return;
   }
   launchBefore({.api = schema::LaunchApi::LAUNCH_KERNEL_EX,
-                .perThreadStream = spec(id).per_thread,
+                .perThreadStream = spec(id).perThread,
                 .function = f,
                 .grid = {config->gridDimX, config->gridDimY, config->gridDimZ},
                 .block = {config->blockDimX, config->blockDimY, config->blockDimZ},
@@ -329,7 +329,7 @@ void Observer<HookId::cuLaunchCooperativeKernel_hook>::before(HookId id, CUfunct
                                                               unsigned blockZ, unsigned sharedBytes, CUstream stream,
                                                               void** params) {
   launchBefore({.api = schema::LaunchApi::LAUNCH_COOPERATIVE_KERNEL,
-                .perThreadStream = spec(id).per_thread,
+                .perThreadStream = spec(id).perThread,
                 .function = f,
                 .grid = {gridX, gridY, gridZ},
                 .block = {blockX, blockY, blockZ},

@@ -5,8 +5,8 @@
 #include "core/thread_work.h"
 #include "hooks/shim_log.h"
 #include "process/signals.h"
-#include "record/driver_api.h"
 #include "record/code_registry.h"
+#include "record/driver_api.h"
 #include "record/recorder.h"
 #include "timing/cupti_timing.h"
 

@@ -2,8 +2,8 @@
 // ends or flushes the trace for them (signals.h).
 #include "process/signals.h"
 
-#include "record/recorder.h"
 #include "hooks/shim_log.h"
+#include "record/recorder.h"
 
 #include <fcntl.h>
 #include <poll.h>

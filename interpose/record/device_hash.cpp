@@ -1,8 +1,8 @@
 #include "record/device_hash.h"
 
-#include "record/driver_api.h"
-#include "hooks/shim_log.h"
 #include "core/xxh3_long.h"
+#include "hooks/shim_log.h"
+#include "record/driver_api.h"
 
 #include <atomic>
 

@@ -24,9 +24,9 @@
 // that they are never "unsafe" calls invalidating another thread's capture.
 #include "record/recorder.h"
 
-#include "record/driver_api.h"
 #include "core/event_recycler.h"
 #include "core/param_buffer.h"
+#include "record/driver_api.h"
 
 #include <algorithm>
 #include <mutex>

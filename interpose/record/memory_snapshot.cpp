@@ -1,9 +1,9 @@
 #include "record/memory_snapshot.h"
 
+#include "core/xxh3_long.h"
+#include "hooks/stats.h"
 #include "record/device_hash.h"
 #include "record/driver_api.h"
-#include "hooks/stats.h"
-#include "core/xxh3_long.h"
 
 #include <capnp/message.h>
 

@@ -3,8 +3,8 @@
 #include "record/recorder.h"
 
 #include "code_image.h"
-#include "record/driver_api.h"
 #include "record/code_registry.h"
+#include "record/driver_api.h"
 
 #include <cstdio>
 #include <map>

@@ -2,11 +2,11 @@
 // (process/lifecycle.cpp decides when it starts and what a fork does).
 #include "record/recorder.h"
 
-#include "timing/cupti_timing.h"
-#include "record/driver_api.h"
-#include "process/lifecycle.h"
 #include "hooks/shim_log.h"
 #include "hooks/stats.h"
+#include "process/lifecycle.h"
+#include "record/driver_api.h"
+#include "timing/cupti_timing.h"
 
 #include <fcntl.h>
 #include <pthread.h>

@@ -25,12 +25,12 @@
 
 #include "core/allocation_map.h"
 #include "core/capture_options.h"
-#include "hooks/hook_table.h"
-#include "record/code_registry.h"
-#include "record/memory_snapshot.h"
 #include "core/pointer_scanner.h"
 #include "core/thread_work.h"
 #include "core/trace_clock.h"
+#include "hooks/hook_table.h"
+#include "record/code_registry.h"
+#include "record/memory_snapshot.h"
 
 #include "kcap.capnp.h"
 #include "trace_writer.h"

@@ -3,9 +3,9 @@
 // flush at exit. See cupti_timing.h for the design.
 #include "timing/cupti_timing.h"
 
+#include "hooks/shim_log.h"
 #include "record/device_hash.h"
 #include "record/recorder.h"
-#include "hooks/shim_log.h"
 
 #include <cupti.h>
 #include <dlfcn.h>
