@@ -7,14 +7,15 @@
 //     pass-through. Invalid KCAP_* values: one "kcap: ..." line, no recording.
 //   - traceBegin is event 0. Every event carries the calling thread and the
 //     time since the trace started.
-//   - It ends once: at exit, on a fatal signal (process/),
-//     or on an internal failure (one "kcap: ..." line; calls keep passing
+//   - It ends once: at exit, on a fatal signal (process/), or on an
+//     internal failure (one "kcap: ..." line; calls keep passing
 //     through). Ending writes traceEnd and closes the file. In the child of
 //     a fork the parent's recorder is abandoned untouched; the child starts
 //     its own trace if it makes CUDA calls.
 //
 // Thread model: any number of threads call in at once. There is no global
-// lock: state is kept in maps with their own short-held locks, events are
+// lock: state is kept in maps with their own short-held locks (what it
+// knows of the program's code, in the code registry), events are
 // built by the calling thread and handed to the TraceWriter, which assigns
 // the sequence numbers. The recorder never holds one of its locks while it
 // calls the driver.
