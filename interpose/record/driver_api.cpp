@@ -1,0 +1,116 @@
+#include "record/driver_api.h"
+
+#include "core/cuda_result_names.h"
+#include "hooks/real_driver.h"
+
+#include <cstdio>
+
+namespace kcap {
+namespace {
+
+template <class Pfn>
+void resolve(Pfn& slot, const char* symbol) noexcept {
+  slot = reinterpret_cast<Pfn>(real::driverSymbol(symbol));
+}
+
+DriverApi load() noexcept {
+  DriverApi api;
+  resolve(api.driverGetVersion, "cuDriverGetVersion");
+  resolve(api.getErrorName, "cuGetErrorName");
+  resolve(api.deviceGetCount, "cuDeviceGetCount");
+  resolve(api.deviceGet, "cuDeviceGet");
+  resolve(api.deviceGetName, "cuDeviceGetName");
+  resolve(api.deviceGetUuid, "cuDeviceGetUuid_v2");
+  if (api.deviceGetUuid == nullptr) {
+    resolve(api.deviceGetUuid, "cuDeviceGetUuid");  // same signature, older ABI
+  }
+  resolve(api.deviceGetAttribute, "cuDeviceGetAttribute");
+  resolve(api.deviceTotalMem, "cuDeviceTotalMem_v2");
+  resolve(api.deviceGetPCIBusId, "cuDeviceGetPCIBusId");
+  resolve(api.ctxGetCurrent, "cuCtxGetCurrent");
+  resolve(api.ctxGetDevice, "cuCtxGetDevice");
+  resolve(api.ctxSynchronize, "cuCtxSynchronize");
+  resolve(api.streamSynchronize, "cuStreamSynchronize");
+  resolve(api.streamIsCapturing, "cuStreamIsCapturing");
+  resolve(api.threadExchangeStreamCaptureMode, "cuThreadExchangeStreamCaptureMode");
+  resolve(api.memcpyDtoH, "cuMemcpyDtoH_v2");
+  resolve(api.memcpyDtoHAsync, "cuMemcpyDtoHAsync_v2");
+  resolve(api.streamCreate, "cuStreamCreate");
+  resolve(api.memHostAlloc, "cuMemHostAlloc");
+  resolve(api.memHostRegister, "cuMemHostRegister_v2");
+  resolve(api.memHostUnregister, "cuMemHostUnregister");
+  resolve(api.pointerGetAttribute, "cuPointerGetAttribute");
+  resolve(api.memGetAddressRange, "cuMemGetAddressRange_v2");
+  resolve(api.libraryLoadData, "cuLibraryLoadData");
+  resolve(api.libraryGetKernel, "cuLibraryGetKernel");
+  resolve(api.launchKernel, "cuLaunchKernel");
+  resolve(api.funcGetParamInfo, "cuFuncGetParamInfo");
+  resolve(api.kernelGetParamInfo, "cuKernelGetParamInfo");
+  resolve(api.moduleGetGlobal, "cuModuleGetGlobal_v2");
+  resolve(api.libraryGetGlobal, "cuLibraryGetGlobal");
+  return api;
+}
+
+}  // namespace
+
+const DriverApi& driverApi() noexcept {
+  static const DriverApi api = load();
+  return api;
+}
+
+uint64_t currentContext() noexcept {
+  CUcontext context = nullptr;
+  const auto get = driverApi().ctxGetCurrent;
+  return get != nullptr && get(&context) == CUDA_SUCCESS ? reinterpret_cast<uint64_t>(context) : 0;
+}
+
+int deviceOf(uint64_t context) noexcept {
+  // A context's device never changes: one driver call per context a thread
+  // switches to (this is on every recorded launch's path). A context
+  // destroyed and another made at the same address on another device, on
+  // the same thread, would be misnamed; the driver does not reuse handles
+  // that quickly in practice.
+  thread_local uint64_t t_context = 0;
+  thread_local int t_device = -1;
+  if (context != 0 && context == t_context) {
+    return t_device;
+  }
+  CUdevice device = 0;
+  const auto get = driverApi().ctxGetDevice;
+  const int found = get != nullptr && get(&device) == CUDA_SUCCESS ? static_cast<int>(device) : -1;
+  t_context = found >= 0 ? context : 0;
+  t_device = found;
+  return found;
+}
+
+int currentDevice() noexcept { return deviceOf(currentContext()); }
+
+const char* resultName(CUresult result, char (&buffer)[32]) noexcept {
+  // The table first: at exit the driver is gone and cannot name anything,
+  // and where it can, its names are the same enumerators. The driver then
+  // names the codes of drivers newer than the table.
+  if (const char* known = cudaResultName(result)) {
+    return known;
+  }
+  const char* name = nullptr;
+  const auto get = driverApi().getErrorName;
+  if (get != nullptr && get(result, &name) == CUDA_SUCCESS && name != nullptr) {
+    return name;
+  }
+  std::snprintf(buffer, sizeof buffer, "CUresult %d", static_cast<int>(result));
+  return buffer;
+}
+
+RelaxedCaptureMode::RelaxedCaptureMode() noexcept {
+  const auto exchange = driverApi().threadExchangeStreamCaptureMode;
+  previous_ = CU_STREAM_CAPTURE_MODE_RELAXED;
+  exchanged_ = exchange != nullptr && exchange(&previous_) == CUDA_SUCCESS;
+}
+
+RelaxedCaptureMode::~RelaxedCaptureMode() {
+  if (exchanged_) {
+    driverApi().threadExchangeStreamCaptureMode(&previous_);
+  }
+}
+
+}  // namespace kcap

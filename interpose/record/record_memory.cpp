@@ -1,0 +1,356 @@
+// Memory and ordering: allocations and frees (kept in the AllocationMap that
+// launches resolve pointers with), copies and memsets into device memory,
+// stream and event operations, graph launches, API errors.
+#include "record/recorder.h"
+
+#include "record/driver_api.h"
+
+#include <algorithm>
+#include <cstring>
+#include <mutex>
+#include <vector>
+
+namespace kcap {
+namespace {
+
+AllocationKind mapKind(schema::AllocKind kind) {
+  switch (kind) {
+    case schema::AllocKind::MANAGED:
+      return AllocationKind::kManaged;
+    case schema::AllocKind::HOST_ALLOC:
+    case schema::AllocKind::HOST_REGISTER:
+      return AllocationKind::kHostMapped;
+    case schema::AllocKind::VMM_MAP:
+      return AllocationKind::kVmm;
+    default:
+      return AllocationKind::kDevice;
+  }
+}
+
+}  // namespace
+
+void Recorder::allocated(const AllocCall& call) {
+  if (call.result != CUDA_SUCCESS) {
+    return;  // apiError has it
+  }
+  Operation operation(*this);
+  if (!operation) {
+    return;
+  }
+  int device = call.device >= 0 ? call.device : currentDevice();
+  switch (call.kind) {
+    case schema::AllocKind::VMM_RESERVE:
+      allocations_.addReservation(call.address, call.size);
+      break;
+    case schema::AllocKind::VMM_CREATE: {
+      std::unique_lock lock(vmmMutex_);
+      vmmHandleDevice_[call.handle] = device;
+      break;
+    }
+    case schema::AllocKind::VMM_MAP: {
+      {
+        std::shared_lock lock(vmmMutex_);
+        const auto it = vmmHandleDevice_.find(call.handle);
+        device = it != vmmHandleDevice_.end() ? it->second : -1;
+      }
+      const auto reservation = allocations_.findReservation(call.address);
+      allocations_.add({call.address, call.size, AllocationKind::kVmm, device, reservation ? reservation->first : 0});
+      break;
+    }
+    default:
+      allocations_.add({call.address, call.size, mapKind(call.kind), device, 0});
+      break;
+  }
+  EventMessage message(*this);
+  auto alloc = message.event().initAlloc();
+  alloc.setKind(call.kind);
+  alloc.setAddress(call.address);
+  alloc.setSize(call.size);
+  alloc.setPitch(call.pitch);
+  alloc.setDevice(device);
+  alloc.setContext(currentContext());
+  alloc.setStream(call.stream);
+  alloc.setHandle(call.handle);
+  alloc.setOffset(call.offset);
+  alloc.setFlags(call.flags);
+  alloc.setResult(call.result);
+  append(message);
+}
+
+std::vector<Allocation> Recorder::releasing(schema::AllocKind kind, uint64_t address, uint64_t size) {
+  Operation operation(*this);
+  if (!operation) {
+    return {};
+  }
+  switch (kind) {
+    case schema::AllocKind::VMM_MAP:
+      return allocations_.removeRange(address, size);
+    case schema::AllocKind::VMM_RESERVE:
+      allocations_.removeReservation(address);
+      return {};
+    case schema::AllocKind::VMM_CREATE:
+      return {};
+    default:
+      if (auto removed = allocations_.remove(address)) {
+        return {*removed};
+      }
+      return {};
+  }
+}
+
+void Recorder::freed(const FreeCall& call, const std::vector<Allocation>& released) {
+  Operation operation(*this);
+  if (!operation) {
+    return;
+  }
+  if (call.result != CUDA_SUCCESS) {
+    for (const Allocation& allocation : released) {
+      allocations_.add(allocation);  // still allocated after all
+    }
+    return;
+  }
+  schema::AllocKind kind = call.kind;
+  uint64_t size = call.size;
+  if (released.size() == 1) {
+    size = released.front().size;
+    if (kind == schema::AllocKind::MEM_ALLOC && released.front().kind == AllocationKind::kManaged) {
+      kind = schema::AllocKind::MANAGED;
+    }
+  }
+  if (kind == schema::AllocKind::VMM_CREATE) {
+    std::unique_lock lock(vmmMutex_);
+    vmmHandleDevice_.erase(call.handle);
+  }
+  EventMessage message(*this);
+  auto free = message.event().initFree();
+  free.setKind(kind);
+  free.setAddress(call.address);
+  free.setSize(size);
+  free.setStream(call.stream);
+  free.setHandle(call.handle);
+  free.setResult(call.result);
+  append(message);
+}
+
+void Recorder::copied(const CopyCall& call, const void* hostSource) {
+  if (call.result != CUDA_SUCCESS) {
+    return;
+  }
+  Operation operation(*this);
+  if (!operation) {
+    return;
+  }
+  schema::CopyDirection direction = call.direction;
+  if (direction == schema::CopyDirection::UNKNOWN && !call.array) {
+    // cuMemcpy, or a unified side of a 2D/3D copy: unified addressing; which
+    // side is the device's? Tracked allocations say; otherwise ask the
+    // driver. Host bytes are read only when the source is known to be
+    // host memory.
+    const auto side = [&](uint64_t pointer) -> int {  // 1 device, 0 host, -1 unknown
+      if (const auto allocation = allocations_.find(pointer)) {
+        return allocation->kind == AllocationKind::kHostMapped ? 0 : 1;
+      }
+      const auto query = driverApi().pointerGetAttribute;
+      if (query == nullptr) {
+        return -1;
+      }
+      unsigned type = 0;
+      const CUresult r = query(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, pointer);
+      if (r == CUDA_ERROR_INVALID_VALUE) {
+        return 0;  // not memory the driver knows: pageable host memory
+      }
+      if (r != CUDA_SUCCESS) {
+        return -1;
+      }
+      return type == CU_MEMORYTYPE_HOST ? 0 : 1;
+    };
+    const int dst = side(call.dst);
+    const int src = side(call.src);
+    if (dst == 1 && src == 0) {
+      direction = schema::CopyDirection::HOST_TO_DEVICE;
+      hostSource = reinterpret_cast<const void*>(call.src);
+    } else if (dst == 0 && src == 1) {
+      direction = schema::CopyDirection::DEVICE_TO_HOST;
+    } else if (dst == 1 && src == 1) {
+      direction = schema::CopyDirection::DEVICE_TO_DEVICE;
+    } else if (dst == 0 && src == 0) {
+      direction = schema::CopyDirection::HOST_TO_HOST;
+    }
+  }
+  EventMessage message(*this);
+  auto copy = message.event().initMemcpy();
+  copy.setDirection(direction);
+  const bool toDevice =
+      direction == schema::CopyDirection::HOST_TO_DEVICE || direction == schema::CopyDirection::DEVICE_TO_DEVICE;
+  const bool fromDevice =
+      direction == schema::CopyDirection::DEVICE_TO_HOST || direction == schema::CopyDirection::DEVICE_TO_DEVICE;
+  const bool unknown = direction == schema::CopyDirection::UNKNOWN;
+  copy.setDst(toDevice || unknown ? call.dst : 0);
+  copy.setSrc(fromDevice || unknown ? call.src : 0);
+  copy.setSize(call.size);
+  copy.setStream(call.stream);
+  copy.setIsAsync(call.isAsync);
+  copy.setResult(call.result);
+  copy.setWidth(call.width);
+  copy.setHeight(call.height);
+  copy.setDstPitch(call.dstPitch);
+  copy.setSrcPitch(call.srcPitch);
+  copy.setDepth(call.depth);
+  copy.setDstHeight(call.dstHeight);
+  copy.setSrcHeight(call.srcHeight);
+  if (direction == schema::CopyDirection::HOST_TO_DEVICE && hostSource != nullptr && call.size != 0 &&
+      options_.mode != CaptureMode::kMetadata) {
+    const uint64_t slices = std::max<uint64_t>(call.depth, 1);
+    const uint64_t slicePitch = call.srcPitch * call.srcHeight;
+    const bool rowsApart = call.height > 1 && call.srcPitch != call.width;
+    const bool slicesApart = slices > 1 && slicePitch != call.width * call.height;
+    if (rowsApart || slicesApart) {
+      // Only the rows are stored, packed, slice after slice (the gaps
+      // between them in the program's buffer were never copied, and
+      // may not be readable).
+      std::vector<uint8_t> rows(call.width * call.height * slices);
+      const auto* source = static_cast<const uint8_t*>(hostSource);
+      uint8_t* out = rows.data();
+      for (uint64_t z = 0; z < slices; ++z) {
+        for (uint64_t y = 0; y < call.height; ++y, out += call.width) {
+          std::memcpy(out, source + z * slicePitch + y * call.srcPitch, call.width);
+        }
+      }
+      writer_->storeContent(rows.data(), rows.size(), copy.initData());
+    } else {
+      writer_->storeContent(hostSource, call.size, copy.initData());
+    }
+  }
+  append(message);
+}
+
+void Recorder::memset(const SetCall& call) {
+  if (call.result != CUDA_SUCCESS) {
+    return;
+  }
+  Operation operation(*this);
+  if (!operation) {
+    return;
+  }
+  EventMessage message(*this);
+  auto set = message.event().initMemset();
+  set.setDst(call.dst);
+  set.setValue(call.value);
+  set.setElementSize(call.elementSize);
+  set.setCount(call.count);
+  set.setHeight(call.height);
+  set.setPitch(call.pitch);
+  set.setStream(call.stream);
+  set.setIsAsync(call.isAsync);
+  set.setResult(call.result);
+  append(message);
+}
+
+void Recorder::synchronized(const SyncCall& call) {
+  Operation operation(*this);
+  if (!operation) {
+    return;
+  }
+  if (call.kind == schema::SyncKind::STREAM_BEGIN_CAPTURE && call.result == CUDA_SUCCESS) {
+    activeCaptures_.fetch_add(1);
+  } else if (call.kind == schema::SyncKind::STREAM_END_CAPTURE) {
+    // The capture is over whatever the result (an invalidated capture
+    // ends too); never below zero if the begin was not seen.
+    int count = activeCaptures_.load();
+    while (count > 0 && !activeCaptures_.compare_exchange_weak(count, count - 1)) {}
+  }
+  EventMessage message(*this);
+  auto sync = message.event().initSync();
+  sync.setOp(call.kind);
+  sync.setStream(call.stream);
+  sync.setEvent(call.event);
+  sync.setFlags(call.flags);
+  sync.setPriority(call.priority);
+  sync.setResult(call.result);
+  append(message);
+}
+
+void Recorder::graphLaunched(uint64_t graphExec, uint64_t stream, CUresult result) {
+  Operation operation(*this);
+  if (!operation) {
+    return;
+  }
+  EventMessage message(*this);
+  auto launch = message.event().initGraphLaunch();
+  launch.setGraphExec(graphExec);
+  launch.setStream(stream);
+  launch.setResult(result);
+  append(message);
+}
+
+void Recorder::tensorMapEncoded(const TensorMapEncodeCall& call) {
+  Operation operation(*this);
+  if (!operation) {
+    return;
+  }
+  constexpr uint32_t kMaxRank = 5;  // the driver's limit: no more entries are read
+  const uint32_t rank = call.rank <= kMaxRank ? call.rank : 0;
+  const bool im2col = call.api != schema::TensorMapApi::TILED;
+  EventMessage message(*this);
+  auto encode = message.event().initTensorMapEncode();
+  encode.setApi(call.api);
+  encode.setDataType(call.dataType);
+  encode.setRank(call.rank);
+  encode.setGlobalAddress(call.globalAddress);
+  const auto copy = [](auto list, const auto* from, uint32_t count) {
+    for (uint32_t i = 0; i < count; ++i) {
+      list.set(i, from[i]);
+    }
+  };
+  if (call.globalDim != nullptr) {
+    copy(encode.initGlobalDim(rank), call.globalDim, rank);
+  }
+  if (call.globalStrides != nullptr && rank > 1) {
+    copy(encode.initGlobalStrides(rank - 1), call.globalStrides, rank - 1);
+  }
+  if (!im2col && call.boxDim != nullptr) {
+    copy(encode.initBoxDim(rank), call.boxDim, rank);
+  }
+  if (call.elementStrides != nullptr) {
+    copy(encode.initElementStrides(rank), call.elementStrides, rank);
+  }
+  if (call.api == schema::TensorMapApi::IM2COL && rank > 2) {
+    if (call.lowerCorner != nullptr) {
+      copy(encode.initPixelBoxLowerCorner(rank - 2), call.lowerCorner, rank - 2);
+    }
+    if (call.upperCorner != nullptr) {
+      copy(encode.initPixelBoxUpperCorner(rank - 2), call.upperCorner, rank - 2);
+    }
+  }
+  encode.setPixelBoxLowerCornerWidth(call.lowerCornerWidth);
+  encode.setPixelBoxUpperCornerWidth(call.upperCornerWidth);
+  encode.setChannelsPerPixel(call.channelsPerPixel);
+  encode.setPixelsPerColumn(call.pixelsPerColumn);
+  encode.setInterleave(call.interleave);
+  encode.setSwizzle(call.swizzle);
+  encode.setL2Promotion(call.l2Promotion);
+  encode.setOobFill(call.oobFill);
+  encode.setIm2colWideMode(call.im2colWideMode);
+  encode.setResult(call.result);
+  if (call.result == CUDA_SUCCESS && call.map != nullptr) {
+    tensorMaps_.add(call.map->opaque);
+    encode.setMap(capnp::Data::Reader(reinterpret_cast<const kj::byte*>(call.map->opaque), sizeof call.map->opaque));
+  }
+  append(message);
+}
+
+void Recorder::apiError(HookId id, CUresult result) {
+  Operation operation(*this);
+  if (!operation) {
+    return;
+  }
+  EventMessage message(*this);
+  auto error = message.event().initApiError();
+  error.setFunction(spec(id).symbol.data());
+  error.setResult(result);
+  char buffer[32];
+  error.setResultName(resultName(result, buffer));
+  append(message);
+}
+
+}  // namespace kcap

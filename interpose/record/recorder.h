@@ -1,0 +1,370 @@
+// The Recorder: turns the driver calls the observers see into trace events.
+//
+// Life cycle (process/lifecycle.h decides when, recorder.cpp does it):
+//   - It starts lazily, at the first hooked call that matters once the driver
+//     is initialized (never from dlsym, cuGetProcAddress or a constructor),
+//     and only when KCAP_OUTPUT is set; otherwise the shim stays a pure
+//     pass-through. Invalid KCAP_* values: one "kcap: ..." line, no recording.
+//   - traceBegin is event 0. Every event carries the calling thread and the
+//     time since the trace started.
+//   - It ends once: at exit, on a fatal signal (process/), or on an
+//     internal failure (one "kcap: ..." line; calls keep passing
+//     through). Ending writes traceEnd and closes the file. In the child of
+//     a fork the parent's recorder is abandoned untouched; the child starts
+//     its own trace if it makes CUDA calls.
+//
+// Thread model: any number of threads call in at once. There is no global
+// lock: state is kept in maps with their own short-held locks (what it
+// knows of the program's code, in the code registry), events are
+// built by the calling thread and handed to the TraceWriter, which assigns
+// the sequence numbers. The recorder never holds one of its locks while it
+// calls the driver.
+//
+// The Recorder is never destroyed (threads may still call in while the
+// process exits); an ended or abandoned recorder just stops accepting work.
+#pragma once
+
+#include "core/allocation_map.h"
+#include "core/capture_options.h"
+#include "core/pointer_scanner.h"
+#include "core/thread_work.h"
+#include "core/trace_clock.h"
+#include "hooks/hook_table.h"
+#include "record/code_registry.h"
+#include "record/memory_snapshot.h"
+
+#include "kcap.capnp.h"
+#include "trace_writer.h"
+
+#include <capnp/message.h>
+#include <cuda.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <shared_mutex>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+namespace kcap {
+
+class Recorder;
+
+// One event being built: an Event message with time and thread set.
+class EventMessage {
+ public:
+  // `fromProgram`: the event stands for a call of the program's (threadId
+  // set); false for events the shim makes itself (threadId 0).
+  explicit EventMessage(const Recorder& recorder, bool fromProgram = true);
+  schema::Event::Builder event() { return event_; }
+  capnp::MallocMessageBuilder& message() { return message_; }
+
+ private:
+  capnp::MallocMessageBuilder message_;
+  schema::Event::Builder event_;
+};
+
+// What a launch needs to know of its handle, found once per handle and
+// thread (Recorder::launchTarget).
+struct LaunchTarget {
+  std::string_view kernelName;  // interned by the code registry: lives as long as the process
+  FunctionInfo info;
+};
+
+// ---- calls, as the observers hand them over -----------------------------------
+
+struct ModuleLoadCall {
+  schema::LoadApi api = schema::LoadApi::UNKNOWN;
+  CUresult result = CUDA_SUCCESS;
+  uint64_t handle = 0;  // CUmodule or CUlibrary
+  bool isLibrary = false;
+  const void* image = nullptr;  // loads from memory
+  const char* path = nullptr;   // loads from a file
+  unsigned jitOptionCount = 0;
+  const CUjit_option* jitOptions = nullptr;
+  void* const* jitValues = nullptr;
+};
+
+struct AllocCall {
+  schema::AllocKind kind = schema::AllocKind::MEM_ALLOC;
+  CUresult result = CUDA_SUCCESS;
+  uint64_t address = 0;
+  uint64_t size = 0;
+  uint64_t pitch = 0;
+  uint64_t stream = 0;
+  uint64_t handle = 0;
+  uint64_t offset = 0;
+  uint64_t flags = 0;
+  int device = -1;  // -1: the current context's device
+};
+
+struct FreeCall {
+  schema::AllocKind kind = schema::AllocKind::MEM_ALLOC;
+  CUresult result = CUDA_SUCCESS;
+  uint64_t address = 0;
+  uint64_t size = 0;
+  uint64_t stream = 0;
+  uint64_t handle = 0;
+};
+
+struct CopyCall {
+  // UNKNOWN: cuMemcpy or a 2D/3D copy with a unified side, decided here
+  schema::CopyDirection direction = schema::CopyDirection::UNKNOWN;
+  // A side is a CUDA array (its address 0): kept UNKNOWN, without data.
+  bool array = false;
+  CUresult result = CUDA_SUCCESS;
+  uint64_t dst = 0;  // of the first byte copied (2D/3D: row 0 of slice 0)
+  uint64_t src = 0;
+  uint64_t size = 0;
+  uint64_t stream = 0;
+  bool isAsync = false;
+  // 2D and 3D copies: bytes per row, rows, and the pitches of the two sides
+  // (the host source's rows are srcPitch apart); all 0 for 1D.
+  uint64_t width = 0;
+  uint64_t height = 0;
+  uint64_t dstPitch = 0;
+  uint64_t srcPitch = 0;
+  // 3D copies: slices of `height` rows, and the rows from one slice to the
+  // next on each side (the host source's slices are srcPitch * srcHeight
+  // apart); all 0 for 1D and 2D.
+  uint64_t depth = 0;
+  uint64_t dstHeight = 0;
+  uint64_t srcHeight = 0;
+};
+
+struct SetCall {
+  CUresult result = CUDA_SUCCESS;
+  uint64_t dst = 0;
+  uint32_t value = 0;
+  uint8_t elementSize = 1;
+  uint64_t count = 0;  // elements per row
+  uint64_t height = 1;
+  uint64_t pitch = 0;  // 0 for 1D
+  uint64_t stream = 0;
+  bool isAsync = false;
+};
+
+struct SyncCall {
+  schema::SyncKind kind = schema::SyncKind::STREAM_SYNCHRONIZE;
+  CUresult result = CUDA_SUCCESS;
+  uint64_t stream = 0;
+  uint64_t event = 0;
+  uint32_t flags = 0;
+  int32_t priority = 0;
+};
+
+// cuTensorMapEncode{Tiled,Im2col,Im2colWide}: the arguments as passed. The
+// list pointers are read only for rank <= 5 (the driver's limit).
+struct TensorMapEncodeCall {
+  schema::TensorMapApi api = schema::TensorMapApi::TILED;
+  CUresult result = CUDA_SUCCESS;
+  const CUtensorMap* map = nullptr;
+  int32_t dataType = 0;
+  uint32_t rank = 0;
+  uint64_t globalAddress = 0;
+  const cuuint64_t* globalDim = nullptr;
+  const cuuint64_t* globalStrides = nullptr;
+  const cuuint32_t* boxDim = nullptr;  // tiled
+  const cuuint32_t* elementStrides = nullptr;
+  const int* lowerCorner = nullptr;  // im2col
+  const int* upperCorner = nullptr;
+  int32_t lowerCornerWidth = 0;  // im2colWide
+  int32_t upperCornerWidth = 0;
+  uint32_t channelsPerPixel = 0;  // im2col forms
+  uint32_t pixelsPerColumn = 0;
+  int32_t interleave = 0;
+  int32_t swizzle = 0;
+  int32_t l2Promotion = 0;
+  int32_t oobFill = 0;
+  int32_t im2colWideMode = 0;
+};
+
+struct LaunchCall {
+  schema::LaunchApi api = schema::LaunchApi::LAUNCH_KERNEL;
+  bool perThreadStream = false;
+  CUfunction function = nullptr;
+  unsigned grid[3] = {1, 1, 1};
+  unsigned block[3] = {1, 1, 1};
+  unsigned sharedMemBytes = 0;
+  CUstream stream = nullptr;
+  void* const* kernelParams = nullptr;
+  void* const* extra = nullptr;
+  const CUlaunchAttribute* attributes = nullptr;
+  unsigned attributeCount = 0;
+};
+
+// A launch between its Launch event and its LaunchEnd (launch_capture.cpp).
+// The observers keep one per launch in progress on a thread, reused from
+// launch to launch (observers.cpp).
+struct PendingLaunch {
+  Recorder* recorder = nullptr;  // nullptr: the launch is not recorded
+  uint64_t launchIndex = 0;
+  CUstream syncStream = nullptr;      // the launch's stream, per-thread default resolved
+  bool postSnapshot = false;          // full mode, not capturing
+  bool executes = false;              // not captured into a graph: its duration is wanted
+  bool timed = false;                 // a CUPTI correlation id was pushed around the real call
+  std::vector<SnapshotRange> ranges;  // what `pre` covered
+  // Metadata mode: the Launch event, handed to the writer with its end
+  // after the call (one hand-over a launch).
+  format::DeferredEventPtr launchEvent;
+
+  void reset() {
+    recorder = nullptr;
+    launchIndex = 0;
+    syncStream = nullptr;
+    postSnapshot = false;
+    executes = false;
+    timed = false;
+    ranges.clear();
+    launchEvent.reset();
+  }
+};
+
+class Recorder {
+ public:
+  // The recording in progress, started on first use; nullptr when the shim
+  // does not record (off, not yet possible, ended, or failed).
+  static Recorder* active() noexcept;
+  // The same, but never starts one.
+  static Recorder* current() noexcept;
+
+  // Ends the current recording (traceEnd + close), waiting at most `wait`
+  // for other threads' recorder work to finish first. Safe to call from
+  // any thread, any number of times.
+  static void endCurrent(schema::EndReason reason, int signal, std::chrono::milliseconds wait) noexcept;
+  // Writes out everything queued (no traceEnd).
+  static void flushCurrent() noexcept;
+  // Opens a new trace for `options` and writes its traceBegin; throws when
+  // it cannot (process/lifecycle.cpp starts recordings, once per process).
+  static Recorder* create(const CaptureOptions& options);
+  // In the child of fork(), from process/lifecycle.cpp (which abandons the
+  // parent's recording): forgets this thread's cached id, the parent's.
+  static void afterFork() noexcept;
+  // An internal failure: ends the recording as well as it can.
+  static void failCurrent(const char* why) noexcept;
+  // True once this process's recording has ended (work still in flight
+  // then fails quietly: the writer is closed).
+  static bool endedCurrent() noexcept;
+  // True once this recording has begun to end (it then takes no new work).
+  bool ending() const noexcept { return ending_.load(std::memory_order_relaxed); }
+
+  // A piece of recorder work. While any is in progress, end() waits; once
+  // the recording is ending, new ones are refused (test with bool).
+  class Operation {
+   public:
+    explicit Operation(Recorder& recorder) noexcept;
+    ~Operation();
+    Operation(const Operation&) = delete;
+    Operation& operator=(const Operation&) = delete;
+    explicit operator bool() const { return admitted_; }
+
+   private:
+    Recorder& recorder_;
+    ThreadWork::Slot* slot_;  // nullptr: counted in inflight_ (a thread past its thread_local destructors)
+    bool admitted_;
+  };
+
+  const CaptureOptions& options() const { return options_; }
+  const std::string& path() const { return path_; }
+  uint64_t nowNs() const { return clock_.nowNs(); }  // since the trace started
+
+  // ---- code (record_code.cpp)
+  void moduleLoaded(const ModuleLoadCall& call);
+  void moduleUnloaded(uint64_t handle, bool isLibrary, CUresult result);
+  // cuModuleGetFunction, cuLibraryGetKernel, cuKernelGetFunction (owner:
+  // the CUkernel it came from), cuLibraryGetModule (handle: the module).
+  void functionBound(schema::BindApi api, CUresult result, uint64_t handle, bool isKernel, uint64_t owner,
+                     const char* name);
+  void functionAttribute(schema::AttributeApi api, CUresult result, uint64_t handle, int32_t attribute, int64_t value,
+                         int32_t device);
+
+  // ---- memory (record_memory.cpp)
+  void allocated(const AllocCall& call);
+  // Before a free: forgets the allocation (so that a concurrent allocation
+  // reusing the address is not forgotten instead) and returns it.
+  std::vector<Allocation> releasing(schema::AllocKind kind, uint64_t address, uint64_t size);
+  // After it: records the free; a failed free puts `released` back.
+  void freed(const FreeCall& call, const std::vector<Allocation>& released);
+  void copied(const CopyCall& call, const void* hostSource);
+  void memset(const SetCall& call);
+  void synchronized(const SyncCall& call);
+  void graphLaunched(uint64_t graphExec, uint64_t stream, CUresult result);
+  void tensorMapEncoded(const TensorMapEncodeCall& call);
+  void apiError(HookId id, CUresult result);
+
+  // ---- launches (launch_capture.cpp)
+  // Records the launch before the real call (flushed to disk in full and
+  // pre modes) and fills `pending` (reset by the caller); false, and
+  // pending.recorder left nullptr, when it is not recorded (filters, range).
+  bool launchStarting(const LaunchCall& call, PendingLaunch& pending);
+  void launchFinished(PendingLaunch& pending, CUresult result);
+
+  // ---- durations (cupti_timing.cpp)
+  // A launch's GPU duration (kernelTiming). Called on CUPTI's thread while
+  // the timing sink is attached, which ends before traceEnd.
+  void kernelTimed(uint64_t launchIndex, uint64_t startNs, uint64_t endNs, const std::string& kernelName);
+  // A Message event made by the shim.
+  void note(schema::Message::Level level, const std::string& text);
+
+  // For tests and the summary.
+  AllocationMap& allocations() { return allocations_; }
+
+ private:
+  friend class EventMessage;
+
+  Recorder(CaptureOptions options, std::string path, std::unique_ptr<format::TraceWriter> writer);
+
+  uint64_t append(EventMessage& message);
+  static uint32_t callerThreadId();  // the calling thread's id, cached
+  void flush();
+  void end(schema::EndReason reason, int signal, const std::string& message, std::chrono::milliseconds wait) noexcept;
+  void writeTraceBegin();
+
+  // Launch helpers (launch_capture.cpp).
+  bool selects(std::string_view kernelName);       // with a filter set: the caller tests that
+  LaunchTarget launchTarget(CUfunction function);  // cached per thread
+  FunctionInfo lookupFunction(CUfunction function);
+  void noteOnce(std::atomic<bool>& flag, schema::Message::Level level, const std::string& text);
+
+  const CaptureOptions options_;
+  const std::string path_;
+  const std::unique_ptr<format::TraceWriter> writer_;
+  // Event times (its anchors and rate are caches: mutable). Launches take
+  // stamps, converted when the writer builds their events.
+  mutable TraceClock clock_;
+  uint64_t startUnixNs_ = 0;
+
+  AllocationMap allocations_;
+  KnownTensorMaps tensorMaps_;  // the maps encodes made: which parameters are tensor maps
+  StagingPool staging_;
+
+  // What the program's code is (globals, owners, layouts): CodeRegistry.
+  std::shared_mutex vmmMutex_;
+  std::unordered_map<uint64_t, int> vmmHandleDevice_;  // cuMemCreate handle -> device
+
+  std::shared_mutex selectionMutex_;
+  std::unordered_map<const char*, bool> selection_;  // interned kernel name -> passes the filters
+
+  std::atomic<uint64_t> eligibleLaunches_{0};  // passed the filters
+  // Launches are numbered as the writer orders them (LaunchEventData::
+  // sequenced), not with a read-modify-write of eligibleLaunches_ first:
+  // metadata mode, when nothing needs the number before the call (no
+  // launch range, no CUPTI timing). eligibleLaunches_ then changes only
+  // under the writer's lock.
+  bool numberedByWriter_ = false;
+  std::atomic<uint64_t> filteredLaunches_{0};  // did not
+  std::atomic<int> activeCaptures_{0};         // streams capturing into a graph, process-wide
+
+  std::atomic<int> inflight_{0};  // Operations of threads without a ThreadWork slot
+  std::atomic<bool> ending_{false};
+
+  std::atomic<bool> notedNoLayout_{false};
+  std::atomic<bool> notedNoSync_{false};
+  std::atomic<bool> notedSnapshotFailed_{false};
+};
+
+}  // namespace kcap
