@@ -55,7 +55,7 @@
 namespace {
 
 constexpr size_t kMiB = 1u << 20;
-constexpr size_t kStagingBytes = 32 * kMiB;  // interpose/recorder.cpp stagingBytes() at 1 MiB pieces
+constexpr size_t kStagingBytes = 32 * kMiB;  // interpose/record/recorder.cpp stagingBytes() at 1 MiB pieces
 
 struct Options {
   unsigned long long mib = 4096;

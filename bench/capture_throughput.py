@@ -84,7 +84,7 @@ def launches(out):
 
 
 def profile(path):
-    """The shim's snapshot profile (KCAP_STATS_FILE, interpose/stats.h): {line kind: {key: value}}."""
+    """The shim's snapshot profile (KCAP_STATS_FILE, interpose/hooks/stats.h): {line kind: {key: value}}."""
     out = {}
     try:
         text = Path(path).read_text()

@@ -3,7 +3,7 @@
 // by byte (Latin-1, so that any byte of a name is one character). Names come
 // from traces, which are untrusted: RE2 matches in time linear in the name
 // and without recursing on it, where std::regex overflowed the stack on a
-// long one. (The shim's own filters use interpose/name_pattern.h.)
+// long one. (The shim's own filters use interpose/core/name_pattern.h.)
 #pragma once
 
 #include <memory>

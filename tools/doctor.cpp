@@ -102,7 +102,7 @@ Here probeHere(int ordinal) {
 // ---- environment variables ------------------------------------------------------
 
 // The recorded variables that are compared: the recorder's selection
-// (interpose/trace_begin.cpp) less its own machinery (KCAP_*, LD_PRELOAD) and
+// (interpose/record/trace_begin.cpp) less its own machinery (KCAP_*, LD_PRELOAD) and
 // the launcher's rank variables.
 bool relevant(const std::string& name) {
   static const char* const kPrefixes[] = {"CUDA_",    "CUBLAS", "CUDNN",   "NVIDIA_", "NCCL_",

@@ -279,7 +279,7 @@ std::string checkOutput(const std::string& path, const std::string& shown, bool 
 
 // ---- the status file ----------------------------------------------------------------
 
-// What the shims of this recording reported (interpose/recorder.cpp writes
+// What the shims of this recording reported (interpose/record/recorder.cpp writes
 // the lines): each trace created, in order, by which process, and why
 // recording into it stopped, if it did.
 struct TraceReport {

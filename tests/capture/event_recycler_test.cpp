@@ -1,4 +1,4 @@
-// Recycler: the per-thread pools of launch events (interpose/event_recycler.h).
+// Recycler: the per-thread pools of launch events (interpose/core/event_recycler.h).
 // Events are taken on a launching thread and released on the writer's
 // threads; these tests hold the pool to what the launch path relies on.
 #include "event_recycler.h"

@@ -1,4 +1,4 @@
-// NamePattern, the shim's kernel-name matcher (interpose/name_pattern.h):
+// NamePattern, the shim's kernel-name matcher (interpose/core/name_pattern.h):
 // its verdicts against expected ones and against RE2's (a search, byte by
 // byte: RE2::PartialMatch with Latin-1 encoding) on a table and on random
 // patterns of its syntax; what it refuses and where; its limits; and names

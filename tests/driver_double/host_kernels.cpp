@@ -214,7 +214,7 @@ void tma_scale(const LaunchShape&, void* const* params, const ModuleGlobals&) {
   }
 }
 
-// The shim's own kernel (interpose/content_hash.cu): kcap_content_hash(const
+// The shim's own kernel (interpose/record/content_hash.cu): kcap_content_hash(const
 // uint8_t* base, uint64_t size, uint32_t pieceSize, Secret secret (192
 // bytes), uint64_t* out): out[2p], out[2p + 1] = the XXH3-128 (high, low) of
 // piece p, one warp a piece; zeros for pieces under 241 bytes. Here

@@ -37,7 +37,7 @@ With --kcap, the program is also recorded (`kcap record`, --record-mode) and
      `kcap info --json` (events.byType.graphLaunch, launches.capturedIntoGraph),
      summed over the traces.
  9b. every --expect-stats KIND.KEY>=N holds for the recorded run's
-     KCAP_STATS_FILE (interpose/stats.h), e.g. snapshot.device_hashed>=1:
+     KCAP_STATS_FILE (interpose/hooks/stats.h), e.g. snapshot.device_hashed>=1:
      memory was hashed on the GPU.
  10. with --timing required (recorded with `kcap record --timing`): every
      launch that ran (not captured into a graph, launchEnd result 0) has

@@ -1,4 +1,4 @@
-// gpu_content_hash: the shim's device-side content hash (interpose/
+// gpu_content_hash: the shim's device-side content hash (interpose/record/
 // content_hash.cu) against format::contentHash on the host, on a real GPU.
 // Not a recording: this checks the kernel the shim is to use for hashing
 // device memory where it lies, piece by piece, bit for bit.
