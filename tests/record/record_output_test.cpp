@@ -2,7 +2,7 @@
 // truncate or share a file they were not asked to replace, check the output
 // directory before the program starts, and the summary reports the traces
 // this recording's processes wrote, with what ended each one.
-#include "record_runner.h"
+#include "process_runner.h"
 
 #include "trace_files.h"
 #include "trace_reader.h"
