@@ -113,15 +113,17 @@ struct ShimCase {
   const char* name;  // the test's name
   const char* program;
   Driver driver;
-  Counts calls;                         // hooked calls seen, exactly (0: never)
-  Counts callsMoreThan;                 // hooked calls seen more often than this
-  std::vector<std::string> seenAsMade;  // seen as often as made, and at least once
-  std::optional<Counts> kernels;        // kernels seen, exactly
+  std::optional<Counts> kernels;             // kernels seen, exactly
+  Counts calls = {};                         // hooked calls seen, exactly (0: never)
+  Counts callsMoreThan = {};                 // hooked calls seen more often than this
+  std::vector<std::string> seenAsMade = {};  // seen as often as made, and at least once
 };
 
 void PrintTo(const ShimCase& shimCase, std::ostream* out) { *out << shimCase.name; }
 
 const Counts kDirectKernels = {{"axpy", 3}, {"poly_eval", 1}, {"reduce_sum", 1}, {"scale_struct", 1}};
+const Counts kProcAddressKernels = {{"axpy", 4}, {"reduce_sum", 2}, {"scale_struct", 1}};
+const Counts kProcAddressCalls = {{"cuLaunchKernel", 5}, {"cuLaunchKernel_ptsz", 2}, {"cuGetProcAddress", 2}};
 constexpr std::uint64_t kThreadLaunches = 16u * 4u * 1000u;
 
 // cudart's route (proc_address_launch): one dlsym of cuGetProcAddress_v2,
@@ -135,79 +137,64 @@ const ShimCase kShimCases[] = {
     {"DirectLaunchThroughExportedSymbols",
      "direct_launch",
      Driver::kPlain,
+     kDirectKernels,
      {{"cuLaunchKernel", 6},
       {"cuLaunchKernel_ptsz", 0},
       {"cuModuleLoad", 1},
       {"cuModuleLoadData", 1},
       {"cuModuleLoadDataEx", 1},
-      {"cuModuleLoadFatBinary", 1}},
-     {},
-     {},
-     kDirectKernels},
+      {"cuModuleLoadFatBinary", 1}}},
     {"DirectLaunchPerThreadDefaultStream",
      "direct_launch_ptsz",
      Driver::kPlain,
+     kDirectKernels,
      {{"cuLaunchKernel_ptsz", 6}, {"cuLaunchKernel", 0}, {"cuMemcpyHtoDAsync_v2_ptsz", 1}},
      {},
-     {"cuMemcpyHtoD_v2_ptds"},
-     kDirectKernels},
+     {"cuMemcpyHtoD_v2_ptds"}},
     {"ProcAddressLikeCudart",
      "proc_address_launch",
      Driver::kSymbolic,
-     {{"cuLaunchKernel", 5}, {"cuLaunchKernel_ptsz", 2}, {"cuGetProcAddress", 2}},
-     {{"cuGetProcAddress_v2", 20}},
-     {},
-     Counts{{"axpy", 4}, {"reduce_sum", 2}, {"scale_struct", 1}}},
+     kProcAddressKernels,
+     kProcAddressCalls,
+     {{"cuGetProcAddress_v2", 20}}},
     {"ProcAddressLikeCudartWithPreemptibleDriver",
      "proc_address_launch",
      Driver::kPlain,
-     {{"cuLaunchKernel", 5}, {"cuLaunchKernel_ptsz", 2}, {"cuGetProcAddress", 2}},
-     {{"cuGetProcAddress_v2", 20}},
-     {},
-     Counts{{"axpy", 4}, {"reduce_sum", 2}, {"scale_struct", 1}}},
+     kProcAddressKernels,
+     kProcAddressCalls,
+     {{"cuGetProcAddress_v2", 20}}},
     {"ProcAddressAnsweredWithTheProgramsPltStub",
      "canonical_address",
      Driver::kPlain,
-     {{"cuLaunchKernel", 2}},
-     {},
-     {},
-     Counts{{"axpy", 2}}},
+     Counts{{"axpy", 2}},
+     {{"cuLaunchKernel", 2}}},
     {"ProcAddressAnsweredWithTheProgramsPltStubBySymbolicDriver",
      "canonical_address",
      Driver::kSymbolic,
-     {{"cuLaunchKernel", 2}},
-     {},
-     {},
-     Counts{{"axpy", 2}}},
+     Counts{{"axpy", 2}},
+     {{"cuLaunchKernel", 2}}},
     {"DlsymLaunchKernelEx",
      "dlsym_launch_ex",
      Driver::kPlain,
-     {{"cuLaunchKernelEx", 2}, {"cuLaunchKernelEx_ptsz", 1}, {"cuFuncSetAttribute", 1}},
-     {},
-     {},
-     Counts{{"axpy", 3}}},
-    {"DlsymLaunchKernelExWithSymbolicDriver", "dlsym_launch_ex", Driver::kSymbolic, {}, {}, {}, Counts{{"axpy", 3}}},
+     Counts{{"axpy", 3}},
+     {{"cuLaunchKernelEx", 2}, {"cuLaunchKernelEx_ptsz", 1}, {"cuFuncSetAttribute", 1}}},
+    {"DlsymLaunchKernelExWithSymbolicDriver", "dlsym_launch_ex", Driver::kSymbolic, Counts{{"axpy", 3}}},
+    // One cooperative launch is refused by the driver.
     {"CooperativeLaunch",
      "cooperative_launch",
      Driver::kPlain,
-     {{"cuLaunchCooperativeKernel", 3}, {"cuLaunchKernelEx", 1}},  // one cooperative launch refused by the driver
-     {},
-     {},
-     Counts{{"reduce_sum", 4}}},
+     Counts{{"reduce_sum", 4}},
+     {{"cuLaunchCooperativeKernel", 3}, {"cuLaunchKernelEx", 1}}},
     {"CooperativeLaunchPerThreadDefaultStream",
      "cooperative_launch_ptsz",
      Driver::kPlain,
-     {{"cuLaunchCooperativeKernel_ptsz", 3}, {"cuLaunchKernelEx_ptsz", 1}, {"cuLaunchCooperativeKernel", 0}},
-     {},
-     {},
-     std::nullopt},
+     std::nullopt,
+     {{"cuLaunchCooperativeKernel_ptsz", 3}, {"cuLaunchKernelEx_ptsz", 1}, {"cuLaunchCooperativeKernel", 0}}},
     {"SixteenThreadsFourStreamsThousandLaunches",
      "threads_launch",
      Driver::kPlain,
-     {{"cuLaunchKernel", kThreadLaunches}},
-     {},
-     {},
-     Counts{{"axpy", kThreadLaunches}}},
+     Counts{{"axpy", kThreadLaunches}},
+     {{"cuLaunchKernel", kThreadLaunches}}},
 };
 
 class ShimmedProgram : public ::testing::TestWithParam<ShimCase> {};

@@ -1187,29 +1187,25 @@ TEST(Record, PreModeRecordsNoPostState) {
 struct FilterCase {
   const char* name;  // the test's name
   std::map<std::string, std::string> env;
-  std::vector<std::string> kernels;            // the launches recorded, in order
-  std::optional<uint64_t> dropped;             // TRACE_END's dropped launches
-  std::optional<std::vector<bool>> fromExtra;  // each recorded launch's parameters came through `extra`
+  std::vector<std::string> kernels;                           // the launches recorded, in order
+  std::optional<uint64_t> dropped = std::nullopt;             // TRACE_END's dropped launches
+  std::optional<std::vector<bool>> fromExtra = std::nullopt;  // each recorded launch's parameters came through `extra`
 };
 
 void PrintTo(const FilterCase& filterCase, std::ostream* out) { *out << filterCase.name; }
 
 const FilterCase kFilterCases[] = {
-    {"IncludeOnlyAxpy", {{"KCAP_INCLUDE", "^axpy$"}}, {"axpy", "axpy", "axpy"}, 3, std::nullopt},
-    {"ExcludeAxpyAndPoly", {{"KCAP_EXCLUDE", "axpy|poly"}}, {"reduce_sum", "scale_struct"}, 4, std::nullopt},
-    {"IncludeThenExclude",
-     {{"KCAP_INCLUDE", "_"}, {"KCAP_EXCLUDE", "reduce"}},
-     {"scale_struct", "poly_eval"},
-     std::nullopt,
-     std::nullopt},
+    {"IncludeOnlyAxpy", {{"KCAP_INCLUDE", "^axpy$"}}, {"axpy", "axpy", "axpy"}, 3},
+    {"ExcludeAxpyAndPoly", {{"KCAP_EXCLUDE", "axpy|poly"}}, {"reduce_sum", "scale_struct"}, 4},
+    {"IncludeThenExclude", {{"KCAP_INCLUDE", "_"}, {"KCAP_EXCLUDE", "reduce"}}, {"scale_struct", "poly_eval"}},
     // The second axpy launch, the one through `extra`.
     {"IncludeSkipAndMaxLaunches",
      {{"KCAP_INCLUDE", "axpy"}, {"KCAP_SKIP", "1"}, {"KCAP_MAX_LAUNCHES", "1"}},
      {"axpy"},
      5,
      std::vector<bool>{true}},
-    {"Skip", {{"KCAP_SKIP", "4"}}, {"scale_struct", "poly_eval"}, std::nullopt, std::nullopt},
-    {"MaxLaunchesZero", {{"KCAP_MAX_LAUNCHES", "0"}}, {}, std::nullopt, std::nullopt},
+    {"Skip", {{"KCAP_SKIP", "4"}}, {"scale_struct", "poly_eval"}},
+    {"MaxLaunchesZero", {{"KCAP_MAX_LAUNCHES", "0"}}, {}},
 };
 
 class KernelFilter : public ::testing::TestWithParam<FilterCase> {};
