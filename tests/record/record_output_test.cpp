@@ -2,7 +2,7 @@
 // truncate or share a file they were not asked to replace, check the output
 // directory before the program starts, and the summary reports the traces
 // this recording's processes wrote, with what ended each one.
-#include "record_runner.h"
+#include "process_runner.h"
 
 #include "trace_files.h"
 #include "trace_reader.h"
@@ -362,31 +362,59 @@ TEST(KcapRecordOutput, TheSummaryIsOfThisRecordingsTracesOnly) {
 
 // ---- kcap record: what the summary says about a trace not closed -----------------------------------
 
-TEST(KcapRecordOutput, TheSummarySaysWhyATraceWasNotClosed) {
+// `kcap record -o TRACE -- record_scenarios SCENARIO`: its exit code, and
+// what its summary says ("{trace}": the trace's path) and never says.
+struct SummaryCase {
+  const char* scenario;  // and the test's name, '-' as '_'
+  int exitCode;
+  std::vector<std::string> says;
+  std::vector<std::string> neverSays = {};
+  bool traceChecks = false;  // kcap check passes
+};
+
+void PrintTo(const SummaryCase& summaryCase, std::ostream* out) { *out << summaryCase.scenario; }
+
+const SummaryCase kSummaryCases[] = {
+    {"disk-full",
+     0,
+     {"in {trace} (", ", not closed: recording stopped: at byte ", ": write failed: file size limit exceeded (EFBIG)"},
+     {"killed"}},
+    {"exit-now",
+     5,
+     {"in {trace} (", ", not closed: the program exited (code 5) without closing the trace (e.g. _exit)\n"},
+     {"killed"}},
+    {"sigkill", 128 + SIGKILL, {", not closed: the program was killed by signal 9 (SIGKILL)\n"}},
+    {"sighup", 128 + SIGHUP, {"kcap: recorded "}, {"not closed"}, /*traceChecks=*/true},
+};
+
+class RecordSummary : public ::testing::TestWithParam<SummaryCase> {};
+
+TEST_P(RecordSummary, SaysWhyATraceWasNotClosed) {
+  const SummaryCase& expected = GetParam();
   kcap::test::TempDir dir("kcap-output");
-  const Outcome full = record({"-o", dir.file("full.kcap")}, {scenarioProgram(), "disk-full"});
-  EXPECT_EQ(full.exitCode, 0) << full.describe();
-  expectContains(full.err, "in " + dir.file("full.kcap") + " (");
-  expectContains(full.err, ", not closed: recording stopped: at byte ");
-  expectContains(full.err, ": write failed: file size limit exceeded (EFBIG)");
-  EXPECT_EQ(full.err.find("killed"), std::string::npos) << full.err;
-
-  const Outcome exited = record({"-o", dir.file("exit.kcap")}, {scenarioProgram(), "exit-now"});
-  EXPECT_EQ(exited.exitCode, 5) << exited.describe();
-  expectContains(exited.err, "in " + dir.file("exit.kcap") + " (");
-  expectContains(exited.err, ", not closed: the program exited (code 5) without closing the trace (e.g. _exit)\n");
-  EXPECT_EQ(exited.err.find("killed"), std::string::npos) << exited.err;
-
-  const Outcome killed = record({"-o", dir.file("kill.kcap")}, {scenarioProgram(), "sigkill"});
-  EXPECT_EQ(killed.exitCode, 128 + SIGKILL) << killed.describe();
-  expectContains(killed.err, ", not closed: the program was killed by signal 9 (SIGKILL)\n");
-
-  const Outcome ended = record({"-o", dir.file("hup.kcap")}, {scenarioProgram(), "sighup"});
-  EXPECT_EQ(ended.exitCode, 128 + SIGHUP) << ended.describe();
-  expectContains(ended.err, "kcap: recorded ");
-  EXPECT_EQ(ended.err.find("not closed"), std::string::npos) << ended.err;
-  expectChecks(dir.file("hup.kcap"));
+  const std::string trace = dir.file(std::string(expected.scenario) + ".kcap");
+  const Outcome run = record({"-o", trace}, {scenarioProgram(), expected.scenario});
+  EXPECT_EQ(run.exitCode, expected.exitCode) << run.describe();
+  for (std::string said : expected.says) {
+    const size_t at = said.find("{trace}");
+    if (at != std::string::npos) {
+      said.replace(at, 7, trace);
+    }
+    expectContains(run.err, said);
+  }
+  for (const std::string& unsaid : expected.neverSays) {
+    EXPECT_EQ(run.err.find(unsaid), std::string::npos) << run.err;
+  }
+  if (expected.traceChecks) {
+    expectChecks(trace);
+  }
 }
+
+INSTANTIATE_TEST_SUITE_P(KcapRecordOutput, RecordSummary, ::testing::ValuesIn(kSummaryCases), [](const auto& test) {
+  std::string name = test.param.scenario;
+  std::replace(name.begin(), name.end(), '-', '_');
+  return name;
+});
 
 }  // namespace
 }  // namespace kcap_test

@@ -3,7 +3,7 @@
 // and the traces are read back and checked on their content: code images,
 // parameter bytes, pointer words, memory before and after each launch,
 // copies, filters, modes, threads, fork, and every way a process ends.
-#include "record_runner.h"
+#include "process_runner.h"
 
 #include "trace_files.h"
 #include "trace_reader.h"
@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <functional>
@@ -146,13 +147,33 @@ Outcome recorded(const std::string& program, const std::vector<std::string>& arg
   return run({program, args, std::move(env), true});
 }
 
+// `kcap ARGS...` (`env` added), as a test runs it: its exit code and output.
+Outcome kcap(const std::vector<std::string>& args, std::map<std::string, std::string> env = {}) {
+  return run({kcapBinary(), args, std::move(env), false});
+}
+
 // `kcap check` on a trace: its exit code and output.
-Outcome kcapCheck(const std::string& path) { return run({kcapBinary(), {"check", path}, {}, false}); }
+Outcome kcapCheck(const std::string& path) { return kcap({"check", path}); }
 
 void expectChecks(const std::string& path) {
   const Outcome check = kcapCheck(path);
   EXPECT_EQ(check.exitCode, 0) << check.describe();
   EXPECT_NE(check.out.find("OK: "), std::string::npos) << check.describe();
+}
+
+// `program ARGS` run plainly and recorded into `path` (with `env` beside
+// KCAP_OUTPUT): both runs clean, the same output, and the trace checks.
+// Returns the plain run.
+Outcome expectRecordedLikePlain(const std::string& program, const std::vector<std::string>& args,
+                                const std::string& path, std::map<std::string, std::string> env = {}) {
+  const Outcome plain = plainRun(program, args);
+  env["KCAP_OUTPUT"] = path;
+  const Outcome shimmed = recorded(program, args, std::move(env));
+  expectClean(plain);
+  expectClean(shimmed);
+  EXPECT_EQ(shimmed.out, plain.out);
+  expectChecks(path);
+  return plain;
 }
 
 // ---- the direct_launch program, fully recorded ----------------------------------------------
@@ -441,12 +462,7 @@ TEST_F(DirectLaunch, EventsCarryThreadAndTimeAndTheTraceEndsInOrder) {
 TEST(Record, LibrariesWrappersKernelsAndHostMemory) {
   kcap::test::TempDir dir("kcap-record");
   const std::string path = dir.file("library.kcap");
-  const Outcome plain = plainRun(scenarioProgram(), {"library"});
-  const Outcome shimmed = recorded(scenarioProgram(), {"library"}, {{"KCAP_OUTPUT", path}});
-  expectClean(plain);
-  expectClean(shimmed);
-  EXPECT_EQ(shimmed.out, plain.out);
-  expectChecks(path);
+  expectRecordedLikePlain(scenarioProgram(), {"library"}, path);
   Trace trace(path);
 
   const auto loads = trace.of(Event::MODULE_LOAD);
@@ -587,12 +603,7 @@ TEST(Record, LibrariesWrappersKernelsAndHostMemory) {
 TEST(Record, TwoDimensionalCopiesAndMemsetsKeepTheirRowsAndPitches) {
   kcap::test::TempDir dir("kcap-record");
   const std::string path = dir.file("pitched.kcap");
-  const Outcome plain = plainRun(scenarioProgram(), {"pitched"});
-  const Outcome shimmed = recorded(scenarioProgram(), {"pitched"}, {{"KCAP_OUTPUT", path}});
-  expectClean(plain);
-  expectClean(shimmed);
-  EXPECT_EQ(shimmed.out, plain.out);
-  expectChecks(path);
+  expectRecordedLikePlain(scenarioProgram(), {"pitched"}, path);
   Trace trace(path);
   EXPECT_TRUE(trace.of(Event::API_ERROR).empty());
 
@@ -739,13 +750,8 @@ std::vector<int64_t> listOf(List list) {
 TEST(Record, TensorMapEncodesKeepTheirArgumentsAndTheMapTheyMade) {
   kcap::test::TempDir dir("kcap-record");
   const std::string path = dir.file("tensor-map.kcap");
-  const Outcome plain = plainRun(scenarioProgram(), {"tensor-map"});
-  const Outcome shimmed = recorded(scenarioProgram(), {"tensor-map"}, {{"KCAP_OUTPUT", path}});
-  expectClean(plain);
-  expectClean(shimmed);
-  EXPECT_EQ(shimmed.out, plain.out);
+  const Outcome plain = expectRecordedLikePlain(scenarioProgram(), {"tensor-map"}, path);
   EXPECT_NE(plain.out.find("result tensor-map out[10] 20.0"), std::string::npos) << plain.out;
-  expectChecks(path);
   Trace trace(path);
 
   uint64_t src = 0;
@@ -841,7 +847,7 @@ TEST(Record, TensorMapEncodesKeepTheirArgumentsAndTheMapTheyMade) {
   EXPECT_EQ(wide.getMap().size(), 128u);
 
   // kcap dump: the encodes readably, and which encode made the launch's map.
-  const Outcome dump = run({kcapBinary(), {"dump", path}, {}, false});
+  const Outcome dump = kcap({"dump", path});
   EXPECT_EQ(dump.exitCode, 0) << dump.describe();
   char global[32];
   std::snprintf(global, sizeof global, "0x%llx", static_cast<unsigned long long>(src));
@@ -870,7 +876,7 @@ TEST(Record, TensorMapEncodesKeepTheirArgumentsAndTheMapTheyMade) {
                           std::to_string(encodes[1].getSeq()) + ")"),
             std::string::npos)
       << dump.out;
-  const Outcome json = run({kcapBinary(), {"dump", path, "--json", "--type", "tensorMapEncode"}, {}, false});
+  const Outcome json = kcap({"dump", path, "--json", "--type", "tensorMapEncode"});
   EXPECT_EQ(json.exitCode, 0) << json.describe();
   EXPECT_NE(json.out.find("\"tensorMapEncode\":{\"api\":\"tiled\""), std::string::npos) << json.out;
   EXPECT_NE(json.out.find("\"pixelBoxLowerCorner\":[-1]"), std::string::npos) << json.out;
@@ -890,12 +896,7 @@ TEST(Record, TensorMapEncodesKeepTheirArgumentsAndTheMapTheyMade) {
 TEST(Record, ThreeDimensionalCopiesKeepTheirSlicesRowsAndPitches) {
   kcap::test::TempDir dir("kcap-record");
   const std::string path = dir.file("volume.kcap");
-  const Outcome plain = plainRun(scenarioProgram(), {"volume"});
-  const Outcome shimmed = recorded(scenarioProgram(), {"volume"}, {{"KCAP_OUTPUT", path}});
-  expectClean(plain);
-  expectClean(shimmed);
-  EXPECT_EQ(shimmed.out, plain.out);
-  expectChecks(path);
+  expectRecordedLikePlain(scenarioProgram(), {"volume"}, path);
   Trace trace(path);
   EXPECT_TRUE(trace.of(Event::API_ERROR).empty());
 
@@ -1029,7 +1030,7 @@ TEST(Record, ThreeDimensionalCopiesKeepTheirSlicesRowsAndPitches) {
   EXPECT_EQ(bytes[at(268, 3, 1)], 56);   // from (12, 2, 1)
 
   // kcap dump shows the slices.
-  const Outcome dump = run({kcapBinary(), {"dump", path}, {}, false});
+  const Outcome dump = kcap({"dump", path});
   EXPECT_EQ(dump.exitCode, 0) << dump.describe();
   EXPECT_NE(dump.out.find("depth=2 dstHeight=4 srcHeight=5"), std::string::npos) << dump.out;
 
@@ -1048,12 +1049,7 @@ TEST(Record, ThreeDimensionalCopiesKeepTheirSlicesRowsAndPitches) {
 TEST(Record, VirtualMemoryMappingsJoinIntoOneSnapshot) {
   kcap::test::TempDir dir("kcap-record");
   const std::string path = dir.file("vmm.kcap");
-  const Outcome plain = plainRun(scenarioProgram(), {"vmm"});
-  const Outcome shimmed = recorded(scenarioProgram(), {"vmm"}, {{"KCAP_OUTPUT", path}});
-  expectClean(plain);
-  expectClean(shimmed);
-  EXPECT_EQ(shimmed.out, plain.out);
-  expectChecks(path);
+  expectRecordedLikePlain(scenarioProgram(), {"vmm"}, path);
   Trace trace(path);
   std::vector<schema::Alloc::Reader> allocs;
   for (const auto& e : trace.of(Event::ALLOC)) {
@@ -1101,12 +1097,8 @@ TEST(Record, VirtualMemoryMappingsJoinIntoOneSnapshot) {
 TEST(Record, LaunchesIntoACapturingStreamAreNotSynchronized) {
   kcap::test::TempDir dir("kcap-record");
   const std::string path = dir.file("capture.kcap");
-  const Outcome plain = plainRun(scenarioProgram(), {"capture"});
-  const Outcome shimmed = recorded(scenarioProgram(), {"capture"}, {{"KCAP_OUTPUT", path}});
-  expectClean(plain);
-  expectClean(shimmed);  // a synchronize would have invalidated the capture
-  EXPECT_EQ(shimmed.out, plain.out);
-  expectChecks(path);
+  // Recorded cleanly: a synchronize would have invalidated the capture.
+  expectRecordedLikePlain(scenarioProgram(), {"capture"}, path);
   Trace trace(path);
   const auto launches = trace.launches();
   const auto ends = trace.launchEnds();
@@ -1189,48 +1181,65 @@ TEST(Record, PreModeRecordsNoPostState) {
   }
 }
 
-std::vector<std::string> recordedKernels(const std::map<std::string, std::string>& options, uint64_t& dropped,
-                                         std::vector<bool>* fromExtra = nullptr) {
+// direct_launch recorded with kernel name filters and a launch range: which
+// launches the trace keeps (their names in order), numbered from 0 without
+// gaps, each with its end, and how many the TRACE_END counts as dropped.
+struct FilterCase {
+  const char* name;  // the test's name
+  std::map<std::string, std::string> env;
+  std::vector<std::string> kernels;                           // the launches recorded, in order
+  std::optional<uint64_t> dropped = std::nullopt;             // TRACE_END's dropped launches
+  std::optional<std::vector<bool>> fromExtra = std::nullopt;  // each recorded launch's parameters came through `extra`
+};
+
+void PrintTo(const FilterCase& filterCase, std::ostream* out) { *out << filterCase.name; }
+
+const FilterCase kFilterCases[] = {
+    {"IncludeOnlyAxpy", {{"KCAP_INCLUDE", "^axpy$"}}, {"axpy", "axpy", "axpy"}, 3},
+    {"ExcludeAxpyAndPoly", {{"KCAP_EXCLUDE", "axpy|poly"}}, {"reduce_sum", "scale_struct"}, 4},
+    {"IncludeThenExclude", {{"KCAP_INCLUDE", "_"}, {"KCAP_EXCLUDE", "reduce"}}, {"scale_struct", "poly_eval"}},
+    // The second axpy launch, the one through `extra`.
+    {"IncludeSkipAndMaxLaunches",
+     {{"KCAP_INCLUDE", "axpy"}, {"KCAP_SKIP", "1"}, {"KCAP_MAX_LAUNCHES", "1"}},
+     {"axpy"},
+     5,
+     std::vector<bool>{true}},
+    {"Skip", {{"KCAP_SKIP", "4"}}, {"scale_struct", "poly_eval"}},
+    {"MaxLaunchesZero", {{"KCAP_MAX_LAUNCHES", "0"}}, {}},
+};
+
+class KernelFilter : public ::testing::TestWithParam<FilterCase> {};
+
+TEST_P(KernelFilter, KeepsTheLaunchesAskedFor) {
+  const FilterCase& expected = GetParam();
   kcap::test::TempDir dir("kcap-record");
-  std::map<std::string, std::string> env = options;
+  std::map<std::string, std::string> env = expected.env;
   env["KCAP_OUTPUT"] = dir.file("filtered.kcap");
   const Outcome shimmed = recorded(interposeProgram("direct_launch"), {}, env);
   expectClean(shimmed);
   expectChecks(env["KCAP_OUTPUT"]);
   Trace trace(env["KCAP_OUTPUT"]);
   std::vector<std::string> names;
+  std::vector<bool> fromExtra;
   uint64_t index = 0;
   for (const auto launch : trace.launches()) {
     names.emplace_back(launch.getKernelName().cStr());
     EXPECT_EQ(launch.getLaunchIndex(), index++);
-    if (fromExtra != nullptr) {
-      fromExtra->push_back(launch.getParamsFromExtra());
-    }
+    fromExtra.push_back(launch.getParamsFromExtra());
   }
   EXPECT_EQ(trace.launchEnds().size(), names.size());
-  dropped = trace.all().back().getTraceEnd().getDroppedLaunches();
   EXPECT_EQ(trace.all().back().getTraceEnd().getLaunchCount(), names.size());
-  return names;
+  EXPECT_EQ(names, expected.kernels);
+  if (expected.dropped) {
+    EXPECT_EQ(trace.all().back().getTraceEnd().getDroppedLaunches(), *expected.dropped);
+  }
+  if (expected.fromExtra) {
+    EXPECT_EQ(fromExtra, *expected.fromExtra);
+  }
 }
 
-TEST(Record, KernelNameFiltersAndLaunchRange) {
-  uint64_t dropped = 0;
-  using Names = std::vector<std::string>;
-  EXPECT_EQ(recordedKernels({{"KCAP_INCLUDE", "^axpy$"}}, dropped), (Names{"axpy", "axpy", "axpy"}));
-  EXPECT_EQ(dropped, 3u);
-  EXPECT_EQ(recordedKernels({{"KCAP_EXCLUDE", "axpy|poly"}}, dropped), (Names{"reduce_sum", "scale_struct"}));
-  EXPECT_EQ(dropped, 4u);
-  EXPECT_EQ(recordedKernels({{"KCAP_INCLUDE", "_"}, {"KCAP_EXCLUDE", "reduce"}}, dropped),
-            (Names{"scale_struct", "poly_eval"}));
-  std::vector<bool> fromExtra;
-  EXPECT_EQ(
-      recordedKernels({{"KCAP_INCLUDE", "axpy"}, {"KCAP_SKIP", "1"}, {"KCAP_MAX_LAUNCHES", "1"}}, dropped, &fromExtra),
-      (Names{"axpy"}));
-  EXPECT_EQ(fromExtra, std::vector<bool>{true});  // the second axpy launch, the one through `extra`
-  EXPECT_EQ(dropped, 5u);
-  EXPECT_EQ(recordedKernels({{"KCAP_SKIP", "4"}}, dropped), (Names{"scale_struct", "poly_eval"}));
-  EXPECT_EQ(recordedKernels({{"KCAP_MAX_LAUNCHES", "0"}}, dropped), Names{});
-}
+INSTANTIATE_TEST_SUITE_P(Record, KernelFilter, ::testing::ValuesIn(kFilterCases),
+                         [](const auto& test) { return std::string(test.param.name); });
 
 TEST(Record, CompressionLevelPieceSizeAndBuffer) {
   kcap::test::TempDir dir("kcap-record");
@@ -1253,37 +1262,71 @@ TEST(Record, CompressionLevelPieceSizeAndBuffer) {
   EXPECT_EQ(options["buffer"], std::to_string(64u << 20));
 }
 
-TEST(Record, InvalidOptionsLeaveTheProgramAlone) {
-  const Outcome plain = plainRun(interposeProgram("direct_launch"));
-  const std::pair<const char*, const char*> bad[] = {
-      {"KCAP_MODE", "everything"}, {"KCAP_INCLUDE", "(axpy"}, {"KCAP_SKIP", "-1"},   {"KCAP_MAX_LAUNCHES", "many"},
-      {"KCAP_LEVEL", "99"},        {"KCAP_PIECE_SIZE", "12"}, {"KCAP_BUFFER", "1M"},
-  };
-  for (const auto& [variable, value] : bad) {
-    kcap::test::TempDir dir("kcap-record");
-    const Outcome shimmed =
-        recorded(interposeProgram("direct_launch"), {}, {{"KCAP_OUTPUT", dir.file("t.kcap")}, {variable, value}});
-    EXPECT_EQ(shimmed.exitCode, 0) << shimmed.describe();
-    EXPECT_EQ(shimmed.out, plain.out);
-    const std::string prefix = std::string("kcap: ") + variable + "=\"" + value + "\": ";
-    EXPECT_EQ(shimmed.err.rfind(prefix, 0), 0u) << shimmed.err;
-    EXPECT_NE(shimmed.err.find("; not recording\n"), std::string::npos) << shimmed.err;
-    EXPECT_EQ(std::count(shimmed.err.begin(), shimmed.err.end(), '\n'), 1) << shimmed.err;
-    EXPECT_NE(access(dir.file("t.kcap").c_str(), F_OK), 0) << variable;
-  }
-  kcap::test::TempDir dir("kcap-record");
-  const Outcome placeholder = recorded(interposeProgram("direct_launch"), {}, {{"KCAP_OUTPUT", dir.file("t%q.kcap")}});
-  EXPECT_EQ(placeholder.exitCode, 0);
-  EXPECT_EQ(placeholder.out, plain.out);
-  EXPECT_NE(placeholder.err.find("unknown placeholder %q"), std::string::npos) << placeholder.err;
-  // A file that cannot be created: said once, the program runs on.
-  const Outcome unwritable =
-      recorded(interposeProgram("direct_launch"), {}, {{"KCAP_OUTPUT", dir.file("no-such-dir/t.kcap")}});
-  EXPECT_EQ(unwritable.exitCode, 0);
-  EXPECT_EQ(unwritable.out, plain.out);
-  EXPECT_EQ(unwritable.err.rfind("kcap: cannot record: ", 0), 0u) << unwritable.err;
-  EXPECT_EQ(std::count(unwritable.err.begin(), unwritable.err.end(), '\n'), 1) << unwritable.err;
+// Settings the shim cannot use: the program runs as it would without it,
+// stderr says why (one line where `oneLine`), and no trace is left behind
+// where `noTrace`.
+struct BadSettingCase {
+  std::string name;    // the test's name
+  std::string output;  // KCAP_OUTPUT, a file name in the test's directory
+  std::map<std::string, std::string> env;
+  std::string errPrefix;    // stderr starts with it (empty: anything)
+  std::string errContains;  // and holds it
+  bool oneLine;
+  bool noTrace;
+};
+
+void PrintTo(const BadSettingCase& badCase, std::ostream* out) { *out << badCase.name; }
+
+BadSettingCase invalidOption(const std::string& name, const std::string& variable, const std::string& value) {
+  return {name,
+          "t.kcap",
+          {{variable, value}},
+          "kcap: " + variable + "=\"" + value + "\": ",
+          "; not recording\n",
+          /*oneLine=*/true,
+          /*noTrace=*/true};
 }
+
+const BadSettingCase kBadSettingCases[] = {
+    invalidOption("UnknownMode", "KCAP_MODE", "everything"),
+    invalidOption("UnbalancedInclude", "KCAP_INCLUDE", "(axpy"),
+    invalidOption("NegativeSkip", "KCAP_SKIP", "-1"),
+    invalidOption("WordForMaxLaunches", "KCAP_MAX_LAUNCHES", "many"),
+    invalidOption("LevelOutOfRange", "KCAP_LEVEL", "99"),
+    invalidOption("PieceSizeTooSmall", "KCAP_PIECE_SIZE", "12"),
+    invalidOption("BufferTooSmall", "KCAP_BUFFER", "1M"),
+    {"UnknownPlaceholder", "t%q.kcap", {}, "", "unknown placeholder %q", /*oneLine=*/false, /*noTrace=*/false},
+    // A file that cannot be created: said once, the program runs on.
+    {"UnwritableOutput", "no-such-dir/t.kcap", {}, "kcap: cannot record: ", "", /*oneLine=*/true, /*noTrace=*/false},
+};
+
+class BadSetting : public ::testing::TestWithParam<BadSettingCase> {};
+
+TEST_P(BadSetting, LeavesTheProgramAlone) {
+  const BadSettingCase& expected = GetParam();
+  const Outcome plain = plainRun(interposeProgram("direct_launch"));
+  kcap::test::TempDir dir("kcap-record");
+  std::map<std::string, std::string> env = expected.env;
+  env["KCAP_OUTPUT"] = dir.file(expected.output);
+  const Outcome shimmed = recorded(interposeProgram("direct_launch"), {}, env);
+  EXPECT_EQ(shimmed.exitCode, 0) << shimmed.describe();
+  EXPECT_EQ(shimmed.out, plain.out);
+  if (!expected.errPrefix.empty()) {
+    EXPECT_EQ(shimmed.err.rfind(expected.errPrefix, 0), 0u) << shimmed.err;
+  }
+  if (!expected.errContains.empty()) {
+    EXPECT_NE(shimmed.err.find(expected.errContains), std::string::npos) << shimmed.err;
+  }
+  if (expected.oneLine) {
+    EXPECT_EQ(std::count(shimmed.err.begin(), shimmed.err.end(), '\n'), 1) << shimmed.err;
+  }
+  if (expected.noTrace) {
+    EXPECT_NE(access(env["KCAP_OUTPUT"].c_str(), F_OK), 0);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Record, BadSetting, ::testing::ValuesIn(kBadSettingCases),
+                         [](const auto& test) { return test.param.name; });
 
 TEST(Record, OutputPlaceholders) {
   kcap::test::TempDir dir("kcap-record");
@@ -1311,12 +1354,7 @@ TEST(Record, OutputPlaceholders) {
 TEST(Record, SixteenThreadsFourStreamsThousandLaunchesMetadata) {
   kcap::test::TempDir dir("kcap-record");
   const std::string path = dir.file("threads.kcap");
-  const Outcome plain = plainRun(threadsProgram());
-  const Outcome shimmed = recorded(threadsProgram(), {}, {{"KCAP_OUTPUT", path}, {"KCAP_MODE", "metadata"}});
-  expectClean(plain);
-  expectClean(shimmed);
-  EXPECT_EQ(shimmed.out, plain.out);
-  expectChecks(path);
+  expectRecordedLikePlain(threadsProgram(), {}, path, {{"KCAP_MODE", "metadata"}});
 
   // Every launch once, each stream's launches in the order made (a = 0, 1, ...).
   auto reader = kcap::format::TraceReader::open(path);
@@ -1425,67 +1463,6 @@ TEST(Record, ForkedChildNeverOverwritesTheParentsTrace) {
 
 // ---- exit paths --------------------------------------------------------------------------------
 
-TEST(Record, ExitFromAnotherThreadClosesTheTrace) {
-  kcap::test::TempDir dir("kcap-record");
-  const std::string path = dir.file("exit.kcap");
-  const Outcome shimmed = recorded(scenarioProgram(), {"exit-thread"}, {{"KCAP_OUTPUT", path}});
-  EXPECT_EQ(shimmed.exitCode, 7) << shimmed.describe();
-  EXPECT_EQ(shimmed.err, "");
-  expectChecks(path);
-  Trace trace(path);
-  EXPECT_TRUE(trace.reader().closed());
-  EXPECT_GE(trace.launches().size(), 20u);
-  EXPECT_EQ(trace.all().back().getTraceEnd().getReason(), schema::EndReason::EXIT);
-}
-
-class FatalSignal : public ::testing::TestWithParam<std::pair<const char*, int>> {};
-
-TEST_P(FatalSignal, EndsTheTraceInOrder) {
-  const auto [scenario, signal] = GetParam();
-#if defined(__SANITIZE_ADDRESS__)
-  if (signal == SIGSEGV) {
-    GTEST_SKIP() << "AddressSanitizer handles SIGSEGV itself (and exits instead of dying of it)";
-  }
-#endif
-  kcap::test::TempDir dir("kcap-record");
-  const std::string path = dir.file("signal.kcap");
-  const Outcome shimmed = recorded(scenarioProgram(), {scenario}, {{"KCAP_OUTPUT", path}});
-  EXPECT_EQ(shimmed.signal, signal) << shimmed.describe();  // the signal still ends the program
-  expectChecks(path);
-  Trace trace(path);
-  EXPECT_EQ(trace.launches().size(), 3u);
-  EXPECT_EQ(trace.launchEnds().size(), 3u);
-  const auto end = trace.all().back();
-  ASSERT_EQ(end.which(), Event::TRACE_END);
-  EXPECT_EQ(end.getTraceEnd().getReason(), schema::EndReason::SIGNAL);
-  EXPECT_EQ(end.getTraceEnd().getSignal(), signal);
-}
-
-INSTANTIATE_TEST_SUITE_P(Record, FatalSignal,
-                         ::testing::Values(std::make_pair("abort", SIGABRT), std::make_pair("segv", SIGSEGV),
-                                           std::make_pair("sigterm", SIGTERM), std::make_pair("sighup", SIGHUP),
-                                           std::make_pair("sigquit", SIGQUIT), std::make_pair("sigpipe", SIGPIPE),
-                                           std::make_pair("sigill", SIGILL), std::make_pair("sigalrm", SIGALRM),
-                                           std::make_pair("sigusr1", SIGUSR1)),
-                         [](const auto& test) { return std::string(test.param.first); });
-
-TEST(Record, AHandledSignalIsPassedOnAndRecordingGoesOn) {
-  kcap::test::TempDir dir("kcap-record");
-  for (const std::string scenario : {"sigterm-handled", "sighup-handled"}) {
-    SCOPED_TRACE(scenario);
-    const std::string path = dir.file(scenario + ".kcap");
-    const Outcome plain = plainRun(scenarioProgram(), {scenario});
-    const Outcome shimmed = recorded(scenarioProgram(), {scenario}, {{"KCAP_OUTPUT", path}});
-    expectClean(plain);
-    expectClean(shimmed);
-    EXPECT_EQ(shimmed.out, plain.out);
-    expectChecks(path);
-    Trace trace(path);
-    EXPECT_EQ(trace.launches().size(), 4u);
-    EXPECT_EQ(trace.all().back().getTraceEnd().getReason(), schema::EndReason::EXIT);
-  }
-}
-
 // Everything flushed before the kill is readable; the trace is just not closed.
 void expectReadableButNotClosed(const std::string& path) {
   const Outcome check = kcapCheck(path);
@@ -1495,36 +1472,222 @@ void expectReadableButNotClosed(const std::string& path) {
   EXPECT_EQ(check.out.find("missing"), std::string::npos) << check.describe();
 }
 
-TEST(Record, SigkillLeavesEveryFlushedLaunchReadable) {
-  kcap::test::TempDir dir("kcap-record");
-  const std::string path = dir.file("killed.kcap");
-  const Outcome shimmed = recorded(scenarioProgram(), {"sigkill"}, {{"KCAP_OUTPUT", path}});
-  EXPECT_EQ(shimmed.signal, SIGKILL) << shimmed.describe();
-  expectReadableButNotClosed(path);
-  Trace trace(path);
-  EXPECT_FALSE(trace.reader().closed());
-  EXPECT_EQ(trace.launches().size(), 3u);  // each flushed before it ran
-  for (const auto launch : trace.launches()) {
-    EXPECT_EQ(launch.getPre().size(), 2u);
+// Every way record_scenarios can end, recorded: how the program ended (its
+// exit code or the signal that ended it, passed on by the shim), whether the
+// trace was closed (kcap check passes) or is readable up to what was flushed,
+// how many launches and launch ends it holds, and how its TRACE_END says the
+// process ended (or that there is none, after SIGKILL). A case is built by
+// naming what it expects; `more`: what only that case shows.
+struct EndCase {
+  EndCase(const char* caseName, const char* scenarioName) : name(caseName), scenario(scenarioName) {}
+  EndCase& with(const std::string& variable, const std::string& value) {
+    env[variable] = value;
+    return *this;
   }
-  EXPECT_TRUE(trace.of(Event::TRACE_END).empty());
+  EndCase& exits(int code) {
+    exitCode = code;
+    return *this;
+  }
+  EndCase& killedBy(int signalNumber) {
+    signal = signalNumber;
+    return *this;
+  }
+  // Clean (exit 0, stderr empty) and the same output as without the shim.
+  EndCase& likePlainRun() {
+    likePlain = true;
+    return *this;
+  }
+  EndCase& quietly() {
+    quiet = true;
+    return *this;
+  }
+  EndCase& notClosed() {
+    closed = false;
+    return *this;
+  }
+  EndCase& launches(size_t count) { return launchesBetween(count, count); }
+  EndCase& launchesBetween(size_t least, size_t most) {
+    minLaunches = least;
+    maxLaunches = most;
+    return *this;
+  }
+  EndCase& endedLaunches(size_t count) {
+    launchEnds = count;
+    return *this;
+  }
+  EndCase& traceEnd(schema::EndReason reason) {
+    endReason = reason;
+    return *this;
+  }
+  EndCase& noTraceEnd() {
+    noEnd = true;
+    return *this;
+  }
+  EndCase& andThen(std::function<void(const Trace&)> check) {
+    more = std::move(check);
+    return *this;
+  }
+
+  const char* name;                        // the test's name
+  const char* scenario;                    // record_scenarios' argument
+  std::map<std::string, std::string> env;  // beside KCAP_OUTPUT
+  int exitCode = 0;
+  int signal = 0;  // 0: it exits
+  bool likePlain = false;
+  bool quiet = false;  // stderr empty
+  bool closed = true;  // else readable but not closed
+  size_t minLaunches = 0, maxLaunches = SIZE_MAX;
+  std::optional<size_t> launchEnds;
+  std::optional<schema::EndReason> endReason;
+  bool noEnd = false;
+  std::function<void(const Trace&)> more;
+};
+
+void PrintTo(const EndCase& endCase, std::ostream* out) { *out << endCase.name; }
+
+// A fatal signal, unhandled: the trace is closed and says so, the program
+// still dies of the signal.
+EndCase fatalSignal(const char* scenario, int signal) {
+  return EndCase(scenario, scenario).killedBy(signal).launches(3).endedLaunches(3).traceEnd(schema::EndReason::SIGNAL);
 }
 
-TEST(Record, ALaunchThatKillsTheProcessIsOnDisk) {
+const EndCase kEndCases[] = {
+    fatalSignal("abort", SIGABRT),
+    fatalSignal("segv", SIGSEGV),
+    fatalSignal("sigterm", SIGTERM),
+    fatalSignal("sighup", SIGHUP),
+    fatalSignal("sigquit", SIGQUIT),
+    fatalSignal("sigpipe", SIGPIPE),
+    fatalSignal("sigill", SIGILL),
+    fatalSignal("sigalrm", SIGALRM),
+    fatalSignal("sigusr1", SIGUSR1),
+    // exit() from another thread than main.
+    EndCase("exit_thread", "exit-thread")
+        .exits(7)
+        .quietly()
+        .launchesBetween(20, SIZE_MAX)
+        .traceEnd(schema::EndReason::EXIT),
+    // A handled signal is passed on and recording goes on.
+    EndCase("sigterm_handled", "sigterm-handled").likePlainRun().launches(4).traceEnd(schema::EndReason::EXIT),
+    EndCase("sighup_handled", "sighup-handled").likePlainRun().launches(4).traceEnd(schema::EndReason::EXIT),
+    // SIGKILL leaves every flushed launch readable: each flushed before it ran.
+    EndCase("sigkill", "sigkill")
+        .killedBy(SIGKILL)
+        .notClosed()
+        .launches(3)
+        .noTraceEnd()
+        .andThen([](const Trace& trace) {
+          for (const auto launch : trace.launches()) {
+            EXPECT_EQ(launch.getPre().size(), 2u);
+          }
+        }),
+    // A launch that kills the process is on disk; it never returned.
+    EndCase("fault_kill", "fault-kill")
+        .killedBy(SIGKILL)
+        .notClosed()
+        .launches(2)
+        .endedLaunches(1)
+        .noTraceEnd()
+        .andThen([](const Trace& trace) {
+          const auto launches = trace.launches();
+          ASSERT_EQ(launches.size(), 2u);
+          EXPECT_EQ(at<uint64_t>(launches[1].getParams(), 8), kPoisonKill);
+        }),
+    // --flush batch: what was written before the kill is readable.
+    EndCase("fault_kill_flush_batch", "fault-kill")
+        .with("KCAP_FLUSH", "batch")
+        .killedBy(SIGKILL)
+        .notClosed()
+        .launchesBetween(0, 2)
+        .noTraceEnd(),
+    // A faulting launch is recorded with its error.
+    EndCase("fault", "fault")
+        .exits(3)
+        .quietly()
+        .endedLaunches(2)
+        .traceEnd(schema::EndReason::EXIT)
+        .andThen([](const Trace& trace) {
+          const auto ends = trace.launchEnds();
+          ASSERT_EQ(ends.size(), 2u);
+          EXPECT_EQ(ends[1].getResult(), 0);  // the launch itself was accepted
+          EXPECT_EQ(ends[1].getSyncResult(), static_cast<int>(CUDA_ERROR_ILLEGAL_ADDRESS));
+          EXPECT_EQ(ends[1].getPost().size(), 0u);
+          bool sawSync = false;
+          for (const auto& e : trace.of(Event::API_ERROR)) {
+            const auto error = e.getApiError();
+            if (std::string(error.getFunction().cStr()) == "cuCtxSynchronize") {
+              sawSync = true;
+              EXPECT_EQ(std::string(error.getResultName().cStr()), "CUDA_ERROR_ILLEGAL_ADDRESS");
+            }
+          }
+          EXPECT_TRUE(sawSync);
+        }),
+};
+
+class ProcessEnd : public ::testing::TestWithParam<EndCase> {};
+
+TEST_P(ProcessEnd, TheTraceEndsAsTheProcessDid) {
+  const EndCase& expected = GetParam();
+#if defined(__SANITIZE_ADDRESS__)
+  if (expected.signal == SIGSEGV) {
+    GTEST_SKIP() << "AddressSanitizer handles SIGSEGV itself (and exits instead of dying of it)";
+  }
+#endif
   kcap::test::TempDir dir("kcap-record");
-  const std::string path = dir.file("fault-kill.kcap");
-  const Outcome shimmed = recorded(scenarioProgram(), {"fault-kill"}, {{"KCAP_OUTPUT", path}});
-  EXPECT_EQ(shimmed.signal, SIGKILL) << shimmed.describe();
-  expectReadableButNotClosed(path);
+  const std::string path = dir.file(std::string(expected.name) + ".kcap");
+  std::map<std::string, std::string> env = expected.env;
+  env["KCAP_OUTPUT"] = path;
+  if (expected.likePlain) {
+    expectRecordedLikePlain(scenarioProgram(), {expected.scenario}, path, env);
+  } else {
+    const Outcome shimmed = recorded(scenarioProgram(), {expected.scenario}, env);
+    if (expected.signal != 0) {
+      EXPECT_EQ(shimmed.signal, expected.signal) << shimmed.describe();  // the signal still ends the program
+    } else {
+      EXPECT_EQ(shimmed.exitCode, expected.exitCode) << shimmed.describe();
+    }
+    if (expected.quiet) {
+      EXPECT_EQ(shimmed.err, "");
+    }
+    if (expected.closed) {
+      expectChecks(path);
+    } else {
+      expectReadableButNotClosed(path);
+    }
+  }
   Trace trace(path);
-  const auto launches = trace.launches();
-  ASSERT_EQ(launches.size(), 2u);
-  EXPECT_EQ(at<uint64_t>(launches[1].getParams(), 8), kPoisonKill);
-  EXPECT_EQ(trace.launchEnds().size(), 1u);  // the fatal launch never returned
+  EXPECT_EQ(trace.reader().closed(), expected.closed);
+  if (expected.minLaunches == expected.maxLaunches) {
+    EXPECT_EQ(trace.launches().size(), expected.minLaunches);
+  } else {
+    EXPECT_GE(trace.launches().size(), expected.minLaunches);
+    EXPECT_LE(trace.launches().size(), expected.maxLaunches);
+  }
+  if (expected.launchEnds) {
+    EXPECT_EQ(trace.launchEnds().size(), *expected.launchEnds);
+  }
+  if (expected.endReason) {
+    const auto end = trace.all().back();
+    ASSERT_EQ(end.which(), Event::TRACE_END);
+    EXPECT_EQ(end.getTraceEnd().getReason(), *expected.endReason);
+    if (*expected.endReason == schema::EndReason::SIGNAL) {
+      EXPECT_EQ(end.getTraceEnd().getSignal(), expected.signal);
+    }
+  }
+  if (expected.noEnd) {
+    EXPECT_TRUE(trace.of(Event::TRACE_END).empty());
+  }
+  if (expected.more) {
+    expected.more(trace);
+  }
 }
+
+INSTANTIATE_TEST_SUITE_P(Record, ProcessEnd, ::testing::ValuesIn(kEndCases),
+                         [](const auto& test) { return std::string(test.param.name); });
 
 // --flush batch: the launch does not wait for the file. Every exit path but
-// SIGKILL still writes everything; SIGKILL leaves what was written readable.
+// SIGKILL still writes everything (the same trace as --flush launch); SIGKILL
+// leaves what was written readable (ProcessEnd's batch row).
 TEST(Record, FlushBatchWritesTheSameTraceBehindTheProgram) {
   kcap::test::TempDir dir("kcap-record");
   const std::string eager = dir.file("launch.kcap"), behind = dir.file("batch.kcap");
@@ -1547,39 +1710,6 @@ TEST(Record, FlushBatchWritesTheSameTraceBehindTheProgram) {
           << "launch " << i << " range " << r;
     }
   }
-
-  const std::string killed = dir.file("batch-killed.kcap");
-  const Outcome shimmed =
-      recorded(scenarioProgram(), {"fault-kill"}, {{"KCAP_OUTPUT", killed}, {"KCAP_FLUSH", "batch"}});
-  EXPECT_EQ(shimmed.signal, SIGKILL) << shimmed.describe();
-  expectReadableButNotClosed(killed);
-  Trace partial(killed);
-  EXPECT_LE(partial.launches().size(), 2u);
-}
-
-TEST(Record, AFaultingLaunchIsRecordedWithItsError) {
-  kcap::test::TempDir dir("kcap-record");
-  const std::string path = dir.file("fault.kcap");
-  const Outcome shimmed = recorded(scenarioProgram(), {"fault"}, {{"KCAP_OUTPUT", path}});
-  EXPECT_EQ(shimmed.exitCode, 3) << shimmed.describe();
-  EXPECT_EQ(shimmed.err, "");
-  expectChecks(path);
-  Trace trace(path);
-  const auto ends = trace.launchEnds();
-  ASSERT_EQ(ends.size(), 2u);
-  EXPECT_EQ(ends[1].getResult(), 0);  // the launch itself was accepted
-  EXPECT_EQ(ends[1].getSyncResult(), static_cast<int>(CUDA_ERROR_ILLEGAL_ADDRESS));
-  EXPECT_EQ(ends[1].getPost().size(), 0u);
-  bool sawSync = false;
-  for (const auto& e : trace.of(Event::API_ERROR)) {
-    const auto error = e.getApiError();
-    if (std::string(error.getFunction().cStr()) == "cuCtxSynchronize") {
-      sawSync = true;
-      EXPECT_EQ(std::string(error.getResultName().cStr()), "CUDA_ERROR_ILLEGAL_ADDRESS");
-    }
-  }
-  EXPECT_TRUE(sawSync);
-  EXPECT_EQ(trace.all().back().getTraceEnd().getReason(), schema::EndReason::EXIT);
 }
 
 // A range larger than two staging buffers goes out a buffer at a time
@@ -1626,10 +1756,19 @@ struct LargeScenario {
   }
 };
 
+// `program ARGS` recorded with `env`, collecting what the shim counted
+// (Outcome::shimStats, its KCAP_STATS_FILE).
+Outcome recordedWithStats(const std::string& program, const std::vector<std::string>& args,
+                          std::map<std::string, std::string> env) {
+  RunSpec spec{program, args, std::move(env), true};
+  spec.shimStats = true;
+  return run(spec);
+}
+
 // KCAP_STATS_FILE's lines as kind -> key -> value.
-std::map<std::string, std::map<std::string, uint64_t>> readStats(const std::string& path) {
+std::map<std::string, std::map<std::string, uint64_t>> readStats(const std::string& text) {
   std::map<std::string, std::map<std::string, uint64_t>> stats;
-  std::ifstream in(path);
+  std::istringstream in(text);
   std::string line;
   while (std::getline(in, line)) {
     std::istringstream words(line);
@@ -1643,84 +1782,94 @@ std::map<std::string, std::map<std::string, uint64_t>> readStats(const std::stri
   return stats;
 }
 
-TEST(Record, LargeRangesAreStoredExactlyAndProfiled) {
+struct LargeConfig {
+  const char* name;  // the test's name
+  const char* buffer;
+  const char* hash;
+  bool pageLocking;  // the driver page-locks the writer's direct memory
+};
+
+void PrintTo(const LargeConfig& config, std::ostream* out) { *out << config.name; }
+
+class LargeRanges : public ::testing::TestWithParam<LargeConfig> {};
+
+TEST_P(LargeRanges, AreStoredExactlyAndProfiled) {
   kcap::test::TempDir dir("kcap-record");
   constexpr size_t kPiece = LargeScenario::kPiece, kBytes = LargeScenario::kBytes;
   const LargeScenario large;
   const Outcome plain = plainRun(scenarioProgram(), {"large"});
   expectClean(plain);
-  struct Config {
-    const char* buffer;
-    const char* hash;
-    bool pageLocking;  // the driver page-locks the writer's direct memory
-  };
-  for (const auto& [buffer, hash, pageLocking] :
-       {Config{"64M", "device", true}, {"1G", "device", true}, {"1G", "device", false}, {"64M", "host", true}}) {
-    const std::string name = std::string(buffer) + hash + (pageLocking ? "" : "-unlocked");
-    const std::string path = dir.file("large-" + name + ".kcap"), stats = dir.file("stats-" + name);
-    const Outcome shimmed = recorded(scenarioProgram(), {"large"},
-                                     {{"KCAP_OUTPUT", path},
-                                      {"KCAP_BUFFER", buffer},
-                                      {"KCAP_HASH", hash},
-                                      {"KCAP_STATS_FILE", stats},
-                                      {"KCAP_DOUBLE_HOST_REGISTER", pageLocking ? "" : "refuse"}});
-    expectClean(shimmed);
-    auto profile = readStats(stats);
-    // The snapshot profile: four snapshots of the large range (before
-    // and after each launch), the small ones.
-    const uint64_t bytes = profile["snapshot"]["bytes"], deviceHashed = profile["snapshot"]["device_hashed"];
-    EXPECT_GE(bytes, 4 * kBytes) << buffer << hash;
-    EXPECT_LT(bytes, 4 * kBytes + (1u << 20)) << buffer << hash;
-    EXPECT_GE(profile["snapshot"]["ranges"], 4u) << buffer << hash;
-    EXPECT_GT(profile["snapshot_ns"]["store"], 0u) << buffer << hash;
-    EXPECT_GT(profile["snapshot_ns"]["copy_wait"], 0u) << buffer << hash;
-    EXPECT_EQ(profile["snapshot_ns"]["buffers_made"], 2u) << buffer << hash << " (one thread snapshots: two buffers)";
-    if (std::string(hash) == "device") {
-      // The large range on the device, every time; of it copied: 79
-      // distinct pieces (70 is 3) and the tail, then piece 1 changed.
-      EXPECT_EQ(deviceHashed, 4 * kBytes) << buffer;
-      EXPECT_EQ(profile["snapshot"]["copied"] - (bytes - deviceHashed), 80 * kPiece + 4096) << buffer;
-      EXPECT_GT(profile["snapshot_ns"]["device_hash"], 0u) << buffer;
-      // Those copies land in the writer's page-locked direct blocks: all
-      // of them within a large bound; with the smallest, those it has
-      // room for (a segment it has not goes through a staging buffer).
-      const uint64_t direct = profile["snapshot"]["direct"], locked = profile["writer"]["page_locked"];
-      if (!pageLocking) {
-        EXPECT_EQ(direct, 0u) << name;
-        EXPECT_EQ(locked, 0u) << name;
-      } else if (std::string(buffer) == "1G") {
-        EXPECT_EQ(direct, 80 * kPiece + 4096) << name;
-        EXPECT_EQ(locked, 128u << 20) << name << " (two slabs: 81 pieces)";
-        EXPECT_GT(profile["writer"]["lock_ns"], 0u) << name;
-      } else {
-        EXPECT_GT(direct, 0u) << name;
-        EXPECT_LE(locked, (64u + 4 * 32u) << 20) << name << " (--buffer and four staging buffers' worth)";
-      }
+  const auto& [configName, buffer, hash, pageLocking] = GetParam();
+  const std::string name = std::string(buffer) + hash + (pageLocking ? "" : "-unlocked");
+  const std::string path = dir.file("large-" + name + ".kcap");
+  const Outcome shimmed = recordedWithStats(scenarioProgram(), {"large"},
+                                            {{"KCAP_OUTPUT", path},
+                                             {"KCAP_BUFFER", buffer},
+                                             {"KCAP_HASH", hash},
+                                             {"KCAP_DOUBLE_HOST_REGISTER", pageLocking ? "" : "refuse"}});
+  expectClean(shimmed);
+  auto profile = readStats(shimmed.shimStats);
+  // The snapshot profile: four snapshots of the large range (before
+  // and after each launch), the small ones.
+  const uint64_t bytes = profile["snapshot"]["bytes"], deviceHashed = profile["snapshot"]["device_hashed"];
+  EXPECT_GE(bytes, 4 * kBytes) << buffer << hash;
+  EXPECT_LT(bytes, 4 * kBytes + (1u << 20)) << buffer << hash;
+  EXPECT_GE(profile["snapshot"]["ranges"], 4u) << buffer << hash;
+  EXPECT_GT(profile["snapshot_ns"]["store"], 0u) << buffer << hash;
+  EXPECT_GT(profile["snapshot_ns"]["copy_wait"], 0u) << buffer << hash;
+  EXPECT_EQ(profile["snapshot_ns"]["buffers_made"], 2u) << buffer << hash << " (one thread snapshots: two buffers)";
+  if (std::string(hash) == "device") {
+    // The large range on the device, every time; of it copied: 79
+    // distinct pieces (70 is 3) and the tail, then piece 1 changed.
+    EXPECT_EQ(deviceHashed, 4 * kBytes) << buffer;
+    EXPECT_EQ(profile["snapshot"]["copied"] - (bytes - deviceHashed), 80 * kPiece + 4096) << buffer;
+    EXPECT_GT(profile["snapshot_ns"]["device_hash"], 0u) << buffer;
+    // Those copies land in the writer's page-locked direct blocks: all
+    // of them within a large bound; with the smallest, those it has
+    // room for (a segment it has not goes through a staging buffer).
+    const uint64_t direct = profile["snapshot"]["direct"], locked = profile["writer"]["page_locked"];
+    if (!pageLocking) {
+      EXPECT_EQ(direct, 0u) << name;
+      EXPECT_EQ(locked, 0u) << name;
+    } else if (std::string(buffer) == "1G") {
+      EXPECT_EQ(direct, 80 * kPiece + 4096) << name;
+      EXPECT_EQ(locked, 128u << 20) << name << " (two slabs: 81 pieces)";
+      EXPECT_GT(profile["writer"]["lock_ns"], 0u) << name;
     } else {
-      EXPECT_EQ(deviceHashed, 0u);
-      EXPECT_EQ(profile["snapshot"]["copied"], bytes);
-      EXPECT_EQ(profile["snapshot"]["direct"], 0u);
-      EXPECT_EQ(profile["writer"]["page_locked"], 0u);
-      EXPECT_EQ(profile["snapshot_ns"]["device_hash"], 0u);
-      EXPECT_GE(profile["snapshot"]["chunks"], 12u) << " (three staging buffers a large snapshot)";
+      EXPECT_GT(direct, 0u) << name;
+      EXPECT_LE(locked, (64u + 4 * 32u) << 20) << name << " (--buffer and four staging buffers' worth)";
     }
-    // 79 distinct pieces, the tail, and piece 1 changed: new to the writer.
-    EXPECT_GE(profile["writer"]["unique_bytes"], 80 * kPiece + 4096) << buffer;
-    EXPECT_LT(profile["writer"]["unique_bytes"], 81 * kPiece + 4096) << buffer;
-    EXPECT_EQ(shimmed.out, plain.out);
-    expectChecks(path);
-    large.expectIn(path);
-    // 80 distinct pieces + the tail the first time, one new piece the
-    // second (piece 70 is piece 3): what the file's blobs hold, once each.
-    auto reader = kcap::format::TraceReader::open(path);
-    uint64_t blobBytes = 0;
-    for (const auto& chunk : reader->chunks()) {
-      blobBytes += chunk.kind == kcap::format::ChunkKind::kBlob ? chunk.rawSize : 0;
-    }
-    EXPECT_GE(blobBytes, 80 * kPiece + 4096) << buffer;
-    EXPECT_LT(blobBytes, 81 * kPiece + 4096 + (1u << 20)) << buffer << " (at most 1 MiB of other content)";
+  } else {
+    EXPECT_EQ(deviceHashed, 0u);
+    EXPECT_EQ(profile["snapshot"]["copied"], bytes);
+    EXPECT_EQ(profile["snapshot"]["direct"], 0u);
+    EXPECT_EQ(profile["writer"]["page_locked"], 0u);
+    EXPECT_EQ(profile["snapshot_ns"]["device_hash"], 0u);
+    EXPECT_GE(profile["snapshot"]["chunks"], 12u) << " (three staging buffers a large snapshot)";
   }
+  // 79 distinct pieces, the tail, and piece 1 changed: new to the writer.
+  EXPECT_GE(profile["writer"]["unique_bytes"], 80 * kPiece + 4096) << buffer;
+  EXPECT_LT(profile["writer"]["unique_bytes"], 81 * kPiece + 4096) << buffer;
+  EXPECT_EQ(shimmed.out, plain.out);
+  expectChecks(path);
+  large.expectIn(path);
+  // 80 distinct pieces + the tail the first time, one new piece the
+  // second (piece 70 is piece 3): what the file's blobs hold, once each.
+  auto reader = kcap::format::TraceReader::open(path);
+  uint64_t blobBytes = 0;
+  for (const auto& chunk : reader->chunks()) {
+    blobBytes += chunk.kind == kcap::format::ChunkKind::kBlob ? chunk.rawSize : 0;
+  }
+  EXPECT_GE(blobBytes, 80 * kPiece + 4096) << buffer;
+  EXPECT_LT(blobBytes, 81 * kPiece + 4096 + (1u << 20)) << buffer << " (at most 1 MiB of other content)";
 }
+
+INSTANTIATE_TEST_SUITE_P(Record, LargeRanges,
+                         ::testing::Values(LargeConfig{"buffer64M_hashDevice", "64M", "device", true},
+                                           LargeConfig{"buffer1G_hashDevice", "1G", "device", true},
+                                           LargeConfig{"buffer1G_hashDevice_unlocked", "1G", "device", false},
+                                           LargeConfig{"buffer64M_hashHost", "64M", "host", true}),
+                         [](const auto& test) { return std::string(test.param.name); });
 
 // Where hashing on the device does not work, or the memory changes between
 // the hashing and the copy, the snapshot is the host's, and the trace the
@@ -1729,44 +1878,57 @@ TEST(Record, LargeRangesAreStoredExactlyAndProfiled) {
 // taken again on the host, every time here), a kernel that runs once and
 // then fails (its check of the first copy cannot be queued: that range is
 // taken again, and the rest on the host).
-TEST(Record, DeviceHashingFallsBackToTheHost) {
+struct HashFaultCase {
+  const char* fault;  // KCAP_DOUBLE_CONTENT_HASH, and the test's name
+  std::string err;    // what the shim says
+  uint64_t deviceHashed;
+};
+
+void PrintTo(const HashFaultCase& fault, std::ostream* out) { *out << fault.fault; }
+
+const HashFaultCase kHashFaultCases[] = {
+    {"refuse",
+     "kcap: hashing device memory on the GPU failed (loading the kernel: "
+     "CUDA_ERROR_NO_BINARY_FOR_GPU); snapshots hash on the host\n",
+     0},
+    {"fail-later",
+     "kcap: hashing device memory on the GPU failed (launching the kernel: "
+     "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES); snapshots hash on the host\n",
+     LargeScenario::kBytes},
+    // Each large snapshot: the first segment copied (piece 0 in it) hashes
+    // otherwise than before its copy: nothing of it stored, then all of the
+    // range copied and hashed on the host.
+    {"stale", "", 4 * LargeScenario::kBytes},
+};
+
+class DeviceHashing : public ::testing::TestWithParam<HashFaultCase> {};
+
+TEST_P(DeviceHashing, FallsBackToTheHost) {
+  const HashFaultCase& expected = GetParam();
   kcap::test::TempDir dir("kcap-record");
   const LargeScenario large;
   const Outcome plain = plainRun(scenarioProgram(), {"large"});
   expectClean(plain);
-  for (const std::string fault : {"refuse", "stale", "fail-later"}) {
-    const std::string path = dir.file(fault + ".kcap"), stats = dir.file(fault + ".stats");
-    const Outcome shimmed =
-        recorded(scenarioProgram(), {"large"},
-                 {{"KCAP_OUTPUT", path}, {"KCAP_STATS_FILE", stats}, {"KCAP_DOUBLE_CONTENT_HASH", fault}});
-    EXPECT_EQ(shimmed.exitCode, 0) << shimmed.describe();
-    EXPECT_EQ(shimmed.out, plain.out);
-    auto profile = readStats(stats);
-    const uint64_t bytes = profile["snapshot"]["bytes"];
-    if (fault == "refuse") {
-      EXPECT_EQ(shimmed.err,
-                "kcap: hashing device memory on the GPU failed (loading the kernel: "
-                "CUDA_ERROR_NO_BINARY_FOR_GPU); snapshots hash on the host\n");
-      EXPECT_EQ(profile["snapshot"]["device_hashed"], 0u);
-      EXPECT_EQ(profile["snapshot"]["copied"], bytes);
-    } else if (fault == "fail-later") {
-      EXPECT_EQ(shimmed.err,
-                "kcap: hashing device memory on the GPU failed (launching the kernel: "
-                "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES); snapshots hash on the host\n");
-      EXPECT_EQ(profile["snapshot"]["device_hashed"], LargeScenario::kBytes);
-      EXPECT_EQ(profile["snapshot"]["copied"], bytes);
-    } else {
-      EXPECT_EQ(shimmed.err, "") << shimmed.describe();
-      EXPECT_EQ(profile["snapshot"]["device_hashed"], 4 * LargeScenario::kBytes);
-      // Each large snapshot: the first segment copied (piece 0 in it)
-      // hashes otherwise than before its copy: nothing of it stored,
-      // then all of the range copied and hashed on the host.
-      EXPECT_EQ(profile["snapshot"]["copied"] - (bytes - 4 * LargeScenario::kBytes), 4 * LargeScenario::kBytes);
-    }
-    expectChecks(path);
-    large.expectIn(path);
-  }
+  const std::string path = dir.file(std::string(expected.fault) + ".kcap");
+  const Outcome shimmed = recordedWithStats(scenarioProgram(), {"large"},
+                                            {{"KCAP_OUTPUT", path}, {"KCAP_DOUBLE_CONTENT_HASH", expected.fault}});
+  EXPECT_EQ(shimmed.exitCode, 0) << shimmed.describe();
+  EXPECT_EQ(shimmed.out, plain.out);
+  EXPECT_EQ(shimmed.err, expected.err) << shimmed.describe();
+  auto profile = readStats(shimmed.shimStats);
+  const uint64_t bytes = profile["snapshot"]["bytes"];
+  EXPECT_EQ(profile["snapshot"]["device_hashed"], expected.deviceHashed);
+  // Every byte copied: what was hashed on the device again after all.
+  EXPECT_EQ(profile["snapshot"]["copied"] - (bytes - expected.deviceHashed), expected.deviceHashed);
+  expectChecks(path);
+  large.expectIn(path);
 }
+
+INSTANTIATE_TEST_SUITE_P(Record, DeviceHashing, ::testing::ValuesIn(kHashFaultCases), [](const auto& test) {
+  std::string name = test.param.fault;
+  std::replace(name.begin(), name.end(), '-', '_');
+  return name;
+});
 
 TEST(Record, AnInternalFailureStopsRecordingButNotTheProgram) {
   kcap::test::TempDir dir("kcap-record");
@@ -1800,8 +1962,7 @@ TEST(KcapRecord, RunsTheProgramUnderTheShimAndSummarizes) {
   kcap::test::TempDir dir("kcap-record");
   const std::string path = dir.file("r.kcap");
   const Outcome plain = plainRun(interposeProgram("direct_launch"));
-  const Outcome run =
-      kcap_test::run({kcapBinary(), {"record", "-o", path, "--", interposeProgram("direct_launch")}, {}, false});
+  const Outcome run = kcap({"record", "-o", path, "--", interposeProgram("direct_launch")});
   EXPECT_EQ(run.exitCode, 0) << run.describe();
   EXPECT_EQ(run.out, plain.out);
   EXPECT_NE(run.err.find("kcap: recorded 53 events, 6 launches in " + path + " ("), std::string::npos) << run.err;
@@ -1811,29 +1972,26 @@ TEST(KcapRecord, RunsTheProgramUnderTheShimAndSummarizes) {
 TEST(KcapRecord, OptionsBecomeTheShimsSettings) {
   kcap::test::TempDir dir("kcap-record");
   const std::string path = dir.file("r.kcap");
-  const Outcome run = kcap_test::run({kcapBinary(),
-                                      {"record",
-                                       "--quiet",
-                                       "--mode",
-                                       "metadata",
-                                       "--include",
-                                       "axpy",
-                                       "--max-launches",
-                                       "2",
-                                       "--level",
-                                       "1",
-                                       "--piece-size",
-                                       "64K",
-                                       "--buffer",
-                                       "128M",
-                                       "--flush",
-                                       "batch",
-                                       "-o",
-                                       path,
-                                       "--",
-                                       interposeProgram("direct_launch")},
-                                      {},
-                                      false});
+  const Outcome run = kcap({"record",
+                            "--quiet",
+                            "--mode",
+                            "metadata",
+                            "--include",
+                            "axpy",
+                            "--max-launches",
+                            "2",
+                            "--level",
+                            "1",
+                            "--piece-size",
+                            "64K",
+                            "--buffer",
+                            "128M",
+                            "--flush",
+                            "batch",
+                            "-o",
+                            path,
+                            "--",
+                            interposeProgram("direct_launch")});
   EXPECT_EQ(run.exitCode, 0) << run.describe();
   EXPECT_EQ(run.err, "");
   Trace trace(path);
@@ -1848,38 +2006,72 @@ TEST(KcapRecord, OptionsBecomeTheShimsSettings) {
   EXPECT_EQ(options["flush"], "batch");
 }
 
-TEST(KcapRecord, ExitCodesAndUsageErrors) {
+// `kcap record ARGS` passes the program's exit on (a signal as 128 + its
+// number) and refuses what it cannot use with exit code 2 before running
+// anything. "{dir}/NAME": a file in the test's directory; "{scenarios}":
+// record_scenarios.
+struct RecordExitCase {
+  const char* name;  // the test's name
+  std::vector<std::string> args;
+  std::map<std::string, std::string> env;
+  int exitCode;
+  std::string errContains;  // empty: not checked
+  std::string traceChecks;  // a trace that kcap check passes ("{dir}/NAME"); empty: none
+};
+
+void PrintTo(const RecordExitCase& exitCase, std::ostream* out) { *out << exitCase.name; }
+
+const RecordExitCase kRecordExitCases[] = {
+    {"ProgramExitCode", {"-q", "-o", "{dir}/a.kcap", "--", "/bin/sh", "-c", "exit 5"}, {}, 5, "", ""},
+    {"ProgramKilledBySignal",
+     {"-q", "-o", "{dir}/b.kcap", "--", "{scenarios}", "sigterm"},
+     {},
+     128 + SIGTERM,
+     "",
+     "{dir}/b.kcap"},
+    {"UnknownMode", {"--mode", "sometimes", "--", "/bin/true"}, {}, 2, "--mode \"sometimes\"", ""},
+    {"BufferTooSmall", {"--buffer", "1M", "--", "/bin/true"}, {}, 2, "--buffer \"1M\"", ""},
+    {"UnknownFlush", {"--flush", "never", "--", "/bin/true"}, {}, 2, "--flush \"never\"", ""},
+    {"NoProgram", {"--"}, {}, 2, "", ""},
+    {"MissingShim", {"--shim", "{dir}/nothing.so", "--", "/bin/true"}, {}, 2, "", ""},
+    {"MissingProgram", {"-q", "--", "{dir}/no-such-program"}, {}, 127, "", ""},
+    // KCAP_TIMING other than 0 or 1.
+    {"TimingVariableNotABoolean", {"--", "/bin/true"}, {{"KCAP_TIMING", "yes"}}, 2, "--timing \"yes\"", ""},
+};
+
+class KcapRecordExit : public ::testing::TestWithParam<RecordExitCase> {};
+
+TEST_P(KcapRecordExit, ExitCodeAndUsageError) {
+  const RecordExitCase& expected = GetParam();
   kcap::test::TempDir dir("kcap-record");
-  const auto record = [&](std::vector<std::string> args) {
-    args.insert(args.begin(), "record");
-    return kcap_test::run({kcapBinary(), args, {}, false});
+  const auto resolve = [&](const std::string& arg) {
+    if (arg == "{scenarios}") {
+      return scenarioProgram();
+    }
+    return arg.rfind("{dir}/", 0) == 0 ? dir.file(arg.substr(6)) : arg;
   };
-  EXPECT_EQ(record({"-q", "-o", dir.file("a.kcap"), "--", "/bin/sh", "-c", "exit 5"}).exitCode, 5);
-  const Outcome killed = record({"-q", "-o", dir.file("b.kcap"), "--", scenarioProgram(), "sigterm"});
-  EXPECT_EQ(killed.exitCode, 128 + SIGTERM) << killed.describe();
-  expectChecks(dir.file("b.kcap"));
-  const Outcome badMode = record({"--mode", "sometimes", "--", "/bin/true"});
-  EXPECT_EQ(badMode.exitCode, 2);
-  EXPECT_NE(badMode.err.find("--mode \"sometimes\""), std::string::npos) << badMode.err;
-  const Outcome badBuffer = record({"--buffer", "1M", "--", "/bin/true"});
-  EXPECT_EQ(badBuffer.exitCode, 2);
-  EXPECT_NE(badBuffer.err.find("--buffer \"1M\""), std::string::npos) << badBuffer.err;
-  const Outcome badFlush = record({"--flush", "never", "--", "/bin/true"});
-  EXPECT_EQ(badFlush.exitCode, 2);
-  EXPECT_NE(badFlush.err.find("--flush \"never\""), std::string::npos) << badFlush.err;
-  EXPECT_EQ(record({"--"}).exitCode, 2);
-  EXPECT_EQ(record({"--shim", dir.file("nothing.so"), "--", "/bin/true"}).exitCode, 2);
-  EXPECT_EQ(record({"-q", "--", dir.file("no-such-program")}).exitCode, 127);
+  std::vector<std::string> args = {"record"};
+  for (const std::string& arg : expected.args) {
+    args.push_back(resolve(arg));
+  }
+  const Outcome run = kcap(args, expected.env);
+  EXPECT_EQ(run.exitCode, expected.exitCode) << run.describe();
+  if (!expected.errContains.empty()) {
+    EXPECT_NE(run.err.find(expected.errContains), std::string::npos) << run.err;
+  }
+  if (!expected.traceChecks.empty()) {
+    expectChecks(resolve(expected.traceChecks));
+  }
 }
+
+INSTANTIATE_TEST_SUITE_P(KcapRecord, KcapRecordExit, ::testing::ValuesIn(kRecordExitCases),
+                         [](const auto& test) { return std::string(test.param.name); });
 
 TEST(KcapRecord, SummarizesTracesOfDescendants) {
   kcap::test::TempDir dir("kcap-record");
   // The shell is the program; the CUDA process is its child.
-  const Outcome run = kcap_test::run(
-      {kcapBinary(),
-       {"record", "-o", dir.file("t-%p.kcap"), "--", "/bin/sh", "-c", scenarioProgram() + " capture; exit 4"},
-       {},
-       false});
+  const Outcome run =
+      kcap({"record", "-o", dir.file("t-%p.kcap"), "--", "/bin/sh", "-c", scenarioProgram() + " capture; exit 4"});
   EXPECT_EQ(run.exitCode, 4) << run.describe();
   EXPECT_NE(run.err.find("kcap: recorded "), std::string::npos) << run.err;
   EXPECT_NE(run.err.find(" launches in " + dir.file("t-")), std::string::npos) << run.err;
@@ -1890,8 +2082,7 @@ TEST(KcapRecord, OnlyTheFirstRecordingProcessGetsThePlainName) {
   KCAP_SKIP_FORK_UNDER_ASAN();
   kcap::test::TempDir dir("kcap-record");
   const std::string path = dir.file("tree.kcap");
-  const Outcome run =
-      kcap_test::run({kcapBinary(), {"record", "-q", "-o", path, "--", scenarioProgram(), "fork"}, {}, false});
+  const Outcome run = kcap({"record", "-q", "-o", path, "--", scenarioProgram(), "fork"});
   EXPECT_EQ(run.exitCode, 0) << run.describe();
   Trace parent(path);
   EXPECT_EQ(parent.launches().size(), 2u);
@@ -1939,8 +2130,7 @@ TEST(KcapRecord, TimingWithoutAWorkingCuptiSaysSoOnceAndRecordsEverything) {
   kcap::test::TempDir dir("kcap-record");
   const std::string path = dir.file("timed.kcap");
   const Outcome plain = plainRun(interposeProgram("direct_launch"));
-  const Outcome run = kcap_test::run(
-      {kcapBinary(), {"record", "--timing", "-o", path, "--", interposeProgram("direct_launch")}, {}, false});
+  const Outcome run = kcap({"record", "--timing", "-o", path, "--", interposeProgram("direct_launch")});
   EXPECT_EQ(run.exitCode, 0) << run.describe();
   EXPECT_EQ(run.out, plain.out);
   EXPECT_EQ(occurrences(run.err, "kcap: --timing: "), 1u) << run.err;
@@ -1958,10 +2148,7 @@ TEST(KcapRecord, TimingWithoutAWorkingCuptiSaysSoOnceAndRecordsEverything) {
   EXPECT_TRUE(optionRecorded(trace, "timing", "on"));
   // Without --timing: no CUPTI, no note.
   const Outcome untimed =
-      kcap_test::run({kcapBinary(),
-                      {"record", "-q", "-o", dir.file("untimed.kcap"), "--", interposeProgram("direct_launch")},
-                      {},
-                      false});
+      kcap({"record", "-q", "-o", dir.file("untimed.kcap"), "--", interposeProgram("direct_launch")});
   EXPECT_EQ(untimed.err, "") << untimed.describe();
   EXPECT_TRUE(optionRecorded(Trace(dir.file("untimed.kcap")), "timing", "off"));
 }
@@ -1984,10 +2171,7 @@ TEST(Record, TimingSaysWhenCuptiCannotBeLoaded) {
   EXPECT_EQ(trace.launches().size(), 6u);
   EXPECT_TRUE(trace.of(Event::KERNEL_TIMING).empty());
   EXPECT_EQ(messagesWith(trace, "could not load CUPTI").size(), 1u);
-  // A value other than 0 or 1 is a usage error for kcap record.
-  const Outcome bad = kcap_test::run({kcapBinary(), {"record", "--", "/bin/true"}, {{"KCAP_TIMING", "yes"}}, false});
-  EXPECT_EQ(bad.exitCode, 2) << bad.describe();
-  EXPECT_NE(bad.err.find("--timing \"yes\""), std::string::npos) << bad.err;
+  // A value other than 0 or 1 is a usage error for kcap record: KcapRecordExit's TimingVariableNotABoolean.
 }
 
 }  // namespace

@@ -3,7 +3,7 @@
 // double. The double runs a changed host implementation of axpy for images
 // built from kernels/axpy_changed.cu (y[100]'s lowest bit flipped), which is
 // what the override searches must find.
-#include "record_runner.h"
+#include "process_runner.h"
 #include "recorded_traces.h"
 #include "trace_files.h"
 

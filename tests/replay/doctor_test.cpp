@@ -3,7 +3,7 @@
 // on a trace of tests/interpose/programs/direct_launch recorded with
 // `kcap record`.
 #include "portability.h"
-#include "record_runner.h"
+#include "process_runner.h"
 #include "recorded_traces.h"
 #include "trace_files.h"
 

@@ -4,7 +4,7 @@
 // launches need (read back event by event, compared with the source); and
 // `kcap replay` (KCAP_LIBCUDA naming the double) reports on it exactly what
 // it reports on the source.
-#include "record_runner.h"
+#include "process_runner.h"
 #include "recorded_traces.h"
 #include "trace_files.h"
 

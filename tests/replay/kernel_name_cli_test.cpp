@@ -4,7 +4,7 @@
 // in the name, without recursion on it, so a name of 60,000 characters
 // neither overflows the stack nor takes seconds. Invalid patterns are usage
 // errors (exit 2) that say what is wrong before anything runs.
-#include "record_runner.h"
+#include "process_runner.h"
 #include "sample_trace.h"
 #include "trace_files.h"
 

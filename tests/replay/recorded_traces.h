@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "record_runner.h"
+#include "process_runner.h"
 #include "trace_files.h"
 
 namespace kcap_test {

@@ -4,7 +4,7 @@
 // KCAP_LIBCUDA naming the double. Checks verdicts, both memory paths,
 // sequences, --override, faults and hangs, damaged traces, usage errors, the
 // JSON report and the exit codes.
-#include "record_runner.h"
+#include "process_runner.h"
 #include "recorded_traces.h"
 #include "trace_files.h"
 #include "trace_reader.h"

@@ -13,7 +13,7 @@
 #include "trace_model.h"
 #include "trace_reader.h"
 #include "trace_writer.h"
-#include "record_runner.h"
+#include "process_runner.h"
 #include "trace_files.h"
 
 #include <dlfcn.h>

@@ -1,4 +1,4 @@
-#include "record_runner.h"
+#include "process_runner.h"
 
 #include <dlfcn.h>
 #include <fcntl.h>
@@ -60,22 +60,84 @@ std::string withoutSanitizerNoise(const std::string& text) {
 #endif
 }
 
-std::string tempFile(const char* tag) {
-  const char* base = std::getenv("TMPDIR");
-  std::string pattern =
-      std::string(base != nullptr && base[0] != '\0' ? base : "/tmp") + "/kcap-record-" + tag + "-XXXXXX";
-  const int fd = mkstemp(pattern.data());
-  if (fd < 0) {
-    throw std::runtime_error("mkstemp failed");
+// Where the child's stdout, stderr and stats go; removed with what is in it.
+class RunDir {
+ public:
+  RunDir() {
+    const char* base = std::getenv("TMPDIR");
+    std::string pattern = std::string(base != nullptr && base[0] != '\0' ? base : "/tmp") + "/kcap-run-XXXXXX";
+    if (mkdtemp(pattern.data()) == nullptr) {
+      throw std::runtime_error("mkdtemp failed");
+    }
+    path_ = pattern;
   }
-  close(fd);
-  return pattern;
+  ~RunDir() {
+    for (const char* name : {"stdout", "stderr", "stats"}) {
+      std::remove(file(name).c_str());
+    }
+    rmdir(path_.c_str());
+  }
+  RunDir(const RunDir&) = delete;
+  RunDir& operator=(const RunDir&) = delete;
+  std::string file(const char* name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+// The cleaned inherited environment, then what the spec asks for; a memory
+// limit under AddressSanitizer is added to whatever ASAN_OPTIONS that leaves.
+std::vector<std::string> childEnvironment(const RunSpec& spec, const std::string& runtime, const RunDir& dir) {
+  std::map<std::string, std::string> variables;
+  for (char** entry = environ; *entry != nullptr; ++entry) {
+    const std::string variable = *entry;
+    const size_t equals = variable.find('=');
+    const std::string name = variable.substr(0, equals);
+    if (name != "LD_PRELOAD" && name != "LD_LIBRARY_PATH" && name.rfind("KCAP_", 0) != 0 &&
+        equals != std::string::npos) {
+      variables.emplace(name, variable.substr(equals + 1));
+    }
+  }
+  if (spec.withShim) {
+    variables["LD_PRELOAD"] = (runtime.empty() ? "" : runtime + ":") + shimPath();
+    if (spec.shimStats) {
+      variables["KCAP_STATS_FILE"] = dir.file("stats");
+    }
+  } else if (!runtime.empty()) {
+    variables["LD_PRELOAD"] = runtime;
+  }
+  if (!spec.libraryPath.empty()) {
+    variables["LD_LIBRARY_PATH"] = spec.libraryPath;
+  }
+  for (const auto& [name, value] : spec.env) {
+    variables[name] = value;
+  }
+  if (spec.memoryLimitBytes != 0 && !runtime.empty()) {
+    const std::string mb = std::to_string(spec.memoryLimitBytes >> 20);
+    std::string& options = variables["ASAN_OPTIONS"];
+    options += (options.empty() ? "" : ":") + std::string("hard_rss_limit_mb=") + mb + ":max_allocation_size_mb=" + mb;
+  }
+  std::vector<std::string> environment;
+  for (const auto& [name, value] : variables) {
+    environment.push_back(name + "=" + value);
+  }
+  return environment;
+}
+
+std::vector<char*> pointersTo(std::vector<std::string>& strings) {
+  std::vector<char*> pointers;
+  for (std::string& text : strings) {
+    pointers.push_back(text.data());
+  }
+  pointers.push_back(nullptr);
+  return pointers;
 }
 
 }  // namespace
 
 std::string shimPath() { return KCAP_TEST_SHIM; }
 std::string doubleDir() { return KCAP_TEST_DOUBLE_DIR; }
+std::string symbolicDoubleDir() { return KCAP_TEST_SYMBOLIC_DOUBLE_DIR; }
 std::string kcapBinary() { return KCAP_TEST_KCAP; }
 std::string scenarioProgram() { return std::string(KCAP_TEST_RECORD_PROGRAMS_DIR) + "/record_scenarios"; }
 std::string threadsProgram() { return std::string(KCAP_TEST_RECORD_PROGRAMS_DIR) + "/record_threads"; }
@@ -93,54 +155,24 @@ std::string Outcome::describe() const {
 }
 
 Outcome run(const RunSpec& spec) {
-  const std::string outPath = tempFile("out");
-  const std::string errPath = tempFile("err");
+  const RunDir dir;
   const std::string runtime = sanitizerRuntime();
-  std::map<std::string, std::string> added = spec.env;
   std::vector<std::string> args = {spec.program};
   args.insert(args.end(), spec.args.begin(), spec.args.end());
-  if (spec.memoryLimitBytes != 0 && !runtime.empty()) {
-    const std::string mb = std::to_string(spec.memoryLimitBytes >> 20);
-    const char* inherited = std::getenv("ASAN_OPTIONS");
-    std::string options = added.count("ASAN_OPTIONS") ? added["ASAN_OPTIONS"] : inherited ? inherited : "";
-    added["ASAN_OPTIONS"] =
-        options + (options.empty() ? "" : ":") + "hard_rss_limit_mb=" + mb + ":max_allocation_size_mb=" + mb;
-  } else if (spec.memoryLimitBytes != 0) {
+  if (spec.memoryLimitBytes != 0 && runtime.empty()) {
     args.insert(args.begin(), {"/bin/sh", "-c",
                                "ulimit -v " + std::to_string(spec.memoryLimitBytes >> 10) + " && exec \"$0\" \"$@\""});
   }
-  std::vector<std::string> environment;
-  for (char** entry = environ; *entry != nullptr; ++entry) {
-    const std::string variable = *entry;
-    const std::string name = variable.substr(0, variable.find('='));
-    if (name != "LD_PRELOAD" && name != "LD_LIBRARY_PATH" && name.rfind("KCAP_", 0) != 0 && added.count(name) == 0) {
-      environment.push_back(variable);
-    }
-  }
-  if (spec.withShim) {
-    environment.push_back("LD_PRELOAD=" + (runtime.empty() ? "" : runtime + ":") + shimPath());
-  } else if (!runtime.empty()) {
-    environment.push_back("LD_PRELOAD=" + runtime);
-  }
-  environment.push_back("LD_LIBRARY_PATH=" + doubleDir());
-  for (const auto& [name, value] : added) {
-    environment.push_back(name + "=" + value);
-  }
-  std::vector<char*> envp;
-  for (std::string& variable : environment) {
-    envp.push_back(variable.data());
-  }
-  envp.push_back(nullptr);
-  std::vector<char*> argv;
-  for (std::string& arg : args) {
-    argv.push_back(arg.data());
-  }
-  argv.push_back(nullptr);
+  std::vector<std::string> environment = childEnvironment(spec, runtime, dir);
+  std::vector<char*> argv = pointersTo(args);
+  std::vector<char*> envp = pointersTo(environment);
 
   posix_spawn_file_actions_t files;
   posix_spawn_file_actions_init(&files);
-  posix_spawn_file_actions_addopen(&files, STDOUT_FILENO, outPath.c_str(), O_WRONLY | O_TRUNC, 0600);
-  posix_spawn_file_actions_addopen(&files, STDERR_FILENO, errPath.c_str(), O_WRONLY | O_TRUNC, 0600);
+  posix_spawn_file_actions_addopen(&files, STDOUT_FILENO, dir.file("stdout").c_str(), O_WRONLY | O_CREAT | O_TRUNC,
+                                   0600);
+  posix_spawn_file_actions_addopen(&files, STDERR_FILENO, dir.file("stderr").c_str(), O_WRONLY | O_CREAT | O_TRUNC,
+                                   0600);
   pid_t pid = 0;
   const int spawned = posix_spawn(&pid, args[0].c_str(), &files, nullptr, argv.data(), envp.data());
   posix_spawn_file_actions_destroy(&files);
@@ -152,7 +184,7 @@ Outcome run(const RunSpec& spec) {
   const auto deadline = std::chrono::steady_clock::now() + spec.timeout;
   while (waitpid(pid, &status, WNOHANG) == 0) {
     if (std::chrono::steady_clock::now() > deadline) {
-      result.timedOut = true;
+      result.timedOut = true;  // a deadlock, most likely
       kill(pid, SIGKILL);
       waitpid(pid, &status, 0);
       break;
@@ -164,10 +196,11 @@ Outcome run(const RunSpec& spec) {
   } else if (WIFSIGNALED(status)) {
     result.signal = WTERMSIG(status);
   }
-  result.out = readText(outPath);
-  result.err = withoutSanitizerNoise(readText(errPath));
-  std::remove(outPath.c_str());
-  std::remove(errPath.c_str());
+  result.out = readText(dir.file("stdout"));
+  result.err = withoutSanitizerNoise(readText(dir.file("stderr")));
+  if (spec.withShim && spec.shimStats) {
+    result.shimStats = readText(dir.file("stats"));
+  }
   return result;
 }
 
