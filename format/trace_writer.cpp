@@ -1,16 +1,13 @@
 #include "trace_writer.h"
 
 #include <fcntl.h>
-#include <linux/futex.h>
 #include <pthread.h>
 #include <sys/file.h>
-#include <sys/syscall.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
-#include <bit>
 #include <chrono>
 #include <cerrno>
 #include <condition_variable>
@@ -24,9 +21,10 @@
 #include <vector>
 
 #include <capnp/serialize.h>
-#include <kj/io.h>
 #include <zstd.h>
 
+#include "adaptive_mutex.h"
+#include "chunk_jobs.h"
 #include "container.h"
 #include "errors.h"
 #include "piece_memory.h"
@@ -50,259 +48,6 @@ std::string writeFailure(int error) {
       return std::strerror(error);
   }
 }
-
-// One chunk on its way to the file: queued by a producer, encoded (compressed,
-// checksummed) by a compression thread, written by the writer thread.
-// An event of a record chunk that is still to be built, and where it goes.
-struct DeferredSlot {
-  size_t at = 0;     // its bytes go at raw[at], before whatever was appended after it
-  uint64_t seq = 0;  // the first of `count`
-  unsigned count = 1;
-  DeferredEventPtr event;
-};
-
-struct Job {
-  ChunkKind kind = ChunkKind::kRecords;
-  std::vector<uint8_t> raw;            // record chunks
-  PieceBlock piece;                    // blob chunks: the piece's bytes
-  std::vector<DeferredSlot> deferred;  // record chunks: built by the compression thread
-  size_t deferredHint = 0;             // their size hints, summed
-  size_t deferredBytes = 0;            // their encoded size, once built
-  Hash128 hash;                        // blob chunks
-  uint64_t firstSeq = 0;               // record chunks
-  uint32_t eventCount = 0;             // record chunks
-  std::vector<uint8_t> encoded;
-  uint64_t rawSize = 0;  // size of `raw` before it was released
-  bool done = false;
-};
-
-// A compression thread's zstd context and the buffer zstd writes into. The
-// chunk takes only the bytes zstd produced: growing the chunk itself to
-// compressBound() zeroed it first, 6% of the compression threads'
-// instructions when recording metadata (callgrind, 2026-12-01).
-struct Compressor {
-  Compressor() : cctx(ZSTD_createCCtx()) {}
-  ~Compressor() { ZSTD_freeCCtx(cctx); }
-  Compressor(const Compressor&) = delete;
-  Compressor& operator=(const Compressor&) = delete;
-
-  ZSTD_CCtx* const cctx;        // nullptr if zstd had no memory: chunks are stored as they are
-  std::vector<uint8_t> output;  // grows to the largest bound met, then stays
-};
-
-// Compresses `raw` to the end of `out`, falling back to storing it when zstd
-// does not make it smaller (already-compressed or random memory).
-Codec compressInto(Compressor& compressor, int level, const uint8_t* raw, size_t size, std::vector<uint8_t>& out) {
-  const size_t bound = ZSTD_compressBound(size);
-  size_t n = size;
-  if (compressor.cctx != nullptr) {
-    if (compressor.output.size() < bound) compressor.output.resize(bound);
-    n = ZSTD_compressCCtx(compressor.cctx, compressor.output.data(), bound, raw, size, level);
-  }
-  Codec codec = Codec::kZstd;
-  if (ZSTD_isError(n) || n >= size) {
-    out.insert(out.end(), raw, raw + size);
-    codec = Codec::kNone;
-  } else {
-    out.insert(out.end(), compressor.output.data(), compressor.output.data() + n);
-  }
-  // Chunks are a piece or a batch of events (1 MiB, 256 KiB by default); one
-  // grown by a huge event or piece does not keep its buffer.
-  constexpr size_t kKeptOutputBytes = 16u << 20;
-  if (compressor.output.size() > kKeptOutputBytes) compressor.output = {};
-  return codec;
-}
-
-// Cap'n Proto's flat form of a message (the segment table: the segment
-// count less one, each segment's size in words, padded to a word; then the
-// segments) appended to `out`. Written here rather than through
-// capnp::writeMessage and a stream, which took 2.5 times the instructions
-// for the same bytes; producers run this under their lock. The readers use
-// capnp's own parser.
-void appendFlat(kj::ArrayPtr<const kj::ArrayPtr<const capnp::word>> segments, std::vector<uint8_t>& out) {
-  static_assert(std::endian::native == std::endian::little, "the flat form is little-endian");
-  const size_t count = segments.size();
-  uint32_t table[64];
-  const size_t tableWords = count / 2 + 1;
-  if (count == 0 || tableWords * 2 > std::size(table)) {
-    // More segments than the table here holds: not what an event makes.
-    const size_t bytes = capnp::computeSerializedSizeInWords(segments) * sizeof(capnp::word);
-    const size_t at = out.size();
-    out.resize(at + bytes);
-    kj::ArrayOutputStream stream(kj::arrayPtr(reinterpret_cast<kj::byte*>(out.data() + at), bytes));
-    capnp::writeMessage(stream, segments);
-    return;
-  }
-  table[0] = static_cast<uint32_t>(count - 1);
-  for (size_t i = 0; i < count; ++i) table[i + 1] = static_cast<uint32_t>(segments[i].size());
-  if (count % 2 == 0) table[count + 1] = 0;  // padding
-  const auto* tableBytes = reinterpret_cast<const uint8_t*>(table);
-  out.insert(out.end(), tableBytes, tableBytes + tableWords * sizeof(capnp::word));
-  for (const auto& segment : segments) {
-    const auto* bytes = reinterpret_cast<const uint8_t*>(segment.begin());
-    out.insert(out.end(), bytes, bytes + segment.size() * sizeof(capnp::word));
-  }
-}
-
-// Builds a record chunk's deferred events into place. An event that cannot
-// be built still takes its seq, as a message saying why, so that the chunk
-// holds every event it counts.
-void buildDeferred(Job& job) {
-  if (job.deferred.empty()) return;
-  std::vector<uint8_t> raw;
-  raw.reserve(job.raw.size() + job.deferredHint + job.deferredHint / 4);
-  // One zeroed first segment for all the chunk's messages (each builder
-  // zeroes what it used when it is destroyed): no 4 KiB calloc per event.
-  constexpr size_t kScratchWords = 512;
-  std::unique_ptr<capnp::word[]> scratch(new capnp::word[kScratchWords]());
-  size_t from = 0;
-  for (DeferredSlot& slot : job.deferred) {
-    raw.insert(raw.end(), job.raw.begin() + static_cast<std::ptrdiff_t>(from),
-               job.raw.begin() + static_cast<std::ptrdiff_t>(slot.at));
-    from = slot.at;
-    const size_t first = raw.size();
-    for (unsigned part = 0; part < slot.count; ++part) {
-      const size_t before = raw.size();
-      try {
-        capnp::MallocMessageBuilder message(kj::ArrayPtr<capnp::word>(scratch.get(), kScratchWords));
-        auto event = message.initRoot<schema::Event>();
-        event.setSeq(slot.seq + part);
-        slot.event->build(event, part);
-        appendFlat(message.getSegmentsForOutput(), raw);
-      } catch (const std::exception& e) {
-        raw.resize(before);
-        capnp::MallocMessageBuilder message(64);
-        auto event = message.initRoot<schema::Event>();
-        event.setSeq(slot.seq + part);
-        auto note = event.initMessage();
-        note.setLevel(schema::Message::Level::ERROR);
-        note.setText(std::string("an event could not be encoded: ") + e.what());
-        appendFlat(message.getSegmentsForOutput(), raw);
-      }
-    }
-    job.deferredBytes += raw.size() - first;
-    slot.event.reset();
-  }
-  raw.insert(raw.end(), job.raw.begin() + static_cast<std::ptrdiff_t>(from), job.raw.end());
-  job.raw = std::move(raw);
-  job.deferred.clear();
-}
-
-void encodeJob(Compressor& compressor, int level, Job& job) {
-  buildDeferred(job);
-  size_t prefix = job.kind == ChunkKind::kBlob ? kBlobHashSize : 0;
-  ChunkHeader header;
-  header.kind = job.kind;
-  const bool blob = job.kind == ChunkKind::kBlob;
-  const uint8_t* raw = blob ? job.piece.data() : job.raw.data();
-  const size_t rawSize = blob ? job.piece.size() : job.raw.size();
-  job.encoded.resize(kChunkHeaderSize + prefix);  // filled in below
-  header.codec = compressInto(compressor, level, raw, rawSize, job.encoded);
-  if (prefix) {
-    std::memcpy(job.encoded.data() + kChunkHeaderSize, &job.hash.high, 8);
-    std::memcpy(job.encoded.data() + kChunkHeaderSize + 8, &job.hash.low, 8);
-  }
-  header.storedSize = job.encoded.size() - kChunkHeaderSize;
-  header.rawSize = rawSize;
-  encodeChunkHeader(header, job.encoded.data());
-  header.checksum = chunkChecksum(job.encoded.data(), job.encoded.data() + kChunkHeaderSize, header.storedSize);
-  encodeChunkHeader(header, job.encoded.data());
-  job.rawSize = rawSize;
-}
-
-// Encoded buffers kept for reuse, at most `limit` of them: memory a process
-// touches for the first time costs a page fault every 4 KiB (piece_memory.h
-// says what that costs), here on the compression threads.
-class SpareBuffers {
- public:
-  explicit SpareBuffers(size_t limit) : limit_(limit) {}
-  std::vector<uint8_t> take() {
-    std::lock_guard lock(mutex_);
-    if (spare_.empty()) return {};
-    std::vector<uint8_t> buffer = std::move(spare_.back());
-    spare_.pop_back();
-    return buffer;
-  }
-  void giveBack(std::vector<uint8_t>& buffer) {
-    std::vector<uint8_t> kept = std::move(buffer);
-    buffer = {};
-    kept.clear();
-    std::lock_guard lock(mutex_);
-    if (spare_.size() < limit_) spare_.push_back(std::move(kept));
-  }
-
- private:
-  std::mutex mutex_;
-  std::vector<std::vector<uint8_t>> spare_;
-  const size_t limit_;
-};
-
-// The producers' lock: it spins a little before sleeping. Producers hold it
-// for a fraction of a microsecond (an append), and with many launching
-// threads a sleep and wake-up in the kernel costs far more than that wait.
-// Uncontended, lock is one atomic instruction and unlock none: a plain
-// store, then a load that finds no sleeper. Locked instructions are what an
-// append costs most on the H200 host: each took 20-40 ns right after the
-// driver's launch call (docs/benchmarks.md; glibc's adaptive mutex, used
-// before, took 67 instructions a pair through the library, and a futex
-// mutex whose unlock is an exchange, after it, one locked instruction more).
-//
-// The price of the plain-store unlock: the unlocking thread may read
-// sleepers_ before its store of state_ is visible, while a waiter counts
-// itself in sleepers_ and still sees the lock held; that waiter then sleeps
-// with no one to wake it. The kernel's own check of state_ at FUTEX_WAIT
-// closes most of that window (the store lands long before the system call
-// does), and every sleep is bounded, so that a missed wake-up costs at most
-// kSleep.
-class AdaptiveMutex {
- public:
-  AdaptiveMutex() = default;
-  AdaptiveMutex(const AdaptiveMutex&) = delete;
-  AdaptiveMutex& operator=(const AdaptiveMutex&) = delete;
-  void lock() {
-    if (!try_lock()) lockContended();
-  }
-  void unlock() {
-    state_.store(0, std::memory_order_release);
-    if (sleepers_.load(std::memory_order_relaxed) != 0) [[unlikely]] {
-      ::syscall(SYS_futex, word(), FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
-    }
-  }
-  bool try_lock() {
-    uint32_t free = 0;
-    return state_.compare_exchange_strong(free, 1, std::memory_order_acquire, std::memory_order_relaxed);
-  }
-
- private:
-  static constexpr timespec kSleep{0, 1'000'000};  // 1 ms
-
-  void lockContended() {
-    for (;;) {
-      for (int spin = 0; spin < 128; ++spin) {
-        if (state_.load(std::memory_order_relaxed) == 0 && try_lock()) return;
-#if defined(__x86_64__)
-        __builtin_ia32_pause();
-#elif defined(__aarch64__)
-        asm volatile("yield");
-#endif
-      }
-      // Count in sleepers_ before the last look at state_ (the read-modify-
-      // write orders the two), so that an unlock after that look wakes us.
-      sleepers_.fetch_add(1, std::memory_order_seq_cst);
-      if (try_lock()) {
-        sleepers_.fetch_sub(1, std::memory_order_relaxed);
-        return;
-      }
-      ::syscall(SYS_futex, word(), FUTEX_WAIT_PRIVATE, 1, &kSleep, nullptr, 0);
-      sleepers_.fetch_sub(1, std::memory_order_relaxed);
-    }
-  }
-  uint32_t* word() { return reinterpret_cast<uint32_t*>(&state_); }
-
-  static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t), "the futex word is the atomic's storage");
-  std::atomic<uint32_t> state_{0};     // 0 free, 1 held
-  std::atomic<uint32_t> sleepers_{0};  // threads in or about to enter FUTEX_WAIT; same cache line as state_
-};
 
 class TraceWriterImpl final : public TraceWriter {
  public:
@@ -768,29 +513,7 @@ class TraceWriterImpl final : public TraceWriter {
   }
 
   void writeIndexAndTrailer() {
-    capnp::MallocMessageBuilder message;
-    auto index = message.initRoot<schema::TraceIndex>();
-    index.setEventCount(nextSeq_);
-    auto chunks = index.initChunks(static_cast<unsigned>(chunkIndex_.size()));
-    for (unsigned i = 0; i < chunkIndex_.size(); ++i) {
-      chunks[i].setOffset(chunkIndex_[i].offset);
-      chunks[i].setFirstSeq(chunkIndex_[i].firstSeq);
-      chunks[i].setEventCount(chunkIndex_[i].eventCount);
-      chunks[i].setStoredSize(chunkIndex_[i].storedSize);
-      chunks[i].setRawSize(chunkIndex_[i].rawSize);
-    }
-    auto blobs = index.initBlobs(static_cast<unsigned>(blobIndex_.size()));
-    for (unsigned i = 0; i < blobIndex_.size(); ++i) {
-      blobs[i].initHash().setHigh(blobIndex_[i].hash.high);
-      blobs[i].getHash().setLow(blobIndex_[i].hash.low);
-      blobs[i].setOffset(blobIndex_[i].offset);
-      blobs[i].setStoredSize(blobIndex_[i].storedSize);
-      blobs[i].setRawSize(blobIndex_[i].rawSize);
-    }
-    Job job;
-    job.kind = ChunkKind::kIndex;
-    auto words = capnp::messageToFlatArray(message);
-    job.raw.assign(words.asBytes().begin(), words.asBytes().end());
+    Job job = indexJob(nextSeq_, chunkIndex_, blobIndex_);
     Compressor compressor;
     encodeJob(compressor, options_.zstdLevel, job);
     Trailer trailer;
@@ -820,20 +543,6 @@ class TraceWriterImpl final : public TraceWriter {
     }
     throwIfClosed();
   }
-
-  struct ChunkEntry {
-    uint64_t offset;
-    uint64_t firstSeq;
-    uint32_t eventCount;
-    uint64_t storedSize;
-    uint64_t rawSize;
-  };
-  struct BlobEntry {
-    Hash128 hash;
-    uint64_t offset;
-    uint64_t storedSize;
-    uint64_t rawSize;
-  };
 
   const std::string path_;
   const int fd_;
