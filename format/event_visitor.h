@@ -23,6 +23,10 @@ struct UnknownEvent {
   uint16_t which = 0;
 };
 
+// The union's discriminant, known to this schema or not: for counting and
+// naming kinds (schema_names.h), not for dispatching on them.
+inline uint16_t eventKind(schema::Event::Reader event) { return static_cast<uint16_t>(event.which()); }
+
 template <typename... Handlers>
 struct Overloaded : Handlers... {
   using Handlers::operator()...;
@@ -72,7 +76,7 @@ decltype(auto) visitEvent(schema::Event::Reader event, Visitor&& visitor) {
     case Which::TENSOR_MAP_ENCODE:
       return visitor(event.getTensorMapEncode());
   }
-  return visitor(UnknownEvent{static_cast<uint16_t>(event.which())});
+  return visitor(UnknownEvent{eventKind(event)});
 }
 
 }  // namespace kcap::format

@@ -4,6 +4,8 @@
 
 #include <capnp/dynamic.h>
 
+#include "event_visitor.h"
+
 namespace kcap::format {
 
 std::string enumName(capnp::EnumSchema schema, uint16_t value) {
@@ -114,7 +116,7 @@ const char* eventTypeName(uint16_t which) {
   return which < names.size() ? names[which] : nullptr;
 }
 
-const char* eventTypeName(schema::Event::Reader event) { return eventTypeName(static_cast<uint16_t>(event.which())); }
+const char* eventTypeName(schema::Event::Reader event) { return eventTypeName(eventKind(event)); }
 
 std::vector<std::string> eventTypeNames() {
   std::vector<std::string> out;

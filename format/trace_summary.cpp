@@ -132,7 +132,7 @@ void SummaryBuilder::add(schema::Event::Reader e) {
   if (s_.events == 0) s_.firstTimeNs = e.getTimeNs();
   ++s_.events;
   s_.lastTimeNs = std::max(s_.lastTimeNs, e.getTimeNs());
-  ++s_.byType[static_cast<uint16_t>(e.which())];
+  ++s_.byType[eventKind(e)];
 
   forEachContent(e, [&](const std::string& path, schema::Content::Reader c) {
     s_.contentRaw += c.getSize();

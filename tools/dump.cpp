@@ -461,7 +461,7 @@ struct JsonEncoder {
       // A union member this schema does not know: say so, so that a consumer
       // does not mistake the event for an empty one.
       if (!out.empty() && out.back() == '}') out.pop_back();
-      out += strf(",\"unknownEvent\":%u}", static_cast<unsigned>(e.which()));
+      out += strf(",\"unknownEvent\":%u}", static_cast<unsigned>(format::eventKind(e)));
     }
     out += '\n';
   }

@@ -484,7 +484,9 @@ TEST(Outcome, RoundTripKeepsEveryField) {
 
 TEST(Outcome, TextThatIsNotUtf8SurvivesByteForByte) {
   LaunchOutcome o;
-  o.kernel = "k\xff\xc3(\xc2\x9b" "2J\xe2\x80\xae";  // bytes that are not UTF-8, a C1 control, a bidi override
+  o.kernel =
+      "k\xff\xc3(\xc2\x9b"
+      "2J\xe2\x80\xae";  // bytes that are not UTF-8, a C1 control, a bidi override
   o.code = std::string("\x80\x00\x7f", 3);
   const auto back = decodeOutcome(encodeOutcome(o));
   ASSERT_TRUE(back);
