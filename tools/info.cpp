@@ -25,7 +25,6 @@ struct Options {
 };
 
 using format::CountBytes;
-using format::KernelSummary;
 using format::TraceSummary;
 
 std::string utcText(uint64_t unixNs) {
