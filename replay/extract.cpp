@@ -16,6 +16,7 @@
 #include <capnp/message.h>
 
 #include "driver.h"
+#include "event_visitor.h"
 #include "errors.h"
 #include "kcap.capnp.h"
 #include "trace_model.h"
@@ -88,38 +89,33 @@ uint64_t fileSize(const std::string& path) {
 // memcpy; the others hold none). A Content field added to the schema for
 // one of these events must be added here.
 void forEachContent(schema::Event::Reader event, const std::function<void(schema::Content::Reader)>& fn) {
-  switch (event.which()) {
-    case schema::Event::MODULE_LOAD:
-      fn(event.getModuleLoad().getImage());
-      for (const auto image : event.getModuleLoad().getExtraImages()) fn(image);
-      break;
-    case schema::Event::LAUNCH:
-      for (const auto range : event.getLaunch().getPre()) fn(range.getContent());
-      break;
-    case schema::Event::LAUNCH_END:
-      for (const auto range : event.getLaunchEnd().getPost()) fn(range.getContent());
-      break;
-    case schema::Event::MEMCPY:
-      fn(event.getMemcpy().getData());
-      break;
-    default:
-      break;
-  }
+  format::visitEvent(event, format::Overloaded{
+                                [&](schema::ModuleLoad::Reader load) {
+                                  fn(load.getImage());
+                                  for (const auto image : load.getExtraImages()) fn(image);
+                                },
+                                [&](schema::Launch::Reader launch) {
+                                  for (const auto range : launch.getPre()) fn(range.getContent());
+                                },
+                                [&](schema::LaunchEnd::Reader end) {
+                                  for (const auto range : end.getPost()) fn(range.getContent());
+                                },
+                                [&](schema::Memcpy::Reader copy) { fn(copy.getData()); },
+                                [](const auto&) {},
+                            });
 }
 
 std::string describe(schema::Event::Reader event) {
-  switch (event.which()) {
-    case schema::Event::MODULE_LOAD:
-      return "the module loaded at event #" + std::to_string(event.getSeq());
-    case schema::Event::LAUNCH:
-      return "launch " + std::to_string(event.getLaunch().getLaunchIndex()) + " (pre)";
-    case schema::Event::LAUNCH_END:
-      return "launch " + std::to_string(event.getLaunchEnd().getLaunchIndex()) + " (post)";
-    case schema::Event::MEMCPY:
-      return "the memcpy at event #" + std::to_string(event.getSeq());
-    default:
-      return "event #" + std::to_string(event.getSeq());
-  }
+  const std::string seq = std::to_string(event.getSeq());
+  return format::visitEvent(
+      event,
+      format::Overloaded{
+          [&](schema::ModuleLoad::Reader) { return "the module loaded at event #" + seq; },
+          [](schema::Launch::Reader launch) { return "launch " + std::to_string(launch.getLaunchIndex()) + " (pre)"; },
+          [](schema::LaunchEnd::Reader end) { return "launch " + std::to_string(end.getLaunchIndex()) + " (post)"; },
+          [&](schema::Memcpy::Reader) { return "the memcpy at event #" + seq; },
+          [&](const auto&) { return "event #" + seq; },
+      });
 }
 
 std::string rangeText(const TraceModel& model) {

@@ -1,9 +1,11 @@
 #include "outcome.h"
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <map>
-#include <sstream>
+#include <stdexcept>
+
+#include <nlohmann/json.hpp>
 
 namespace kcap::replay {
 
@@ -55,9 +57,122 @@ const char* checkStatusName(CheckStatus status) {
   return "?";
 }
 
-// Encoding: one line per record, `tag key=value ...`, values percent-escaped;
-// an outcome is a `launch` line, its `buffer` lines, and `end`.
+// Encoding: the outcome as one line of JSON, then a line `end`. A replay
+// process that dies while writing leaves no `end`, or a line that does not
+// parse: either way no outcome.
 namespace {
+
+using Json = nlohmann::json;
+
+// Text from a trace (kernel names, labels) need not be UTF-8, which JSON
+// strings must be: each byte is carried as the code point of the same value
+// (ISO 8859-1), so that every byte comes back as it was.
+std::string bytesAsUtf8(const std::string& bytes) {
+  std::string out;
+  out.reserve(bytes.size());
+  for (const char c : bytes) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (byte < 0x80) {
+      out += c;
+    } else {
+      out += static_cast<char>(0xc0 | (byte >> 6));
+      out += static_cast<char>(0x80 | (byte & 0x3f));
+    }
+  }
+  return out;
+}
+
+std::optional<std::string> bytesFromUtf8(const std::string& text) {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size(); ++i) {
+    const auto lead = static_cast<unsigned char>(text[i]);
+    if (lead < 0x80) {
+      out += text[i];
+    } else if ((lead == 0xc2 || lead == 0xc3) && i + 1 < text.size()) {
+      out += static_cast<char>(((lead & 0x03) << 6) | (static_cast<unsigned char>(text[++i]) & 0x3f));
+    } else {
+      return std::nullopt;  // not what bytesAsUtf8 writes
+    }
+  }
+  return out;
+}
+
+// JSON has no infinities or NaN (an element-wise maximum may be one): those
+// go as text that strtod reads back.
+Json number(double value) {
+  if (std::isfinite(value)) return value;
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.17g", value);
+  return std::string(buf);
+}
+
+double numberFrom(const Json& value) {
+  if (value.is_string()) return std::strtod(value.get_ref<const std::string&>().c_str(), nullptr);
+  return value.get<double>();
+}
+
+std::string textFrom(const Json& object, const char* key) {
+  const auto it = object.find(key);
+  if (it == object.end()) return {};
+  auto bytes = bytesFromUtf8(it->get<std::string>());
+  if (!bytes) throw std::invalid_argument("not an encoded text");
+  return std::move(*bytes);
+}
+
+template <typename T>
+T uintFrom(const Json& object, const char* key, T fallback = 0) {
+  const auto it = object.find(key);
+  return it == object.end() ? fallback : it->get<T>();
+}
+
+Json encodeBuffer(const BufferReport& b) {
+  Json buffer = {{"address", b.address},
+                 {"size", b.size},
+                 {"label", bytesAsUtf8(b.label)},
+                 {"differingBytes", b.differingBytes},
+                 {"withinTolerance", b.withinTolerance}};
+  if (b.firstOffset) buffer["firstOffset"] = *b.firstOffset;
+  if (b.stats) {
+    const ElementStats& s = *b.stats;
+    buffer["stats"] = {{"type", static_cast<int>(s.type)},     {"elements", s.elements},
+                       {"mismatches", s.mismatches},           {"maxAbsError", number(s.maxAbsError)},
+                       {"maxRelError", number(s.maxRelError)}, {"maxUlp", number(s.maxUlp)},
+                       {"nanExpected", s.nanExpected},         {"nanActual", s.nanActual},
+                       {"infExpected", s.infExpected},         {"infActual", s.infActual}};
+    if (s.worstElement) buffer["stats"]["worstElement"] = *s.worstElement;
+  }
+  return buffer;
+}
+
+BufferReport decodeBuffer(const Json& buffer) {
+  BufferReport b;
+  b.address = uintFrom<uint64_t>(buffer, "address");
+  b.size = uintFrom<uint64_t>(buffer, "size");
+  b.label = textFrom(buffer, "label");
+  b.differingBytes = uintFrom<uint64_t>(buffer, "differingBytes");
+  b.withinTolerance = buffer.value("withinTolerance", false);
+  if (buffer.contains("firstOffset")) b.firstOffset = buffer.at("firstOffset").get<uint64_t>();
+  if (buffer.contains("stats")) {
+    const Json& stats = buffer.at("stats");
+    ElementStats s;
+    const int type = stats.at("type").get<int>();
+    if (type < 0 || type > static_cast<int>(DType::u64)) throw std::invalid_argument("no such dtype");
+    s.type = static_cast<DType>(type);
+    s.elements = uintFrom<uint64_t>(stats, "elements");
+    s.mismatches = uintFrom<uint64_t>(stats, "mismatches");
+    s.maxAbsError = numberFrom(stats.at("maxAbsError"));
+    s.maxRelError = numberFrom(stats.at("maxRelError"));
+    s.maxUlp = numberFrom(stats.at("maxUlp"));
+    s.nanExpected = uintFrom<uint64_t>(stats, "nanExpected");
+    s.nanActual = uintFrom<uint64_t>(stats, "nanActual");
+    s.infExpected = uintFrom<uint64_t>(stats, "infExpected");
+    s.infActual = uintFrom<uint64_t>(stats, "infActual");
+    if (stats.contains("worstElement")) s.worstElement = stats.at("worstElement").get<uint64_t>();
+    b.stats = s;
+  }
+  return b;
+}
 
 std::string escapeImpl(const std::string& text) {
   std::string out;
@@ -86,156 +201,95 @@ std::string unescapeImpl(const std::string& text) {
   return out;
 }
 
-std::string num(double value) {
-  char buf[40];
-  std::snprintf(buf, sizeof buf, "%.17g", value);
-  return buf;
-}
-
-std::map<std::string, std::string> fields(std::istringstream& line) {
-  std::map<std::string, std::string> out;
-  std::string token;
-  while (line >> token) {
-    const size_t eq = token.find('=');
-    if (eq != std::string::npos) out[token.substr(0, eq)] = unescapeImpl(token.substr(eq + 1));
-  }
-  return out;
-}
-
-uint64_t u64(const std::map<std::string, std::string>& f, const char* key) {
-  const auto it = f.find(key);
-  return it == f.end() ? 0 : std::strtoull(it->second.c_str(), nullptr, 10);
-}
-
-double f64(const std::map<std::string, std::string>& f, const char* key) {
-  const auto it = f.find(key);
-  return it == f.end() ? 0 : std::strtod(it->second.c_str(), nullptr);
-}
-
 }  // namespace
 
 std::string escapeField(const std::string& text) { return escapeImpl(text); }
 std::string unescapeField(const std::string& text) { return unescapeImpl(text); }
 
 std::string encodeOutcome(const LaunchOutcome& o) {
-  std::ostringstream out;
-  out << "launch index=" << o.launchIndex << " kernel=" << escapeImpl(o.kernel) << " grid=" << o.grid[0] << ','
-      << o.grid[1] << ',' << o.grid[2] << " block=" << o.block[0] << ',' << o.block[1] << ',' << o.block[2]
-      << " smem=" << o.sharedMemBytes << " verdict=" << static_cast<int>(o.verdict)
-      << " memory=" << static_cast<int>(o.memory) << " code=" << escapeImpl(o.code)
-      << " detail=" << escapeImpl(o.detail);
-  out << " restored=" << o.restoredBytes << " restoreNs=" << o.restoreNs << " placeNs=" << o.placeNs
-      << " restoreWaitNs=" << o.restoreWaitNs;
-  if (o.recordedDurationNs) out << " recorded=" << *o.recordedDurationNs;
-  if (!o.timesNs.empty()) {
-    out << " times=";
-    for (size_t i = 0; i < o.timesNs.size(); ++i) out << (i ? "," : "") << o.timesNs[i];
-  }
-  out << '\n';
-  for (const BufferReport& b : o.buffers) {
-    out << "buffer address=" << b.address << " size=" << b.size << " label=" << escapeImpl(b.label)
-        << " diff=" << b.differingBytes << " tol=" << (b.withinTolerance ? 1 : 0);
-    if (b.firstOffset) out << " first=" << *b.firstOffset;
-    if (b.stats) {
-      const ElementStats& s = *b.stats;
-      out << " type=" << static_cast<int>(s.type) << " elements=" << s.elements << " mismatches=" << s.mismatches
-          << " abs=" << num(s.maxAbsError) << " rel=" << num(s.maxRelError) << " ulp=" << num(s.maxUlp)
-          << " nanE=" << s.nanExpected << " nanA=" << s.nanActual << " infE=" << s.infExpected
-          << " infA=" << s.infActual;
-      if (s.worstElement) out << " worst=" << *s.worstElement;
-    }
-    out << '\n';
-  }
+  Json outcome = {{"launchIndex", o.launchIndex},
+                  {"kernel", bytesAsUtf8(o.kernel)},
+                  {"grid", {o.grid[0], o.grid[1], o.grid[2]}},
+                  {"block", {o.block[0], o.block[1], o.block[2]}},
+                  {"sharedMemBytes", o.sharedMemBytes},
+                  {"verdict", static_cast<int>(o.verdict)},
+                  {"memory", static_cast<int>(o.memory)},
+                  {"code", bytesAsUtf8(o.code)},
+                  {"detail", bytesAsUtf8(o.detail)},
+                  {"restoredBytes", o.restoredBytes},
+                  {"restoreNs", o.restoreNs},
+                  {"placeNs", o.placeNs},
+                  {"restoreWaitNs", o.restoreWaitNs},
+                  {"timesNs", o.timesNs}};
+  if (o.recordedDurationNs) outcome["recordedDurationNs"] = *o.recordedDurationNs;
+  Json buffers = Json::array();
+  for (const BufferReport& b : o.buffers) buffers.push_back(encodeBuffer(b));
+  outcome["buffers"] = std::move(buffers);
+  Json checks = Json::array();
   for (const CheckFinding& c : o.checks) {
-    out << "check name=" << escapeImpl(c.name) << " status=" << static_cast<int>(c.status)
-        << " summary=" << escapeImpl(c.summary) << '\n';
-    for (const std::string& d : c.details) out << "checkdetail text=" << escapeImpl(d) << '\n';
+    Json details = Json::array();
+    for (const std::string& d : c.details) details.push_back(bytesAsUtf8(d));
+    checks.push_back({{"name", bytesAsUtf8(c.name)},
+                      {"status", static_cast<int>(c.status)},
+                      {"summary", bytesAsUtf8(c.summary)},
+                      {"details", std::move(details)}});
   }
-  out << "end\n";
-  return out.str();
+  outcome["checks"] = std::move(checks);
+  // dump() escapes line breaks inside strings: the document is one line.
+  return outcome.dump() + "\nend\n";
 }
 
 std::optional<LaunchOutcome> decodeOutcome(const std::string& text) {
-  std::istringstream lines(text);
-  std::string line;
-  LaunchOutcome o;
-  bool sawLaunch = false, sawEnd = false;
-  while (std::getline(lines, line)) {
-    std::istringstream in(line);
-    std::string tag;
-    in >> tag;
-    const auto f = fields(in);
-    if (tag == "launch") {
-      sawLaunch = true;
-      o.launchIndex = u64(f, "index");
-      o.kernel = f.count("kernel") ? f.at("kernel") : "";
-      std::sscanf(f.count("grid") ? f.at("grid").c_str() : "", "%u,%u,%u", &o.grid[0], &o.grid[1], &o.grid[2]);
-      std::sscanf(f.count("block") ? f.at("block").c_str() : "", "%u,%u,%u", &o.block[0], &o.block[1], &o.block[2]);
-      o.sharedMemBytes = static_cast<uint32_t>(u64(f, "smem"));
-      const uint64_t verdict = u64(f, "verdict");
-      const uint64_t memory = u64(f, "memory");
-      if (verdict > static_cast<uint64_t>(Verdict::skipped) || memory > static_cast<uint64_t>(MemoryPath::mixed)) {
-        return std::nullopt;
-      }
-      o.verdict = static_cast<Verdict>(verdict);
-      o.memory = static_cast<MemoryPath>(memory);
-      o.code = f.count("code") ? f.at("code") : "";
-      o.detail = f.count("detail") ? f.at("detail") : "";
-      o.restoredBytes = u64(f, "restored");
-      o.restoreNs = u64(f, "restoreNs");
-      if (f.count("placeNs")) o.placeNs = u64(f, "placeNs");
-      if (f.count("restoreWaitNs")) o.restoreWaitNs = u64(f, "restoreWaitNs");
-      if (f.count("recorded")) o.recordedDurationNs = u64(f, "recorded");
-      if (f.count("times")) {
-        std::istringstream times(f.at("times"));
-        std::string t;
-        while (std::getline(times, t, ',')) o.timesNs.push_back(std::strtoull(t.c_str(), nullptr, 10));
-      }
-    } else if (tag == "buffer" && sawLaunch) {
-      BufferReport b;
-      b.address = u64(f, "address");
-      b.size = u64(f, "size");
-      b.label = f.count("label") ? f.at("label") : "";
-      b.differingBytes = u64(f, "diff");
-      b.withinTolerance = u64(f, "tol") != 0;
-      if (f.count("first")) b.firstOffset = u64(f, "first");
-      if (f.count("type")) {
-        ElementStats s;
-        const uint64_t type = u64(f, "type");
-        if (type > static_cast<uint64_t>(DType::u64)) return std::nullopt;
-        s.type = static_cast<DType>(type);
-        s.elements = u64(f, "elements");
-        s.mismatches = u64(f, "mismatches");
-        s.maxAbsError = f64(f, "abs");
-        s.maxRelError = f64(f, "rel");
-        s.maxUlp = f64(f, "ulp");
-        s.nanExpected = u64(f, "nanE");
-        s.nanActual = u64(f, "nanA");
-        s.infExpected = u64(f, "infE");
-        s.infActual = u64(f, "infA");
-        if (f.count("worst")) s.worstElement = u64(f, "worst");
-        b.stats = s;
-      }
-      o.buffers.push_back(std::move(b));
-    } else if (tag == "check" && sawLaunch) {
-      CheckFinding c;
-      c.name = f.count("name") ? f.at("name") : "";
-      const uint64_t status = u64(f, "status");
-      if (status > static_cast<uint64_t>(CheckStatus::error)) return std::nullopt;
-      c.status = static_cast<CheckStatus>(status);
-      c.summary = f.count("summary") ? f.at("summary") : "";
-      o.checks.push_back(std::move(c));
-    } else if (tag == "checkdetail" && sawLaunch && !o.checks.empty()) {
-      o.checks.back().details.push_back(f.count("text") ? f.at("text") : "");
-    } else if (tag == "end" && sawLaunch) {
-      sawEnd = true;
-      break;
-    } else {
+  const size_t eol = text.find('\n');
+  if (eol == std::string::npos || text.compare(eol, std::string::npos, "\nend\n") != 0) return std::nullopt;
+  const Json outcome = Json::parse(text.substr(0, eol), nullptr, /*allow_exceptions=*/false);
+  if (!outcome.is_object()) return std::nullopt;
+  try {
+    LaunchOutcome o;
+    o.launchIndex = outcome.at("launchIndex").get<uint64_t>();
+    o.kernel = textFrom(outcome, "kernel");
+    for (size_t i = 0; i < 3; ++i) {
+      o.grid[i] = outcome.at("grid").at(i).get<uint32_t>();
+      o.block[i] = outcome.at("block").at(i).get<uint32_t>();
+    }
+    o.sharedMemBytes = uintFrom<uint32_t>(outcome, "sharedMemBytes");
+    const int verdict = outcome.at("verdict").get<int>();
+    const int memory = outcome.at("memory").get<int>();
+    if (verdict < 0 || verdict > static_cast<int>(Verdict::skipped) || memory < 0 ||
+        memory > static_cast<int>(MemoryPath::mixed)) {
       return std::nullopt;
     }
+    o.verdict = static_cast<Verdict>(verdict);
+    o.memory = static_cast<MemoryPath>(memory);
+    o.code = textFrom(outcome, "code");
+    o.detail = textFrom(outcome, "detail");
+    o.restoredBytes = uintFrom<uint64_t>(outcome, "restoredBytes");
+    o.restoreNs = uintFrom<uint64_t>(outcome, "restoreNs");
+    o.placeNs = uintFrom<uint64_t>(outcome, "placeNs");
+    o.restoreWaitNs = uintFrom<uint64_t>(outcome, "restoreWaitNs");
+    if (outcome.contains("recordedDurationNs")) {
+      o.recordedDurationNs = outcome.at("recordedDurationNs").get<uint64_t>();
+    }
+    if (outcome.contains("timesNs")) o.timesNs = outcome.at("timesNs").get<std::vector<uint64_t>>();
+    for (const Json& buffer : outcome.value("buffers", Json::array())) o.buffers.push_back(decodeBuffer(buffer));
+    for (const Json& check : outcome.value("checks", Json::array())) {
+      CheckFinding c;
+      c.name = textFrom(check, "name");
+      const int status = check.at("status").get<int>();
+      if (status < 0 || status > static_cast<int>(CheckStatus::error)) return std::nullopt;
+      c.status = static_cast<CheckStatus>(status);
+      c.summary = textFrom(check, "summary");
+      for (const Json& d : check.value("details", Json::array())) {
+        auto bytes = bytesFromUtf8(d.get<std::string>());
+        if (!bytes) return std::nullopt;
+        c.details.push_back(std::move(*bytes));
+      }
+      o.checks.push_back(std::move(c));
+    }
+    return o;
+  } catch (const std::exception&) {  // a member missing or of the wrong type
+    return std::nullopt;
   }
-  if (!sawEnd) return std::nullopt;
-  return o;
 }
 
 }  // namespace kcap::replay

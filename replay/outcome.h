@@ -1,6 +1,6 @@
-// What replaying one launch found: the report's rows. Plain data, with a
-// line-based encoding so that the replay process (isolation.h) can hand
-// outcomes to the parent over a pipe.
+// What replaying one launch found: the report's rows. Plain data, with an
+// encoding (a line of JSON, then `end`) so that the replay process
+// (isolation.h) can hand outcomes to the parent over a pipe.
 #pragma once
 
 #include <cstdint>
@@ -76,7 +76,8 @@ struct LaunchOutcome {
 };
 
 std::string encodeOutcome(const LaunchOutcome& outcome);
-// One value of the encoding: no spaces, '=', '%' or line breaks.
+// One word of the replay process's other messages (isolation.cpp): no
+// spaces, '=', '%' or line breaks.
 std::string escapeField(const std::string& text);
 std::string unescapeField(const std::string& text);
 // Parses what encodeOutcome wrote; nullopt if malformed.

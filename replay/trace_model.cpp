@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "driver.h"
+#include "event_visitor.h"
 
 namespace kcap::replay {
 
@@ -61,64 +62,51 @@ TraceModel TraceModel::load(format::TraceReader& reader) {
   std::map<uint64_t, uint64_t> durations;  // launchIndex -> ns
   reader.forEachEvent([&](const format::EventRef& ref) {
     const schema::Event::Reader event = ref.event;
-    switch (event.which()) {
-      case schema::Event::TRACE_BEGIN:
-        if (model.traceBegin_ == nullptr) model.traceBegin_ = std::make_shared<StoredEvent>(event);
-        break;
-      case schema::Event::MODULE_LOAD:
-        if (event.getModuleLoad().getResult() == 0) {
-          model.loads_[event.getModuleLoad().getHandle()].push_back(std::make_shared<StoredEvent>(event));
-        }
-        break;
-      case schema::Event::FUNCTION_BIND:
-        model.binds_[event.getFunctionBind().getHandle()].push_back(std::make_shared<StoredEvent>(event));
-        break;
-      case schema::Event::FUNCTION_ATTRIBUTE:
-        if (event.getFunctionAttribute().getResult() == 0) {
-          model.attributes_[event.getFunctionAttribute().getHandle()].push_back(std::make_shared<StoredEvent>(event));
-        }
-        break;
-      case schema::Event::TENSOR_MAP_ENCODE: {
-        const auto encode = event.getTensorMapEncode();
-        if (encode.getResult() == 0 && encode.getMap().size() == sizeof(CUtensorMap)) {
-          const auto map = encode.getMap();
-          model.tensorMaps_[std::string(reinterpret_cast<const char*>(map.begin()), map.size())].push_back(
-              std::make_shared<StoredEvent>(event));
-        }
-        break;
-      }
-      case schema::Event::MEMCPY:
-      case schema::Event::MEMSET:
-        model.memoryOps_.push_back(std::make_shared<StoredEvent>(event));
-        break;
-      case schema::Event::LAUNCH: {
-        const uint64_t index = event.getLaunch().getLaunchIndex();
-        if (model.byIndex_.count(index) == 0) {
-          model.byIndex_[index] = model.launches_.size();
-          LaunchRecord record;
-          record.launchIndex = index;
-          record.launch = std::make_shared<StoredEvent>(event);
-          model.launches_.push_back(std::move(record));
-        }
-        break;
-      }
-      case schema::Event::LAUNCH_END: {
-        const auto it = model.byIndex_.find(event.getLaunchEnd().getLaunchIndex());
-        if (it != model.byIndex_.end() && model.launches_[it->second].end == nullptr) {
-          model.launches_[it->second].end = std::make_shared<StoredEvent>(event);
-        }
-        break;
-      }
-      case schema::Event::KERNEL_TIMING: {
-        const auto timing = event.getKernelTiming();
-        if (timing.getEndNs() >= timing.getStartNs()) {
-          durations[timing.getLaunchIndex()] = timing.getEndNs() - timing.getStartNs();
-        }
-        break;
-      }
-      default:
-        break;
-    }
+    const auto stored = [&] { return std::make_shared<StoredEvent>(event); };
+    format::visitEvent(
+        event, format::Overloaded{
+                   [&](schema::TraceBegin::Reader) {
+                     if (model.traceBegin_ == nullptr) model.traceBegin_ = stored();
+                   },
+                   [&](schema::ModuleLoad::Reader load) {
+                     if (load.getResult() == 0) model.loads_[load.getHandle()].push_back(stored());
+                   },
+                   [&](schema::FunctionBind::Reader bind) { model.binds_[bind.getHandle()].push_back(stored()); },
+                   [&](schema::FunctionAttribute::Reader attribute) {
+                     if (attribute.getResult() == 0) model.attributes_[attribute.getHandle()].push_back(stored());
+                   },
+                   [&](schema::TensorMapEncode::Reader encode) {
+                     if (encode.getResult() == 0 && encode.getMap().size() == sizeof(CUtensorMap)) {
+                       const auto map = encode.getMap();
+                       model.tensorMaps_[std::string(reinterpret_cast<const char*>(map.begin()), map.size())].push_back(
+                           stored());
+                     }
+                   },
+                   [&](schema::Memcpy::Reader) { model.memoryOps_.push_back(stored()); },
+                   [&](schema::Memset::Reader) { model.memoryOps_.push_back(stored()); },
+                   [&](schema::Launch::Reader launch) {
+                     const uint64_t index = launch.getLaunchIndex();
+                     if (model.byIndex_.count(index) == 0) {
+                       model.byIndex_[index] = model.launches_.size();
+                       LaunchRecord record;
+                       record.launchIndex = index;
+                       record.launch = stored();
+                       model.launches_.push_back(std::move(record));
+                     }
+                   },
+                   [&](schema::LaunchEnd::Reader end) {
+                     const auto it = model.byIndex_.find(end.getLaunchIndex());
+                     if (it != model.byIndex_.end() && model.launches_[it->second].end == nullptr) {
+                       model.launches_[it->second].end = stored();
+                     }
+                   },
+                   [&](schema::KernelTiming::Reader timing) {
+                     if (timing.getEndNs() >= timing.getStartNs()) {
+                       durations[timing.getLaunchIndex()] = timing.getEndNs() - timing.getStartNs();
+                     }
+                   },
+                   [](const auto&) {},  // the rest replay does not need
+               });
     return true;
   });
   for (const auto& [index, ns] : durations) {

@@ -210,53 +210,50 @@ int runBisect(const Options& opt) {
     const char* actual = options.against == Against::recorded ? "replayed" : "side B";
 
     if (opt.json) {
-      JsonWriter j;
-      j.beginObject()
-          .value("trace", opt.path)
-          .value("sideA", sideA)
-          .value("sideB", sideB)
-          .value("sequence", options.sequence)
-          .value("examined", result.examined)
-          .value("notComparable", result.notComparable)
-          .value("probes", result.probes)
-          .value("total", static_cast<uint64_t>(launches.size()));
+      Json document = {{"trace", opt.path},
+                       {"sideA", sideA},
+                       {"sideB", sideB},
+                       {"sequence", options.sequence},
+                       {"examined", result.examined},
+                       {"notComparable", result.notComparable},
+                       {"probes", result.probes},
+                       {"total", static_cast<uint64_t>(launches.size())}};
       if (options.perf) {
-        j.value("thresholdPercent", options.thresholdPercent).value("timed", result.timed).beginArray("slower");
+        document["thresholdPercent"] = options.thresholdPercent;
+        document["timed"] = result.timed;
+        Json slower = Json::array();
         for (const auto& s : result.slower) {
-          j.beginObject()
-              .value("launchIndex", s.launchIndex)
-              .value("kernel", s.kernel)
-              .value("baseNs", s.baseNs)
-              .value("otherNs", s.otherNs)
-              .value("percent", s.percent)
-              .endObject();
+          slower.push_back({{"launchIndex", s.launchIndex},
+                            {"kernel", s.kernel},
+                            {"baseNs", s.baseNs},
+                            {"otherNs", s.otherNs},
+                            {"percent", s.percent}});
         }
-        j.endArray();
+        document["slower"] = std::move(slower);
       }
       if (result.first) {
         const auto& o = result.first->outcome;
-        j.beginObject("first")
-            .value("launchIndex", o.launchIndex)
-            .value("kernel", o.kernel)
-            .value("verdict", std::string(replay::verdictName(o.verdict)))
-            .value("why", result.first->why)
-            .value("detail", o.detail)
-            .value("code", o.code);
-        j.beginArray("grid").value({}, o.grid[0]).value({}, o.grid[1]).value({}, o.grid[2]).endArray();
-        j.beginArray("block").value({}, o.block[0]).value({}, o.block[1]).value({}, o.block[2]).endArray();
-        j.value("sharedMemBytes", o.sharedMemBytes);
-        j.beginArray("parameters");
+        Json parameters = Json::array();
         if (const auto* l = model.launch(o.launchIndex)) {
-          for (const auto& line : parameterLines(*l)) j.value({}, line);
+          for (const auto& line : parameterLines(*l)) parameters.push_back(line);
         }
-        j.endArray();
-        writeBuffersJson(j, o.buffers);
-        j.value("reproduce", result.first->reproduce).endObject();
+        document["first"] = {{"launchIndex", o.launchIndex},
+                             {"kernel", o.kernel},
+                             {"verdict", replay::verdictName(o.verdict)},
+                             {"why", result.first->why},
+                             {"detail", o.detail},
+                             {"code", o.code},
+                             {"grid", {o.grid[0], o.grid[1], o.grid[2]}},
+                             {"block", {o.block[0], o.block[1], o.block[2]}},
+                             {"sharedMemBytes", o.sharedMemBytes},
+                             {"parameters", std::move(parameters)},
+                             {"buffers", buffersJson(o.buffers)},
+                             {"reproduce", result.first->reproduce}};
       } else {
-        j.null("first");
+        document["first"] = nullptr;
       }
-      j.value("exitCode", static_cast<int64_t>(code)).endObject();
-      std::cout << j.str() << "\n";
+      document["exitCode"] = static_cast<int64_t>(code);
+      std::cout << jsonText(document) << "\n";
       return code;
     }
 

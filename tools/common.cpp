@@ -10,9 +10,7 @@
 #include <cstdio>
 #include <iostream>
 #include <new>
-#include <unordered_map>
 
-#include <capnp/dynamic.h>
 #include <kj/exception.h>
 
 #include "container.h"
@@ -302,204 +300,73 @@ std::string jsonString(std::string_view text) {
   return "\"" + escapeText(text, "\\u%04x") + "\"";
 }
 
-void JsonWriter::key(std::string_view k) {
-  if (!first_.empty()) {
-    if (!first_.back()) out_ += ',';
-    first_.back() = false;
-  }
-  if (k.data() != nullptr) {
-    out_ += jsonString(k);
-    out_ += ':';
-  }
-}
-
-JsonWriter& JsonWriter::beginObject(std::string_view k) {
-  key(k);
-  out_ += '{';
-  first_.push_back(true);
-  return *this;
-}
-
-JsonWriter& JsonWriter::endObject() {
-  out_ += '}';
-  first_.pop_back();
-  return *this;
-}
-
-JsonWriter& JsonWriter::beginArray(std::string_view k) {
-  key(k);
-  out_ += '[';
-  first_.push_back(true);
-  return *this;
-}
-
-JsonWriter& JsonWriter::endArray() {
-  out_ += ']';
-  first_.pop_back();
-  return *this;
-}
-
-JsonWriter& JsonWriter::value(std::string_view k, std::string_view text) {
-  key(k);
-  out_ += jsonString(text);
-  return *this;
-}
-
-JsonWriter& JsonWriter::value(std::string_view k, uint64_t number) {
-  key(k);
-  out_ += std::to_string(number);
-  return *this;
-}
-
-JsonWriter& JsonWriter::value(std::string_view k, int64_t number) {
-  key(k);
-  out_ += std::to_string(number);
-  return *this;
-}
-
-JsonWriter& JsonWriter::value(std::string_view k, double number) {
-  key(k);
-  out_ += std::isfinite(number) ? strf("%.6g", number) : std::string("null");
-  return *this;
-}
-
-JsonWriter& JsonWriter::value(std::string_view k, bool flag) {
-  key(k);
-  out_ += flag ? "true" : "false";
-  return *this;
-}
-
-JsonWriter& JsonWriter::null(std::string_view k) {
-  key(k);
-  out_ += "null";
-  return *this;
-}
-
-// ---- schema reflection -------------------------------------------------------
-
-std::string enumName(capnp::EnumSchema schema, uint16_t value) {
-  auto enumerants = schema.getEnumerants();
-  for (auto e : enumerants) {
-    if (e.getOrdinal() == value) return e.getProto().getName().cStr();
-  }
-  return strf("unknown(%u)", static_cast<unsigned>(value));
-}
-
 namespace {
 
-struct EventUnion {
-  std::vector<const char*> names;  // by discriminant value; nullptr where none
-  EventUnion() {
-    for (auto field : capnp::Schema::from<schema::Event>().getUnionFields()) {
-      uint16_t d = field.getProto().getDiscriminantValue();
-      if (names.size() <= d) names.resize(d + 1u, nullptr);
-      names[d] = field.getProto().getName().cStr();
+void writeJson(const Json& value, std::string& out) {
+  switch (value.type()) {
+    case Json::value_t::object: {
+      out += '{';
+      bool first = true;
+      for (const auto& [key, member] : value.items()) {
+        if (!first) out += ',';
+        first = false;
+        out += jsonString(key);
+        out += ':';
+        writeJson(member, out);
+      }
+      out += '}';
+      return;
     }
+    case Json::value_t::array: {
+      out += '[';
+      bool first = true;
+      for (const auto& element : value) {
+        if (!first) out += ',';
+        first = false;
+        writeJson(element, out);
+      }
+      out += ']';
+      return;
+    }
+    case Json::value_t::string:
+      out += jsonString(value.get_ref<const Json::string_t&>());
+      return;
+    case Json::value_t::boolean:
+      out += value.get<bool>() ? "true" : "false";
+      return;
+    case Json::value_t::number_integer:
+      out += std::to_string(value.get<int64_t>());
+      return;
+    case Json::value_t::number_unsigned:
+      out += std::to_string(value.get<uint64_t>());
+      return;
+    case Json::value_t::number_float: {
+      const double number = value.get<double>();
+      out += std::isfinite(number) ? strf("%.6g", number) : std::string("null");
+      return;
+    }
+    case Json::value_t::null:
+    case Json::value_t::binary:
+    case Json::value_t::discarded:
+      out += "null";
+      return;
   }
-};
-
-const EventUnion& eventUnion() {
-  static const EventUnion u;
-  return u;
 }
-
-// Whether values of this struct type can hold a Content somewhere below.
-class ContentWalker {
- public:
-  ContentWalker() : content_(capnp::Schema::from<schema::Content>().getProto().getId()) {}
-
-  void walk(capnp::DynamicStruct::Reader s, std::string& path,
-            const std::function<void(const std::string&, schema::Content::Reader)>& fn) {
-    for (auto field : s.getSchema().getNonUnionFields()) visitField(s, field, path, fn);
-    KJ_IF_MAYBE (active, s.which()) {
-      visitField(s, *active, path, fn);
-    }
-  }
-
- private:
-  bool mayHold(capnp::StructSchema schema) {
-    uint64_t id = schema.getProto().getId();
-    if (id == content_) return true;
-    auto it = memo_.find(id);
-    if (it != memo_.end()) return it->second;
-    memo_[id] = false;  // cycle guard
-    bool result = false;
-    for (auto field : schema.getFields()) {
-      if (mayHold(field.getType())) {
-        result = true;
-        break;
-      }
-    }
-    memo_[id] = result;
-    return result;
-  }
-
-  bool mayHold(capnp::Type type) {
-    if (type.isStruct()) return mayHold(type.asStruct());
-    if (type.isList()) return mayHold(type.asList().getElementType());
-    return false;
-  }
-
-  void visitField(capnp::DynamicStruct::Reader s, capnp::StructSchema::Field field, std::string& path,
-                  const std::function<void(const std::string&, schema::Content::Reader)>& fn) {
-    capnp::Type type = field.getType();
-    if (!mayHold(type)) return;
-    bool isGroup = field.getProto().isGroup();
-    if (!isGroup && !s.has(field)) return;
-    size_t mark = path.size();
-    if (!path.empty()) path += '.';
-    path += field.getProto().getName().cStr();
-    visitValue(s.get(field), type, path, fn);
-    path.resize(mark);
-  }
-
-  void visitValue(capnp::DynamicValue::Reader value, capnp::Type type, std::string& path,
-                  const std::function<void(const std::string&, schema::Content::Reader)>& fn) {
-    if (type.isStruct()) {
-      auto s = value.as<capnp::DynamicStruct>();
-      if (type.asStruct().getProto().getId() == content_) {
-        fn(path, s.as<schema::Content>());
-      } else {
-        walk(s, path, fn);
-      }
-    } else if (type.isList()) {
-      auto list = value.as<capnp::DynamicList>();
-      capnp::Type element = type.asList().getElementType();
-      for (unsigned i = 0; i < list.size(); ++i) {
-        size_t mark = path.size();
-        path += strf("[%u]", i);
-        visitValue(list[i], element, path, fn);
-        path.resize(mark);
-      }
-    }
-  }
-
-  uint64_t content_;
-  std::unordered_map<uint64_t, bool> memo_;
-};
 
 }  // namespace
 
-const char* eventTypeName(uint16_t which) {
-  const auto& names = eventUnion().names;
-  return which < names.size() ? names[which] : nullptr;
-}
-
-const char* eventTypeName(schema::Event::Reader event) { return eventTypeName(static_cast<uint16_t>(event.which())); }
-
-std::vector<std::string> eventTypeNames() {
-  std::vector<std::string> out;
-  for (const char* n : eventUnion().names) {
-    if (n) out.emplace_back(n);
-  }
+std::string jsonText(const Json& document) {
+  std::string out;
+  writeJson(document, out);
   return out;
 }
 
-void forEachContent(schema::Event::Reader event,
-                    const std::function<void(const std::string&, schema::Content::Reader)>& fn) {
-  static thread_local ContentWalker walker;
-  std::string path;
-  walker.walk(capnp::toDynamic(event), path, fn);
+void appendMember(Json& object, std::string key, Json value) {
+  if (object.is_null()) object = Json::object();
+  // The object's storage is a vector of members: appending to it directly
+  // keeps a repeated key where operator[] would replace the earlier value.
+  auto& members = static_cast<Json::object_t::Container&>(object.get_ref<Json::object_t&>());
+  members.emplace_back(std::move(key), std::move(value));
 }
 
 }  // namespace kcap::tools

@@ -1,6 +1,5 @@
-// Helpers shared by the `kcap` subcommands: text formatting, aligned tables, a
-// small JSON writer, schema reflection for enum and event names, and a walk
-// over every Content an event references.
+// Helpers shared by the `kcap` subcommands: text formatting, aligned tables,
+// JSON output, and the schema names of format/schema_names.h.
 #pragma once
 
 #include <cstdint>
@@ -11,9 +10,10 @@
 #include <utility>
 #include <vector>
 
-#include <capnp/schema.h>
+#include <nlohmann/json.hpp>
 
 #include "kcap.capnp.h"
+#include "schema_names.h"
 #include "trace_reader.h"
 
 namespace kcap::tools {
@@ -81,53 +81,28 @@ class Table {
 
 std::string jsonString(std::string_view text);  // quoted, escaped
 
-// Builds one JSON document. Inside objects every call names its key; inside
-// arrays pass a default-constructed key ({}), which writes none. (An empty but
-// non-null key, e.g. "" from trace data, is a key.)
-class JsonWriter {
- public:
-  JsonWriter& beginObject(std::string_view key = {});
-  JsonWriter& endObject();
-  JsonWriter& beginArray(std::string_view key = {});
-  JsonWriter& endArray();
-  JsonWriter& value(std::string_view key, std::string_view text);
-  JsonWriter& value(std::string_view key, const char* text) { return value(key, std::string_view(text)); }
-  JsonWriter& value(std::string_view key, const std::string& text) { return value(key, std::string_view(text)); }
-  JsonWriter& value(std::string_view key, uint64_t number);
-  JsonWriter& value(std::string_view key, int64_t number);
-  JsonWriter& value(std::string_view key, uint32_t number) { return value(key, uint64_t{number}); }
-  JsonWriter& value(std::string_view key, int32_t number) { return value(key, int64_t{number}); }
-  JsonWriter& value(std::string_view key, double number);
-  JsonWriter& value(std::string_view key, bool flag);
-  JsonWriter& null(std::string_view key);
-  const std::string& str() const { return out_; }
+// Documents are built as nlohmann::ordered_json, whose objects keep their
+// members in the order they were added.
+using Json = nlohmann::ordered_json;
 
- private:
-  void key(std::string_view key);
-  std::string out_;
-  std::vector<bool> first_;  // per open container: nothing written yet
-};
+// One document on one line (no line break at the end), as compact as
+// nlohmann's dump() but with the escaping of jsonString for every string and
+// key: text from a trace is untrusted, and its terminal controls outside ASCII
+// (C1, bidirectional overrides) and bytes that are not valid UTF-8 must come
+// out escaped, which dump() does not do. Numbers that are not integers are
+// written with six significant digits ("%.6g"); non-finite ones as null.
+std::string jsonText(const Json& document);
+
+// Adds `key: value` to an object even when `key` is already there (keys that
+// come from trace data, such as recorded environment variables, may repeat;
+// each is kept, in order, as it was recorded).
+void appendMember(Json& object, std::string key, Json value);
 
 // ---- schema reflection -------------------------------------------------------
 
-// The name of an enumerant, or "unknown(N)" for a value this schema lacks.
-std::string enumName(capnp::EnumSchema schema, uint16_t value);
-template <typename E>
-std::string enumName(E value) {
-  return enumName(capnp::Schema::from<E>(), static_cast<uint16_t>(value));
-}
-
-// The union member an event holds ("launch", "memcpy", ...) or nullptr when it
-// is a member this schema does not know (a newer writer).
-const char* eventTypeName(schema::Event::Reader event);
-const char* eventTypeName(uint16_t which);
-std::vector<std::string> eventTypeNames();  // every known member, schema order
-
-// Calls fn(path, content) for every Content the event references, wherever it
-// sits (launch.pre[i].content, moduleLoad.image, memcpy.data, ...). Found by
-// reflection, so Content fields added to the schema later are covered too.
-// `path` names the field, e.g. "launch.pre[2].content".
-void forEachContent(schema::Event::Reader event,
-                    const std::function<void(const std::string& path, schema::Content::Reader content)>& fn);
+using format::enumName;
+using format::eventTypeName;
+using format::eventTypeNames;
+using format::forEachContent;
 
 }  // namespace kcap::tools

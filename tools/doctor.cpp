@@ -453,74 +453,56 @@ void printText(const Options& opt, const Report& r, const Here& here) {
 }
 
 void printJson(const Options& opt, const Report& r, const Here& here) {
-  JsonWriter j;
-  j.beginObject();
-  j.value("trace", opt.path);
-  j.beginObject("here");
-  j.value("driver", here.hasDriver());
-  if (!here.hasDriver()) j.value("noDriver", here.noDriver);
-  j.value("device", opt.device);
-  j.value("arch", here.sm ? replay::smName(here.sm) : std::string());
-  j.endObject();
-  j.beginArray("environment");
+  Json hereJson = {{"driver", here.hasDriver()}};
+  if (!here.hasDriver()) hereJson["noDriver"] = here.noDriver;
+  hereJson["device"] = opt.device;
+  hereJson["arch"] = here.sm ? replay::smName(here.sm) : std::string();
+  Json environment = Json::array();
   for (const auto& row : r.rows) {
-    j.beginObject()
-        .value("item", row.item)
-        .value("recorded", row.recorded)
-        .value("here", row.here)
-        .value("note", row.note)
-        .value("matters", row.matters)
-        .endObject();
+    environment.push_back({{"item", row.item},
+                           {"recorded", row.recorded},
+                           {"here", row.here},
+                           {"note", row.note},
+                           {"matters", row.matters}});
   }
-  j.endArray();
-  j.beginArray("images");
+  Json images = Json::array();
   for (const auto& i : r.images) {
-    j.beginObject()
-        .value("seq", i.seq)
-        .value("contents", i.contents)
-        .value("recorded", i.recorded)
-        .value("here", i.here)
-        .value("note", i.note)
-        .value("matters", i.matters)
-        .endObject();
+    images.push_back({{"seq", i.seq},
+                      {"contents", i.contents},
+                      {"recorded", i.recorded},
+                      {"here", i.here},
+                      {"note", i.note},
+                      {"matters", i.matters}});
   }
-  j.endArray();
-  j.beginArray("architectures");
+  Json architectures = Json::array();
   for (const auto& a : replay::knownArchitectures()) {
-    j.beginObject()
-        .value("arch", replay::smName(a.sm))
-        .value("maxDynamicSharedPerBlock", a.maxDynamicSharedPerBlock)
-        .value("maxThreadsPerBlock", a.maxThreadsPerBlock)
-        .value("clusters", a.clusters)
-        .endObject();
+    architectures.push_back({{"arch", replay::smName(a.sm)},
+                             {"maxDynamicSharedPerBlock", a.maxDynamicSharedPerBlock},
+                             {"maxThreadsPerBlock", a.maxThreadsPerBlock},
+                             {"clusters", a.clusters}});
   }
-  j.endArray();
-  j.beginArray("portability");
+  Json portability = Json::array();
   for (const auto& k : r.kernels) {
-    j.beginObject()
-        .value("kernel", k.demand.kernel)
-        .value("launches", k.demand.launches)
-        .value("sharedMemBytes", k.demand.sharedMemBytes)
-        .value("maxDynamicSharedAttribute", k.demand.maxDynamicSharedAttribute)
-        .value("blockThreads", k.demand.blockThreads);
-    j.beginArray("cluster")
-        .value({}, k.demand.cluster[0])
-        .value({}, k.demand.cluster[1])
-        .value({}, k.demand.cluster[2])
-        .endArray();
-    j.beginArray("refusedOn");
-    for (int sm : k.verdict.refusedOn) j.value({}, replay::smName(sm));
-    j.endArray();
-    j.beginArray("refusedHere");
-    for (const auto& why : k.refusedHere) j.value({}, why);
-    j.endArray();
-    j.value("line", k.verdict.line);
-    j.endObject();
+    Json refusedOn = Json::array();
+    for (int sm : k.verdict.refusedOn) refusedOn.push_back(replay::smName(sm));
+    portability.push_back({{"kernel", k.demand.kernel},
+                           {"launches", k.demand.launches},
+                           {"sharedMemBytes", k.demand.sharedMemBytes},
+                           {"maxDynamicSharedAttribute", k.demand.maxDynamicSharedAttribute},
+                           {"blockThreads", k.demand.blockThreads},
+                           {"cluster", {k.demand.cluster[0], k.demand.cluster[1], k.demand.cluster[2]}},
+                           {"refusedOn", std::move(refusedOn)},
+                           {"refusedHere", k.refusedHere},
+                           {"line", k.verdict.line}});
   }
-  j.endArray();
-  j.value("exitCode", r.exitCode);
-  j.endObject();
-  const std::string text = j.str() + "\n";
+  const Json document = {{"trace", opt.path},
+                         {"here", std::move(hereJson)},
+                         {"environment", std::move(environment)},
+                         {"images", std::move(images)},
+                         {"architectures", std::move(architectures)},
+                         {"portability", std::move(portability)},
+                         {"exitCode", r.exitCode}};
+  const std::string text = jsonText(document) + "\n";
   std::fwrite(text.data(), 1, text.size(), stdout);
 }
 

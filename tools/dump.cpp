@@ -14,6 +14,7 @@
 #include <capnp/compat/json.h>
 
 #include "common.h"
+#include "event_visitor.h"
 #include "subcommands.h"
 #include "trace_reader.h"
 
@@ -324,72 +325,35 @@ void formatEvent(std::string& out, const Event::Reader& e, const TensorMapIndex*
   out += strf("#%-7llu +%-10llu %7u %-17s", static_cast<unsigned long long>(e.getSeq()),
               static_cast<unsigned long long>(e.getTimeNs() / 1000), e.getThreadId(), type ? type : "unknown");
   Line l(out);
-  switch (e.which()) {
-    case Event::TRACE_BEGIN:
-      formatTraceBegin(l, e.getTraceBegin());
-      break;
-    case Event::TRACE_END:
-      formatTraceEnd(l, e.getTraceEnd());
-      break;
-    case Event::MODULE_LOAD:
-      formatModuleLoad(l, e.getModuleLoad());
-      break;
-    case Event::MODULE_UNLOAD:
-      l.addr("handle", e.getModuleUnload().getHandle()).flag("library", e.getModuleUnload().getIsLibrary());
-      break;
-    case Event::FUNCTION_BIND:
-      formatFunctionBind(l, e.getFunctionBind());
-      break;
-    case Event::FUNCTION_ATTRIBUTE:
-      formatFunctionAttribute(l, e.getFunctionAttribute());
-      break;
-    case Event::ALLOC:
-      formatAlloc(l, e.getAlloc());
-      break;
-    case Event::FREE:
-      formatFree(l, e.getFree());
-      break;
-    case Event::MEMCPY:
-      formatMemcpy(l, e.getMemcpy());
-      break;
-    case Event::MEMSET:
-      formatMemset(l, e.getMemset());
-      break;
-    case Event::SYNC:
-      formatSync(l, e.getSync());
-      break;
-    case Event::LAUNCH:
-      formatLaunch(l, e.getLaunch(), maps);
-      break;
-    case Event::LAUNCH_END:
-      formatLaunchEnd(l, e.getLaunchEnd());
-      break;
-    case Event::KERNEL_TIMING:
-      formatKernelTiming(l, e.getKernelTiming());
-      break;
-    case Event::TENSOR_MAP_ENCODE:
-      formatTensorMapEncode(l, e.getTensorMapEncode());
-      break;
-    case Event::GRAPH_LAUNCH: {
-      auto g = e.getGraphLaunch();
-      l.addr("exec", g.getGraphExec()).addr("stream", g.getStream()).result(g.getResult());
-      break;
-    }
-    case Event::API_ERROR: {
-      auto a = e.getApiError();
-      l.add(word(a.getFunction().cStr())).snum("result", a.getResult());
-      if (a.hasResultName()) l.add(word(a.getResultName().cStr()));
-      break;
-    }
-    case Event::MESSAGE: {
-      auto m = e.getMessage();
-      l.add(enumName(m.getLevel())).add(printable(m.getText().cStr(), true));
-      break;
-    }
-    default:
-      l.add(strf("unknown event (union member %u, from a newer writer)", static_cast<unsigned>(e.which())));
-      break;
-  }
+  format::visitEvent(
+      e, format::Overloaded{
+             [&](schema::TraceBegin::Reader b) { formatTraceBegin(l, b); },
+             [&](schema::TraceEnd::Reader t) { formatTraceEnd(l, t); },
+             [&](schema::ModuleLoad::Reader m) { formatModuleLoad(l, m); },
+             [&](schema::ModuleUnload::Reader u) { l.addr("handle", u.getHandle()).flag("library", u.getIsLibrary()); },
+             [&](schema::FunctionBind::Reader f) { formatFunctionBind(l, f); },
+             [&](schema::FunctionAttribute::Reader a) { formatFunctionAttribute(l, a); },
+             [&](schema::Alloc::Reader a) { formatAlloc(l, a); },
+             [&](schema::Free::Reader f) { formatFree(l, f); },
+             [&](schema::Memcpy::Reader m) { formatMemcpy(l, m); },
+             [&](schema::Memset::Reader m) { formatMemset(l, m); },
+             [&](schema::SyncOp::Reader s) { formatSync(l, s); },
+             [&](schema::Launch::Reader k) { formatLaunch(l, k, maps); },
+             [&](schema::LaunchEnd::Reader k) { formatLaunchEnd(l, k); },
+             [&](schema::KernelTiming::Reader t) { formatKernelTiming(l, t); },
+             [&](schema::TensorMapEncode::Reader t) { formatTensorMapEncode(l, t); },
+             [&](schema::GraphLaunch::Reader g) {
+               l.addr("exec", g.getGraphExec()).addr("stream", g.getStream()).result(g.getResult());
+             },
+             [&](schema::ApiError::Reader a) {
+               l.add(word(a.getFunction().cStr())).snum("result", a.getResult());
+               if (a.hasResultName()) l.add(word(a.getResultName().cStr()));
+             },
+             [&](schema::Message::Reader m) { l.add(enumName(m.getLevel())).add(printable(m.getText().cStr(), true)); },
+             [&](format::UnknownEvent u) {
+               l.add(strf("unknown event (union member %u, from a newer writer)", static_cast<unsigned>(u.which)));
+             },
+         });
   out += '\n';
 }
 
@@ -497,7 +461,7 @@ struct JsonEncoder {
       // A union member this schema does not know: say so, so that a consumer
       // does not mistake the event for an empty one.
       if (!out.empty() && out.back() == '}') out.pop_back();
-      out += strf(",\"unknownEvent\":%u}", static_cast<unsigned>(e.which()));
+      out += strf(",\"unknownEvent\":%u}", static_cast<unsigned>(format::eventKind(e)));
     }
     out += '\n';
   }

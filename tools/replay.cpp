@@ -324,57 +324,51 @@ class Report {
   }
 
   void printJson() const {
-    JsonWriter j;
-    j.beginObject().value("trace", opt_.path);
-    j.beginObject("device")
-        .value("ordinal", static_cast<int64_t>(device.ordinal))
-        .value("name", device.name)
-        .value("sm", static_cast<int64_t>(device.sm))
-        .value("driverVersion", static_cast<int64_t>(device.driverVersion))
-        .endObject();
-    j.beginArray("launches");
+    Json launches = Json::array();
     for (const auto& o : outcomes_) {
-      j.beginObject()
-          .value("launchIndex", o.launchIndex)
-          .value("kernel", o.kernel)
-          .value("verdict", std::string(replay::verdictName(o.verdict)))
-          .value("detail", o.detail)
-          .value("memory", std::string(replay::memoryPathName(o.memory)))
-          .value("code", o.code);
-      j.beginArray("grid").value({}, o.grid[0]).value({}, o.grid[1]).value({}, o.grid[2]).endArray();
-      j.beginArray("block").value({}, o.block[0]).value({}, o.block[1]).value({}, o.block[2]).endArray();
-      j.value("sharedMemBytes", o.sharedMemBytes);
-      writeBuffersJson(j, o.buffers);
+      Json launch = {{"launchIndex", o.launchIndex},
+                     {"kernel", o.kernel},
+                     {"verdict", replay::verdictName(o.verdict)},
+                     {"detail", o.detail},
+                     {"memory", replay::memoryPathName(o.memory)},
+                     {"code", o.code},
+                     {"grid", {o.grid[0], o.grid[1], o.grid[2]}},
+                     {"block", {o.block[0], o.block[1], o.block[2]}},
+                     {"sharedMemBytes", o.sharedMemBytes},
+                     {"buffers", buffersJson(o.buffers)}};
       if (const auto t = timing(o)) {
-        j.beginObject("timeNs")
-            .value("median", t->median)
-            .value("min", t->min)
-            .value("max", t->max)
-            .value("repeats", static_cast<uint64_t>(o.timesNs.size()))
-            .endObject();
+        launch["timeNs"] = {{"median", t->median},
+                            {"min", t->min},
+                            {"max", t->max},
+                            {"repeats", static_cast<uint64_t>(o.timesNs.size())}};
       }
-      if (o.recordedDurationNs) j.value("recordedDurationNs", *o.recordedDurationNs);
-      j.value("restoredBytes", o.restoredBytes)
-          .value("restoreNs", o.restoreNs)
-          .value("placeNs", o.placeNs)
-          .value("restoreWaitNs", o.restoreWaitNs);
+      if (o.recordedDurationNs) launch["recordedDurationNs"] = *o.recordedDurationNs;
+      launch["restoredBytes"] = o.restoredBytes;
+      launch["restoreNs"] = o.restoreNs;
+      launch["placeNs"] = o.placeNs;
+      launch["restoreWaitNs"] = o.restoreWaitNs;
       if (!o.checks.empty()) {
-        j.beginArray("checks");
+        Json checks = Json::array();
         for (const auto& c : o.checks) {
-          j.beginObject()
-              .value("name", c.name)
-              .value("status", std::string(replay::checkStatusName(c.status)))
-              .value("summary", c.summary);
-          j.beginArray("details");
-          for (const auto& d : c.details) j.value({}, d);
-          j.endArray().endObject();
+          checks.push_back({{"name", c.name},
+                            {"status", replay::checkStatusName(c.status)},
+                            {"summary", c.summary},
+                            {"details", c.details}});
         }
-        j.endArray();
+        launch["checks"] = std::move(checks);
       }
-      j.endObject();
+      launches.push_back(std::move(launch));
     }
-    j.endArray().value("summary", summary()).value("exitCode", static_cast<int64_t>(exitCode())).endObject();
-    std::cout << j.str() << "\n";
+    const Json document = {{"trace", opt_.path},
+                           {"device",
+                            {{"ordinal", static_cast<int64_t>(device.ordinal)},
+                             {"name", device.name},
+                             {"sm", static_cast<int64_t>(device.sm)},
+                             {"driverVersion", static_cast<int64_t>(device.driverVersion)}}},
+                           {"launches", std::move(launches)},
+                           {"summary", summary()},
+                           {"exitCode", static_cast<int64_t>(exitCode())}};
+    std::cout << jsonText(document) << "\n";
   }
 
  private:

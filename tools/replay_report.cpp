@@ -23,37 +23,27 @@ std::string bufferLine(const replay::BufferReport& b, const char* expected, cons
   return line;
 }
 
-void writeBuffersJson(JsonWriter& j, const std::vector<replay::BufferReport>& buffers) {
-  j.beginArray("buffers");
+Json buffersJson(const std::vector<replay::BufferReport>& buffers) {
+  Json list = Json::array();
   for (const auto& b : buffers) {
-    j.beginObject()
-        .value("label", b.label)
-        .value("address", b.address)
-        .value("size", b.size)
-        .value("differingBytes", b.differingBytes);
-    if (b.firstOffset)
-      j.value("firstDifferingOffset", *b.firstOffset);
-    else
-      j.null("firstDifferingOffset");
+    Json buffer;
+    buffer["label"] = b.label;
+    buffer["address"] = b.address;
+    buffer["size"] = b.size;
+    buffer["differingBytes"] = b.differingBytes;
+    buffer["firstDifferingOffset"] = b.firstOffset ? Json(*b.firstOffset) : Json();
     if (b.stats) {
       const auto& s = *b.stats;
-      j.beginObject("stats")
-          .value("dtype", replay::dtypeName(s.type))
-          .value("elements", s.elements)
-          .value("mismatches", s.mismatches)
-          .value("maxAbsError", s.maxAbsError)
-          .value("maxRelError", s.maxRelError)
-          .value("maxUlp", s.maxUlp)
-          .value("nanRecorded", s.nanExpected)
-          .value("nanReplayed", s.nanActual)
-          .value("infRecorded", s.infExpected)
-          .value("infReplayed", s.infActual)
-          .value("withinTolerance", b.withinTolerance)
-          .endObject();
+      buffer["stats"] = {{"dtype", replay::dtypeName(s.type)},  {"elements", s.elements},
+                         {"mismatches", s.mismatches},          {"maxAbsError", s.maxAbsError},
+                         {"maxRelError", s.maxRelError},        {"maxUlp", s.maxUlp},
+                         {"nanRecorded", s.nanExpected},        {"nanReplayed", s.nanActual},
+                         {"infRecorded", s.infExpected},        {"infReplayed", s.infActual},
+                         {"withinTolerance", b.withinTolerance}};
     }
-    j.endObject();
+    list.push_back(std::move(buffer));
   }
-  j.endArray();
+  return list;
 }
 
 }  // namespace kcap::tools

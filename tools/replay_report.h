@@ -15,7 +15,7 @@ namespace kcap::tools {
 std::string bufferLine(const replay::BufferReport& buffer, const char* expected = "recorded",
                        const char* actual = "replayed");
 
-// Writes "buffers": [...] into the current JSON object.
-void writeBuffersJson(JsonWriter& json, const std::vector<replay::BufferReport>& buffers);
+// The "buffers" array of a launch's JSON object.
+Json buffersJson(const std::vector<replay::BufferReport>& buffers);
 
 }  // namespace kcap::tools

@@ -430,8 +430,8 @@ LaunchOutcome sampleOutcome() {
 TEST(Outcome, RoundTripKeepsEveryField) {
   const LaunchOutcome o = sampleOutcome();
   const std::string text = encodeOutcome(o);
-  // one record per line: nothing of the names leaks a newline
-  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 4);
+  // one line of JSON, then `end`: nothing of the names leaks a newline
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 2);
   EXPECT_EQ(text.find('\0'), std::string::npos);
   const auto back = decodeOutcome(text);
   ASSERT_TRUE(back) << text;
@@ -482,6 +482,18 @@ TEST(Outcome, RoundTripKeepsEveryField) {
   EXPECT_EQ(d.stats->worstElement, std::optional<uint64_t>(200));
 }
 
+TEST(Outcome, TextThatIsNotUtf8SurvivesByteForByte) {
+  LaunchOutcome o;
+  o.kernel =
+      "k\xff\xc3(\xc2\x9b"
+      "2J\xe2\x80\xae";  // bytes that are not UTF-8, a C1 control, a bidi override
+  o.code = std::string("\x80\x00\x7f", 3);
+  const auto back = decodeOutcome(encodeOutcome(o));
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->kernel, o.kernel);
+  EXPECT_EQ(back->code, o.code);
+}
+
 TEST(Outcome, EveryVerdictAndMemoryPathSurvives) {
   for (int v = 0; v <= static_cast<int>(Verdict::skipped); ++v) {
     for (int m = 0; m <= static_cast<int>(MemoryPath::mixed); ++m) {
@@ -512,15 +524,24 @@ TEST(Outcome, MalformedInputIsRejected) {
   ASSERT_TRUE(decodeOutcome(good));
   EXPECT_FALSE(decodeOutcome(""));
   EXPECT_FALSE(decodeOutcome("garbage\n"));
-  EXPECT_FALSE(decodeOutcome("end\n"));                                     // no launch
-  EXPECT_FALSE(decodeOutcome("buffer address=1 size=2\nend\n"));            // a buffer before its launch
-  EXPECT_FALSE(decodeOutcome("launch index=1 verdict=0 memory=0\n"));       // no end
-  EXPECT_FALSE(decodeOutcome(good.substr(0, good.size() - 4)));             // cut before "end"
-  EXPECT_FALSE(decodeOutcome("launch index=1 verdict=7 memory=0\nend\n"));  // no such verdict
-  EXPECT_FALSE(decodeOutcome("launch index=1 verdict=0 memory=4\nend\n"));  // no such memory path
-  EXPECT_FALSE(decodeOutcome("launch index=1 verdict=0 memory=0\nbuffer address=1 type=14\nend\n"));  // dtype
-  EXPECT_FALSE(decodeOutcome("launch index=1 verdict=0 memory=0\nsurprise\nend\n"));
-  EXPECT_TRUE(decodeOutcome("launch index=1 verdict=0 memory=0\nend\n"));
+  EXPECT_FALSE(decodeOutcome("end\n"));  // no outcome
+  const std::string minimal = R"({"launchIndex":1,"grid":[1,1,1],"block":[1,1,1],"verdict":0,"memory":0})";
+  EXPECT_TRUE(decodeOutcome(minimal + "\nend\n"));
+  EXPECT_FALSE(decodeOutcome(minimal + "\n"));                               // no end
+  EXPECT_FALSE(decodeOutcome(good.substr(0, good.size() - 4)));              // cut before "end"
+  EXPECT_FALSE(decodeOutcome(good.substr(0, good.size() / 2) + "\nend\n"));  // cut inside the document
+  EXPECT_FALSE(decodeOutcome(R"({"launchIndex":1,"verdict":0,"memory":0})"
+                             "\nend\n"));  // no grid
+  EXPECT_FALSE(decodeOutcome(R"({"launchIndex":1,"grid":[1,1,1],"block":[1,1,1],"verdict":7,"memory":0})"
+                             "\nend\n"));  // no such verdict
+  EXPECT_FALSE(decodeOutcome(R"({"launchIndex":1,"grid":[1,1,1],"block":[1,1,1],"verdict":0,"memory":4})"
+                             "\nend\n"));  // no such memory path
+  EXPECT_FALSE(decodeOutcome(R"({"launchIndex":1,"grid":[1,1,1],"block":[1,1,1],"verdict":0,"memory":0,)"
+                             R"("buffers":[{"stats":{"type":14}}]})"
+                             "\nend\n"));  // no such dtype
+  EXPECT_FALSE(decodeOutcome(R"({"launchIndex":"one","grid":[1,1,1],"block":[1,1,1],"verdict":0,"memory":0})"
+                             "\nend\n"));  // a member of the wrong type
+  EXPECT_FALSE(decodeOutcome(minimal + "\nsurprise\nend\n"));
 }
 
 // ---- image choice, on the real images of kernels/ ----------------------------------------------------

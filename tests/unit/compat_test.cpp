@@ -10,9 +10,11 @@
 #include <string>
 #include <vector>
 
+#include "event_visitor.h"
 #include "hash.h"
 #include "trace_files.h"
 #include "trace_reader.h"
+#include "trace_summary.h"
 
 namespace kcap::test {
 namespace {
@@ -244,6 +246,65 @@ TEST(CompatV1, ReadsTheSameWithoutItsIndex) {
   auto indexed = readAllEvents(kCompatPath);
   ASSERT_EQ(scanned.size(), indexed.size());
   for (size_t i = 0; i < scanned.size(); ++i) EXPECT_EQ(eventBytes(scanned[i].get()), eventBytes(indexed[i].get()));
+}
+
+// visitEvent hands each event to the handler of its kind, as which() names it.
+TEST(CompatV1, VisitEventDispatchesEveryKindToItsHandler) {
+  auto reader = format::TraceReader::open(kCompatPath);
+  std::vector<int> kinds;
+  reader->forEachEvent([&](const format::EventRef& ref) {
+    const int kind = format::visitEvent(
+        ref.event, format::Overloaded{
+                       [](schema::TraceBegin::Reader) { return static_cast<int>(Event::TRACE_BEGIN); },
+                       [](schema::TraceEnd::Reader) { return static_cast<int>(Event::TRACE_END); },
+                       [](schema::Launch::Reader) { return static_cast<int>(Event::LAUNCH); },
+                       [](schema::Memcpy::Reader) { return static_cast<int>(Event::MEMCPY); },
+                       [](format::UnknownEvent) { return -1; },
+                       [&](const auto&) { return static_cast<int>(format::eventKind(ref.event)); },
+                   });
+    kinds.push_back(kind);
+    return true;
+  });
+  EXPECT_EQ(kinds, kKinds);
+}
+
+// The summary `kcap info` prints, built by the library.
+TEST(CompatV1, SummaryCountsWhatInfoReports) {
+  auto reader = format::TraceReader::open(kCompatPath);
+  const format::TraceSummary s = format::summarizeTrace(*reader);
+  EXPECT_EQ(s.events, 51u);
+  EXPECT_EQ(s.lastTimeNs, 168488u);
+  ASSERT_TRUE(s.traceBegin());
+  EXPECT_EQ(str(s.traceBegin()->getHostName()), "gpu-node-07");
+  ASSERT_TRUE(s.end);
+  EXPECT_EQ(s.end->reason, "exit");
+  EXPECT_EQ(s.end->launchCount, 4u);
+  ASSERT_EQ(s.modules.size(), 2u);
+  EXPECT_EQ(s.modules[1].globals, 2u);
+  EXPECT_TRUE(s.modules[1].isLibrary);
+  EXPECT_EQ(s.functionBinds, 2u);
+  EXPECT_EQ(s.launches, 4u);
+  EXPECT_EQ(s.capturedIntoGraph, 1u);
+  const auto kernels = format::kernelsByCount(s);
+  ASSERT_EQ(kernels.size(), 2u);
+  EXPECT_EQ(kernels[0]->name, "axpy");
+  EXPECT_EQ(kernels[0]->launches, 3u);
+  EXPECT_EQ(format::medianNs(kernels[0]->durationsNs), 2384u);
+  EXPECT_EQ(s.timedTotalNs, 7152u);
+  EXPECT_EQ(s.allocTotal.count, 8u);
+  EXPECT_EQ(s.peakLiveBytes, 2181120u);
+  EXPECT_EQ(s.allocByKind.at("vmmCreate").bytes, 2097152u);
+  EXPECT_EQ(s.memcpyTotal.bytes, 16448u);
+  EXPECT_EQ(s.memcpyCapturedBytes, 10304u);
+  EXPECT_EQ(s.memsetTotal.bytes, 6144u);
+  EXPECT_EQ(s.contentRaw, 83848u);
+  EXPECT_EQ(s.contentRawByType.at("launch"), 36932u);
+  EXPECT_EQ(s.blobChunks, 17u);
+  EXPECT_EQ(s.blobRaw, 46920u);
+  EXPECT_EQ(s.recordChunks, 3u);
+  const auto types = format::eventTypesByCount(s);
+  ASSERT_FALSE(types.empty());
+  EXPECT_EQ(types.front(), std::make_pair(std::string("alloc"), uint64_t{8}));
 }
 
 }  // namespace

@@ -1,0 +1,136 @@
+#include "schema_names.h"
+
+#include <unordered_map>
+
+#include <capnp/dynamic.h>
+
+#include "event_visitor.h"
+
+namespace kcap::format {
+
+std::string enumName(capnp::EnumSchema schema, uint16_t value) {
+  auto enumerants = schema.getEnumerants();
+  for (auto e : enumerants) {
+    if (e.getOrdinal() == value) return e.getProto().getName().cStr();
+  }
+  return "unknown(" + std::to_string(value) + ")";
+}
+
+namespace {
+
+struct EventUnion {
+  std::vector<const char*> names;  // by discriminant value; nullptr where none
+  EventUnion() {
+    for (auto field : capnp::Schema::from<schema::Event>().getUnionFields()) {
+      uint16_t d = field.getProto().getDiscriminantValue();
+      if (names.size() <= d) names.resize(d + 1u, nullptr);
+      names[d] = field.getProto().getName().cStr();
+    }
+  }
+};
+
+const EventUnion& eventUnion() {
+  static const EventUnion u;
+  return u;
+}
+
+// Whether values of this struct type can hold a Content somewhere below.
+class ContentWalker {
+ public:
+  ContentWalker() : content_(capnp::Schema::from<schema::Content>().getProto().getId()) {}
+
+  void walk(capnp::DynamicStruct::Reader s, std::string& path,
+            const std::function<void(const std::string&, schema::Content::Reader)>& fn) {
+    for (auto field : s.getSchema().getNonUnionFields()) visitField(s, field, path, fn);
+    KJ_IF_MAYBE (active, s.which()) {
+      visitField(s, *active, path, fn);
+    }
+  }
+
+ private:
+  bool mayHold(capnp::StructSchema schema) {
+    uint64_t id = schema.getProto().getId();
+    if (id == content_) return true;
+    auto it = memo_.find(id);
+    if (it != memo_.end()) return it->second;
+    memo_[id] = false;  // cycle guard
+    bool result = false;
+    for (auto field : schema.getFields()) {
+      if (mayHold(field.getType())) {
+        result = true;
+        break;
+      }
+    }
+    memo_[id] = result;
+    return result;
+  }
+
+  bool mayHold(capnp::Type type) {
+    if (type.isStruct()) return mayHold(type.asStruct());
+    if (type.isList()) return mayHold(type.asList().getElementType());
+    return false;
+  }
+
+  void visitField(capnp::DynamicStruct::Reader s, capnp::StructSchema::Field field, std::string& path,
+                  const std::function<void(const std::string&, schema::Content::Reader)>& fn) {
+    capnp::Type type = field.getType();
+    if (!mayHold(type)) return;
+    bool isGroup = field.getProto().isGroup();
+    if (!isGroup && !s.has(field)) return;
+    size_t mark = path.size();
+    if (!path.empty()) path += '.';
+    path += field.getProto().getName().cStr();
+    visitValue(s.get(field), type, path, fn);
+    path.resize(mark);
+  }
+
+  void visitValue(capnp::DynamicValue::Reader value, capnp::Type type, std::string& path,
+                  const std::function<void(const std::string&, schema::Content::Reader)>& fn) {
+    if (type.isStruct()) {
+      auto s = value.as<capnp::DynamicStruct>();
+      if (type.asStruct().getProto().getId() == content_) {
+        fn(path, s.as<schema::Content>());
+      } else {
+        walk(s, path, fn);
+      }
+    } else if (type.isList()) {
+      auto list = value.as<capnp::DynamicList>();
+      capnp::Type element = type.asList().getElementType();
+      for (unsigned i = 0; i < list.size(); ++i) {
+        size_t mark = path.size();
+        path += "[" + std::to_string(i) + "]";
+        visitValue(list[i], element, path, fn);
+        path.resize(mark);
+      }
+    }
+  }
+
+  uint64_t content_;
+  std::unordered_map<uint64_t, bool> memo_;
+};
+
+}  // namespace
+
+const char* eventTypeName(uint16_t which) {
+  const auto& names = eventUnion().names;
+  return which < names.size() ? names[which] : nullptr;
+}
+
+const char* eventTypeName(schema::Event::Reader event) { return eventTypeName(eventKind(event)); }
+
+std::vector<std::string> eventTypeNames() {
+  std::vector<std::string> out;
+  for (const char* n : eventUnion().names) {
+    if (n) out.emplace_back(n);
+  }
+  return out;
+}
+
+void forEachContent(schema::Event::Reader event,
+                    const std::function<void(const std::string&, schema::Content::Reader)>& fn) {
+  static thread_local ContentWalker walker;
+  std::string path;
+  walker.walk(capnp::toDynamic(event), path, fn);
+}
+
+}  // namespace kcap::format

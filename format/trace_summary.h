@@ -1,0 +1,122 @@
+// What `kcap info` reports about a trace, as data: event counts, the recorded
+// environment, modules, kernels and their GPU time, memory traffic and how the
+// file stores its bytes. Built in one pass over the events (summarizeTrace);
+// the text and JSON presentations (tools/info.cpp) only format it.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <capnp/message.h>
+
+#include "kcap.capnp.h"
+
+namespace kcap::format {
+
+class TraceReader;
+
+struct ModuleSummary {
+  uint64_t seq = 0;
+  uint64_t handle = 0;
+  bool isLibrary = false;
+  std::string api;
+  std::string imageKind;
+  uint64_t imageBytes = 0;
+  size_t extraImages = 0;
+  std::string path;
+  size_t globals = 0;
+  int32_t result = 0;
+  bool unloaded = false;
+};
+
+struct KernelSummary {
+  std::string name;  // "<function 0x...>" when the launch recorded none
+  uint64_t launches = 0;
+  uint64_t firstLaunchIndex = 0;
+  uint32_t grid[3] = {};
+  uint32_t block[3] = {};
+  uint32_t sharedMemBytes = 0;
+  std::vector<uint64_t> durationsNs;  // kernelTiming of its launches (--timing)
+  uint64_t totalNs = 0;
+};
+
+struct CountBytes {
+  uint64_t count = 0;
+  uint64_t bytes = 0;
+};
+
+struct TraceEndSummary {
+  uint64_t seq = 0;
+  std::string reason;
+  int32_t signal = 0;
+  uint64_t eventCount = 0;
+  uint64_t launchCount = 0;
+  uint64_t droppedLaunches = 0;
+  std::string message;
+};
+
+struct TraceSummary {
+  // events
+  uint64_t events = 0;
+  std::map<uint16_t, uint64_t> byType;  // union discriminant -> count
+  uint64_t firstTimeNs = 0;
+  uint64_t lastTimeNs = 0;
+  std::unique_ptr<capnp::MallocMessageBuilder> begin;  // a copy of the first traceBegin
+  uint64_t beginSeq = 0;
+  std::optional<TraceEndSummary> end;
+
+  // code
+  std::vector<ModuleSummary> modules;
+  uint64_t functionBinds = 0;
+
+  // launches
+  uint64_t launches = 0;
+  uint64_t failedLaunches = 0;
+  uint64_t capturedIntoGraph = 0;
+  std::vector<KernelSummary> kernels;  // in order of first launch
+  uint64_t timedLaunches = 0;          // kernelTiming events matched to a launch
+  uint64_t timedTotalNs = 0;
+
+  // memory
+  std::map<std::string, CountBytes> allocByKind;
+  CountBytes allocTotal;
+  uint64_t failedAllocs = 0;
+  uint64_t frees = 0;
+  uint64_t peakLiveBytes = 0;
+  std::map<std::string, CountBytes> memcpyByDirection;
+  CountBytes memcpyTotal;
+  uint64_t memcpyCapturedBytes = 0;
+  CountBytes memsetTotal;
+
+  // bytes
+  uint64_t contentRaw = 0;
+  std::map<std::string, uint64_t> contentRawByType;  // event type -> raw bytes of its contents
+  uint64_t blobChunks = 0;
+  uint64_t blobRaw = 0;
+  uint64_t blobStored = 0;
+  uint64_t recordChunks = 0;
+  uint64_t recordRaw = 0;
+  uint64_t recordStored = 0;
+
+  // The recorded traceBegin, or nullopt when the trace has none.
+  std::optional<schema::TraceBegin::Reader> traceBegin() const;
+};
+
+// Reads every event of `reader` and its chunk list.
+TraceSummary summarizeTrace(TraceReader& reader);
+
+// Kernels, most launches first (first launched first among equals).
+std::vector<const KernelSummary*> kernelsByCount(const TraceSummary& summary);
+// Kernels with durations, most GPU time first.
+std::vector<const KernelSummary*> kernelsByGpuTime(const TraceSummary& summary);
+// The upper median for an even count: a duration that occurred.
+uint64_t medianNs(std::vector<uint64_t> values);
+// (event type name or "unknown(N)", count), most frequent first.
+std::vector<std::pair<std::string, uint64_t>> eventTypesByCount(const TraceSummary& summary);
+
+}  // namespace kcap::format
