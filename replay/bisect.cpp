@@ -17,8 +17,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-bool failed(Verdict v) { return v == Verdict::fault || v == Verdict::hang || v == Verdict::error; }
-bool diverged(Verdict v) { return v == Verdict::differs || v == Verdict::fault || v == Verdict::hang; }
+bool failed(Verdict v) { return v == Verdict::kFault || v == Verdict::kHang || v == Verdict::kError; }
+bool diverged(Verdict v) { return v == Verdict::kDiffers || v == Verdict::kFault || v == Verdict::kHang; }
 
 // A scratch directory for saved outputs, removed with everything in it.
 class ScratchDir {
@@ -59,15 +59,15 @@ std::string flagsOf(const BisectOptions& options) {
   if (options.base.device != 0) flags += " --device " + std::to_string(options.base.device);
   if (!options.base.fixedAddresses) flags += " --no-fixed-va";
   switch (options.against) {
-    case Against::recorded:
+    case Against::kRecorded:
       break;
-    case Against::forcePtx:
+    case Against::kForcePtx:
       flags += " --force-ptx";
       break;
-    case Against::override:
+    case Against::kOverride:
       for (const auto& o : options.overrides) flags += " --override '" + o.kernelPattern + "=" + o.imagePath + "'";
       break;
-    case Against::otherDevice:
+    case Against::kOtherDevice:
       flags =
           " --device " + std::to_string(options.otherDevice) + (options.base.fixedAddresses ? "" : " --no-fixed-va");
       break;
@@ -177,7 +177,7 @@ struct Search {
 // launches slower past the threshold listed.
 BisectResult timeSides(const Search& s) {
   BisectResult result;
-  const bool twoSided = s.options.against != Against::recorded;
+  const bool twoSided = s.options.against != Against::kRecorded;
   ReplayOptions a = s.options.base;
   a.repeat = s.options.perfRepeat;
   ReplayOptions b = sideB(s.options);
@@ -212,9 +212,9 @@ BisectResult againstRecording(const Search& s) {
       ++result.examined;
       if (diverged(o.verdict)) {
         result.first = s.divergence(
-            o, o.verdict == Verdict::differs
+            o, o.verdict == Verdict::kDiffers
                    ? "its outputs differ from the recorded ones"
-                   : std::string("it ") + (o.verdict == Verdict::hang ? "hangs" : "faults") + " here: " + o.detail);
+                   : std::string("it ") + (o.verdict == Verdict::kHang ? "hangs" : "faults") + " here: " + o.detail);
         return true;
       }
     }
@@ -265,13 +265,13 @@ std::string whyTheyDiffer(const BisectOptions& options, const LaunchOutcome& oa,
 // passed over (counted as not comparable), not a divergence.
 std::optional<Divergence> judge(const Search& s, const TwoSides& sides, const LaunchOutcome& oa, LaunchOutcome ob,
                                 BisectResult& result) {
-  if (oa.verdict == Verdict::error || ob.verdict == Verdict::error) {
+  if (oa.verdict == Verdict::kError || ob.verdict == Verdict::kError) {
     ++result.notComparable;
     return std::nullopt;
   }
   if (failed(oa.verdict) || failed(ob.verdict)) return s.divergence(ob, whyTheyDiffer(s.options, oa, ob));
   if (compareSides(s.model, ob, sides.dirA, sides.dirB, s.options.base)) {
-    ob.verdict = Verdict::differs;
+    ob.verdict = Verdict::kDiffers;
     return s.divergence(ob, whyTheyDiffer(s.options, oa, ob));
   }
   return std::nullopt;
@@ -320,7 +320,7 @@ BisectResult betweenSidesInSequence(const Search& s) {
     ++result.probes;
     for (const auto* side : {&outA, &outB}) {
       for (const auto& o : *side) {
-        if (o.verdict == Verdict::error) {
+        if (o.verdict == Verdict::kError) {
           throw ReplayError("launch " + std::to_string(o.launchIndex) + " cannot be replayed with " +
                             describeSide(s.options, side == &outB) + ": " + o.detail);
         }
@@ -355,7 +355,7 @@ BisectResult betweenSidesInSequence(const Search& s) {
   if (!outA.empty() && !outB.empty()) result.first = judge(s, sides, outA.back(), outB.back(), result);
   if (!result.first) {
     LaunchOutcome o = outB.empty() ? LaunchOutcome{} : outB.back();
-    o.verdict = Verdict::differs;
+    o.verdict = Verdict::kDiffers;
     result.first = s.divergence(o, "the memory state after it differs between " + describeSide(s.options, false) +
                                        " and " + describeSide(s.options, true));
   }
@@ -367,15 +367,15 @@ BisectResult betweenSidesInSequence(const Search& s) {
 ReplayOptions sideB(const BisectOptions& options) {
   ReplayOptions b = options.base;
   switch (options.against) {
-    case Against::recorded:
+    case Against::kRecorded:
       break;
-    case Against::forcePtx:
+    case Against::kForcePtx:
       b.forcePtx = true;
       break;
-    case Against::override:
+    case Against::kOverride:
       b.overrides = options.overrides;
       break;
-    case Against::otherDevice:
+    case Against::kOtherDevice:
       b.device = options.otherDevice;
       break;
   }
@@ -384,20 +384,20 @@ ReplayOptions sideB(const BisectOptions& options) {
 
 std::string describeSide(const BisectOptions& options, bool b) {
   if (!b) {
-    return options.against == Against::otherDevice ? "GPU " + std::to_string(options.base.device)
+    return options.against == Against::kOtherDevice ? "GPU " + std::to_string(options.base.device)
                                                    : "the recorded code on GPU " + std::to_string(options.base.device);
   }
   switch (options.against) {
-    case Against::recorded:
+    case Against::kRecorded:
       return "the recording";
-    case Against::forcePtx:
+    case Against::kForcePtx:
       return "the image's PTX, JIT-compiled (--force-ptx)";
-    case Against::override: {
+    case Against::kOverride: {
       std::string text = "the override build";
       for (const auto& o : options.overrides) text += " " + o.imagePath + " for /" + o.kernelPattern + "/";
       return text;
     }
-    case Against::otherDevice:
+    case Against::kOtherDevice:
       return "GPU " + std::to_string(options.otherDevice);
   }
   return "?";
@@ -407,7 +407,7 @@ BisectResult bisect(const TraceModel& model, const std::vector<uint64_t>& launch
                     const std::function<void(uint64_t, uint64_t)>& progress) {
   const Search search{model, launches, options, progress};
   if (options.perf) return timeSides(search);
-  if (options.against == Against::recorded) return againstRecording(search);
+  if (options.against == Against::kRecorded) return againstRecording(search);
   return options.sequence ? betweenSidesInSequence(search) : betweenSidesInBatches(search);
 }
 

@@ -27,13 +27,13 @@
 
 namespace kcap::replay {
 
-enum class Against { recorded, forcePtx, override, otherDevice };
+enum class Against { kRecorded, kForcePtx, kOverride, kOtherDevice };
 
 struct BisectOptions {
   ReplayOptions base;  // side A (and what both sides share: dtype, tolerance, timeout)
-  Against against = Against::recorded;
-  std::vector<KernelOverride> overrides;  // Against::override
-  int otherDevice = 1;                    // Against::otherDevice
+  Against against = Against::kRecorded;
+  std::vector<KernelOverride> overrides;  // Against::kOverride
+  int otherDevice = 1;                    // Against::kOtherDevice
   bool sequence = false;
   bool perf = false;             // time both sides instead of comparing outputs
   double thresholdPercent = 10;  // --perf: report launches slower by more than this
@@ -41,7 +41,7 @@ struct BisectOptions {
   size_t batch = 64;  // launches a replay process takes at a time
 };
 
-// Side B's options (side A's for Against::recorded).
+// Side B's options (side A's for Against::kRecorded).
 ReplayOptions sideB(const BisectOptions& options);
 std::string describeSide(const BisectOptions& options, bool b);  // "SASS as recorded", "PTX (--force-ptx)", ...
 

@@ -10,7 +10,7 @@
 namespace kcap::replay::checks {
 
 CheckFinding alias(CheckTarget& t) {
-  CheckFinding f{"alias", CheckStatus::clean, "", {}};
+  CheckFinding f{"alias", CheckStatus::kClean, "", {}};
   const auto e = t.launch().event();
   struct Param {
     uint32_t index;
@@ -104,7 +104,7 @@ CheckFinding alias(CheckTarget& t) {
     f.summary = std::to_string(aliased.size()) +
                 " aliased range(s); the outputs do not change when the parameters are separated";
   } else {
-    f.status = CheckStatus::finding;
+    f.status = CheckStatus::kFinding;
     f.summary = "output depends on aliasing: separating aliased parameters changes the outputs";
   }
   return f;

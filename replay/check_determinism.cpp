@@ -34,7 +34,7 @@ namespace kcap::replay {
 
 CheckFinding determinismFinding(const std::vector<std::string>& labels, const std::vector<std::vector<bool>>& varies,
                                 const std::string& runs, const std::string& cause) {
-  CheckFinding f{"determinism", CheckStatus::clean, "", {}};
+  CheckFinding f{"determinism", CheckStatus::kClean, "", {}};
   uint64_t total = 0;
   for (size_t i = 0; i < varies.size() && i < labels.size(); ++i) {
     checks::Diff d;
@@ -49,7 +49,7 @@ CheckFinding determinismFinding(const std::vector<std::string>& labels, const st
   if (total == 0) {
     f.summary = runs + " gave identical outputs";
   } else {
-    f.status = CheckStatus::finding;
+    f.status = CheckStatus::kFinding;
     f.summary = std::to_string(total) + " output bytes in " + std::to_string(f.details.size()) +
                 " range(s) vary over " + runs + " (" + cause + ")";
   }

@@ -9,7 +9,7 @@
 namespace kcap::replay::checks {
 
 CheckFinding overrun(CheckTarget& t) {
-  CheckFinding f{"overrun", CheckStatus::clean, "", {}};
+  CheckFinding f{"overrun", CheckStatus::kClean, "", {}};
   const auto e = t.launch().event();
   const auto& spans = t.placeGuarded();
   uint64_t maxSlack = 0;
@@ -19,7 +19,7 @@ CheckFinding overrun(CheckTarget& t) {
     std::vector<uint8_t> params = t.params();
     t.run(params);
   } catch (const CudaError& error) {
-    f.status = CheckStatus::finding;
+    f.status = CheckStatus::kFinding;
     f.summary = std::string(
                     "access past the end of an allocation: with every range's end against unmapped memory the launch "
                     "failed (") +

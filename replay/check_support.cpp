@@ -75,7 +75,7 @@ bool hasPostState(CheckTarget& t, CheckFinding& f) {
   const bool preOnly = t.model().traceBegin() != nullptr &&
                        t.model().traceBegin()->get().getTraceBegin().getCaptureMode() == schema::CaptureMode::PRE_ONLY;
   if (t.launch().end == nullptr || preOnly) {
-    f.status = CheckStatus::notRun;
+    f.status = CheckStatus::kNotRun;
     f.summary = "the trace has no post-launch memory of this launch";
     return false;
   }

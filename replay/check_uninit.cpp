@@ -111,7 +111,7 @@ std::vector<std::pair<uint64_t, uint64_t>> writtenBefore(const TraceModel& model
 namespace checks {
 
 CheckFinding uninit(CheckTarget& t) {
-  CheckFinding f{"uninit", CheckStatus::clean, "", {}};
+  CheckFinding f{"uninit", CheckStatus::kClean, "", {}};
   const auto e = t.launch().event();
   const std::vector<std::pair<uint64_t, uint64_t>> known = writtenBefore(t.model(), t.reader(), t.launch());
   // Bytes of the pre-state never written before the launch.
@@ -145,7 +145,7 @@ CheckFinding uninit(CheckTarget& t) {
   const auto baseline = replayOnce(t, ranges);
   const auto again = replayOnce(t, ranges);
   if (baseline != again) {
-    f.status = CheckStatus::error;
+    f.status = CheckStatus::kError;
     f.summary = "the outputs vary between two plain runs (see --check determinism): cannot attribute differences";
     return f;
   }
@@ -190,7 +190,7 @@ CheckFinding uninit(CheckTarget& t) {
                 " never-written bytes poisoned (0xFF, NaN as f32/f16/bf16): the outputs did not change";
     return f;
   }
-  f.status = CheckStatus::finding;
+  f.status = CheckStatus::kFinding;
   f.summary = "outputs depend on memory never written before the launch: " + std::to_string(total) +
               " output bytes changed when " + std::to_string(poisonedBytes) + " never-written bytes were poisoned";
   f.details = changedRanges;

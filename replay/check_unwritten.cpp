@@ -8,7 +8,7 @@
 namespace kcap::replay::checks {
 
 CheckFinding unwritten(CheckTarget& t) {
-  CheckFinding f{"unwritten", CheckStatus::clean, "", {}};
+  CheckFinding f{"unwritten", CheckStatus::kClean, "", {}};
   if (!hasPostState(t, f)) return f;
   const auto e = t.launch().event();
   // Ranges the recorded launch changed, with which bytes it changed.
@@ -104,7 +104,7 @@ CheckFinding unwritten(CheckTarget& t) {
   f.summary = std::to_string(missedTotal) + " bytes the recorded launch changed were not written when poisoned; " +
               std::to_string(holesTotal) + " bytes never written between bytes it writes; " +
               std::to_string(extraTotal) + " bytes written that the recording left unchanged";
-  if (missedTotal != 0 || holesTotal != 0) f.status = CheckStatus::finding;
+  if (missedTotal != 0 || holesTotal != 0) f.status = CheckStatus::kFinding;
   return f;
 }
 

@@ -32,21 +32,21 @@ bool runChecks(CheckTarget& target, LaunchOutcome& outcome) {
   const auto& wanted = target.options().checks;
   for (const Checker& c : checkers()) {
     if (std::find(wanted.begin(), wanted.end(), c.name) == wanted.end()) continue;
-    if (outcome.verdict == Verdict::fault || outcome.verdict == Verdict::hang || outcome.verdict == Verdict::error) {
-      outcome.checks.push_back({c.name, CheckStatus::notRun, "the launch did not replay cleanly", {}});
+    if (outcome.verdict == Verdict::kFault || outcome.verdict == Verdict::kHang || outcome.verdict == Verdict::kError) {
+      outcome.checks.push_back({c.name, CheckStatus::kNotRun, "the launch did not replay cleanly", {}});
       continue;
     }
     if (target.contextLost) {
-      outcome.checks.push_back({c.name, CheckStatus::notRun, "an earlier check ended the CUDA context", {}});
+      outcome.checks.push_back({c.name, CheckStatus::kNotRun, "an earlier check ended the CUDA context", {}});
       continue;
     }
     try {
       outcome.checks.push_back(c.run(target));
     } catch (const CudaError& error) {
-      outcome.checks.push_back({c.name, CheckStatus::error, error.what(), {}});
+      outcome.checks.push_back({c.name, CheckStatus::kError, error.what(), {}});
       if (error.sticky()) target.contextLost = true;
     } catch (const std::exception& error) {
-      outcome.checks.push_back({c.name, CheckStatus::error, error.what(), {}});
+      outcome.checks.push_back({c.name, CheckStatus::kError, error.what(), {}});
     }
   }
   return !target.contextLost;

@@ -44,15 +44,15 @@ struct Names {
   DType type;
 };
 constexpr Names kNames[] = {
-    {"f64", DType::f64},       {"fp64", DType::f64},     {"double", DType::f64},    {"f32", DType::f32},
-    {"fp32", DType::f32},      {"float", DType::f32},    {"f16", DType::f16},       {"fp16", DType::f16},
-    {"half", DType::f16},      {"bf16", DType::bf16},    {"bfloat16", DType::bf16}, {"e4m3", DType::e4m3},
-    {"fp8_e4m3", DType::e4m3}, {"fp8e4m3", DType::e4m3}, {"e5m2", DType::e5m2},     {"fp8_e5m2", DType::e5m2},
-    {"fp8e5m2", DType::e5m2},  {"i8", DType::i8},        {"int8", DType::i8},       {"u8", DType::u8},
-    {"uint8", DType::u8},      {"i16", DType::i16},      {"int16", DType::i16},     {"u16", DType::u16},
-    {"uint16", DType::u16},    {"i32", DType::i32},      {"int32", DType::i32},     {"u32", DType::u32},
-    {"uint32", DType::u32},    {"i64", DType::i64},      {"int64", DType::i64},     {"u64", DType::u64},
-    {"uint64", DType::u64},
+    {"f64", DType::kF64},       {"fp64", DType::kF64},     {"double", DType::kF64},    {"f32", DType::kF32},
+    {"fp32", DType::kF32},      {"float", DType::kF32},    {"f16", DType::kF16},       {"fp16", DType::kF16},
+    {"half", DType::kF16},      {"bf16", DType::kBf16},    {"bfloat16", DType::kBf16}, {"e4m3", DType::kE4m3},
+    {"fp8_e4m3", DType::kE4m3}, {"fp8e4m3", DType::kE4m3}, {"e5m2", DType::kE5m2},     {"fp8_e5m2", DType::kE5m2},
+    {"fp8e5m2", DType::kE5m2},  {"i8", DType::kI8},        {"int8", DType::kI8},       {"u8", DType::kU8},
+    {"uint8", DType::kU8},      {"i16", DType::kI16},      {"int16", DType::kI16},     {"u16", DType::kU16},
+    {"uint16", DType::kU16},    {"i32", DType::kI32},      {"int32", DType::kI32},     {"u32", DType::kU32},
+    {"uint32", DType::kU32},    {"i64", DType::kI64},      {"int64", DType::kI64},     {"u64", DType::kU64},
+    {"uint64", DType::kU64},
 };
 
 // A small float format: sign, `exp` exponent bits, `mant` mantissa bits.
@@ -92,8 +92,8 @@ T load(const uint8_t* p) {
 }
 
 bool isFloat(DType t) {
-  return t == DType::f64 || t == DType::f32 || t == DType::f16 || t == DType::bf16 || t == DType::e4m3 ||
-         t == DType::e5m2;
+  return t == DType::kF64 || t == DType::kF32 || t == DType::kF16 || t == DType::kBf16 || t == DType::kE4m3 ||
+         t == DType::kE5m2;
 }
 
 // The element's bits, zero-extended.
@@ -112,37 +112,37 @@ uint64_t bitsOf(DType t, const uint8_t* p) {
 
 double valueOf(DType t, const uint8_t* p) {
   switch (t) {
-    case DType::f64:
+    case DType::kF64:
       return load<double>(p);
-    case DType::f32:
+    case DType::kF32:
       return load<float>(p);
-    case DType::f16:
+    case DType::kF16:
       return decodeMini(load<uint16_t>(p), kHalf);
-    case DType::bf16: {
+    case DType::kBf16: {
       const uint32_t bits = uint32_t{load<uint16_t>(p)} << 16;
       float f;
       std::memcpy(&f, &bits, 4);
       return f;
     }
-    case DType::e4m3:
+    case DType::kE4m3:
       return decodeMini(p[0], kE4m3);
-    case DType::e5m2:
+    case DType::kE5m2:
       return decodeMini(p[0], kE5m2);
-    case DType::i8:
+    case DType::kI8:
       return static_cast<int8_t>(p[0]);
-    case DType::u8:
+    case DType::kU8:
       return p[0];
-    case DType::i16:
+    case DType::kI16:
       return load<int16_t>(p);
-    case DType::u16:
+    case DType::kU16:
       return load<uint16_t>(p);
-    case DType::i32:
+    case DType::kI32:
       return load<int32_t>(p);
-    case DType::u32:
+    case DType::kU32:
       return load<uint32_t>(p);
-    case DType::i64:
+    case DType::kI64:
       return static_cast<double>(load<int64_t>(p));
-    case DType::u64:
+    case DType::kU64:
       return static_cast<double>(load<uint64_t>(p));
   }
   return 0;
@@ -177,18 +177,18 @@ std::string dtypeName(DType type) {
 
 size_t dtypeSize(DType type) {
   switch (type) {
-    case DType::f64:
-    case DType::i64:
-    case DType::u64:
+    case DType::kF64:
+    case DType::kI64:
+    case DType::kU64:
       return 8;
-    case DType::f32:
-    case DType::i32:
-    case DType::u32:
+    case DType::kF32:
+    case DType::kI32:
+    case DType::kU32:
       return 4;
-    case DType::f16:
-    case DType::bf16:
-    case DType::i16:
-    case DType::u16:
+    case DType::kF16:
+    case DType::kBf16:
+    case DType::kI16:
+    case DType::kU16:
       return 2;
     default:
       return 1;

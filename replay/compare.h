@@ -17,7 +17,7 @@ struct ByteDiff {
 
 ByteDiff compareBytes(const uint8_t* expected, const uint8_t* actual, size_t size);
 
-enum class DType { f64, f32, f16, bf16, e4m3, e5m2, i8, u8, i16, u16, i32, u32, i64, u64 };
+enum class DType { kF64, kF32, kF16, kBf16, kE4m3, kE5m2, kI8, kU8, kI16, kU16, kI32, kU32, kI64, kU64 };
 
 // "f32", "fp16", "half", "bf16", "fp8_e4m3" / "e4m3", "e5m2", "i32", "int32", "u8", ...
 std::optional<DType> parseDType(std::string_view name);
@@ -31,7 +31,7 @@ size_t dtypeSize(DType type);
 // error. ULP distance is measured in the type's own precision; integers
 // report their absolute difference as ULPs.
 struct ElementStats {
-  DType type = DType::f32;
+  DType type = DType::kF32;
   uint64_t elements = 0;
   uint64_t mismatches = 0;  // elements not bitwise equal (after the NaN rule)
   double maxAbsError = 0;

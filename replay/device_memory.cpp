@@ -185,9 +185,9 @@ void DeviceMemory::placeGuarded(const std::vector<Region>& regions) {
 }
 
 MemoryPath DeviceMemory::path() const {
-  if (fixedGroups_ == 0 && relocatedGroups_ == 0) return MemoryPath::none;
-  if (relocatedGroups_ == 0) return MemoryPath::fixed;
-  return fixedGroups_ == 0 ? MemoryPath::relocated : MemoryPath::mixed;
+  if (fixedGroups_ == 0 && relocatedGroups_ == 0) return MemoryPath::kNone;
+  if (relocatedGroups_ == 0) return MemoryPath::kFixed;
+  return fixedGroups_ == 0 ? MemoryPath::kRelocated : MemoryPath::kMixed;
 }
 
 }  // namespace kcap::replay

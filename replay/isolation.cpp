@@ -146,7 +146,7 @@ void replayIsolated(const TraceModel& model, const ReplayOptions& options, const
     std::string buffer, block, fatal;
     bool running = false;  // a launch started and is not done
     uint64_t runningIndex = 0;
-    MemoryPath runningMemory = MemoryPath::none;  // what the process said of it at its start
+    MemoryPath runningMemory = MemoryPath::kNone;  // what the process said of it at its start
     std::string runningCode;
     std::chrono::steady_clock::time_point deadline;
     bool hung = false;
@@ -180,8 +180,8 @@ void replayIsolated(const TraceModel& model, const ReplayOptions& options, const
           int memory = 0;
           std::string code;
           in >> runningIndex >> memory >> code;
-          runningMemory = memory >= 0 && memory <= static_cast<int>(MemoryPath::mixed) ? static_cast<MemoryPath>(memory)
-                                                                                       : MemoryPath::none;
+          runningMemory = memory >= 0 && memory <= static_cast<int>(MemoryPath::kMixed) ? static_cast<MemoryPath>(memory)
+                                                                                       : MemoryPath::kNone;
           runningCode = unescapeField(code);
           deadline = std::chrono::steady_clock::now() +
                      std::chrono::milliseconds(static_cast<int64_t>(options.timeoutSeconds * 1000));
@@ -207,7 +207,7 @@ void replayIsolated(const TraceModel& model, const ReplayOptions& options, const
             if (at == indices.size()) continue;
             // Launches the process passed over without an outcome (it cannot
             // happen by design; keep one outcome per launch regardless).
-            for (; next < at; ++next) report(outcomeFor(model, indices[next], Verdict::error, "no outcome reported"));
+            for (; next < at; ++next) report(outcomeFor(model, indices[next], Verdict::kError, "no outcome reported"));
             report(*outcome);
             anyOutcome = true;
             ++next;
@@ -221,14 +221,14 @@ void replayIsolated(const TraceModel& model, const ReplayOptions& options, const
 
     if (!fatal.empty()) {
       if (!anyOutcome) throw ReplayError(fatal);  // nothing could run: say why, once
-      finishRest(Verdict::error, fatal);
+      finishRest(Verdict::kError, fatal);
       return;
     }
     if (next >= indices.size()) break;
     const uint64_t current = indices[next];
     if (hung || (running && runningIndex == current)) {
       LaunchOutcome lost =
-          outcomeFor(model, current, hung ? Verdict::hang : Verdict::fault,
+          outcomeFor(model, current, hung ? Verdict::kHang : Verdict::kFault,
                      hung ? "did not finish within " + seconds(options.timeoutSeconds) + " s (--timeout)"
                           : "the replay process died during the launch (" + describeStatus(status) + ")");
       lost.memory = runningMemory;
@@ -238,14 +238,14 @@ void replayIsolated(const TraceModel& model, const ReplayOptions& options, const
       ++next;
     } else if (next == firstOfBatch) {
       // It ended without starting anything: do not try the same again.
-      report(outcomeFor(model, current, Verdict::error,
+      report(outcomeFor(model, current, Verdict::kError,
                         "the replay process ended before this launch (" + describeStatus(status) + ")"));
       anyOutcome = true;
       ++next;
     }
     if (selection.sequence) {
       // The process stops a sequence only at a fault; what follows depends on it.
-      finishRest(Verdict::skipped, "an earlier launch of the sequence did not finish cleanly");
+      finishRest(Verdict::kSkipped, "an earlier launch of the sequence did not finish cleanly");
       return;
     }
   }

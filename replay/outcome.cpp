@@ -11,19 +11,19 @@ namespace kcap::replay {
 
 const char* verdictName(Verdict verdict) {
   switch (verdict) {
-    case Verdict::reproduced:
+    case Verdict::kReproduced:
       return "REPRODUCED";
-    case Verdict::differs:
+    case Verdict::kDiffers:
       return "DIFFERS";
-    case Verdict::unverified:
+    case Verdict::kUnverified:
       return "RAN (not verified)";
-    case Verdict::fault:
+    case Verdict::kFault:
       return "FAULT";
-    case Verdict::hang:
+    case Verdict::kHang:
       return "HANG";
-    case Verdict::error:
+    case Verdict::kError:
       return "ERROR";
-    case Verdict::skipped:
+    case Verdict::kSkipped:
       return "SKIPPED";
   }
   return "?";
@@ -31,13 +31,13 @@ const char* verdictName(Verdict verdict) {
 
 const char* memoryPathName(MemoryPath path) {
   switch (path) {
-    case MemoryPath::none:
+    case MemoryPath::kNone:
       return "none";
-    case MemoryPath::fixed:
+    case MemoryPath::kFixed:
       return "fixed-va";
-    case MemoryPath::relocated:
+    case MemoryPath::kRelocated:
       return "relocated";
-    case MemoryPath::mixed:
+    case MemoryPath::kMixed:
       return "fixed-va+relocated";
   }
   return "?";
@@ -45,13 +45,13 @@ const char* memoryPathName(MemoryPath path) {
 
 const char* checkStatusName(CheckStatus status) {
   switch (status) {
-    case CheckStatus::clean:
+    case CheckStatus::kClean:
       return "clean";
-    case CheckStatus::finding:
+    case CheckStatus::kFinding:
       return "finding";
-    case CheckStatus::notRun:
+    case CheckStatus::kNotRun:
       return "not-run";
-    case CheckStatus::error:
+    case CheckStatus::kError:
       return "error";
   }
   return "?";
@@ -157,7 +157,7 @@ BufferReport decodeBuffer(const Json& buffer) {
     const Json& stats = buffer.at("stats");
     ElementStats s;
     const int type = stats.at("type").get<int>();
-    if (type < 0 || type > static_cast<int>(DType::u64)) throw std::invalid_argument("no such dtype");
+    if (type < 0 || type > static_cast<int>(DType::kU64)) throw std::invalid_argument("no such dtype");
     s.type = static_cast<DType>(type);
     s.elements = uintFrom<uint64_t>(stats, "elements");
     s.mismatches = uintFrom<uint64_t>(stats, "mismatches");
@@ -255,8 +255,8 @@ std::optional<LaunchOutcome> decodeOutcome(const std::string& text) {
     o.sharedMemBytes = uintFrom<uint32_t>(outcome, "sharedMemBytes");
     const int verdict = outcome.at("verdict").get<int>();
     const int memory = outcome.at("memory").get<int>();
-    if (verdict < 0 || verdict > static_cast<int>(Verdict::skipped) || memory < 0 ||
-        memory > static_cast<int>(MemoryPath::mixed)) {
+    if (verdict < 0 || verdict > static_cast<int>(Verdict::kSkipped) || memory < 0 ||
+        memory > static_cast<int>(MemoryPath::kMixed)) {
       return std::nullopt;
     }
     o.verdict = static_cast<Verdict>(verdict);
@@ -276,7 +276,7 @@ std::optional<LaunchOutcome> decodeOutcome(const std::string& text) {
       CheckFinding c;
       c.name = textFrom(check, "name");
       const int status = check.at("status").get<int>();
-      if (status < 0 || status > static_cast<int>(CheckStatus::error)) return std::nullopt;
+      if (status < 0 || status > static_cast<int>(CheckStatus::kError)) return std::nullopt;
       c.status = static_cast<CheckStatus>(status);
       c.summary = textFrom(check, "summary");
       for (const Json& d : check.value("details", Json::array())) {

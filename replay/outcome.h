@@ -13,17 +13,17 @@
 namespace kcap::replay {
 
 enum class Verdict {
-  reproduced,  // every compared byte as recorded
-  differs,     // some compared byte not as recorded
-  unverified,  // ran; the trace has no post-state to compare with (pre mode, or the recorded run ended first)
-  fault,       // the launch failed with a CUDA error (sticky or not)
-  hang,        // the launch did not finish within the timeout
-  error,       // could not be replayed (trace lacks what is needed, code cannot run here, ...)
-  skipped,     // not run: an earlier launch of the same sequence failed
+  kReproduced,  // every compared byte as recorded
+  kDiffers,     // some compared byte not as recorded
+  kUnverified,  // ran; the trace has no post-state to compare with (pre mode, or the recorded run ended first)
+  kFault,       // the launch failed with a CUDA error (sticky or not)
+  kHang,        // the launch did not finish within the timeout
+  kError,       // could not be replayed (trace lacks what is needed, code cannot run here, ...)
+  kSkipped,     // not run: an earlier launch of the same sequence failed
 };
 const char* verdictName(Verdict verdict);  // "REPRODUCED", "DIFFERS", ...
 
-enum class MemoryPath { none, fixed, relocated, mixed };
+enum class MemoryPath { kNone, kFixed, kRelocated, kMixed };
 const char* memoryPathName(MemoryPath path);  // "fixed-va", "relocated", ...
 
 struct BufferReport {
@@ -37,12 +37,12 @@ struct BufferReport {
 };
 
 // What one replay-time checker (checkers.h) found for a launch.
-enum class CheckStatus { clean, finding, notRun, error };
+enum class CheckStatus { kClean, kFinding, kNotRun, kError };
 const char* checkStatusName(CheckStatus status);  // "clean", "finding", "not-run", "error" (as in --json)
 
 struct CheckFinding {
   std::string name;  // "determinism", "unwritten", ...
-  CheckStatus status = CheckStatus::notRun;
+  CheckStatus status = CheckStatus::kNotRun;
   std::string summary;               // one line
   std::vector<std::string> details;  // one line each: ranges, offsets, counts
 };
@@ -53,9 +53,9 @@ struct LaunchOutcome {
   uint32_t grid[3] = {0, 0, 0};
   uint32_t block[3] = {0, 0, 0};
   uint32_t sharedMemBytes = 0;
-  Verdict verdict = Verdict::error;
+  Verdict verdict = Verdict::kError;
   std::string detail;  // fault/error text, or what was relocated
-  MemoryPath memory = MemoryPath::none;
+  MemoryPath memory = MemoryPath::kNone;
   std::string code;                   // "sass sm_90", "ptx compute_80 (JIT)", "override FILE"
   std::vector<BufferReport> buffers;  // every compared range (differing or not)
   // Restoring the pre-state: bytes copied to the GPU and the wall time it took

@@ -20,7 +20,7 @@ void Replayer::compare(LaunchRun& run, const std::set<uint64_t>& comparedLater) 
   if (launch.end == nullptr || preOnly) {
     // (In full mode a launch that reaches no memory has an empty post-state:
     // nothing to differ, so it reproduces.)
-    outcome.verdict = Verdict::unverified;
+    outcome.verdict = Verdict::kUnverified;
     outcome.detail = launch.end == nullptr ? "the trace has no end of this launch (the recorded run ended first)"
                                            : "no post-launch memory recorded (--mode pre)";
     return;
@@ -82,7 +82,7 @@ void Replayer::compare(LaunchRun& run, const std::set<uint64_t>& comparedLater) 
     differs = compareRange(report, expected.data(), actual, size, param, options_) || differs;
     outcome.buffers.push_back(std::move(report));
   }
-  outcome.verdict = differs ? Verdict::differs : Verdict::reproduced;
+  outcome.verdict = differs ? Verdict::kDiffers : Verdict::kReproduced;
 }
 
 // The replayed bytes of the ranges the launch could reach: those of its

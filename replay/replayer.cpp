@@ -324,7 +324,7 @@ void Replayer::replayLaunch(LaunchRun& run, const std::function<void()>& place,
     listener.launchDone(l.launchIndex);
     if (!options_.saveOutputsDir.empty()) saveOutputs(l, run.kernel);
     if (l.end != nullptr && l.end->get().getLaunchEnd().getResult() != 0) {
-      o.verdict = Verdict::differs;
+      o.verdict = Verdict::kDiffers;
       o.detail = "the recorded launch was refused with CUresult " +
                  std::to_string(l.end->get().getLaunchEnd().getResult()) + "; here it ran";
       return;
@@ -339,7 +339,7 @@ void Replayer::replayLaunch(LaunchRun& run, const std::function<void()>& place,
       }
     }
   } catch (const CudaError& error) {
-    o.verdict = launched ? Verdict::fault : Verdict::error;
+    o.verdict = launched ? Verdict::kFault : Verdict::kError;
     const std::string memoryNote = o.detail;  // "recorded addresses not granted: ..." when there is one
     o.detail = error.what();
     if (!memoryNote.empty()) o.detail += "; " + memoryNote;
@@ -347,7 +347,7 @@ void Replayer::replayLaunch(LaunchRun& run, const std::function<void()>& place,
     // its error path) reproduces by being refused the same way.
     if (launched && l.end != nullptr &&
         l.end->get().getLaunchEnd().getResult() == static_cast<int32_t>(error.result())) {
-      o.verdict = Verdict::reproduced;
+      o.verdict = Verdict::kReproduced;
       o.detail = std::string("refused as recorded: ") + error.what() + (memoryNote.empty() ? "" : "; " + memoryNote);
     }
     if (error.sticky()) {
@@ -355,7 +355,7 @@ void Replayer::replayLaunch(LaunchRun& run, const std::function<void()>& place,
       throw ContextLost{};
     }
   } catch (const std::exception& error) {  // ReplayError, a damaged trace (FormatError), ...
-    o.verdict = Verdict::error;
+    o.verdict = Verdict::kError;
     o.detail = error.what() + (o.detail.empty() ? "" : "; " + o.detail);
   }
 }

@@ -70,10 +70,10 @@ std::string findComputeSanitizer() {
 }
 
 CheckFinding runSanitizer(const ReplayOptions& options, uint64_t launchIndex, const std::string& kcapPath) {
-  CheckFinding f{"sanitizer", CheckStatus::clean, "", {}};
+  CheckFinding f{"sanitizer", CheckStatus::kClean, "", {}};
   const std::string tool = findComputeSanitizer();
   if (tool.empty()) {
-    f.status = CheckStatus::notRun;
+    f.status = CheckStatus::kNotRun;
     f.summary = "compute-sanitizer not found (PATH, $CUDA_HOME/bin, /usr/local/cuda/bin)";
     return f;
   }
@@ -98,7 +98,7 @@ CheckFinding runSanitizer(const ReplayOptions& options, uint64_t launchIndex, co
     if (status == 9 && count == 0) count = 1;
     errors += count;
     if (!summarized && status != 9 && status != 0 && status != 3) {
-      f.status = f.status == CheckStatus::finding ? f.status : CheckStatus::error;
+      f.status = f.status == CheckStatus::kFinding ? f.status : CheckStatus::kError;
       parts.push_back(std::string(name) + ": did not run (exit status " + std::to_string(status) + ")");
     } else {
       parts.push_back(std::string(name) + ": " + std::to_string(count) + " error(s)");
@@ -116,7 +116,7 @@ CheckFinding runSanitizer(const ReplayOptions& options, uint64_t launchIndex, co
       start = eol + 1;
     }
   }
-  if (errors != 0) f.status = CheckStatus::finding;
+  if (errors != 0) f.status = CheckStatus::kFinding;
   f.summary = "";
   for (size_t i = 0; i < parts.size(); ++i) f.summary += (i ? "; " : "") + parts[i];
   return f;

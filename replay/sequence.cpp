@@ -45,7 +45,7 @@ class OutcomesTo : public ReplayListener {
   std::function<void(const LaunchOutcome&)> take_;
 };
 
-bool ranCleanly(const LaunchOutcome& o) { return o.verdict == Verdict::reproduced || o.verdict == Verdict::differs; }
+bool ranCleanly(const LaunchOutcome& o) { return o.verdict == Verdict::kReproduced || o.verdict == Verdict::kDiffers; }
 
 }  // namespace
 
@@ -102,7 +102,7 @@ void Replayer::runSequence(const std::vector<const LaunchRecord*>& launches, Rep
     const LaunchRecord* next = i + 1 < launches.size() ? launches[i + 1] : nullptr;
     LaunchRun run(*l);
     if (!stopped.empty()) {
-      run.outcome.verdict = Verdict::skipped;
+      run.outcome.verdict = Verdict::kSkipped;
       run.outcome.detail = stopped;
       listener.outcome(run.outcome);
       continue;
@@ -140,7 +140,7 @@ void Replayer::runSequence(const std::vector<const LaunchRecord*>& launches, Rep
       auto& into = (*kept)[l->launchIndex];
       into.insert(into.end(), std::make_move_iterator(run.kept.begin()), std::make_move_iterator(run.kept.end()));
     }
-    if (run.outcome.verdict == Verdict::fault || run.outcome.verdict == Verdict::error) {
+    if (run.outcome.verdict == Verdict::kFault || run.outcome.verdict == Verdict::kError) {
       stopped = "launch " + std::to_string(l->launchIndex) + " of the sequence did not run cleanly";
     }
     previousSeq = l->seq();
@@ -169,8 +169,8 @@ void Replayer::runSequenceForDeterminism(const std::vector<const LaunchRecord*>&
       const bool clean = ranCleanly(o);
       if (!clean || !notRun.empty()) {
         o.checks.push_back({"determinism",
-                            CheckStatus::notRun,
-                            o.verdict == Verdict::unverified ? "nothing compared: " + o.detail
+                            CheckStatus::kNotRun,
+                            o.verdict == Verdict::kUnverified ? "nothing compared: " + o.detail
                             : !clean                         ? "the launch did not replay cleanly"
                                                              : notRun,
                             {}});

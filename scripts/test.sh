@@ -2,7 +2,9 @@
 # The test command (README, and all that CI runs):
 #   1. installs missing build dependencies,
 #   2. checks the code style (.clang-format) of every C++ and CUDA source,
-#   3. builds everything optimised (Release) and runs every CI test (ctest -LE gpu),
+#   3. builds everything optimised (Release), runs clang-tidy's naming and
+#      bug-prone checks over the production sources (scripts/tidy.sh) and
+#      every CI test (ctest -LE gpu),
 #   4. rebuilds the host code with AddressSanitizer + UBSan and runs the tests again,
 #   5. fuzzes the trace reader for a bounded time (FUZZ_SECONDS, default 60),
 #      from a fixed seed (FUZZ_SEED, default 1) so that a failure reproduces.
@@ -19,6 +21,8 @@ echo "== build (Release)"
 # Tests on, whatever an earlier scripts/setup.sh (tests off) left in the cache.
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DKCAP_BUILD_TESTS=ON >/dev/null
 cmake --build build -j "$JOBS"
+echo "== clang-tidy (.clang-tidy)"
+scripts/tidy.sh build
 echo "== tests"
 ctest --test-dir build -LE gpu --no-tests=error --output-on-failure -j "$JOBS"
 

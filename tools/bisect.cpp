@@ -81,13 +81,13 @@ replay::BisectOptions bisectOptions(const Options& o) {
         first == second) {
       throw UsageError("--devices " + o.devices + ": expected two different GPU ordinals, e.g. 0,1");
     }
-    b.against = Against::otherDevice;
+    b.against = Against::kOtherDevice;
     b.base.device = first;
     b.otherDevice = second;
   } else if (o.against == "recorded") {
-    b.against = Against::recorded;
+    b.against = Against::kRecorded;
   } else if (o.against == "force-ptx") {
-    b.against = Against::forcePtx;
+    b.against = Against::kForcePtx;
   } else if (o.against.rfind("override:", 0) == 0) {
     const std::string spec = o.against.substr(9);
     const size_t eq = spec.rfind('=');
@@ -99,7 +99,7 @@ replay::BisectOptions bisectOptions(const Options& o) {
     } catch (const std::invalid_argument& e) {
       throw UsageError("--against " + o.against + ": KERNEL is not a valid regular expression (" + e.what() + ")");
     }
-    b.against = Against::override;
+    b.against = Against::kOverride;
     b.overrides.push_back({spec.substr(0, eq), spec.substr(eq + 1)});
   } else {
     throw UsageError("--against " + o.against + ": expected recorded, force-ptx or override:KERNEL=IMAGE");
@@ -202,12 +202,12 @@ int runBisect(const Options& opt) {
       code = result.slower.empty() ? kExitOk : kExitDiverges;
     } else if (result.first) {
       const auto v = result.first->outcome.verdict;
-      code = (v == replay::Verdict::fault || v == replay::Verdict::hang) ? kExitFault : kExitDiverges;
+      code = (v == replay::Verdict::kFault || v == replay::Verdict::kHang) ? kExitFault : kExitDiverges;
     }
     const std::string sideA = replay::describeSide(options, false);
     const std::string sideB = replay::describeSide(options, true);
-    const char* expected = options.against == Against::recorded ? "recorded" : "side A";
-    const char* actual = options.against == Against::recorded ? "replayed" : "side B";
+    const char* expected = options.against == Against::kRecorded ? "recorded" : "side A";
+    const char* actual = options.against == Against::kRecorded ? "replayed" : "side B";
 
     if (opt.json) {
       Json document = {{"trace", opt.path},
@@ -261,7 +261,7 @@ int runBisect(const Options& opt) {
               << (options.sequence ? " as one sequence" : ", each from its recorded pre-state") << "; comparing "
               << sideB << " with " << sideA << "\n\n";
     if (options.perf) {
-      if (result.timed == 0 && options.against == Against::recorded) {
+      if (result.timed == 0 && options.against == Against::kRecorded) {
         std::cout << "No launch could be timed against the recording: the trace holds no recorded durations "
                      "(record with `kcap record --timing`), or no launch replayed.\n";
         return kExitTrace;

@@ -236,7 +236,7 @@ class Checker {
       } else if (seq != lastSeq + 1) {
         add(ref.chunkOffset,
             strf("events #%llu to #%llu are missing (seq jumps from %llu to %llu)",
-                 static_cast<unsigned long long>(lastSeq + 1), static_cast<unsigned long long>(seq - 1),
+                 static_cast<unsigned long long>(lastSeq) + 1, static_cast<unsigned long long>(seq) - 1,
                  static_cast<unsigned long long>(lastSeq), static_cast<unsigned long long>(seq)));
       }
       if (seq > lastSeq || events_ == 1) lastSeq = seq;

@@ -219,7 +219,7 @@ class Report {
           o.checks.push_back(replay::runSanitizer(options, o.launchIndex, selfPath()));
         } else {
           o.checks.push_back({name,
-                              replay::CheckStatus::notRun,
+                              replay::CheckStatus::kNotRun,
                               "the launch did not replay cleanly (" + std::string(replay::verdictName(o.verdict)) + ")",
                               {}});
         }
@@ -231,11 +231,11 @@ class Report {
   int exitCode() const {
     int code = kExitOk;
     for (const auto& o : outcomes_) {
-      if (o.verdict == Verdict::fault || o.verdict == Verdict::hang) return kExitFault;
-      if (o.verdict == Verdict::differs) code = kExitDiffers;
-      if (o.verdict == Verdict::error && code == kExitOk) code = kExitTrace;
+      if (o.verdict == Verdict::kFault || o.verdict == Verdict::kHang) return kExitFault;
+      if (o.verdict == Verdict::kDiffers) code = kExitDiffers;
+      if (o.verdict == Verdict::kError && code == kExitOk) code = kExitTrace;
       for (const auto& c : o.checks) {
-        if (c.status == replay::CheckStatus::finding) code = kExitDiffers;
+        if (c.status == replay::CheckStatus::kFinding) code = kExitDiffers;
       }
     }
     return code;
@@ -262,7 +262,7 @@ class Report {
     }
     std::cout << table.render("");
     for (const auto& o : outcomes_) {
-      const bool interesting = o.verdict != Verdict::reproduced || opt_.verbose || !o.checks.empty();
+      const bool interesting = o.verdict != Verdict::kReproduced || opt_.verbose || !o.checks.empty();
       if (!interesting) continue;
       std::cout << "\nlaunch " << o.launchIndex << " (" << printable(o.kernel)
                 << "): " << replay::verdictName(o.verdict);
@@ -277,7 +277,7 @@ class Report {
         std::cout << "\n";
         for (const auto& d : c.details) std::cout << "    " << printable(d) << "\n";
       }
-      if (o.verdict == Verdict::differs || o.verdict == Verdict::fault || o.verdict == Verdict::hang) {
+      if (o.verdict == Verdict::kDiffers || o.verdict == Verdict::kFault || o.verdict == Verdict::kHang) {
         std::cout << "  alone: kcap replay " << word(opt_.path) << " --launch " << o.launchIndex << "\n";
       }
     }
@@ -289,17 +289,17 @@ class Report {
     size_t reproduced = 0, tolerated = 0, differs = 0, failed = 0, other = 0;
     for (const auto& o : outcomes_) {
       switch (o.verdict) {
-        case Verdict::reproduced: {
+        case Verdict::kReproduced: {
           const bool loose =
               std::any_of(o.buffers.begin(), o.buffers.end(), [](const auto& b) { return b.differingBytes != 0; });
           ++(loose ? tolerated : reproduced);
           break;
         }
-        case Verdict::differs:
+        case Verdict::kDiffers:
           ++differs;
           break;
-        case Verdict::fault:
-        case Verdict::hang:
+        case Verdict::kFault:
+        case Verdict::kHang:
           ++failed;
           break;
         default:

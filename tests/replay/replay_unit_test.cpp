@@ -95,15 +95,15 @@ double magnitude(DType type, std::vector<uint8_t> bits) {
 }
 
 TEST(ElementStats, HalfDecodesNormalsSubnormalsAndTheLargest) {
-  EXPECT_EQ(magnitude(DType::f16, bytes16({0x3C00})), 1.0);
-  EXPECT_EQ(magnitude(DType::f16, bytes16({0xC000})), 2.0);  // -2
-  EXPECT_EQ(magnitude(DType::f16, bytes16({0x3555})), 1365.0 / 4096.0);
-  EXPECT_EQ(magnitude(DType::f16, bytes16({0x7BFF})), 65504.0);
-  EXPECT_EQ(magnitude(DType::f16, bytes16({0x0001})), std::ldexp(1.0, -24));     // smallest subnormal
-  EXPECT_EQ(magnitude(DType::f16, bytes16({0x03FF})), std::ldexp(1023.0, -24));  // largest subnormal
-  EXPECT_EQ(magnitude(DType::f16, bytes16({0x0400})), std::ldexp(1.0, -14));     // smallest normal
+  EXPECT_EQ(magnitude(DType::kF16, bytes16({0x3C00})), 1.0);
+  EXPECT_EQ(magnitude(DType::kF16, bytes16({0xC000})), 2.0);  // -2
+  EXPECT_EQ(magnitude(DType::kF16, bytes16({0x3555})), 1365.0 / 4096.0);
+  EXPECT_EQ(magnitude(DType::kF16, bytes16({0x7BFF})), 65504.0);
+  EXPECT_EQ(magnitude(DType::kF16, bytes16({0x0001})), std::ldexp(1.0, -24));     // smallest subnormal
+  EXPECT_EQ(magnitude(DType::kF16, bytes16({0x03FF})), std::ldexp(1023.0, -24));  // largest subnormal
+  EXPECT_EQ(magnitude(DType::kF16, bytes16({0x0400})), std::ldexp(1.0, -14));     // smallest normal
   // 1.0 against -1.0: the error keeps the sign
-  const ElementStats s = stats(DType::f16, bytes16({0x3C00}), bytes16({0xBC00}));
+  const ElementStats s = stats(DType::kF16, bytes16({0x3C00}), bytes16({0xBC00}));
   EXPECT_EQ(s.maxAbsError, 2.0);
   EXPECT_EQ(s.maxRelError, 2.0);
   EXPECT_EQ(s.maxUlp, 2.0 * 0x3C00);  // through zero, +0 and -0 being one point
@@ -111,7 +111,7 @@ TEST(ElementStats, HalfDecodesNormalsSubnormalsAndTheLargest) {
 
 TEST(ElementStats, HalfInfinityAndNaNRules) {
   // equal infinities and NaN against NaN (any payload) are equal
-  ElementStats s = stats(DType::f16, bytes16({0x7C00, 0xFC00, 0x7E00}), bytes16({0x7C00, 0xFC00, 0x7E01}));
+  ElementStats s = stats(DType::kF16, bytes16({0x7C00, 0xFC00, 0x7E00}), bytes16({0x7C00, 0xFC00, 0x7E01}));
   EXPECT_EQ(s.elements, 3u);
   EXPECT_EQ(s.mismatches, 0u);
   EXPECT_EQ(s.infExpected, 2u);
@@ -121,7 +121,7 @@ TEST(ElementStats, HalfInfinityAndNaNRules) {
   // a finite value against Inf, opposite infinities, a value against NaN: infinite error
   for (const auto& [e, a] :
        std::vector<std::pair<uint16_t, uint16_t>>{{0x7BFF, 0x7C00}, {0x7C00, 0xFC00}, {0x3C00, 0x7E00}}) {
-    s = stats(DType::f16, bytes16({e}), bytes16({a}));
+    s = stats(DType::kF16, bytes16({e}), bytes16({a}));
     EXPECT_EQ(s.mismatches, 1u) << std::hex << e << " " << a;
     EXPECT_TRUE(std::isinf(s.maxAbsError)) << std::hex << e << " " << a;
     EXPECT_TRUE(std::isinf(s.maxUlp)) << std::hex << e << " " << a;
@@ -131,11 +131,11 @@ TEST(ElementStats, HalfInfinityAndNaNRules) {
 }
 
 TEST(ElementStats, BFloat16) {
-  EXPECT_EQ(magnitude(DType::bf16, bytes16({0x3F80})), 1.0);
-  EXPECT_EQ(magnitude(DType::bf16, bytes16({0x4049})), 3.140625);
-  EXPECT_EQ(magnitude(DType::bf16, bytes16({0x0001})), std::ldexp(1.0, -133));   // smallest subnormal
-  EXPECT_EQ(magnitude(DType::bf16, bytes16({0x7F7F})), std::ldexp(255.0, 120));  // largest finite
-  const ElementStats s = stats(DType::bf16, bytes16({0x3F80, 0x7F80, 0x7FC0}), bytes16({0x3F82, 0x7F80, 0xFFC1}));
+  EXPECT_EQ(magnitude(DType::kBf16, bytes16({0x3F80})), 1.0);
+  EXPECT_EQ(magnitude(DType::kBf16, bytes16({0x4049})), 3.140625);
+  EXPECT_EQ(magnitude(DType::kBf16, bytes16({0x0001})), std::ldexp(1.0, -133));   // smallest subnormal
+  EXPECT_EQ(magnitude(DType::kBf16, bytes16({0x7F7F})), std::ldexp(255.0, 120));  // largest finite
+  const ElementStats s = stats(DType::kBf16, bytes16({0x3F80, 0x7F80, 0x7FC0}), bytes16({0x3F82, 0x7F80, 0xFFC1}));
   EXPECT_EQ(s.mismatches, 1u);
   EXPECT_EQ(s.maxUlp, 2.0);  // in bf16's own precision
   EXPECT_EQ(s.maxAbsError, std::ldexp(1.0, -6));
@@ -146,13 +146,13 @@ TEST(ElementStats, BFloat16) {
 }
 
 TEST(ElementStats, Fp8E4m3HasNoInfinityAndOneNaN) {
-  EXPECT_EQ(magnitude(DType::e4m3, {0x38}), 1.0);
-  EXPECT_EQ(magnitude(DType::e4m3, {0xB8}), 1.0);    // -1
-  EXPECT_EQ(magnitude(DType::e4m3, {0x7E}), 448.0);  // the largest: exponent all ones is a number
-  EXPECT_EQ(magnitude(DType::e4m3, {0x78}), 256.0);
-  EXPECT_EQ(magnitude(DType::e4m3, {0x01}), std::ldexp(1.0, -9));  // smallest subnormal
-  EXPECT_EQ(magnitude(DType::e4m3, {0x07}), std::ldexp(7.0, -9));
-  ElementStats s = stats(DType::e4m3, {0x7F, 0xFF, 0x78}, {0x7F, 0x7F, 0x7E});
+  EXPECT_EQ(magnitude(DType::kE4m3, {0x38}), 1.0);
+  EXPECT_EQ(magnitude(DType::kE4m3, {0xB8}), 1.0);    // -1
+  EXPECT_EQ(magnitude(DType::kE4m3, {0x7E}), 448.0);  // the largest: exponent all ones is a number
+  EXPECT_EQ(magnitude(DType::kE4m3, {0x78}), 256.0);
+  EXPECT_EQ(magnitude(DType::kE4m3, {0x01}), std::ldexp(1.0, -9));  // smallest subnormal
+  EXPECT_EQ(magnitude(DType::kE4m3, {0x07}), std::ldexp(7.0, -9));
+  ElementStats s = stats(DType::kE4m3, {0x7F, 0xFF, 0x78}, {0x7F, 0x7F, 0x7E});
   EXPECT_EQ(s.nanExpected, 2u);  // S.1111.111
   EXPECT_EQ(s.nanActual, 2u);
   EXPECT_EQ(s.infExpected, 0u);
@@ -164,11 +164,11 @@ TEST(ElementStats, Fp8E4m3HasNoInfinityAndOneNaN) {
 }
 
 TEST(ElementStats, Fp8E5m2HasInfinitiesAndNaNs) {
-  EXPECT_EQ(magnitude(DType::e5m2, {0x3C}), 1.0);
-  EXPECT_EQ(magnitude(DType::e5m2, {0x7B}), 57344.0);
-  EXPECT_EQ(magnitude(DType::e5m2, {0x01}), std::ldexp(1.0, -16));  // smallest subnormal
-  EXPECT_EQ(magnitude(DType::e5m2, {0x03}), std::ldexp(3.0, -16));
-  const ElementStats s = stats(DType::e5m2, {0x7C, 0xFC, 0x7D, 0x7F}, {0x7C, 0xFC, 0x7E, 0x7B});
+  EXPECT_EQ(magnitude(DType::kE5m2, {0x3C}), 1.0);
+  EXPECT_EQ(magnitude(DType::kE5m2, {0x7B}), 57344.0);
+  EXPECT_EQ(magnitude(DType::kE5m2, {0x01}), std::ldexp(1.0, -16));  // smallest subnormal
+  EXPECT_EQ(magnitude(DType::kE5m2, {0x03}), std::ldexp(3.0, -16));
+  const ElementStats s = stats(DType::kE5m2, {0x7C, 0xFC, 0x7D, 0x7F}, {0x7C, 0xFC, 0x7E, 0x7B});
   EXPECT_EQ(s.infExpected, 2u);
   EXPECT_EQ(s.infActual, 2u);
   EXPECT_EQ(s.nanExpected, 2u);
@@ -180,7 +180,7 @@ TEST(ElementStats, Fp8E5m2HasInfinitiesAndNaNs) {
 TEST(ElementStats, FloatAndDoubleUlpsInTheirOwnPrecision) {
   const float one = 1.0f;
   const float next = std::nextafter(std::nextafter(one, 2.0f), 2.0f);
-  ElementStats s = stats(DType::f32, bytesOf<float>({one, 4.0f, -0.0f}), bytesOf<float>({next, 4.0f, 0.0f}));
+  ElementStats s = stats(DType::kF32, bytesOf<float>({one, 4.0f, -0.0f}), bytesOf<float>({next, 4.0f, 0.0f}));
   EXPECT_EQ(s.elements, 3u);
   EXPECT_EQ(s.mismatches, 2u);  // -0 and +0 differ in their bits, by no ULP
   EXPECT_EQ(s.maxUlp, 2.0);
@@ -189,7 +189,7 @@ TEST(ElementStats, FloatAndDoubleUlpsInTheirOwnPrecision) {
   EXPECT_EQ(s.worstElement, std::optional<uint64_t>(0));
 
   const double d = 1e300;
-  s = stats(DType::f64, bytesOf<double>({d, 1.0}), bytesOf<double>({std::nextafter(d, 0.0), 1.0}));
+  s = stats(DType::kF64, bytesOf<double>({d, 1.0}), bytesOf<double>({std::nextafter(d, 0.0), 1.0}));
   EXPECT_EQ(s.mismatches, 1u);
   EXPECT_EQ(s.maxUlp, 1.0);
   // a trailing partial element is not compared
@@ -197,30 +197,30 @@ TEST(ElementStats, FloatAndDoubleUlpsInTheirOwnPrecision) {
   e.resize(6);
   a.resize(6);
   a[5] ^= 1;
-  s = stats(DType::f32, e, a);
+  s = stats(DType::kF32, e, a);
   EXPECT_EQ(s.elements, 1u);
   EXPECT_EQ(s.mismatches, 0u);
 }
 
 TEST(ElementStats, IntegersReportTheirDifferenceAsUlps) {
-  ElementStats s = stats(DType::i32, bytesOf<int32_t>({-5, 7, 0}), bytesOf<int32_t>({3, 7, 0}));
+  ElementStats s = stats(DType::kI32, bytesOf<int32_t>({-5, 7, 0}), bytesOf<int32_t>({3, 7, 0}));
   EXPECT_EQ(s.mismatches, 1u);
   EXPECT_EQ(s.maxAbsError, 8.0);
   EXPECT_EQ(s.maxUlp, 8.0);
   EXPECT_EQ(s.maxRelError, 8.0 / 5.0);
-  s = stats(DType::i8, {0x80}, {0x7F});  // -128 against 127
+  s = stats(DType::kI8, {0x80}, {0x7F});  // -128 against 127
   EXPECT_EQ(s.maxAbsError, 255.0);
-  s = stats(DType::u8, {0x80}, {0x7F});  // 128 against 127
+  s = stats(DType::kU8, {0x80}, {0x7F});  // 128 against 127
   EXPECT_EQ(s.maxAbsError, 1.0);
-  s = stats(DType::u16, bytes16({0xFFFF}), bytes16({0x0000}));
+  s = stats(DType::kU16, bytes16({0xFFFF}), bytes16({0x0000}));
   EXPECT_EQ(s.maxAbsError, 65535.0);
-  s = stats(DType::i16, bytes16({0xFFFF}), bytes16({0x0001}));  // -1 against 1
+  s = stats(DType::kI16, bytes16({0xFFFF}), bytes16({0x0001}));  // -1 against 1
   EXPECT_EQ(s.maxAbsError, 2.0);
-  s = stats(DType::u32, bytesOf<uint32_t>({0xFFFFFFFFu}), bytesOf<uint32_t>({0u}));
+  s = stats(DType::kU32, bytesOf<uint32_t>({0xFFFFFFFFu}), bytesOf<uint32_t>({0u}));
   EXPECT_EQ(s.maxAbsError, 4294967295.0);
-  s = stats(DType::i64, bytesOf<int64_t>({-1}), bytesOf<int64_t>({1}));
+  s = stats(DType::kI64, bytesOf<int64_t>({-1}), bytesOf<int64_t>({1}));
   EXPECT_EQ(s.maxAbsError, 2.0);
-  s = stats(DType::u64, bytesOf<uint64_t>({1000}), bytesOf<uint64_t>({1}));
+  s = stats(DType::kU64, bytesOf<uint64_t>({1000}), bytesOf<uint64_t>({1}));
   EXPECT_EQ(s.maxAbsError, 999.0);
   EXPECT_EQ(s.nanExpected + s.nanActual + s.infExpected + s.infActual, 0u);
 }
@@ -229,14 +229,14 @@ TEST(ElementStats, IntegersReportTheirDifferenceAsUlps) {
 
 TEST(DTypes, NamesAndAliases) {
   const std::vector<std::pair<std::string, DType>> names = {
-      {"f64", DType::f64},   {"fp64", DType::f64},      {"double", DType::f64},    {"f32", DType::f32},
-      {"fp32", DType::f32},  {"float", DType::f32},     {"FLOAT", DType::f32},     {"f16", DType::f16},
-      {"fp16", DType::f16},  {"half", DType::f16},      {"bf16", DType::bf16},     {"bfloat16", DType::bf16},
-      {"BF16", DType::bf16}, {"e4m3", DType::e4m3},     {"fp8_e4m3", DType::e4m3}, {"fp8e4m3", DType::e4m3},
-      {"e5m2", DType::e5m2}, {"fp8_e5m2", DType::e5m2}, {"i8", DType::i8},         {"int8", DType::i8},
-      {"u8", DType::u8},     {"uint8", DType::u8},      {"i16", DType::i16},       {"uint16", DType::u16},
-      {"i32", DType::i32},   {"int32", DType::i32},     {"u32", DType::u32},       {"i64", DType::i64},
-      {"int64", DType::i64}, {"u64", DType::u64},       {"uint64", DType::u64},
+      {"f64", DType::kF64},   {"fp64", DType::kF64},      {"double", DType::kF64},    {"f32", DType::kF32},
+      {"fp32", DType::kF32},  {"float", DType::kF32},     {"FLOAT", DType::kF32},     {"f16", DType::kF16},
+      {"fp16", DType::kF16},  {"half", DType::kF16},      {"bf16", DType::kBf16},     {"bfloat16", DType::kBf16},
+      {"BF16", DType::kBf16}, {"e4m3", DType::kE4m3},     {"fp8_e4m3", DType::kE4m3}, {"fp8e4m3", DType::kE4m3},
+      {"e5m2", DType::kE5m2}, {"fp8_e5m2", DType::kE5m2}, {"i8", DType::kI8},         {"int8", DType::kI8},
+      {"u8", DType::kU8},     {"uint8", DType::kU8},      {"i16", DType::kI16},       {"uint16", DType::kU16},
+      {"i32", DType::kI32},   {"int32", DType::kI32},     {"u32", DType::kU32},       {"i64", DType::kI64},
+      {"int64", DType::kI64}, {"u64", DType::kU64},       {"uint64", DType::kU64},
   };
   for (const auto& [name, type] : names) {
     EXPECT_EQ(parseDType(name), std::optional<DType>(type)) << name;
@@ -244,13 +244,13 @@ TEST(DTypes, NamesAndAliases) {
   for (const char* bad : {"", "f", "f33", "float32", "fp8", "int", "e4m3 ", " f32", "u128"}) {
     EXPECT_FALSE(parseDType(bad)) << "'" << bad << "'";
   }
-  EXPECT_EQ(dtypeName(DType::f16), "f16");
-  EXPECT_EQ(dtypeName(DType::e4m3), "e4m3");
-  EXPECT_EQ(dtypeName(DType::u64), "u64");
-  EXPECT_EQ(dtypeSize(DType::f64), 8u);
-  EXPECT_EQ(dtypeSize(DType::bf16), 2u);
-  EXPECT_EQ(dtypeSize(DType::e5m2), 1u);
-  EXPECT_EQ(dtypeSize(DType::i32), 4u);
+  EXPECT_EQ(dtypeName(DType::kF16), "f16");
+  EXPECT_EQ(dtypeName(DType::kE4m3), "e4m3");
+  EXPECT_EQ(dtypeName(DType::kU64), "u64");
+  EXPECT_EQ(dtypeSize(DType::kF64), 8u);
+  EXPECT_EQ(dtypeSize(DType::kBf16), 2u);
+  EXPECT_EQ(dtypeSize(DType::kE5m2), 1u);
+  EXPECT_EQ(dtypeSize(DType::kI32), 4u);
 }
 
 TEST(Tolerance, Forms) {
@@ -391,9 +391,9 @@ LaunchOutcome sampleOutcome() {
   o.grid[0] = 4, o.grid[1] = 5, o.grid[2] = 6;
   o.block[0] = 256, o.block[1] = 2, o.block[2] = 1;
   o.sharedMemBytes = 49152;
-  o.verdict = Verdict::differs;
+  o.verdict = Verdict::kDiffers;
   o.detail = "first = 100%\nsecond line";
-  o.memory = MemoryPath::mixed;
+  o.memory = MemoryPath::kMixed;
   o.restoredBytes = 1ull << 33;
   o.restoreNs = 123456789;
   o.placeNs = 987654321;
@@ -414,7 +414,7 @@ LaunchOutcome sampleOutcome() {
   differs.firstOffset = 400;
   differs.withinTolerance = true;
   ElementStats s;
-  s.type = DType::bf16;
+  s.type = DType::kBf16;
   s.elements = 2048;
   s.mismatches = 2;
   s.maxAbsError = 0.1;  // not exact in binary: the encoding must keep every bit
@@ -444,9 +444,9 @@ TEST(Outcome, RoundTripKeepsEveryField) {
   EXPECT_EQ(back->block[1], 2u);
   EXPECT_EQ(back->block[2], 1u);
   EXPECT_EQ(back->sharedMemBytes, 49152u);
-  EXPECT_EQ(back->verdict, Verdict::differs);
+  EXPECT_EQ(back->verdict, Verdict::kDiffers);
   EXPECT_EQ(back->detail, o.detail);
-  EXPECT_EQ(back->memory, MemoryPath::mixed);
+  EXPECT_EQ(back->memory, MemoryPath::kMixed);
   EXPECT_EQ(back->code, o.code);
   EXPECT_EQ(back->timesNs, o.timesNs);
   EXPECT_EQ(back->recordedDurationNs, o.recordedDurationNs);
@@ -469,7 +469,7 @@ TEST(Outcome, RoundTripKeepsEveryField) {
   EXPECT_EQ(d.firstOffset, std::optional<uint64_t>(400));
   EXPECT_TRUE(d.withinTolerance);
   ASSERT_TRUE(d.stats);
-  EXPECT_EQ(d.stats->type, DType::bf16);
+  EXPECT_EQ(d.stats->type, DType::kBf16);
   EXPECT_EQ(d.stats->elements, 2048u);
   EXPECT_EQ(d.stats->mismatches, 2u);
   EXPECT_EQ(d.stats->maxAbsError, 0.1);
@@ -495,8 +495,8 @@ TEST(Outcome, TextThatIsNotUtf8SurvivesByteForByte) {
 }
 
 TEST(Outcome, EveryVerdictAndMemoryPathSurvives) {
-  for (int v = 0; v <= static_cast<int>(Verdict::skipped); ++v) {
-    for (int m = 0; m <= static_cast<int>(MemoryPath::mixed); ++m) {
+  for (int v = 0; v <= static_cast<int>(Verdict::kSkipped); ++v) {
+    for (int m = 0; m <= static_cast<int>(MemoryPath::kMixed); ++m) {
       LaunchOutcome o;
       o.launchIndex = static_cast<uint64_t>(v * 10 + m);
       o.verdict = static_cast<Verdict>(v);
@@ -512,11 +512,11 @@ TEST(Outcome, EveryVerdictAndMemoryPathSurvives) {
       EXPECT_FALSE(back->recordedDurationNs);
     }
   }
-  EXPECT_STREQ(verdictName(Verdict::reproduced), "REPRODUCED");
-  EXPECT_STREQ(verdictName(Verdict::differs), "DIFFERS");
-  EXPECT_STREQ(verdictName(Verdict::hang), "HANG");
-  EXPECT_STREQ(memoryPathName(MemoryPath::fixed), "fixed-va");
-  EXPECT_STREQ(memoryPathName(MemoryPath::relocated), "relocated");
+  EXPECT_STREQ(verdictName(Verdict::kReproduced), "REPRODUCED");
+  EXPECT_STREQ(verdictName(Verdict::kDiffers), "DIFFERS");
+  EXPECT_STREQ(verdictName(Verdict::kHang), "HANG");
+  EXPECT_STREQ(memoryPathName(MemoryPath::kFixed), "fixed-va");
+  EXPECT_STREQ(memoryPathName(MemoryPath::kRelocated), "relocated");
 }
 
 TEST(Outcome, MalformedInputIsRejected) {
