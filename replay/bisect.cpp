@@ -385,7 +385,7 @@ ReplayOptions sideB(const BisectOptions& options) {
 std::string describeSide(const BisectOptions& options, bool b) {
   if (!b) {
     return options.against == Against::kOtherDevice ? "GPU " + std::to_string(options.base.device)
-                                                   : "the recorded code on GPU " + std::to_string(options.base.device);
+                                                    : "the recorded code on GPU " + std::to_string(options.base.device);
   }
   switch (options.against) {
     case Against::kRecorded:

@@ -180,8 +180,9 @@ void replayIsolated(const TraceModel& model, const ReplayOptions& options, const
           int memory = 0;
           std::string code;
           in >> runningIndex >> memory >> code;
-          runningMemory = memory >= 0 && memory <= static_cast<int>(MemoryPath::kMixed) ? static_cast<MemoryPath>(memory)
-                                                                                       : MemoryPath::kNone;
+          runningMemory = memory >= 0 && memory <= static_cast<int>(MemoryPath::kMixed)
+                              ? static_cast<MemoryPath>(memory)
+                              : MemoryPath::kNone;
           runningCode = unescapeField(code);
           deadline = std::chrono::steady_clock::now() +
                      std::chrono::milliseconds(static_cast<int64_t>(options.timeoutSeconds * 1000));

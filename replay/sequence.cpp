@@ -171,8 +171,8 @@ void Replayer::runSequenceForDeterminism(const std::vector<const LaunchRecord*>&
         o.checks.push_back({"determinism",
                             CheckStatus::kNotRun,
                             o.verdict == Verdict::kUnverified ? "nothing compared: " + o.detail
-                            : !clean                         ? "the launch did not replay cleanly"
-                                                             : notRun,
+                            : !clean                          ? "the launch did not replay cleanly"
+                                                              : notRun,
                             {}});
         listener.outcome(o);
         continue;
