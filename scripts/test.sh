@@ -3,7 +3,7 @@
 #   1. installs missing build dependencies,
 #   2. checks the code style (.clang-format) of every C++ and CUDA source,
 #   3. builds everything optimised (Release), runs clang-tidy's naming and
-#      bug-prone checks over the production sources (scripts/tidy.sh) and
+#      bug-prone checks over the host sources (scripts/tidy.sh) and
 #      every CI test (ctest -LE gpu),
 #   4. rebuilds the host code with AddressSanitizer + UBSan and runs the tests again,
 #   5. fuzzes the trace reader for a bounded time (FUZZ_SECONDS, default 60),

@@ -13,17 +13,17 @@ class PointerScannerTest : public ::testing::Test {
     Allocation a;
     a.base = 0x7f0000000000;
     a.size = 1 << 20;
-    allocations.add(a);
+    allocations_.add(a);
     a.base = 0x7f0000200000;
     a.size = 4096;
-    allocations.add(a);
+    allocations_.add(a);
   }
   template <class T>
   void put(std::vector<uint8_t>& buffer, size_t offset, T value) {
     std::memcpy(buffer.data() + offset, &value, sizeof value);
   }
-  AllocationMap allocations;
-  KnownTensorMaps tensorMaps;
+  AllocationMap allocations_;
+  KnownTensorMaps tensorMaps_;
 };
 
 TEST_F(PointerScannerTest, PlainPointerAndScalarParameters) {
@@ -33,7 +33,7 @@ TEST_F(PointerScannerTest, PlainPointerAndScalarParameters) {
   put<uint64_t>(params, 8, 0x7f0000000000 + 64);
   put<uint64_t>(params, 16, 0x7f0000200000);
   put(params, 24, 1000);
-  auto found = scanParams(params.data(), params.size(), {{0, 4}, {8, 8}, {16, 8}, {24, 4}}, allocations, tensorMaps);
+  auto found = scanParams(params.data(), params.size(), {{0, 4}, {8, 8}, {16, 8}, {24, 4}}, allocations_, tensorMaps_);
   ASSERT_EQ(found.size(), 2u);
   EXPECT_EQ(found[0].offset, 8u);
   EXPECT_EQ(found[0].value, 0x7f0000000040u);
@@ -51,15 +51,15 @@ TEST_F(PointerScannerTest, ScanningIntoAVectorReplacesWhatItHeld) {
   put<uint64_t>(params, 8, 0x7f0000200000 + 16);
   std::vector<ParamPointer> found;
   const std::vector<ParamSlot> twoWords{{0, 8}, {8, 8}};
-  scanParams(params.data(), params.size(), twoWords, allocations, tensorMaps, found);
+  scanParams(params.data(), params.size(), twoWords, allocations_, tensorMaps_, found);
   ASSERT_EQ(found.size(), 2u);
   EXPECT_EQ(found[1].allocationBase, 0x7f0000200000u);
   put<uint64_t>(params, 0, 7);  // no longer an address
-  scanParams(params.data(), params.size(), twoWords, allocations, tensorMaps, found);
+  scanParams(params.data(), params.size(), twoWords, allocations_, tensorMaps_, found);
   ASSERT_EQ(found.size(), 1u);
   EXPECT_EQ(found[0].offset, 8u);
   EXPECT_EQ(found[0].value, 0x7f0000200010u);
-  scanParams(params.data(), params.size(), std::span<const ParamSlot>(), allocations, tensorMaps, found);
+  scanParams(params.data(), params.size(), std::span<const ParamSlot>(), allocations_, tensorMaps_, found);
   EXPECT_TRUE(found.empty());
 }
 
@@ -71,7 +71,7 @@ TEST_F(PointerScannerTest, PointersInsideAByValueStruct) {
   put(params, 16, 0.5f);
   put(params, 20, 7);
   put<int64_t>(params, 24, 1);
-  auto found = scanParams(params.data(), params.size(), {{0, 32}}, allocations, tensorMaps);
+  auto found = scanParams(params.data(), params.size(), {{0, 32}}, allocations_, tensorMaps_);
   ASSERT_EQ(found.size(), 2u);
   EXPECT_EQ(found[0].offset, 0u);
   EXPECT_EQ(found[1].offset, 8u);
@@ -84,8 +84,8 @@ TEST_F(PointerScannerTest, TensorMapGlobalAddress) {
   put<uint64_t>(params, 0, 0x7f0000000000);    // an ordinary pointer
   put<uint64_t>(params, 112, 0x7f0000000800);  // tensor map at 112: global address first
   put<uint64_t>(params, 120, 0x7f0000000000);  // later words are not pointers
-  tensorMaps.add(params.data() + 112);
-  auto found = scanParams(params.data(), params.size(), {{0, 8}, {112, 128}}, allocations, tensorMaps);
+  tensorMaps_.add(params.data() + 112);
+  auto found = scanParams(params.data(), params.size(), {{0, 8}, {112, 128}}, allocations_, tensorMaps_);
   ASSERT_EQ(found.size(), 2u);
   EXPECT_FALSE(found[0].inTensorMap);
   EXPECT_TRUE(found[1].inTensorMap);
@@ -97,8 +97,8 @@ TEST_F(PointerScannerTest, TensorMapGlobalAddress) {
 TEST_F(PointerScannerTest, A128ByteStructNoEncodeMadeIsScannedWhole) {
   std::vector<uint8_t> params(128, 0);
   for (size_t i = 0; i < 16; ++i) put<uint64_t>(params, i * 8, 0x7f0000000000 + i * 0x100);
-  tensorMaps.add(std::vector<uint8_t>(128, 7).data());  // some other map
-  auto found = scanParams(params.data(), params.size(), {{0, 128}}, allocations, tensorMaps);
+  tensorMaps_.add(std::vector<uint8_t>(128, 7).data());  // some other map
+  auto found = scanParams(params.data(), params.size(), {{0, 128}}, allocations_, tensorMaps_);
   ASSERT_EQ(found.size(), 16u);
   for (const ParamPointer& p : found) EXPECT_FALSE(p.inTensorMap);
 }
@@ -108,13 +108,13 @@ TEST_F(PointerScannerTest, WordsOutsideAnyAllocationAreNotPointers) {
   put<uint64_t>(params, 0, 0x7f0000100000);  // one past the first allocation
   put<uint64_t>(params, 8, 42);
   put<uint64_t>(params, 16, 0x7f0000201000);  // one past the second
-  EXPECT_TRUE(scanParams(params.data(), params.size(), {{0, 8}, {8, 8}, {16, 8}}, allocations, tensorMaps).empty());
+  EXPECT_TRUE(scanParams(params.data(), params.size(), {{0, 8}, {8, 8}, {16, 8}}, allocations_, tensorMaps_).empty());
 }
 
 TEST_F(PointerScannerTest, LayoutBeyondTheBufferIsIgnored) {
   std::vector<uint8_t> params(8);
   put<uint64_t>(params, 0, 0x7f0000000000);
-  EXPECT_TRUE(scanParams(params.data(), params.size(), {{8, 8}, {4, 8}}, allocations, tensorMaps).empty());
+  EXPECT_TRUE(scanParams(params.data(), params.size(), {{8, 8}, {4, 8}}, allocations_, tensorMaps_).empty());
 }
 
 TEST_F(PointerScannerTest, PointerArrayInsideABuffer) {
@@ -123,7 +123,7 @@ TEST_F(PointerScannerTest, PointerArrayInsideABuffer) {
   put<uint64_t>(buffer, 4, 0x7f0000000200);
   put<uint64_t>(buffer, 12, 0x7f0000200020);
   put<uint64_t>(buffer, 20, 12345);
-  auto found = scanIndirect(buffer.data(), buffer.size(), 0x7f0000000004, allocations);
+  auto found = scanIndirect(buffer.data(), buffer.size(), 0x7f0000000004, allocations_);
   ASSERT_EQ(found.size(), 2u);
   EXPECT_EQ(found[0].offset, 4u);
   EXPECT_EQ(found[0].allocationBase, 0x7f0000000000u);

@@ -12,7 +12,7 @@
 namespace kcap_double {
 namespace {
 
-const KernelDef* find_kernel(const Module& module, const char* name) {
+const KernelDef* findKernel(const Module& module, const char* name) {
   if (name == nullptr) {
     return nullptr;
   }
@@ -24,7 +24,7 @@ const KernelDef* find_kernel(const Module& module, const char* name) {
   return nullptr;
 }
 
-bool read_file(const char* path, std::string& bytes) {
+bool readFile(const char* path, std::string& bytes) {
   std::FILE* in = std::fopen(path, "rb");
   if (in == nullptr) {
     return false;
@@ -39,8 +39,8 @@ bool read_file(const char* path, std::string& bytes) {
   return ok;  // std::string keeps a NUL after the data: PTX stays a C string
 }
 
-CUresult load_module(CUmodule* module, const void* image) {
-  if (const CUresult r = need_context(); r != CUDA_SUCCESS) {
+CUresult loadModule(CUmodule* module, const void* image) {
+  if (const CUresult r = needContext(); r != CUDA_SUCCESS) {
     return r;
   }
   if (module == nullptr) {
@@ -49,15 +49,15 @@ CUresult load_module(CUmodule* module, const void* image) {
   State& s = state();
   Lock lock(s.mutex);
   Module* loaded = nullptr;
-  const CUresult r = s.load_module(image, loaded);
+  const CUresult r = s.loadModule(image, loaded);
   if (r == CUDA_SUCCESS) {
     *module = reinterpret_cast<CUmodule>(loaded);
   }
   return r;
 }
 
-CUresult load_library(CUlibrary* library, const void* code) {
-  if (const CUresult r = need_init(); r != CUDA_SUCCESS) {
+CUresult loadLibrary(CUlibrary* library, const void* code) {
+  if (const CUresult r = needInit(); r != CUDA_SUCCESS) {
     return r;
   }
   if (library == nullptr) {
@@ -66,11 +66,11 @@ CUresult load_library(CUlibrary* library, const void* code) {
   State& s = state();
   Lock lock(s.mutex);
   Module* module = nullptr;
-  if (const CUresult r = s.load_module(code, module); r != CUDA_SUCCESS) {
+  if (const CUresult r = s.loadModule(code, module); r != CUDA_SUCCESS) {
     return r;
   }
-  if (content_hash_fault() == "refuse" && find_kernel(*module, "kcap_content_hash") != nullptr) {
-    s.unload_module(module);
+  if (contentHashFault() == "refuse" && findKernel(*module, "kcap_content_hash") != nullptr) {
+    s.unloadModule(module);
     return CUDA_ERROR_NO_BINARY_FOR_GPU;
   }
   auto* loaded = new Library{module, {}};
@@ -80,26 +80,26 @@ CUresult load_library(CUlibrary* library, const void* code) {
   return CUDA_SUCCESS;
 }
 
-Library* find_library(State& s, CUlibrary library) {
+Library* findLibrary(State& s, CUlibrary library) {
   auto* found = reinterpret_cast<Library*>(library);
   return s.libraries.count(found) != 0 ? found : nullptr;
 }
 
-Module* find_module(State& s, CUmodule module) {
+Module* findModule(State& s, CUmodule module) {
   auto* found = reinterpret_cast<Module*>(module);
   return s.modules.count(found) != 0 ? found : nullptr;
 }
 
-Launchable* kernel_for(State& s, Library& library, const KernelDef* def) {
+Launchable* kernelFor(State& s, Library& library, const KernelDef* def) {
   Launchable*& kernel = library.kernels[def];
   if (kernel == nullptr) {
-    kernel = new Launchable{Launchable::Kind::kernel, def, library.module};
+    kernel = new Launchable{Launchable::Kind::kErnel, def, library.module};
     s.launchables.insert(kernel);
   }
   return kernel;
 }
 
-CUresult get_global(Module* module, const char* name, CUdeviceptr* address, std::size_t* bytes) {
+CUresult getGlobal(Module* module, const char* name, CUdeviceptr* address, std::size_t* bytes) {
   if (module == nullptr) {
     return CUDA_ERROR_INVALID_HANDLE;
   }
@@ -116,12 +116,12 @@ CUresult get_global(Module* module, const char* name, CUdeviceptr* address, std:
   }
   if (bytes != nullptr) {
     CUdeviceptr ignored = 0;
-    state().range_of(base, ignored, *bytes);
+    state().rangeOf(base, ignored, *bytes);
   }
   return CUDA_SUCCESS;
 }
 
-CUresult param_info(const Launchable* launchable, std::size_t index, std::size_t* offset, std::size_t* size) {
+CUresult paramInfo(const Launchable* launchable, std::size_t index, std::size_t* offset, std::size_t* size) {
   if (launchable == nullptr) {
     return CUDA_ERROR_INVALID_HANDLE;
   }
@@ -137,8 +137,8 @@ CUresult param_info(const Launchable* launchable, std::size_t index, std::size_t
   return CUDA_SUCCESS;
 }
 
-CUresult set_function_attribute(CUfunction function) {
-  if (const CUresult r = need_context(); r != CUDA_SUCCESS) {
+CUresult setFunctionAttribute(CUfunction function) {
+  if (const CUresult r = needContext(); r != CUDA_SUCCESS) {
     return r;
   }
   State& s = state();
@@ -155,40 +155,40 @@ using namespace kcap_double;
 // ---- modules and libraries -----------------------------------------------------
 
 DOUBLE_API CUresult cuModuleLoad(CUmodule* module, const char* path) {
-  if (const CUresult r = need_context(); r != CUDA_SUCCESS) {
+  if (const CUresult r = needContext(); r != CUDA_SUCCESS) {
     return r;
   }
   std::string bytes;
-  if (path == nullptr || !read_file(path, bytes)) {
+  if (path == nullptr || !readFile(path, bytes)) {
     return CUDA_ERROR_FILE_NOT_FOUND;
   }
-  return load_module(module, bytes.c_str());
+  return loadModule(module, bytes.c_str());
 }
 
-DOUBLE_API CUresult cuModuleLoadData(CUmodule* module, const void* image) { return load_module(module, image); }
+DOUBLE_API CUresult cuModuleLoadData(CUmodule* module, const void* image) { return loadModule(module, image); }
 
 DOUBLE_API CUresult cuModuleLoadDataEx(CUmodule* module, const void* image, unsigned, CUjit_option*, void**) {
-  return load_module(module, image);
+  return loadModule(module, image);
 }
 
-DOUBLE_API CUresult cuModuleLoadFatBinary(CUmodule* module, const void* fatbin) { return load_module(module, fatbin); }
+DOUBLE_API CUresult cuModuleLoadFatBinary(CUmodule* module, const void* fatbin) { return loadModule(module, fatbin); }
 
 DOUBLE_API CUresult cuModuleUnload(CUmodule module) {
-  if (const CUresult r = need_init(); r != CUDA_SUCCESS) {
+  if (const CUresult r = needInit(); r != CUDA_SUCCESS) {
     return r;
   }
   State& s = state();
   Lock lock(s.mutex);
-  Module* found = find_module(s, module);
+  Module* found = findModule(s, module);
   if (found == nullptr || found->library != nullptr) {
     return CUDA_ERROR_INVALID_HANDLE;
   }
-  s.unload_module(found);
+  s.unloadModule(found);
   return CUDA_SUCCESS;
 }
 
 DOUBLE_API CUresult cuModuleGetFunction(CUfunction* function, CUmodule module, const char* name) {
-  if (const CUresult r = need_context(); r != CUDA_SUCCESS) {
+  if (const CUresult r = needContext(); r != CUDA_SUCCESS) {
     return r;
   }
   if (function == nullptr) {
@@ -196,48 +196,48 @@ DOUBLE_API CUresult cuModuleGetFunction(CUfunction* function, CUmodule module, c
   }
   State& s = state();
   Lock lock(s.mutex);
-  Module* found = find_module(s, module);
+  Module* found = findModule(s, module);
   if (found == nullptr) {
     return CUDA_ERROR_INVALID_HANDLE;
   }
-  const KernelDef* def = find_kernel(*found, name);
+  const KernelDef* def = findKernel(*found, name);
   if (def == nullptr) {
     return CUDA_ERROR_NOT_FOUND;
   }
-  *function = reinterpret_cast<CUfunction>(s.function_for(found, def));
+  *function = reinterpret_cast<CUfunction>(s.functionFor(found, def));
   return CUDA_SUCCESS;
 }
 
 DOUBLE_API CUresult cuModuleGetGlobal_v2(CUdeviceptr* address, std::size_t* bytes, CUmodule module, const char* name) {
-  if (const CUresult r = need_context(); r != CUDA_SUCCESS) {
+  if (const CUresult r = needContext(); r != CUDA_SUCCESS) {
     return r;
   }
   State& s = state();
   Lock lock(s.mutex);
-  return get_global(find_module(s, module), name, address, bytes);
+  return getGlobal(findModule(s, module), name, address, bytes);
 }
 
 DOUBLE_API CUresult cuLibraryLoadData(CUlibrary* library, const void* code, CUjit_option*, void**, unsigned,
                                       CUlibraryOption*, void**, unsigned) {
-  return load_library(library, code);
+  return loadLibrary(library, code);
 }
 
 DOUBLE_API CUresult cuLibraryLoadFromFile(CUlibrary* library, const char* path, CUjit_option*, void**, unsigned,
                                           CUlibraryOption*, void**, unsigned) {
   std::string bytes;
-  if (path == nullptr || !read_file(path, bytes)) {
+  if (path == nullptr || !readFile(path, bytes)) {
     return CUDA_ERROR_FILE_NOT_FOUND;
   }
-  return load_library(library, bytes.c_str());
+  return loadLibrary(library, bytes.c_str());
 }
 
 DOUBLE_API CUresult cuLibraryUnload(CUlibrary library) {
-  if (const CUresult r = need_init(); r != CUDA_SUCCESS) {
+  if (const CUresult r = needInit(); r != CUDA_SUCCESS) {
     return r;
   }
   State& s = state();
   Lock lock(s.mutex);
-  Library* found = find_library(s, library);
+  Library* found = findLibrary(s, library);
   if (found == nullptr) {
     return CUDA_ERROR_INVALID_HANDLE;
   }
@@ -245,14 +245,14 @@ DOUBLE_API CUresult cuLibraryUnload(CUlibrary library) {
     s.launchables.erase(kernel);
     delete kernel;
   }
-  s.unload_module(found->module);
+  s.unloadModule(found->module);
   s.libraries.erase(found);
   delete found;
   return CUDA_SUCCESS;
 }
 
 DOUBLE_API CUresult cuLibraryGetKernel(CUkernel* kernel, CUlibrary library, const char* name) {
-  if (const CUresult r = need_init(); r != CUDA_SUCCESS) {
+  if (const CUresult r = needInit(); r != CUDA_SUCCESS) {
     return r;
   }
   if (kernel == nullptr) {
@@ -260,20 +260,20 @@ DOUBLE_API CUresult cuLibraryGetKernel(CUkernel* kernel, CUlibrary library, cons
   }
   State& s = state();
   Lock lock(s.mutex);
-  Library* found = find_library(s, library);
+  Library* found = findLibrary(s, library);
   if (found == nullptr) {
     return CUDA_ERROR_INVALID_HANDLE;
   }
-  const KernelDef* def = find_kernel(*found->module, name);
+  const KernelDef* def = findKernel(*found->module, name);
   if (def == nullptr) {
     return CUDA_ERROR_NOT_FOUND;
   }
-  *kernel = reinterpret_cast<CUkernel>(kernel_for(s, *found, def));
+  *kernel = reinterpret_cast<CUkernel>(kernelFor(s, *found, def));
   return CUDA_SUCCESS;
 }
 
 DOUBLE_API CUresult cuLibraryGetKernelCount(unsigned* count, CUlibrary library) {
-  if (const CUresult r = need_init(); r != CUDA_SUCCESS) {
+  if (const CUresult r = needInit(); r != CUDA_SUCCESS) {
     return r;
   }
   if (count == nullptr) {
@@ -281,7 +281,7 @@ DOUBLE_API CUresult cuLibraryGetKernelCount(unsigned* count, CUlibrary library) 
   }
   State& s = state();
   Lock lock(s.mutex);
-  Library* found = find_library(s, library);
+  Library* found = findLibrary(s, library);
   if (found == nullptr) {
     return CUDA_ERROR_INVALID_HANDLE;
   }
@@ -290,12 +290,12 @@ DOUBLE_API CUresult cuLibraryGetKernelCount(unsigned* count, CUlibrary library) 
 }
 
 DOUBLE_API CUresult cuLibraryEnumerateKernels(CUkernel* kernels, unsigned count, CUlibrary library) {
-  if (const CUresult r = need_init(); r != CUDA_SUCCESS) {
+  if (const CUresult r = needInit(); r != CUDA_SUCCESS) {
     return r;
   }
   State& s = state();
   Lock lock(s.mutex);
-  Library* found = find_library(s, library);
+  Library* found = findLibrary(s, library);
   if (found == nullptr) {
     return CUDA_ERROR_INVALID_HANDLE;
   }
@@ -304,13 +304,13 @@ DOUBLE_API CUresult cuLibraryEnumerateKernels(CUkernel* kernels, unsigned count,
     return CUDA_ERROR_INVALID_VALUE;
   }
   for (unsigned i = 0; i < count; ++i) {
-    kernels[i] = reinterpret_cast<CUkernel>(kernel_for(s, *found, defs[i]));
+    kernels[i] = reinterpret_cast<CUkernel>(kernelFor(s, *found, defs[i]));
   }
   return CUDA_SUCCESS;
 }
 
 DOUBLE_API CUresult cuLibraryGetModule(CUmodule* module, CUlibrary library) {
-  if (const CUresult r = need_context(); r != CUDA_SUCCESS) {
+  if (const CUresult r = needContext(); r != CUDA_SUCCESS) {
     return r;
   }
   if (module == nullptr) {
@@ -318,7 +318,7 @@ DOUBLE_API CUresult cuLibraryGetModule(CUmodule* module, CUlibrary library) {
   }
   State& s = state();
   Lock lock(s.mutex);
-  Library* found = find_library(s, library);
+  Library* found = findLibrary(s, library);
   if (found == nullptr) {
     return CUDA_ERROR_INVALID_HANDLE;
   }
@@ -327,17 +327,17 @@ DOUBLE_API CUresult cuLibraryGetModule(CUmodule* module, CUlibrary library) {
 }
 
 DOUBLE_API CUresult cuLibraryGetGlobal(CUdeviceptr* address, std::size_t* bytes, CUlibrary library, const char* name) {
-  if (const CUresult r = need_context(); r != CUDA_SUCCESS) {
+  if (const CUresult r = needContext(); r != CUDA_SUCCESS) {
     return r;
   }
   State& s = state();
   Lock lock(s.mutex);
-  Library* found = find_library(s, library);
-  return get_global(found != nullptr ? found->module : nullptr, name, address, bytes);
+  Library* found = findLibrary(s, library);
+  return getGlobal(found != nullptr ? found->module : nullptr, name, address, bytes);
 }
 
 DOUBLE_API CUresult cuKernelGetFunction(CUfunction* function, CUkernel kernel) {
-  if (const CUresult r = need_context(); r != CUDA_SUCCESS) {
+  if (const CUresult r = needContext(); r != CUDA_SUCCESS) {
     return r;
   }
   if (function == nullptr) {
@@ -345,18 +345,18 @@ DOUBLE_API CUresult cuKernelGetFunction(CUfunction* function, CUkernel kernel) {
   }
   State& s = state();
   Lock lock(s.mutex);
-  const Launchable* found = find_launchable(s, kernel, Launchable::Kind::kernel);
+  const Launchable* found = findLaunchable(s, kernel, Launchable::Kind::kErnel);
   if (found == nullptr) {
     return CUDA_ERROR_INVALID_HANDLE;
   }
-  *function = reinterpret_cast<CUfunction>(s.function_for(found->module, found->def));
+  *function = reinterpret_cast<CUfunction>(s.functionFor(found->module, found->def));
   return CUDA_SUCCESS;
 }
 
 // ---- functions and kernels --------------------------------------------------------
 
 DOUBLE_API CUresult cuFuncGetName(const char** name, CUfunction function) {
-  if (const CUresult r = need_init(); r != CUDA_SUCCESS) {
+  if (const CUresult r = needInit(); r != CUDA_SUCCESS) {
     return r;
   }
   if (name == nullptr) {
@@ -364,7 +364,7 @@ DOUBLE_API CUresult cuFuncGetName(const char** name, CUfunction function) {
   }
   State& s = state();
   Lock lock(s.mutex);
-  const Launchable* found = find_launchable(s, function, Launchable::Kind::function);
+  const Launchable* found = findLaunchable(s, function, Launchable::Kind::kFunction);
   if (found == nullptr) {
     return CUDA_ERROR_INVALID_HANDLE;
   }
@@ -373,7 +373,7 @@ DOUBLE_API CUresult cuFuncGetName(const char** name, CUfunction function) {
 }
 
 DOUBLE_API CUresult cuKernelGetName(const char** name, CUkernel kernel) {
-  if (const CUresult r = need_init(); r != CUDA_SUCCESS) {
+  if (const CUresult r = needInit(); r != CUDA_SUCCESS) {
     return r;
   }
   if (name == nullptr) {
@@ -381,7 +381,7 @@ DOUBLE_API CUresult cuKernelGetName(const char** name, CUkernel kernel) {
   }
   State& s = state();
   Lock lock(s.mutex);
-  const Launchable* found = find_launchable(s, kernel, Launchable::Kind::kernel);
+  const Launchable* found = findLaunchable(s, kernel, Launchable::Kind::kErnel);
   if (found == nullptr) {
     return CUDA_ERROR_INVALID_HANDLE;
   }
@@ -390,31 +390,31 @@ DOUBLE_API CUresult cuKernelGetName(const char** name, CUkernel kernel) {
 }
 
 DOUBLE_API CUresult cuFuncGetParamInfo(CUfunction function, std::size_t index, std::size_t* offset, std::size_t* size) {
-  if (const CUresult r = need_init(); r != CUDA_SUCCESS) {
+  if (const CUresult r = needInit(); r != CUDA_SUCCESS) {
     return r;
   }
   State& s = state();
   Lock lock(s.mutex);
-  return param_info(find_launchable(s, function, Launchable::Kind::function), index, offset, size);
+  return paramInfo(findLaunchable(s, function, Launchable::Kind::kFunction), index, offset, size);
 }
 
 DOUBLE_API CUresult cuKernelGetParamInfo(CUkernel kernel, std::size_t index, std::size_t* offset, std::size_t* size) {
-  if (const CUresult r = need_init(); r != CUDA_SUCCESS) {
+  if (const CUresult r = needInit(); r != CUDA_SUCCESS) {
     return r;
   }
   State& s = state();
   Lock lock(s.mutex);
-  return param_info(find_launchable(s, kernel, Launchable::Kind::kernel), index, offset, size);
+  return paramInfo(findLaunchable(s, kernel, Launchable::Kind::kErnel), index, offset, size);
 }
 
 DOUBLE_API CUresult cuFuncSetAttribute(CUfunction function, CUfunction_attribute, int) {
-  return set_function_attribute(function);  // any handle that launches takes attributes
+  return setFunctionAttribute(function);  // any handle that launches takes attributes
 }
 
-DOUBLE_API CUresult cuFuncSetCacheConfig(CUfunction function, CUfunc_cache) { return set_function_attribute(function); }
+DOUBLE_API CUresult cuFuncSetCacheConfig(CUfunction function, CUfunc_cache) { return setFunctionAttribute(function); }
 
 DOUBLE_API CUresult cuKernelSetAttribute(CUfunction_attribute, int, CUkernel kernel, CUdevice device) {
-  if (const CUresult r = need_init(); r != CUDA_SUCCESS) {
+  if (const CUresult r = needInit(); r != CUDA_SUCCESS) {
     return r;
   }
   if (device != 0) {
@@ -422,7 +422,7 @@ DOUBLE_API CUresult cuKernelSetAttribute(CUfunction_attribute, int, CUkernel ker
   }
   State& s = state();
   Lock lock(s.mutex);
-  return find_launchable(s, kernel, Launchable::Kind::kernel) != nullptr ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+  return findLaunchable(s, kernel, Launchable::Kind::kErnel) != nullptr ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
 }
 
 // ---- the JIT linker --------------------------------------------------------------
@@ -442,20 +442,20 @@ struct LinkState {
 }  // namespace
 }  // namespace kcap_double
 
-DOUBLE_API CUresult cuLinkCreate_v2(unsigned, CUjit_option*, void**, CUlinkState* state_out) {
-  if (const CUresult r = need_context(); r != CUDA_SUCCESS) {
+DOUBLE_API CUresult cuLinkCreate_v2(unsigned, CUjit_option*, void**, CUlinkState* stateOut) {
+  if (const CUresult r = needContext(); r != CUDA_SUCCESS) {
     return r;
   }
-  if (state_out == nullptr) {
+  if (stateOut == nullptr) {
     return CUDA_ERROR_INVALID_VALUE;
   }
-  *state_out = reinterpret_cast<CUlinkState>(new LinkState);
+  *stateOut = reinterpret_cast<CUlinkState>(new LinkState);
   return CUDA_SUCCESS;
 }
 
-DOUBLE_API CUresult cuLinkAddData_v2(CUlinkState state_in, CUjitInputType type, void* data, std::size_t size,
+DOUBLE_API CUresult cuLinkAddData_v2(CUlinkState stateIn, CUjitInputType type, void* data, std::size_t size,
                                      const char*, unsigned, CUjit_option*, void**) {
-  auto* link = reinterpret_cast<LinkState*>(state_in);
+  auto* link = reinterpret_cast<LinkState*>(stateIn);
   if (link == nullptr || data == nullptr || size == 0) {
     return CUDA_ERROR_INVALID_VALUE;
   }
@@ -463,7 +463,7 @@ DOUBLE_API CUresult cuLinkAddData_v2(CUlinkState state_in, CUjitInputType type, 
     return CUDA_ERROR_NOT_SUPPORTED;
   }
   ImageContents contents;
-  if (!inspect_image(data, contents)) {
+  if (!inspectImage(data, contents)) {
     return CUDA_ERROR_INVALID_IMAGE;
   }
   for (const KernelDef* kernel : contents.kernels) {
@@ -476,8 +476,8 @@ DOUBLE_API CUresult cuLinkAddData_v2(CUlinkState state_in, CUjitInputType type, 
   return CUDA_SUCCESS;
 }
 
-DOUBLE_API CUresult cuLinkComplete(CUlinkState state_in, void** cubin, std::size_t* size) {
-  auto* link = reinterpret_cast<LinkState*>(state_in);
+DOUBLE_API CUresult cuLinkComplete(CUlinkState stateIn, void** cubin, std::size_t* size) {
+  auto* link = reinterpret_cast<LinkState*>(stateIn);
   if (link == nullptr || cubin == nullptr || size == nullptr) {
     return CUDA_ERROR_INVALID_VALUE;
   }
@@ -489,7 +489,7 @@ DOUBLE_API CUresult cuLinkComplete(CUlinkState state_in, void** cubin, std::size
   return CUDA_SUCCESS;
 }
 
-DOUBLE_API CUresult cuLinkDestroy(CUlinkState state_in) {
-  delete reinterpret_cast<LinkState*>(state_in);
+DOUBLE_API CUresult cuLinkDestroy(CUlinkState stateIn) {
+  delete reinterpret_cast<LinkState*>(stateIn);
   return CUDA_SUCCESS;
 }

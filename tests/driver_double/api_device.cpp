@@ -12,7 +12,7 @@ namespace {
 
 constexpr int kDriverVersion = 13000;
 
-const char* error_name(CUresult error) {
+const char* errorName(CUresult error) {
   switch (error) {
 #define KCAP_DOUBLE_ERROR(code) \
   case code:                    \
@@ -40,8 +40,8 @@ const char* error_name(CUresult error) {
   }
 }
 
-CUresult device_uuid(CUuuid* uuid, CUdevice device) {
-  if (const CUresult r = need_init(); r != CUDA_SUCCESS) {
+CUresult deviceUuid(CUuuid* uuid, CUdevice device) {
+  if (const CUresult r = needInit(); r != CUDA_SUCCESS) {
     return r;
   }
   if (device != 0) {
@@ -56,11 +56,11 @@ CUresult device_uuid(CUuuid* uuid, CUdevice device) {
   return CUDA_SUCCESS;
 }
 
-CUresult describe_error(CUresult error, const char** text) {
+CUresult describeError(CUresult error, const char** text) {
   if (text == nullptr) {
     return CUDA_ERROR_INVALID_VALUE;
   }
-  *text = error_name(error);
+  *text = errorName(error);
   return *text != nullptr ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
@@ -87,14 +87,14 @@ DOUBLE_API CUresult cuDriverGetVersion(int* version) {
   return CUDA_SUCCESS;
 }
 
-DOUBLE_API CUresult cuGetErrorName(CUresult error, const char** name) { return describe_error(error, name); }
+DOUBLE_API CUresult cuGetErrorName(CUresult error, const char** name) { return describeError(error, name); }
 
 DOUBLE_API CUresult cuGetErrorString(CUresult error, const char** text) {
-  return describe_error(error, text);  // the double's descriptions are its names
+  return describeError(error, text);  // the double's descriptions are its names
 }
 
 DOUBLE_API CUresult cuDeviceGetCount(int* count) {
-  if (const CUresult r = need_init(); r != CUDA_SUCCESS) {
+  if (const CUresult r = needInit(); r != CUDA_SUCCESS) {
     return r;
   }
   if (count == nullptr) {
@@ -105,7 +105,7 @@ DOUBLE_API CUresult cuDeviceGetCount(int* count) {
 }
 
 DOUBLE_API CUresult cuDeviceGet(CUdevice* device, int ordinal) {
-  if (const CUresult r = need_init(); r != CUDA_SUCCESS) {
+  if (const CUresult r = needInit(); r != CUDA_SUCCESS) {
     return r;
   }
   if (device == nullptr) {
@@ -119,7 +119,7 @@ DOUBLE_API CUresult cuDeviceGet(CUdevice* device, int ordinal) {
 }
 
 DOUBLE_API CUresult cuDeviceGetName(char* name, int length, CUdevice device) {
-  if (const CUresult r = need_init(); r != CUDA_SUCCESS) {
+  if (const CUresult r = needInit(); r != CUDA_SUCCESS) {
     return r;
   }
   if (device != 0) {
@@ -133,7 +133,7 @@ DOUBLE_API CUresult cuDeviceGetName(char* name, int length, CUdevice device) {
 }
 
 DOUBLE_API CUresult cuDeviceGetAttribute(int* value, CUdevice_attribute attribute, CUdevice device) {
-  if (const CUresult r = need_init(); r != CUDA_SUCCESS) {
+  if (const CUresult r = needInit(); r != CUDA_SUCCESS) {
     return r;
   }
   if (device != 0) {
@@ -175,7 +175,7 @@ DOUBLE_API CUresult cuDeviceGetAttribute(int* value, CUdevice_attribute attribut
 }
 
 DOUBLE_API CUresult cuDeviceTotalMem_v2(std::size_t* bytes, CUdevice device) {
-  if (const CUresult r = need_init(); r != CUDA_SUCCESS) {
+  if (const CUresult r = needInit(); r != CUDA_SUCCESS) {
     return r;
   }
   if (device != 0) {
@@ -189,7 +189,7 @@ DOUBLE_API CUresult cuDeviceTotalMem_v2(std::size_t* bytes, CUdevice device) {
 }
 
 DOUBLE_API CUresult cuDeviceGetPCIBusId(char* bus, int length, CUdevice device) {
-  if (const CUresult r = need_init(); r != CUDA_SUCCESS) {
+  if (const CUresult r = needInit(); r != CUDA_SUCCESS) {
     return r;
   }
   if (device != 0) {
@@ -202,13 +202,13 @@ DOUBLE_API CUresult cuDeviceGetPCIBusId(char* bus, int length, CUdevice device) 
   return CUDA_SUCCESS;
 }
 
-DOUBLE_API CUresult cuDeviceGetUuid(CUuuid* uuid, CUdevice device) { return device_uuid(uuid, device); }
-DOUBLE_API CUresult cuDeviceGetUuid_v2(CUuuid* uuid, CUdevice device) { return device_uuid(uuid, device); }
+DOUBLE_API CUresult cuDeviceGetUuid(CUuuid* uuid, CUdevice device) { return deviceUuid(uuid, device); }
+DOUBLE_API CUresult cuDeviceGetUuid_v2(CUuuid* uuid, CUdevice device) { return deviceUuid(uuid, device); }
 
 // ---- contexts -----------------------------------------------------------------------
 
 DOUBLE_API CUresult cuDevicePrimaryCtxRetain(CUcontext* context, CUdevice device) {
-  if (const CUresult r = need_init(); r != CUDA_SUCCESS) {
+  if (const CUresult r = needInit(); r != CUDA_SUCCESS) {
     return r;
   }
   if (device != 0) {
@@ -219,13 +219,13 @@ DOUBLE_API CUresult cuDevicePrimaryCtxRetain(CUcontext* context, CUdevice device
   }
   State& s = state();
   Lock lock(s.mutex);
-  ++s.primary_retains;
-  *context = reinterpret_cast<CUcontext>(&s.primary_context);
+  ++s.primaryRetains;
+  *context = reinterpret_cast<CUcontext>(&s.primaryContext);
   return CUDA_SUCCESS;
 }
 
 DOUBLE_API CUresult cuDevicePrimaryCtxRelease_v2(CUdevice device) {
-  if (const CUresult r = need_init(); r != CUDA_SUCCESS) {
+  if (const CUresult r = needInit(); r != CUDA_SUCCESS) {
     return r;
   }
   if (device != 0) {
@@ -233,15 +233,15 @@ DOUBLE_API CUresult cuDevicePrimaryCtxRelease_v2(CUdevice device) {
   }
   State& s = state();
   Lock lock(s.mutex);
-  if (s.primary_retains == 0) {
+  if (s.primaryRetains == 0) {
     return CUDA_ERROR_INVALID_CONTEXT;
   }
-  --s.primary_retains;
+  --s.primaryRetains;
   return CUDA_SUCCESS;
 }
 
 DOUBLE_API CUresult cuCtxCreate_v4(CUcontext* context, CUctxCreateParams*, unsigned, CUdevice device) {
-  if (const CUresult r = need_init(); r != CUDA_SUCCESS) {
+  if (const CUresult r = needInit(); r != CUDA_SUCCESS) {
     return r;
   }
   if (device != 0) {
@@ -254,41 +254,41 @@ DOUBLE_API CUresult cuCtxCreate_v4(CUcontext* context, CUctxCreateParams*, unsig
   Lock lock(s.mutex);
   auto* created = new Context{device};
   s.contexts.insert(created);
-  current_context() = created;
+  currentContext() = created;
   *context = reinterpret_cast<CUcontext>(created);
   return CUDA_SUCCESS;
 }
 
 DOUBLE_API CUresult cuCtxDestroy_v2(CUcontext context) {
-  if (const CUresult r = need_init(); r != CUDA_SUCCESS) {
+  if (const CUresult r = needInit(); r != CUDA_SUCCESS) {
     return r;
   }
   State& s = state();
   Lock lock(s.mutex);
   auto* found = reinterpret_cast<Context*>(context);
-  if (found == &s.primary_context || s.contexts.erase(found) == 0) {
+  if (found == &s.primaryContext || s.contexts.erase(found) == 0) {
     return CUDA_ERROR_INVALID_CONTEXT;
   }
-  if (current_context() == found) {
-    current_context() = nullptr;
+  if (currentContext() == found) {
+    currentContext() = nullptr;
   }
   delete found;
   return CUDA_SUCCESS;
 }
 
 DOUBLE_API CUresult cuCtxGetCurrent(CUcontext* context) {
-  if (const CUresult r = need_init(); r != CUDA_SUCCESS) {
+  if (const CUresult r = needInit(); r != CUDA_SUCCESS) {
     return r;
   }
   if (context == nullptr) {
     return CUDA_ERROR_INVALID_VALUE;
   }
-  *context = reinterpret_cast<CUcontext>(current_context());
+  *context = reinterpret_cast<CUcontext>(currentContext());
   return CUDA_SUCCESS;
 }
 
 DOUBLE_API CUresult cuCtxSetCurrent(CUcontext context) {
-  if (const CUresult r = need_init(); r != CUDA_SUCCESS) {
+  if (const CUresult r = needInit(); r != CUDA_SUCCESS) {
     return r;
   }
   State& s = state();
@@ -297,26 +297,26 @@ DOUBLE_API CUresult cuCtxSetCurrent(CUcontext context) {
   if (found != nullptr && s.contexts.count(found) == 0) {
     return CUDA_ERROR_INVALID_CONTEXT;
   }
-  current_context() = found;
+  currentContext() = found;
   return CUDA_SUCCESS;
 }
 
-DOUBLE_API CUresult cuCtxSynchronize() { return synchronize_context(); }
+DOUBLE_API CUresult cuCtxSynchronize() { return synchronizeContext(); }
 
 DOUBLE_API CUresult cuCtxSynchronize_v2(CUcontext context) {
-  if (context != nullptr && reinterpret_cast<Context*>(context) != current_context()) {
+  if (context != nullptr && reinterpret_cast<Context*>(context) != currentContext()) {
     return CUDA_ERROR_NOT_SUPPORTED;  // the double only synchronizes the current context
   }
-  return synchronize_context();
+  return synchronizeContext();
 }
 
 DOUBLE_API CUresult cuCtxGetDevice(CUdevice* device) {
-  if (const CUresult r = need_context(); r != CUDA_SUCCESS) {
+  if (const CUresult r = needContext(); r != CUDA_SUCCESS) {
     return r;
   }
   if (device == nullptr) {
     return CUDA_ERROR_INVALID_VALUE;
   }
-  *device = current_context()->device;
+  *device = currentContext()->device;
   return CUDA_SUCCESS;
 }

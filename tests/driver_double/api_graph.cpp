@@ -13,21 +13,21 @@
 namespace kcap_double {
 namespace {
 
-thread_local CUstreamCaptureMode t_capture_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
+thread_local CUstreamCaptureMode g_tCaptureMode = CU_STREAM_CAPTURE_MODE_GLOBAL;
 
-Event* find_event(State& s, CUevent event) {
+Event* findEvent(State& s, CUevent event) {
   auto* found = reinterpret_cast<Event*>(event);
   return s.events.count(found) != 0 ? found : nullptr;
 }
 
-CUresult record_event(CUevent event, CUstream stream) {
-  if (const CUresult r = need_context(); r != CUDA_SUCCESS) {
+CUresult recordEvent(CUevent event, CUstream stream) {
+  if (const CUresult r = needContext(); r != CUDA_SUCCESS) {
     return r;
   }
   State& s = state();
   Lock lock(s.mutex);
-  Event* found = find_event(s, event);
-  if (found == nullptr || !valid_stream(s, stream)) {
+  Event* found = findEvent(s, event);
+  if (found == nullptr || !validStream(s, stream)) {
     return CUDA_ERROR_INVALID_HANDLE;
   }
   found->recorded = true;
@@ -35,35 +35,35 @@ CUresult record_event(CUevent event, CUstream stream) {
   return CUDA_SUCCESS;
 }
 
-CUresult wait_event(CUstream stream, CUevent event) {
-  if (const CUresult r = need_context(); r != CUDA_SUCCESS) {
+CUresult waitEvent(CUstream stream, CUevent event) {
+  if (const CUresult r = needContext(); r != CUDA_SUCCESS) {
     return r;
   }
   State& s = state();
   Lock lock(s.mutex);
-  return find_event(s, event) != nullptr && valid_stream(s, stream) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+  return findEvent(s, event) != nullptr && validStream(s, stream) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
 }
 
-CUresult begin_capture(CUstream stream, CUstreamCaptureMode) {
-  if (const CUresult r = need_context(); r != CUDA_SUCCESS) {
+CUresult beginCapture(CUstream stream, CUstreamCaptureMode) {
+  if (const CUresult r = needContext(); r != CUDA_SUCCESS) {
     return r;
   }
   State& s = state();
   Lock lock(s.mutex);
-  Stream* found = find_stream(s, stream);
+  Stream* found = findStream(s, stream);
   if (found == nullptr) {
     return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;  // the legacy stream cannot capture
   }
-  if (found->capture != Stream::Capture::none) {
+  if (found->capture != Stream::Capture::kNone) {
     return CUDA_ERROR_ILLEGAL_STATE;
   }
-  found->capture = Stream::Capture::active;
+  found->capture = Stream::Capture::kActive;
   found->captured.clear();
   return CUDA_SUCCESS;
 }
 
-CUresult end_capture(CUstream stream, CUgraph* graph) {
-  if (const CUresult r = need_context(); r != CUDA_SUCCESS) {
+CUresult endCapture(CUstream stream, CUgraph* graph) {
+  if (const CUresult r = needContext(); r != CUDA_SUCCESS) {
     return r;
   }
   if (graph == nullptr) {
@@ -71,12 +71,12 @@ CUresult end_capture(CUstream stream, CUgraph* graph) {
   }
   State& s = state();
   Lock lock(s.mutex);
-  Stream* found = find_stream(s, stream);
-  if (found == nullptr || found->capture == Stream::Capture::none) {
+  Stream* found = findStream(s, stream);
+  if (found == nullptr || found->capture == Stream::Capture::kNone) {
     return CUDA_ERROR_ILLEGAL_STATE;
   }
-  const bool invalidated = found->capture == Stream::Capture::invalidated;
-  found->capture = Stream::Capture::none;
+  const bool invalidated = found->capture == Stream::Capture::kInvalidated;
+  found->capture = Stream::Capture::kNone;
   if (invalidated) {
     found->captured.clear();
     *graph = nullptr;
@@ -89,8 +89,8 @@ CUresult end_capture(CUstream stream, CUgraph* graph) {
   return CUDA_SUCCESS;
 }
 
-CUresult is_capturing(CUstream stream, CUstreamCaptureStatus* status) {
-  if (const CUresult r = need_context(); r != CUDA_SUCCESS) {
+CUresult isCapturing(CUstream stream, CUstreamCaptureStatus* status) {
+  if (const CUresult r = needContext(); r != CUDA_SUCCESS) {
     return r;
   }
   if (status == nullptr) {
@@ -98,19 +98,19 @@ CUresult is_capturing(CUstream stream, CUstreamCaptureStatus* status) {
   }
   State& s = state();
   Lock lock(s.mutex);
-  if (!valid_stream(s, stream)) {
+  if (!validStream(s, stream)) {
     return CUDA_ERROR_INVALID_HANDLE;
   }
-  const Stream* found = find_stream(s, stream);
-  const Stream::Capture capture = found != nullptr ? found->capture : Stream::Capture::none;
-  *status = capture == Stream::Capture::active        ? CU_STREAM_CAPTURE_STATUS_ACTIVE
-            : capture == Stream::Capture::invalidated ? CU_STREAM_CAPTURE_STATUS_INVALIDATED
-                                                      : CU_STREAM_CAPTURE_STATUS_NONE;
+  const Stream* found = findStream(s, stream);
+  const Stream::Capture capture = found != nullptr ? found->capture : Stream::Capture::kNone;
+  *status = capture == Stream::Capture::kActive        ? CU_STREAM_CAPTURE_STATUS_ACTIVE
+            : capture == Stream::Capture::kInvalidated ? CU_STREAM_CAPTURE_STATUS_INVALIDATED
+                                                       : CU_STREAM_CAPTURE_STATUS_NONE;
   return CUDA_SUCCESS;
 }
 
-CUresult launch_graph(CUgraphExec exec, CUstream stream) {
-  if (const CUresult r = need_context(); r != CUDA_SUCCESS) {
+CUresult launchGraph(CUgraphExec exec, CUstream stream) {
+  if (const CUresult r = needContext(); r != CUDA_SUCCESS) {
     return r;
   }
   std::vector<CapturedLaunch> launches;
@@ -118,13 +118,13 @@ CUresult launch_graph(CUgraphExec exec, CUstream stream) {
     State& s = state();
     Lock lock(s.mutex);
     const auto* found = reinterpret_cast<const Graph*>(exec);
-    if (s.graph_execs.count(found) == 0 || !valid_stream(s, stream)) {
+    if (s.graphExecs.count(found) == 0 || !validStream(s, stream)) {
       return CUDA_ERROR_INVALID_HANDLE;
     }
     launches = found->launches;
   }
   for (const CapturedLaunch& launch : launches) {
-    run_launch(launch);
+    runLaunch(launch);
   }
   return CUDA_SUCCESS;
 }
@@ -132,8 +132,8 @@ CUresult launch_graph(CUgraphExec exec, CUstream stream) {
 }  // namespace
 
 // Context synchronization (api_device.cpp's cuCtxSynchronize).
-CUresult synchronize_context() {
-  if (const CUresult r = need_context(); r != CUDA_SUCCESS) {
+CUresult synchronizeContext() {
+  if (const CUresult r = needContext(); r != CUDA_SUCCESS) {
     return r;
   }
   State& s = state();
@@ -141,8 +141,8 @@ CUresult synchronize_context() {
   bool invalidated = false;
   for (const Stream* stream : s.streams) {
     auto* capturing = const_cast<Stream*>(stream);
-    if (capturing->capture != Stream::Capture::none) {
-      capturing->capture = Stream::Capture::invalidated;
+    if (capturing->capture != Stream::Capture::kNone) {
+      capturing->capture = Stream::Capture::kInvalidated;
       invalidated = true;
     }
   }
@@ -156,7 +156,7 @@ using namespace kcap_double;
 // ---- events ---------------------------------------------------------------------------
 
 DOUBLE_API CUresult cuEventCreate(CUevent* event, unsigned flags) {
-  if (const CUresult r = need_context(); r != CUDA_SUCCESS) {
+  if (const CUresult r = needContext(); r != CUDA_SUCCESS) {
     return r;
   }
   if (event == nullptr) {
@@ -171,12 +171,12 @@ DOUBLE_API CUresult cuEventCreate(CUevent* event, unsigned flags) {
 }
 
 DOUBLE_API CUresult cuEventDestroy_v2(CUevent event) {
-  if (const CUresult r = need_context(); r != CUDA_SUCCESS) {
+  if (const CUresult r = needContext(); r != CUDA_SUCCESS) {
     return r;
   }
   State& s = state();
   Lock lock(s.mutex);
-  Event* found = find_event(s, event);
+  Event* found = findEvent(s, event);
   if (found == nullptr) {
     return CUDA_ERROR_INVALID_HANDLE;
   }
@@ -185,26 +185,26 @@ DOUBLE_API CUresult cuEventDestroy_v2(CUevent event) {
   return CUDA_SUCCESS;
 }
 
-DOUBLE_API CUresult cuEventRecord(CUevent event, CUstream stream) { return record_event(event, stream); }
-DOUBLE_API CUresult cuEventRecord_ptsz(CUevent event, CUstream stream) { return record_event(event, stream); }
-DOUBLE_API CUresult cuStreamWaitEvent(CUstream stream, CUevent event, unsigned) { return wait_event(stream, event); }
+DOUBLE_API CUresult cuEventRecord(CUevent event, CUstream stream) { return recordEvent(event, stream); }
+DOUBLE_API CUresult cuEventRecord_ptsz(CUevent event, CUstream stream) { return recordEvent(event, stream); }
+DOUBLE_API CUresult cuStreamWaitEvent(CUstream stream, CUevent event, unsigned) { return waitEvent(stream, event); }
 DOUBLE_API CUresult cuStreamWaitEvent_ptsz(CUstream stream, CUevent event, unsigned) {
-  return wait_event(stream, event);
+  return waitEvent(stream, event);
 }
 
 DOUBLE_API CUresult cuEventSynchronize(CUevent event) {
-  if (const CUresult r = need_context(); r != CUDA_SUCCESS) {
+  if (const CUresult r = needContext(); r != CUDA_SUCCESS) {
     return r;
   }
   State& s = state();
   Lock lock(s.mutex);
-  return find_event(s, event) != nullptr ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+  return findEvent(s, event) != nullptr ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
 }
 
 // Milliseconds between two recorded events, from the host clock at
 // cuEventRecord (the real driver's resolution is about half a microsecond).
 DOUBLE_API CUresult cuEventElapsedTime_v2(float* milliseconds, CUevent start, CUevent end) {
-  if (const CUresult r = need_context(); r != CUDA_SUCCESS) {
+  if (const CUresult r = needContext(); r != CUDA_SUCCESS) {
     return r;
   }
   if (milliseconds == nullptr) {
@@ -212,8 +212,8 @@ DOUBLE_API CUresult cuEventElapsedTime_v2(float* milliseconds, CUevent start, CU
   }
   State& s = state();
   Lock lock(s.mutex);
-  const Event* first = find_event(s, start);
-  const Event* second = find_event(s, end);
+  const Event* first = findEvent(s, start);
+  const Event* second = findEvent(s, end);
   if (first == nullptr || second == nullptr) {
     return CUDA_ERROR_INVALID_HANDLE;
   }
@@ -230,32 +230,32 @@ DOUBLE_API CUresult cuEventElapsedTime_v2(float* milliseconds, CUevent start, CU
 // ---- capture and graphs ----------------------------------------------------------------
 
 DOUBLE_API CUresult cuStreamBeginCapture_v2(CUstream stream, CUstreamCaptureMode mode) {
-  return begin_capture(stream, mode);
+  return beginCapture(stream, mode);
 }
 DOUBLE_API CUresult cuStreamBeginCapture_v2_ptsz(CUstream stream, CUstreamCaptureMode mode) {
-  return begin_capture(stream, mode);
+  return beginCapture(stream, mode);
 }
-DOUBLE_API CUresult cuStreamEndCapture(CUstream stream, CUgraph* graph) { return end_capture(stream, graph); }
-DOUBLE_API CUresult cuStreamEndCapture_ptsz(CUstream stream, CUgraph* graph) { return end_capture(stream, graph); }
+DOUBLE_API CUresult cuStreamEndCapture(CUstream stream, CUgraph* graph) { return endCapture(stream, graph); }
+DOUBLE_API CUresult cuStreamEndCapture_ptsz(CUstream stream, CUgraph* graph) { return endCapture(stream, graph); }
 DOUBLE_API CUresult cuStreamIsCapturing(CUstream stream, CUstreamCaptureStatus* status) {
-  return is_capturing(stream, status);
+  return isCapturing(stream, status);
 }
 DOUBLE_API CUresult cuStreamIsCapturing_ptsz(CUstream stream, CUstreamCaptureStatus* status) {
-  return is_capturing(stream, status);
+  return isCapturing(stream, status);
 }
 
 DOUBLE_API CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode* mode) {
   if (mode == nullptr) {
     return CUDA_ERROR_INVALID_VALUE;
   }
-  const CUstreamCaptureMode previous = t_capture_mode;
-  t_capture_mode = *mode;
+  const CUstreamCaptureMode previous = g_tCaptureMode;
+  g_tCaptureMode = *mode;
   *mode = previous;
   return CUDA_SUCCESS;
 }
 
 DOUBLE_API CUresult cuGraphInstantiateWithFlags(CUgraphExec* exec, CUgraph graph, unsigned long long) {
-  if (const CUresult r = need_context(); r != CUDA_SUCCESS) {
+  if (const CUresult r = needContext(); r != CUDA_SUCCESS) {
     return r;
   }
   if (exec == nullptr) {
@@ -268,19 +268,19 @@ DOUBLE_API CUresult cuGraphInstantiateWithFlags(CUgraphExec* exec, CUgraph graph
     return CUDA_ERROR_INVALID_HANDLE;
   }
   auto* made = new Graph{found->launches};
-  s.graph_execs.insert(made);
+  s.graphExecs.insert(made);
   *exec = reinterpret_cast<CUgraphExec>(made);
   return CUDA_SUCCESS;
 }
 
-DOUBLE_API CUresult cuGraphLaunch(CUgraphExec exec, CUstream stream) { return launch_graph(exec, stream); }
-DOUBLE_API CUresult cuGraphLaunch_ptsz(CUgraphExec exec, CUstream stream) { return launch_graph(exec, stream); }
+DOUBLE_API CUresult cuGraphLaunch(CUgraphExec exec, CUstream stream) { return launchGraph(exec, stream); }
+DOUBLE_API CUresult cuGraphLaunch_ptsz(CUgraphExec exec, CUstream stream) { return launchGraph(exec, stream); }
 
 DOUBLE_API CUresult cuGraphExecDestroy(CUgraphExec exec) {
   State& s = state();
   Lock lock(s.mutex);
   auto* found = reinterpret_cast<Graph*>(exec);
-  if (s.graph_execs.erase(found) == 0) {
+  if (s.graphExecs.erase(found) == 0) {
     return CUDA_ERROR_INVALID_HANDLE;
   }
   delete found;

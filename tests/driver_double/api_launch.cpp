@@ -20,50 +20,50 @@ namespace kcap_double {
 // unmapped part, as replay's overrun check places guards) faults like a GPU
 // kernel: the launch "succeeds" and the context gets the sticky
 // CUDA_ERROR_ILLEGAL_ADDRESS, instead of the process dying of SIGSEGV.
-thread_local sigjmp_buf* fault_jump = nullptr;
+thread_local sigjmp_buf* g_faultJump = nullptr;
 
-void on_fault(int signal) {
-  if (fault_jump != nullptr) {
-    siglongjmp(*fault_jump, 1);
+void onFault(int signal) {
+  if (g_faultJump != nullptr) {
+    siglongjmp(*g_faultJump, 1);
   }
   ::signal(signal, SIG_DFL);
   ::raise(signal);
 }
 
-void run_kernel(const CapturedLaunch& launch, void** values) {
+void runKernel(const CapturedLaunch& launch, void** values) {
   struct sigaction action {};
-  action.sa_handler = on_fault;
+  action.sa_handler = onFault;
   sigemptyset(&action.sa_mask);
   action.sa_flags = SA_NODEFER;
-  struct sigaction old_segv {};
-  struct sigaction old_bus {};
-  sigaction(SIGSEGV, &action, &old_segv);
-  sigaction(SIGBUS, &action, &old_bus);
+  struct sigaction oldSegv {};
+  struct sigaction oldBus {};
+  sigaction(SIGSEGV, &action, &oldSegv);
+  sigaction(SIGBUS, &action, &oldBus);
   sigjmp_buf jump;
   if (sigsetjmp(jump, 1) == 0) {
-    fault_jump = &jump;
+    g_faultJump = &jump;
     launch.def->run(launch.shape, values, *launch.module);
   } else {
     state().sticky.store(CUDA_ERROR_ILLEGAL_ADDRESS);
   }
-  fault_jump = nullptr;
-  sigaction(SIGSEGV, &old_segv, nullptr);
-  sigaction(SIGBUS, &old_bus, nullptr);
+  g_faultJump = nullptr;
+  sigaction(SIGSEGV, &oldSegv, nullptr);
+  sigaction(SIGBUS, &oldBus, nullptr);
 }
 
-void run_launch(const CapturedLaunch& launch) {
+void runLaunch(const CapturedLaunch& launch) {
   std::vector<void*> values;
   for (const ParamSlot& slot : launch.def->params) {
     values.push_back(const_cast<unsigned char*>(launch.bytes.data()) + slot.offset);
   }
-  run_kernel(launch, values.data());
+  runKernel(launch, values.data());
 }
 
 namespace {
 
 // Pointers to each parameter's value, from kernelParams or from an `extra`
 // buffer laid out as cuFuncGetParamInfo describes.
-CUresult gather_params(const KernelDef& def, void** params, void** extra, std::vector<void*>& out) {
+CUresult gatherParams(const KernelDef& def, void** params, void** extra, std::vector<void*>& out) {
   if (params != nullptr && extra != nullptr) {
     return CUDA_ERROR_INVALID_VALUE;
   }
@@ -103,7 +103,7 @@ CUresult gather_params(const KernelDef& def, void** params, void** extra, std::v
 
 CUresult launch(CUfunction f, const LaunchShape& shape, CUstream stream, void** params, void** extra,
                 bool cooperative) {
-  if (const CUresult r = need_context(); r != CUDA_SUCCESS) {
+  if (const CUresult r = needContext(); r != CUDA_SUCCESS) {
     return r;
   }
   const KernelDef* def = nullptr;
@@ -112,7 +112,7 @@ CUresult launch(CUfunction f, const LaunchShape& shape, CUstream stream, void** 
     State& s = state();
     Lock lock(s.mutex);
     const auto* launchable = reinterpret_cast<const Launchable*>(f);
-    if (s.launchables.count(launchable) == 0 || !valid_stream(s, stream)) {
+    if (s.launchables.count(launchable) == 0 || !validStream(s, stream)) {
       return CUDA_ERROR_INVALID_HANDLE;
     }
     def = launchable->def;
@@ -123,7 +123,7 @@ CUresult launch(CUfunction f, const LaunchShape& shape, CUstream stream, void** 
       return CUDA_ERROR_INVALID_VALUE;
     }
   }
-  if (def->name == "kcap_content_hash" && content_hash_fault() == "fail-later") {
+  if (def->name == "kcap_content_hash" && contentHashFault() == "fail-later") {
     static std::atomic<int> launches{0};
     if (launches.fetch_add(1) > 0) {
       return CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES;
@@ -136,7 +136,7 @@ CUresult launch(CUfunction f, const LaunchShape& shape, CUstream stream, void** 
     return CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE;
   }
   std::vector<void*> values;
-  if (const CUresult r = gather_params(*def, params, extra, values); r != CUDA_SUCCESS) {
+  if (const CUresult r = gatherParams(*def, params, extra, values); r != CUDA_SUCCESS) {
     return r;
   }
   CapturedLaunch copy{def, module, shape, {}};
@@ -147,7 +147,7 @@ CUresult launch(CUfunction f, const LaunchShape& shape, CUstream stream, void** 
   }
   // A tensor map parameter (128 bytes) another driver made is refused.
   for (const ParamSlot& slot : def->params) {
-    if (slot.size == sizeof(CUtensorMap) && !tensor_map_is_ours(copy.bytes.data() + slot.offset)) {
+    if (slot.size == sizeof(CUtensorMap) && !tensorMapIsOurs(copy.bytes.data() + slot.offset)) {
       return CUDA_ERROR_INVALID_VALUE;
     }
   }
@@ -174,22 +174,22 @@ CUresult launch(CUfunction f, const LaunchShape& shape, CUstream stream, void** 
   {
     State& s = state();
     Lock lock(s.mutex);
-    if (Stream* capturing = find_stream(s, stream);
-        capturing != nullptr && capturing->capture != Stream::Capture::none) {
+    if (Stream* capturing = findStream(s, stream);
+        capturing != nullptr && capturing->capture != Stream::Capture::kNone) {
       capturing->captured.push_back(std::move(copy));  // captured, not run
       return CUDA_SUCCESS;
     }
   }
-  run_launch(copy);
+  runLaunch(copy);
   return CUDA_SUCCESS;
 }
 
-CUresult launch_kernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
-                       unsigned shared, CUstream stream, void** params, void** extra) {
+CUresult launchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                      unsigned shared, CUstream stream, void** params, void** extra) {
   return launch(f, LaunchShape{{gx, gy, gz}, {bx, by, bz}, shared}, stream, params, extra, false);
 }
 
-CUresult launch_kernel_ex(const CUlaunchConfig* config, CUfunction f, void** params, void** extra) {
+CUresult launchKernelEx(const CUlaunchConfig* config, CUfunction f, void** params, void** extra) {
   if (config == nullptr || (config->numAttrs != 0 && config->attrs == nullptr)) {
     return CUDA_ERROR_INVALID_VALUE;
   }
@@ -205,24 +205,24 @@ CUresult launch_kernel_ex(const CUlaunchConfig* config, CUfunction f, void** par
   return launch(f, shape, config->hStream, params, extra, cooperative);
 }
 
-CUresult launch_cooperative(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
-                            unsigned shared, CUstream stream, void** params) {
+CUresult launchCooperative(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                           unsigned shared, CUstream stream, void** params) {
   return launch(f, LaunchShape{{gx, gy, gz}, {bx, by, bz}, shared}, stream, params, nullptr, true);
 }
 
 // Synchronizing a capturing stream is not allowed: it invalidates the
 // capture, as the driver does.
-CUresult synchronize_stream(CUstream stream) {
-  if (const CUresult r = need_context(); r != CUDA_SUCCESS) {
+CUresult synchronizeStream(CUstream stream) {
+  if (const CUresult r = needContext(); r != CUDA_SUCCESS) {
     return r;
   }
   State& s = state();
   Lock lock(s.mutex);
-  if (!valid_stream(s, stream)) {
+  if (!validStream(s, stream)) {
     return CUDA_ERROR_INVALID_HANDLE;
   }
-  if (Stream* found = find_stream(s, stream); found != nullptr && found->capture != Stream::Capture::none) {
-    found->capture = Stream::Capture::invalidated;
+  if (Stream* found = findStream(s, stream); found != nullptr && found->capture != Stream::Capture::kNone) {
+    found->capture = Stream::Capture::kInvalidated;
     return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   }
   return CUDA_SUCCESS;
@@ -236,7 +236,7 @@ using namespace kcap_double;
 // ---- streams and launches ------------------------------------------------------
 
 DOUBLE_API CUresult cuStreamCreate(CUstream* stream, unsigned flags) {
-  if (const CUresult r = need_context(); r != CUDA_SUCCESS) {
+  if (const CUresult r = needContext(); r != CUDA_SUCCESS) {
     return r;
   }
   if (stream == nullptr) {
@@ -252,7 +252,7 @@ DOUBLE_API CUresult cuStreamCreate(CUstream* stream, unsigned flags) {
 }
 
 DOUBLE_API CUresult cuStreamDestroy_v2(CUstream stream) {
-  if (const CUresult r = need_context(); r != CUDA_SUCCESS) {
+  if (const CUresult r = needContext(); r != CUDA_SUCCESS) {
     return r;
   }
   State& s = state();
@@ -265,30 +265,30 @@ DOUBLE_API CUresult cuStreamDestroy_v2(CUstream stream) {
   return CUDA_SUCCESS;
 }
 
-DOUBLE_API CUresult cuStreamSynchronize(CUstream stream) { return synchronize_stream(stream); }
-DOUBLE_API CUresult cuStreamSynchronize_ptsz(CUstream stream) { return synchronize_stream(stream); }
+DOUBLE_API CUresult cuStreamSynchronize(CUstream stream) { return synchronizeStream(stream); }
+DOUBLE_API CUresult cuStreamSynchronize_ptsz(CUstream stream) { return synchronizeStream(stream); }
 
 DOUBLE_API CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                                    unsigned bz, unsigned shared, CUstream stream, void** params, void** extra) {
-  return launch_kernel(f, gx, gy, gz, bx, by, bz, shared, stream, params, extra);
+  return launchKernel(f, gx, gy, gz, bx, by, bz, shared, stream, params, extra);
 }
 DOUBLE_API CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                                         unsigned bz, unsigned shared, CUstream stream, void** params, void** extra) {
-  return launch_kernel(f, gx, gy, gz, bx, by, bz, shared, stream, params, extra);
+  return launchKernel(f, gx, gy, gz, bx, by, bz, shared, stream, params, extra);
 }
 DOUBLE_API CUresult cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction f, void** params, void** extra) {
-  return launch_kernel_ex(config, f, params, extra);
+  return launchKernelEx(config, f, params, extra);
 }
 DOUBLE_API CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig* config, CUfunction f, void** params, void** extra) {
-  return launch_kernel_ex(config, f, params, extra);
+  return launchKernelEx(config, f, params, extra);
 }
 DOUBLE_API CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
                                               unsigned by, unsigned bz, unsigned shared, CUstream stream,
                                               void** params) {
-  return launch_cooperative(f, gx, gy, gz, bx, by, bz, shared, stream, params);
+  return launchCooperative(f, gx, gy, gz, bx, by, bz, shared, stream, params);
 }
 DOUBLE_API CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
                                                    unsigned by, unsigned bz, unsigned shared, CUstream stream,
                                                    void** params) {
-  return launch_cooperative(f, gx, gy, gz, bx, by, bz, shared, stream, params);
+  return launchCooperative(f, gx, gy, gz, bx, by, bz, shared, stream, params);
 }

@@ -13,18 +13,18 @@
 namespace kcap_double {
 namespace {
 
-CUresult copy(void* destination, const void* source, std::size_t bytes, CUdeviceptr device_a, CUdeviceptr device_b,
+CUresult copy(void* destination, const void* source, std::size_t bytes, CUdeviceptr deviceA, CUdeviceptr deviceB,
               CUstream stream) {
-  if (const CUresult r = need_context(); r != CUDA_SUCCESS) {
+  if (const CUresult r = needContext(); r != CUDA_SUCCESS) {
     return r;
   }
   {
     State& s = state();
     Lock lock(s.mutex);
-    if (!valid_stream(s, stream)) {
+    if (!validStream(s, stream)) {
       return CUDA_ERROR_INVALID_HANDLE;
     }
-    if ((device_a != 0 && !s.contains(device_a, bytes)) || (device_b != 0 && !s.contains(device_b, bytes))) {
+    if ((deviceA != 0 && !s.contains(deviceA, bytes)) || (deviceB != 0 && !s.contains(deviceB, bytes))) {
       return CUDA_ERROR_INVALID_VALUE;
     }
   }
@@ -32,27 +32,27 @@ CUresult copy(void* destination, const void* source, std::size_t bytes, CUdevice
   return CUDA_SUCCESS;
 }
 
-CUresult copy_htod(CUdeviceptr dst, const void* src, std::size_t bytes, CUstream stream) {
+CUresult copyHtod(CUdeviceptr dst, const void* src, std::size_t bytes, CUstream stream) {
   return copy(reinterpret_cast<void*>(dst), src, bytes, dst, 0, stream);
 }
 
-CUresult copy_dtoh(void* dst, CUdeviceptr src, std::size_t bytes, CUstream stream) {
+CUresult copyDtoh(void* dst, CUdeviceptr src, std::size_t bytes, CUstream stream) {
   return copy(dst, reinterpret_cast<const void*>(src), bytes, src, 0, stream);
 }
 
-CUresult copy_dtod(CUdeviceptr dst, CUdeviceptr src, std::size_t bytes, CUstream stream) {
+CUresult copyDtod(CUdeviceptr dst, CUdeviceptr src, std::size_t bytes, CUstream stream) {
   return copy(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), bytes, dst, src, stream);
 }
 
 template <class T>
 CUresult fill(CUdeviceptr dst, T value, std::size_t count, CUstream stream) {
-  if (const CUresult r = need_context(); r != CUDA_SUCCESS) {
+  if (const CUresult r = needContext(); r != CUDA_SUCCESS) {
     return r;
   }
   {
     State& s = state();
     Lock lock(s.mutex);
-    if (!valid_stream(s, stream)) {
+    if (!validStream(s, stream)) {
       return CUDA_ERROR_INVALID_HANDLE;
     }
     if (!s.contains(dst, count * sizeof(T))) {
@@ -89,7 +89,7 @@ struct Side {
   bool array = false;
 };
 
-CUresult side_of(const State& s, const Layout& l, Side& out) {
+CUresult sideOf(const State& s, const Layout& l, Side& out) {
   CUdeviceptr base = 0;
   std::size_t size = 0;
   const std::size_t offset = (l.z * l.height + l.y) * l.pitch + l.x;
@@ -102,7 +102,7 @@ CUresult side_of(const State& s, const Layout& l, Side& out) {
       out = {l.device + offset, l.pitch, slice, true, false};
       return CUDA_SUCCESS;
     case CU_MEMORYTYPE_UNIFIED:
-      out = {l.device + offset, l.pitch, slice, s.range_of(l.device, base, size), false};
+      out = {l.device + offset, l.pitch, slice, s.rangeOf(l.device, base, size), false};
       return CUDA_SUCCESS;
     case CU_MEMORYTYPE_ARRAY:
       out = {0, 0, 0, false, true};
@@ -113,9 +113,9 @@ CUresult side_of(const State& s, const Layout& l, Side& out) {
 }
 
 // `depth` slices of `height` rows of `width` bytes (a 2D copy: depth 1).
-CUresult copy_pitched(const Layout& to, const Layout& from, std::size_t width, std::size_t height, std::size_t depth,
-                      CUstream stream) {
-  if (const CUresult r = need_context(); r != CUDA_SUCCESS) {
+CUresult copyPitched(const Layout& to, const Layout& from, std::size_t width, std::size_t height, std::size_t depth,
+                     CUstream stream) {
+  if (const CUresult r = needContext(); r != CUDA_SUCCESS) {
     return r;
   }
   Side dst;
@@ -123,13 +123,13 @@ CUresult copy_pitched(const Layout& to, const Layout& from, std::size_t width, s
   {
     State& s = state();
     Lock lock(s.mutex);
-    if (!valid_stream(s, stream)) {
+    if (!validStream(s, stream)) {
       return CUDA_ERROR_INVALID_HANDLE;
     }
-    if (const CUresult r = side_of(s, to, dst); r != CUDA_SUCCESS) {
+    if (const CUresult r = sideOf(s, to, dst); r != CUDA_SUCCESS) {
       return r;
     }
-    if (const CUresult r = side_of(s, from, src); r != CUDA_SUCCESS) {
+    if (const CUresult r = sideOf(s, from, src); r != CUDA_SUCCESS) {
       return r;
     }
     if (width == 0 || height == 0 || depth == 0) {
@@ -161,9 +161,9 @@ CUresult copy_pitched(const Layout& to, const Layout& from, std::size_t width, s
   return CUDA_SUCCESS;
 }
 
-CUresult copy_2d(const CUDA_MEMCPY2D* p, CUstream stream) {
+CUresult copy2d(const CUDA_MEMCPY2D* p, CUstream stream) {
   if (p == nullptr) {
-    const CUresult r = need_context();
+    const CUresult r = needContext();
     return r != CUDA_SUCCESS ? r : CUDA_ERROR_INVALID_VALUE;
   }
   const Layout dst{.type = p->dstMemoryType,
@@ -180,12 +180,12 @@ CUresult copy_2d(const CUDA_MEMCPY2D* p, CUstream stream) {
                    .x = p->srcXInBytes,
                    .y = p->srcY,
                    .pitch = p->srcPitch};
-  return copy_pitched(dst, src, p->WidthInBytes, p->Height, 1, stream);
+  return copyPitched(dst, src, p->WidthInBytes, p->Height, 1, stream);
 }
 
-CUresult copy_3d(const CUDA_MEMCPY3D* p, CUstream stream) {
+CUresult copy3d(const CUDA_MEMCPY3D* p, CUstream stream) {
   if (p == nullptr) {
-    const CUresult r = need_context();
+    const CUresult r = needContext();
     return r != CUDA_SUCCESS ? r : CUDA_ERROR_INVALID_VALUE;
   }
   const Layout dst{.type = p->dstMemoryType,
@@ -206,18 +206,18 @@ CUresult copy_3d(const CUDA_MEMCPY3D* p, CUstream stream) {
                    .z = p->srcZ,
                    .pitch = p->srcPitch,
                    .height = p->srcHeight};
-  return copy_pitched(dst, src, p->WidthInBytes, p->Height, p->Depth, stream);
+  return copyPitched(dst, src, p->WidthInBytes, p->Height, p->Depth, stream);
 }
 
 template <class T>
-CUresult fill_2d(CUdeviceptr dst, std::size_t pitch, T value, std::size_t width, std::size_t height, CUstream stream) {
-  if (const CUresult r = need_context(); r != CUDA_SUCCESS) {
+CUresult fill2d(CUdeviceptr dst, std::size_t pitch, T value, std::size_t width, std::size_t height, CUstream stream) {
+  if (const CUresult r = needContext(); r != CUDA_SUCCESS) {
     return r;
   }
   {
     State& s = state();
     Lock lock(s.mutex);
-    if (!valid_stream(s, stream)) {
+    if (!validStream(s, stream)) {
       return CUDA_ERROR_INVALID_HANDLE;
     }
     if (width == 0 || height == 0) {
@@ -238,22 +238,22 @@ CUresult fill_2d(CUdeviceptr dst, std::size_t pitch, T value, std::size_t width,
 
 // cuMemcpy: unified addressing; each side is device memory if it lies in an
 // allocation, host memory otherwise.
-CUresult copy_unified(CUdeviceptr dst, CUdeviceptr src, std::size_t bytes, CUstream stream) {
-  CUdeviceptr device_dst = 0;
-  CUdeviceptr device_src = 0;
+CUresult copyUnified(CUdeviceptr dst, CUdeviceptr src, std::size_t bytes, CUstream stream) {
+  CUdeviceptr deviceDst = 0;
+  CUdeviceptr deviceSrc = 0;
   {
     State& s = state();
     Lock lock(s.mutex);
     CUdeviceptr base = 0;
     std::size_t size = 0;
-    device_dst = s.range_of(dst, base, size) ? dst : 0;
-    device_src = s.range_of(src, base, size) ? src : 0;
+    deviceDst = s.rangeOf(dst, base, size) ? dst : 0;
+    deviceSrc = s.rangeOf(src, base, size) ? src : 0;
   }
-  return copy(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), bytes, device_dst, device_src, stream);
+  return copy(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), bytes, deviceDst, deviceSrc, stream);
 }
 
-CUresult allocate_host(void** pointer, std::size_t bytes) {
-  if (const CUresult r = need_context(); r != CUDA_SUCCESS) {
+CUresult allocateHost(void** pointer, std::size_t bytes) {
+  if (const CUresult r = needContext(); r != CUDA_SUCCESS) {
     return r;
   }
   if (pointer == nullptr || bytes == 0) {
@@ -265,13 +265,13 @@ CUresult allocate_host(void** pointer, std::size_t bytes) {
   }
   State& s = state();
   Lock lock(s.mutex);
-  s.host_allocations[reinterpret_cast<std::uintptr_t>(memory)] = bytes;
+  s.hostAllocations[reinterpret_cast<std::uintptr_t>(memory)] = bytes;
   *pointer = memory;
   return CUDA_SUCCESS;
 }
 
-CUresult allocate_async(CUdeviceptr* address, std::size_t bytes, CUstream stream) {
-  if (const CUresult r = need_context(); r != CUDA_SUCCESS) {
+CUresult allocateAsync(CUdeviceptr* address, std::size_t bytes, CUstream stream) {
+  if (const CUresult r = needContext(); r != CUDA_SUCCESS) {
     return r;
   }
   if (address == nullptr || bytes == 0) {
@@ -279,20 +279,20 @@ CUresult allocate_async(CUdeviceptr* address, std::size_t bytes, CUstream stream
   }
   State& s = state();
   Lock lock(s.mutex);
-  if (!valid_stream(s, stream)) {
+  if (!validStream(s, stream)) {
     return CUDA_ERROR_INVALID_HANDLE;
   }
   *address = s.allocate(bytes);
   return *address != 0 ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
 
-CUresult free_async(CUdeviceptr address, CUstream stream) {
-  if (const CUresult r = need_context(); r != CUDA_SUCCESS) {
+CUresult freeAsync(CUdeviceptr address, CUstream stream) {
+  if (const CUresult r = needContext(); r != CUDA_SUCCESS) {
     return r;
   }
   State& s = state();
   Lock lock(s.mutex);
-  if (!valid_stream(s, stream)) {
+  if (!validStream(s, stream)) {
     return CUDA_ERROR_INVALID_HANDLE;
   }
   return s.release(address) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
@@ -305,19 +305,17 @@ using namespace kcap_double;
 
 // ---- page-locked host memory, pointer queries, stream-ordered allocation ------------
 
-DOUBLE_API CUresult cuMemAllocHost_v2(void** pointer, std::size_t bytes) { return allocate_host(pointer, bytes); }
+DOUBLE_API CUresult cuMemAllocHost_v2(void** pointer, std::size_t bytes) { return allocateHost(pointer, bytes); }
 
-DOUBLE_API CUresult cuMemHostAlloc(void** pointer, std::size_t bytes, unsigned) {
-  return allocate_host(pointer, bytes);
-}
+DOUBLE_API CUresult cuMemHostAlloc(void** pointer, std::size_t bytes, unsigned) { return allocateHost(pointer, bytes); }
 
 DOUBLE_API CUresult cuMemFreeHost(void* pointer) {
-  if (const CUresult r = need_init(); r != CUDA_SUCCESS) {
+  if (const CUresult r = needInit(); r != CUDA_SUCCESS) {
     return r;
   }
   State& s = state();
   Lock lock(s.mutex);
-  if (s.host_allocations.erase(reinterpret_cast<std::uintptr_t>(pointer)) == 0) {
+  if (s.hostAllocations.erase(reinterpret_cast<std::uintptr_t>(pointer)) == 0) {
     return CUDA_ERROR_INVALID_VALUE;
   }
   std::free(pointer);
@@ -328,7 +326,7 @@ DOUBLE_API CUresult cuMemFreeHost(void* pointer) {
 // copies reach any host memory). KCAP_DOUBLE_HOST_REGISTER=refuse makes
 // it fail, as the real driver does where page-locked memory is limited.
 DOUBLE_API CUresult cuMemHostRegister_v2(void* pointer, std::size_t bytes, unsigned) {
-  if (const CUresult r = need_context(); r != CUDA_SUCCESS) {
+  if (const CUresult r = needContext(); r != CUDA_SUCCESS) {
     return r;
   }
   if (pointer == nullptr || bytes == 0) {
@@ -340,26 +338,26 @@ DOUBLE_API CUresult cuMemHostRegister_v2(void* pointer, std::size_t bytes, unsig
   }
   State& s = state();
   Lock lock(s.mutex);
-  if (!s.host_registrations.emplace(reinterpret_cast<std::uintptr_t>(pointer), bytes).second) {
+  if (!s.hostRegistrations.emplace(reinterpret_cast<std::uintptr_t>(pointer), bytes).second) {
     return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
   }
   return CUDA_SUCCESS;
 }
 
 DOUBLE_API CUresult cuMemHostUnregister(void* pointer) {
-  if (const CUresult r = need_init(); r != CUDA_SUCCESS) {
+  if (const CUresult r = needInit(); r != CUDA_SUCCESS) {
     return r;
   }
   State& s = state();
   Lock lock(s.mutex);
-  if (s.host_registrations.erase(reinterpret_cast<std::uintptr_t>(pointer)) == 0) {
+  if (s.hostRegistrations.erase(reinterpret_cast<std::uintptr_t>(pointer)) == 0) {
     return CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
   }
   return CUDA_SUCCESS;
 }
 
 DOUBLE_API CUresult cuPointerGetAttribute(void* data, CUpointer_attribute attribute, CUdeviceptr pointer) {
-  if (const CUresult r = need_context(); r != CUDA_SUCCESS) {
+  if (const CUresult r = needContext(); r != CUDA_SUCCESS) {
     return r;
   }
   if (data == nullptr) {
@@ -373,11 +371,11 @@ DOUBLE_API CUresult cuPointerGetAttribute(void* data, CUpointer_attribute attrib
   CUdeviceptr base = 0;
   std::size_t size = 0;
   unsigned type = 0;
-  if (s.range_of(pointer, base, size)) {
+  if (s.rangeOf(pointer, base, size)) {
     type = CU_MEMORYTYPE_DEVICE;
   } else {
-    auto it = s.host_allocations.upper_bound(pointer);
-    if (it == s.host_allocations.begin() || pointer >= std::prev(it)->first + std::prev(it)->second) {
+    auto it = s.hostAllocations.upper_bound(pointer);
+    if (it == s.hostAllocations.begin() || pointer >= std::prev(it)->first + std::prev(it)->second) {
       return CUDA_ERROR_INVALID_VALUE;  // not memory the driver knows
     }
     type = CU_MEMORYTYPE_HOST;
@@ -387,27 +385,27 @@ DOUBLE_API CUresult cuPointerGetAttribute(void* data, CUpointer_attribute attrib
 }
 
 DOUBLE_API CUresult cuMemAllocAsync(CUdeviceptr* address, std::size_t bytes, CUstream stream) {
-  return allocate_async(address, bytes, stream);
+  return allocateAsync(address, bytes, stream);
 }
 DOUBLE_API CUresult cuMemAllocAsync_ptsz(CUdeviceptr* address, std::size_t bytes, CUstream stream) {
-  return allocate_async(address, bytes, stream);
+  return allocateAsync(address, bytes, stream);
 }
-DOUBLE_API CUresult cuMemFreeAsync(CUdeviceptr address, CUstream stream) { return free_async(address, stream); }
-DOUBLE_API CUresult cuMemFreeAsync_ptsz(CUdeviceptr address, CUstream stream) { return free_async(address, stream); }
+DOUBLE_API CUresult cuMemFreeAsync(CUdeviceptr address, CUstream stream) { return freeAsync(address, stream); }
+DOUBLE_API CUresult cuMemFreeAsync_ptsz(CUdeviceptr address, CUstream stream) { return freeAsync(address, stream); }
 
 // ---- unified copies, 16-bit memsets -----------------------------------------------------
 
 DOUBLE_API CUresult cuMemcpy(CUdeviceptr dst, CUdeviceptr src, std::size_t bytes) {
-  return copy_unified(dst, src, bytes, nullptr);
+  return copyUnified(dst, src, bytes, nullptr);
 }
 DOUBLE_API CUresult cuMemcpy_ptds(CUdeviceptr dst, CUdeviceptr src, std::size_t bytes) {
-  return copy_unified(dst, src, bytes, CU_STREAM_PER_THREAD);
+  return copyUnified(dst, src, bytes, CU_STREAM_PER_THREAD);
 }
 DOUBLE_API CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, std::size_t bytes, CUstream stream) {
-  return copy_unified(dst, src, bytes, stream);
+  return copyUnified(dst, src, bytes, stream);
 }
 DOUBLE_API CUresult cuMemcpyAsync_ptsz(CUdeviceptr dst, CUdeviceptr src, std::size_t bytes, CUstream stream) {
-  return copy_unified(dst, src, bytes, stream);
+  return copyUnified(dst, src, bytes, stream);
 }
 DOUBLE_API CUresult cuMemsetD16_v2(CUdeviceptr dst, unsigned short value, std::size_t count) {
   return fill(dst, value, count, nullptr);
@@ -425,7 +423,7 @@ DOUBLE_API CUresult cuMemsetD16Async_ptsz(CUdeviceptr dst, unsigned short value,
 // ---- memory -----------------------------------------------------------------------
 
 DOUBLE_API CUresult cuMemAlloc_v2(CUdeviceptr* address, std::size_t bytes) {
-  if (const CUresult r = need_context(); r != CUDA_SUCCESS) {
+  if (const CUresult r = needContext(); r != CUDA_SUCCESS) {
     return r;
   }
   if (address == nullptr || bytes == 0) {
@@ -438,7 +436,7 @@ DOUBLE_API CUresult cuMemAlloc_v2(CUdeviceptr* address, std::size_t bytes) {
 }
 
 DOUBLE_API CUresult cuMemFree_v2(CUdeviceptr address) {
-  if (const CUresult r = need_context(); r != CUDA_SUCCESS) {
+  if (const CUresult r = needContext(); r != CUDA_SUCCESS) {
     return r;
   }
   State& s = state();
@@ -447,60 +445,60 @@ DOUBLE_API CUresult cuMemFree_v2(CUdeviceptr address) {
 }
 
 DOUBLE_API CUresult cuMemGetAddressRange_v2(CUdeviceptr* base, std::size_t* size, CUdeviceptr address) {
-  if (const CUresult r = need_context(); r != CUDA_SUCCESS) {
+  if (const CUresult r = needContext(); r != CUDA_SUCCESS) {
     return r;
   }
   State& s = state();
   Lock lock(s.mutex);
-  CUdeviceptr found_base = 0;
-  std::size_t found_size = 0;
-  if (!s.range_of(address, found_base, found_size)) {
+  CUdeviceptr foundBase = 0;
+  std::size_t foundSize = 0;
+  if (!s.rangeOf(address, foundBase, foundSize)) {
     return CUDA_ERROR_NOT_FOUND;
   }
   if (base != nullptr) {
-    *base = found_base;
+    *base = foundBase;
   }
   if (size != nullptr) {
-    *size = found_size;
+    *size = foundSize;
   }
   return CUDA_SUCCESS;
 }
 
 DOUBLE_API CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void* src, std::size_t bytes) {
-  return copy_htod(dst, src, bytes, nullptr);
+  return copyHtod(dst, src, bytes, nullptr);
 }
 DOUBLE_API CUresult cuMemcpyHtoD_v2_ptds(CUdeviceptr dst, const void* src, std::size_t bytes) {
-  return copy_htod(dst, src, bytes, CU_STREAM_PER_THREAD);
+  return copyHtod(dst, src, bytes, CU_STREAM_PER_THREAD);
 }
 DOUBLE_API CUresult cuMemcpyDtoH_v2(void* dst, CUdeviceptr src, std::size_t bytes) {
-  return copy_dtoh(dst, src, bytes, nullptr);
+  return copyDtoh(dst, src, bytes, nullptr);
 }
 DOUBLE_API CUresult cuMemcpyDtoH_v2_ptds(void* dst, CUdeviceptr src, std::size_t bytes) {
-  return copy_dtoh(dst, src, bytes, CU_STREAM_PER_THREAD);
+  return copyDtoh(dst, src, bytes, CU_STREAM_PER_THREAD);
 }
 DOUBLE_API CUresult cuMemcpyDtoD_v2(CUdeviceptr dst, CUdeviceptr src, std::size_t bytes) {
-  return copy_dtod(dst, src, bytes, nullptr);
+  return copyDtod(dst, src, bytes, nullptr);
 }
 DOUBLE_API CUresult cuMemcpyDtoD_v2_ptds(CUdeviceptr dst, CUdeviceptr src, std::size_t bytes) {
-  return copy_dtod(dst, src, bytes, CU_STREAM_PER_THREAD);
+  return copyDtod(dst, src, bytes, CU_STREAM_PER_THREAD);
 }
 DOUBLE_API CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void* src, std::size_t bytes, CUstream stream) {
-  return copy_htod(dst, src, bytes, stream);
+  return copyHtod(dst, src, bytes, stream);
 }
 DOUBLE_API CUresult cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr dst, const void* src, std::size_t bytes, CUstream stream) {
-  return copy_htod(dst, src, bytes, stream);
+  return copyHtod(dst, src, bytes, stream);
 }
 DOUBLE_API CUresult cuMemcpyDtoHAsync_v2(void* dst, CUdeviceptr src, std::size_t bytes, CUstream stream) {
-  return copy_dtoh(dst, src, bytes, stream);
+  return copyDtoh(dst, src, bytes, stream);
 }
 DOUBLE_API CUresult cuMemcpyDtoHAsync_v2_ptsz(void* dst, CUdeviceptr src, std::size_t bytes, CUstream stream) {
-  return copy_dtoh(dst, src, bytes, stream);
+  return copyDtoh(dst, src, bytes, stream);
 }
 DOUBLE_API CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, std::size_t bytes, CUstream stream) {
-  return copy_dtod(dst, src, bytes, stream);
+  return copyDtod(dst, src, bytes, stream);
 }
 DOUBLE_API CUresult cuMemcpyDtoDAsync_v2_ptsz(CUdeviceptr dst, CUdeviceptr src, std::size_t bytes, CUstream stream) {
-  return copy_dtod(dst, src, bytes, stream);
+  return copyDtod(dst, src, bytes, stream);
 }
 DOUBLE_API CUresult cuMemsetD8_v2(CUdeviceptr dst, unsigned char value, std::size_t count) {
   return fill(dst, value, count, nullptr);
@@ -531,90 +529,86 @@ DOUBLE_API CUresult cuMemsetD32Async_ptsz(CUdeviceptr dst, unsigned value, std::
 
 // Rows 512 bytes apart at least, as an H200 pitches them.
 DOUBLE_API CUresult cuMemAllocPitch_v2(CUdeviceptr* address, std::size_t* pitch, std::size_t width, std::size_t height,
-                                       unsigned element_size) {
-  if (const CUresult r = need_context(); r != CUDA_SUCCESS) {
+                                       unsigned elementSize) {
+  if (const CUresult r = needContext(); r != CUDA_SUCCESS) {
     return r;
   }
   if (address == nullptr || pitch == nullptr || width == 0 || height == 0 ||
-      (element_size != 4 && element_size != 8 && element_size != 16)) {
+      (elementSize != 4 && elementSize != 8 && elementSize != 16)) {
     return CUDA_ERROR_INVALID_VALUE;
   }
-  const std::size_t row_pitch = (width + 511) / 512 * 512;
+  const std::size_t rowPitch = (width + 511) / 512 * 512;
   State& s = state();
   Lock lock(s.mutex);
-  *address = s.allocate(row_pitch * height);
+  *address = s.allocate(rowPitch * height);
   if (*address == 0) {
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
-  *pitch = row_pitch;
+  *pitch = rowPitch;
   return CUDA_SUCCESS;
 }
 
-DOUBLE_API CUresult cuMemcpy2D_v2(const CUDA_MEMCPY2D* copy) { return copy_2d(copy, nullptr); }
-DOUBLE_API CUresult cuMemcpy2D_v2_ptds(const CUDA_MEMCPY2D* copy) { return copy_2d(copy, CU_STREAM_PER_THREAD); }
-DOUBLE_API CUresult cuMemcpy2DUnaligned_v2(const CUDA_MEMCPY2D* copy) { return copy_2d(copy, nullptr); }
+DOUBLE_API CUresult cuMemcpy2D_v2(const CUDA_MEMCPY2D* copy) { return copy2d(copy, nullptr); }
+DOUBLE_API CUresult cuMemcpy2D_v2_ptds(const CUDA_MEMCPY2D* copy) { return copy2d(copy, CU_STREAM_PER_THREAD); }
+DOUBLE_API CUresult cuMemcpy2DUnaligned_v2(const CUDA_MEMCPY2D* copy) { return copy2d(copy, nullptr); }
 DOUBLE_API CUresult cuMemcpy2DUnaligned_v2_ptds(const CUDA_MEMCPY2D* copy) {
-  return copy_2d(copy, CU_STREAM_PER_THREAD);
+  return copy2d(copy, CU_STREAM_PER_THREAD);
 }
-DOUBLE_API CUresult cuMemcpy2DAsync_v2(const CUDA_MEMCPY2D* copy, CUstream stream) { return copy_2d(copy, stream); }
-DOUBLE_API CUresult cuMemcpy2DAsync_v2_ptsz(const CUDA_MEMCPY2D* copy, CUstream stream) {
-  return copy_2d(copy, stream);
-}
+DOUBLE_API CUresult cuMemcpy2DAsync_v2(const CUDA_MEMCPY2D* copy, CUstream stream) { return copy2d(copy, stream); }
+DOUBLE_API CUresult cuMemcpy2DAsync_v2_ptsz(const CUDA_MEMCPY2D* copy, CUstream stream) { return copy2d(copy, stream); }
 
-DOUBLE_API CUresult cuMemcpy3D_v2(const CUDA_MEMCPY3D* copy) { return copy_3d(copy, nullptr); }
-DOUBLE_API CUresult cuMemcpy3D_v2_ptds(const CUDA_MEMCPY3D* copy) { return copy_3d(copy, CU_STREAM_PER_THREAD); }
-DOUBLE_API CUresult cuMemcpy3DAsync_v2(const CUDA_MEMCPY3D* copy, CUstream stream) { return copy_3d(copy, stream); }
-DOUBLE_API CUresult cuMemcpy3DAsync_v2_ptsz(const CUDA_MEMCPY3D* copy, CUstream stream) {
-  return copy_3d(copy, stream);
-}
+DOUBLE_API CUresult cuMemcpy3D_v2(const CUDA_MEMCPY3D* copy) { return copy3d(copy, nullptr); }
+DOUBLE_API CUresult cuMemcpy3D_v2_ptds(const CUDA_MEMCPY3D* copy) { return copy3d(copy, CU_STREAM_PER_THREAD); }
+DOUBLE_API CUresult cuMemcpy3DAsync_v2(const CUDA_MEMCPY3D* copy, CUstream stream) { return copy3d(copy, stream); }
+DOUBLE_API CUresult cuMemcpy3DAsync_v2_ptsz(const CUDA_MEMCPY3D* copy, CUstream stream) { return copy3d(copy, stream); }
 
 DOUBLE_API CUresult cuMemsetD2D8_v2(CUdeviceptr dst, std::size_t pitch, unsigned char value, std::size_t width,
                                     std::size_t height) {
-  return fill_2d(dst, pitch, value, width, height, nullptr);
+  return fill2d(dst, pitch, value, width, height, nullptr);
 }
 DOUBLE_API CUresult cuMemsetD2D8_v2_ptds(CUdeviceptr dst, std::size_t pitch, unsigned char value, std::size_t width,
                                          std::size_t height) {
-  return fill_2d(dst, pitch, value, width, height, CU_STREAM_PER_THREAD);
+  return fill2d(dst, pitch, value, width, height, CU_STREAM_PER_THREAD);
 }
 DOUBLE_API CUresult cuMemsetD2D16_v2(CUdeviceptr dst, std::size_t pitch, unsigned short value, std::size_t width,
                                      std::size_t height) {
-  return fill_2d(dst, pitch, value, width, height, nullptr);
+  return fill2d(dst, pitch, value, width, height, nullptr);
 }
 DOUBLE_API CUresult cuMemsetD2D16_v2_ptds(CUdeviceptr dst, std::size_t pitch, unsigned short value, std::size_t width,
                                           std::size_t height) {
-  return fill_2d(dst, pitch, value, width, height, CU_STREAM_PER_THREAD);
+  return fill2d(dst, pitch, value, width, height, CU_STREAM_PER_THREAD);
 }
 DOUBLE_API CUresult cuMemsetD2D32_v2(CUdeviceptr dst, std::size_t pitch, unsigned value, std::size_t width,
                                      std::size_t height) {
-  return fill_2d(dst, pitch, value, width, height, nullptr);
+  return fill2d(dst, pitch, value, width, height, nullptr);
 }
 DOUBLE_API CUresult cuMemsetD2D32_v2_ptds(CUdeviceptr dst, std::size_t pitch, unsigned value, std::size_t width,
                                           std::size_t height) {
-  return fill_2d(dst, pitch, value, width, height, CU_STREAM_PER_THREAD);
+  return fill2d(dst, pitch, value, width, height, CU_STREAM_PER_THREAD);
 }
 DOUBLE_API CUresult cuMemsetD2D8Async(CUdeviceptr dst, std::size_t pitch, unsigned char value, std::size_t width,
                                       std::size_t height, CUstream stream) {
-  return fill_2d(dst, pitch, value, width, height, stream);
+  return fill2d(dst, pitch, value, width, height, stream);
 }
 DOUBLE_API CUresult cuMemsetD2D8Async_ptsz(CUdeviceptr dst, std::size_t pitch, unsigned char value, std::size_t width,
                                            std::size_t height, CUstream stream) {
-  return fill_2d(dst, pitch, value, width, height, stream);
+  return fill2d(dst, pitch, value, width, height, stream);
 }
 DOUBLE_API CUresult cuMemsetD2D16Async(CUdeviceptr dst, std::size_t pitch, unsigned short value, std::size_t width,
                                        std::size_t height, CUstream stream) {
-  return fill_2d(dst, pitch, value, width, height, stream);
+  return fill2d(dst, pitch, value, width, height, stream);
 }
 DOUBLE_API CUresult cuMemsetD2D16Async_ptsz(CUdeviceptr dst, std::size_t pitch, unsigned short value, std::size_t width,
                                             std::size_t height, CUstream stream) {
-  return fill_2d(dst, pitch, value, width, height, stream);
+  return fill2d(dst, pitch, value, width, height, stream);
 }
 DOUBLE_API CUresult cuMemsetD2D32Async(CUdeviceptr dst, std::size_t pitch, unsigned value, std::size_t width,
                                        std::size_t height, CUstream stream) {
-  return fill_2d(dst, pitch, value, width, height, stream);
+  return fill2d(dst, pitch, value, width, height, stream);
 }
 DOUBLE_API CUresult cuMemsetD2D32Async_ptsz(CUdeviceptr dst, std::size_t pitch, unsigned value, std::size_t width,
                                             std::size_t height, CUstream stream) {
-  return fill_2d(dst, pitch, value, width, height, stream);
+  return fill2d(dst, pitch, value, width, height, stream);
 }
 
 // ---- tensor maps ------------------------------------------------------------------
@@ -636,7 +630,7 @@ namespace kcap_double {
 // driver". KCAP_DOUBLE_TENSOR_MAP_SALT=N makes it another driver's, whose
 // launches refuse the maps of the default one (a map encoded by one driver
 // or GPU need not be valid on another): only a re-encoded map passes.
-std::uint64_t tensor_map_tag() {
+std::uint64_t tensorMapTag() {
   static const std::uint64_t tag = [] {
     const char* salt = std::getenv("KCAP_DOUBLE_TENSOR_MAP_SALT");
     return 0x7e45044d41500000ull ^ (salt != nullptr ? std::strtoull(salt, nullptr, 10) : 0);
@@ -646,7 +640,7 @@ std::uint64_t tensor_map_tag() {
 
 // KCAP_DOUBLE_TENSOR_MAP_REFUSE=1: every encode fails with
 // CUDA_ERROR_NOT_SUPPORTED (a device that cannot take the recorded map).
-bool tensor_maps_refused() {
+bool tensorMapsRefused() {
   static const bool refused = [] {
     const char* value = std::getenv("KCAP_DOUBLE_TENSOR_MAP_REFUSE");
     return value != nullptr && std::strcmp(value, "1") == 0;
@@ -654,15 +648,15 @@ bool tensor_maps_refused() {
   return refused;
 }
 
-bool tensor_map_is_ours(const void* map) {
+bool tensorMapIsOurs(const void* map) {
   std::uint64_t last = 0;
   std::memcpy(&last, static_cast<const char*>(map) + sizeof(CUtensorMap) - sizeof last, sizeof last);
-  return last == tensor_map_tag();
+  return last == tensorMapTag();
 }
 
 }  // namespace kcap_double
 
-using kcap_double::tensor_map_tag;
+using kcap_double::tensorMapTag;
 
 // The double's encodes check what the real driver checks first (a map, rank
 // 1..5, a 16-byte aligned address, strides that are multiples of 16 and
@@ -682,17 +676,17 @@ struct MapHash {
   }
 };
 
-CUresult check_common(CUtensorMap* map, cuuint32_t rank, void* address, const cuuint64_t* dims,
-                      const cuuint64_t* strides, const cuuint32_t* element_strides) {
-  if (kcap_double::tensor_maps_refused()) {
+CUresult checkCommon(CUtensorMap* map, cuuint32_t rank, void* address, const cuuint64_t* dims,
+                     const cuuint64_t* strides, const cuuint32_t* elementStrides) {
+  if (kcap_double::tensorMapsRefused()) {
     return CUDA_ERROR_NOT_SUPPORTED;
   }
-  if (map == nullptr || rank < 1 || rank > 5 || address == nullptr || dims == nullptr || element_strides == nullptr ||
+  if (map == nullptr || rank < 1 || rank > 5 || address == nullptr || dims == nullptr || elementStrides == nullptr ||
       (rank > 1 && strides == nullptr) || reinterpret_cast<std::uintptr_t>(address) % 16 != 0) {
     return CUDA_ERROR_INVALID_VALUE;
   }
   for (cuuint32_t i = 0; i < rank; ++i) {
-    if (dims[i] == 0 || element_strides[i] == 0 || element_strides[i] > 8) {
+    if (dims[i] == 0 || elementStrides[i] == 0 || elementStrides[i] > 8) {
       return CUDA_ERROR_INVALID_VALUE;
     }
   }
@@ -704,7 +698,7 @@ CUresult check_common(CUtensorMap* map, cuuint32_t rank, void* address, const cu
   return CUDA_SUCCESS;
 }
 
-void write_map(CUtensorMap* map, void* address, MapHash hash) {
+void writeMap(CUtensorMap* map, void* address, MapHash hash) {
   const auto value = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(address));
   std::memcpy(map->opaque, &value, sizeof value);
   constexpr std::size_t kLast = std::size(CUtensorMap{}.opaque) - 1;
@@ -712,12 +706,12 @@ void write_map(CUtensorMap* map, void* address, MapHash hash) {
     hash.add(i);
     map->opaque[i] = hash.state;
   }
-  map->opaque[kLast] = tensor_map_tag();
+  map->opaque[kLast] = tensorMapTag();
 }
 
-MapHash hash_common(int kind, CUtensorMapDataType type, cuuint32_t rank, const cuuint64_t* dims,
-                    const cuuint64_t* strides, const cuuint32_t* element_strides, int interleave, int swizzle, int l2,
-                    int oob) {
+MapHash hashCommon(int kind, CUtensorMapDataType type, cuuint32_t rank, const cuuint64_t* dims,
+                   const cuuint64_t* strides, const cuuint32_t* elementStrides, int interleave, int swizzle, int l2,
+                   int oob) {
   MapHash h;
   for (const std::uint64_t v :
        {std::uint64_t(kind), std::uint64_t(type), std::uint64_t(rank), std::uint64_t(interleave),
@@ -726,7 +720,7 @@ MapHash hash_common(int kind, CUtensorMapDataType type, cuuint32_t rank, const c
   }
   for (cuuint32_t i = 0; i < rank; ++i) {
     h.add(dims[i]);
-    h.add(element_strides[i]);
+    h.add(elementStrides[i]);
     if (i + 1 < rank) {
       h.add(strides[i]);
     }
@@ -738,10 +732,10 @@ MapHash hash_common(int kind, CUtensorMapDataType type, cuuint32_t rank, const c
 
 DOUBLE_API CUresult cuTensorMapEncodeTiled(CUtensorMap* map, CUtensorMapDataType type, cuuint32_t rank, void* address,
                                            const cuuint64_t* dims, const cuuint64_t* strides, const cuuint32_t* box,
-                                           const cuuint32_t* element_strides, CUtensorMapInterleave interleave,
+                                           const cuuint32_t* elementStrides, CUtensorMapInterleave interleave,
                                            CUtensorMapSwizzle swizzle, CUtensorMapL2promotion l2,
                                            CUtensorMapFloatOOBfill oob) {
-  if (const CUresult r = check_common(map, rank, address, dims, strides, element_strides); r != CUDA_SUCCESS) {
+  if (const CUresult r = checkCommon(map, rank, address, dims, strides, elementStrides); r != CUDA_SUCCESS) {
     return r;
   }
   if (box == nullptr) {
@@ -752,57 +746,56 @@ DOUBLE_API CUresult cuTensorMapEncodeTiled(CUtensorMap* map, CUtensorMapDataType
       return CUDA_ERROR_INVALID_VALUE;
     }
   }
-  MapHash h = hash_common(1, type, rank, dims, strides, element_strides, interleave, swizzle, l2, oob);
+  MapHash h = hashCommon(1, type, rank, dims, strides, elementStrides, interleave, swizzle, l2, oob);
   for (cuuint32_t i = 0; i < rank; ++i) {
     h.add(box[i]);
   }
-  write_map(map, address, h);
+  writeMap(map, address, h);
   return CUDA_SUCCESS;
 }
 
 DOUBLE_API CUresult cuTensorMapEncodeIm2col(CUtensorMap* map, CUtensorMapDataType type, cuuint32_t rank, void* address,
                                             const cuuint64_t* dims, const cuuint64_t* strides, const int* lower,
                                             const int* upper, cuuint32_t channels, cuuint32_t pixels,
-                                            const cuuint32_t* element_strides, CUtensorMapInterleave interleave,
+                                            const cuuint32_t* elementStrides, CUtensorMapInterleave interleave,
                                             CUtensorMapSwizzle swizzle, CUtensorMapL2promotion l2,
                                             CUtensorMapFloatOOBfill oob) {
-  if (const CUresult r = check_common(map, rank, address, dims, strides, element_strides); r != CUDA_SUCCESS) {
+  if (const CUresult r = checkCommon(map, rank, address, dims, strides, elementStrides); r != CUDA_SUCCESS) {
     return r;
   }
   if (rank < 3 || lower == nullptr || upper == nullptr || channels == 0 || channels > 256 || pixels == 0 ||
       pixels > 1024) {
     return CUDA_ERROR_INVALID_VALUE;
   }
-  MapHash h = hash_common(2, type, rank, dims, strides, element_strides, interleave, swizzle, l2, oob);
+  MapHash h = hashCommon(2, type, rank, dims, strides, elementStrides, interleave, swizzle, l2, oob);
   for (cuuint32_t i = 0; i + 2 < rank; ++i) {
     h.add(static_cast<std::uint64_t>(static_cast<std::int64_t>(lower[i])));
     h.add(static_cast<std::uint64_t>(static_cast<std::int64_t>(upper[i])));
   }
   h.add(channels);
   h.add(pixels);
-  write_map(map, address, h);
+  writeMap(map, address, h);
   return CUDA_SUCCESS;
 }
 
 DOUBLE_API CUresult cuTensorMapEncodeIm2colWide(CUtensorMap* map, CUtensorMapDataType type, cuuint32_t rank,
                                                 void* address, const cuuint64_t* dims, const cuuint64_t* strides,
-                                                int lower_width, int upper_width, cuuint32_t channels,
-                                                cuuint32_t pixels, const cuuint32_t* element_strides,
-                                                CUtensorMapInterleave interleave, CUtensorMapIm2ColWideMode mode,
-                                                CUtensorMapSwizzle swizzle, CUtensorMapL2promotion l2,
-                                                CUtensorMapFloatOOBfill oob) {
-  if (const CUresult r = check_common(map, rank, address, dims, strides, element_strides); r != CUDA_SUCCESS) {
+                                                int lowerWidth, int upperWidth, cuuint32_t channels, cuuint32_t pixels,
+                                                const cuuint32_t* elementStrides, CUtensorMapInterleave interleave,
+                                                CUtensorMapIm2ColWideMode mode, CUtensorMapSwizzle swizzle,
+                                                CUtensorMapL2promotion l2, CUtensorMapFloatOOBfill oob) {
+  if (const CUresult r = checkCommon(map, rank, address, dims, strides, elementStrides); r != CUDA_SUCCESS) {
     return r;
   }
   if (rank < 3 || channels == 0 || channels > 256 || pixels == 0 || pixels > 1024) {
     return CUDA_ERROR_INVALID_VALUE;
   }
-  MapHash h = hash_common(3, type, rank, dims, strides, element_strides, interleave, swizzle, l2, oob);
-  h.add(static_cast<std::uint64_t>(static_cast<std::int64_t>(lower_width)));
-  h.add(static_cast<std::uint64_t>(static_cast<std::int64_t>(upper_width)));
+  MapHash h = hashCommon(3, type, rank, dims, strides, elementStrides, interleave, swizzle, l2, oob);
+  h.add(static_cast<std::uint64_t>(static_cast<std::int64_t>(lowerWidth)));
+  h.add(static_cast<std::uint64_t>(static_cast<std::int64_t>(upperWidth)));
   h.add(channels);
   h.add(pixels);
   h.add(static_cast<std::uint64_t>(mode));
-  write_map(map, address, h);
+  writeMap(map, address, h);
   return CUDA_SUCCESS;
 }

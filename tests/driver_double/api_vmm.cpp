@@ -35,12 +35,12 @@ std::unordered_set<const Physical*>& physicals() {
 // KCAP_DOUBLE_REFUSE_ADDRESS_HINTS=1: cuMemAddressReserve never places a
 // reservation at the address it is asked for (the driver does not promise
 // to), so tests can see what replay does when recorded addresses are taken.
-bool refuse_address_hints() {
+bool refuseAddressHints() {
   const char* value = std::getenv("KCAP_DOUBLE_REFUSE_ADDRESS_HINTS");
   return value != nullptr && std::string_view(value) == "1";
 }
 
-bool inside_reservation(std::uintptr_t address, std::size_t size) {
+bool insideReservation(std::uintptr_t address, std::size_t size) {
   auto it = reservations().upper_bound(address);
   if (it == reservations().begin()) {
     return false;
@@ -65,14 +65,14 @@ DOUBLE_API CUresult cuMemGetAllocationGranularity(std::size_t* granularity, cons
 
 DOUBLE_API CUresult cuMemAddressReserve(CUdeviceptr* address, std::size_t size, std::size_t, CUdeviceptr hint,
                                         unsigned long long) {
-  if (const CUresult r = need_context(); r != CUDA_SUCCESS) {
+  if (const CUresult r = needContext(); r != CUDA_SUCCESS) {
     return r;
   }
   if (address == nullptr || size == 0 || size % kGranularity != 0) {
     return CUDA_ERROR_INVALID_VALUE;
   }
   const int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE;
-  const bool refuse = refuse_address_hints();
+  const bool refuse = refuseAddressHints();
   void* range = mmap(refuse ? nullptr : reinterpret_cast<void*>(hint), size, PROT_NONE, flags, -1, 0);
   if (refuse && range != MAP_FAILED && hint != 0 && range == reinterpret_cast<void*>(hint)) {
     // Placed where the hint asked by chance: move it.
@@ -91,7 +91,7 @@ DOUBLE_API CUresult cuMemAddressReserve(CUdeviceptr* address, std::size_t size, 
 }
 
 DOUBLE_API CUresult cuMemAddressFree(CUdeviceptr address, std::size_t size) {
-  if (const CUresult r = need_context(); r != CUDA_SUCCESS) {
+  if (const CUresult r = needContext(); r != CUDA_SUCCESS) {
     return r;
   }
   State& s = state();
@@ -107,7 +107,7 @@ DOUBLE_API CUresult cuMemAddressFree(CUdeviceptr address, std::size_t size) {
 
 DOUBLE_API CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, std::size_t size, const CUmemAllocationProp* prop,
                                 unsigned long long) {
-  if (const CUresult r = need_context(); r != CUDA_SUCCESS) {
+  if (const CUresult r = needContext(); r != CUDA_SUCCESS) {
     return r;
   }
   if (handle == nullptr || prop == nullptr || size == 0 || size % kGranularity != 0) {
@@ -118,7 +118,7 @@ DOUBLE_API CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, std::size_
   }
   State& s = state();
   Lock lock(s.mutex);
-  if (!s.take_device_memory(size)) {
+  if (!s.takeDeviceMemory(size)) {
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
   auto* made = new Physical{size};
@@ -128,7 +128,7 @@ DOUBLE_API CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, std::size_
 }
 
 DOUBLE_API CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
-  if (const CUresult r = need_context(); r != CUDA_SUCCESS) {
+  if (const CUresult r = needContext(); r != CUDA_SUCCESS) {
     return r;
   }
   State& s = state();
@@ -137,14 +137,14 @@ DOUBLE_API CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
   if (physicals().erase(found) == 0) {
     return CUDA_ERROR_INVALID_HANDLE;
   }
-  s.give_device_memory(found->size);
+  s.giveDeviceMemory(found->size);
   delete found;
   return CUDA_SUCCESS;
 }
 
 DOUBLE_API CUresult cuMemMap(CUdeviceptr address, std::size_t size, std::size_t offset,
                              CUmemGenericAllocationHandle handle, unsigned long long) {
-  if (const CUresult r = need_context(); r != CUDA_SUCCESS) {
+  if (const CUresult r = needContext(); r != CUDA_SUCCESS) {
     return r;
   }
   State& s = state();
@@ -153,7 +153,7 @@ DOUBLE_API CUresult cuMemMap(CUdeviceptr address, std::size_t size, std::size_t 
   if (physicals().count(found) == 0) {
     return CUDA_ERROR_INVALID_HANDLE;
   }
-  if (size == 0 || offset + size > found->size || !inside_reservation(address, size) || s.contains(address, 1)) {
+  if (size == 0 || offset + size > found->size || !insideReservation(address, size) || s.contains(address, 1)) {
     return CUDA_ERROR_INVALID_VALUE;
   }
   if (mprotect(reinterpret_cast<void*>(address), size, PROT_READ | PROT_WRITE) != 0) {
@@ -164,7 +164,7 @@ DOUBLE_API CUresult cuMemMap(CUdeviceptr address, std::size_t size, std::size_t 
 }
 
 DOUBLE_API CUresult cuMemSetAccess(CUdeviceptr address, std::size_t size, const CUmemAccessDesc*, std::size_t count) {
-  if (const CUresult r = need_context(); r != CUDA_SUCCESS) {
+  if (const CUresult r = needContext(); r != CUDA_SUCCESS) {
     return r;
   }
   State& s = state();
@@ -173,7 +173,7 @@ DOUBLE_API CUresult cuMemSetAccess(CUdeviceptr address, std::size_t size, const 
   for (CUdeviceptr at = address; at < address + size;) {
     CUdeviceptr base = 0;
     std::size_t mapped = 0;
-    if (!s.range_of(at, base, mapped)) {
+    if (!s.rangeOf(at, base, mapped)) {
       return CUDA_ERROR_INVALID_VALUE;
     }
     at = base + mapped;
@@ -182,12 +182,12 @@ DOUBLE_API CUresult cuMemSetAccess(CUdeviceptr address, std::size_t size, const 
 }
 
 DOUBLE_API CUresult cuMemUnmap(CUdeviceptr address, std::size_t size) {
-  if (const CUresult r = need_context(); r != CUDA_SUCCESS) {
+  if (const CUresult r = needContext(); r != CUDA_SUCCESS) {
     return r;
   }
   State& s = state();
   Lock lock(s.mutex);
-  if (!inside_reservation(address, size)) {
+  if (!insideReservation(address, size)) {
     return CUDA_ERROR_INVALID_VALUE;
   }
   for (auto it = s.allocations.lower_bound(address); it != s.allocations.end() && it->first < address + size;) {

@@ -18,7 +18,7 @@
 
 namespace {
 
-std::string read_kernel_file(const char* name) {
+std::string readKernelFile(const char* name) {
   const std::string path = std::string(KCAP_KERNELS_DIR) + "/" + name;
   std::FILE* in = std::fopen(path.c_str(), "rb");
   EXPECT_NE(in, nullptr) << path;
@@ -44,11 +44,11 @@ class DriverDouble : public ::testing::Test {
   void TearDown() override { EXPECT_EQ(cuDevicePrimaryCtxRelease(0), CUDA_SUCCESS); }
 
   void* lookup(const char* name, int version, cuuint64_t flags, CUresult expected = CUDA_SUCCESS,
-               CUdriverProcAddressQueryResult expected_status = CU_GET_PROC_ADDRESS_SUCCESS) {
+               CUdriverProcAddressQueryResult expectedStatus = CU_GET_PROC_ADDRESS_SUCCESS) {
     void* fn = nullptr;
     CUdriverProcAddressQueryResult status{};
     EXPECT_EQ(cuGetProcAddress_v2(name, &fn, version, flags, &status), expected) << name;
-    EXPECT_EQ(status, expected_status) << name;
+    EXPECT_EQ(status, expectedStatus) << name;
     return fn;
   }
 
@@ -84,7 +84,7 @@ TEST_F(DriverDouble, ProcAddressPicksNewestVersionNotAboveTheRequest) {
 
 TEST_F(DriverDouble, LoadsEveryImageKindOfKernels) {
   for (const char* file : {"axpy.fatbin", "axpy.sm_90.cubin", "axpy.ptx"}) {
-    const std::string image = read_kernel_file(file);
+    const std::string image = readKernelFile(file);
     CUmodule module = nullptr;
     ASSERT_EQ(cuModuleLoadData(&module, image.c_str()), CUDA_SUCCESS) << file;
     CUfunction axpy = nullptr;
@@ -94,7 +94,7 @@ TEST_F(DriverDouble, LoadsEveryImageKindOfKernels) {
     EXPECT_EQ(cuModuleUnload(module), CUDA_SUCCESS);
   }
   // cudart's wrapper around a fatbin (__fatDeviceText).
-  const std::string fatbin = read_kernel_file("reduce.fatbin");
+  const std::string fatbin = readKernelFile("reduce.fatbin");
   struct {
     std::uint32_t magic;
     std::uint32_t version;
@@ -113,7 +113,7 @@ TEST_F(DriverDouble, LoadsEveryImageKindOfKernels) {
 }
 
 TEST_F(DriverDouble, ParameterLayoutsAndHandleKinds) {
-  const std::string image = read_kernel_file("struct_param.fatbin");
+  const std::string image = readKernelFile("struct_param.fatbin");
   CUlibrary library = nullptr;
   ASSERT_EQ(cuLibraryLoadData(&library, image.data(), nullptr, nullptr, 0, nullptr, nullptr, 0), CUDA_SUCCESS);
   CUkernel kernel = nullptr;
@@ -140,9 +140,9 @@ TEST_F(DriverDouble, ParameterLayoutsAndHandleKinds) {
   EXPECT_STREQ(name, "scale_struct");
   EXPECT_EQ(cuLibraryUnload(library), CUDA_SUCCESS);
 
-  const std::string axpy_image = read_kernel_file("axpy.sm_90.cubin");
+  const std::string axpyImage = readKernelFile("axpy.sm_90.cubin");
   CUmodule module = nullptr;
-  ASSERT_EQ(cuModuleLoadData(&module, axpy_image.data()), CUDA_SUCCESS);
+  ASSERT_EQ(cuModuleLoadData(&module, axpyImage.data()), CUDA_SUCCESS);
   CUfunction axpy = nullptr;
   ASSERT_EQ(cuModuleGetFunction(&axpy, module, "axpy"), CUDA_SUCCESS);
   const std::size_t offsets[] = {0, 8, 16, 24};
@@ -156,18 +156,18 @@ TEST_F(DriverDouble, ParameterLayoutsAndHandleKinds) {
 }
 
 TEST_F(DriverDouble, ModuleGlobalsAreDeviceMemoryPerModule) {
-  const std::string image = read_kernel_file("constant.sm_90.cubin");
+  const std::string image = readKernelFile("constant.sm_90.cubin");
   CUmodule first = nullptr;
   CUmodule second = nullptr;
   ASSERT_EQ(cuModuleLoadData(&first, image.data()), CUDA_SUCCESS);
   ASSERT_EQ(cuModuleLoadData(&second, image.data()), CUDA_SUCCESS);
   CUdeviceptr coeffs = 0;
-  CUdeviceptr other_coeffs = 0;
+  CUdeviceptr otherCoeffs = 0;
   std::size_t bytes = 0;
   ASSERT_EQ(cuModuleGetGlobal(&coeffs, &bytes, first, "coeffs"), CUDA_SUCCESS);
   EXPECT_EQ(bytes, 64u);
-  ASSERT_EQ(cuModuleGetGlobal(&other_coeffs, nullptr, second, "coeffs"), CUDA_SUCCESS);
-  EXPECT_NE(coeffs, other_coeffs);
+  ASSERT_EQ(cuModuleGetGlobal(&otherCoeffs, nullptr, second, "coeffs"), CUDA_SUCCESS);
+  EXPECT_NE(coeffs, otherCoeffs);
   CUdeviceptr count = 0;
   ASSERT_EQ(cuModuleGetGlobal(&count, &bytes, first, "call_count"), CUDA_SUCCESS);
   EXPECT_EQ(bytes, 4u);
@@ -426,7 +426,7 @@ TEST_F(DriverDouble, VolumesAreCopiedSliceBySlice) {
 TEST_F(DriverDouble, TheChangedAxpyBuildRunsItsOwnHostKernel) {
   constexpr int n = 1000;
   for (const char* file : {"axpy_changed.fatbin", "axpy_changed.sm_90.cubin", "axpy_changed.ptx", "axpy.fatbin"}) {
-    const std::string image = read_kernel_file(file);
+    const std::string image = readKernelFile(file);
     CUmodule module = nullptr;
     ASSERT_EQ(cuModuleLoadData(&module, image.c_str()), CUDA_SUCCESS) << file;
     CUfunction axpy = nullptr;
@@ -570,17 +570,17 @@ TEST_F(DriverDouble, AddressHintsCanBeRefused) {
   prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
   ASSERT_EQ(cuMemGetAllocationGranularity(&granularity, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM), CUDA_SUCCESS);
   // A free range: reserve one, free it, ask for it back.
-  CUdeviceptr free_range = 0;
-  ASSERT_EQ(cuMemAddressReserve(&free_range, 2 * granularity, 0, 0, 0), CUDA_SUCCESS);
-  ASSERT_EQ(cuMemAddressFree(free_range, 2 * granularity), CUDA_SUCCESS);
+  CUdeviceptr freeRange = 0;
+  ASSERT_EQ(cuMemAddressReserve(&freeRange, 2 * granularity, 0, 0, 0), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemAddressFree(freeRange, 2 * granularity), CUDA_SUCCESS);
   CUdeviceptr got = 0;
-  ASSERT_EQ(cuMemAddressReserve(&got, 2 * granularity, 0, free_range, 0), CUDA_SUCCESS);
-  EXPECT_EQ(got, free_range);
+  ASSERT_EQ(cuMemAddressReserve(&got, 2 * granularity, 0, freeRange, 0), CUDA_SUCCESS);
+  EXPECT_EQ(got, freeRange);
   ASSERT_EQ(cuMemAddressFree(got, 2 * granularity), CUDA_SUCCESS);
 
   ASSERT_EQ(setenv("KCAP_DOUBLE_REFUSE_ADDRESS_HINTS", "1", 1), 0);
-  ASSERT_EQ(cuMemAddressReserve(&got, 2 * granularity, 0, free_range, 0), CUDA_SUCCESS);
-  EXPECT_NE(got, free_range);
+  ASSERT_EQ(cuMemAddressReserve(&got, 2 * granularity, 0, freeRange, 0), CUDA_SUCCESS);
+  EXPECT_NE(got, freeRange);
   EXPECT_NE(got, 0u);
   EXPECT_EQ(cuMemAddressFree(got, 2 * granularity), CUDA_SUCCESS);
   ASSERT_EQ(unsetenv("KCAP_DOUBLE_REFUSE_ADDRESS_HINTS"), 0);

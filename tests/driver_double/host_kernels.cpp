@@ -30,7 +30,7 @@ void axpy(const LaunchShape& shape, void* const* params, const ModuleGlobals&) {
   const auto* x = param<const float*>(params, 1);
   auto* y = param<float*>(params, 2);
   const auto n = param<int>(params, 3);
-  for (unsigned long long i = 0; i < shape.threads_x(); ++i) {
+  for (unsigned long long i = 0; i < shape.threadsX(); ++i) {
     if (i < static_cast<unsigned long long>(n < 0 ? 0 : n)) {
       y[i] = a * x[i] + y[i];
     }
@@ -39,11 +39,11 @@ void axpy(const LaunchShape& shape, void* const* params, const ModuleGlobals&) {
 
 // axpy as kernels/axpy_changed.cu computes it: element 100 gets the right
 // value with its lowest bit flipped.
-void axpy_changed(const LaunchShape& shape, void* const* params, const ModuleGlobals& globals) {
+void axpyChanged(const LaunchShape& shape, void* const* params, const ModuleGlobals& globals) {
   axpy(shape, params, globals);
   auto* y = param<float*>(params, 2);
   const auto n = param<int>(params, 3);
-  if (n > 100 && shape.threads_x() > 100) {
+  if (n > 100 && shape.threadsX() > 100) {
     std::uint32_t bits = 0;
     std::memcpy(&bits, &y[100], sizeof bits);
     bits ^= 1u;
@@ -54,7 +54,7 @@ void axpy_changed(const LaunchShape& shape, void* const* params, const ModuleGlo
 // reduce_sum(const float* in, float* out, unsigned n): *out += sum(in), one
 // shared-memory tree per block of 256 threads, one atomicAdd per block.
 constexpr ParamSlot kReduceParams[] = {{0, 8}, {8, 8}, {16, 4}};
-void reduce_sum(const LaunchShape& shape, void* const* params, const ModuleGlobals&) {
+void reduceSum(const LaunchShape& shape, void* const* params, const ModuleGlobals&) {
   constexpr unsigned kBlock = 256;
   const auto* in = param<const float*>(params, 0);
   auto* out = param<float*>(params, 1);
@@ -88,7 +88,7 @@ struct ScaleArgs {
 };
 static_assert(sizeof(ScaleArgs) == 32);
 constexpr ParamSlot kScaleParams[] = {{0, 32}};
-void scale_struct(const LaunchShape& shape, void* const* params, const ModuleGlobals&) {
+void scaleStruct(const LaunchShape& shape, void* const* params, const ModuleGlobals&) {
   const auto args = param<ScaleArgs>(params, 0);
   (void)shape;  // grid-strided: every i < n is done once whatever the grid
   for (long long i = 0; i < args.n; ++i) {
@@ -100,13 +100,13 @@ void scale_struct(const LaunchShape& shape, void* const* params, const ModuleGlo
 // poly_eval(const float* x, float* y, int n) with __constant__ float
 // coeffs[16] and __device__ int call_count, incremented once per block.
 constexpr ParamSlot kPolyParams[] = {{0, 8}, {8, 8}, {16, 4}};
-void poly_eval(const LaunchShape& shape, void* const* params, const ModuleGlobals& globals) {
+void polyEval(const LaunchShape& shape, void* const* params, const ModuleGlobals& globals) {
   const auto* x = param<const float*>(params, 0);
   auto* y = param<float*>(params, 1);
   const auto n = param<int>(params, 2);
   const auto* coeffs = static_cast<const float*>(globals.find("coeffs"));
-  auto* call_count = static_cast<int*>(globals.find("call_count"));
-  for (unsigned long long i = 0; i < shape.threads_x(); ++i) {
+  auto* callCount = static_cast<int*>(globals.find("call_count"));
+  for (unsigned long long i = 0; i < shape.threadsX(); ++i) {
     if (i < static_cast<unsigned long long>(n < 0 ? 0 : n)) {
       const float v = x[i];
       float acc = coeffs[15];
@@ -118,7 +118,7 @@ void poly_eval(const LaunchShape& shape, void* const* params, const ModuleGlobal
   }
   // One atomicAdd per block; other threads may run poly_eval on the same
   // module concurrently.
-  __atomic_fetch_add(call_count, static_cast<int>(shape.blocks()), __ATOMIC_RELAXED);
+  __atomic_fetch_add(callCount, static_cast<int>(shape.blocks()), __ATOMIC_RELAXED);
 }
 
 // kernels/checks.cu: (const float* x, float* y, int n) each, for replay's --check.
@@ -128,16 +128,16 @@ struct CheckArgs {
   float* y;
   long long n;
 };
-CheckArgs check_args(void* const* params) {
+CheckArgs checkArgs(void* const* params) {
   const auto n = param<int>(params, 2);
   return {param<const float*>(params, 0), param<float*>(params, 1), n < 0 ? 0 : n};
 }
 
 // racy_sum: the GPU's float atomicAdds land in any order. Emulated: each
 // call in the process starts the sum at another element.
-void racy_sum(const LaunchShape&, void* const* params, const ModuleGlobals&) {
+void racySum(const LaunchShape&, void* const* params, const ModuleGlobals&) {
   static std::atomic<unsigned> calls{0};
-  const CheckArgs a = check_args(params);
+  const CheckArgs a = checkArgs(params);
   if (a.n == 0) {
     return;
   }
@@ -149,8 +149,8 @@ void racy_sum(const LaunchShape&, void* const* params, const ModuleGlobals&) {
   *a.y = acc;
 }
 
-void fill_empty(const LaunchShape&, void* const* params, const ModuleGlobals&) {
-  const CheckArgs a = check_args(params);
+void fillEmpty(const LaunchShape&, void* const* params, const ModuleGlobals&) {
+  const CheckArgs a = checkArgs(params);
   for (long long i = 0; i < a.n; ++i) {
     if (a.y[i] == 0.0f) {
       a.y[i] = a.x[i];
@@ -158,16 +158,16 @@ void fill_empty(const LaunchShape&, void* const* params, const ModuleGlobals&) {
   }
 }
 
-void pad_scale(const LaunchShape&, void* const* params, const ModuleGlobals&) {
-  const CheckArgs a = check_args(params);
+void padScale(const LaunchShape&, void* const* params, const ModuleGlobals&) {
+  const CheckArgs a = checkArgs(params);
   for (long long i = 0; i < a.n; ++i) {
     a.y[i] = a.x[i] + 0.0f * a.x[i + a.n];
   }
 }
 
 // In thread order, as one GPU thread after another would run.
-void add_first(const LaunchShape&, void* const* params, const ModuleGlobals&) {
-  const CheckArgs a = check_args(params);
+void addFirst(const LaunchShape&, void* const* params, const ModuleGlobals&) {
+  const CheckArgs a = checkArgs(params);
   for (long long i = 0; i < a.n; ++i) {
     a.y[i] = a.x[0] + a.x[i];
   }
@@ -175,8 +175,8 @@ void add_first(const LaunchShape&, void* const* params, const ModuleGlobals&) {
 
 // Reads one float past x's end on purpose (the overrun the checker must
 // find): not an error of the double's for AddressSanitizer to report.
-__attribute__((no_sanitize("address"))) void sum_next(const LaunchShape&, void* const* params, const ModuleGlobals&) {
-  const CheckArgs a = check_args(params);
+__attribute__((no_sanitize("address"))) void sumNext(const LaunchShape&, void* const* params, const ModuleGlobals&) {
+  const CheckArgs a = checkArgs(params);
   for (long long i = 0; i < a.n; ++i) {
     const volatile float* next = a.x + i + 1;  // past the end for the last i
     std::uint32_t bits = 0;
@@ -186,8 +186,8 @@ __attribute__((no_sanitize("address"))) void sum_next(const LaunchShape&, void* 
   }
 }
 
-void skip_rows(const LaunchShape&, void* const* params, const ModuleGlobals&) {
-  const CheckArgs a = check_args(params);
+void skipRows(const LaunchShape&, void* const* params, const ModuleGlobals&) {
+  const CheckArgs a = checkArgs(params);
   for (long long i = 0; i < a.n; ++i) {
     if (i % 8 < 6) {
       a.y[i] = a.x[i];
@@ -205,7 +205,7 @@ void kcap_empty(const LaunchShape&, void* const*, const ModuleGlobals&) {}
 // only (tests/support/driver_program.h holds its PTX): a map whose address
 // was not rewritten for the replay's memory reads the recorded address.
 constexpr ParamSlot kTmaParams[] = {{0, 128}, {128, 8}, {136, 4}};
-void tma_scale(const LaunchShape&, void* const* params, const ModuleGlobals&) {
+void tmaScale(const LaunchShape&, void* const* params, const ModuleGlobals&) {
   const auto* src = param<const float*>(params, 0);
   auto* out = param<float*>(params, 1);
   const auto n = param<int>(params, 2);
@@ -228,11 +228,11 @@ void kcap_content_hash(const LaunchShape& shape, void* const* params, const Modu
   const auto* secret = static_cast<const std::uint8_t*>(params[3]);
   auto* out = param<std::uint64_t*>(params, 4);
   const std::uint64_t pieces = (size + pieceSize - 1) / pieceSize;
-  const std::uint64_t warps = shape.threads_x() / 32;
+  const std::uint64_t warps = shape.threadsX() / 32;
   for (std::uint64_t p = 0; p < std::min(pieces, warps); ++p) {
     const std::uint64_t length = std::min<std::uint64_t>(pieceSize, size - p * pieceSize);
     XXH128_hash_t hash{0, 0};
-    if (length >= 241 && p == 0 && content_hash_fault() == "stale") {
+    if (length >= 241 && p == 0 && contentHashFault() == "stale") {
       static std::atomic<std::uint8_t> launches{0};
       std::vector<std::uint8_t> changed(base, base + length);
       changed[0] ^= static_cast<std::uint8_t>(1 + launches.fetch_add(1) % 255);
@@ -247,22 +247,22 @@ void kcap_content_hash(const LaunchShape& shape, void* const* params, const Modu
 
 constexpr KernelDef kKernels[] = {
     {"axpy", kAxpyParams, axpy},
-    {"reduce_sum", kReduceParams, reduce_sum},
-    {"scale_struct", kScaleParams, scale_struct},
-    {"poly_eval", kPolyParams, poly_eval},
-    {"racy_sum", kCheckParams, racy_sum},
-    {"fill_empty", kCheckParams, fill_empty},
-    {"pad_scale", kCheckParams, pad_scale},
-    {"add_first", kCheckParams, add_first},
-    {"sum_next", kCheckParams, sum_next},
-    {"skip_rows", kCheckParams, skip_rows},
+    {"reduce_sum", kReduceParams, reduceSum},
+    {"scale_struct", kScaleParams, scaleStruct},
+    {"poly_eval", kPolyParams, polyEval},
+    {"racy_sum", kCheckParams, racySum},
+    {"fill_empty", kCheckParams, fillEmpty},
+    {"pad_scale", kCheckParams, padScale},
+    {"add_first", kCheckParams, addFirst},
+    {"sum_next", kCheckParams, sumNext},
+    {"skip_rows", kCheckParams, skipRows},
     {"kcap_empty", {}, kcap_empty},
-    {"tma_scale", kTmaParams, tma_scale},
+    {"tma_scale", kTmaParams, tmaScale},
     {"kcap_content_hash", kContentHashParams, kcap_content_hash},
 };
 
 constexpr KernelVariant kVariants[] = {
-    {"kcap_axpy_changed_marker", {"axpy", kAxpyParams, axpy_changed}},
+    {"kcap_axpy_changed_marker", {"axpy", kAxpyParams, axpyChanged}},
 };
 
 constexpr GlobalDef kGlobals[] = {
@@ -272,13 +272,13 @@ constexpr GlobalDef kGlobals[] = {
 
 }  // namespace
 
-std::span<const KernelDef> host_kernels() { return kKernels; }
+std::span<const KernelDef> hostKernels() { return kKernels; }
 
-std::string_view content_hash_fault() {
+std::string_view contentHashFault() {
   static const char* const fault = std::getenv("KCAP_DOUBLE_CONTENT_HASH");
   return fault != nullptr ? fault : "";
 }
-std::span<const GlobalDef> host_globals() { return kGlobals; }
-std::span<const KernelVariant> kernel_variants() { return kVariants; }
+std::span<const GlobalDef> hostGlobals() { return kGlobals; }
+std::span<const KernelVariant> kernelVariants() { return kVariants; }
 
 }  // namespace kcap_double

@@ -16,10 +16,10 @@ namespace kcap_double {
 struct LaunchShape {
   unsigned grid[3];
   unsigned block[3];
-  unsigned shared_bytes;
+  unsigned sharedBytes;
 
   unsigned long long blocks() const { return 1ULL * grid[0] * grid[1] * grid[2]; }
-  unsigned long long threads_x() const { return 1ULL * grid[0] * block[0]; }
+  unsigned long long threadsX() const { return 1ULL * grid[0] * block[0]; }
 };
 
 // A module's __device__ / __constant__ variables, by name (host memory).
@@ -51,7 +51,7 @@ struct GlobalDef {
   std::size_t size;
 };
 
-std::span<const KernelDef> host_kernels();
+std::span<const KernelDef> hostKernels();
 
 // KCAP_DOUBLE_CONTENT_HASH, for testing the shim's fallbacks from hashing
 // on the device: "refuse": loading an image with kcap_content_hash fails
@@ -60,8 +60,8 @@ std::span<const KernelDef> host_kernels();
 // each launch (memory that keeps changing, as another stream writes it);
 // "fail-later": its first launch runs, every later one fails
 // (CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES, api_launch.cpp). Empty: none.
-std::string_view content_hash_fault();
-std::span<const GlobalDef> host_globals();
+std::string_view contentHashFault();
+std::span<const GlobalDef> hostGlobals();
 
 // A build of a kernel that computes something else on purpose, with the same
 // name (kernels/axpy_changed.cu: axpy with y[100] one ULP off). The double
@@ -72,6 +72,6 @@ struct KernelVariant {
   std::string_view marker;
   KernelDef def;
 };
-std::span<const KernelVariant> kernel_variants();
+std::span<const KernelVariant> kernelVariants();
 
 }  // namespace kcap_double

@@ -21,7 +21,7 @@ T read(const void* base, std::size_t offset) {
 
 // The size of a 64-bit ELF image: the end of its furthest section or header
 // table (cuModuleLoadData is not told the size).
-std::size_t elf_size(const void* elf) {
+std::size_t elfSize(const void* elf) {
   const auto phoff = read<std::uint64_t>(elf, 0x20);
   const auto shoff = read<std::uint64_t>(elf, 0x28);
   const auto phentsize = read<std::uint16_t>(elf, 0x36);
@@ -41,7 +41,7 @@ std::size_t elf_size(const void* elf) {
   return end;
 }
 
-bool is_ptx(const char* text) {
+bool isPtx(const char* text) {
   // nvcc's PTX starts with a comment block or a directive.
   return text[0] == '/' || text[0] == '.' || text[0] == '\n' || text[0] == ' ' || text[0] == '\t';
 }
@@ -53,13 +53,13 @@ bool defines(std::string_view bytes, std::string_view name, bool text) {
     const std::string needle = '\0' + std::string(name) + '\0';
     return bytes.find(needle) != std::string_view::npos;
   }
-  const auto is_word = [](char c) {
+  const auto isWord = [](char c) {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '$';
   };
   for (std::size_t at = bytes.find(name); at != std::string_view::npos; at = bytes.find(name, at + 1)) {
-    const bool starts = at == 0 || !is_word(bytes[at - 1]);
+    const bool starts = at == 0 || !isWord(bytes[at - 1]);
     const std::size_t end = at + name.size();
-    const bool ends = end == bytes.size() || !is_word(bytes[end]);
+    const bool ends = end == bytes.size() || !isWord(bytes[end]);
     if (starts && ends) {
       return true;
     }
@@ -68,7 +68,7 @@ bool defines(std::string_view bytes, std::string_view name, bool text) {
 }
 
 void collect(std::string_view bytes, bool text, ImageContents& contents) {
-  for (const KernelDef& kernel : host_kernels()) {
+  for (const KernelDef& kernel : hostKernels()) {
     if (defines(bytes, kernel.name, text) &&
         std::find(contents.kernels.begin(), contents.kernels.end(), &kernel) == contents.kernels.end()) {
       contents.kernels.push_back(&kernel);
@@ -76,7 +76,7 @@ void collect(std::string_view bytes, bool text, ImageContents& contents) {
   }
   // A deliberately changed build (host_kernels.h): its kernel replaces the
   // ordinary one of the same name.
-  for (const KernelVariant& variant : kernel_variants()) {
+  for (const KernelVariant& variant : kernelVariants()) {
     if (!defines(bytes, variant.marker, text)) {
       continue;
     }
@@ -84,7 +84,7 @@ void collect(std::string_view bytes, bool text, ImageContents& contents) {
         contents.kernels.begin(), contents.kernels.end(),
         [&](const KernelDef* kernel) { return kernel->name == variant.def.name; }, &variant.def);
   }
-  for (const GlobalDef& global : host_globals()) {
+  for (const GlobalDef& global : hostGlobals()) {
     if (defines(bytes, global.name, text) &&
         std::find(contents.globals.begin(), contents.globals.end(), &global) == contents.globals.end()) {
       contents.globals.push_back(&global);
@@ -92,26 +92,26 @@ void collect(std::string_view bytes, bool text, ImageContents& contents) {
   }
 }
 
-bool inspect_fatbin(const void* fatbin, ImageContents& contents) {
+bool inspectFatbin(const void* fatbin, ImageContents& contents) {
   if (read<std::uint32_t>(fatbin, 0) != kFatbinMagic) {
     return false;
   }
-  const std::size_t header_size = read<std::uint16_t>(fatbin, 6);
-  const std::size_t size = header_size + read<std::uint64_t>(fatbin, 8);
+  const std::size_t headerSize = read<std::uint16_t>(fatbin, 6);
+  const std::size_t size = headerSize + read<std::uint64_t>(fatbin, 8);
   collect({static_cast<const char*>(fatbin), size}, false, contents);
   return true;
 }
 
 }  // namespace
 
-bool inspect_image(const void* image, ImageContents& contents) {
+bool inspectImage(const void* image, ImageContents& contents) {
   if (image == nullptr) {
     return false;
   }
   // Text first: reading a binary magic could run past the end of a short
   // string. No binary format starts with a character PTX may start with.
   const auto* bytes = static_cast<const char*>(image);
-  if (is_ptx(bytes)) {
+  if (isPtx(bytes)) {
     collect({bytes, std::strlen(bytes)}, true, contents);
     return true;
   }
@@ -120,25 +120,25 @@ bool inspect_image(const void* image, ImageContents& contents) {
     if (bytes[4] != kElf64) {
       return false;
     }
-    collect({bytes, elf_size(image)}, false, contents);
+    collect({bytes, elfSize(image)}, false, contents);
     return true;
   }
   const auto magic = read<std::uint32_t>(image, 0);
   if (magic == kFatbinMagic) {
-    return inspect_fatbin(image, contents);
+    return inspectFatbin(image, contents);
   }
   if (magic == kFatbinWrapperMagic) {
     // {int magic; int version; const void* fatbin; const void* extra},
     // version 2 (relocatable device code): extra is a NULL-terminated
     // array of prelinked fatbins.
     const auto version = read<std::int32_t>(image, 4);
-    if (!inspect_fatbin(read<const void*>(image, 8), contents)) {
+    if (!inspectFatbin(read<const void*>(image, 8), contents)) {
       return false;
     }
     if (version == 2) {
       if (const auto* extra = read<const void* const*>(image, 16)) {
         for (; *extra != nullptr; ++extra) {
-          if (!inspect_fatbin(*extra, contents)) {
+          if (!inspectFatbin(*extra, contents)) {
             return false;
           }
         }

@@ -16,6 +16,6 @@ struct ImageContents {
 };
 
 // false: not an image the driver would take (CUDA_ERROR_INVALID_IMAGE).
-bool inspect_image(const void* image, ImageContents& contents);
+bool inspectImage(const void* image, ImageContents& contents);
 
 }  // namespace kcap_double

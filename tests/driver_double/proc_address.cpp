@@ -20,7 +20,7 @@ namespace {
 struct Entry {
   std::string_view api;
   int version;
-  bool per_thread;
+  bool perThread;
   void* function;
 };
 
@@ -195,22 +195,22 @@ void* find(const char* symbol, int version, cuuint64_t flags, CUdriverProcAddres
   std::size_t count = 0;
   const Entry* table = entries(count);
   bool known = false;
-  bool has_per_thread = false;
+  bool hasPerThread = false;
   for (std::size_t i = 0; i < count; ++i) {
     if (table[i].api == symbol) {
       known = true;
-      has_per_thread = has_per_thread || table[i].per_thread;
+      hasPerThread = hasPerThread || table[i].perThread;
     }
   }
   if (!known) {
     status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
     return nullptr;
   }
-  const bool per_thread = has_per_thread && (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) != 0;
+  const bool perThread = hasPerThread && (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) != 0;
   const Entry* best = nullptr;
   for (std::size_t i = 0; i < count; ++i) {
     const Entry& e = table[i];
-    if (e.api == symbol && e.per_thread == per_thread && e.version <= version &&
+    if (e.api == symbol && e.perThread == perThread && e.version <= version &&
         (best == nullptr || e.version > best->version)) {
       best = &e;
     }

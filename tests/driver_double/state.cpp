@@ -16,7 +16,7 @@ State& state() {
   return *instance;
 }
 
-Context*& current_context() {
+Context*& currentContext() {
   thread_local Context* current = nullptr;
   return current;
 }
@@ -27,12 +27,12 @@ CUdeviceptr State::allocate(std::size_t bytes) {
     return 0;
   }
   const std::size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
-  if (!take_device_memory(rounded)) {
+  if (!takeDeviceMemory(rounded)) {
     return 0;
   }
   void* memory = std::aligned_alloc(kAlignment, rounded);
   if (memory == nullptr) {
-    give_device_memory(rounded);
+    giveDeviceMemory(rounded);
     return 0;
   }
   std::memset(memory, 0, rounded);
@@ -47,26 +47,26 @@ bool State::release(CUdeviceptr base) {
     return false;
   }
   std::free(reinterpret_cast<void*>(it->first));
-  give_device_memory((it->second + 255) / 256 * 256);
+  giveDeviceMemory((it->second + 255) / 256 * 256);
   allocations.erase(it);
   return true;
 }
 
-bool State::take_device_memory(std::size_t bytes) {
+bool State::takeDeviceMemory(std::size_t bytes) {
   static const std::size_t capacity = [] {
     const char* value = std::getenv("KCAP_DOUBLE_DEVICE_MEMORY");
     return value != nullptr ? static_cast<std::size_t>(std::strtoull(value, nullptr, 10)) : SIZE_MAX;
   }();
-  if (bytes > capacity - device_memory_in_use) {
+  if (bytes > capacity - deviceMemoryInUse) {
     return false;
   }
-  device_memory_in_use += bytes;
+  deviceMemoryInUse += bytes;
   return true;
 }
 
-void State::give_device_memory(std::size_t bytes) { device_memory_in_use -= bytes; }
+void State::giveDeviceMemory(std::size_t bytes) { deviceMemoryInUse -= bytes; }
 
-bool State::range_of(CUdeviceptr address, CUdeviceptr& base, std::size_t& size) const {
+bool State::rangeOf(CUdeviceptr address, CUdeviceptr& base, std::size_t& size) const {
   auto it = allocations.upper_bound(address);
   if (it == allocations.begin()) {
     return false;
@@ -86,7 +86,7 @@ bool State::contains(CUdeviceptr address, std::size_t bytes) const {
   for (CUdeviceptr at = address; at < address + bytes;) {
     CUdeviceptr base = 0;
     std::size_t size = 0;
-    if (!range_of(at, base, size)) {
+    if (!rangeOf(at, base, size)) {
       return false;
     }
     at = base + size;
@@ -94,9 +94,9 @@ bool State::contains(CUdeviceptr address, std::size_t bytes) const {
   return true;
 }
 
-CUresult State::load_module(const void* image, Module*& module) {
+CUresult State::loadModule(const void* image, Module*& module) {
   auto loaded = std::make_unique<Module>();
-  if (!inspect_image(image, loaded->contents)) {
+  if (!inspectImage(image, loaded->contents)) {
     return CUDA_ERROR_INVALID_IMAGE;
   }
   for (const GlobalDef* global : loaded->contents.globals) {
@@ -114,16 +114,16 @@ CUresult State::load_module(const void* image, Module*& module) {
   return CUDA_SUCCESS;
 }
 
-Launchable* State::function_for(Module* module, const KernelDef* def) {
+Launchable* State::functionFor(Module* module, const KernelDef* def) {
   Launchable*& function = module->functions[def];
   if (function == nullptr) {
-    function = new Launchable{Launchable::Kind::function, def, module};
+    function = new Launchable{Launchable::Kind::kFunction, def, module};
     launchables.insert(function);
   }
   return function;
 }
 
-void State::unload_module(Module* module) {
+void State::unloadModule(Module* module) {
   for (const auto& [name, address] : module->globals) {
     release(reinterpret_cast<CUdeviceptr>(address));
   }

@@ -44,7 +44,7 @@ struct Module final : ModuleGlobals {
 // CUfunction is a valid launch handle); the name and parameter queries take
 // only their own kind, as the real driver's do.
 struct Launchable {
-  enum class Kind { function, kernel };
+  enum class Kind { kFunction, kErnel };
   Kind kind;
   const KernelDef* def;
   Module* module;
@@ -65,9 +65,9 @@ struct CapturedLaunch {
 };
 
 struct Stream {
-  enum class Capture { none, active, invalidated };
+  enum class Capture { kNone, kActive, kInvalidated };
   unsigned flags = 0;
-  Capture capture = Capture::none;
+  Capture capture = Capture::kNone;
   std::vector<CapturedLaunch> captured;
 };
 
@@ -89,20 +89,20 @@ class State {
   std::mutex mutex;
   std::atomic<bool> initialized{false};
 
-  Context primary_context;
-  int primary_retains = 0;
+  Context primaryContext;
+  int primaryRetains = 0;
 
-  std::unordered_set<const Context*> contexts{&primary_context};
+  std::unordered_set<const Context*> contexts{&primaryContext};
   std::unordered_set<const Module*> modules;
   std::unordered_set<const Launchable*> launchables;
   std::unordered_set<const Library*> libraries;
   std::unordered_set<const Stream*> streams;
   std::unordered_set<const Event*> events;
-  std::unordered_set<const Graph*> graphs;                   // cuStreamEndCapture
-  std::unordered_set<const Graph*> graph_execs;              // cuGraphInstantiate
-  std::map<std::uintptr_t, std::size_t> allocations;         // base -> size
-  std::map<std::uintptr_t, std::size_t> host_allocations;    // page-locked host memory: base -> size
-  std::map<std::uintptr_t, std::size_t> host_registrations;  // cuMemHostRegister: base -> size
+  std::unordered_set<const Graph*> graphs;                  // cuStreamEndCapture
+  std::unordered_set<const Graph*> graphExecs;              // cuGraphInstantiate
+  std::map<std::uintptr_t, std::size_t> allocations;        // base -> size
+  std::map<std::uintptr_t, std::size_t> hostAllocations;    // page-locked host memory: base -> size
+  std::map<std::uintptr_t, std::size_t> hostRegistrations;  // cuMemHostRegister: base -> size
 
   // A kernel "faulted" (a poison parameter, see api_launch.cpp): like the
   // driver's sticky error, every later call that needs the context fails.
@@ -115,27 +115,27 @@ class State {
   // bytes (default: unbounded) shared by cuMemAlloc* and cuMemCreate, so
   // that a trace claiming more than a device holds meets the driver's
   // out-of-memory error as it would on a GPU. Needs the lock.
-  bool take_device_memory(std::size_t bytes);
-  void give_device_memory(std::size_t bytes);
-  std::size_t device_memory_in_use = 0;
+  bool takeDeviceMemory(std::size_t bytes);
+  void giveDeviceMemory(std::size_t bytes);
+  std::size_t deviceMemoryInUse = 0;
   // Whether [address, address + bytes) is device memory (one allocation, or
   // adjoining ones). Needs the lock.
   bool contains(CUdeviceptr address, std::size_t bytes) const;
-  bool range_of(CUdeviceptr address, CUdeviceptr& base, std::size_t& size) const;
+  bool rangeOf(CUdeviceptr address, CUdeviceptr& base, std::size_t& size) const;
 
   // Loads an image into a new module. Needs the lock.
-  CUresult load_module(const void* image, Module*& module);
-  void unload_module(Module* module);
+  CUresult loadModule(const void* image, Module*& module);
+  void unloadModule(Module* module);
 
   // The module's CUfunction for a kernel, made on first request (the
   // driver hands out the same handle every time). Needs the lock.
-  Launchable* function_for(Module* module, const KernelDef* def);
+  Launchable* functionFor(Module* module, const KernelDef* def);
 };
 
 State& state();
 
 // The calling thread's current context (the driver's context stack, one deep).
-Context*& current_context();
+Context*& currentContext();
 
 // ---- checks the entry points share --------------------------------------------
 
@@ -143,16 +143,16 @@ using Lock = std::lock_guard<std::mutex>;
 
 constexpr int kMultiprocessors = 132;  // an H200's
 
-inline CUresult need_init() { return state().initialized.load() ? CUDA_SUCCESS : CUDA_ERROR_NOT_INITIALIZED; }
+inline CUresult needInit() { return state().initialized.load() ? CUDA_SUCCESS : CUDA_ERROR_NOT_INITIALIZED; }
 
-inline CUresult need_context() {
-  if (const CUresult r = need_init(); r != CUDA_SUCCESS) {
+inline CUresult needContext() {
+  if (const CUresult r = needInit(); r != CUDA_SUCCESS) {
     return r;
   }
   if (const CUresult sticky = state().sticky.load(); sticky != CUDA_SUCCESS) {
     return sticky;
   }
-  return current_context() != nullptr ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
+  return currentContext() != nullptr ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
 }
 
 // Parameter values that make a launch misbehave, for tests of what a
@@ -165,9 +165,9 @@ inline CUresult need_context() {
 //                 killed), as a kernel stuck in a loop
 // Tensor maps (api_memory.cpp): whether a CUtensorMap's 128 bytes carry this
 // driver's tag (KCAP_DOUBLE_TENSOR_MAP_SALT); launches refuse maps that do not.
-std::uint64_t tensor_map_tag();
-bool tensor_map_is_ours(const void* map);
-bool tensor_maps_refused();  // KCAP_DOUBLE_TENSOR_MAP_REFUSE=1: every encode fails
+std::uint64_t tensorMapTag();
+bool tensorMapIsOurs(const void* map);
+bool tensorMapsRefused();  // KCAP_DOUBLE_TENSOR_MAP_REFUSE=1: every encode fails
 
 inline constexpr std::uint64_t kPoisonFault = 0xDEAD0000DEAD0000ull;
 inline constexpr std::uint64_t kPoisonKill = 0xDEAD0000DEADDEADull;
@@ -175,25 +175,25 @@ inline constexpr std::uint64_t kPoisonHang = 0xDEAD0000DEAD4A46ull;
 
 // The stream a handle names, or nullptr for the legacy / per-thread default
 // streams (which never capture). Needs the lock.
-inline Stream* find_stream(State& s, CUstream stream) {
+inline Stream* findStream(State& s, CUstream stream) {
   auto* found = reinterpret_cast<Stream*>(stream);
   return s.streams.count(found) != 0 ? found : nullptr;
 }
 
 // Runs a kernel's host implementation with its parameter values.
-void run_launch(const CapturedLaunch& launch);
+void runLaunch(const CapturedLaunch& launch);
 
 // cuCtxSynchronize: invalidates every capture in progress (api_graph.cpp).
-CUresult synchronize_context();
+CUresult synchronizeContext();
 
 // The legacy and per-thread default streams are always valid. Needs the lock.
-inline bool valid_stream(const State& s, CUstream stream) {
+inline bool validStream(const State& s, CUstream stream) {
   return stream == nullptr || stream == CU_STREAM_LEGACY || stream == CU_STREAM_PER_THREAD ||
          s.streams.count(reinterpret_cast<const Stream*>(stream)) != 0;
 }
 
 // A live CUfunction or CUkernel of the given kind, or nullptr. Needs the lock.
-inline const Launchable* find_launchable(const State& s, const void* handle, Launchable::Kind kind) {
+inline const Launchable* findLaunchable(const State& s, const void* handle, Launchable::Kind kind) {
   const auto* launchable = static_cast<const Launchable*>(handle);
   return s.launchables.count(launchable) != 0 && launchable->kind == kind ? launchable : nullptr;
 }

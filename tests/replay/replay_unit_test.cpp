@@ -498,7 +498,7 @@ TEST(Outcome, EveryVerdictAndMemoryPathSurvives) {
   for (int v = 0; v <= static_cast<int>(Verdict::kSkipped); ++v) {
     for (int m = 0; m <= static_cast<int>(MemoryPath::kMixed); ++m) {
       LaunchOutcome o;
-      o.launchIndex = static_cast<uint64_t>(v * 10 + m);
+      o.launchIndex = static_cast<uint64_t>(v) * 10 + static_cast<uint64_t>(m);
       o.verdict = static_cast<Verdict>(v);
       o.memory = static_cast<MemoryPath>(m);
       const auto back = decodeOutcome(encodeOutcome(o));

@@ -12,30 +12,30 @@
 
 #include <vector>
 
-PFN_cuLaunchKernel_v4000 volatile g_address_taken = nullptr;
+PFN_cuLaunchKernel_v4000 volatile g_addressTaken = nullptr;
 
 int main() {
   // Taken in code, not in a data initializer: position-dependent code
   // holds the address as an immediate, which only a canonical PLT stub can
   // satisfy.
-  g_address_taken = &cuLaunchKernel;
+  g_addressTaken = &cuLaunchKernel;
   void* driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
   CHECK(driver != nullptr);
   const auto lookup = reinterpret_cast<PFN_cuGetProcAddress_v12000>(dlsym(driver, "cuGetProcAddress_v2"));
   CHECK(lookup != nullptr);
   void* fn = nullptr;
   CUdriverProcAddressQueryResult status{};
-  test::calls_made().add("cuGetProcAddress_v2");
+  test::callsMade().add("cuGetProcAddress_v2");
   CHECK(lookup("cuLaunchKernel", &fn, 13000, 0, &status) == CUDA_SUCCESS);
-  const test::Entry<PFN_cuLaunchKernel_v4000> looked_up{"cuLaunchKernel",
-                                                        reinterpret_cast<PFN_cuLaunchKernel_v4000>(fn)};
-  const test::Entry<PFN_cuLaunchKernel_v4000> linked{"cuLaunchKernel", g_address_taken};
+  const test::Entry<PFN_cuLaunchKernel_v4000> lookedUp{"cuLaunchKernel",
+                                                       reinterpret_cast<PFN_cuLaunchKernel_v4000>(fn)};
+  const test::Entry<PFN_cuLaunchKernel_v4000> linked{"cuLaunchKernel", g_addressTaken};
 
   DRIVER(cuInit, 0);
   CUcontext context = nullptr;
   DRIVER(cuDevicePrimaryCtxRetain, &context, 0);
   DRIVER(cuCtxSetCurrent, context);
-  const std::string image = test::kernel_image("axpy.fatbin");
+  const std::string image = test::kernelImage("axpy.fatbin");
   CUmodule module = nullptr;
   DRIVER(cuModuleLoadData, &module, image.data());
   CUfunction axpy = nullptr;
@@ -52,9 +52,9 @@ int main() {
   float a = 1.0f;
   int n = kN;
   void* params[] = {&a, &x, &y, &n};
-  CALL(looked_up, axpy, 1, 1, 1, kN, 1, 1, 0, nullptr, params, nullptr);
+  CALL(lookedUp, axpy, 1, 1, 1, kN, 1, 1, 0, nullptr, params, nullptr);
   CALL(linked, axpy, 1, 1, 1, kN, 1, 1, 0, nullptr, params, nullptr);
-  test::launches_made().add("axpy", 2);
+  test::launchesMade().add("axpy", 2);
 
   std::vector<float> out(kN);
   DRIVER(cuMemcpyDtoH, out.data(), y, kN * sizeof(float));
@@ -66,6 +66,6 @@ int main() {
   DRIVER(cuMemFree, y);
   DRIVER(cuModuleUnload, module);
   DRIVER(cuDevicePrimaryCtxRelease, 0);
-  test::print_made();
+  test::printMade();
   return 0;
 }

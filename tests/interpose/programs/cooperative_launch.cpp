@@ -19,7 +19,7 @@ int main() {
   DRIVER(cuDeviceGetAttribute, &cooperative, CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH, device);
   CHECK(cooperative == 1);
 
-  const std::string image = test::kernel_image("reduce.fatbin");
+  const std::string image = test::kernelImage("reduce.fatbin");
   CUmodule module = nullptr;
   DRIVER(cuModuleLoadData, &module, image.data());
   CUfunction reduce = nullptr;
@@ -52,13 +52,13 @@ int main() {
   config.attrs = &attribute;
   config.numAttrs = 1;
   DRIVER(cuLaunchKernelEx, &config, reduce, params, nullptr);
-  test::launches_made().add("reduce_sum", 3);
+  test::launchesMade().add("reduce_sum", 3);
 
   // More blocks than can be co-resident: refused, and nothing runs.
-  const unsigned too_many = static_cast<unsigned>(sms) * 64;
-  test::calls_made().add(TEST_STR(cuLaunchCooperativeKernel));
-  test::launches_made().add("reduce_sum");
-  const CUresult refused = cuLaunchCooperativeKernel(reduce, too_many, 1, 1, 256, 1, 1, 0, nullptr, params);
+  const unsigned tooMany = static_cast<unsigned>(sms) * 64;
+  test::callsMade().add(TEST_STR(cuLaunchCooperativeKernel));
+  test::launchesMade().add("reduce_sum");
+  const CUresult refused = cuLaunchCooperativeKernel(reduce, tooMany, 1, 1, 256, 1, 1, 0, nullptr, params);
   CHECK(refused == CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE);
   std::printf("result refused %d\n", static_cast<int>(refused));
 
@@ -71,6 +71,6 @@ int main() {
   DRIVER(cuMemFree, out);
   DRIVER(cuModuleUnload, module);
   DRIVER(cuDevicePrimaryCtxRelease, device);
-  test::print_made();
+  test::printMade();
   return 0;
 }

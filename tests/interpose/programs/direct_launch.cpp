@@ -59,18 +59,18 @@ int main() {
   const CUdeviceptr dy = upload(y);
 
   // axpy, fatbin from memory: once with kernelParams, once with `extra`.
-  const std::string axpy_image = test::kernel_image("axpy.fatbin");
-  CUmodule axpy_module = nullptr;
-  DRIVER(cuModuleLoadData, &axpy_module, axpy_image.data());
+  const std::string axpyImage = test::kernelImage("axpy.fatbin");
+  CUmodule axpyModule = nullptr;
+  DRIVER(cuModuleLoadData, &axpyModule, axpyImage.data());
   CUfunction axpy = nullptr;
-  DRIVER(cuModuleGetFunction, &axpy, axpy_module, "axpy");
+  DRIVER(cuModuleGetFunction, &axpy, axpyModule, "axpy");
   DRIVER(cuFuncSetAttribute, axpy, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 0);
   float a = 2.0f;
   int n = kN;
-  void* axpy_params[] = {&a, const_cast<CUdeviceptr*>(&dx), const_cast<CUdeviceptr*>(&dy), &n};
+  void* axpyParams[] = {&a, const_cast<CUdeviceptr*>(&dx), const_cast<CUdeviceptr*>(&dy), &n};
   const unsigned blocks = (kN + 255) / 256;
-  DRIVER(cuLaunchKernel, axpy, blocks, 1, 1, 256, 1, 1, 0, nullptr, axpy_params, nullptr);
-  test::launches_made().add("axpy");
+  DRIVER(cuLaunchKernel, axpy, blocks, 1, 1, 256, 1, 1, 0, nullptr, axpyParams, nullptr);
+  test::launchesMade().add("axpy");
 
   struct {
     float a;
@@ -81,61 +81,62 @@ int main() {
   static_assert(offsetof(decltype(packed), y) == 16 && offsetof(decltype(packed), n) == 24);
   // The kernel's parameter size, not the struct's: the driver rejects a
   // buffer with tail padding (error 701 on an H200, driver 580).
-  std::size_t packed_size = offsetof(decltype(packed), n) + sizeof(int);
-  void* extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, &packed, CU_LAUNCH_PARAM_BUFFER_SIZE, &packed_size,
+  std::size_t packedSize = offsetof(decltype(packed), n) + sizeof(int);
+  void* extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, &packed, CU_LAUNCH_PARAM_BUFFER_SIZE, &packedSize,
                    CU_LAUNCH_PARAM_END};
   DRIVER(cuLaunchKernel, axpy, blocks, 1, 1, 256, 1, 1, 0, nullptr, nullptr, extra);
-  test::launches_made().add("axpy");
+  test::launchesMade().add("axpy");
 
   // The same function through the global scope, as a plugin would find it.
   using LaunchKernel = CUresult (*)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                                     CUstream, void**, void**);
   const auto found = reinterpret_cast<LaunchKernel>(dlsym(RTLD_DEFAULT, TEST_STR(cuLaunchKernel)));
   CHECK(found == &cuLaunchKernel);
-  const test::Entry<LaunchKernel> global_launch{TEST_STR(cuLaunchKernel), found};
-  CALL(global_launch, axpy, blocks, 1, 1, 256, 1, 1, 0, nullptr, axpy_params, nullptr);
-  test::launches_made().add("axpy");
+  const test::Entry<LaunchKernel> globalLaunch{TEST_STR(cuLaunchKernel), found};
+  CALL(globalLaunch, axpy, blocks, 1, 1, 256, 1, 1, 0, nullptr, axpyParams, nullptr);
+  test::launchesMade().add("axpy");
 
-  const std::vector<float> axpy_out = download(dy, kN);
-  double axpy_sum = 0;
+  const std::vector<float> axpyOut = download(dy, kN);
+  double axpySum = 0;
   for (int i = 0; i < kN; ++i) {
-    CHECK(axpy_out[static_cast<std::size_t>(i)] == static_cast<float>(8 * i));
-    axpy_sum += axpy_out[static_cast<std::size_t>(i)];
+    CHECK(axpyOut[static_cast<std::size_t>(i)] == static_cast<float>(8 * i));
+    axpySum += axpyOut[static_cast<std::size_t>(i)];
   }
-  std::printf("result axpy_sum %.1f\n", axpy_sum);
+  std::printf("result axpy_sum %.1f\n", axpySum);
 
   // reduce_sum, cubin from a file, into a zeroed output.
-  CUmodule reduce_module = nullptr;
-  DRIVER(cuModuleLoad, &reduce_module, test::kernel_path("reduce.sm_90.cubin").c_str());
+  CUmodule reduceModule = nullptr;
+  DRIVER(cuModuleLoad, &reduceModule, test::kernelPath("reduce.sm_90.cubin").c_str());
   CUfunction reduce = nullptr;
-  DRIVER(cuModuleGetFunction, &reduce, reduce_module, "reduce_sum");
+  DRIVER(cuModuleGetFunction, &reduce, reduceModule, "reduce_sum");
   CUdeviceptr sum = 0;
   DRIVER(cuMemAlloc, &sum, sizeof(float));
   DRIVER(cuMemsetD32, sum, 0, 1);
   unsigned count = kN;
-  void* reduce_params[] = {const_cast<CUdeviceptr*>(&dx), &sum, &count};
-  DRIVER(cuLaunchKernel, reduce, 4, 1, 1, 256, 1, 1, 0, nullptr, reduce_params, nullptr);
-  test::launches_made().add("reduce_sum");
+  void* reduceParams[] = {const_cast<CUdeviceptr*>(&dx), &sum, &count};
+  DRIVER(cuLaunchKernel, reduce, 4, 1, 1, 256, 1, 1, 0, nullptr, reduceParams, nullptr);
+  test::launchesMade().add("reduce_sum");
   const float reduced = download(sum, 1)[0];
-  CHECK(reduced == static_cast<float>(kN * (kN - 1) / 2));
+  const int expectedSum = kN * (kN - 1) / 2;
+  CHECK(reduced == static_cast<float>(expectedSum));
   std::printf("result reduce_sum %.1f\n", static_cast<double>(reduced));
 
   // scale_struct, PTX with (no) JIT options, a by-value struct parameter,
   // on a stream, into a buffer cleared with cuMemsetD8.
-  const std::string ptx = test::kernel_image("struct_param.ptx");
-  CUmodule scale_module = nullptr;
-  DRIVER(cuModuleLoadDataEx, &scale_module, ptx.c_str(), 0, nullptr, nullptr);
+  const std::string ptx = test::kernelImage("struct_param.ptx");
+  CUmodule scaleModule = nullptr;
+  DRIVER(cuModuleLoadDataEx, &scaleModule, ptx.c_str(), 0, nullptr, nullptr);
   CUfunction scale = nullptr;
-  DRIVER(cuModuleGetFunction, &scale, scale_module, "scale_struct");
+  DRIVER(cuModuleGetFunction, &scale, scaleModule, "scale_struct");
   CUdeviceptr dz = 0;
   DRIVER(cuMemAlloc, &dz, kN * sizeof(float));
   DRIVER(cuMemsetD8, dz, 0, kN * sizeof(float));
   CUstream stream = nullptr;
   DRIVER(cuStreamCreate, &stream, CU_STREAM_NON_BLOCKING);
   ScaleArgs args{reinterpret_cast<const float*>(dx), reinterpret_cast<float*>(dz), 0.5f, kN / 2, 2};
-  void* scale_params[] = {&args};
-  DRIVER(cuLaunchKernel, scale, 2, 1, 1, 128, 1, 1, 0, stream, scale_params, nullptr);
-  test::launches_made().add("scale_struct");
+  void* scaleParams[] = {&args};
+  DRIVER(cuLaunchKernel, scale, 2, 1, 1, 128, 1, 1, 0, stream, scaleParams, nullptr);
+  test::launchesMade().add("scale_struct");
   DRIVER(cuStreamSynchronize, stream);
   const std::vector<float> scaled = download(dz, kN);
   for (int i = 0; i < kN; ++i) {
@@ -146,45 +147,45 @@ int main() {
 
   // poly_eval, fatbin through cuModuleLoadFatBinary, reading __constant__
   // coeffs and counting blocks in __device__ call_count.
-  const std::string poly_image = test::kernel_image("constant.fatbin");
-  CUmodule poly_module = nullptr;
-  DRIVER(cuModuleLoadFatBinary, &poly_module, poly_image.data());
+  const std::string polyImage = test::kernelImage("constant.fatbin");
+  CUmodule polyModule = nullptr;
+  DRIVER(cuModuleLoadFatBinary, &polyModule, polyImage.data());
   CUfunction poly = nullptr;
-  DRIVER(cuModuleGetFunction, &poly, poly_module, "poly_eval");
+  DRIVER(cuModuleGetFunction, &poly, polyModule, "poly_eval");
   CUdeviceptr coeffs = 0;
-  std::size_t coeffs_size = 0;
-  DRIVER(cuModuleGetGlobal, &coeffs, &coeffs_size, poly_module, "coeffs");
-  CHECK(coeffs_size == 16 * sizeof(float));
+  std::size_t coeffsSize = 0;
+  DRIVER(cuModuleGetGlobal, &coeffs, &coeffsSize, polyModule, "coeffs");
+  CHECK(coeffsSize == 16 * sizeof(float));
   float c[16] = {1.0f, 2.0f};  // y = 1 + 2x
   DRIVER(cuMemcpyHtoDAsync, coeffs, c, sizeof c, stream);
   DRIVER(cuStreamSynchronize, stream);
   CUdeviceptr dw = 0;
   DRIVER(cuMemAlloc, &dw, kN * sizeof(float));
-  void* poly_params[] = {const_cast<CUdeviceptr*>(&dx), &dw, &n};
-  DRIVER(cuLaunchKernel, poly, blocks, 1, 1, 256, 1, 1, 0, nullptr, poly_params, nullptr);
-  test::launches_made().add("poly_eval");
-  const std::vector<float> poly_out = download(dw, kN);
+  void* polyParams[] = {const_cast<CUdeviceptr*>(&dx), &dw, &n};
+  DRIVER(cuLaunchKernel, poly, blocks, 1, 1, 256, 1, 1, 0, nullptr, polyParams, nullptr);
+  test::launchesMade().add("poly_eval");
+  const std::vector<float> polyOut = download(dw, kN);
   for (int i = 0; i < kN; ++i) {
-    CHECK(poly_out[static_cast<std::size_t>(i)] == 1.0f + 2.0f * static_cast<float>(i));
+    CHECK(polyOut[static_cast<std::size_t>(i)] == 1.0f + 2.0f * static_cast<float>(i));
   }
-  CUdeviceptr call_count = 0;
-  DRIVER(cuModuleGetGlobal, &call_count, nullptr, poly_module, "call_count");
+  CUdeviceptr callCount = 0;
+  DRIVER(cuModuleGetGlobal, &callCount, nullptr, polyModule, "call_count");
   int calls = 0;
-  DRIVER(cuMemcpyDtoH, &calls, call_count, sizeof calls);
+  DRIVER(cuMemcpyDtoH, &calls, callCount, sizeof calls);
   CHECK(calls == static_cast<int>(blocks));
   std::printf("result poly_eval_call_count %d\n", calls);
 
   // Device-to-device copy, then release everything.
   DRIVER(cuMemcpyDtoD, dz, dw, kN * sizeof(float));
-  CHECK(download(dz, kN) == poly_out);
+  CHECK(download(dz, kN) == polyOut);
   DRIVER(cuStreamDestroy, stream);
   for (const CUdeviceptr p : {dx, dy, dz, dw, sum}) {
     DRIVER(cuMemFree, p);
   }
-  for (CUmodule m : {axpy_module, reduce_module, scale_module, poly_module}) {
+  for (CUmodule m : {axpyModule, reduceModule, scaleModule, polyModule}) {
     DRIVER(cuModuleUnload, m);
   }
   DRIVER(cuDevicePrimaryCtxRelease, device);
-  test::print_made();
+  test::printMade();
   return 0;
 }

@@ -32,21 +32,21 @@ int main() {
   if (g_driver == nullptr) {
     test::fail("dlopen libcuda.so.1: %s", dlerror());
   }
-  const auto cu_init = find<PFN_cuInit_v2000>("cuInit");
-  const auto device_get = find<PFN_cuDeviceGet_v2000>("cuDeviceGet");
+  const auto cuInit = find<PFN_cuInit_v2000>("cuInit");
+  const auto deviceGet = find<PFN_cuDeviceGet_v2000>("cuDeviceGet");
   const auto retain = find<PFN_cuDevicePrimaryCtxRetain_v7000>("cuDevicePrimaryCtxRetain");
   const auto release = find<PFN_cuDevicePrimaryCtxRelease_v11000>("cuDevicePrimaryCtxRelease_v2");
-  const auto set_current = find<PFN_cuCtxSetCurrent_v4000>("cuCtxSetCurrent");
-  const auto load_data = find<PFN_cuModuleLoadData_v2000>("cuModuleLoadData");
-  const auto get_function = find<PFN_cuModuleGetFunction_v2000>("cuModuleGetFunction");
-  const auto set_attribute = find<PFN_cuFuncSetAttribute_v9000>("cuFuncSetAttribute");
+  const auto setCurrent = find<PFN_cuCtxSetCurrent_v4000>("cuCtxSetCurrent");
+  const auto loadData = find<PFN_cuModuleLoadData_v2000>("cuModuleLoadData");
+  const auto getFunction = find<PFN_cuModuleGetFunction_v2000>("cuModuleGetFunction");
+  const auto setAttribute = find<PFN_cuFuncSetAttribute_v9000>("cuFuncSetAttribute");
   const auto unload = find<PFN_cuModuleUnload_v2000>("cuModuleUnload");
-  const auto mem_alloc = find<PFN_cuMemAlloc_v3020>("cuMemAlloc_v2");
-  const auto mem_free = find<PFN_cuMemFree_v3020>("cuMemFree_v2");
+  const auto memAlloc = find<PFN_cuMemAlloc_v3020>("cuMemAlloc_v2");
+  const auto memFree = find<PFN_cuMemFree_v3020>("cuMemFree_v2");
   const auto htod = find<PFN_cuMemcpyHtoD_v3020>("cuMemcpyHtoD_v2");
   const auto dtoh = find<PFN_cuMemcpyDtoH_v3020>("cuMemcpyDtoH_v2");
-  const auto launch_ex = find<PFN_cuLaunchKernelEx_v11060>("cuLaunchKernelEx");
-  const auto launch_ex_ptsz = find<PFN_cuLaunchKernelEx_v11060_ptsz>("cuLaunchKernelEx_ptsz");
+  const auto launchEx = find<PFN_cuLaunchKernelEx_v11060>("cuLaunchKernelEx");
+  const auto launchExPtsz = find<PFN_cuLaunchKernelEx_v11060_ptsz>("cuLaunchKernelEx_ptsz");
 
   // Names the driver does not have, and a library that is not the driver.
   dlerror();
@@ -54,12 +54,12 @@ int main() {
   void* libc = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
   CHECK(libc != nullptr && dlsym(libc, "cuLaunchKernelEx") == nullptr);
 
-  CALL(cu_init, 0);
+  CALL(cuInit, 0);
   CUdevice device = 0;
-  CALL(device_get, &device, 0);
+  CALL(deviceGet, &device, 0);
   CUcontext context = nullptr;
   CALL(retain, &context, device);
-  CALL(set_current, context);
+  CALL(setCurrent, context);
 
   constexpr int kN = 300;
   std::vector<float> x(kN);
@@ -69,17 +69,17 @@ int main() {
   const std::vector<float> zeros(kN, 0.0f);
   CUdeviceptr dx = 0;
   CUdeviceptr dy = 0;
-  CALL(mem_alloc, &dx, kN * sizeof(float));
-  CALL(mem_alloc, &dy, kN * sizeof(float));
+  CALL(memAlloc, &dx, kN * sizeof(float));
+  CALL(memAlloc, &dy, kN * sizeof(float));
   CALL(htod, dx, x.data(), kN * sizeof(float));
   CALL(htod, dy, zeros.data(), kN * sizeof(float));
 
-  const std::string image = test::kernel_image("axpy.sm_90.cubin");
+  const std::string image = test::kernelImage("axpy.sm_90.cubin");
   CUmodule module = nullptr;
-  CALL(load_data, &module, image.data());
+  CALL(loadData, &module, image.data());
   CUfunction axpy = nullptr;
-  CALL(get_function, &axpy, module, "axpy");
-  CALL(set_attribute, axpy, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1);
+  CALL(getFunction, &axpy, module, "axpy");
+  CALL(setAttribute, axpy, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1);
 
   // Attributes as Triton sets them: cluster dimension with a scheduling
   // preference, programmatic stream serialization.
@@ -105,21 +105,21 @@ int main() {
   float a = 1.0f;
   int n = kN;
   void* params[] = {&a, &dx, &dy, &n};
-  CALL(launch_ex, &config, axpy, params, nullptr);
-  CALL(launch_ex_ptsz, &config, axpy, params, nullptr);
+  CALL(launchEx, &config, axpy, params, nullptr);
+  CALL(launchExPtsz, &config, axpy, params, nullptr);
   struct {
     float a;
     CUdeviceptr x;
     CUdeviceptr y;
     int n;
   } packed{1.0f, dx, dy, kN};
-  std::size_t packed_size = offsetof(decltype(packed), n) + sizeof(int);  // no tail padding
-  void* extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, &packed, CU_LAUNCH_PARAM_BUFFER_SIZE, &packed_size,
+  std::size_t packedSize = offsetof(decltype(packed), n) + sizeof(int);  // no tail padding
+  void* extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, &packed, CU_LAUNCH_PARAM_BUFFER_SIZE, &packedSize,
                    CU_LAUNCH_PARAM_END};
   config.numAttrs = 0;
   config.attrs = nullptr;
-  CALL(launch_ex, &config, axpy, nullptr, extra);
-  test::launches_made().add("axpy", 3);
+  CALL(launchEx, &config, axpy, nullptr, extra);
+  test::launchesMade().add("axpy", 3);
 
   std::vector<float> y(kN);
   CALL(dtoh, y.data(), dy, kN * sizeof(float));
@@ -131,9 +131,9 @@ int main() {
   std::printf("result axpy_total %.1f\n", total);
 
   CALL(unload, module);
-  CALL(mem_free, dx);
-  CALL(mem_free, dy);
+  CALL(memFree, dx);
+  CALL(memFree, dy);
   CALL(release, device);
-  test::print_made();
+  test::printMade();
   return 0;
 }

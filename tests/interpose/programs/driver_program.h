@@ -39,19 +39,19 @@ class Tally {
   std::map<std::string, unsigned long long> counts_;
 };
 
-inline Tally& calls_made() {
+inline Tally& callsMade() {
   static Tally tally;
   return tally;
 }
 
-inline Tally& launches_made() {
+inline Tally& launchesMade() {
   static Tally tally;
   return tally;
 }
 
-inline void print_made() {
-  calls_made().print("made call");
-  launches_made().print("made kernel");
+inline void printMade() {
+  callsMade().print("made call");
+  launchesMade().print("made kernel");
   std::fflush(stdout);
 }
 
@@ -66,14 +66,14 @@ inline void print_made() {
 }
 
 inline CUresult checked(const char* symbol, CUresult result, const char* file, int line) {
-  calls_made().add(symbol);
+  callsMade().add(symbol);
   if (result != CUDA_SUCCESS) {
     fail("%s:%d: %s returned %d", file, line, symbol, static_cast<int>(result));
   }
   return result;
 }
 
-inline std::string read_file(const std::string& path) {
+inline std::string readFile(const std::string& path) {
   std::FILE* in = std::fopen(path.c_str(), "rb");
   if (in == nullptr) {
     fail("cannot open %s", path.c_str());
@@ -90,11 +90,11 @@ inline std::string read_file(const std::string& path) {
 
 // KCAP_KERNELS_DIR in the environment overrides the build's directory, for
 // running these programs on another machine (a GPU host).
-inline std::string kernel_path(const char* file) {
+inline std::string kernelPath(const char* file) {
   const char* dir = std::getenv("KCAP_KERNELS_DIR");
   return std::string(dir != nullptr && dir[0] != '\0' ? dir : KCAP_KERNELS_DIR) + "/" + file;
 }
-inline std::string kernel_image(const char* file) { return read_file(kernel_path(file)); }
+inline std::string kernelImage(const char* file) { return readFile(kernelPath(file)); }
 
 // tma_scale(const __grid_constant__ CUtensorMap map, float* out, int n), for
 // the driver double only: its PTX body does nothing; the double runs its host

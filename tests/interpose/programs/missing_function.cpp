@@ -8,13 +8,13 @@
 
 int main() {
   DRIVER(cuInit, 0);
-  const auto alloc_managed = reinterpret_cast<PFN_cuMemAllocManaged_v6000>(dlsym(RTLD_DEFAULT, "cuMemAllocManaged"));
-  CHECK(alloc_managed != nullptr);  // the shim's export
+  const auto allocManaged = reinterpret_cast<PFN_cuMemAllocManaged_v6000>(dlsym(RTLD_DEFAULT, "cuMemAllocManaged"));
+  CHECK(allocManaged != nullptr);  // the shim's export
   for (int i = 0; i < 3; ++i) {
     CUdeviceptr address = 0;
-    test::calls_made().add("cuMemAllocManaged");
-    CHECK(alloc_managed(&address, 1 << 21, CU_MEM_ATTACH_GLOBAL) == CUDA_ERROR_NOT_FOUND);
+    test::callsMade().add("cuMemAllocManaged");
+    CHECK(allocManaged(&address, 1 << 21, CU_MEM_ATTACH_GLOBAL) == CUDA_ERROR_NOT_FOUND);
   }
-  test::print_made();
+  test::printMade();
   return 0;
 }

@@ -51,8 +51,8 @@ void worker(std::latch& start, double& total) {
       }
     }
   }
-  test::calls_made().add(TEST_STR(cuLaunchKernel), kStreams * kLaunchesPerStream);
-  test::launches_made().add("axpy", kStreams * kLaunchesPerStream);
+  test::callsMade().add(TEST_STR(cuLaunchKernel), kStreams * kLaunchesPerStream);
+  test::launchesMade().add("axpy", kStreams * kLaunchesPerStream);
 
   total = 0;
   std::vector<float> out(kN);
@@ -77,7 +77,7 @@ int main() {
   DRIVER(cuDeviceGet, &device, 0);
   DRIVER(cuDevicePrimaryCtxRetain, &g_context, device);
   DRIVER(cuCtxSetCurrent, g_context);
-  const std::string image = test::kernel_image("axpy.fatbin");
+  const std::string image = test::kernelImage("axpy.fatbin");
   CUmodule module = nullptr;
   DRIVER(cuModuleLoadData, &module, image.data());
   DRIVER(cuModuleGetFunction, &g_axpy, module, "axpy");
@@ -99,6 +99,6 @@ int main() {
 
   DRIVER(cuModuleUnload, module);
   DRIVER(cuDevicePrimaryCtxRelease, device);
-  test::print_made();
+  test::printMade();
   return 0;
 }

@@ -118,7 +118,7 @@ std::vector<float> iota(float scale) {
 
 // axpy from a module, with x = i and y = 2i uploaded.
 struct Axpy {
-  std::string image = test::kernel_image("axpy.fatbin");
+  std::string image = test::kernelImage("axpy.fatbin");
   CUmodule module = nullptr;
   CUfunction function = nullptr;
   CUdeviceptr x = 0;
@@ -134,7 +134,7 @@ struct Axpy {
     int n = kN;
     CUdeviceptr xp = xs != 0 ? xs : x;
     void* params[] = {&a, &xp, &y, &n};
-    test::launches_made().add("axpy");
+    test::launchesMade().add("axpy");
     return cuLaunchKernel(function, kN / 256, 1, 1, 256, 1, 1, 0, stream, params, nullptr);
   }
 };
@@ -151,7 +151,7 @@ int library() {
   const Context c = start();
 
   // constant.fatbin through a version-1 wrapper, as cudart's lazy loading does.
-  const std::string constant = test::kernel_image("constant.fatbin");
+  const std::string constant = test::kernelImage("constant.fatbin");
   const FatbinWrapper wrapper{0x466243B1, 1, constant.data(), nullptr};
   CUlibrary library = nullptr;
   DRIVER(cuLibraryLoadData, &library, &wrapper, nullptr, nullptr, 0, nullptr, nullptr, 0);
@@ -159,9 +159,9 @@ int library() {
   DRIVER(cuLibraryGetKernel, &poly, library, "poly_eval");
   DRIVER(cuKernelSetAttribute, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 1024, poly, c.device);
   CUdeviceptr coeffs = 0;
-  std::size_t coeffs_size = 0;
-  DRIVER(cuLibraryGetGlobal, &coeffs, &coeffs_size, library, "coeffs");
-  CHECK(coeffs_size == 64);
+  std::size_t coeffsSize = 0;
+  DRIVER(cuLibraryGetGlobal, &coeffs, &coeffsSize, library, "coeffs");
+  CHECK(coeffsSize == 64);
   const float c3[16] = {3.0f, 0.5f};  // y = 3 + x / 2
   // A unified copy from pageable host memory.
   DRIVER(cuMemcpy, coeffs, reinterpret_cast<CUdeviceptr>(c3), sizeof c3);
@@ -171,11 +171,11 @@ int library() {
   DRIVER(cuMemAlloc, &y, kN * sizeof(float));
   DRIVER(cuMemsetD16, y, 0x3c00, 2 * kN);  // fp16 ones, overwritten by the kernel
   int n = kN;
-  void* poly_params[] = {const_cast<CUdeviceptr*>(&x), &y, &n};
+  void* polyParams[] = {const_cast<CUdeviceptr*>(&x), &y, &n};
   // The CUkernel itself as the launch handle (cudart does this).
-  DRIVER(cuLaunchKernel, reinterpret_cast<CUfunction>(poly), kN / 256, 1, 1, 256, 1, 1, 0, nullptr, poly_params,
+  DRIVER(cuLaunchKernel, reinterpret_cast<CUfunction>(poly), kN / 256, 1, 1, 256, 1, 1, 0, nullptr, polyParams,
          nullptr);
-  test::launches_made().add("poly_eval");
+  test::launchesMade().add("poly_eval");
   const std::vector<float> out = download(y, kN);
   for (int i = 0; i < kN; ++i) {
     CHECK(out[static_cast<std::size_t>(i)] == 3.0f + 0.5f * static_cast<float>(i));
@@ -183,9 +183,9 @@ int library() {
   std::printf("result poly_last %.1f\n", static_cast<double>(out[kN - 1]));
 
   // The CUfunction of the kernel, launched with attributes on a stream.
-  CUfunction poly_function = nullptr;
-  DRIVER(cuKernelGetFunction, &poly_function, poly);
-  DRIVER(cuFuncSetCacheConfig, poly_function, CU_FUNC_CACHE_PREFER_SHARED);
+  CUfunction polyFunction = nullptr;
+  DRIVER(cuKernelGetFunction, &polyFunction, poly);
+  DRIVER(cuFuncSetCacheConfig, polyFunction, CU_FUNC_CACHE_PREFER_SHARED);
   CUstream stream = nullptr;
   DRIVER(cuStreamCreate, &stream, CU_STREAM_NON_BLOCKING);
   CUlaunchAttribute attributes[2] = {};
@@ -206,26 +206,26 @@ int library() {
   config.hStream = stream;
   config.attrs = attributes;
   config.numAttrs = 2;
-  DRIVER(cuLaunchKernelEx, &config, poly_function, poly_params, nullptr);
-  test::launches_made().add("poly_eval");
+  DRIVER(cuLaunchKernelEx, &config, polyFunction, polyParams, nullptr);
+  test::launchesMade().add("poly_eval");
   DRIVER(cuStreamSynchronize, stream);
 
   // reduce.fatbin through a version-2 (relocatable device code) wrapper
   // with axpy.fatbin as its extra fatbin.
-  const std::string reduce_image = test::kernel_image("reduce.fatbin");
-  const std::string axpy_image = test::kernel_image("axpy.fatbin");
-  const void* extra[] = {axpy_image.data(), nullptr};
-  const FatbinWrapper rdc{0x466243B1, 2, reduce_image.data(), extra};
-  CUlibrary rdc_library = nullptr;
-  DRIVER(cuLibraryLoadData, &rdc_library, &rdc, nullptr, nullptr, 0, nullptr, nullptr, 0);
-  CUkernel axpy_kernel = nullptr;
-  DRIVER(cuLibraryGetKernel, &axpy_kernel, rdc_library, "axpy");
-  CUlibrary file_library = nullptr;
-  DRIVER(cuLibraryLoadFromFile, &file_library, test::kernel_path("struct_param.sm_90.cubin").c_str(), nullptr, nullptr,
-         0, nullptr, nullptr, 0);
-  DRIVER(cuLibraryUnload, file_library);
-  CUmodule rdc_module = nullptr;
-  DRIVER(cuLibraryGetModule, &rdc_module, rdc_library);
+  const std::string reduceImage = test::kernelImage("reduce.fatbin");
+  const std::string axpyImage = test::kernelImage("axpy.fatbin");
+  const void* extra[] = {axpyImage.data(), nullptr};
+  const FatbinWrapper rdc{0x466243B1, 2, reduceImage.data(), extra};
+  CUlibrary rdcLibrary = nullptr;
+  DRIVER(cuLibraryLoadData, &rdcLibrary, &rdc, nullptr, nullptr, 0, nullptr, nullptr, 0);
+  CUkernel axpyKernel = nullptr;
+  DRIVER(cuLibraryGetKernel, &axpyKernel, rdcLibrary, "axpy");
+  CUlibrary fileLibrary = nullptr;
+  DRIVER(cuLibraryLoadFromFile, &fileLibrary, test::kernelPath("struct_param.sm_90.cubin").c_str(), nullptr, nullptr, 0,
+         nullptr, nullptr, 0);
+  DRIVER(cuLibraryUnload, fileLibrary);
+  CUmodule rdcModule = nullptr;
+  DRIVER(cuLibraryGetModule, &rdcModule, rdcLibrary);
 
   // A pointer array: axpy's x is a small buffer holding the address of
   // another allocation (`hidden`), which no parameter names.
@@ -240,16 +240,16 @@ int library() {
   // The per-thread default stream, as a --default-stream per-thread build calls it.
   using LaunchPtsz = CUresult (*)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                                   CUstream, void**, void**);
-  const auto launch_ptsz = reinterpret_cast<LaunchPtsz>(dlsym(RTLD_DEFAULT, "cuLaunchKernel_ptsz"));
-  CHECK(launch_ptsz != nullptr);
+  const auto launchPtsz = reinterpret_cast<LaunchPtsz>(dlsym(RTLD_DEFAULT, "cuLaunchKernel_ptsz"));
+  CHECK(launchPtsz != nullptr);
   float a = 0.0f;
   int small = 256;
-  void* axpy_params[] = {&a, &table, &y, &small};
+  void* axpyParams[] = {&a, &table, &y, &small};
   test::checked(
       "cuLaunchKernel_ptsz",
-      launch_ptsz(reinterpret_cast<CUfunction>(axpy_kernel), 1, 1, 1, 256, 1, 1, 0, nullptr, axpy_params, nullptr),
+      launchPtsz(reinterpret_cast<CUfunction>(axpyKernel), 1, 1, 1, 256, 1, 1, 0, nullptr, axpyParams, nullptr),
       __FILE__, __LINE__);
-  test::launches_made().add("axpy");
+  test::launchesMade().add("axpy");
 
   // Page-locked host memory passed to a kernel (reachable through unified
   // addressing), and stream-ordered allocation.
@@ -265,28 +265,28 @@ int library() {
   DRIVER(cuStreamWaitEvent, nullptr, done, 0);
   DRIVER(cuEventSynchronize, done);
   DRIVER(cuEventDestroy, done);
-  void* host_params[] = {&pinned, &y, &n};
-  DRIVER(cuLaunchKernel, reinterpret_cast<CUfunction>(poly), kN / 256, 1, 1, 256, 1, 1, 0, nullptr, host_params,
+  void* hostParams[] = {&pinned, &y, &n};
+  DRIVER(cuLaunchKernel, reinterpret_cast<CUfunction>(poly), kN / 256, 1, 1, 256, 1, 1, 0, nullptr, hostParams,
          nullptr);
-  test::launches_made().add("poly_eval");
+  test::launchesMade().add("poly_eval");
   std::printf("result poly_pinned_last %.1f\n", static_cast<double>(download(y, kN)[kN - 1]));
   DRIVER(cuMemFreeAsync, scratch, stream);
   DRIVER(cuStreamSynchronize, stream);
 
   // A call that fails: the driver's error goes on record.
   CUfunction missing = nullptr;
-  test::calls_made().add("cuModuleGetFunction");
-  CHECK(cuModuleGetFunction(&missing, rdc_module, "no_such_kernel") == CUDA_ERROR_NOT_FOUND);
+  test::callsMade().add("cuModuleGetFunction");
+  CHECK(cuModuleGetFunction(&missing, rdcModule, "no_such_kernel") == CUDA_ERROR_NOT_FOUND);
 
   DRIVER(cuMemFreeHost, pinned);
   DRIVER(cuStreamDestroy, stream);
   for (const CUdeviceptr p : {x, y, hidden, table}) {
     DRIVER(cuMemFree, p);
   }
-  DRIVER(cuLibraryUnload, rdc_library);
+  DRIVER(cuLibraryUnload, rdcLibrary);
   DRIVER(cuLibraryUnload, library);
   DRIVER(cuDevicePrimaryCtxRelease, c.device);
-  test::print_made();
+  test::printMade();
   return 0;
 }
 
@@ -322,7 +322,7 @@ int capture() {
   std::printf("result capture_last %.1f\n", static_cast<double>(y[kN - 1]));
   DRIVER(cuGraphExecDestroy, exec);
   DRIVER(cuGraphDestroy, graph);
-  test::print_made();
+  test::printMade();
   return 0;
 }
 
@@ -499,7 +499,7 @@ int tensorMap() {
   DRIVER(cuModuleGetFunction, &function, module, "tma_scale");
   int n = kN;
   void* params[] = {&tiled, &out, &n};
-  test::launches_made().add("tma_scale");
+  test::launchesMade().add("tma_scale");
   DRIVER(cuLaunchKernel, function, 1, 1, 1, 32, 1, 1, 0, nullptr, params, nullptr);
   const std::vector<float> values = download(out, kN);
   CHECK(values[10] == 20.0f);
@@ -649,8 +649,8 @@ int pitched() {
 
   // Device to device, per-thread and async: rows 1..2 to (256, 5).
   using Copy2DAsync = CUresult (*)(const CUDA_MEMCPY2D*, CUstream);
-  const auto copy_ptsz = reinterpret_cast<Copy2DAsync>(dlsym(RTLD_DEFAULT, "cuMemcpy2DAsync_v2_ptsz"));
-  CHECK(copy_ptsz != nullptr);
+  const auto copyPtsz = reinterpret_cast<Copy2DAsync>(dlsym(RTLD_DEFAULT, "cuMemcpy2DAsync_v2_ptsz"));
+  CHECK(copyPtsz != nullptr);
   CUDA_MEMCPY2D across{};
   across.srcMemoryType = CU_MEMORYTYPE_DEVICE;
   across.srcDevice = p;
@@ -663,7 +663,7 @@ int pitched() {
   across.dstPitch = pitch;
   across.WidthInBytes = 64;
   across.Height = 2;
-  test::checked("cuMemcpy2DAsync_v2_ptsz", copy_ptsz(&across, stream), __FILE__, __LINE__);
+  test::checked("cuMemcpy2DAsync_v2_ptsz", copyPtsz(&across, stream), __FILE__, __LINE__);
   DRIVER(cuStreamSynchronize, stream);
   copyRows(model.data() + 5 * pitch + 256, pitch, model.data() + pitch, pitch, 64, 2);
 
@@ -675,9 +675,9 @@ int pitched() {
     std::memcpy(model.data() + 7 * pitch + 4 * i, &one, 4);
   }
   using Set2D8 = CUresult (*)(CUdeviceptr, std::size_t, unsigned char, std::size_t, std::size_t);
-  const auto set_ptds = reinterpret_cast<Set2D8>(dlsym(RTLD_DEFAULT, "cuMemsetD2D8_v2_ptds"));
-  CHECK(set_ptds != nullptr);
-  test::checked("cuMemsetD2D8_v2_ptds", set_ptds(p + 2 * pitch + 300, pitch, 0xAB, 20, 3), __FILE__, __LINE__);
+  const auto setPtds = reinterpret_cast<Set2D8>(dlsym(RTLD_DEFAULT, "cuMemsetD2D8_v2_ptds"));
+  CHECK(setPtds != nullptr);
+  test::checked("cuMemsetD2D8_v2_ptds", setPtds(p + 2 * pitch + 300, pitch, 0xAB, 20, 3), __FILE__, __LINE__);
   for (std::size_t r = 2; r < 5; ++r) {
     std::memset(model.data() + r * pitch + 300, 0xAB, 20);
   }
@@ -822,8 +822,8 @@ int volume() {
   // Device to device, per-thread and async: rows 1..2 of both slices to
   // (256, 2, 0).
   using Copy3DAsync = CUresult (*)(const CUDA_MEMCPY3D*, CUstream);
-  const auto copy_ptsz = reinterpret_cast<Copy3DAsync>(dlsym(RTLD_DEFAULT, "cuMemcpy3DAsync_v2_ptsz"));
-  CHECK(copy_ptsz != nullptr);
+  const auto copyPtsz = reinterpret_cast<Copy3DAsync>(dlsym(RTLD_DEFAULT, "cuMemcpy3DAsync_v2_ptsz"));
+  CHECK(copyPtsz != nullptr);
   CUDA_MEMCPY3D across{};
   across.srcMemoryType = CU_MEMORYTYPE_DEVICE;
   across.srcDevice = v;
@@ -839,7 +839,7 @@ int volume() {
   across.WidthInBytes = 64;
   across.Height = 2;
   across.Depth = 2;
-  test::checked("cuMemcpy3DAsync_v2_ptsz", copy_ptsz(&across, stream), __FILE__, __LINE__);
+  test::checked("cuMemcpy3DAsync_v2_ptsz", copyPtsz(&across, stream), __FILE__, __LINE__);
   DRIVER(cuStreamSynchronize, stream);
   copyVolume(model.data() + at(256, 2, 0), pitch, kSliceRows, model.data() + at(0, 1, 0), pitch, kSliceRows, 64, 2, 2);
 
@@ -863,8 +863,8 @@ int volume() {
 
   // Back to the host, whole (per-thread).
   using Copy3D = CUresult (*)(const CUDA_MEMCPY3D*);
-  const auto copy_ptds = reinterpret_cast<Copy3D>(dlsym(RTLD_DEFAULT, "cuMemcpy3D_v2_ptds"));
-  CHECK(copy_ptds != nullptr);
+  const auto copyPtds = reinterpret_cast<Copy3D>(dlsym(RTLD_DEFAULT, "cuMemcpy3D_v2_ptds"));
+  CHECK(copyPtds != nullptr);
   std::vector<std::uint8_t> back(model.size());
   CUDA_MEMCPY3D down{};
   down.srcMemoryType = CU_MEMORYTYPE_DEVICE;
@@ -878,7 +878,7 @@ int volume() {
   down.WidthInBytes = pitch;
   down.Height = kSliceRows;
   down.Depth = kSlices;
-  test::checked("cuMemcpy3D_v2_ptds", copy_ptds(&down), __FILE__, __LINE__);
+  test::checked("cuMemcpy3D_v2_ptds", copyPtds(&down), __FILE__, __LINE__);
   CHECK(back == model);
 
   CHECK(axpy.launch(1.0f, nullptr, v) == CUDA_SUCCESS);

@@ -45,8 +45,8 @@ void worker(std::latch& start, double& total) {
       }
     }
   }
-  test::calls_made().add(TEST_STR(cuLaunchKernel), kStreams * kLaunchesPerStream);
-  test::launches_made().add("axpy", kStreams * kLaunchesPerStream);
+  test::callsMade().add(TEST_STR(cuLaunchKernel), kStreams * kLaunchesPerStream);
+  test::launchesMade().add("axpy", kStreams * kLaunchesPerStream);
 
   total = 0;
   std::vector<float> out(kN);
@@ -54,7 +54,8 @@ void worker(std::latch& start, double& total) {
     DRIVER(cuStreamSynchronize, streams[s]);
     DRIVER(cuMemcpyDtoH, out.data(), y[s], kN * sizeof(float));
     for (const float v : out) {
-      CHECK(v == static_cast<float>(kLaunchesPerStream * (kLaunchesPerStream - 1) / 2));
+      const int expectedSum = kLaunchesPerStream * (kLaunchesPerStream - 1) / 2;
+      CHECK(v == static_cast<float>(expectedSum));
       total += v;
     }
     DRIVER(cuMemFree, y[s]);
@@ -71,7 +72,7 @@ int main() {
   DRIVER(cuDeviceGet, &device, 0);
   DRIVER(cuDevicePrimaryCtxRetain, &g_context, device);
   DRIVER(cuCtxSetCurrent, g_context);
-  const std::string image = test::kernel_image("axpy.fatbin");
+  const std::string image = test::kernelImage("axpy.fatbin");
   CUmodule module = nullptr;
   DRIVER(cuModuleLoadData, &module, image.data());
   DRIVER(cuModuleGetFunction, &g_axpy, module, "axpy");
@@ -92,6 +93,6 @@ int main() {
   std::printf("result total %.1f\n", total);
   DRIVER(cuModuleUnload, module);
   DRIVER(cuDevicePrimaryCtxRelease, device);
-  test::print_made();
+  test::printMade();
   return 0;
 }

@@ -107,7 +107,7 @@ CUdeviceptr upload(const std::vector<float>& values) {
 }
 
 struct Axpy {
-  std::string image = test::kernel_image("axpy.fatbin");
+  std::string image = test::kernelImage("axpy.fatbin");
   CUmodule module = nullptr;
   CUfunction function = nullptr;
 
@@ -118,7 +118,7 @@ struct Axpy {
   CUresult launch(float a, CUdeviceptr x, CUdeviceptr y, CUstream stream = nullptr) {
     int n = kN;
     void* params[] = {&a, &x, &y, &n};
-    test::launches_made().add("axpy");
+    test::launchesMade().add("axpy");
     return cuLaunchKernel(function, kN / 256, 1, 1, 256, 1, 1, 0, stream, params, nullptr);
   }
   // Launched with programmatic stream serialization: it may start before
@@ -135,7 +135,7 @@ struct Axpy {
     config.hStream = stream;
     config.attrs = &attribute;
     config.numAttrs = 1;
-    test::launches_made().add("axpy");
+    test::launchesMade().add("axpy");
     return cuLaunchKernelEx(&config, function, params, nullptr);
   }
 };
@@ -147,9 +147,9 @@ int sequence() {
   const CUdeviceptr y = upload(iota(2.0f));
   DRIVER(axpy.launch, 1.0f, x, y);
   float one = 1.0f;
-  unsigned one_bits = 0;
-  std::memcpy(&one_bits, &one, sizeof one_bits);
-  DRIVER(cuMemsetD32, x, one_bits, kN);
+  unsigned oneBits = 0;
+  std::memcpy(&oneBits, &one, sizeof oneBits);
+  DRIVER(cuMemsetD32, x, oneBits, kN);
   DRIVER(axpy.launch, 2.0f, x, y);
   const std::vector<float> half = iota(0.5f);
   DRIVER(cuMemcpyHtoD, x, half.data(), kN * sizeof(float));
@@ -157,18 +157,18 @@ int sequence() {
   DRIVER(cuMemcpyDtoD, x, y, kN * sizeof(float));
   DRIVER(axpy.launch, 1.0f, x, y);
 
-  CUmodule reduce_module = nullptr;
-  DRIVER(cuModuleLoad, &reduce_module, test::kernel_path("reduce.sm_90.cubin").c_str());
+  CUmodule reduceModule = nullptr;
+  DRIVER(cuModuleLoad, &reduceModule, test::kernelPath("reduce.sm_90.cubin").c_str());
   CUfunction reduce = nullptr;
-  DRIVER(cuModuleGetFunction, &reduce, reduce_module, "reduce_sum");
+  DRIVER(cuModuleGetFunction, &reduce, reduceModule, "reduce_sum");
   CUdeviceptr sum = 0;
   DRIVER(cuMemAlloc, &sum, sizeof(float));
   DRIVER(cuMemsetD8, sum, 0, sizeof(float));
   CUdeviceptr in = y;
   unsigned count = kN;
-  void* reduce_params[] = {&in, &sum, &count};
-  DRIVER(cuLaunchKernel, reduce, 4, 1, 1, 256, 1, 1, 0, nullptr, reduce_params, nullptr);
-  test::launches_made().add("reduce_sum");
+  void* reduceParams[] = {&in, &sum, &count};
+  DRIVER(cuLaunchKernel, reduce, 4, 1, 1, 256, 1, 1, 0, nullptr, reduceParams, nullptr);
+  test::launchesMade().add("reduce_sum");
 
   std::vector<float> out(kN);
   DRIVER(cuMemcpyDtoH, out.data(), y, kN * sizeof(float));
@@ -177,7 +177,8 @@ int sequence() {
   }
   float total = 0;
   DRIVER(cuMemcpyDtoH, &total, sum, sizeof total);
-  CHECK(total == static_cast<float>(10 * (kN * (kN - 1) / 2) + 4 * kN));
+  const int expectedTotal = 10 * (kN * (kN - 1) / 2) + 4 * kN;  // exact in float
+  CHECK(total == static_cast<float>(expectedTotal));
   std::printf("result sequence_sum %.1f\n", static_cast<double>(total));
   return 0;
 }
@@ -347,7 +348,7 @@ int volume() {
 int checks() {
   start();
   Axpy axpy;
-  std::string image = test::kernel_image("checks.fatbin");
+  std::string image = test::kernelImage("checks.fatbin");
   CUmodule module = nullptr;
   DRIVER(cuModuleLoadData, &module, image.data());
   const auto kernel = [&](const char* name, CUdeviceptr x, CUdeviceptr y) {
@@ -356,7 +357,7 @@ int checks() {
     int n = kN;
     void* params[] = {&x, &y, &n};
     DRIVER(cuLaunchKernel, f, kN / 256, 1, 1, 256, 1, 1, 0, nullptr, params, nullptr);
-    test::launches_made().add(name);
+    test::launchesMade().add(name);
   };
   std::vector<float> xs(kN);
   for (int i = 0; i < kN; ++i) {
