@@ -16,10 +16,10 @@ namespace kcap::format {
 // threads a sleep and wake-up in the kernel costs far more than that wait.
 // Uncontended, lock is one atomic instruction and unlock none: a plain
 // store, then a load that finds no sleeper. Locked instructions are what an
-// append costs most on the H200 host: each took 20-40 ns right after the
-// driver's launch call (docs/benchmarks.md; glibc's adaptive mutex, used
-// before, took 67 instructions a pair through the library, and a futex
-// mutex whose unlock is an exchange, after it, one locked instruction more).
+// append costs most right after the driver's launch call, whose stores they
+// must wait for (docs/benchmarks.md, launch overhead); glibc's adaptive
+// mutex, used before, costs a call into the library and a futex mutex whose
+// unlock is an exchange one locked instruction more.
 //
 // The price of the plain-store unlock: the unlocking thread may read
 // sleepers_ before its store of state_ is visible, while a waiter counts

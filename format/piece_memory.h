@@ -3,9 +3,9 @@
 //
 // A burst of memory the trace has not seen (a snapshot of gigabytes) needs
 // that much host memory at once, and memory a process touches for the first
-// time costs a page fault every 4 KiB: on the H200 host nine threads copied
-// into fresh 4 KiB pages at 14.6 GB/s, into fresh huge pages at 24.9, into
-// pages used before at 59.6 (docs/benchmarks.md, 2026-12-01). So blocks are
+// time costs a page fault every 4 KiB: copying into fresh small pages is
+// several times slower than into pages used before, and fresh huge pages
+// sit in between (docs/benchmarks.md, page locking). So blocks are
 // carved from 2 MiB-aligned slabs the kernel is asked to back with huge
 // pages (madvise MADV_HUGEPAGE; ignored where transparent huge pages are
 // off), and a block given back is reused by the next piece. Slabs go back

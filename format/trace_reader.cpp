@@ -416,9 +416,8 @@ void TraceReader::readContentInto(schema::Content::Reader content, uint8_t* dst,
   std::vector<const ChunkInfo*> pieces = locatePieces(content);
   uint64_t pieceSize = content.getPieceSize();
   // Pieces are read with pread (no mapping given to loadPayload): copying
-  // them from the page cache costs less than mapping its pages into this
-  // process (restoring 4 GiB on the H200 host: 33 GB/s against 27.5;
-  // docs/benchmarks.md).
+  // them from the page cache measured faster than mapping its pages into
+  // this process (docs/benchmarks.md, replay throughput).
   // Pieces are independent zstd frames: decode them on several threads, as
   // restoring gigabytes of device memory for a replay would otherwise be
   // bound by one core's decompression speed.

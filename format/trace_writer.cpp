@@ -35,9 +35,9 @@ TraceWriterImpl::TraceWriterImpl(std::string path, int fd, const Options& option
     : path_(std::move(path)), fd_(fd), options_(options) {
   unsigned threads = options.compressionThreads;
   if (threads == 0) {
-    // Compressing data the trace has not seen runs at 0.4-4 GB/s a thread
-    // (docs/benchmarks.md), below the file's write rate: up to half the
-    // machine, at most 8. They sleep when there is nothing to compress.
+    // One thread compresses new data slower than the file takes it
+    // (docs/benchmarks.md has the rates): up to half the machine, at most 8.
+    // They sleep when there is nothing to compress.
     unsigned hw = std::max(2u, std::thread::hardware_concurrency());
     threads = std::min(8u, hw / 2);
   }

@@ -77,11 +77,11 @@ class TraceWriterImpl final : public TraceWriter {
   std::unique_ptr<PieceMemory> makeDirectMemory();
 
   // Touches a new slab of direct memory, a huge page per iteration on the
-  // hashing threads, then page-locks it on the caller's: on the H200 host
-  // page-locking fresh memory ran at 5.6-7.7 GB/s whatever the threads (the
-  // kernel faults the pages in, in series), touching it first on 8 threads
-  // at 47 and page-locking touched memory at 60 (docs/benchmarks.md,
-  // 2026-12-01).
+  // hashing threads, then page-locks it on the caller's: page-locking fresh
+  // memory does not scale with threads (the kernel faults the pages in, in
+  // series), while touching it first on several threads and then
+  // page-locking touched memory is several times faster (docs/benchmarks.md,
+  // page locking).
   bool prepareDirectSlab(uint8_t* slab, size_t bytes);
 
   WorkerPool* hashingPool();

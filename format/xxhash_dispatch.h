@@ -4,9 +4,9 @@
 // entry points use SSE2; the *_dispatch ones it also exports choose AVX2 or
 // AVX-512 where the CPU has them (CMake checks the library exports them).
 // xxh_x86dispatch.h renames XXH3_64bits,
-// XXH3_128bits and their seeded and streaming forms to those: on a hot
-// 256 KiB buffer 9 GB/s became 32 GB/s a core (docs/benchmarks.md), which
-// is what checking a restored trace and hashing captured memory run at.
+// XXH3_128bits and their seeded and streaming forms to those: several times
+// faster a core on hot buffers (docs/benchmarks.md), which is what checking
+// a restored trace and hashing captured memory run at.
 #pragma once
 
 #if defined(KCAP_HAVE_XXH_DISPATCH)  // found by CMakeLists.txt

@@ -1,12 +1,11 @@
 // TraceClock: event timestamps, cheap enough for every launch.
 //
 // Event.timeNs is CLOCK_MONOTONIC nanoseconds since the trace began. Reading
-// CLOCK_MONOTONIC costs 80-100 ns on the H200 host (the vDSO orders its
-// counter read after every earlier instruction, which on the launch path
-// means after the driver's work), twice a launch. The launch path takes a
-// stamp instead, the CPU's own counter read without ordering (about 10 ns),
-// and the stamp becomes nanoseconds later, when the writer's thread builds
-// the event (toNs).
+// CLOCK_MONOTONIC is costly on the launch path: the vDSO orders its counter
+// read after every earlier instruction, which there means after the
+// driver's work, twice a launch. The launch path takes a stamp instead, the
+// CPU's own counter read without ordering, and the stamp becomes
+// nanoseconds later, when the writer's thread builds the event (toNs).
 //
 // The counter is the time-stamp counter on x86-64 when the kernel itself
 // keeps time with it (clocksource "tsc": it found the counter invariant and

@@ -102,8 +102,7 @@ constexpr uint64_t kDeviceHashMinBytes = 4u << 20;
 // A device-hashed segment bound for the writer's direct blocks spans up to
 // this many staging buffers: the device hashes a segment again after its
 // copy, and that takes about as long for a few pieces (one warp each) as
-// for a wave of them (about 1.4 ms a 32 MiB segment, copy and hashing, on
-// the H200 host, 2026-12-01).
+// for a wave of them, so longer segments amortise it.
 constexpr size_t kDirectSegmentBuffers = 8;
 
 // A part of a range to copy to the host and store: whole pieces (the last

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """bench/launch_overhead.py end to end against the driver double: the script
 that produces the launch-overhead figures of docs/benchmarks.md runs only on
-the GPU host, where a parsing slip costs a device call. Here it runs the real
+the GPU host, where a parsing slip costs a GPU run. Here it runs the real
 benchmark program under the real shim (tiny sizes; the figures themselves
 mean nothing on the double) and the test checks what it prints.
 
