@@ -3,7 +3,8 @@
 //
 // Recorder::Operation used to count work in one shared atomic, two locked
 // read-modify-writes per operation and four per recorded launch, each a
-// full barrier that waits for the driver's stores right before it. Here each thread counts its own work in its own cache line, and
+// full barrier that waits for the driver's stores right before it. Here
+// each thread counts its own work in its own cache line, and
 // the ordering between "I am working" (the worker's store, then its load of
 // `ending`) and "we are ending" (end's store, then its load of the counts)
 // is an asymmetric fence: the workers order with a compiler barrier only,
