@@ -75,6 +75,10 @@ decltype(auto) visitEvent(schema::Event::Reader event, Visitor&& visitor) {
       return visitor(event.getMessage());
     case Which::TENSOR_MAP_ENCODE:
       return visitor(event.getTensorMapEncode());
+    case Which::CHECKPOINT:
+      return visitor(event.getCheckpoint());
+    case Which::TRIGGER:
+      return visitor(event.getTrigger());
   }
   return visitor(UnknownEvent{eventKind(event)});
 }

@@ -100,6 +100,8 @@ struct Event {
     apiError @18 :ApiError;
     message @19 :Message;
     tensorMapEncode @20 :TensorMapEncode;
+    checkpoint @21 :Checkpoint;
+    trigger @22 :Trigger;
   }
 }
 
@@ -137,6 +139,8 @@ enum CaptureMode {
   full @0;           # pre- and post-launch snapshots of reachable memory
   preOnly @1;        # pre-launch snapshots only
   metadata @2;       # no memory contents at all
+  checkpoint @3;     # metadata per launch, plus Checkpoint events of all live device memory
+                     # (docs/checkpoint.md); in Launch.pre only host-mapped and managed ranges
 }
 
 struct TraceEnd {
@@ -491,6 +495,71 @@ enum TensorMapApi {
   tiled @1;          # cuTensorMapEncodeTiled
   im2col @2;         # cuTensorMapEncodeIm2col
   im2colWide @3;     # cuTensorMapEncodeIm2colWide
+}
+
+struct Checkpoint {
+  # The content of all live device memory at one point of the event order
+  # (capture mode checkpoint). Every launch, copy and memset of the recording
+  # with a lower seq had completed on the device when it was taken, and none
+  # with a higher seq had been submitted: replay restores a checkpoint and
+  # re-executes the events after it, and compares what it reaches with the
+  # next checkpoint's change hashes.
+  ordinal @0 :UInt64;               # 0-based, counting the recording's checkpoints
+  launchCount @1 :UInt64;           # launches recorded before it: it lies between launchIndex
+                                    # launchCount - 1 and launchCount
+  reason @2 :CheckpointReason;
+  device @3 :Int32;                 # the device whose memory it holds
+  ranges @4 :List(CheckpointRange); # sorted by address, disjoint
+  changedPieces @5 :UInt64;         # pieces whose change hash differs from the previous
+                                    # checkpoint's (every piece of the first, and of new ranges)
+  changedBytes @6 :UInt64;          # their bytes: what was copied from the device
+  holdNs @7 :UInt64;                # how long the program's launching thread was held for it
+  result @8 :Int32;
+  # CUresult of the first driver call that failed while taking it; when not
+  # 0 the checkpoint is incomplete: a reader must not restore from it (its
+  # ranges may lack content) and should not compare with it.
+}
+
+enum CheckpointReason {
+  first @0;          # at the recording's first launch
+  interval @1;       # --checkpoint-every came due
+  end @2;            # when the recording ended (exit, trigger), after the last launch
+}
+
+struct CheckpointRange {
+  # One live range of device memory in a checkpoint: an allocation, a mapped
+  # VMM range or a module global.
+  address @0 :UInt64;
+  allocationBase @1 :UInt64;        # the allocation it is (== address for whole allocations)
+  kind @2 :MemoryKind;
+  content @3 :Content;              # every piece's content address, changed or not: a checkpoint
+                                    # stands alone (the bytes of an unchanged piece are stored once,
+                                    # with the checkpoint that first had them)
+  changeHashes @4 :Data;
+  # The change hash (format/change_hash.h) of each piece of `content`, in
+  # piece order: 16 bytes per piece, two little-endian 64-bit halves.
+  # Invariant: changeHashes.size() == 16 * content.pieces.size().
+}
+
+struct Trigger {
+  # The flight recorder fired (--trigger): the trace holds what the ring kept
+  # up to this moment, and this event says why.
+  kind @0 :TriggerKind;
+  reason @1 :Text;                  # readable: the call and error, the signal, the program's text
+  result @2 :Int32;                 # kind error: the CUresult
+  signal @3 :Int32;                 # kind signal: the signal number
+  exitStatus @4 :Int32;             # kind exit: the status passed to exit
+  launchIndex @5 :UInt64;           # kind error, hang: the launch concerned, when hasLaunch
+  hasLaunch @6 :Bool;
+  droppedEvents @7 :UInt64;         # events the ring let go before the oldest one kept
+}
+
+enum TriggerKind {
+  api @0;            # the program called kcap_trigger(reason)
+  error @1;          # a CUDA call returned a sticky error
+  signal @2;         # a fatal or user signal
+  exit @3;           # the process exited with a non-zero status
+  hang @4;           # a launch had not finished after the hang limit
 }
 
 struct GraphLaunch {

@@ -187,6 +187,19 @@ void SummaryBuilder::add(schema::Event::Reader e) {
                ++s_.memsetTotal.count;
                s_.memsetTotal.bytes += m.getCount() * m.getElementSize() * std::max<uint64_t>(m.getHeight(), 1);
              },
+             [&](schema::Checkpoint::Reader c) {
+               ++s_.checkpoints;
+               if (c.getResult() != 0) ++s_.incompleteCheckpoints;
+               s_.checkpointChangedBytes += c.getChangedBytes();
+               uint64_t bytes = 0;
+               for (const auto range : c.getRanges()) bytes += range.getContent().getSize();
+               s_.checkpointMaxBytes = std::max(s_.checkpointMaxBytes, bytes);
+               s_.checkpointMaxHoldNs = std::max(s_.checkpointMaxHoldNs, c.getHoldNs());
+             },
+             [&](schema::Trigger::Reader t) {
+               s_.triggers.push_back(
+                   {e.getSeq(), e.getTimeNs(), enumName(t.getKind()), t.getReason().cStr(), t.getDroppedEvents()});
+             },
              [](const auto&) {},  // counted by type above; nothing more to summarise
          });
 }

@@ -60,6 +60,14 @@ struct TraceEndSummary {
   std::string message;
 };
 
+struct TriggerSummary {
+  uint64_t seq = 0;
+  uint64_t timeNs = 0;
+  std::string kind;  // enumerant name: api, error, signal, exit, hang
+  std::string reason;
+  uint64_t droppedEvents = 0;
+};
+
 struct TraceSummary {
   // events
   uint64_t events = 0;
@@ -92,6 +100,14 @@ struct TraceSummary {
   CountBytes memcpyTotal;
   uint64_t memcpyCapturedBytes = 0;
   CountBytes memsetTotal;
+
+  // checkpoint mode and the flight recorder
+  uint64_t checkpoints = 0;
+  uint64_t incompleteCheckpoints = 0;  // result != 0
+  uint64_t checkpointChangedBytes = 0;
+  uint64_t checkpointMaxBytes = 0;  // the largest checkpoint's live memory
+  uint64_t checkpointMaxHoldNs = 0;
+  std::vector<TriggerSummary> triggers;
 
   // bytes
   uint64_t contentRaw = 0;

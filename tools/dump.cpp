@@ -320,6 +320,30 @@ void formatKernelTiming(Line& l, schema::KernelTiming::Reader t) {
   l.kv("duration", strf("%.3fus", static_cast<double>(ns) / 1e3)).num("start", t.getStartNs()).num("end", t.getEndNs());
 }
 
+void formatCheckpoint(Line& l, schema::Checkpoint::Reader c) {
+  uint64_t bytes = 0;
+  for (const auto range : c.getRanges()) bytes += range.getContent().getSize();
+  l.add("#" + std::to_string(c.getOrdinal()))
+      .add(enumName(c.getReason()))
+      .num("launchCount", c.getLaunchCount())
+      .snum("device", c.getDevice())
+      .num("ranges", c.getRanges().size())
+      .num("bytes", bytes)
+      .num("changedPieces", c.getChangedPieces())
+      .num("changedBytes", c.getChangedBytes())
+      .kv("hold", strf("%.3fms", static_cast<double>(c.getHoldNs()) / 1e6))
+      .result(c.getResult());
+}
+
+void formatTrigger(Line& l, schema::Trigger::Reader t) {
+  l.add(enumName(t.getKind())).add(printable(t.getReason().cStr(), true));
+  if (t.getKind() == schema::TriggerKind::ERROR) l.snum("result", t.getResult());
+  if (t.getKind() == schema::TriggerKind::SIGNAL) l.snum("signal", t.getSignal());
+  if (t.getKind() == schema::TriggerKind::EXIT) l.snum("status", t.getExitStatus());
+  if (t.getHasLaunch()) l.num("launch", t.getLaunchIndex());
+  l.numIf("droppedEvents", t.getDroppedEvents());
+}
+
 void formatEvent(std::string& out, const Event::Reader& e, const TensorMapIndex* maps) {
   const char* type = eventTypeName(e);
   out += strf("#%-7llu +%-10llu %7u %-17s", static_cast<unsigned long long>(e.getSeq()),
@@ -342,6 +366,8 @@ void formatEvent(std::string& out, const Event::Reader& e, const TensorMapIndex*
              [&](schema::LaunchEnd::Reader k) { formatLaunchEnd(l, k); },
              [&](schema::KernelTiming::Reader t) { formatKernelTiming(l, t); },
              [&](schema::TensorMapEncode::Reader t) { formatTensorMapEncode(l, t); },
+             [&](schema::Checkpoint::Reader c) { formatCheckpoint(l, c); },
+             [&](schema::Trigger::Reader t) { formatTrigger(l, t); },
              [&](schema::GraphLaunch::Reader g) {
                l.addr("exec", g.getGraphExec()).addr("stream", g.getStream()).result(g.getResult());
              },

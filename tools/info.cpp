@@ -220,6 +220,28 @@ void printText(const Options& opt, const format::TraceReader& reader, const Trac
     out += t.render();
   }
 
+  if (s.checkpoints > 0) {
+    out += strf("\nCheckpoints (%s", withCommas(s.checkpoints).c_str());
+    if (s.incompleteCheckpoints) out += ", " + withCommas(s.incompleteCheckpoints) + " incomplete";
+    out += ")\n";
+    Table t({"", "", ""}, " r");
+    t.row({"largest", humanSize(s.checkpointMaxBytes), "live device memory"});
+    t.row({"changed", humanSize(s.checkpointChangedBytes), "copied from the device, all checkpoints"});
+    t.row({"longest hold", durationText(s.checkpointMaxHoldNs), "the program waited for one"});
+    out += t.render();
+  }
+  if (!s.triggers.empty()) {
+    out += strf("\nTriggers (%zu)\n", s.triggers.size());
+    Table t({"Seq", "Time", "Kind", "Reason"}, "rr");
+    for (const auto& trigger : s.triggers) {
+      std::string reason = printable(trigger.reason);
+      if (trigger.droppedEvents) reason += " (" + withCommas(trigger.droppedEvents) + " earlier events not kept)";
+      t.row({strf("#%llu", static_cast<unsigned long long>(trigger.seq)), durationText(trigger.timeNs), trigger.kind,
+             reason});
+    }
+    out += t.render();
+  }
+
   out += strf("\nEvents (%s)\n", withCommas(s.events).c_str());
   {
     Table t({"", ""}, " r");
@@ -369,6 +391,25 @@ void printJson(const Options& opt, const format::TraceReader& reader, const Trac
                  {"capturedBytes", s.memcpyCapturedBytes},
                  {"byDirection", std::move(byDirection)}};
   j["memset"] = countBytesJson(s.memsetTotal);
+
+  if (s.checkpoints > 0) {
+    j["checkpoints"] = {{"count", s.checkpoints},
+                        {"incomplete", s.incompleteCheckpoints},
+                        {"maxBytes", s.checkpointMaxBytes},
+                        {"changedBytes", s.checkpointChangedBytes},
+                        {"maxHoldNs", s.checkpointMaxHoldNs}};
+  }
+  if (!s.triggers.empty()) {
+    Json triggers = Json::array();
+    for (const auto& t : s.triggers) {
+      triggers.push_back({{"seq", t.seq},
+                          {"timeNs", t.timeNs},
+                          {"kind", t.kind},
+                          {"reason", t.reason},
+                          {"droppedEvents", t.droppedEvents}});
+    }
+    j["triggers"] = std::move(triggers);
+  }
 
   Json byType = Json::object();
   for (const auto& [name, count] : format::eventTypesByCount(s)) byType[name] = count;

@@ -61,6 +61,7 @@ constexpr const char* kDefaultOutput = "kcap-%p.kcap";
 struct Options {
   std::string output;
   std::string mode;
+  std::string checkpointEvery;
   std::string include;
   std::string exclude;
   std::string skip;
@@ -79,13 +80,19 @@ struct Options {
 
 // The option that sets each variable, for messages.
 const std::map<std::string, std::string>& flagOf() {
-  static const std::map<std::string, std::string> flags = {
-      {"KCAP_OUTPUT", "--output"},   {"KCAP_MODE", "--mode"},
-      {"KCAP_INCLUDE", "--include"}, {"KCAP_EXCLUDE", "--exclude"},
-      {"KCAP_SKIP", "--skip"},       {"KCAP_MAX_LAUNCHES", "--max-launches"},
-      {"KCAP_LEVEL", "--level"},     {"KCAP_PIECE_SIZE", "--piece-size"},
-      {"KCAP_BUFFER", "--buffer"},   {"KCAP_FLUSH", "--flush"},
-      {"KCAP_TIMING", "--timing"},   {"KCAP_HASH", "--hash"}};
+  static const std::map<std::string, std::string> flags = {{"KCAP_OUTPUT", "--output"},
+                                                           {"KCAP_MODE", "--mode"},
+                                                           {"KCAP_INCLUDE", "--include"},
+                                                           {"KCAP_EXCLUDE", "--exclude"},
+                                                           {"KCAP_SKIP", "--skip"},
+                                                           {"KCAP_MAX_LAUNCHES", "--max-launches"},
+                                                           {"KCAP_LEVEL", "--level"},
+                                                           {"KCAP_PIECE_SIZE", "--piece-size"},
+                                                           {"KCAP_BUFFER", "--buffer"},
+                                                           {"KCAP_FLUSH", "--flush"},
+                                                           {"KCAP_TIMING", "--timing"},
+                                                           {"KCAP_HASH", "--hash"},
+                                                           {"KCAP_CHECKPOINT_EVERY", "--checkpoint-every"}};
   return flags;
 }
 
@@ -157,7 +164,8 @@ std::map<std::string, std::string> settings(const Options& opt) {
                                                               {"KCAP_PIECE_SIZE", &opt.pieceSize},
                                                               {"KCAP_BUFFER", &opt.buffer},
                                                               {"KCAP_FLUSH", &opt.flush},
-                                                              {"KCAP_HASH", &opt.hash}};
+                                                              {"KCAP_HASH", &opt.hash},
+                                                              {"KCAP_CHECKPOINT_EVERY", &opt.checkpointEvery}};
   for (const char* name : captureVariables()) {
     const char* env = std::getenv(name);
     if (env != nullptr) out[name] = env;
@@ -552,8 +560,13 @@ Run setupRecord(CLI::App& cmd) {
       ->type_name("PATH");
   cmd.add_option("--mode", opt->mode,
                  "full: reachable memory before and after each launch (default); pre: before only; "
-                 "metadata: no memory, no synchronization (KCAP_MODE)")
+                 "metadata: no memory, no synchronization; checkpoint: metadata plus periodic checkpoints of all "
+                 "live device memory, replayed by re-execution (KCAP_MODE)")
       ->type_name("MODE");
+  cmd.add_option("--checkpoint-every", opt->checkpointEvery,
+                 "Checkpoint mode: time (500ms, 2s, 1m) or launches (1000launches) between checkpoints "
+                 "(KCAP_CHECKPOINT_EVERY) [default: 1s]")
+      ->type_name("INTERVAL");
   cmd.add_option("--include", opt->include, "Record only kernels whose name matches this regex (KCAP_INCLUDE)")
       ->type_name("REGEX");
   cmd.add_option("--exclude", opt->exclude, "Do not record kernels whose name matches this regex (KCAP_EXCLUDE)")

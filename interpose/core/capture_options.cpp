@@ -24,6 +24,7 @@ constexpr uint64_t kMaxBufferBytes = uint64_t{1024} << 30;
 constexpr const char* kFlush = "KCAP_FLUSH";
 constexpr const char* kTiming = "KCAP_TIMING";
 constexpr const char* kHash = "KCAP_HASH";
+constexpr const char* kCheckpointEvery = "KCAP_CHECKPOINT_EVERY";
 
 std::optional<uint64_t> parseUnsigned(std::string_view text) {
   uint64_t value = 0;
@@ -56,6 +57,8 @@ const char* captureModeName(CaptureMode mode) {
       return "pre";
     case CaptureMode::kMetadata:
       return "metadata";
+    case CaptureMode::kCheckpoint:
+      return "checkpoint";
   }
   return "?";
 }
@@ -94,13 +97,54 @@ std::vector<std::pair<std::string, std::string>> CaptureOptions::describe() cons
   out.emplace_back("flush", flushPolicyName(flush));
   out.emplace_back("timing", timing ? "on" : "off");
   out.emplace_back("hash", hashOnDevice ? "device" : "host");
+  if (mode == CaptureMode::kCheckpoint) {
+    out.emplace_back("checkpointEvery", checkpointEveryLaunches != 0
+                                            ? std::to_string(checkpointEveryLaunches) + "launches"
+                                            : std::to_string(checkpointEveryNs / 1'000'000) + "ms");
+  }
   return out;
 }
 
 const std::vector<const char*>& captureVariables() {
-  static const std::vector<const char*> names = {kOutput, kMode,      kInclude, kExclude, kSkip,   kMaxLaunches,
-                                                 kLevel,  kPieceSize, kBuffer,  kFlush,   kTiming, kHash};
+  static const std::vector<const char*> names = {kOutput,      kMode,  kInclude,        kExclude, kSkip,
+                                                 kMaxLaunches, kLevel, kPieceSize,      kBuffer,  kFlush,
+                                                 kTiming,      kHash,  kCheckpointEvery};
   return names;
+}
+
+bool parseCheckpointInterval(std::string_view text, uint64_t& ns, uint64_t& launches) {
+  size_t digits = 0;
+  while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') {
+    ++digits;
+  }
+  const auto number = parseUnsigned(text.substr(0, digits));
+  if (!number || *number == 0) {
+    return false;
+  }
+  const std::string_view unit = text.substr(digits);
+  if (unit == "launches" || unit == "launch") {
+    launches = *number;
+    ns = 0;
+    return true;
+  }
+  uint64_t scale = 0;
+  if (unit == "us") {
+    scale = 1'000;
+  } else if (unit == "ms") {
+    scale = 1'000'000;
+  } else if (unit == "s") {
+    scale = 1'000'000'000;
+  } else if (unit == "m" || unit == "min") {
+    scale = 60'000'000'000;
+  } else {
+    return false;
+  }
+  if (*number > std::numeric_limits<uint64_t>::max() / scale) {
+    return false;
+  }
+  ns = *number * scale;
+  launches = 0;
+  return true;
 }
 
 std::optional<uint64_t> parseByteCount(std::string_view text) {
@@ -162,8 +206,16 @@ std::optional<CaptureOptions> readCaptureOptions(const VariableLookup& lookup) {
       options.mode = CaptureMode::kPreOnly;
     } else if (mode == "metadata") {
       options.mode = CaptureMode::kMetadata;
+    } else if (mode == "checkpoint") {
+      options.mode = CaptureMode::kCheckpoint;
     } else {
-      throw OptionError(kMode, mode, "expected full, pre or metadata");
+      throw OptionError(kMode, mode, "expected full, pre, metadata or checkpoint");
+    }
+  }
+  if (const std::string every = value(kCheckpointEvery); !every.empty()) {
+    if (!parseCheckpointInterval(every, options.checkpointEveryNs, options.checkpointEveryLaunches)) {
+      throw OptionError(kCheckpointEvery, every,
+                        "expected a duration (500ms, 2s, 1m) or a number of launches (1000launches), not 0");
     }
   }
 

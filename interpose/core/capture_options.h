@@ -4,6 +4,10 @@
 //                      Unset or empty: the shim records nothing (pure pass-through).
 //   KCAP_MODE          full (default): reachable memory before and after each launch
 //                      pre: before only; metadata: no memory at all, no synchronization
+//                      checkpoint: metadata, plus checkpoints of all live device memory
+//                      (docs/checkpoint.md)
+//   KCAP_CHECKPOINT_EVERY  checkpoint mode: a duration (500ms, 2s, 1m; default 1s)
+//                      or a number of launches (1000launches) between checkpoints
 //   KCAP_INCLUDE       pattern (name_pattern.h); only launches of kernels whose
 //                      name it matches (anywhere in the name) are recorded
 //   KCAP_EXCLUDE       pattern; launches of kernels it matches are not
@@ -40,9 +44,15 @@
 
 namespace kcap {
 
-enum class CaptureMode : uint8_t { kFull, kPreOnly, kMetadata };
+enum class CaptureMode : uint8_t { kFull, kPreOnly, kMetadata, kCheckpoint };
 
-const char* captureModeName(CaptureMode mode);  // "full", "pre", "metadata"
+const char* captureModeName(CaptureMode mode);  // "full", "pre", "metadata", "checkpoint"
+
+// Whether a launch records only its facts (no snapshots, no synchronization,
+// handed to the writer after the call): metadata and checkpoint modes.
+inline bool perLaunchMetadataOnly(CaptureMode mode) {
+  return mode == CaptureMode::kMetadata || mode == CaptureMode::kCheckpoint;
+}
 
 // When the writer must have put a launch's record into the file. kLaunch:
 // before the launch runs, so that a launch that kills the process (or a
@@ -71,6 +81,10 @@ struct CaptureOptions {
   FlushPolicy flush = FlushPolicy::kLaunch;  // metadata mode never waits for the file
   bool timing = false;                       // kernelTiming events through CUPTI (cupti_timing.h)
   bool hashOnDevice = true;                  // memory_snapshot.h, device_hash.h
+  // Checkpoint mode: the interval between checkpoints, in time or in
+  // launches (exactly one of the two is not 0).
+  uint64_t checkpointEveryNs = 1'000'000'000;
+  uint64_t checkpointEveryLaunches = 0;
 
   // Compiled once by readCaptureOptions; shared, immutable.
   std::shared_ptr<const NamePattern> includePattern;
@@ -122,6 +136,11 @@ bool outputHasPid(const std::string& pattern);
 // name a descendant process uses when the template has no %p, so that it
 // never overwrites its parent's trace.
 std::string withPidSuffix(const std::string& path, long pid);
+
+// Parses a checkpoint interval: a duration ("500ms", "2s", "1m", "250us")
+// or a number of launches ("1000launches"). Sets exactly one of the two
+// outputs; false if malformed, zero or too large.
+bool parseCheckpointInterval(std::string_view text, uint64_t& ns, uint64_t& launches);
 
 // Parses a byte count with an optional K, M or G suffix (powers of 1024,
 // optionally followed by "iB" or "B"). nullopt if malformed or too large.

@@ -85,3 +85,6 @@ extern "C" __global__ void kcap_content_hash(const uint8_t* base, uint64_t size,
     out[2 * piece + 1] = hash.low;
   }
 }
+
+// The image's second kernel: change hashes for checkpoints.
+#include "record/change_hash.cuh"

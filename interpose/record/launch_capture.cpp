@@ -373,7 +373,7 @@ bool Recorder::launchStarting(const LaunchCall& call, PendingLaunch& launch) {
   const bool capturing = activeCaptures_.load(std::memory_order_relaxed) > 0 && isCapturing(pending->syncStream);
   data->capturing = capturing;
   pending->executes = !capturing;
-  bool snapshots = options_.mode != CaptureMode::kMetadata && !capturing;
+  bool snapshots = !perLaunchMetadataOnly(options_.mode) && !capturing;
   if (snapshots && waitsForPeers(kernelName)) {
     snapshots = false;
     noteOnce(notedNoSync_, schema::Message::Level::INFO,
@@ -455,7 +455,7 @@ bool Recorder::launchStarting(const LaunchCall& call, PendingLaunch& launch) {
     }
   }
 
-  if (options_.mode == CaptureMode::kMetadata) {
+  if (perLaunchMetadataOnly(options_.mode)) {
     // Handed over with its end (launchFinished). A launch during which
     // the process dies is then not in the trace; the other modes put it
     // there before the call.

@@ -266,7 +266,7 @@ Recorder::Recorder(CaptureOptions options, std::string path, std::unique_ptr<for
       writer_(std::move(writer)),
       startUnixNs_(clockNs(CLOCK_REALTIME)),
       staging_(stagingBytes(options_.pieceSize)) {
-  numberedByWriter_ = options_.mode == CaptureMode::kMetadata && options_.skip == 0 &&
+  numberedByWriter_ = perLaunchMetadataOnly(options_.mode) && options_.skip == 0 &&
                       options_.maxLaunches == std::numeric_limits<uint64_t>::max() && !options_.timing;
   ThreadWork::prepare();  // before the first Operation
   CodeRegistry::instance().recordingStarted();

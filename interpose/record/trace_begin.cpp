@@ -166,6 +166,9 @@ void Recorder::writeTraceBegin() {
     case CaptureMode::kMetadata:
       begin.setCaptureMode(schema::CaptureMode::METADATA);
       break;
+    case CaptureMode::kCheckpoint:
+      begin.setCaptureMode(schema::CaptureMode::CHECKPOINT);
+      break;
   }
   auto options = options_.describe();
   options.emplace_back("path", path_);

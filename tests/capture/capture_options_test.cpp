@@ -70,7 +70,8 @@ TEST(CaptureOptions, EverySetting) {
 }
 
 TEST(CaptureOptions, InvalidValuesNameTheVariableAndValue) {
-  EXPECT_EQ(errorOf({{"KCAP_OUTPUT", "t"}, {"KCAP_MODE", "all"}}), "KCAP_MODE=\"all\": expected full, pre or metadata");
+  EXPECT_EQ(errorOf({{"KCAP_OUTPUT", "t"}, {"KCAP_MODE", "all"}}),
+            "KCAP_MODE=\"all\": expected full, pre, metadata or checkpoint");
   EXPECT_NE(errorOf({{"KCAP_OUTPUT", "t"}, {"KCAP_INCLUDE", "(unclosed"}})
                 .find("KCAP_INCLUDE=\"(unclosed\": not a valid regular expression"),
             std::string::npos);
@@ -159,6 +160,26 @@ TEST(CaptureOptions, ByteCounts) {
   EXPECT_FALSE(parseByteCount("12Q"));
   EXPECT_FALSE(parseByteCount("1Kb"));
   EXPECT_FALSE(parseByteCount("99999999999999999999"));
+}
+
+TEST(CaptureOptions, CheckpointIntervalIsADurationOrALaunchCount) {
+  const auto defaults = read({{"KCAP_OUTPUT", "t"}, {"KCAP_MODE", "checkpoint"}});
+  ASSERT_TRUE(defaults);
+  EXPECT_EQ(defaults->mode, CaptureMode::kCheckpoint);
+  EXPECT_EQ(defaults->checkpointEveryNs, 1'000'000'000u);
+  EXPECT_EQ(defaults->checkpointEveryLaunches, 0u);
+  const auto ms = read({{"KCAP_OUTPUT", "t"}, {"KCAP_CHECKPOINT_EVERY", "250ms"}});
+  EXPECT_EQ(ms->checkpointEveryNs, 250'000'000u);
+  EXPECT_EQ(read({{"KCAP_OUTPUT", "t"}, {"KCAP_CHECKPOINT_EVERY", "2m"}})->checkpointEveryNs, 120'000'000'000u);
+  const auto launches = read({{"KCAP_OUTPUT", "t"}, {"KCAP_CHECKPOINT_EVERY", "1000launches"}});
+  EXPECT_EQ(launches->checkpointEveryLaunches, 1000u);
+  EXPECT_EQ(launches->checkpointEveryNs, 0u);
+  for (const char* bad : {"0s", "10", "1h", "s", "-1s", "99999999999999999999s", "30000000000m"}) {
+    EXPECT_NE(errorOf({{"KCAP_OUTPUT", "t"}, {"KCAP_CHECKPOINT_EVERY", bad}})
+                  .find(std::string("KCAP_CHECKPOINT_EVERY=\"") + bad + "\": expected a duration"),
+              std::string::npos)
+        << bad;
+  }
 }
 
 }  // namespace

@@ -5,12 +5,15 @@
 
 #include <xxhash.h>
 
+#include "change_hash.h"
+
 #include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <string_view>
 #include <vector>
 
 namespace kcap_double {
@@ -245,6 +248,31 @@ void kcap_content_hash(const LaunchShape& shape, void* const* params, const Modu
   }
 }
 
+// The shim's second kernel (interpose/record/change_hash.cuh):
+// kcap_change_hash(const ChangeHashPiece* pieces, uint64_t count, uint64_t*
+// out): the change hash of each {address, length} piece, computed here with
+// the host reference (format/change_hash.h) the GPU test holds the kernel to.
+// KCAP_DOUBLE_CHANGE_HASH=zero makes every piece hash as if it held zeros
+// (memory whose changes the hash would miss).
+constexpr ParamSlot kChangeHashParams[] = {{0, 8}, {8, 8}, {16, 8}};
+void kcap_change_hash(const LaunchShape&, void* const* params, const ModuleGlobals&) {
+  struct Piece {
+    std::uint64_t address, length;
+  };
+  const auto* pieces = param<const Piece*>(params, 0);
+  const auto count = param<std::uint64_t>(params, 1);
+  auto* out = param<std::uint64_t*>(params, 2);
+  const char* fault = std::getenv("KCAP_DOUBLE_CHANGE_HASH");
+  const bool zero = fault != nullptr && std::string_view(fault) == "zero";
+  for (std::uint64_t p = 0; p < count; ++p) {
+    const auto hash =
+        zero ? kcap::format::zeroChangeHash(pieces[p].length)
+             : kcap::format::changeHash(reinterpret_cast<const std::uint8_t*>(pieces[p].address), pieces[p].length);
+    out[2 * p] = hash.high;
+    out[2 * p + 1] = hash.low;
+  }
+}
+
 constexpr KernelDef kKernels[] = {
     {"axpy", kAxpyParams, axpy},
     {"reduce_sum", kReduceParams, reduceSum},
@@ -259,6 +287,7 @@ constexpr KernelDef kKernels[] = {
     {"kcap_empty", {}, kcap_empty},
     {"tma_scale", kTmaParams, tmaScale},
     {"kcap_content_hash", kContentHashParams, kcap_content_hash},
+    {"kcap_change_hash", kChangeHashParams, kcap_change_hash},
 };
 
 constexpr KernelVariant kVariants[] = {
