@@ -10,6 +10,9 @@
 
 #include <cuda.h>
 
+#include <cstdlib>
+#include <string_view>
+
 namespace kcap_double {
 namespace {
 
@@ -190,6 +193,22 @@ DOUBLE_API CUresult cuEventRecord_ptsz(CUevent event, CUstream stream) { return 
 DOUBLE_API CUresult cuStreamWaitEvent(CUstream stream, CUevent event, unsigned) { return waitEvent(stream, event); }
 DOUBLE_API CUresult cuStreamWaitEvent_ptsz(CUstream stream, CUevent event, unsigned) {
   return waitEvent(stream, event);
+}
+
+// Work in the double completes within the call that queued it, so a
+// recorded event is always complete; KCAP_DOUBLE_EVENT_NOT_READY=1 says it
+// never is (work that hangs on the device).
+DOUBLE_API CUresult cuEventQuery(CUevent event) {
+  if (const CUresult r = needContext(); r != CUDA_SUCCESS) {
+    return r;
+  }
+  State& s = state();
+  Lock lock(s.mutex);
+  if (findEvent(s, event) == nullptr) {
+    return CUDA_ERROR_INVALID_HANDLE;
+  }
+  const char* notReady = std::getenv("KCAP_DOUBLE_EVENT_NOT_READY");
+  return notReady != nullptr && std::string_view(notReady) == "1" ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS;
 }
 
 DOUBLE_API CUresult cuEventSynchronize(CUevent event) {
