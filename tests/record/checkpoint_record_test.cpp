@@ -42,6 +42,8 @@ Recording recordCheckpoints(const std::string& program, const std::vector<std::s
   return r;
 }
 
+Outcome kcapCheck(const std::string& path) { return run({kcapBinary(), {"check", path}, {}, false}); }
+
 void expectUnchanged(const Recording& r) {
   EXPECT_EQ(r.plain.exitCode, 0) << r.plain.describe();
   EXPECT_EQ(r.shimmed.exitCode, 0) << r.shimmed.describe();
@@ -139,6 +141,8 @@ TEST(CheckpointRecord, LaunchesAreMetadataAndCheckpointsHoldTheMemoryAtTheirPlac
 
   auto reader = kcap::format::TraceReader::open(path);
   for (const auto checkpoint : checkpoints) expectContentMatchesHashes(*reader, checkpoint);
+  const Outcome check = kcapCheck(path);
+  EXPECT_EQ(check.exitCode, 0) << check.describe();
 
   // The first holds every piece as changed; a later one counts the pieces
   // that are new or whose change hash moved, and an unchanged piece keeps
@@ -189,6 +193,20 @@ TEST(CheckpointRecord, ZeroMemoryIsNotCopied) {
       for (const uint8_t b : reader->readContent(range.getContent())) ASSERT_EQ(b, 0);
     }
   }
+}
+
+// kcap check holds every change hash to the content it stands beside.
+TEST(CheckpointRecord, CheckFindsChangeHashesThatDoNotMatchTheContent) {
+  kcap::test::TempDir dir("kcap-checkpoint");
+  const std::string path = dir.file("flip.kcap");
+  const Recording r =
+      recordCheckpoints(interposeProgram("direct_launch"), {}, path, {{"KCAP_DOUBLE_CHANGE_HASH", "flip"}});
+  expectUnchanged(r);
+  const Outcome check = kcapCheck(path);
+  EXPECT_EQ(check.exitCode, 1) << check.describe();
+  EXPECT_NE(check.out.find("(checkpoint 0): range 0x"), std::string::npos) << check.describe();
+  EXPECT_NE(check.out.find("the change hash of piece 0 does not match its content"), std::string::npos)
+      << check.describe();
 }
 
 TEST(CheckpointRecord, HostMappedMemoryALaunchReachesIsLoggedWithTheLaunch) {
