@@ -274,6 +274,7 @@ Recorder::Recorder(CaptureOptions options, std::string path, std::unique_ptr<for
   if (options_.mode == CaptureMode::kCheckpoint) {
     checkpoints_ = std::make_unique<CheckpointTaker>(*writer_, staging_, options_.hashOnDevice);
     CheckpointGate::arm();
+    std::atexit(lastCheckpointAtExit);
   }
 }
 
@@ -307,7 +308,8 @@ void Recorder::end(schema::EndReason reason, int signal, const std::string& mess
   // The last checkpoint: what the last interval's launches left, for
   // replay to verify them. Not on a fatal signal: the device may be in any
   // state and the thread that got it may hold the driver's locks.
-  if (checkpoints_ != nullptr && (reason == schema::EndReason::EXIT || reason == schema::EndReason::EXPLICIT)) {
+  if (checkpoints_ != nullptr && (reason == schema::EndReason::EXIT || reason == schema::EndReason::EXPLICIT) &&
+      !lastCheckpointTaken_.exchange(true)) {
     checkpointNow(schema::CheckpointReason::END, std::chrono::milliseconds(1000));
   }
   CheckpointGate::disarm();

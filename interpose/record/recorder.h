@@ -208,6 +208,7 @@ struct PendingLaunch {
   bool postSnapshot = false;          // full mode, not capturing
   bool executes = false;              // not captured into a graph: its duration is wanted
   bool timed = false;                 // a CUPTI correlation id was pushed around the real call
+  bool readsHostMemory = false;       // checkpoint mode: it can reach page-locked host memory
   std::vector<SnapshotRange> ranges;  // what `pre` covered
   // Metadata mode: the Launch event, handed to the writer with its end
   // after the call (one hand-over a launch).
@@ -220,6 +221,7 @@ struct PendingLaunch {
     postSnapshot = false;
     executes = false;
     timed = false;
+    readsHostMemory = false;
     ranges.clear();
     launchEvent.reset();
   }
@@ -346,6 +348,10 @@ class Recorder {
   // other threads' calls to leave the gate.
   void checkpointNow(schema::CheckpointReason reason, std::chrono::milliseconds gateWait) noexcept;
   void scheduleCheckpoint(bool postponed) noexcept;
+  // The last checkpoint, from an atexit handler registered when recording
+  // starts: it runs before the runtime's own exit handlers (registered
+  // earlier) release the program's contexts.
+  static void lastCheckpointAtExit() noexcept;
 
   // Launch helpers (launch_capture.cpp).
   bool selects(std::string_view kernelName);       // with a filter set: the caller tests that
@@ -391,6 +397,7 @@ class Recorder {
   std::atomic<uint64_t> nextCheckpointLaunch_{0};  // by launches
   uint64_t checkpointOrdinal_ = 0;                 // under the gate
   std::atomic<bool> checkpointsFailed_{false};     // a failure that will not go away: no more tries
+  std::atomic<bool> lastCheckpointTaken_{false};
 
   std::atomic<bool> notedNoLayout_{false};
   std::atomic<bool> notedNoSync_{false};
