@@ -459,7 +459,7 @@ void Reexecutor::verify(const CheckpointInfo& checkpoint, IntervalReport& report
 void Reexecutor::unverified(const CheckpointInfo& from, const CheckpointInfo* to, const std::string& why,
                             ReexecutionListener& listener) {
   IntervalReport report = intervalBetween(&from, to);
-  if (report.firstLaunch > report.lastLaunch && to != nullptr) return;  // no launch, nothing lost
+  if (report.firstLaunch > report.lastLaunch) return;  // no launch, nothing lost
   report.verdict = IntervalVerdict::kUnverified;
   report.detail = why;
   listener.interval(report);
@@ -592,6 +592,7 @@ void Reexecutor::run(const ReexecutionRequest& request, ReexecutionListener& lis
                   (checkpoints[k].damage.empty() ? checkpoints[k].restoreDamage : checkpoints[k].damage) +
                   "): replay starts from " + checkpoints[*start].name());
   }
+  if (*start != 0) unverified(checkpoints[0], &checkpoints[*start], "starts at a damaged checkpoint", listener);
   place(listener);
   loadCode(checkpoints[*start].seq);
   size_t current = *start;

@@ -47,7 +47,9 @@ std::string differenceLine(const replay::RangeDifference& d) {
 std::string intervalLine(const IntervalReport& r) {
   std::string line = "interval " + std::to_string(r.number) + " (" + launchesText(r) + ", " +
                      checkpointText(r.fromCheckpoint, "start of trace") + " -> " +
-                     checkpointText(r.toCheckpoint, "end of trace") + "): " + replay::intervalVerdictName(r.verdict);
+                     (r.toCheckpoint && r.fromCheckpoint ? std::to_string(*r.toCheckpoint)
+                                                         : checkpointText(r.toCheckpoint, "end of trace")) +
+                     "): " + replay::intervalVerdictName(r.verdict);
   switch (r.verdict) {
     case IntervalVerdict::kReproduced:
       line += " (" + humanSize(r.bytesCompared) + " in " + withCommas(r.piecesCompared) + " pieces compared)";

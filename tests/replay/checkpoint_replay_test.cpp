@@ -1,0 +1,424 @@
+// `kcap replay` on checkpoint traces (--mode checkpoint), against the driver
+// double: traces written here with TraceWriter (axpy from kernels/, two
+// buffers, checkpoints whose change hashes are computed with
+// format::changeHash over the bytes stored), re-executed by `kcap replay`
+// with KCAP_LIBCUDA naming the double, whose kcap_change_hash is the host
+// reference. Checks the interval verdicts, the damage paths, --launch N and
+// the exit codes.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <functional>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include <capnp/message.h>
+
+#include "change_hash.h"
+#include "hash.h"
+#include "kcap.capnp.h"
+#include "process_runner.h"
+#include "sample_trace.h"
+#include "trace_files.h"
+#include "trace_writer.h"
+
+namespace kcap_test {
+namespace {
+
+using kcap::schema::Event;
+
+constexpr int kExitOk = 0, kExitTrace = 1, kExitUsage = 2, kExitDiffers = 3;
+constexpr uint64_t kX = 0x7e1000000000ull;  // two granules apart: two groups
+constexpr uint64_t kY = 0x7e1000400000ull;
+constexpr uint64_t kModule = 0x55d0c8a10000ull, kFunction = 0x55d0c8a1f1a0ull;
+constexpr uint32_t kElements = 4096;  // 16 KiB a buffer: 4 pieces of 4 KiB (the smallest piece)
+constexpr uint32_t kPieceSize = 4096;
+constexpr float kAlpha = 2.0f;  // a * x + y exact in float: no rounding to argue about
+
+std::vector<uint8_t> bytesOf(const std::vector<float>& v) {
+  std::vector<uint8_t> b(v.size() * sizeof(float));
+  std::memcpy(b.data(), v.data(), b.size());
+  return b;
+}
+
+// What a checkpoint holds of one buffer, and how to spoil it.
+struct RangeSpec {
+  uint64_t address;
+  std::vector<uint8_t> bytes;
+  int wrongHashPiece = -1;  // this piece's recorded change hash is off by one
+  bool storeBlobs = true;   // false: the pieces are named, not stored
+};
+
+class CheckpointTrace {
+ public:
+  explicit CheckpointTrace(const std::string& path) {
+    kcap::format::TraceWriter::Options options;
+    options.pieceSize = kPieceSize;
+    writer_ = kcap::format::TraceWriter::create(path, options);
+    emit([](Event::Builder e) {
+      auto b = e.initTraceBegin();
+      b.setCaptureMode(kcap::schema::CaptureMode::CHECKPOINT);
+      b.setKcapVersion("test");
+    });
+    const std::vector<uint8_t> image = kcap::test::readFileBytes(kcap::test::defaultKernelsDir() + "/axpy.fatbin");
+    emit([&](Event::Builder e) {
+      auto m = e.initModuleLoad();
+      m.setHandle(kModule);
+      m.setApi(kcap::schema::LoadApi::MODULE_LOAD_DATA);
+      m.setImageKind(kcap::schema::ImageKind::FATBIN);
+      writer_->storeContent(image.data(), image.size(), m.initImage());
+    });
+    emit([](Event::Builder e) {
+      auto f = e.initFunctionBind();
+      f.setHandle(kFunction);
+      f.setModuleHandle(kModule);
+      f.setName("axpy");
+      f.setApi(kcap::schema::BindApi::MODULE_GET_FUNCTION);
+    });
+    for (const uint64_t address : {kX, kY}) {
+      emit([&](Event::Builder e) {
+        auto a = e.initAlloc();
+        a.setKind(kcap::schema::AllocKind::MEM_ALLOC);
+        a.setAddress(address);
+        a.setSize(kElements * sizeof(float));
+      });
+    }
+  }
+
+  void checkpoint(uint64_t launchCount, const std::vector<RangeSpec>& ranges, int32_t result = 0) {
+    emit([&](Event::Builder e) {
+      auto c = e.initCheckpoint();
+      c.setOrdinal(checkpoints_++);
+      c.setLaunchCount(launchCount);
+      c.setResult(result);
+      auto list = c.initRanges(static_cast<unsigned>(ranges.size()));
+      for (unsigned i = 0; i < ranges.size(); ++i) {
+        const RangeSpec& spec = ranges[i];
+        list[i].setAddress(spec.address);
+        list[i].setAllocationBase(spec.address);
+        list[i].setKind(kcap::schema::MemoryKind::ALLOCATION);
+        const uint64_t pieces = (spec.bytes.size() + kPieceSize - 1) / kPieceSize;
+        if (spec.storeBlobs) {
+          writer_->storeContent(spec.bytes.data(), spec.bytes.size(), list[i].initContent());
+        } else {
+          auto content = list[i].initContent();
+          content.setSize(spec.bytes.size());
+          content.setPieceSize(kPieceSize);
+          auto names = content.initPieces(static_cast<unsigned>(pieces));
+          for (unsigned p = 0; p < pieces; ++p) {
+            const auto hash = kcap::format::contentHash(spec.bytes.data() + p * kPieceSize,
+                                                        std::min<size_t>(kPieceSize, spec.bytes.size() - p * kPieceSize));
+            names[p].setHigh(hash.high);
+            names[p].setLow(hash.low);
+          }
+        }
+        std::vector<uint8_t> hashes(16 * pieces);
+        for (uint64_t p = 0; p < pieces; ++p) {
+          const uint64_t length = std::min<uint64_t>(kPieceSize, spec.bytes.size() - p * kPieceSize);
+          auto hash = kcap::format::changeHash(spec.bytes.data() + p * kPieceSize, length);
+          if (static_cast<int>(p) == spec.wrongHashPiece) hash.low += 1;
+          std::memcpy(hashes.data() + 16 * p, &hash.high, 8);
+          std::memcpy(hashes.data() + 16 * p + 8, &hash.low, 8);
+        }
+        list[i].setChangeHashes(kj::arrayPtr(hashes.data(), hashes.size()));
+      }
+    });
+  }
+
+  // axpy(kAlpha, x, y, kElements), as recorded in checkpoint mode: no memory.
+  void axpy() {
+    const uint64_t index = launches_++;
+    emit([&](Event::Builder e) {
+      auto l = e.initLaunch();
+      l.setLaunchIndex(index);
+      l.setApi(kcap::schema::LaunchApi::LAUNCH_KERNEL);
+      l.setFunction(kFunction);
+      l.setKernelName("axpy");
+      l.setGridX(kElements / 256);
+      l.setGridY(1);
+      l.setGridZ(1);
+      l.setBlockX(256);
+      l.setBlockY(1);
+      l.setBlockZ(1);
+      std::vector<uint8_t> params(32, 0);
+      const int32_t n = kElements;
+      std::memcpy(params.data(), &kAlpha, 4);
+      std::memcpy(params.data() + 8, &kX, 8);
+      std::memcpy(params.data() + 16, &kY, 8);
+      std::memcpy(params.data() + 24, &n, 4);
+      l.setParams(kj::arrayPtr(params.data(), params.size()));
+      auto layout = l.initParamLayout(4);
+      const uint32_t offsets[] = {0, 8, 16, 24}, sizes[] = {4, 8, 8, 4};
+      for (unsigned i = 0; i < 4; ++i) {
+        layout[i].setOffset(offsets[i]);
+        layout[i].setSize(sizes[i]);
+      }
+      auto p = l.initPointers(2);
+      p[0].setOffset(8);
+      p[0].setValue(kX);
+      p[0].setAllocationBase(kX);
+      p[1].setOffset(16);
+      p[1].setValue(kY);
+      p[1].setAllocationBase(kY);
+    });
+    emit([&](Event::Builder e) { e.initLaunchEnd().setLaunchIndex(index); });
+  }
+
+  void copyToDevice(uint64_t address, const std::vector<uint8_t>& bytes) {
+    emit([&](Event::Builder e) {
+      auto c = e.initMemcpy();
+      c.setDirection(kcap::schema::CopyDirection::HOST_TO_DEVICE);
+      c.setDst(address);
+      c.setSize(bytes.size());
+      writer_->storeContent(bytes.data(), bytes.size(), c.initData());
+    });
+  }
+
+  void graphLaunch() {
+    emit([](Event::Builder e) { e.initGraphLaunch().setGraphExec(0x55d0c8b01230ull); });
+  }
+
+  void close() { writer_->close(); }
+
+ private:
+  void emit(const std::function<void(Event::Builder)>& fill) {
+    capnp::MallocMessageBuilder message;
+    fill(message.initRoot<Event>());
+    writer_->append(message);
+  }
+
+  std::unique_ptr<kcap::format::TraceWriter> writer_;
+  uint64_t checkpoints_ = 0, launches_ = 0;
+};
+
+// The program the traces record: x = 0, 1, 2, ...; y = 1, 1, ...; each
+// launch y = 2x + y.
+struct Program {
+  std::vector<float> x = std::vector<float>(kElements), y = std::vector<float>(kElements, 1.0f);
+  Program() {
+    for (uint32_t i = 0; i < kElements; ++i) x[i] = static_cast<float>(i % 64);
+  }
+  void axpy() {
+    for (uint32_t i = 0; i < kElements; ++i) y[i] = kAlpha * x[i] + y[i];
+  }
+  std::vector<RangeSpec> state() const { return {{kX, bytesOf(x)}, {kY, bytesOf(y)}}; }
+};
+
+Outcome replay(const std::vector<std::string>& args, std::map<std::string, std::string> env = {}) {
+  std::vector<std::string> all = {"replay"};
+  all.insert(all.end(), args.begin(), args.end());
+  return kcapOnDouble(all, std::move(env));
+}
+
+class CheckpointReplay : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!kcap::test::haveKernelImages()) GTEST_SKIP() << "the build has no kernel images";
+  }
+  kcap::test::TempDir dir_{"kcap-checkpoint-replay"};
+};
+
+// (a) three intervals, all reproduced; (c) a host-to-device copy in the middle of one.
+TEST_F(CheckpointReplay, IntervalsReproduceWithACopyInside) {
+  const std::string path = dir_.file("three.kcap");
+  Program p;
+  CheckpointTrace t(path);
+  t.checkpoint(0, p.state());
+  t.axpy();
+  p.axpy();
+  t.axpy();
+  p.axpy();
+  t.checkpoint(2, p.state());
+  t.axpy();
+  p.axpy();
+  for (uint32_t i = 0; i < kElements; ++i) p.x[i] = static_cast<float>(3 * (i % 7));
+  t.copyToDevice(kX, bytesOf(p.x));
+  t.axpy();
+  p.axpy();
+  t.checkpoint(4, p.state());
+  t.axpy();
+  p.axpy();
+  t.checkpoint(5, p.state());
+  t.close();
+
+  const Outcome run = replay({path});
+  EXPECT_EQ(run.exitCode, kExitOk) << run.describe();
+  EXPECT_NE(run.out.find("interval 0 (launches 0..1, checkpoint 0 -> 1): REPRODUCED (32.0 KiB in 8 pieces compared)"),
+            std::string::npos)
+      << run.out;
+  EXPECT_NE(run.out.find("interval 1 (launches 2..3, checkpoint 1 -> 2): REPRODUCED"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("interval 2 (launch 4, checkpoint 2 -> 3): REPRODUCED"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("all 3 intervals reproduced"), std::string::npos) << run.out;
+
+  const Outcome json = replay({path, "--json"});
+  EXPECT_EQ(json.exitCode, kExitOk) << json.describe();
+  EXPECT_NE(json.out.find("\"verdict\":\"REPRODUCED\""), std::string::npos) << json.out;
+  EXPECT_NE(json.out.find("\"compared\":true"), std::string::npos) << json.out;
+}
+
+// (b) a wrong recorded hash and a real divergence: DIFFERS, naming the range.
+TEST_F(CheckpointReplay, DifferingPiecesAreNamed) {
+  const std::string path = dir_.file("differs.kcap");
+  Program p;
+  CheckpointTrace t(path);
+  t.checkpoint(0, p.state());
+  t.axpy();
+  p.axpy();
+  auto spoiled = p.state();
+  spoiled[1].wrongHashPiece = 2;
+  t.checkpoint(1, spoiled);
+  t.axpy();
+  p.axpy();
+  auto wrong = p.state();
+  wrong[1].bytes[3 * kPieceSize + 17] ^= 0x40;  // the recording says y held this
+  t.checkpoint(2, wrong);
+  t.close();
+
+  const Outcome run = replay({path});
+  EXPECT_EQ(run.exitCode, kExitDiffers) << run.describe();
+  EXPECT_NE(run.out.find("interval 0 (launch 0, checkpoint 0 -> 1): DIFFERS (1 range differs"), std::string::npos)
+      << run.out;
+  EXPECT_NE(run.out.find("range 0x7e1000400000 (allocation, 16.0 KiB): 1 of 4 pieces differ; the bytes equal the "
+                         "recorded piece: its recorded change hash is wrong"),
+            std::string::npos)
+      << run.out;
+  // Checkpoint 1 did not reproduce: it is restored, and interval 1 found on its own.
+  EXPECT_NE(run.out.find("interval 1 (launch 1, checkpoint 1 -> 2): DIFFERS"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("1 of 4 pieces differ, first differing byte at offset 12,305 (0x3011)"), std::string::npos)
+      << run.out;
+}
+
+// (d) --launch N re-executes from the last checkpoint before it.
+TEST_F(CheckpointReplay, LaunchPicksTheCheckpointBeforeIt) {
+  const std::string path = dir_.file("launch.kcap");
+  Program p;
+  CheckpointTrace t(path);
+  t.checkpoint(0, p.state());
+  t.axpy();
+  p.axpy();
+  t.axpy();
+  p.axpy();
+  t.checkpoint(2, p.state());
+  t.axpy();
+  p.axpy();
+  t.axpy();
+  p.axpy();
+  t.checkpoint(4, p.state());
+  t.close();
+
+  const Outcome run = replay({path, "--launch", "3"});
+  EXPECT_EQ(run.exitCode, kExitOk) << run.describe();
+  EXPECT_NE(run.out.find("launch 3 (axpy, grid (16,1,1), block (256,1,1)"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("re-executed from checkpoint 1"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("interval 1 (launches 2..3, checkpoint 1 -> 2): REPRODUCED"), std::string::npos) << run.out;
+  EXPECT_EQ(run.out.find("interval 0 "), std::string::npos) << run.out;
+
+  const Outcome first = replay({path, "--launch", "0"});
+  EXPECT_EQ(first.exitCode, kExitOk) << first.describe();
+  EXPECT_NE(first.out.find("re-executed from checkpoint 0"), std::string::npos) << first.out;
+  EXPECT_NE(first.out.find("interval 0 (launches 0..1, checkpoint 0 -> 1): REPRODUCED"), std::string::npos)
+      << first.out;
+
+  EXPECT_EQ(replay({path, "--launch", "9"}).exitCode, kExitTrace);
+  EXPECT_EQ(replay({path, "--range", "0..1"}).exitCode, kExitUsage);
+  EXPECT_EQ(replay({path, "--no-fixed-va"}).exitCode, kExitUsage);
+}
+
+// (e) a checkpoint whose blob is missing and one that is incomplete: replay
+// starts from the first intact one and goes through the incomplete one.
+TEST_F(CheckpointReplay, DamagedCheckpointsAreNamed) {
+  const std::string path = dir_.file("damaged.kcap");
+  Program p;
+  CheckpointTrace t(path);
+  auto unstored = p.state();
+  for (float& v : p.y) v = 5.0f;  // nothing else in the file holds checkpoint 0's y
+  unstored = p.state();
+  unstored[1].storeBlobs = false;
+  t.checkpoint(0, unstored);
+  t.axpy();
+  p.axpy();
+  t.checkpoint(1, p.state());
+  t.axpy();
+  p.axpy();
+  t.checkpoint(2, {}, 2);  // CUDA_ERROR_OUT_OF_MEMORY while taking it
+  t.axpy();
+  p.axpy();
+  t.checkpoint(3, p.state());
+  t.close();
+
+  const Outcome run = replay({path});
+  EXPECT_EQ(run.exitCode, kExitOk) << run.describe();
+  EXPECT_TRUE(std::regex_search(run.out, std::regex("checkpoint 0 at event #[0-9]+ is damaged \\(the content of range "
+                                                    "0x7e1000400000 is not in the file")))
+      << run.out;
+  EXPECT_NE(run.out.find("replay starts from checkpoint 1"), std::string::npos) << run.out;
+  EXPECT_TRUE(std::regex_search(
+      run.out, std::regex("checkpoint 2 at event #[0-9]+ is damaged \\(incomplete: taking it failed with CUresult 2\\)")))
+      << run.out;
+  EXPECT_NE(run.out.find("interval 0 (launch 0, checkpoint 0 -> 1): NOT VERIFIED"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("interval 1 (launches 1..2, checkpoint 1 -> 3): REPRODUCED"), std::string::npos) << run.out;
+}
+
+// (f) no checkpoint after the launches: nothing compared, never REPRODUCED.
+TEST_F(CheckpointReplay, NothingComparedIsSaid) {
+  const std::string path = dir_.file("one.kcap");
+  Program p;
+  CheckpointTrace t(path);
+  t.checkpoint(0, p.state());
+  t.axpy();
+  t.axpy();
+  t.close();
+
+  const Outcome run = replay({path});
+  EXPECT_EQ(run.exitCode, kExitTrace) << run.describe();
+  EXPECT_EQ(run.out.find("REPRODUCED"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("interval 0 (launches 0..1, checkpoint 0 -> end of trace): NOT VERIFIED"), std::string::npos)
+      << run.out;
+  EXPECT_NE(run.out.find("Verdict: nothing compared"), std::string::npos) << run.out;
+}
+
+// A graph launch cannot be re-executed yet: its interval says so, and replay
+// goes on from the next checkpoint.
+TEST_F(CheckpointReplay, GraphLaunchEndsItsInterval) {
+  const std::string path = dir_.file("graph.kcap");
+  Program p;
+  CheckpointTrace t(path);
+  t.checkpoint(0, p.state());
+  t.axpy();
+  p.axpy();
+  t.graphLaunch();
+  t.checkpoint(1, p.state());
+  t.axpy();
+  p.axpy();
+  t.checkpoint(2, p.state());
+  t.close();
+
+  const Outcome run = replay({path});
+  EXPECT_EQ(run.exitCode, kExitTrace) << run.describe();
+  EXPECT_TRUE(std::regex_search(
+      run.out, std::regex("interval 0 \\(launch 0, checkpoint 0 -> 1\\): NOT RE-EXECUTABLE \\(graph launch at event #")))
+      << run.out;
+  EXPECT_NE(run.out.find("interval 1 (launch 1, checkpoint 1 -> 2): REPRODUCED"), std::string::npos) << run.out;
+}
+
+// (g) the recorded addresses refused: re-execution cannot relocate.
+TEST_F(CheckpointReplay, RefusedAddressIsAnError) {
+  const std::string path = dir_.file("fixed.kcap");
+  Program p;
+  CheckpointTrace t(path);
+  t.checkpoint(0, p.state());
+  t.axpy();
+  p.axpy();
+  t.checkpoint(1, p.state());
+  t.close();
+
+  const Outcome run = replay({path}, {{"KCAP_DOUBLE_REFUSE_ADDRESS_HINTS", "1"}});
+  EXPECT_EQ(run.exitCode, kExitTrace) << run.describe();
+  EXPECT_NE(run.err.find("re-execution needs the recorded addresses: 0x7e1000000000"), std::string::npos)
+      << run.describe();
+  EXPECT_NE(run.err.find("was not granted"), std::string::npos) << run.describe();
+}
+
+}  // namespace
+}  // namespace kcap_test
