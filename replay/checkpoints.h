@@ -24,9 +24,9 @@ namespace kcap::replay {
 struct CheckpointInfo {
   const StoredEvent* event = nullptr;
   uint64_t seq = 0;
-  uint64_t ordinal = 0;      // as recorded
-  uint64_t launchCount = 0;  // launches recorded before it
-  std::string damage;        // why it cannot be compared with; "" when it can
+  uint64_t ordinal = 0;       // as recorded
+  uint64_t launchCount = 0;   // launches recorded before it
+  std::string damage;         // why it cannot be compared with; "" when it can
   std::string restoreDamage;  // why it cannot be restored from; "" when it can (damage implies it)
   uint64_t bytes = 0;         // of its ranges
   uint64_t pieces = 0;

@@ -12,6 +12,7 @@
 #include "checkpoints.h"
 #include "driver.h"
 #include "message_check.h"
+#include "reexecutor.h"
 #include "replayer.h"
 #include "schema_names.h"
 
@@ -23,12 +24,6 @@ std::string hexText(uint64_t value) {
   std::snprintf(text, sizeof text, "0x%llx", static_cast<unsigned long long>(value));
   return text;
 }
-
-// Thrown inside an interval: the verdict it ends with.
-struct IntervalStop {
-  IntervalVerdict verdict;
-  std::string detail;
-};
 
 constexpr uint64_t kHashBatch = uint64_t{1} << 16;  // pieces hashed per kernel launch
 constexpr size_t kReportedRanges = 5;               // differing ranges named in a report
@@ -53,63 +48,15 @@ const char* intervalVerdictName(IntervalVerdict verdict) {
   return "?";
 }
 
-// One piece as kcap_change_hash takes it (kcap::ChangeHashPiece).
-struct HashPiece {
-  uint64_t address = 0;
-  uint64_t length = 0;
-};
-
 bool isCheckpointTrace(const TraceModel& model) {
   return model.traceBegin() != nullptr &&
          model.traceBegin()->get().getTraceBegin().getCaptureMode() == schema::CaptureMode::CHECKPOINT;
 }
 
-class Reexecutor {
- public:
-  Reexecutor(const TraceModel& model, format::TraceReader& reader, const ReplayOptions& options)
-      : model_(model), reader_(reader), plan_(CheckpointPlan::build(model, reader)), r_(model, reader, options) {}
-  ~Reexecutor() {
-    if (piecesBuffer_ != 0) r_.driver_.cuMemFree(piecesBuffer_);
-    if (hashModule_ != nullptr) r_.driver_.cuModuleUnload(hashModule_);
-  }
-  Replayer& replayer() { return r_; }
-  void run(const ReexecutionRequest& request, ReexecutionListener& listener);
-
- private:
-  void place(ReexecutionListener& listener);
-  void loadCode(uint64_t afterSeq);
-  void restore(const CheckpointInfo& checkpoint);
-  IntervalReport runInterval(const CheckpointInfo& from, const CheckpointInfo* to, ReexecutionListener& listener,
-                             std::optional<uint64_t> reportLaunch = std::nullopt);
-  void reexecute(uint64_t afterSeq, uint64_t beforeSeq, IntervalReport& report, ReexecutionListener& listener,
-                 std::optional<uint64_t> reportLaunch = std::nullopt);
-  void runLaunch(const LaunchRecord& launch, IntervalReport& report, ReexecutionListener& listener);
-  void runMemoryOp(const StoredEvent& op);
-  void verify(const CheckpointInfo& checkpoint, IntervalReport& report);
-  void hashBatch(const std::vector<HashPiece>& pieces, std::vector<uint64_t>& out);
-  void findFirstDifference(schema::Content::Reader content, uint64_t piece, uint64_t deviceAddress,
-                           RangeDifference& difference);
-  const GlobalPlacement* globalAt(uint64_t recorded) const;
-  enum class Coverage { kInside, kOutside, kPartial };
-  Coverage coverage(uint64_t address, uint64_t size) const;
-  IntervalReport intervalBetween(const CheckpointInfo* from, const CheckpointInfo* to) const;
-  void unverified(const CheckpointInfo& from, const CheckpointInfo* to, const std::string& why,
-                  ReexecutionListener& listener);
-  bool restoreOrSkip(size_t& at, ReexecutionListener& listener);
-
-  const TraceModel& model_;
-  format::TraceReader& reader_;
-  CheckpointPlan plan_;
-  Replayer r_;
-  std::vector<Region> merged_;                            // the placed regions, sorted, overlaps merged
-  std::map<std::string, LoadedKernel> kernels_;           // by code (module load, kernel, attributes)
-  std::map<uint64_t, const LoadedKernel*> launchKernel_;  // launchIndex -> its kernel
-  std::map<uint64_t, std::string> launchCodeError_;       // launchIndex -> why its code cannot run
-  CUmodule hashModule_ = nullptr;
-  CUfunction hashFunction_ = nullptr;
-  CUdeviceptr piecesBuffer_ = 0;  // kHashBatch pieces, then kHashBatch hashes
-};
-
+Reexecutor::~Reexecutor() {
+  if (piecesBuffer_ != 0) r_.driver_.cuMemFree(piecesBuffer_);
+  if (hashModule_ != nullptr) r_.driver_.cuModuleUnload(hashModule_);
+}
 
 void Reexecutor::place(ReexecutionListener& listener) {
   const std::vector<Region>& regions = plan_.regions();
@@ -128,7 +75,8 @@ void Reexecutor::place(ReexecutionListener& listener) {
     if (!placed || *placed != region.address) {
       const std::string why = r_.memory_->refusal();
       throw ReplayError("re-execution needs the recorded addresses: " + hexText(region.address) + " (" +
-                        std::to_string(region.size) + " bytes) was not granted" + (why.empty() ? "" : " (" + why + ")"));
+                        std::to_string(region.size) + " bytes) was not granted" +
+                        (why.empty() ? "" : " (" + why + ")"));
     }
   }
   uint64_t bytes = 0;
@@ -165,8 +113,7 @@ void Reexecutor::loadCode(uint64_t afterSeq) {
   }
   check(r_.driver_.cuModuleLoadDataEx(&hashModule_, image.data(), 0, nullptr, nullptr),
         "loading the change-hash kernel");
-  check(r_.driver_.cuModuleGetFunction(&hashFunction_, hashModule_, "kcap_change_hash"),
-        "finding kcap_change_hash");
+  check(r_.driver_.cuModuleGetFunction(&hashFunction_, hashModule_, "kcap_change_hash"), "finding kcap_change_hash");
   check(r_.driver_.cuMemAlloc(&piecesBuffer_, kHashBatch * 2 * sizeof(HashPiece)), "cuMemAlloc for hashing");
 }
 
@@ -237,7 +184,8 @@ void Reexecutor::runLaunch(const LaunchRecord& launch, IntervalReport& report, R
     throw IntervalStop{IntervalVerdict::kNotReexecutable, where + ": " + it->second};
   }
   const auto it = launchKernel_.find(launch.launchIndex);
-  if (it == launchKernel_.end()) throw IntervalStop{IntervalVerdict::kNotReexecutable, where + ": its code was not loaded"};
+  if (it == launchKernel_.end())
+    throw IntervalStop{IntervalVerdict::kNotReexecutable, where + ": its code was not loaded"};
   LaunchParams params = r_.buildParams(launch, *it->second);
   listener.launchStarting(launch.launchIndex);
   try {
@@ -248,6 +196,7 @@ void Reexecutor::runLaunch(const LaunchRecord& launch, IntervalReport& report, R
     throw;
   }
   listener.launchDone(launch.launchIndex);
+  if (afterLaunch_) afterLaunch_(launch);
 }
 
 void Reexecutor::runMemoryOp(const StoredEvent& op) {
@@ -263,9 +212,9 @@ void Reexecutor::runMemoryOp(const StoredEvent& op) {
       const bool fromHost = direction == schema::CopyDirection::HOST_TO_DEVICE ||
                             (direction == schema::CopyDirection::UNKNOWN && copy.getSrc() == 0);
       if (fromHost && size != 0 && copy.getData().getSize() != size) {
-        throw IntervalStop{IntervalVerdict::kNotReexecutable,
-                           "the host-to-device copy" + where + " holds " + std::to_string(copy.getData().getSize()) +
-                               " of its " + std::to_string(size) + " bytes"};
+        throw IntervalStop{IntervalVerdict::kNotReexecutable, "the host-to-device copy" + where + " holds " +
+                                                                  std::to_string(copy.getData().getSize()) +
+                                                                  " of its " + std::to_string(size) + " bytes"};
       }
       const Coverage dst = coverage(copy.getDst(), size);
       if (dst == Coverage::kOutside) return;  // memory no checkpoint holds and no allocation made
@@ -296,8 +245,8 @@ void Reexecutor::runMemoryOp(const StoredEvent& op) {
 
 // Runs the events in (afterSeq, beforeSeq). Ends with IntervalStop when
 // the interval cannot go on; a CudaError passes through.
-void Reexecutor::reexecute(uint64_t afterSeq, uint64_t beforeSeq, IntervalReport& report,
-                           ReexecutionListener& listener, std::optional<uint64_t> reportLaunch) {
+void Reexecutor::reexecute(uint64_t afterSeq, uint64_t beforeSeq, IntervalReport& report, ReexecutionListener& listener,
+                           std::optional<uint64_t> reportLaunch) {
   for (const TimelineEvent& event : plan_.eventsBetween(afterSeq, beforeSeq)) {
     switch (event.kind) {
       case TimelineEvent::Kind::kLaunch:
@@ -350,6 +299,44 @@ void Reexecutor::hashBatch(const std::vector<HashPiece>& pieces, std::vector<uin
   r_.copyFromDevice(reinterpret_cast<uint8_t*>(out.data()), hashes, 2 * count * sizeof(uint64_t));
 }
 
+std::vector<uint64_t> Reexecutor::hashAll(const std::vector<HashPiece>& pieces) {
+  std::vector<uint64_t> all, part;
+  all.reserve(2 * pieces.size());
+  for (size_t at = 0; at < pieces.size(); at += kHashBatch) {
+    const size_t count = std::min<size_t>(kHashBatch, pieces.size() - at);
+    hashBatch(std::vector<HashPiece>(pieces.begin() + static_cast<std::ptrdiff_t>(at),
+                                     pieces.begin() + static_cast<std::ptrdiff_t>(at + count)),
+              part);
+    all.insert(all.end(), part.begin(), part.end());
+  }
+  return all;
+}
+
+std::vector<HashPiece> Reexecutor::piecesOf(const CheckpointInfo& checkpoint, const std::vector<unsigned>* positions) {
+  const auto ranges = checkpoint.get().getRanges();
+  std::vector<HashPiece> pieces;
+  const auto add = [&](unsigned i) {
+    const auto range = ranges[i];
+    const auto content = range.getContent();
+    uint64_t base = range.getAddress();
+    if (range.getKind() == schema::MemoryKind::MODULE_GLOBAL) {
+      const GlobalPlacement* g = globalAt(range.getAddress());
+      if (g == nullptr || content.getSize() > g->size) return;
+      base = g->address;
+    }
+    const uint64_t pieceSize = content.getPieceSize();
+    for (uint64_t p = 0; p < content.getPieces().size(); ++p) {
+      pieces.push_back({base + p * pieceSize, std::min(pieceSize, content.getSize() - p * pieceSize)});
+    }
+  };
+  if (positions != nullptr) {
+    for (const unsigned i : *positions) add(i);
+  } else {
+    for (unsigned i = 0; i < ranges.size(); ++i) add(i);
+  }
+  return pieces;
+}
+
 // Where the replayed piece first differs from the recorded one, when the
 // trace holds the recorded piece.
 void Reexecutor::findFirstDifference(schema::Content::Reader content, uint64_t piece, uint64_t deviceAddress,
@@ -388,7 +375,7 @@ void Reexecutor::verify(const CheckpointInfo& checkpoint, IntervalReport& report
   std::vector<HashPiece> batch;
   std::vector<Owner> owners;
   std::vector<uint64_t> hashes;
-  std::map<unsigned, RangeDifference> differing;  // by range position
+  std::map<unsigned, RangeDifference> differing;                 // by range position
   std::map<unsigned, std::pair<uint64_t, uint64_t>> firstPiece;  // range -> (piece, device address)
   uint64_t skippedGlobals = 0;
   const auto flush = [&] {
@@ -448,7 +435,8 @@ void Reexecutor::verify(const CheckpointInfo& checkpoint, IntervalReport& report
   }
   report.verdict = differing.empty() ? IntervalVerdict::kReproduced : IntervalVerdict::kDiffers;
   if (skippedGlobals != 0) {
-    report.detail = std::to_string(skippedGlobals) + " module global(s) of modules no re-executed launch uses not compared";
+    report.detail =
+        std::to_string(skippedGlobals) + " module global(s) of modules no re-executed launch uses not compared";
   }
   if (report.piecesCompared == 0) {
     report.verdict = IntervalVerdict::kUnverified;
@@ -506,6 +494,11 @@ IntervalReport Reexecutor::runInterval(const CheckpointInfo& from, const Checkpo
     reexecute(from.seq, to != nullptr ? to->seq : UINT64_MAX, report, listener, reportLaunch);
     if (to != nullptr) {
       verify(*to, report);
+      const auto& checks = r_.options_.checks;
+      if (report.verdict == IntervalVerdict::kDiffers &&
+          std::find(checks.begin(), checks.end(), "determinism") != checks.end()) {
+        checkDeterminism(from, *to, report, listener);
+      }
     } else {
       report.verdict = IntervalVerdict::kUnverified;
       report.detail = "nothing compared: no intact checkpoint after it";
@@ -529,10 +522,14 @@ void Reexecutor::run(const ReexecutionRequest& request, ReexecutionListener& lis
     throw ReplayError("the trace holds no checkpoint: nothing to re-execute from");
   }
   if (reader_.torn() || !reader_.problems().empty()) {
-    listener.note("the trace is damaged or cut short" +
-                  (reader_.problems().empty() ? std::string()
-                                              : " at byte " + std::to_string(reader_.problems().front().offset)) +
-                  ": it is usable up to its last intact checkpoint before the damage");
+    const CheckpointInfo* last = nullptr;
+    for (const CheckpointInfo& c : checkpoints) {
+      if (c.comparable()) last = &c;
+    }
+    listener.note(
+        "the trace is damaged or cut short" +
+        (reader_.problems().empty() ? std::string() : " at byte " + std::to_string(reader_.problems().front().offset)) +
+        ": it is usable up to " + (last != nullptr ? last->name() : std::string("its last checkpoint")));
   }
   const auto firstRestorable = [&](uint64_t beforeSeq) {
     std::optional<size_t> found;
@@ -614,7 +611,7 @@ void Reexecutor::run(const ReexecutionRequest& request, ReexecutionListener& lis
     if (!restoreOrSkip(current, listener)) return;
     next = current + 1;
   }
-  unverified(checkpoints[current], nullptr, "no intact checkpoint after them", listener);
+  unverified(checkpoints[current], nullptr, "no intact checkpoint after it", listener);
 }
 
 void reexecuteInProcess(const TraceModel& model, const ReplayOptions& options, const ReexecutionRequest& request,
@@ -627,7 +624,6 @@ void reexecuteInProcess(const TraceModel& model, const ReplayOptions& options, c
   listener.started(here);
   try {
     reexecutor.run(request, listener);
-  } catch (const ContextLost&) {
-  }
+  } catch (const ContextLost&) {}
 }
 }  // namespace kcap::replay

@@ -14,6 +14,8 @@
 //
 //   checkpoints.{h,cpp}           the checkpoints, their damage, the timeline (pure)
 //   reexecute.{h,cpp}             the engine, in this process
+//   reexecutor.h                  the engine's class
+//   reexecute_determinism.cpp     --check determinism: a differing interval run again
 //   reexecute_isolation.cpp       the engine in a child process; reports across the pipe
 //   change_hash_image.cpp         the change-hash kernel's image, built in
 #pragma once
@@ -54,7 +56,7 @@ struct RangeDifference {
 };
 
 struct IntervalReport {
-  uint64_t number = 0;  // the starting checkpoint's ordinal
+  uint64_t number = 0;                                   // the starting checkpoint's ordinal
   std::optional<uint64_t> fromCheckpoint, toCheckpoint;  // ordinals; none: the trace's start, or its end
   uint64_t firstLaunch = 1, lastLaunch = 0;              // launch indices; first > last when none
   IntervalVerdict verdict = IntervalVerdict::kUnverified;
@@ -64,6 +66,7 @@ struct IntervalReport {
   uint64_t differingRanges = 0;              // all of them
   std::optional<uint64_t> faultLaunch;       // kFault / kHang: the launch it happened in
   std::string faultKernel;
+  std::vector<std::string> determinism;  // --check determinism: what running it again found, one line each
 };
 
 // What a re-execution is asked for.

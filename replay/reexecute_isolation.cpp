@@ -49,8 +49,8 @@ std::string jsonLine(const Json& json) { return json.dump(-1, ' ', false, Json::
 Json encode(const IntervalReport& r) {
   Json differences = Json::array();
   for (const RangeDifference& d : r.differences) {
-    Json j = {{"address", d.address},     {"allocationBase", d.allocationBase}, {"kind", d.kind}, {"size", d.size},
-              {"pieces", d.pieces},       {"differingPieces", d.differingPieces}};
+    Json j = {{"address", d.address}, {"allocationBase", d.allocationBase},  {"kind", d.kind}, {"size", d.size},
+              {"pieces", d.pieces},   {"differingPieces", d.differingPieces}};
     if (d.firstOffset) j["firstOffset"] = *d.firstOffset;
     j["sameBytes"] = d.sameBytes;
     differences.push_back(std::move(j));
@@ -64,7 +64,8 @@ Json encode(const IntervalReport& r) {
             {"piecesCompared", r.piecesCompared},
             {"differences", std::move(differences)},
             {"differingRanges", r.differingRanges},
-            {"faultKernel", r.faultKernel}};
+            {"faultKernel", r.faultKernel},
+            {"determinism", r.determinism}};
   if (r.fromCheckpoint) j["from"] = *r.fromCheckpoint;
   if (r.toCheckpoint) j["to"] = *r.toCheckpoint;
   if (r.faultLaunch) j["faultLaunch"] = *r.faultLaunch;
@@ -84,6 +85,7 @@ IntervalReport decodeInterval(const Json& j) {
   r.piecesCompared = j.at("piecesCompared").get<uint64_t>();
   r.differingRanges = j.at("differingRanges").get<uint64_t>();
   r.faultKernel = j.at("faultKernel").get<std::string>();
+  r.determinism = j.at("determinism").get<std::vector<std::string>>();
   for (const Json& d : j.at("differences")) {
     RangeDifference difference{d.at("address").get<uint64_t>(),
                                d.at("allocationBase").get<uint64_t>(),
@@ -107,26 +109,23 @@ class PipeListener : public ReexecutionListener {
  public:
   explicit PipeListener(int fd) : fd_(fd) {}
   void started(const ReplayDevice& d) override {
-    writeAll(fd_, "device " + std::to_string(d.sm) + " " + std::to_string(d.driverVersion) + " " + oneLine(d.name) +
-                      "\n");
+    writeAll(fd_,
+             "device " + std::to_string(d.sm) + " " + std::to_string(d.driverVersion) + " " + oneLine(d.name) + "\n");
   }
   void note(const std::string& text) override { writeAll(fd_, "note " + oneLine(text) + "\n"); }
   void launchStarting(uint64_t index) override { writeAll(fd_, "start " + std::to_string(index) + "\n"); }
   void launchDone(uint64_t index) override { writeAll(fd_, "done " + std::to_string(index) + "\n"); }
   void launch(const LaunchOutcome& o) override {
-    writeAll(fd_, "launch " +
-                      jsonLine({{"launchIndex", o.launchIndex},
-                                {"detail", o.detail},
-                                {"code", o.code},
-                                {"kernel", o.kernel}}) +
-                      "\n");
+    writeAll(
+        fd_,
+        "launch " +
+            jsonLine({{"launchIndex", o.launchIndex}, {"detail", o.detail}, {"code", o.code}, {"kernel", o.kernel}}) +
+            "\n");
   }
   void intervalStarting(const IntervalReport& soFar) override {
     writeAll(fd_, "begin " + jsonLine(encode(soFar)) + "\n");
   }
-  void interval(const IntervalReport& report) override {
-    writeAll(fd_, "interval " + jsonLine(encode(report)) + "\n");
-  }
+  void interval(const IntervalReport& report) override { writeAll(fd_, "interval " + jsonLine(encode(report)) + "\n"); }
 
  private:
   int fd_;
@@ -166,7 +165,7 @@ void reexecuteIsolated(const TraceModel& model, const ReplayOptions& options, co
 
   std::string buffer, fatal;
   std::optional<IntervalReport> current;  // begun, not reported
-  bool running = false;  // a launch started and not done
+  bool running = false;                   // a launch started and not done
   uint64_t runningIndex = 0;
   std::chrono::steady_clock::time_point deadline;
   bool hung = false;

@@ -408,7 +408,10 @@ int replayCheckpoints(const Options& opt, const replay::TraceModel& model) {
            "--kernel and --range select launches to replay each from its own memory, which a checkpoint trace "
            "does not hold: replay it whole, or one --launch N");
     refuse(opt.noFixedVa, "--no-fixed-va: re-execution needs the recorded addresses (pointers stay as recorded)");
-    refuse(!opt.checks.empty(), "--check is not available on checkpoint traces yet");
+    for (const std::string& check : opt.checks) {
+      refuse(check != "determinism",
+             "--check " + check + ": on a checkpoint trace only determinism (a differing interval run again)");
+    }
     refuse(opt.repeat != 0 || !opt.dtypes.empty() || !opt.tolerance.empty(),
            "--repeat, --dtype and --tolerance apply to launch replay, not to a checkpoint trace's intervals");
     args.options = replayOptions(opt);

@@ -74,13 +74,9 @@ std::string intervalLine(const IntervalReport& r) {
 Json intervalJson(const IntervalReport& r) {
   Json differences = Json::array();
   for (const auto& d : r.differences) {
-    Json j = {{"address", d.address},
-              {"allocationBase", d.allocationBase},
-              {"kind", d.kind},
-              {"size", d.size},
-              {"pieces", d.pieces},
-              {"differingPieces", d.differingPieces},
-              {"sameBytes", d.sameBytes}};
+    Json j = {
+        {"address", d.address}, {"allocationBase", d.allocationBase},   {"kind", d.kind},          {"size", d.size},
+        {"pieces", d.pieces},   {"differingPieces", d.differingPieces}, {"sameBytes", d.sameBytes}};
     if (d.firstOffset) j["firstOffset"] = *d.firstOffset;
     differences.push_back(std::move(j));
   }
@@ -91,6 +87,7 @@ Json intervalJson(const IntervalReport& r) {
             {"piecesCompared", r.piecesCompared},
             {"differingRanges", r.differingRanges},
             {"differences", std::move(differences)}};
+  if (!r.determinism.empty()) j["determinism"] = r.determinism;
   j["fromCheckpoint"] = r.fromCheckpoint ? Json(*r.fromCheckpoint) : Json(nullptr);
   j["toCheckpoint"] = r.toCheckpoint ? Json(*r.toCheckpoint) : Json(nullptr);
   if (r.firstLaunch <= r.lastLaunch) j["launches"] = {r.firstLaunch, r.lastLaunch};
@@ -129,6 +126,7 @@ class Printer : public replay::ReexecutionListener {
     if (args_.json) return;
     std::cout << intervalLine(r) << "\n";
     for (const auto& d : r.differences) std::cout << "  " << differenceLine(d) << "\n";
+    for (const auto& line : r.determinism) std::cout << "  determinism: " << printable(line) << "\n";
     if (r.differingRanges > r.differences.size()) {
       std::cout << "  ... and " << withCommas(r.differingRanges - r.differences.size()) << " more ranges\n";
     }
@@ -159,17 +157,22 @@ class Printer : public replay::ReexecutionListener {
     }
     size_t reproduced = 0, differs = 0, failed = 0, other = 0;
     for (const auto& r : intervals_) {
-      if (r.verdict == IntervalVerdict::kReproduced) ++reproduced;
-      else if (r.verdict == IntervalVerdict::kDiffers) ++differs;
-      else if (r.verdict == IntervalVerdict::kFault || r.verdict == IntervalVerdict::kHang) ++failed;
-      else ++other;
+      if (r.verdict == IntervalVerdict::kReproduced)
+        ++reproduced;
+      else if (r.verdict == IntervalVerdict::kDiffers)
+        ++differs;
+      else if (r.verdict == IntervalVerdict::kFault || r.verdict == IntervalVerdict::kHang)
+        ++failed;
+      else
+        ++other;
     }
     const std::string n = std::to_string(intervals_.size());
     if (failed != 0) return "Verdict: a launch faulted or hung; the replay stopped there.";
-    if (differs != 0) return "Verdict: " + std::to_string(differs) + " of " + n + " intervals differ from the recording.";
+    if (differs != 0)
+      return "Verdict: " + std::to_string(differs) + " of " + n + " intervals differ from the recording.";
     if (other != 0) {
-      return "Verdict: " + std::to_string(reproduced) + " of " + n + " intervals reproduced; " +
-             std::to_string(other) + " could not be verified or re-executed (see above).";
+      return "Verdict: " + std::to_string(reproduced) + " of " + n + " intervals reproduced; " + std::to_string(other) +
+             " could not be verified or re-executed (see above).";
     }
     return "Verdict: all " + n + " intervals reproduced as recorded.";
   }

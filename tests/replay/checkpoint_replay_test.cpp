@@ -32,6 +32,7 @@ constexpr int kExitOk = 0, kExitTrace = 1, kExitUsage = 2, kExitDiffers = 3;
 constexpr uint64_t kX = 0x7e1000000000ull;  // two granules apart: two groups
 constexpr uint64_t kY = 0x7e1000400000ull;
 constexpr uint64_t kModule = 0x55d0c8a10000ull, kFunction = 0x55d0c8a1f1a0ull;
+constexpr uint64_t kChecksModule = 0x55d0c8a20000ull, kRacySum = 0x55d0c8a2f1a0ull;
 constexpr uint32_t kElements = 4096;  // 16 KiB a buffer: 4 pieces of 4 KiB (the smallest piece)
 constexpr uint32_t kPieceSize = 4096;
 constexpr float kAlpha = 2.0f;  // a * x + y exact in float: no rounding to argue about
@@ -55,6 +56,7 @@ class CheckpointTrace {
   explicit CheckpointTrace(const std::string& path) {
     kcap::format::TraceWriter::Options options;
     options.pieceSize = kPieceSize;
+    options.batchBytes = 256;  // small record chunks: a cut file keeps the early events
     writer_ = kcap::format::TraceWriter::create(path, options);
     emit([](Event::Builder e) {
       auto b = e.initTraceBegin();
@@ -69,13 +71,17 @@ class CheckpointTrace {
       m.setImageKind(kcap::schema::ImageKind::FATBIN);
       writer_->storeContent(image.data(), image.size(), m.initImage());
     });
-    emit([](Event::Builder e) {
-      auto f = e.initFunctionBind();
-      f.setHandle(kFunction);
-      f.setModuleHandle(kModule);
-      f.setName("axpy");
-      f.setApi(kcap::schema::BindApi::MODULE_GET_FUNCTION);
+    bind(kFunction, kModule, "axpy");
+    // kernels/checks.cu: racy_sum(x, y, n) adds x into y[0] in an order that changes from call to call.
+    const std::vector<uint8_t> checks = kcap::test::readFileBytes(kcap::test::defaultKernelsDir() + "/checks.fatbin");
+    emit([&](Event::Builder e) {
+      auto m = e.initModuleLoad();
+      m.setHandle(kChecksModule);
+      m.setApi(kcap::schema::LoadApi::MODULE_LOAD_DATA);
+      m.setImageKind(kcap::schema::ImageKind::FATBIN);
+      writer_->storeContent(checks.data(), checks.size(), m.initImage());
     });
+    bind(kRacySum, kChecksModule, "racy_sum");
     for (const uint64_t address : {kX, kY}) {
       emit([&](Event::Builder e) {
         auto a = e.initAlloc();
@@ -107,8 +113,8 @@ class CheckpointTrace {
           content.setPieceSize(kPieceSize);
           auto names = content.initPieces(static_cast<unsigned>(pieces));
           for (unsigned p = 0; p < pieces; ++p) {
-            const auto hash = kcap::format::contentHash(spec.bytes.data() + p * kPieceSize,
-                                                        std::min<size_t>(kPieceSize, spec.bytes.size() - p * kPieceSize));
+            const auto hash = kcap::format::contentHash(
+                spec.bytes.data() + p * kPieceSize, std::min<size_t>(kPieceSize, spec.bytes.size() - p * kPieceSize));
             names[p].setHigh(hash.high);
             names[p].setLow(hash.low);
           }
@@ -124,43 +130,58 @@ class CheckpointTrace {
         list[i].setChangeHashes(kj::arrayPtr(hashes.data(), hashes.size()));
       }
     });
+    writer_->flush();
   }
 
   // axpy(kAlpha, x, y, kElements), as recorded in checkpoint mode: no memory.
-  void axpy() {
+  void axpy(uint64_t y = kY) {
+    std::vector<uint8_t> params(32, 0);
+    const int32_t n = kElements;
+    std::memcpy(params.data(), &kAlpha, 4);
+    std::memcpy(params.data() + 8, &kX, 8);
+    std::memcpy(params.data() + 16, &y, 8);
+    std::memcpy(params.data() + 24, &n, 4);
+    launch(kFunction, "axpy", params, {{0, 4}, {8, 8}, {16, 8}, {24, 4}}, {{8, kX}, {16, y}});
+  }
+
+  // racy_sum(x, y, kElements).
+  void racySum() {
+    std::vector<uint8_t> params(24, 0);
+    const int32_t n = kElements;
+    std::memcpy(params.data(), &kX, 8);
+    std::memcpy(params.data() + 8, &kY, 8);
+    std::memcpy(params.data() + 16, &n, 4);
+    launch(kRacySum, "racy_sum", params, {{0, 8}, {8, 8}, {16, 4}}, {{0, kX}, {8, kY}});
+  }
+
+  void launch(uint64_t function, const char* name, const std::vector<uint8_t>& params,
+              const std::vector<std::pair<uint32_t, uint32_t>>& layout,
+              const std::vector<std::pair<uint32_t, uint64_t>>& pointers) {
     const uint64_t index = launches_++;
     emit([&](Event::Builder e) {
       auto l = e.initLaunch();
       l.setLaunchIndex(index);
       l.setApi(kcap::schema::LaunchApi::LAUNCH_KERNEL);
-      l.setFunction(kFunction);
-      l.setKernelName("axpy");
+      l.setFunction(function);
+      l.setKernelName(name);
       l.setGridX(kElements / 256);
       l.setGridY(1);
       l.setGridZ(1);
       l.setBlockX(256);
       l.setBlockY(1);
       l.setBlockZ(1);
-      std::vector<uint8_t> params(32, 0);
-      const int32_t n = kElements;
-      std::memcpy(params.data(), &kAlpha, 4);
-      std::memcpy(params.data() + 8, &kX, 8);
-      std::memcpy(params.data() + 16, &kY, 8);
-      std::memcpy(params.data() + 24, &n, 4);
       l.setParams(kj::arrayPtr(params.data(), params.size()));
-      auto layout = l.initParamLayout(4);
-      const uint32_t offsets[] = {0, 8, 16, 24}, sizes[] = {4, 8, 8, 4};
-      for (unsigned i = 0; i < 4; ++i) {
-        layout[i].setOffset(offsets[i]);
-        layout[i].setSize(sizes[i]);
+      auto info = l.initParamLayout(static_cast<unsigned>(layout.size()));
+      for (unsigned i = 0; i < layout.size(); ++i) {
+        info[i].setOffset(layout[i].first);
+        info[i].setSize(layout[i].second);
       }
-      auto p = l.initPointers(2);
-      p[0].setOffset(8);
-      p[0].setValue(kX);
-      p[0].setAllocationBase(kX);
-      p[1].setOffset(16);
-      p[1].setValue(kY);
-      p[1].setAllocationBase(kY);
+      auto p = l.initPointers(static_cast<unsigned>(pointers.size()));
+      for (unsigned i = 0; i < pointers.size(); ++i) {
+        p[i].setOffset(pointers[i].first);
+        p[i].setValue(pointers[i].second);
+        p[i].setAllocationBase(pointers[i].second);
+      }
     });
     emit([&](Event::Builder e) { e.initLaunchEnd().setLaunchIndex(index); });
   }
@@ -182,6 +203,16 @@ class CheckpointTrace {
   void close() { writer_->close(); }
 
  private:
+  void bind(uint64_t handle, uint64_t module, const char* name) {
+    emit([&](Event::Builder e) {
+      auto f = e.initFunctionBind();
+      f.setHandle(handle);
+      f.setModuleHandle(module);
+      f.setName(name);
+      f.setApi(kcap::schema::BindApi::MODULE_GET_FUNCTION);
+    });
+  }
+
   void emit(const std::function<void(Event::Builder)>& fill) {
     capnp::MallocMessageBuilder message;
     fill(message.initRoot<Event>());
@@ -218,6 +249,8 @@ class CheckpointReplay : public ::testing::Test {
   }
   kcap::test::TempDir dir_{"kcap-checkpoint-replay"};
 };
+
+constexpr int kExitFault = 4;
 
 // (a) three intervals, all reproduced; (c) a host-to-device copy in the middle of one.
 TEST_F(CheckpointReplay, IntervalsReproduceWithACopyInside) {
@@ -354,7 +387,8 @@ TEST_F(CheckpointReplay, DamagedCheckpointsAreNamed) {
       << run.out;
   EXPECT_NE(run.out.find("replay starts from checkpoint 1"), std::string::npos) << run.out;
   EXPECT_TRUE(std::regex_search(
-      run.out, std::regex("checkpoint 2 at event #[0-9]+ is damaged \\(incomplete: taking it failed with CUresult 2\\)")))
+      run.out,
+      std::regex("checkpoint 2 at event #[0-9]+ is damaged \\(incomplete: taking it failed with CUresult 2\\)")))
       << run.out;
   EXPECT_NE(run.out.find("interval 0 (launch 0, checkpoint 0 -> 1): NOT VERIFIED"), std::string::npos) << run.out;
   EXPECT_NE(run.out.find("interval 1 (launches 1..2, checkpoint 1 -> 3): REPRODUCED"), std::string::npos) << run.out;
@@ -397,7 +431,8 @@ TEST_F(CheckpointReplay, GraphLaunchEndsItsInterval) {
   const Outcome run = replay({path});
   EXPECT_EQ(run.exitCode, kExitTrace) << run.describe();
   EXPECT_TRUE(std::regex_search(
-      run.out, std::regex("interval 0 \\(launch 0, checkpoint 0 -> 1\\): NOT RE-EXECUTABLE \\(graph launch at event #")))
+      run.out,
+      std::regex("interval 0 \\(launch 0, checkpoint 0 -> 1\\): NOT RE-EXECUTABLE \\(graph launch at event #")))
       << run.out;
   EXPECT_NE(run.out.find("interval 1 (launch 1, checkpoint 1 -> 2): REPRODUCED"), std::string::npos) << run.out;
 }
@@ -418,6 +453,89 @@ TEST_F(CheckpointReplay, RefusedAddressIsAnError) {
   EXPECT_NE(run.err.find("re-execution needs the recorded addresses: 0x7e1000000000"), std::string::npos)
       << run.describe();
   EXPECT_NE(run.err.find("was not granted"), std::string::npos) << run.describe();
+}
+
+// A launch that faults ends the replay with FAULT naming it (the double
+// refuses a pointer to unmapped memory with a sticky illegal address).
+TEST_F(CheckpointReplay, FaultNamesTheLaunch) {
+  const std::string path = dir_.file("fault.kcap");
+  Program p;
+  CheckpointTrace t(path);
+  t.checkpoint(0, p.state());
+  t.axpy();
+  p.axpy();
+  t.checkpoint(1, p.state());
+  t.axpy();
+  t.axpy(0x1000);  // nothing is mapped there
+  t.checkpoint(3, p.state());
+  t.close();
+
+  const Outcome run = replay({path});
+  EXPECT_EQ(run.exitCode, kExitFault) << run.describe();
+  EXPECT_NE(run.out.find("interval 0 (launch 0, checkpoint 0 -> 1): REPRODUCED"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("interval 1 (launches 1..2, checkpoint 1 -> 2): FAULT in launch 2 (axpy): "),
+            std::string::npos)
+      << run.out;
+  EXPECT_NE(run.out.find("CUDA_ERROR_ILLEGAL_ADDRESS"), std::string::npos) << run.out;
+}
+
+// A trace cut short: replay runs what is intact and says the trace is damaged.
+TEST_F(CheckpointReplay, TruncatedTraceRunsWhatIsIntact) {
+  const std::string path = dir_.file("whole.kcap");
+  Program p;
+  CheckpointTrace t(path);
+  t.checkpoint(0, p.state());
+  for (int k = 0; k < 3; ++k) {
+    t.axpy();
+    p.axpy();
+    t.checkpoint(static_cast<uint64_t>(k + 1), p.state());
+  }
+  t.close();
+  std::vector<uint8_t> bytes = kcap::test::readFileBytes(path);
+  const std::string cut = dir_.file("cut.kcap");
+  size_t reproducedAfterCut = 0;
+  for (size_t keep = bytes.size() / 8; keep < bytes.size(); keep += bytes.size() / 8) {
+    kcap::test::writeFileBytes(cut, bytes.data(), keep);
+    const Outcome run = replay({cut});
+    EXPECT_TRUE(run.exitCode == kExitOk || run.exitCode == kExitTrace) << keep << ": " << run.describe();
+    EXPECT_EQ(run.out.find("DIFFERS"), std::string::npos) << keep << ": " << run.out;
+    if (run.exitCode == kExitOk) {
+      EXPECT_NE(run.out.find("the trace is damaged or cut short"), std::string::npos) << keep << ": " << run.out;
+      EXPECT_NE(run.out.find("REPRODUCED"), std::string::npos) << keep << ": " << run.out;
+      ++reproducedAfterCut;
+    }
+  }
+  EXPECT_NE(reproducedAfterCut, 0u);
+}
+
+// --check determinism runs a differing interval again: a launch whose
+// outputs vary between runs is named; an interval that repeats exactly says so.
+TEST_F(CheckpointReplay, DeterminismNamesTheVaryingLaunch) {
+  const std::string path = dir_.file("racy.kcap");
+  Program p;
+  for (uint32_t i = 0; i < kElements; ++i) p.x[i] = 1.0f / static_cast<float>(i + 3);  // order-dependent sums
+  CheckpointTrace t(path);
+  t.checkpoint(0, p.state());
+  t.axpy();
+  p.axpy();
+  auto wrong = p.state();
+  wrong[1].bytes[40] ^= 1;
+  t.checkpoint(1, wrong);  // axpy is deterministic: the recording is what differs
+  t.axpy();
+  t.racySum();
+  p.axpy();
+  t.checkpoint(3, p.state());  // y[0] as racy_sum leaves it differs in any case
+  t.close();
+
+  const Outcome run = replay({path, "--check", "determinism", "--runs", "3"});
+  EXPECT_EQ(run.exitCode, kExitDiffers) << run.describe();
+  EXPECT_NE(run.out.find("determinism: the 3 runs from checkpoint 0 at event #"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("agree with each other: deterministic here"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("determinism: launch 2 (racy_sum) is the first whose outputs vary between 3 runs from "
+                         "checkpoint 1"),
+            std::string::npos)
+      << run.out;
+  EXPECT_EQ(replay({path, "--check", "unwritten"}).exitCode, kExitUsage);
 }
 
 }  // namespace
