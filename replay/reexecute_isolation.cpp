@@ -258,6 +258,9 @@ void reexecuteIsolated(const TraceModel& model, const ReplayOptions& options, co
     return;
   }
   if (!fatal.empty()) throw ReplayError(fatal);
+  if (hung || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    throw ReplayError("the replay process died between intervals (" + describeStatus(status) + ")");
+  }
 }
 
 }  // namespace kcap::replay

@@ -13,6 +13,9 @@
 //   launch_params.cpp   parameter bytes, pointer words, tensor maps re-encoded
 //   post_state.cpp      replayed outputs against the recorded post-state; saved outputs
 //   sequence.cpp        a run of launches in order, overlapping where the program let them
+//
+// Checkpoint traces (--mode checkpoint) are replayed by re-execution instead
+// (reexecute.h), on these same parts.
 #pragma once
 
 #include <cuda.h>

@@ -485,10 +485,10 @@ TEST_F(CheckpointReplay, TruncatedTraceRunsWhatIsIntact) {
   Program p;
   CheckpointTrace t(path);
   t.checkpoint(0, p.state());
-  for (int k = 0; k < 3; ++k) {
+  for (uint64_t k = 1; k <= 3; ++k) {
     t.axpy();
     p.axpy();
-    t.checkpoint(static_cast<uint64_t>(k + 1), p.state());
+    t.checkpoint(k, p.state());
   }
   t.close();
   std::vector<uint8_t> bytes = kcap::test::readFileBytes(path);
