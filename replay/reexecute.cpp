@@ -202,41 +202,65 @@ void Reexecutor::runLaunch(const LaunchRecord& launch, IntervalReport& report, R
 void Reexecutor::runMemoryOp(const StoredEvent& op) {
   const auto event = op.get();
   const std::string where = " at event #" + std::to_string(op.seq());
+  const auto stop = [&](const std::string& what) { throw IntervalStop{IntervalVerdict::kNotReexecutable, what}; };
+  // Whether [address, address + size) is memory re-execution holds: false
+  // when it lies outside all of it (host memory: passed over), a stop when
+  // it lies partly outside.
+  const auto writes = [&](uint64_t address, uint64_t size, const char* what) {
+    const Coverage c = coverage(address, size);
+    if (c == Coverage::kPartial) {
+      stop(std::string(what) + where + " reaches " + hexText(address) + " + " + std::to_string(size) +
+           " bytes, past the recorded device memory");
+    }
+    return c == Coverage::kInside;
+  };
   if (event.isMemcpy()) {
     const auto copy = event.getMemcpy();
     if (copy.getResult() != 0) return;
     const auto direction = copy.getDirection();
     if (direction == schema::CopyDirection::DEVICE_TO_HOST || direction == schema::CopyDirection::HOST_TO_HOST) return;
+    const uint64_t data = copy.getData().getSize();
+    const bool deviceSource = direction == schema::CopyDirection::DEVICE_TO_DEVICE ||
+                              (direction == schema::CopyDirection::UNKNOWN && copy.getSrc() != 0);
+    if (!deviceSource && data == 0 && copy.getSize() != 0) {
+      stop("the host-to-device copy" + where + " was recorded without its data");
+    }
     if (copy.getWidth() == 0) {
       const uint64_t size = copy.getSize();
-      const bool fromHost = direction == schema::CopyDirection::HOST_TO_DEVICE ||
-                            (direction == schema::CopyDirection::UNKNOWN && copy.getSrc() == 0);
-      if (fromHost && size != 0 && copy.getData().getSize() != size) {
-        throw IntervalStop{IntervalVerdict::kNotReexecutable, "the host-to-device copy" + where + " holds " +
-                                                                  std::to_string(copy.getData().getSize()) +
-                                                                  " of its " + std::to_string(size) + " bytes"};
+      if (data != 0 && data != size) {
+        stop("the copy" + where + " holds " + std::to_string(data) + " bytes for its " + std::to_string(size));
       }
-      const Coverage dst = coverage(copy.getDst(), size);
-      if (dst == Coverage::kOutside) return;  // memory no checkpoint holds and no allocation made
-      if (dst == Coverage::kPartial) {
-        throw IntervalStop{IntervalVerdict::kNotReexecutable, "the copy" + where + " writes " + hexText(copy.getDst()) +
-                                                                  " + " + std::to_string(size) +
-                                                                  " bytes, past the recorded device memory"};
+      if (!writes(copy.getDst(), size, "the copy")) return;
+      if (deviceSource && data == 0 && !writes(copy.getSrc(), size, "the device-to-device copy")) {
+        stop("the device-to-device copy" + where + " reads " + hexText(copy.getSrc()) +
+             ", outside the recorded device memory");
       }
-      if (!fromHost && copy.getData().getSize() == 0 && coverage(copy.getSrc(), size) != Coverage::kInside) {
-        throw IntervalStop{IntervalVerdict::kNotReexecutable,
-                           "the device-to-device copy" + where + " reads " + hexText(copy.getSrc()) + " + " +
-                               std::to_string(size) + " bytes, outside the recorded device memory"};
+    } else if (const auto rows = copyRows(copy); rows && rows->rows != 0) {
+      // The whole span of the rows (copyRows checked it does not wrap).
+      const auto span = [&](uint64_t slicePitch, uint64_t pitch) {
+        return (rows->slices - 1) * slicePitch + (rows->rows - 1) * pitch + rows->width;
+      };
+      if (!writes(copy.getDst(), span(rows->dstSlicePitch, rows->dstPitch), "the 2D/3D copy")) return;
+      if (deviceSource && data == 0 &&
+          !writes(copy.getSrc(), span(rows->srcSlicePitch, rows->srcPitch), "the 2D/3D device-to-device copy")) {
+        stop("the 2D/3D device-to-device copy" + where + " reads outside the recorded device memory");
       }
     }
   } else if (event.isMemset()) {
     const auto set = event.getMemset();
     if (set.getResult() != 0) return;
-    uint64_t bytes = 0;
-    if (__builtin_mul_overflow(set.getCount(), std::max<uint32_t>(set.getElementSize(), 1), &bytes) ||
-        (set.getPitch() == 0 && coverage(set.getDst(), bytes) == Coverage::kPartial)) {
-      throw IntervalStop{IntervalVerdict::kNotReexecutable, "the memset" + where + " writes past the recorded memory"};
+    // What applyMemoryOp writes: rows of count elements of 1, 2 or else 4 bytes.
+    const uint64_t element = set.getElementSize() == 1 ? 1 : set.getElementSize() == 2 ? 2 : 4;
+    const uint64_t rows = std::max<uint64_t>(set.getHeight(), 1);
+    uint64_t width = 0, last = 0, span = 0;
+    if (set.getPitch() == 0 && rows > 1)
+      stop("the memset" + where + " has " + std::to_string(rows) + " rows of pitch 0");
+    if (__builtin_mul_overflow(set.getCount(), element, &width) ||
+        __builtin_mul_overflow(rows - 1, set.getPitch(), &last) || __builtin_add_overflow(last, width, &span)) {
+      stop("the memset" + where + " reaches past the end of the address space");
     }
+    if (set.getPitch() != 0 && set.getHeight() == 0) return;  // a 2D memset of no rows
+    if (!writes(set.getDst(), span, "the memset")) return;
   } else {
     return;
   }

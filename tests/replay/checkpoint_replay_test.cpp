@@ -196,6 +196,27 @@ class CheckpointTrace {
     });
   }
 
+  void copyDeviceToDevice(uint64_t dst, uint64_t src, uint64_t size) {
+    emit([&](Event::Builder e) {
+      auto c = e.initMemcpy();
+      c.setDirection(kcap::schema::CopyDirection::DEVICE_TO_DEVICE);
+      c.setDst(dst);
+      c.setSrc(src);
+      c.setSize(size);
+    });
+  }
+
+  void memset32(uint64_t dst, uint32_t value, uint64_t count) {
+    emit([&](Event::Builder e) {
+      auto m = e.initMemset();
+      m.setDst(dst);
+      m.setValue(value);
+      m.setElementSize(4);
+      m.setCount(count);
+      m.setHeight(1);
+    });
+  }
+
   void graphLaunch() {
     emit([](Event::Builder e) { e.initGraphLaunch().setGraphExec(0x55d0c8b01230ull); });
   }
@@ -252,7 +273,8 @@ class CheckpointReplay : public ::testing::Test {
 
 constexpr int kExitFault = 4;
 
-// (a) three intervals, all reproduced; (c) a host-to-device copy in the middle of one.
+// (a) four intervals, all reproduced; (c) a host-to-device copy in the
+// middle of one, a device-to-device copy and a memset in another.
 TEST_F(CheckpointReplay, IntervalsReproduceWithACopyInside) {
   const std::string path = dir_.file("three.kcap");
   Program p;
@@ -273,6 +295,17 @@ TEST_F(CheckpointReplay, IntervalsReproduceWithACopyInside) {
   t.axpy();
   p.axpy();
   t.checkpoint(5, p.state());
+  // A device-to-device copy and a memset in the last interval.
+  t.copyDeviceToDevice(kY + 64, kX, 256);
+  std::memcpy(p.y.data() + 16, p.x.data(), 256);
+  const float half = 0.5f;
+  uint32_t bits = 0;
+  std::memcpy(&bits, &half, 4);
+  t.memset32(kX + 4096, bits, 100);
+  std::fill(p.x.begin() + 1024, p.x.begin() + 1124, half);
+  t.axpy();
+  p.axpy();
+  t.checkpoint(6, p.state());
   t.close();
 
   const Outcome run = replay({path});
@@ -282,7 +315,8 @@ TEST_F(CheckpointReplay, IntervalsReproduceWithACopyInside) {
       << run.out;
   EXPECT_NE(run.out.find("interval 1 (launches 2..3, checkpoint 1 -> 2): REPRODUCED"), std::string::npos) << run.out;
   EXPECT_NE(run.out.find("interval 2 (launch 4, checkpoint 2 -> 3): REPRODUCED"), std::string::npos) << run.out;
-  EXPECT_NE(run.out.find("all 3 intervals reproduced"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("interval 3 (launch 5, checkpoint 3 -> 4): REPRODUCED"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("all 4 intervals reproduced"), std::string::npos) << run.out;
 
   const Outcome json = replay({path, "--json"});
   EXPECT_EQ(json.exitCode, kExitOk) << json.describe();
