@@ -33,6 +33,8 @@ constexpr uint64_t kX = 0x7e1000000000ull;  // two granules apart: two groups
 constexpr uint64_t kY = 0x7e1000400000ull;
 constexpr uint64_t kModule = 0x55d0c8a10000ull, kFunction = 0x55d0c8a1f1a0ull;
 constexpr uint64_t kChecksModule = 0x55d0c8a20000ull, kRacySum = 0x55d0c8a2f1a0ull;
+constexpr uint64_t kConstantModule = 0x55d0c8a30000ull, kPolyEval = 0x55d0c8a3f1a0ull;
+constexpr uint64_t kCoeffs = 0x7e2000000000ull, kCallCount = 0x7e2000000100ull;  // where the recording had them
 constexpr uint32_t kElements = 4096;  // 16 KiB a buffer: 4 pieces of 4 KiB (the smallest piece)
 constexpr uint32_t kPieceSize = 4096;
 constexpr float kAlpha = 2.0f;  // a * x + y exact in float: no rounding to argue about
@@ -82,6 +84,25 @@ class CheckpointTrace {
       writer_->storeContent(checks.data(), checks.size(), m.initImage());
     });
     bind(kRacySum, kChecksModule, "racy_sum");
+    // kernels/constant.cu: poly_eval(x, y, n) reads the __constant__ coeffs
+    // and adds its block count to the __device__ call_count.
+    const std::vector<uint8_t> constant =
+        kcap::test::readFileBytes(kcap::test::defaultKernelsDir() + "/constant.fatbin");
+    emit([&](Event::Builder e) {
+      auto m = e.initModuleLoad();
+      m.setHandle(kConstantModule);
+      m.setApi(kcap::schema::LoadApi::MODULE_LOAD_DATA);
+      m.setImageKind(kcap::schema::ImageKind::FATBIN);
+      writer_->storeContent(constant.data(), constant.size(), m.initImage());
+      auto globals = m.initGlobals(2);
+      globals[0].setName("coeffs");
+      globals[0].setAddress(kCoeffs);
+      globals[0].setSize(16 * sizeof(float));
+      globals[1].setName("call_count");
+      globals[1].setAddress(kCallCount);
+      globals[1].setSize(sizeof(int32_t));
+    });
+    bind(kPolyEval, kConstantModule, "poly_eval");
     for (const uint64_t address : {kX, kY}) {
       emit([&](Event::Builder e) {
         auto a = e.initAlloc();
@@ -103,7 +124,8 @@ class CheckpointTrace {
         const RangeSpec& spec = ranges[i];
         list[i].setAddress(spec.address);
         list[i].setAllocationBase(spec.address);
-        list[i].setKind(kcap::schema::MemoryKind::ALLOCATION);
+        list[i].setKind(spec.address == kCoeffs || spec.address == kCallCount ? kcap::schema::MemoryKind::MODULE_GLOBAL
+                                                                              : kcap::schema::MemoryKind::ALLOCATION);
         const uint64_t pieces = (spec.bytes.size() + kPieceSize - 1) / kPieceSize;
         if (spec.storeBlobs) {
           writer_->storeContent(spec.bytes.data(), spec.bytes.size(), list[i].initContent());
@@ -142,6 +164,16 @@ class CheckpointTrace {
     std::memcpy(params.data() + 16, &y, 8);
     std::memcpy(params.data() + 24, &n, 4);
     launch(kFunction, "axpy", params, {{0, 4}, {8, 8}, {16, 8}, {24, 4}}, {{8, kX}, {16, y}});
+  }
+
+  // poly_eval(x, y, kElements).
+  void polyEval() {
+    std::vector<uint8_t> params(24, 0);
+    const int32_t n = kElements;
+    std::memcpy(params.data(), &kX, 8);
+    std::memcpy(params.data() + 8, &kY, 8);
+    std::memcpy(params.data() + 16, &n, 4);
+    launch(kPolyEval, "poly_eval", params, {{0, 8}, {8, 8}, {16, 4}}, {{0, kX}, {8, kY}});
   }
 
   // racy_sum(x, y, kElements).
@@ -570,6 +602,59 @@ TEST_F(CheckpointReplay, DeterminismNamesTheVaryingLaunch) {
             std::string::npos)
       << run.out;
   EXPECT_EQ(replay({path, "--check", "unwritten"}).exitCode, kExitUsage);
+}
+
+// Module globals: restored where the module's load put them, written by a
+// copy to the symbol between launches, and compared at the next checkpoint.
+TEST_F(CheckpointReplay, ModuleGlobalsAreRestoredWrittenAndCompared) {
+  const std::string path = dir_.file("globals.kcap");
+  Program p;
+  for (uint32_t i = 0; i < kElements; ++i) p.x[i] = static_cast<float>(i % 8);
+  std::vector<float> coeffs(16, 0.0f);
+  coeffs[0] = 1.0f;
+  coeffs[1] = 2.0f;
+  int32_t calls = 7;
+  const auto state = [&](int32_t callCount) {
+    std::vector<RangeSpec> ranges = p.state();
+    ranges.push_back({kCoeffs, bytesOf(coeffs)});
+    std::vector<uint8_t> count(4);
+    std::memcpy(count.data(), &callCount, 4);
+    ranges.push_back({kCallCount, count});
+    return ranges;
+  };
+  // poly_eval as the double runs it, with small integers: exact in float.
+  const auto poly = [&] {
+    for (uint32_t i = 0; i < kElements; ++i) {
+      float acc = coeffs[15];
+      for (int k = 14; k >= 0; --k) acc = acc * p.x[i] + coeffs[static_cast<size_t>(k)];
+      p.y[i] = acc;
+    }
+    calls += static_cast<int32_t>(kElements / 256);
+  };
+  CheckpointTrace t(path);
+  t.checkpoint(0, state(calls));
+  t.polyEval();
+  poly();
+  coeffs[2] = 1.0f;
+  t.copyToDevice(kCoeffs, bytesOf(coeffs));  // cudaMemcpyToSymbol
+  t.polyEval();
+  poly();
+  t.checkpoint(2, state(calls));
+  t.polyEval();
+  poly();
+  t.checkpoint(3, state(calls + 1));  // call_count is not what the recording says
+  t.close();
+
+  const Outcome run = replay({path});
+  EXPECT_EQ(run.exitCode, kExitDiffers) << run.describe();
+  EXPECT_NE(run.out.find("interval 0 (launches 0..1, checkpoint 0 -> 1): REPRODUCED (32.1 KiB in 10 pieces compared)"),
+            std::string::npos)
+      << run.out;
+  EXPECT_NE(run.out.find("interval 1 (launch 2, checkpoint 1 -> 2): DIFFERS"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("range 0x7e2000000100 (moduleGlobal, 4 B): 1 of 1 piece differs, first differing byte at "
+                         "offset 0"),
+            std::string::npos)
+      << run.out;
 }
 
 }  // namespace
