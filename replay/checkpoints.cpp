@@ -69,7 +69,7 @@ std::string checkpointProblem(schema::Checkpoint::Reader checkpoint) {
       return "range " + hexText(range.getAddress()) + ": " + problem;
     }
     if (!first && range.getAddress() < previousEnd) {
-      return "range " + hexText(range.getAddress()) + " overlaps or precedes the range before it";
+      return "range " + hexText(range.getAddress()) + ": overlaps or precedes the range before it";
     }
     previousEnd = range.getAddress() + range.getContent().getSize();
     first = false;

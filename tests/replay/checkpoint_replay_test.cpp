@@ -16,6 +16,7 @@
 #include <capnp/message.h>
 
 #include "change_hash.h"
+#include "checkpoints.h"
 #include "hash.h"
 #include "kcap.capnp.h"
 #include "process_runner.h"
@@ -49,8 +50,9 @@ std::vector<uint8_t> bytesOf(const std::vector<float>& v) {
 struct RangeSpec {
   uint64_t address;
   std::vector<uint8_t> bytes;
-  int wrongHashPiece = -1;  // this piece's recorded change hash is off by one
-  bool storeBlobs = true;   // false: the pieces are named, not stored
+  int wrongHashPiece = -1;   // this piece's recorded change hash is off by one
+  bool storeBlobs = true;    // false: the pieces are named, not stored
+  bool shortHashes = false;  // one change hash too few
 };
 
 class CheckpointTrace {
@@ -149,6 +151,7 @@ class CheckpointTrace {
           std::memcpy(hashes.data() + 16 * p, &hash.high, 8);
           std::memcpy(hashes.data() + 16 * p + 8, &hash.low, 8);
         }
+        if (spec.shortHashes) hashes.resize(hashes.size() - 16);
         list[i].setChangeHashes(kj::arrayPtr(hashes.data(), hashes.size()));
       }
     });
@@ -655,6 +658,64 @@ TEST_F(CheckpointReplay, ModuleGlobalsAreRestoredWrittenAndCompared) {
                          "offset 0"),
             std::string::npos)
       << run.out;
+}
+
+// The sizes and counts of a checkpoint, checked before anything uses them.
+TEST(CheckpointProblem, NamesWhatDoesNotAddUp) {
+  capnp::MallocMessageBuilder message;
+  auto c = message.initRoot<kcap::schema::Checkpoint>();
+  const auto problem = [&] { return kcap::replay::checkpointProblem(c.asReader()); };
+  auto ranges = c.initRanges(2);
+  const auto set = [&](unsigned i, uint64_t address, uint64_t size, uint32_t pieceSize, unsigned pieces,
+                       size_t hashBytes) {
+    ranges[i].setAddress(address);
+    auto content = ranges[i].initContent();
+    content.setSize(size);
+    content.setPieceSize(pieceSize);
+    content.initPieces(pieces);
+    ranges[i].initChangeHashes(static_cast<unsigned>(hashBytes));
+  };
+  set(0, 0x1000, 8192, 4096, 2, 32);
+  set(1, 0x4000, 100, 4096, 1, 16);
+  EXPECT_EQ(problem(), "");
+  c.setResult(2);
+  EXPECT_EQ(problem(), "incomplete: taking it failed with CUresult 2");
+  c.setResult(0);
+  set(1, 0x4000, 100, 4096, 1, 15);
+  EXPECT_EQ(problem(), "range 0x4000: 15 bytes of change hashes for 1 pieces (expected 16)");
+  set(1, 0x4000, 8193, 4096, 2, 32);
+  EXPECT_EQ(problem(), "range 0x4000: 2 pieces for 8193 bytes of 4096-byte pieces (expected 3)");
+  set(1, 0x4000, 100, 0, 0, 0);
+  EXPECT_EQ(problem(), "range 0x4000: piece size 0 for 100 bytes");
+  set(1, 0xfffffffffffff000ull, 0x2000, 4096, 2, 32);
+  EXPECT_EQ(problem(), "range 0xfffffffffffff000: its 8192 bytes wrap past the end of the address space");
+  set(1, 0x2000, 100, 4096, 1, 16);
+  EXPECT_EQ(problem(), "range 0x2000: overlaps or precedes the range before it");
+}
+
+// A checkpoint whose change hashes do not match its pieces is damaged:
+// not compared, re-execution goes on to the next.
+TEST_F(CheckpointReplay, MiscountedHashesAreDamage) {
+  const std::string path = dir_.file("miscounted.kcap");
+  Program p;
+  CheckpointTrace t(path);
+  t.checkpoint(0, p.state());
+  t.axpy();
+  p.axpy();
+  auto bad = p.state();
+  bad[0].shortHashes = true;
+  t.checkpoint(1, bad);
+  t.axpy();
+  p.axpy();
+  t.checkpoint(2, p.state());
+  t.close();
+
+  const Outcome run = replay({path});
+  EXPECT_EQ(run.exitCode, kExitOk) << run.describe();
+  EXPECT_TRUE(std::regex_search(run.out, std::regex("checkpoint 1 at event #[0-9]+ is damaged \\(range 0x7e1000000000: "
+                                                    "48 bytes of change hashes for 4 pieces \\(expected 64\\)\\)")))
+      << run.out;
+  EXPECT_NE(run.out.find("interval 0 (launches 0..1, checkpoint 0 -> 2): REPRODUCED"), std::string::npos) << run.out;
 }
 
 }  // namespace
