@@ -99,7 +99,7 @@ void Reexecutor::loadCode(uint64_t afterSeq) {
       if (it == kernels_.end()) {
         it = kernels_.emplace(key, r_.code_->kernelFor(code)).first;
         for (const GlobalPlacement& g : it->second.globals) {
-          if (globalAt(g.recordedAddress) == nullptr) r_.opGlobals_.globals.push_back(g);
+          if (globals_.emplace(g.recordedAddress, g).second) r_.opGlobals_.globals.push_back(g);
         }
       }
       launchKernel_[launch.launchIndex] = &it->second;
@@ -118,26 +118,30 @@ void Reexecutor::loadCode(uint64_t afterSeq) {
 }
 
 const GlobalPlacement* Reexecutor::globalAt(uint64_t recorded) const {
-  for (const GlobalPlacement& g : r_.opGlobals_.globals) {
-    if (g.recordedAddress == recorded) return &g;
-  }
-  return nullptr;
+  const auto it = globals_.find(recorded);
+  return it == globals_.end() ? nullptr : &it->second;
 }
 
 Reexecutor::Coverage Reexecutor::coverage(uint64_t address, uint64_t size) const {
   uint64_t end = 0;
   if (size == 0) return Coverage::kInside;
   if (__builtin_add_overflow(address, size, &end)) return Coverage::kPartial;
-  for (const GlobalPlacement& g : r_.opGlobals_.globals) {
-    if (address >= g.recordedAddress && address - g.recordedAddress < g.size) {
+  if (auto it = globals_.upper_bound(address); it != globals_.begin()) {
+    const GlobalPlacement& g = (--it)->second;
+    if (address - g.recordedAddress < g.size) {
       return end - g.recordedAddress <= g.size ? Coverage::kInside : Coverage::kPartial;
     }
   }
-  for (const Region& region : merged_) {
-    const uint64_t regionEnd = region.address + region.size;
-    if (end <= region.address || address >= regionEnd) continue;
-    return address >= region.address && end <= regionEnd ? Coverage::kInside : Coverage::kPartial;
+  // merged_ is sorted and disjoint: the region at or before `address`, and the one after.
+  const auto next = std::upper_bound(merged_.begin(), merged_.end(), address,
+                                     [](uint64_t a, const Region& r) { return a < r.address; });
+  if (next != merged_.begin()) {
+    const Region& region = *(next - 1);
+    if (address - region.address < region.size) {
+      return end - region.address <= region.size ? Coverage::kInside : Coverage::kPartial;
+    }
   }
+  if (next != merged_.end() && end > next->address) return Coverage::kPartial;
   return Coverage::kOutside;
 }
 

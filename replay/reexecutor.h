@@ -78,6 +78,7 @@ class Reexecutor {
   std::vector<Region> merged_;                            // the placed regions, sorted, overlaps merged
   std::map<std::string, LoadedKernel> kernels_;           // by code (module load, kernel, attributes)
   std::map<uint64_t, const LoadedKernel*> launchKernel_;  // launchIndex -> its kernel
+  std::map<uint64_t, GlobalPlacement> globals_;           // every loaded module's, by recorded address
   std::map<uint64_t, std::string> launchCodeError_;       // launchIndex -> why its code cannot run
   CUmodule hashModule_ = nullptr;
   CUfunction hashFunction_ = nullptr;
