@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "bisect_checkpoint.h"
 #include "checkpoints.h"
 #include "reexecute.h"
 #include "replayer.h"
@@ -40,6 +41,11 @@ class Reexecutor {
   Reexecutor& operator=(const Reexecutor&) = delete;
   Replayer& replayer() { return r_; }
   void run(const ReexecutionRequest& request, ReexecutionListener& listener);
+  // reexecute_sides.cpp: kcap bisect's side of a checkpoint trace. Every
+  // interval from its recorded starting checkpoint, its end state hashed;
+  // with `interval` (a starting checkpoint's ordinal) only that one, each
+  // launch's outputs hashed too.
+  void runSide(std::optional<uint64_t> interval, SideRun& out, ReexecutionListener& listener);
 
  private:
   void place(ReexecutionListener& listener);
@@ -63,6 +69,8 @@ class Reexecutor {
                         ReexecutionListener& listener);
   void findFirstDifference(schema::Content::Reader content, uint64_t piece, uint64_t deviceAddress,
                            RangeDifference& difference);
+  // The ranges of `to` (positions, sorted by address there) that the launch's pointer words point into.
+  std::vector<unsigned> reachedRanges(const CheckpointInfo& to, const LaunchRecord& launch) const;
   const GlobalPlacement* globalAt(uint64_t recorded) const;
   enum class Coverage { kInside, kOutside, kPartial };
   Coverage coverage(uint64_t address, uint64_t size) const;

@@ -15,9 +15,11 @@
 #include <CLI/CLI.hpp>
 
 #include "bisect.h"
+#include "bisect_checkpoint.h"
 #include "common.h"
 #include "driver.h"
 #include "kernel_pattern.h"
+#include "reexecute.h"
 #include "replay_report.h"
 #include "subcommands.h"
 #include "trace_reader.h"
@@ -167,6 +169,143 @@ std::vector<std::string> parameterLines(const replay::LaunchRecord& launch) {
   return lines;
 }
 
+// A checkpoint trace (--mode checkpoint) holds no per-launch memory: its
+// launches are re-executed from its checkpoints (replay/bisect_checkpoint.h).
+int runCheckpointBisect(const Options& opt, const replay::TraceModel& model) {
+  replay::BisectOptions options;
+  try {
+    const auto refuse = [](bool given, const std::string& what) {
+      if (given) throw UsageError(what);
+    };
+    refuse(opt.perf,
+           "--perf on a checkpoint trace: not built (the trace holds no per-launch memory to time "
+           "launches from); record with --mode full to time launches");
+    refuse(opt.sequence,
+           "--sequence on a checkpoint trace: not needed, its launches are always re-executed in "
+           "order from the checkpoints");
+    refuse(!opt.kernel.empty() || !opt.range.empty(),
+           "--kernel and --range select launches to replay each from its own memory, which a checkpoint trace "
+           "does not hold: it is bisected whole");
+    refuse(opt.noFixedVa, "--no-fixed-va: re-execution needs the recorded addresses (pointers stay as recorded)");
+    refuse(!opt.dtype.empty() || !opt.tolerance.empty(),
+           "--dtype and --tolerance apply to per-launch buffers, not to a checkpoint trace's change hashes");
+    options = bisectOptions(opt);
+  } catch (const UsageError& e) {
+    std::cerr << "kcap bisect: " << e.what() << "\n";
+    return kExitUsage;
+  }
+  replay::CheckpointBisectResult result;
+  try {
+    result = replay::bisectCheckpoints(model, options);
+  } catch (const replay::ReplayError& e) {
+    std::cerr << "kcap bisect: " << e.what() << "\n";
+    return kExitTrace;
+  }
+  const bool twoSided = options.against != Against::kRecorded;
+  int code = kExitOk;
+  if (result.first) {
+    const auto v = result.first->verdict;
+    code = (v == replay::IntervalVerdict::kFault || v == replay::IntervalVerdict::kHang) ? kExitFault : kExitDiverges;
+  } else if (result.compared == 0) {
+    code = kExitTrace;
+  }
+  const std::string sideA = replay::describeSide(options, false);
+  const std::string sideB = replay::describeSide(options, true);
+  const auto intervalText = [](const replay::IntervalReport& r) {
+    std::string text = "interval " + std::to_string(r.number) + " (";
+    if (r.firstLaunch > r.lastLaunch) {
+      text += "no launches";
+    } else if (r.firstLaunch == r.lastLaunch) {
+      text += "launch " + std::to_string(r.firstLaunch);
+    } else {
+      text += "launches " + std::to_string(r.firstLaunch) + ".." + std::to_string(r.lastLaunch);
+    }
+    return text + ", checkpoint " + std::to_string(r.fromCheckpoint.value_or(0)) + " -> " +
+           std::to_string(r.toCheckpoint.value_or(0)) + ")";
+  };
+  const std::string how =
+      twoSided ? "each interval re-executed from its checkpoint on each side, end states compared"
+               : "the intervals re-executed from the checkpoints, end states compared with the recorded ones";
+
+  if (opt.json) {
+    Json document = {{"trace", opt.path},
+                     {"mode", "checkpoint"},
+                     {"sideA", sideA},
+                     {"sideB", sideB},
+                     {"intervals", result.intervals},
+                     {"intervalsCompared", result.compared},
+                     {"notComparable", result.notComparable},
+                     {"launchesHashed", result.launchesHashed},
+                     {"notes", result.notes}};
+    if (result.first) {
+      const auto& d = *result.first;
+      Json first = {{"interval", d.interval.number},
+                    {"fromCheckpoint", d.interval.fromCheckpoint.value_or(0)},
+                    {"toCheckpoint", d.interval.toCheckpoint.value_or(0)},
+                    {"verdict", replay::intervalVerdictName(d.verdict)},
+                    {"why", d.why},
+                    {"ranges", d.ranges},
+                    {"reproduce", d.reproduce}};
+      first["launchIndex"] = d.launch ? Json(*d.launch) : Json(nullptr);
+      first["kernel"] = d.launch ? Json(d.kernel) : Json(nullptr);
+      document["first"] = std::move(first);
+    } else {
+      document["first"] = nullptr;
+    }
+    document["exitCode"] = static_cast<int64_t>(code);
+    std::cout << jsonText(document) << "\n";
+    return code;
+  }
+  std::cout << "kcap bisect " << opt.path << ": checkpoint trace, " << model.launches().size() << " launches; " << how
+            << "; comparing " << sideB << " with " << sideA << "\n";
+  for (const auto& note : result.notes) std::cout << printable(note) << "\n";
+  std::cout << "\n";
+  if (!result.first) {
+    if (result.compared == 0) {
+      std::cout << "Nothing compared: no interval ran up to an intact checkpoint on "
+                << (twoSided ? "both sides" : "this GPU") << ", so no divergence could be looked for.";
+    } else {
+      std::cout << "No launch diverges: all " << result.compared << " compared intervals agree"
+                << (twoSided ? " between the sides." : " with the recording.");
+    }
+    if (result.notComparable != 0) {
+      std::cout << " " << result.notComparable << " could not be re-executed (see kcap replay).";
+    }
+    std::cout << "\n";
+    return code;
+  }
+  const auto& d = *result.first;
+  if (d.launch) {
+    std::cout << "First divergent launch: " << *d.launch << " (" << printable(d.kernel) << "), in "
+              << intervalText(d.interval) << "\n";
+    if (const auto* l = model.launch(*d.launch)) {
+      const auto e = l->event();
+      std::cout << "  grid " << dim3Text(e.getGridX(), e.getGridY(), e.getGridZ()) << ", block "
+                << dim3Text(e.getBlockX(), e.getBlockY(), e.getBlockZ()) << ", " << e.getSharedMemBytes()
+                << " bytes of dynamic shared memory\n";
+    }
+  } else {
+    std::cout << "First divergent interval: " << intervalText(d.interval) << "\n";
+  }
+  std::cout << "  " << replay::intervalVerdictName(d.verdict) << ": " << printable(d.why) << "\n";
+  if (d.launch) {
+    if (const auto* l = model.launch(*d.launch)) {
+      std::cout << "  parameters:\n";
+      for (const auto& line : parameterLines(*l)) std::cout << "    " << line << "\n";
+    }
+  }
+  if (!d.ranges.empty()) std::cout << "  ranges that differ:\n";
+  for (const auto& line : d.ranges) std::cout << "    " << printable(line) << "\n";
+  if (!d.reproduce.empty()) std::cout << "  reproduce it: " << d.reproduce << "\n";
+  std::cout << "\n" << result.compared << " of " << result.intervals << " intervals compared before it was found";
+  if (twoSided && result.launchesHashed != 0) {
+    std::cout << "; then each launch of " << intervalText(d.interval) << " re-executed on each side, its outputs "
+              << "hashed after it (" << result.launchesHashed << " launches, in order)";
+  }
+  std::cout << ".\n";
+  return code;
+}
+
 int runBisect(const Options& opt) {
   return guarded(opt.path, [&]() -> int {
     auto reader = format::TraceReader::open(opt.path);
@@ -175,6 +314,7 @@ int runBisect(const Options& opt) {
       std::cerr << "kcap: " << opt.path << ": at byte " << problem.offset << ": " << problem.message
                 << " (bisecting the intact events)\n";
     }
+    if (replay::isCheckpointTrace(model)) return runCheckpointBisect(opt, model);
     replay::BisectOptions options;
     std::vector<uint64_t> launches;
     try {

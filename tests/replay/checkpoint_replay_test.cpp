@@ -718,5 +718,140 @@ TEST_F(CheckpointReplay, MiscountedHashesAreDamage) {
   EXPECT_NE(run.out.find("interval 0 (launches 0..1, checkpoint 0 -> 2): REPRODUCED"), std::string::npos) << run.out;
 }
 
+// kcap bisect on checkpoint traces: the intervals re-executed from their
+// checkpoints; between two sides, the first interval whose end states
+// differ, then in it the first launch whose outputs differ.
+Outcome bisect(const std::vector<std::string>& args) {
+  std::vector<std::string> all = {"bisect"};
+  all.insert(all.end(), args.begin(), args.end());
+  return kcapOnDouble(all);
+}
+
+// Interval 0: poly_eval; interval 1: poly_eval, axpy (launches 1..2);
+// the states as the double computes them (poly_eval as in the test above).
+std::string polyThenAxpyTrace(const std::string& path) {
+  Program p;
+  for (uint32_t i = 0; i < kElements; ++i) p.x[i] = static_cast<float>(i % 8);
+  std::vector<float> coeffs(16, 0.0f);
+  coeffs[0] = 1.0f;
+  coeffs[1] = 2.0f;
+  int32_t calls = 0;
+  const auto state = [&] {
+    std::vector<RangeSpec> ranges = p.state();
+    ranges.push_back({kCoeffs, bytesOf(coeffs)});
+    std::vector<uint8_t> count(4);
+    std::memcpy(count.data(), &calls, 4);
+    ranges.push_back({kCallCount, count});
+    return ranges;
+  };
+  const auto poly = [&] {
+    for (uint32_t i = 0; i < kElements; ++i) {
+      float acc = coeffs[15];
+      for (int k = 14; k >= 0; --k) acc = acc * p.x[i] + coeffs[static_cast<size_t>(k)];
+      p.y[i] = acc;
+    }
+    calls += static_cast<int32_t>(kElements / 256);
+  };
+  CheckpointTrace t(path);
+  t.checkpoint(0, state());
+  t.polyEval();
+  poly();
+  t.checkpoint(1, state());
+  t.polyEval();
+  poly();
+  t.axpy();
+  p.axpy();
+  t.checkpoint(3, state());
+  t.close();
+  return path;
+}
+
+TEST_F(CheckpointReplay, BisectNamesTheFirstDivergentLaunchBetweenTwoSides) {
+  const std::string path = polyThenAxpyTrace(dir_.file("bisect.kcap"));
+  const std::string changed = kernelFile("axpy_changed.fatbin");
+  const Outcome run = bisect({path, "--against", "override:axpy=" + changed});
+  EXPECT_EQ(run.exitCode, kExitDiffers) << run.describe();
+  // Not interval 1's first launch (poly_eval, the same on both sides): its first axpy.
+  EXPECT_NE(run.out.find("First divergent launch: 2 (axpy), in interval 1 (launches 1..2, checkpoint 1 -> 2)"),
+            std::string::npos)
+      << run.out;
+  EXPECT_NE(run.out.find("range 0x7e1000400000 (allocation, 16384 bytes): 1 of 4 pieces differ, the first at "
+                         "bytes 0..4095"),
+            std::string::npos)
+      << run.out;
+  EXPECT_NE(run.out.find("reproduce it: kcap replay " + path + " --launch 2 --override 'axpy=" + changed + "'"),
+            std::string::npos)
+      << run.out;
+  EXPECT_NE(run.out.find("2 of 2 intervals compared before it was found; then each launch of interval 1"),
+            std::string::npos)
+      << run.out;
+
+  const Outcome json = bisect({path, "--against", "override:axpy=" + changed, "--json"});
+  EXPECT_EQ(json.exitCode, kExitDiffers) << json.describe();
+  EXPECT_NE(json.out.find("\"launchIndex\":2"), std::string::npos) << json.out;
+  EXPECT_NE(json.out.find("\"kernel\":\"axpy\""), std::string::npos) << json.out;
+}
+
+TEST_F(CheckpointReplay, BisectWithNoDivergenceSaysSo) {
+  const std::string path = polyThenAxpyTrace(dir_.file("same.kcap"));
+  const Outcome same = bisect({path, "--against", "override:axpy=" + kernelFile("axpy.fatbin")});
+  EXPECT_EQ(same.exitCode, kExitOk) << same.describe();
+  EXPECT_NE(same.out.find("No launch diverges: all 2 compared intervals agree between the sides."), std::string::npos)
+      << same.out;
+  const Outcome recorded = bisect({path});
+  EXPECT_EQ(recorded.exitCode, kExitOk) << recorded.describe();
+  EXPECT_NE(recorded.out.find("No launch diverges: all 2 compared intervals agree with the recording."),
+            std::string::npos)
+      << recorded.out;
+}
+
+TEST_F(CheckpointReplay, BisectAgainstTheRecordingNamesTheInterval) {
+  const std::string path = dir_.file("wrong-hash.kcap");
+  Program p;
+  CheckpointTrace t(path);
+  t.checkpoint(0, p.state());
+  t.axpy();
+  p.axpy();
+  t.checkpoint(1, p.state());
+  t.axpy();
+  p.axpy();
+  t.axpy();
+  p.axpy();
+  auto spoiled = p.state();
+  spoiled[1].wrongHashPiece = 1;
+  t.checkpoint(3, spoiled);
+  t.close();
+
+  const Outcome run = bisect({path});
+  EXPECT_EQ(run.exitCode, kExitDiffers) << run.describe();
+  EXPECT_NE(run.out.find("First divergent interval: interval 1 (launches 1..2, checkpoint 1 -> 2)"), std::string::npos)
+      << run.out;
+  EXPECT_NE(run.out.find("needs a second side"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("range 0x7e1000400000 (allocation, 16384 bytes): 1 of 4 pieces differ; the bytes equal "
+                         "the recorded piece"),
+            std::string::npos)
+      << run.out;
+  EXPECT_NE(run.out.find("reproduce it: kcap replay " + path + " --launch 1"), std::string::npos) << run.out;
+}
+
+TEST_F(CheckpointReplay, BisectThatComparesNothingSaysSo) {
+  const std::string path = dir_.file("one-checkpoint.kcap");
+  Program p;
+  CheckpointTrace t(path);
+  t.checkpoint(0, p.state());
+  t.axpy();
+  t.close();
+  for (const std::string& against : {std::string("recorded"), "override:axpy=" + kernelFile("axpy_changed.fatbin")}) {
+    const Outcome run = bisect({path, "--against", against});
+    EXPECT_EQ(run.exitCode, kExitTrace) << run.describe();
+    EXPECT_NE(run.out.find("Nothing compared: no interval ran up to an intact checkpoint"), std::string::npos)
+        << run.out;
+  }
+  const Outcome perf = bisect({path, "--perf"});
+  EXPECT_EQ(perf.exitCode, kExitUsage) << perf.describe();
+  EXPECT_NE(perf.err.find("--perf on a checkpoint trace: not built"), std::string::npos) << perf.err;
+  EXPECT_EQ(bisect({path, "--sequence"}).exitCode, kExitUsage);
+}
+
 }  // namespace
 }  // namespace kcap_test
