@@ -237,6 +237,8 @@ SideRun runSideProcess(const TraceModel& model, const ReplayOptions& options, st
 
 bool failed(IntervalVerdict v) { return v == IntervalVerdict::kFault || v == IntervalVerdict::kHang; }
 
+std::string failsText(IntervalVerdict v) { return v == IntervalVerdict::kHang ? "it hangs" : "it faults"; }
+
 std::string kernelOf(const TraceModel& model, uint64_t index) {
   const LaunchRecord* l = model.launch(index);
   return l != nullptr ? std::string(l->event().getKernelName().cStr()) : std::string("?");
@@ -291,7 +293,7 @@ CheckpointBisectResult againstRecording(const TraceModel& model, const BisectOpt
     if (failed(r.verdict) && r.faultLaunch) {
       d.launch = r.faultLaunch;
       d.kernel = r.faultKernel;
-      d.why = "it " + std::string(intervalVerdictName(r.verdict)) + " when re-executed: " + r.detail;
+      d.why = failsText(r.verdict) + " when re-executed: " + r.detail;
       d.reproduce = "kcap replay " + options.base.tracePath + " --launch " + std::to_string(*r.faultLaunch) + flags;
     } else {
       d.why = "its end state differs from the recorded checkpoint " + std::to_string(r.toCheckpoint.value_or(0)) +
@@ -347,7 +349,9 @@ CheckpointBisectResult betweenSides(const TraceModel& model, const BisectOptions
   const SideRun runB = runSideProcess(model, b, std::nullopt);
   if (runB.intervals.empty() && !runB.error.empty()) throw ReplayError(nameB + ": " + runB.error);
   CheckpointBisectResult result;
-  result.notes = runA.notes;
+  for (const std::string& note : runA.notes) {
+    if (note.rfind("placed ", 0) != 0) result.notes.push_back(note);
+  }
   const std::string reproduceFlags = sideBReplayFlags(options);
   const auto reproduce = [&](uint64_t launch) {
     return "kcap replay " + options.base.tracePath + " --launch " + std::to_string(launch) + reproduceFlags;
@@ -364,10 +368,9 @@ CheckpointBisectResult betweenSides(const TraceModel& model, const BisectOptions
     if (onB && failed(sa.verdict)) {
       d.why = "it fails on both sides: " + sa.detail;
     } else if (onB) {
-      d.why = "it " + std::string(intervalVerdictName(sb.verdict)) + " with " + nameB + ": " + sb.detail;
+      d.why = failsText(sb.verdict) + " with " + nameB + ": " + sb.detail;
     } else {
-      d.why = "it " + std::string(intervalVerdictName(sa.verdict)) + " with " + nameA + " but not with " + nameB +
-              ": " + sa.detail;
+      d.why = failsText(sa.verdict) + " with " + nameA + " but not with " + nameB + ": " + sa.detail;
     }
     if (d.launch) d.reproduce = reproduce(*d.launch);
     return d;

@@ -853,5 +853,30 @@ TEST_F(CheckpointReplay, BisectThatComparesNothingSaysSo) {
   EXPECT_EQ(bisect({path, "--sequence"}).exitCode, kExitUsage);
 }
 
+TEST_F(CheckpointReplay, BisectNamesAFaultingLaunch) {
+  const std::string path = dir_.file("bisect-fault.kcap");
+  Program p;
+  CheckpointTrace t(path);
+  t.checkpoint(0, p.state());
+  t.axpy();
+  p.axpy();
+  t.checkpoint(1, p.state());
+  t.axpy();
+  t.axpy(0x1000);  // nothing is mapped there
+  t.checkpoint(3, p.state());
+  t.close();
+
+  const Outcome recorded = bisect({path});
+  EXPECT_EQ(recorded.exitCode, kExitFault) << recorded.describe();
+  EXPECT_NE(recorded.out.find("First divergent launch: 2 (axpy), in interval 1 (launches 1..2, checkpoint 1 -> 2)"),
+            std::string::npos)
+      << recorded.out;
+  EXPECT_NE(recorded.out.find("FAULT: it faults when re-executed: "), std::string::npos) << recorded.out;
+  const Outcome sides = bisect({path, "--against", "override:axpy=" + kernelFile("axpy.fatbin")});
+  EXPECT_EQ(sides.exitCode, kExitFault) << sides.describe();
+  EXPECT_NE(sides.out.find("First divergent launch: 2 (axpy)"), std::string::npos) << sides.out;
+  EXPECT_NE(sides.out.find("FAULT: it fails on both sides: "), std::string::npos) << sides.out;
+}
+
 }  // namespace
 }  // namespace kcap_test
