@@ -217,6 +217,14 @@ TEST(CheckpointRecord, RecordedTracesReplayByReexecution) {
   EXPECT_NE(changed.out.find("interval 0 (launches 0..1, checkpoint 0 -> 1): DIFFERS"), std::string::npos)
       << changed.describe();
   EXPECT_NE(changed.out.find("first differing byte at offset 400 (0x190)"), std::string::npos) << changed.describe();
+  // kcap bisect with that build as side B names its first launch.
+  const Outcome bisect =
+      kcapOnDouble({"bisect", path, "--against", "override:axpy=" + kernelFile("axpy_changed.fatbin")});
+  EXPECT_EQ(bisect.exitCode, 3) << bisect.describe();
+  EXPECT_NE(bisect.out.find("First divergent launch: 0 (axpy), in interval 0 (launches 0..1, checkpoint 0 -> 1)"),
+            std::string::npos)
+      << bisect.describe();
+  EXPECT_EQ(kcapOnDouble({"bisect", path}).exitCode, 0);
 }
 
 // kcap check holds every change hash to the content it stands beside.
