@@ -132,7 +132,7 @@ size_t directMemoryBound(const CaptureOptions& options) {
   return std::min<size_t>(bound, static_cast<size_t>(pages) / 4 * static_cast<size_t>(pageSize));
 }
 
-std::unique_ptr<format::TraceWriter> createWriter(const std::string& path, const CaptureOptions& options) {
+format::TraceWriter::Options writerOptions(const CaptureOptions& options) {
   format::TraceWriter::Options writerOptions;
   writerOptions.exclusive = true;
   writerOptions.zstdLevel = options.zstdLevel;
@@ -140,6 +140,11 @@ std::unique_ptr<format::TraceWriter> createWriter(const std::string& path, const
   writerOptions.maxPendingBytes = options.bufferBytes;
   writerOptions.pageLocker = &driverPageLocker();
   writerOptions.maxDirectBytes = directMemoryBound(options);
+  return writerOptions;
+}
+
+std::unique_ptr<format::TraceWriter> createWriter(const std::string& path, const CaptureOptions& options) {
+  const format::TraceWriter::Options writerOptions = kcap::writerOptions(options);
   // The writer's threads inherit this mask: asynchronous signals (SIGTERM,
   // SIGINT) then never land on them, so a handler never runs on a thread
   // the trace's progress depends on.
@@ -194,6 +199,26 @@ std::unique_ptr<format::TraceWriter> openTrace(const CaptureOptions& options, st
   }
   throw std::runtime_error(candidates.size() == 1 ? candidates[0] + " exists; not replacing it"
                                                   : named + " and " + candidates.back() + " exist; not replacing them");
+}
+
+// The flight recorder (--trigger): nothing is created until a trigger
+// fires; the ring then makes the output by the same rules as openTrace.
+std::unique_ptr<format::TraceWriter> openRing(const CaptureOptions& options, std::string& path) {
+  path = expandOutputPath(options.output, static_cast<long>(::getpid()), hostName(),
+                          rankFromEnvironment([](const char* n) { return std::getenv(n); }));
+  format::RingOptions ring;
+  ring.checkpoints = options.ringCheckpoints;
+  ring.maxBytes = options.bufferBytes;
+  ring.openOutput = [options] {
+    std::string written;
+    std::unique_ptr<format::TraceWriter> writer = openTrace(options, written);
+    reportStatus("trace", written, nullptr);
+    return writer;
+  };
+  ring.warn = [](const std::string& text) { logMessage("%s", text.c_str()); };
+  format::TraceWriter::Options held = writerOptions(options);
+  held.pageLocker = nullptr;  // the ring takes no direct blocks
+  return std::make_unique<format::RingTraceWriter>(held, std::move(ring));
 }
 
 }  // namespace
@@ -264,6 +289,7 @@ Recorder::Recorder(CaptureOptions options, std::string path, std::unique_ptr<for
     : options_(std::move(options)),
       path_(std::move(path)),
       writer_(std::move(writer)),
+      ring_(dynamic_cast<format::RingTraceWriter*>(writer_.get())),
       startUnixNs_(clockNs(CLOCK_REALTIME)),
       staging_(stagingBytes(options_.pieceSize)) {
   numberedByWriter_ = perLaunchMetadataOnly(options_.mode) && options_.skip == 0 &&
@@ -278,8 +304,13 @@ Recorder* Recorder::active() noexcept { return process::activeRecording(); }
 
 Recorder* Recorder::create(const CaptureOptions& options) {
   std::string path;
-  std::unique_ptr<format::TraceWriter> writer = openTrace(options, path);
-  reportStatus("trace", path, nullptr);
+  std::unique_ptr<format::TraceWriter> writer;
+  if (options.triggers.any()) {
+    writer = openRing(options, path);  // reports the trace when it fires
+  } else {
+    writer = openTrace(options, path);
+    reportStatus("trace", path, nullptr);
+  }
   std::unique_ptr<Recorder> recorder(new Recorder(options, path, std::move(writer)));
   recorder->writeTraceBegin();
   return recorder.release();
