@@ -208,6 +208,7 @@ void RingTraceWriter::keep(capnp::MessageBuilder& message, uint64_t seq) {
     next.atCheckpoint = true;
     segments_.push_back(std::move(next));
   }
+  if (which == schema::Event::LAUNCH && ring_.launched) ring_.launched(event.getLaunch());
   const bool state = isStateEvent(which);
   if (!namesNoPiece(which)) {
     const uint64_t current = segments_.back().id;

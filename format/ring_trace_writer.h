@@ -57,6 +57,9 @@ struct RingOptions {
   // rules: exclusive creation, a name with the pid when taken, ...).
   std::function<std::unique_ptr<TraceWriter>()> openOutput;
   std::function<void(const std::string&)> warn;  // one line for the user; may be empty
+  // Told of every launch event kept (stream, context, launch index), in seq
+  // order, under the ring's lock: it must be quick and not call the ring.
+  std::function<void(schema::Launch::Reader)> launched;
 };
 
 class RingTraceWriter final : public TraceWriter {

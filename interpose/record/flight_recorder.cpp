@@ -11,11 +11,13 @@
 //   hang    a launch unfinished for the limit (the watchdog, hang_watchdog.cpp)
 #include "core/cuda_result_names.h"
 #include "hooks/shim_log.h"
+#include "record/hang_watchdog.h"
 #include "record/recorder.h"
 
 #include <signal.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <string>
 
@@ -129,6 +131,42 @@ void Recorder::triggerExitCurrent(int status, const char* how) noexcept {
     recorder->trigger(facts, schema::EndReason::EXIT, 0);
   } catch (...) {
     // exiting all the same
+  }
+}
+
+void Recorder::startWatchdog() noexcept {
+  if (ring_ == nullptr || options_.triggers.hangSeconds == 0) {
+    return;
+  }
+  try {
+    auto* dog = new HangWatchdog(
+        options_.triggers.hangSeconds, [this] { return activeCaptures_.load() > 0; },
+        [this](const HangWatchdog::Hang& hang) {
+          TriggerFacts facts;
+          facts.kind = schema::TriggerKind::HANG;
+          char stream[32];
+          std::snprintf(stream, sizeof stream, "0x%llx", static_cast<unsigned long long>(hang.stream));
+          facts.reason = std::string("stream ") + stream + ": launch " + std::to_string(hang.launchIndex) +
+                         " (the last recorded on it), or one before it there, has not finished after " +
+                         std::to_string(hang.seconds) + " s";
+          facts.hasLaunch = true;
+          facts.launchIndex = hang.launchIndex;
+          trigger(facts, schema::EndReason::EXPLICIT, 0);
+        });
+    if (!dog->start()) {
+      logMessage("cannot start the hang watchdog; the hang trigger will not fire");
+      delete dog;
+      return;
+    }
+    watchdog_->store(dog, std::memory_order_release);
+  } catch (...) {
+    logMessage("cannot start the hang watchdog; the hang trigger will not fire");
+  }
+}
+
+void Recorder::stopWatchdog() noexcept {
+  if (HangWatchdog* dog = watchdog_->exchange(nullptr)) {
+    dog->stop();  // not deleted: the ring may be telling it of a launch now
   }
 }
 

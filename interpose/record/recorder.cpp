@@ -6,6 +6,7 @@
 #include "hooks/stats.h"
 #include "process/lifecycle.h"
 #include "record/driver_api.h"
+#include "record/hang_watchdog.h"
 #include "timing/cupti_timing.h"
 
 #include <fcntl.h>
@@ -203,7 +204,8 @@ std::unique_ptr<format::TraceWriter> openTrace(const CaptureOptions& options, st
 
 // The flight recorder (--trigger): nothing is created until a trigger
 // fires; the ring then makes the output by the same rules as openTrace.
-std::unique_ptr<format::TraceWriter> openRing(const CaptureOptions& options, std::string& path) {
+std::unique_ptr<format::TraceWriter> openRing(const CaptureOptions& options, std::string& path,
+                                              const std::shared_ptr<std::atomic<HangWatchdog*>>& watchdog) {
   path = expandOutputPath(options.output, static_cast<long>(::getpid()), hostName(),
                           rankFromEnvironment([](const char* n) { return std::getenv(n); }));
   format::RingOptions ring;
@@ -216,6 +218,15 @@ std::unique_ptr<format::TraceWriter> openRing(const CaptureOptions& options, std
     return writer;
   };
   ring.warn = [](const std::string& text) { logMessage("%s", text.c_str()); };
+  ring.launched = [watchdog](schema::Launch::Reader launch) {
+    if (HangWatchdog* dog = watchdog->load(std::memory_order_acquire); dog != nullptr && !launch.getCapturing()) {
+      // A per-thread default stream is the launching thread's: not one the watchdog can name.
+      const uint64_t stream = launch.getPerThreadStream() && launch.getStream() == 0
+                                  ? reinterpret_cast<uint64_t>(CU_STREAM_PER_THREAD)
+                                  : launch.getStream();
+      dog->launched(stream, launch.getContext(), launch.getLaunchIndex());
+    }
+  };
   format::TraceWriter::Options held = writerOptions(options);
   held.pageLocker = nullptr;  // the ring takes no direct blocks
   return std::make_unique<format::RingTraceWriter>(held, std::move(ring));
@@ -305,14 +316,17 @@ Recorder* Recorder::active() noexcept { return process::activeRecording(); }
 Recorder* Recorder::create(const CaptureOptions& options) {
   std::string path;
   std::unique_ptr<format::TraceWriter> writer;
+  auto watchdog = std::make_shared<std::atomic<HangWatchdog*>>(nullptr);
   if (options.triggers.any()) {
-    writer = openRing(options, path);  // reports the trace when it fires
+    writer = openRing(options, path, watchdog);  // reports the trace when it fires
   } else {
     writer = openTrace(options, path);
     reportStatus("trace", path, nullptr);
   }
   std::unique_ptr<Recorder> recorder(new Recorder(options, path, std::move(writer)));
+  recorder->watchdog_ = std::move(watchdog);
   recorder->writeTraceBegin();
+  recorder->startWatchdog();
   return recorder.release();
 }
 
@@ -321,6 +335,7 @@ void Recorder::end(schema::EndReason reason, int signal, const std::string& mess
   if (ending_.exchange(true, std::memory_order_seq_cst)) {
     return;
   }
+  stopWatchdog();
   // Let other threads finish the events they are building (bounded: one of
   // them may be the thread that crashed).
   ThreadWork::endingFence();

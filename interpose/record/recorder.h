@@ -54,6 +54,7 @@
 namespace kcap {
 
 class Recorder;
+class HangWatchdog;
 
 // One event being built: an Event message with time and thread set.
 class EventMessage {
@@ -336,6 +337,9 @@ class Recorder {
   static bool triggerSignalCurrent(int sig, bool terminal) noexcept;
   // The exit trigger, from exit(), _exit() and _Exit() (process/exit_hooks.cpp).
   static void triggerExitCurrent(int status, const char* how) noexcept;
+  // Starts the hang watchdog when the options ask for it (create()).
+  void startWatchdog() noexcept;
+  void stopWatchdog() noexcept;
 
   // For tests and the summary.
   AllocationMap& allocations() { return allocations_; }
@@ -363,6 +367,10 @@ class Recorder {
   const std::unique_ptr<format::TraceWriter> writer_;
   format::RingTraceWriter* const ring_;  // writer_, when it is the flight recorder's ring
   std::atomic<bool> triggered_{false};
+  // The hang trigger's, with a ring and hang=SECONDS; never deleted (its
+  // thread may outlive the recording, as the recorder does).
+  // Shared with the ring, which tells it of launches.
+  std::shared_ptr<std::atomic<HangWatchdog*>> watchdog_ = std::make_shared<std::atomic<HangWatchdog*>>(nullptr);
   // Event times (its anchors and rate are caches: mutable). Launches take
   // stamps, converted when the writer builds their events.
   mutable TraceClock clock_;

@@ -10,6 +10,9 @@
 
 #include <cuda.h>
 
+#include <cstdlib>
+#include <string>
+
 namespace kcap_double {
 namespace {
 
@@ -199,6 +202,21 @@ DOUBLE_API CUresult cuEventSynchronize(CUevent event) {
   State& s = state();
   Lock lock(s.mutex);
   return findEvent(s, event) != nullptr ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+// KCAP_DOUBLE_EVENT_QUERY=never-ready: every event stays pending, as if the
+// work before it never finished (the flight recorder's hang trigger).
+DOUBLE_API CUresult cuEventQuery(CUevent event) {
+  if (const CUresult r = needContext(); r != CUDA_SUCCESS) {
+    return r;
+  }
+  State& s = state();
+  Lock lock(s.mutex);
+  if (findEvent(s, event) == nullptr) {
+    return CUDA_ERROR_INVALID_HANDLE;
+  }
+  const char* never = std::getenv("KCAP_DOUBLE_EVENT_QUERY");
+  return never != nullptr && std::string(never) == "never-ready" ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS;
 }
 
 // Milliseconds between two recorded events, from the host clock at

@@ -198,6 +198,24 @@ TEST_F(FlightRecorder, AnOrdinaryErrorDoesNotFire) {
   EXPECT_TRUE(leftovers().empty());
 }
 
+TEST_F(FlightRecorder, HangFiresWhenTheWorkNeverFinishes) {
+  const Flight flight = record("hang", {{"KCAP_TRIGGER", "hang=1"}, {"KCAP_DOUBLE_EVENT_QUERY", "never-ready"}});
+  EXPECT_EQ(flight.outcome.exitCode, 0) << flight.outcome.describe();
+  const auto events = eventsOf(flight.path);
+  const auto trigger = expectFired(flight, events, schema::TriggerKind::HANG);
+  EXPECT_TRUE(trigger.getHasLaunch());
+  EXPECT_EQ(trigger.getLaunchIndex(), 7u);  // the last of the eight before the pause
+  EXPECT_NE(std::string(trigger.getReason().cStr()).find("has not finished after 1 s"), std::string::npos)
+      << trigger.getReason().cStr();
+}
+
+TEST_F(FlightRecorder, HangDoesNotFireWhenTheWorkFinishes) {
+  const Flight flight = record("hang", {{"KCAP_TRIGGER", "hang=1"}});
+  EXPECT_EQ(flight.outcome.exitCode, 0) << flight.outcome.describe();
+  EXPECT_EQ(flight.outcome.err, "");
+  EXPECT_TRUE(leftovers().empty());
+}
+
 TEST_F(FlightRecorder, KeepsOnlyTheLastCheckpoints) {
   const Flight flight = record("api", {{"KCAP_RING", "2"}});
   const auto events = eventsOf(flight.path);

@@ -58,7 +58,9 @@
 //               exit0, _exit3, fault (a launch that faults, then
 //               cuCtxSynchronize: CUDA_ERROR_ILLEGAL_ADDRESS; returns 0),
 //               not-found (cuModuleGetFunction of a name the module lacks,
-//               an ordinary error, then two more launches)
+//               an ordinary error, then two more launches), hang (3.5 s
+//               without a call, then two more launches: with
+//               KCAP_DOUBLE_EVENT_QUERY=never-ready, the work looks unfinished)
 #include "driver_program.h"
 
 #include <dlfcn.h>
@@ -68,6 +70,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -498,6 +501,8 @@ int flight(const std::string& how) {
     const CUresult synced = cuCtxSynchronize();
     std::printf("result launch %d sync %d\n", static_cast<int>(launched), static_cast<int>(synced));
     return 0;
+  } else if (how == "hang") {
+    std::this_thread::sleep_for(std::chrono::milliseconds(3500));
   } else if (how == "not-found") {
     CUfunction missing = nullptr;
     const CUresult found = cuModuleGetFunction(&missing, axpy.module, "no_such_kernel");
