@@ -4,15 +4,18 @@
 // Side by side in one run, over one buffer of GIB GiB in 1 MiB pieces:
 //   read     every byte read once, one block a piece (the physical limit:
 //            what the device's memory gives a kernel that only loads);
-//   detect   a change-detection hash of every piece (one block a piece,
-//            position-keyed multiply-accumulate, XXH3's accumulate step),
-//            compared on the device with the previous hashes, changed
-//            pieces appended to a list.
+//   detect   the shim's change hash of every piece (kcap_change_hash,
+//            interpose/record/change_hash.cuh: one block a piece,
+//            position-keyed multiply-accumulate), the kernel a checkpoint
+//            launches; the hashes are compared with the previous ones on
+//            the host, as the shim does (not timed: 16 bytes a piece).
 // It also checks that the hash does its job: a second pass over unchanged
 // memory finds nothing, and after one byte of every hundredth piece is
 // changed, exactly those pieces are found.
 //   kcap_bench_checkpoint_hash [GIB] [REPEATS]     default 32 GiB, 5 repeats
 #include <cuda_runtime.h>
+
+#include "record/change_hash.cuh"
 
 #include <algorithm>
 #include <cstdint>
@@ -74,34 +77,6 @@ __global__ void readPieces(const uint4* words, uint64_t* out) {
   if (threadIdx.x == 0) out[blockIdx.x] = x;
 }
 
-// Each 16 bytes are keyed by their position in the piece, so that moving
-// bytes changes the hash as well as changing them; the sums over threads
-// are then free to be in any order.
-__global__ void detectChanges(const uint4* words, const uint64_t* previous, uint64_t* hashes, uint32_t* changed,
-                              uint32_t* changedCount) {
-  const uint4* piece = words + blockIdx.x * (kPieceBytes / 16);
-  uint64_t acc0 = 0, acc1 = 0;
-  for (uint32_t i = threadIdx.x; i < kPieceBytes / 16; i += kThreads) {
-    const uint4 v = piece[i];
-    const uint64_t a = uint64_t{v.x} | uint64_t{v.y} << 32, b = uint64_t{v.z} | uint64_t{v.w} << 32;
-    const uint64_t key = (i + 1) * 0x9e3779b97f4a7c15ull;
-    const uint64_t x = a ^ key, y = b ^ (key >> 7 | key << 57);
-    acc0 += (x & 0xffffffffu) * (x >> 32) + b;
-    acc1 += (y & 0xffffffffu) * (y >> 32) + a;
-  }
-  acc0 = blockSum(acc0);
-  __syncthreads();
-  acc1 = blockSum(acc1);
-  if (threadIdx.x == 0) {
-    const uint64_t h0 = mix(acc0 ^ blockIdx.x), h1 = mix(acc1 + h0);
-    hashes[2 * blockIdx.x] = h0;
-    hashes[2 * blockIdx.x + 1] = h1;
-    if (h0 != previous[2 * blockIdx.x] || h1 != previous[2 * blockIdx.x + 1]) {
-      changed[atomicAdd(changedCount, 1u)] = blockIdx.x;
-    }
-  }
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -110,13 +85,17 @@ int main(int argc, char** argv) {
   const uint64_t bytes = gib << 30, pieces = bytes / kPieceBytes;
   uint4* words = nullptr;
   uint64_t *sums = nullptr, *hashes[2] = {nullptr, nullptr};
-  uint32_t *changed = nullptr, *changedCount = nullptr;
+  kcap::ChangeHashPiece* list = nullptr;
   CHECK(cudaMalloc(&words, bytes));
   CHECK(cudaMalloc(&sums, pieces * 8));
   CHECK(cudaMalloc(&hashes[0], pieces * 16));
   CHECK(cudaMalloc(&hashes[1], pieces * 16));
-  CHECK(cudaMalloc(&changed, pieces * 4));
-  CHECK(cudaMalloc(&changedCount, 4));
+  CHECK(cudaMalloc(&list, pieces * sizeof(kcap::ChangeHashPiece)));
+  std::vector<kcap::ChangeHashPiece> pieceList(pieces);
+  for (uint64_t p = 0; p < pieces; ++p) {
+    pieceList[p] = {reinterpret_cast<uint64_t>(words) + p * kPieceBytes, kPieceBytes};
+  }
+  CHECK(cudaMemcpy(list, pieceList.data(), pieces * sizeof(kcap::ChangeHashPiece), cudaMemcpyHostToDevice));
   CHECK(cudaMemset(hashes[0], 0, pieces * 16));
   fill<<<4096, 256>>>(words, bytes / 16);
   CHECK(cudaDeviceSynchronize());
@@ -133,18 +112,24 @@ int main(int argc, char** argv) {
     CHECK(cudaEventElapsedTime(&ms, start, stop));
     return static_cast<double>(ms);
   };
-  int current = 0;
+  int current = 0;  // hashes[current]: the previous pass's
   auto detect = [&] {
-    CHECK(cudaMemsetAsync(changedCount, 0, 4));
-    detectChanges<<<static_cast<unsigned>(pieces), kThreads>>>(words, hashes[current], hashes[1 - current], changed,
-                                                               changedCount);
+    kcap_change_hash<<<static_cast<unsigned>(std::min<uint64_t>(pieces, 65535)), kcap::kChangeHashThreads>>>(
+        list, pieces, hashes[1 - current]);
     current = 1 - current;
   };
-  auto changedNow = [&] {
-    uint32_t count = 0;
-    CHECK(cudaMemcpy(&count, changedCount, 4, cudaMemcpyDeviceToHost));
-    return count;
+  // The pieces whose hash differs from the pass before (host side, untimed).
+  std::vector<uint64_t> before(pieces * 2), now(pieces * 2);
+  auto changedList = [&] {
+    CHECK(cudaMemcpy(before.data(), hashes[1 - current], pieces * 16, cudaMemcpyDeviceToHost));
+    CHECK(cudaMemcpy(now.data(), hashes[current], pieces * 16, cudaMemcpyDeviceToHost));
+    std::vector<uint32_t> found;
+    for (uint64_t p = 0; p < pieces; ++p) {
+      if (before[2 * p] != now[2 * p] || before[2 * p + 1] != now[2 * p + 1]) found.push_back(static_cast<uint32_t>(p));
+    }
+    return found;
   };
+  auto changedNow = [&] { return static_cast<uint32_t>(changedList().size()); };
 
   detect();  // the first checkpoint: every piece is new
   CHECK(cudaDeviceSynchronize());
@@ -170,9 +155,7 @@ int main(int argc, char** argv) {
     expected.push_back(static_cast<uint32_t>(p));
   }
   const double changedMs = timeMs(detect);
-  std::vector<uint32_t> found(changedNow());
-  CHECK(cudaMemcpy(found.data(), changed, found.size() * 4, cudaMemcpyDeviceToHost));
-  std::sort(found.begin(), found.end());
+  const std::vector<uint32_t> found = changedList();
   const bool exact = found == expected;
 
   const double gb = static_cast<double>(bytes) / 1e9;

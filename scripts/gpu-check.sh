@@ -5,10 +5,15 @@
 # build-gpu/logs; keep what the check writes there to a few files (the
 # caller may keep only a few).
 #   scripts/gpu-check.sh [--no-bench] [--no-gpu-tests] [--no-overhead] [--ci] [--container] [--buffer SIZE]
+#                        [--checkpoint-bench] [--gpu-tests REGEX]
 # --ci also runs the CI tests (label gpu excluded); --no-overhead leaves out
 # the launch-overhead benchmark; --container the container
 # benchmark; --buffer SIZE also runs the capture benchmark with `kcap record
-# --flush batch --buffer SIZE`, 3 rounds (the file written behind the program). The
+# --flush batch --buffer SIZE`, 3 rounds (the file written behind the program);
+# --checkpoint-bench the checkpoint-mode benchmarks (change hashing against
+# the device's read bandwidth, the slice program in every mode, checkpoint
+# mode's launch overhead against metadata mode's), also with --no-bench;
+# --gpu-tests REGEX runs only the GPU tests it matches. The
 # default fits in 10 minutes on an H200 host (about 8: build 1, GPU tests 3,
 # benchmarks 4).
 set -uo pipefail
@@ -17,7 +22,7 @@ source scripts/env.sh
 out=${OUT:-build-gpu/logs}
 mkdir -p "$out"
 status=0
-bench=1 ci=0 gputests=1 overhead=1 container=0 buffer=""
+bench=1 ci=0 gputests=1 overhead=1 container=0 buffer="" checkpointbench=0 only=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --no-bench) bench=0 ;;
@@ -26,6 +31,8 @@ while [ $# -gt 0 ]; do
     --ci) ci=1 ;;
     --container) container=1 ;;
     --buffer) buffer=${2:?--buffer needs a size}; shift ;;
+    --checkpoint-bench) checkpointbench=1 ;;
+    --gpu-tests) only=${2:?--gpu-tests needs a regex}; shift ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
   shift
@@ -51,9 +58,28 @@ fi
 if [ $gputests = 1 ]; then
   # Several at once: each records and replays its own program (no timings are
   # asserted); gpu_bug_int32_overflow (6.4 GB, about 95 s) sets the pace.
-  ctest --test-dir build-gpu -L gpu --no-tests=error --output-on-failure -j 6 >"$out/ctest-gpu.log" 2>&1 || status=1
+  ctest --test-dir build-gpu -L gpu ${only:+-R "$only"} --no-tests=error --output-on-failure -j 6 \
+    >"$out/ctest-gpu.log" 2>&1 || status=1
   grep -E '\*\*\*|tests passed' "$out/ctest-gpu.log"
   echo "GPU tests done$(elapsed)"
+fi
+
+if [ $checkpointbench = 1 ]; then
+  sync
+  { echo "=== change hashing against a read-only kernel, 32 GiB"
+    timeout 60 build-gpu/bench/kcap_bench_checkpoint_hash 32 5
+    echo "=== the slice program"
+    timeout 400 python3 bench/checkpoint_capture.py --kcap build-gpu/tools/kcap --gib 1,32 --replay
+    echo "=== launch overhead, checkpoint mode (metadata B) against metadata mode"
+    timeout 100 python3 bench/launch_overhead.py --deadline 90 --bench build-gpu/bench/kcap_bench_launch_overhead \
+      --shim build-gpu/interpose/libkcap_interpose.so --kcap build-gpu/tools/kcap --threads 1 --rounds 5 \
+      --compare-env KCAP_MODE=checkpoint
+    echo "=== 16 threads"
+    timeout 100 python3 bench/launch_overhead.py --deadline 90 --bench build-gpu/bench/kcap_bench_launch_overhead \
+      --shim build-gpu/interpose/libkcap_interpose.so --kcap build-gpu/tools/kcap --threads 16 --rounds 3 \
+      --compare-env KCAP_MODE=checkpoint; } >"$out/bench-checkpoint.txt" 2>&1 || status=1
+  grep -E '^\| |^=== |FAILED|GB/s' "$out/bench-checkpoint.txt" | head -60
+  echo "checkpoint benchmarks done$(elapsed)"
 fi
 
 if [ $bench = 1 ]; then

@@ -8,7 +8,8 @@
 // with traceBegin; the file must be closed (footer
 // index) and not torn; when the index is used, its entries must match the
 // chunks; no module image may be larger than any consumer loads
-// (kMaxCodeImageSize). Prints "OK: ..." and exits 0 only when all of that
+// (kMaxCodeImageSize); every checkpoint's change hashes must be those of
+// the pieces it names. Prints "OK: ..." and exits 0 only when all of that
 // holds. Otherwise prints one line per problem, "FILE: at byte N: WHAT",
 // ordered by offset (so the first line names the first damage), and exits 1.
 //
@@ -19,6 +20,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdint>
+#include <cstring>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -28,6 +30,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "change_hash.h"
 #include "common.h"
 #include "errors.h"
 #include "message_check.h"
@@ -212,6 +215,57 @@ class Checker {
     for (unsigned i = 0; i < extras.size(); ++i) check(extras[i], strf("extra image %u", i));
   }
 
+  // A checkpoint's change hashes: one per piece, each the change hash of
+  // the bytes its content address names (what replay compares with). Each
+  // distinct piece is read and hashed once.
+  void checkCheckpoint(const format::EventRef& ref) {
+    const auto checkpoint = ref.event.getCheckpoint();
+    const auto seq = static_cast<unsigned long long>(ref.event.getSeq());
+    for (const auto range : checkpoint.getRanges()) {
+      const auto content = range.getContent();
+      const auto hashes = range.getChangeHashes();
+      const auto where = [&] {
+        return strf("event #%llu (checkpoint %llu): range 0x%llx", seq,
+                    static_cast<unsigned long long>(checkpoint.getOrdinal()),
+                    static_cast<unsigned long long>(range.getAddress()));
+      };
+      if (hashes.size() != uint64_t{content.getPieces().size()} * format::kChangeHashBytes) {
+        add(ref.chunkOffset,
+            where() + strf(" has %zu bytes of change hashes for %u pieces", hashes.size(), content.getPieces().size()));
+        continue;
+      }
+      if (content.getPieceSize() == 0) continue;  // checkContent says so
+      for (unsigned p = 0; p < content.getPieces().size(); ++p) {
+        const format::Hash128 blob{content.getPieces()[p].getHigh(), content.getPieces()[p].getLow()};
+        const uint64_t offset = uint64_t{p} * content.getPieceSize();
+        if (offset >= content.getSize()) break;
+        const uint64_t length = std::min<uint64_t>(content.getPieceSize(), content.getSize() - offset);
+        const auto chunk = blobs_.find(blob);
+        if (chunk == blobs_.end() || badChunks_.count(chunk->second.offset) || chunk->second.rawSize != length) {
+          continue;  // checkContent says so
+        }
+        auto known = changeHashes_.find(blob);
+        if (known == changeHashes_.end()) {
+          std::vector<uint8_t> bytes;
+          try {
+            bytes = reader_.readBlob(blob);
+          } catch (const std::exception&) {
+            continue;  // damaged: the chunk checks say so
+          }
+          known = changeHashes_.emplace(blob, format::changeHash(bytes.data(), bytes.size())).first;
+        }
+        format::ChangeHash recorded;
+        std::memcpy(&recorded.high, hashes.begin() + p * format::kChangeHashBytes, 8);
+        std::memcpy(&recorded.low, hashes.begin() + p * format::kChangeHashBytes + 8, 8);
+        if (!(recorded == known->second)) {
+          add(ref.chunkOffset, where() + strf(": the change hash of piece %u does not match its content (blob %s)", p,
+                                              blob.hex().c_str()));
+          break;  // one line a range
+        }
+      }
+    }
+  }
+
   void checkEvents() {
     bool first = true;
     uint64_t lastSeq = 0;
@@ -273,6 +327,7 @@ class Checker {
       }
 
       if (e.isModuleLoad()) checkImages(ref, type.c_str());
+      if (e.isCheckpoint()) checkCheckpoint(ref);
       if (e.isLaunch()) {
         const std::string problem = format::launchParamProblem(e.getLaunch());
         if (!problem.empty()) {
@@ -379,6 +434,7 @@ class Checker {
   std::unordered_set<uint64_t> chunkFindings_;  // hashes of verifyChunk's findings, not repeated from the reader
   std::set<uint64_t> badChunks_;
   std::unordered_map<format::Hash128, format::ChunkInfo, format::Hash128Hasher> blobs_;
+  std::unordered_map<format::Hash128, format::ChangeHash, format::Hash128Hasher> changeHashes_;  // by blob
   std::map<uint64_t, ChunkEvents> chunkEvents_;  // record chunk offset -> events delivered from it
   uint64_t events_ = 0;
   uint64_t missingPieces_ = 0;

@@ -367,6 +367,20 @@ std::optional<CaptureOptions> readCaptureOptions(const VariableLookup& lookup) {
           std::string("triggers need KCAP_MODE=checkpoint (the mode is ") + captureModeName(options.mode) + ")");
     }
   }
+  if (options.mode == CaptureMode::kCheckpoint) {
+    // Replay re-executes every launch between two checkpoints: a launch left
+    // out of the trace would be missing from what it rebuilds.
+    for (const auto& [variable, set] :
+         {std::pair{kInclude, !options.include.empty()}, std::pair{kExclude, !options.exclude.empty()},
+          std::pair{kSkip, options.skip != 0},
+          std::pair{kMaxLaunches, options.maxLaunches != std::numeric_limits<uint64_t>::max()}}) {
+      if (set) {
+        throw OptionError(variable, value(variable),
+                          "cannot be used with KCAP_MODE=checkpoint: replay re-executes every launch, so every "
+                          "launch is recorded");
+      }
+    }
+  }
   return options;
 }
 

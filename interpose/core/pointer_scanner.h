@@ -41,6 +41,7 @@ struct ParamPointer {
   uint64_t value = 0;           // the address it holds
   uint64_t allocationBase = 0;  // the allocation it points into
   bool inTensorMap = false;
+  bool hostMapped = false;  // the allocation is page-locked host memory (AllocationKind::kHostMapped)
 };
 
 struct IndirectPointer {

@@ -74,11 +74,21 @@ bool ThreadWork::anyBusy(const Slot* except) noexcept {
   return false;
 }
 
+bool ThreadWork::anyGated(const Slot* except) noexcept {
+  for (Slot* slot = all_.load(std::memory_order_acquire); slot != nullptr; slot = slot->next) {
+    if (slot != except && slot->gated.load(std::memory_order_acquire) != 0) {
+      return true;
+    }
+  }
+  return false;
+}
+
 void ThreadWork::forgetOtherThreads() noexcept {
   Slot* const own = mine();
   for (Slot* slot = all_.load(std::memory_order_acquire); slot != nullptr; slot = slot->next) {
     if (slot != own) {
       slot->depth.store(0, std::memory_order_relaxed);
+      slot->gated.store(0, std::memory_order_relaxed);
       slot->orphaned.store(true, std::memory_order_relaxed);
     }
   }

@@ -26,6 +26,7 @@ class ThreadWork {
  public:
   struct alignas(64) Slot {
     std::atomic<uint32_t> depth{0};  // work in progress on the owning thread
+    std::atomic<uint32_t> gated{0};  // calls inside the checkpoint gate (checkpoint_gate.h)
     std::atomic<bool> orphaned{false};
     Slot* next = nullptr;
   };
@@ -61,6 +62,8 @@ class ThreadWork {
   // ending thread may itself be inside work: it will not finish it while
   // it waits).
   static bool anyBusy(const Slot* except) noexcept;
+  // The same for calls inside the checkpoint gate.
+  static bool anyGated(const Slot* except) noexcept;
 
   // Once per process (again in a fork child: the registration is the
   // parent's): asks the kernel for the asymmetric fence, else workers

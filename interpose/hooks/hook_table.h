@@ -68,6 +68,18 @@ constexpr HookId familyOf(HookId id) {
   return id;
 }
 
+// Calls that can change device memory: launches, graph launches, copies
+// into device memory, memsets. While checkpoint mode records they pass
+// through the checkpoint gate (core/checkpoint_gate.h).
+constexpr bool changesDeviceMemory(HookId id) {
+  const std::string_view api = spec(id).api;
+  if (api.starts_with("cuMemcpyDtoH")) {
+    return false;
+  }
+  return api.starts_with("cuLaunch") || api.starts_with("cuGraphLaunch") || api.starts_with("cuMemcpy") ||
+         api.starts_with("cuMemset");
+}
+
 // ---- compile-time checks of driver_hooks.def -----------------------------------
 
 namespace detail {

@@ -2,9 +2,13 @@
 // type: Wrapper<Id>::call has exactly the driver function's signature, counts
 // the call, lets the observer see it (and a failure, observeFailure),
 // forwards to the real function and returns its result unchanged. hook_exports.cpp exports it under the row's
-// symbol; cuGetProcAddress and dlsym hand out its address.
+// symbol; cuGetProcAddress and dlsym hand out its address. A call that can
+// change device memory passes through the checkpoint gate while checkpoint
+// mode records (core/checkpoint_gate.h): from before its observer sees it
+// to after its event is handed over.
 #pragma once
 
+#include "core/checkpoint_gate.h"
 #include "hooks/hook_table.h"
 #include "hooks/stats.h"
 #include "observe/observer.h"
@@ -33,6 +37,15 @@ struct GenericWrapper<Id, CUresult(Args...)> {
     if (real == nullptr) {
       return missingFunction(Id);
     }
+    [[maybe_unused]] ThreadWork::Slot* gate = nullptr;
+    if constexpr (changesDeviceMemory(Id)) {
+      if (CheckpointGate::armed()) [[unlikely]] {
+        gate = ThreadWork::mine();
+        if (gate != nullptr) {
+          CheckpointGate::enter(*gate);
+        }
+      }
+    }
     using Obs = Observer<familyOf(Id)>;
     constexpr bool hasBefore = requires { Obs::before(Id, args...); };
     [[maybe_unused]] bool beforeRan = false;
@@ -50,6 +63,11 @@ struct GenericWrapper<Id, CUresult(Args...)> {
         }
       } else {
         observe([&] { Obs::after(Id, result, args...); });
+      }
+    }
+    if constexpr (changesDeviceMemory(Id)) {
+      if (gate != nullptr) {
+        CheckpointGate::leave(*gate);
       }
     }
     return result;

@@ -259,6 +259,15 @@ std::vector<GlobalVariable> CodeRegistry::globalsOf(uint64_t owner) const {
   return it != globals_.end() ? it->second : std::vector<GlobalVariable>{};
 }
 
+std::vector<GlobalVariable> CodeRegistry::allGlobals() const {
+  std::shared_lock lock(mutex_);
+  std::vector<GlobalVariable> all;
+  for (const auto& [owner, globals] : globals_) {
+    all.insert(all.end(), globals.begin(), globals.end());
+  }
+  return all;
+}
+
 void CodeRegistry::resetLocksAfterFork() noexcept { new (&mutex_) std::shared_mutex; }
 
 }  // namespace kcap

@@ -126,6 +126,9 @@ class CodeRegistry {
   // The globals of the module or library `owner` (a library's module: the
   // library's).
   std::vector<GlobalVariable> globalsOf(uint64_t owner) const;
+  // The globals of every module and library the recording saw loaded and
+  // not unloaded (what a checkpoint holds besides allocations).
+  std::vector<GlobalVariable> allGlobals() const;
 
   // In the child of fork(): the lock may have been held by a thread that
   // does not exist there; make it usable again (only this thread runs).

@@ -4,6 +4,7 @@
 #include "hooks/shim_log.h"
 #include "record/driver_api.h"
 
+#include <algorithm>
 #include <atomic>
 
 namespace kcap {
@@ -16,6 +17,7 @@ struct HashKernel {
   CUresult loaded = CUDA_ERROR_NOT_SUPPORTED;  // CUDA_SUCCESS when `kernel` can be launched
   const char* missing = nullptr;               // what this process lacks for it, if anything
   CUkernel kernel = nullptr;
+  CUkernel changeKernel = nullptr;  // kcap_change_hash; nullptr in an image without it
   xxh3::Secret secret{};
 };
 
@@ -38,6 +40,9 @@ const HashKernel& hashKernel() noexcept {
     k.loaded = api.libraryLoadData(&library, image.data(), nullptr, nullptr, 0, nullptr, nullptr, 0);
     if (k.loaded == CUDA_SUCCESS) {
       k.loaded = api.libraryGetKernel(&k.kernel, library, kContentHashKernel);
+    }
+    if (k.loaded == CUDA_SUCCESS && api.libraryGetKernel(&k.changeKernel, library, kChangeHashKernel) != CUDA_SUCCESS) {
+      k.changeKernel = nullptr;
     }
     k.secret = xxh3::defaultSecret();
     return k;
@@ -132,6 +137,28 @@ CUresult queueDeviceHash(uint64_t address, uint64_t size, uint32_t pieceSize, CU
     switchOff("launching the kernel", launched);
   }
   return launched;
+}
+
+CUresult queueChangeHash(const ChangeHashPiece* pieces, uint64_t count, CUstream stream, uint64_t* hashes) noexcept {
+  const HashKernel& k = hashKernel();
+  if (k.missing != nullptr || k.loaded != CUDA_SUCCESS) {
+    return k.loaded != CUDA_SUCCESS ? k.loaded : CUDA_ERROR_NOT_SUPPORTED;
+  }
+  if (k.changeKernel == nullptr) {
+    return CUDA_ERROR_NOT_FOUND;
+  }
+  if (count == 0) {
+    return CUDA_SUCCESS;
+  }
+  // Enough blocks to keep every multiprocessor reading; each loops over
+  // pieces when there are more.
+  const unsigned blocks = static_cast<unsigned>(std::min<uint64_t>(count, 65535));
+  const ChangeHashPiece* list = pieces;
+  uint64_t n = count;
+  uint64_t* out = hashes;
+  void* params[] = {&list, &n, &out};
+  return driverApi().launchKernel(reinterpret_cast<CUfunction>(k.changeKernel), blocks, 1, 1, kChangeHashThreads, 1, 1,
+                                  0, stream, params, nullptr);
 }
 
 }  // namespace kcap

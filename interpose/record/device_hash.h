@@ -10,6 +10,8 @@
 // never sees them.
 #pragma once
 
+#include "record/change_hash.cuh"
+
 #include <cuda.h>
 
 #include <cstdint>
@@ -32,8 +34,9 @@ bool driverKnowsRange(uint64_t address, uint64_t size) noexcept;
 // image, a driver without libraries, an image the GPU cannot run).
 bool deviceHashingUsable() noexcept;
 
-// The kernel's name, as profilers and CUPTI's kernel records show it.
+// The kernels' names, as profilers and CUPTI's kernel records show them.
 inline constexpr const char* kContentHashKernel = "kcap_content_hash";
+inline constexpr const char* kChangeHashKernel = "kcap_change_hash";
 
 // Queues on `stream` the hashing of [address, address + size) in pieces of
 // `pieceSize` bytes: once the stream is synchronized, hashes[2p] and
@@ -45,5 +48,12 @@ inline constexpr const char* kContentHashKernel = "kcap_content_hash";
 // process (said once on stderr).
 CUresult queueDeviceHash(uint64_t address, uint64_t size, uint32_t pieceSize, CUstream stream,
                          uint64_t* hashes) noexcept;
+
+// Queues on `stream` the change hashes (format/change_hash.h) of `count`
+// pieces: `pieces` and `hashes` (16 bytes a piece: high, low) must be
+// memory the device can read and write (page-locked, mapped). Unlike
+// queueDeviceHash this never switches device hashing off: a checkpoint
+// that cannot hash is recorded as incomplete.
+CUresult queueChangeHash(const ChangeHashPiece* pieces, uint64_t count, CUstream stream, uint64_t* hashes) noexcept;
 
 }  // namespace kcap

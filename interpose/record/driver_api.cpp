@@ -36,7 +36,11 @@ DriverApi load() noexcept {
   resolve(api.memcpyDtoH, "cuMemcpyDtoH_v2");
   resolve(api.memcpyDtoHAsync, "cuMemcpyDtoHAsync_v2");
   resolve(api.streamCreate, "cuStreamCreate");
+  resolve(api.eventCreate, "cuEventCreate");
+  resolve(api.eventRecord, "cuEventRecord");
+  resolve(api.eventQuery, "cuEventQuery");
   resolve(api.memHostAlloc, "cuMemHostAlloc");
+  resolve(api.memFreeHost, "cuMemFreeHost");
   resolve(api.memHostRegister, "cuMemHostRegister_v2");
   resolve(api.memHostUnregister, "cuMemHostUnregister");
   resolve(api.pointerGetAttribute, "cuPointerGetAttribute");

@@ -33,7 +33,12 @@ struct DriverApi {
   PFN_cuMemcpyDtoH_v3020 memcpyDtoH = nullptr;
   PFN_cuMemcpyDtoHAsync_v3020 memcpyDtoHAsync = nullptr;
   PFN_cuStreamCreate_v2000 streamCreate = nullptr;
+  // Checkpoints: the program's queued work, waited for without blocking in the driver.
+  PFN_cuEventCreate_v2000 eventCreate = nullptr;
+  PFN_cuEventRecord_v2000 eventRecord = nullptr;
+  PFN_cuEventQuery_v2000 eventQuery = nullptr;
   PFN_cuMemHostAlloc_v2020 memHostAlloc = nullptr;
+  PFN_cuMemFreeHost_v2000 memFreeHost = nullptr;
   PFN_cuMemHostRegister_v6050 memHostRegister = nullptr;
   PFN_cuMemHostUnregister_v4000 memHostUnregister = nullptr;
   PFN_cuPointerGetAttribute_v4000 pointerGetAttribute = nullptr;

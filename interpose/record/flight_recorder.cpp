@@ -90,6 +90,9 @@ bool Recorder::trigger(const TriggerFacts& facts, schema::EndReason endReason, i
   } catch (...) {
     // the ring failed: end() says so
   }
+  if (facts.kind == schema::TriggerKind::ERROR || facts.kind == schema::TriggerKind::HANG) {
+    noEndCheckpoint_.store(true);
+  }
   end(endReason, endSignal, std::string("the flight recorder's trigger ") + kindName(facts.kind) + " fired",
       kTriggerEndWait);
   if (!writer_->path().empty()) {

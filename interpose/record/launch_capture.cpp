@@ -247,6 +247,28 @@ struct LaunchEventData final : format::DeferredEvent {
   }
 };
 
+// Checkpoint mode: page-locked host memory a launch can reach is an input
+// re-execution cannot recompute (the host writes it), so its content at the
+// launch goes into the launch's `pre` (identical pieces are stored once).
+void captureHostInputs(LaunchEventData& data, const AllocationMap& allocations, format::TraceWriter& writer,
+                       StagingPool& staging) {
+  std::set<uint64_t> seen;
+  for (const ParamPointer& pointer : data.pointers) {
+    if (!pointer.hostMapped) {
+      continue;
+    }
+    const auto extent = allocations.findExtent(pointer.value);
+    if (!extent || !seen.insert(extent->base).second) {
+      continue;
+    }
+    TakenRange entry{{extent->base, extent->size, extent->base, schema::MemoryKind::HOST_MAPPED}, {}};
+    if (snapshot(writer, staging, entry.range, entry.content, nullptr, false) == CUDA_SUCCESS) {
+      data.pre.push_back(std::move(entry));
+      data.synchronized = true;  // `pre` is meaningful
+    }
+  }
+}
+
 // A LaunchEnd event, the same way.
 struct LaunchEndData final : format::DeferredEvent {
   LaunchEndData* nextFree = nullptr;  // Recycler
@@ -317,6 +339,14 @@ bool Recorder::launchStarting(const LaunchCall& call, PendingLaunch& launch) {
   if (!operation) {
     return false;
   }
+  if (checkpoints_ != nullptr) [[unlikely]] {
+    if (checkpointDue()) {
+      checkpointNow(eligibleLaunches_.load(std::memory_order_relaxed) == 0 ? schema::CheckpointReason::FIRST
+                                                                           : schema::CheckpointReason::INTERVAL,
+                    std::chrono::milliseconds(100));
+    }
+    checkpoints_->streamUsed(call.perThreadStream && call.stream == nullptr ? CU_STREAM_PER_THREAD : call.stream);
+  }
   const LaunchTarget target = launchTarget(call.function);
   const std::string_view kernelName = target.kernelName;
   if ((options_.includePattern || options_.excludePattern) && !selects(kernelName)) {
@@ -379,6 +409,10 @@ bool Recorder::launchStarting(const LaunchCall& call, PendingLaunch& launch) {
     noteOnce(notedNoSync_, schema::Message::Level::INFO,
              "kernels that wait for their peers (" + std::string(kernelName) +
                  ") are recorded without synchronizing and without memory snapshots");
+  }
+
+  if (checkpoints_ != nullptr && !capturing) {
+    captureHostInputs(*data, allocations_, *writer_, staging_);
   }
 
   if (snapshots) {

@@ -140,6 +140,9 @@ void Recorder::copied(const CopyCall& call, const void* hostSource) {
   if (!operation) {
     return;
   }
+  if (call.isAsync) {
+    streamUsed(reinterpret_cast<CUstream>(call.stream));
+  }
   schema::CopyDirection direction = call.direction;
   if (direction == schema::CopyDirection::UNKNOWN && !call.array) {
     // cuMemcpy, or a unified side of a 2D/3D copy: unified addressing; which
@@ -232,6 +235,9 @@ void Recorder::memset(const SetCall& call) {
   if (!operation) {
     return;
   }
+  if (call.isAsync) {
+    streamUsed(reinterpret_cast<CUstream>(call.stream));
+  }
   EventMessage message(*this);
   auto set = message.event().initMemset();
   set.setDst(call.dst);
@@ -250,6 +256,9 @@ void Recorder::synchronized(const SyncCall& call) {
   Operation operation(*this);
   if (!operation) {
     return;
+  }
+  if (call.kind == schema::SyncKind::STREAM_DESTROY && call.result == CUDA_SUCCESS) {
+    streamDestroyed(reinterpret_cast<CUstream>(call.stream));
   }
   if (call.kind == schema::SyncKind::STREAM_BEGIN_CAPTURE && call.result == CUDA_SUCCESS) {
     activeCaptures_.fetch_add(1);

@@ -4,6 +4,7 @@
 
 #include "hooks/shim_log.h"
 #include "hooks/stats.h"
+#include "core/checkpoint_gate.h"
 #include "process/lifecycle.h"
 #include "record/driver_api.h"
 #include "record/hang_watchdog.h"
@@ -307,6 +308,10 @@ Recorder::Recorder(CaptureOptions options, std::string path, std::unique_ptr<for
                       options_.maxLaunches == std::numeric_limits<uint64_t>::max() && !options_.timing;
   ThreadWork::prepare();  // before the first Operation
   CodeRegistry::instance().recordingStarted();
+  if (options_.mode == CaptureMode::kCheckpoint) {
+    checkpoints_ = std::make_unique<CheckpointTaker>(*writer_, staging_, options_.hashOnDevice);
+    CheckpointGate::arm();
+  }
 }
 
 Recorder* Recorder::current() noexcept { return process::currentRecording(); }
@@ -345,6 +350,14 @@ void Recorder::end(schema::EndReason reason, int signal, const std::string& mess
          std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
+  // The last checkpoint: what the last interval's launches left, for
+  // replay to verify them. Not on a fatal signal: the device may be in any
+  // state and the thread that got it may hold the driver's locks.
+  if (checkpoints_ != nullptr && (reason == schema::EndReason::EXIT || reason == schema::EndReason::EXPLICIT) &&
+      !noEndCheckpoint_.load()) {
+    checkpointNow(schema::CheckpointReason::END, std::chrono::milliseconds(1000));
+  }
+  CheckpointGate::disarm();
   // Durations CUPTI still holds go in before traceEnd. Not on a fatal
   // signal: the thread that got it may hold CUPTI's locks.
   timing::finish(*this, reason == schema::EndReason::EXIT || reason == schema::EndReason::EXPLICIT);

@@ -30,6 +30,7 @@
 #include "core/thread_work.h"
 #include "core/trace_clock.h"
 #include "hooks/hook_table.h"
+#include "record/checkpoint.h"
 #include "record/code_registry.h"
 #include "record/memory_snapshot.h"
 
@@ -312,6 +313,15 @@ class Recorder {
   // A Message event made by the shim.
   void note(schema::Message::Level level, const std::string& text);
 
+  // ---- checkpoints (record_checkpoint.cpp)
+  // Checkpoint mode: a stream the program queued work on, or destroyed.
+  void streamUsed(CUstream stream) {
+    if (checkpoints_ != nullptr) checkpoints_->streamUsed(stream);
+  }
+  void streamDestroyed(CUstream stream) {
+    if (checkpoints_ != nullptr) checkpoints_->streamDestroyed(stream);
+  }
+
   // ---- the flight recorder (flight_recorder.cpp)
   struct TriggerFacts {
     schema::TriggerKind kind = schema::TriggerKind::API;
@@ -355,6 +365,19 @@ class Recorder {
   void end(schema::EndReason reason, int signal, const std::string& message, std::chrono::milliseconds wait) noexcept;
   void writeTraceBegin();
 
+  // Checkpoints (record_checkpoint.cpp). Due: the interval has passed
+  // since the last one (or none was taken yet).
+  bool checkpointDue() noexcept {
+    if (options_.checkpointEveryLaunches != 0) {
+      return eligibleLaunches_.load(std::memory_order_relaxed) >= nextCheckpointLaunch_.load(std::memory_order_relaxed);
+    }
+    return clock_.nowNs() >= nextCheckpointNs_.load(std::memory_order_relaxed);
+  }
+  // Takes one now if no other thread is; `gateWait`: how long to wait for
+  // other threads' calls to leave the gate.
+  void checkpointNow(schema::CheckpointReason reason, std::chrono::milliseconds gateWait) noexcept;
+  void scheduleCheckpoint(bool postponed) noexcept;
+
   // Launch helpers (launch_capture.cpp).
   bool selects(std::string_view kernelName);       // with a filter set: the caller tests that
   LaunchTarget launchTarget(CUfunction function);  // cached per thread
@@ -367,6 +390,9 @@ class Recorder {
   const std::unique_ptr<format::TraceWriter> writer_;
   format::RingTraceWriter* const ring_;  // writer_, when it is the flight recorder's ring
   std::atomic<bool> triggered_{false};
+  // Set by the error and hang triggers: the device is faulted or its work
+  // does not finish, so ending takes no last checkpoint (it would wait in vain).
+  std::atomic<bool> noEndCheckpoint_{false};
   // The hang trigger's, with a ring and hang=SECONDS; never deleted (its
   // thread may outlive the recording, as the recorder does).
   // Shared with the ring, which tells it of launches.
@@ -400,9 +426,17 @@ class Recorder {
   std::atomic<int> inflight_{0};  // Operations of threads without a ThreadWork slot
   std::atomic<bool> ending_{false};
 
+  // Checkpoint mode only (else null).
+  std::unique_ptr<CheckpointTaker> checkpoints_;
+  std::atomic<uint64_t> nextCheckpointNs_{0};      // by time: the first is due at once
+  std::atomic<uint64_t> nextCheckpointLaunch_{0};  // by launches
+  uint64_t checkpointOrdinal_ = 0;                 // under the gate
+  std::atomic<bool> checkpointsFailed_{false};     // a failure that will not go away: no more tries
+
   std::atomic<bool> notedNoLayout_{false};
   std::atomic<bool> notedNoSync_{false};
   std::atomic<bool> notedSnapshotFailed_{false};
+  std::atomic<bool> notedOtherDevices_{false};
 };
 
 }  // namespace kcap

@@ -11,7 +11,7 @@
 #include <cuda.h>
 
 #include <cstdlib>
-#include <string>
+#include <string_view>
 
 namespace kcap_double {
 namespace {
@@ -195,17 +195,9 @@ DOUBLE_API CUresult cuStreamWaitEvent_ptsz(CUstream stream, CUevent event, unsig
   return waitEvent(stream, event);
 }
 
-DOUBLE_API CUresult cuEventSynchronize(CUevent event) {
-  if (const CUresult r = needContext(); r != CUDA_SUCCESS) {
-    return r;
-  }
-  State& s = state();
-  Lock lock(s.mutex);
-  return findEvent(s, event) != nullptr ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
-}
-
-// KCAP_DOUBLE_EVENT_QUERY=never-ready: every event stays pending, as if the
-// work before it never finished (the flight recorder's hang trigger).
+// Work in the double completes within the call that queued it, so a
+// recorded event is always complete; KCAP_DOUBLE_EVENT_NOT_READY=1 says it
+// never is (work that hangs on the device).
 DOUBLE_API CUresult cuEventQuery(CUevent event) {
   if (const CUresult r = needContext(); r != CUDA_SUCCESS) {
     return r;
@@ -215,8 +207,17 @@ DOUBLE_API CUresult cuEventQuery(CUevent event) {
   if (findEvent(s, event) == nullptr) {
     return CUDA_ERROR_INVALID_HANDLE;
   }
-  const char* never = std::getenv("KCAP_DOUBLE_EVENT_QUERY");
-  return never != nullptr && std::string(never) == "never-ready" ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS;
+  const char* notReady = std::getenv("KCAP_DOUBLE_EVENT_NOT_READY");
+  return notReady != nullptr && std::string_view(notReady) == "1" ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS;
+}
+
+DOUBLE_API CUresult cuEventSynchronize(CUevent event) {
+  if (const CUresult r = needContext(); r != CUDA_SUCCESS) {
+    return r;
+  }
+  State& s = state();
+  Lock lock(s.mutex);
+  return findEvent(s, event) != nullptr ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
 }
 
 // Milliseconds between two recorded events, from the host clock at

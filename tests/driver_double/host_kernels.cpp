@@ -253,7 +253,8 @@ void kcap_content_hash(const LaunchShape& shape, void* const* params, const Modu
 // out): the change hash of each {address, length} piece, computed here with
 // the host reference (format/change_hash.h) the GPU test holds the kernel to.
 // KCAP_DOUBLE_CHANGE_HASH=zero makes every piece hash as if it held zeros
-// (memory whose changes the hash would miss).
+// (memory whose changes the hash would miss); =flip gives every hash one bit
+// flipped (a kernel that hashes wrongly).
 constexpr ParamSlot kChangeHashParams[] = {{0, 8}, {8, 8}, {16, 8}};
 void kcap_change_hash(const LaunchShape&, void* const* params, const ModuleGlobals&) {
   struct Piece {
@@ -264,11 +265,12 @@ void kcap_change_hash(const LaunchShape&, void* const* params, const ModuleGloba
   auto* out = param<std::uint64_t*>(params, 2);
   const char* fault = std::getenv("KCAP_DOUBLE_CHANGE_HASH");
   const bool zero = fault != nullptr && std::string_view(fault) == "zero";
+  const bool flip = fault != nullptr && std::string_view(fault) == "flip";
   for (std::uint64_t p = 0; p < count; ++p) {
     const auto hash =
         zero ? kcap::format::zeroChangeHash(pieces[p].length)
              : kcap::format::changeHash(reinterpret_cast<const std::uint8_t*>(pieces[p].address), pieces[p].length);
-    out[2 * p] = hash.high;
+    out[2 * p] = hash.high ^ (flip ? 1 : 0);
     out[2 * p + 1] = hash.low;
   }
 }

@@ -178,6 +178,7 @@ const Entry* entries(std::size_t& count) {
       ENTRY(cuStreamWaitEvent, 3020, false, cuStreamWaitEvent),
       ENTRY(cuStreamWaitEvent, 7000, true, cuStreamWaitEvent_ptsz),
       ENTRY(cuEventSynchronize, 2000, false, cuEventSynchronize),
+      ENTRY(cuEventQuery, 2000, false, cuEventQuery),
       ENTRY(cuLaunchKernel, 4000, false, cuLaunchKernel),
       ENTRY(cuLaunchKernel, 7000, true, cuLaunchKernel_ptsz),
       ENTRY(cuLaunchKernelEx, 11060, false, cuLaunchKernelEx),

@@ -8,8 +8,15 @@
 // last piece is too short for the kernel (left to the host: zero). Prints
 // each mismatch and the kernel's and pinned D2H's GB/s; exit 0 when every
 // piece matches.
+//
+// The image's second kernel, kcap_change_hash (checkpoints' change hashes,
+// interpose/record/change_hash.cuh), against format::changeHash: pieces of
+// every length from 0 to 64 bytes at every alignment from 0 to 17, 1 MiB
+// pieces, a piece of 1 MiB + 5 bytes starting 3 bytes into the buffer.
 #include "gpu_bench.h"  // bench/: driver-API setup shared with the GPU benchmarks
+#include "change_hash.h"
 #include "hash.h"
+#include "record/change_hash.cuh"
 #include "xxh3_long.h"
 
 #include <cuda.h>
@@ -64,6 +71,37 @@ int compare(const std::vector<uint64_t>& device, const uint8_t* host, uint64_t s
 
 }  // namespace
 
+// The change hash of each piece, on the device; mismatches with the host's.
+int compareChangeHashes(CUfunction kernel, CUdeviceptr memory, const uint8_t* host,
+                        const std::vector<kcap::ChangeHashPiece>& relative, const char* what) {
+  std::vector<kcap::ChangeHashPiece> pieces = relative;
+  for (auto& piece : pieces) piece.address += memory;
+  CUdeviceptr list = 0, out = 0;
+  BENCH_CHECK(cuMemAlloc(&list, pieces.size() * sizeof(kcap::ChangeHashPiece)));
+  BENCH_CHECK(cuMemAlloc(&out, pieces.size() * 16));
+  BENCH_CHECK(cuMemcpyHtoD(list, pieces.data(), pieces.size() * sizeof(kcap::ChangeHashPiece)));
+  uint64_t count = pieces.size();
+  void* params[] = {&list, &count, &out};
+  BENCH_CHECK(cuLaunchKernel(kernel, static_cast<unsigned>(std::min<uint64_t>(count, 65535)), 1, 1,
+                             kcap::kChangeHashThreads, 1, 1, 0, nullptr, params, nullptr));
+  std::vector<uint64_t> hashes(count * 2);
+  BENCH_CHECK(cuMemcpyDtoH(hashes.data(), out, hashes.size() * 8));
+  BENCH_CHECK(cuMemFree(list));
+  BENCH_CHECK(cuMemFree(out));
+  int mismatches = 0;
+  for (size_t p = 0; p < relative.size(); ++p) {
+    const auto expected = kcap::format::changeHash(host + relative[p].address, relative[p].length);
+    if (hashes[2 * p] != expected.high || hashes[2 * p + 1] != expected.low) {
+      if (++mismatches <= 5) {
+        std::printf("%s: change hash of %llu bytes at offset %llu differs\n", what,
+                    static_cast<unsigned long long>(relative[p].length),
+                    static_cast<unsigned long long>(relative[p].address));
+      }
+    }
+  }
+  return mismatches;
+}
+
 int main(int argc, char** argv) {
   if (argc != 2) {
     std::fprintf(stderr, "usage: %s content_hash.fatbin\n", argv[0]);
@@ -101,6 +139,18 @@ int main(int argc, char** argv) {
   const uint64_t shortTail = (size - kPiece - 16) - ((size - kPiece - 16) % (64u << 10)) + 200;
   mismatches += compare(deviceHashes(kernel, memory + kPiece + 16, shortTail, 64u << 10, &ignored),
                         host.data() + kPiece + 16, shortTail, 64u << 10, "short last piece");
+
+  CUfunction changeKernel = nullptr;
+  BENCH_CHECK(cuModuleGetFunction(&changeKernel, module, "kcap_change_hash"));
+  std::vector<kcap::ChangeHashPiece> small;
+  for (uint64_t offset = 0; offset < 18; ++offset) {
+    for (uint64_t length = 0; length <= 64; ++length) small.push_back({offset, length});
+  }
+  mismatches += compareChangeHashes(changeKernel, memory, host.data(), small, "change hash, short pieces");
+  std::vector<kcap::ChangeHashPiece> large;
+  for (uint64_t p = 0; p < 64; ++p) large.push_back({p * kPiece, kPiece});
+  large.push_back({3, kPiece + 5});
+  mismatches += compareChangeHashes(changeKernel, memory, host.data(), large, "change hash, 1 MiB pieces");
 
   // Rates, for the record (not asserted): the kernel over 64 MiB, pinned D2H of it.
   void* pinned = nullptr;

@@ -60,7 +60,7 @@
 //               not-found (cuModuleGetFunction of a name the module lacks,
 //               an ordinary error, then two more launches), hang (3.5 s
 //               without a call, then two more launches: with
-//               KCAP_DOUBLE_EVENT_QUERY=never-ready, the work looks unfinished)
+//               KCAP_DOUBLE_EVENT_NOT_READY=1, the work looks unfinished)
 #include "driver_program.h"
 
 #include <dlfcn.h>

@@ -1,0 +1,112 @@
+#!/usr/bin/env python3
+"""Checkpoint capture against the program's own cost: bench/slice_program.py
+(LAUNCHES launches, each adding 1 to a 1 MiB slice of one GIB GiB buffer)
+run plain and under `kcap record` in metadata, checkpoint (the default 1 s
+interval, and a checkpoint every 10 launches) and full mode, side by side.
+
+    checkpoint_capture.py --kcap build-gpu/tools/kcap [--python python3] [--gib 1,32] [--launches 50]
+        [--modes plain,metadata,checkpoint,checkpoint-10,full] [--dir /tmp] [--replay]
+
+For each run: the loop's wall time (the launches, as the program timed
+them), the whole process's wall time, and for checkpoint runs the
+checkpoints taken, the longest time one held the program and the bytes they
+copied (`kcap info --json`). Every recorded run's output must equal the plain
+run's and its trace must pass `kcap check` (which also holds every
+checkpoint's change hashes to its content); exit status 1 otherwise. With
+--replay, every checkpoint trace is replayed (`kcap replay`) and its verdict
+lines are printed.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--kcap", required=True)
+    p.add_argument("--python", default=sys.executable)
+    p.add_argument("--gib", default="1,32")
+    p.add_argument("--launches", type=int, default=50)
+    p.add_argument("--modes", default="plain,metadata,checkpoint,checkpoint-10,full")
+    p.add_argument("--dir", default="/tmp")
+    p.add_argument("--replay", action="store_true")
+    p.add_argument("--timeout", type=float, default=300)
+    return p.parse_args()
+
+
+def run(command, timeout):
+    start = time.perf_counter()
+    done = subprocess.run(command, capture_output=True, text=True, errors="replace", timeout=timeout)
+    return done, (time.perf_counter() - start) * 1e3
+
+
+def main():
+    args = parse_args()
+    failures = []
+    rows = []
+    for gib in [int(g) for g in args.gib.split(",")]:
+        program = [args.python, str(HERE / "slice_program.py"), str(gib), str(args.launches)]
+        plain_out = None
+        for mode in args.modes.split(","):
+            trace = Path(args.dir) / f"kcap-checkpoint-bench-{gib}-{mode}.kcap"
+            if mode == "plain":
+                command = program
+            else:
+                kcap_mode, _, every = mode.partition("-")
+                command = [args.kcap, "record", "-q", "--force", "-o", str(trace), "--mode", kcap_mode]
+                if every:
+                    command += ["--checkpoint-every", every + "launches"]
+                command += ["--"] + program
+            done, wall_ms = run(command, args.timeout)
+            out = done.stdout
+            loop = next((float(l.split()[1]) for l in out.splitlines() if l.startswith("loop_ms")), None)
+            checksum = next((l for l in out.splitlines() if l.startswith("checksum")), None)
+            row = {"gib": gib, "mode": mode, "loop_ms": loop, "wall_ms": wall_ms}
+            if done.returncode != 0 or loop is None:
+                failures.append(f"{gib} GiB {mode}: exit {done.returncode}\n{done.stderr[-2000:]}")
+            if mode == "plain":
+                plain_out = checksum
+            elif checksum != plain_out:
+                failures.append(f"{gib} GiB {mode}: {checksum!r}, plain printed {plain_out!r}")
+            if mode != "plain" and trace.exists():
+                check = subprocess.run([args.kcap, "check", str(trace)], capture_output=True, text=True)
+                if check.returncode != 0:
+                    failures.append(f"{gib} GiB {mode}: kcap check failed:\n{check.stdout[-2000:]}")
+                info = json.loads(subprocess.run([args.kcap, "info", "--json", str(trace)], capture_output=True,
+                                                 text=True).stdout or "{}")
+                checkpoints = info.get("checkpoints", {})
+                row.update(checkpoints=checkpoints.get("count", 0), hold_ms=checkpoints.get("maxHoldNs", 0) / 1e6,
+                           changed_mib=checkpoints.get("changedBytes", 0) / (1 << 20),
+                           trace_mib=trace.stat().st_size / (1 << 20))
+                if args.replay and mode.startswith("checkpoint"):
+                    replay, replay_ms = run([args.kcap, "replay", str(trace)], args.timeout)
+                    print(f"--- replay of {gib} GiB {mode} ({replay_ms:.0f} ms, exit {replay.returncode})")
+                    print(replay.stdout[-3000:], replay.stderr[-1000:], sep="", flush=True)
+                    row["replay_exit"] = replay.returncode
+                    if replay.returncode != 0:
+                        failures.append(f"{gib} GiB {mode}: kcap replay exit {replay.returncode}")
+                trace.unlink()
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    print()
+    print("| GiB | mode | loop ms | x plain | process ms | checkpoints | longest hold ms | copied MiB | trace MiB |")
+    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|")
+    plain = {r["gib"]: r["loop_ms"] for r in rows if r["mode"] == "plain"}
+    for r in rows:
+        ratio = r["loop_ms"] / plain[r["gib"]] if r["loop_ms"] and plain.get(r["gib"]) else float("nan")
+        loop = f"{r['loop_ms']:.1f}" if r["loop_ms"] is not None else "-"
+        print(f"| {r['gib']} | {r['mode']} | {loop} | {ratio:.2f} | {r['wall_ms']:.0f} | {r.get('checkpoints', '')} | "
+              f"{r.get('hold_ms', 0):.1f} | {r.get('changed_mib', 0):.1f} | {r.get('trace_mib', 0):.1f} |")
+    for f in failures:
+        print("FAILED:", f)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,108 @@
+// Checkpoints of all live device memory (checkpoint mode, docs/checkpoint.md).
+//
+// A checkpoint is taken on the thread of a launch that found one due, with
+// the checkpoint gate closed (core/checkpoint_gate.h): no other call that
+// changes device memory is in progress or can start. Then:
+//   1. drain: an event is recorded on every stream the program used and on
+//      the legacy default stream (which waits for all blocking streams), and
+//      polled until all completed, for a bounded time: a kernel that waits
+//      for the host (a spin on host-mapped memory) must not hold the host
+//      forever; if the work does not drain in time the checkpoint is
+//      postponed, nothing written;
+//   2. the change hash (format/change_hash.h) of every piece of every live
+//      range, on the device, in one launch (kcap_change_hash);
+//   3. pieces whose hash equals the previous checkpoint's keep its content
+//      address; fresh pieces of zeros get the zero piece's; the others are
+//      taken like a full-mode snapshot (hashed on the device, only pieces
+//      the trace lacks copied);
+//   4. the Checkpoint event names every piece of every range.
+// Only the current context's device is covered: allocations of other
+// devices are left out (a note in the trace says so).
+#pragma once
+
+#include "change_hash.h"
+#include "core/allocation_map.h"
+#include "hash.h"
+#include "kcap.capnp.h"
+#include "record/change_hash.cuh"
+#include "record/memory_snapshot.h"
+#include "trace_writer.h"
+
+#include <cuda.h>
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace kcap {
+
+// One range a checkpoint holds.
+struct CheckpointRangeState {
+  SnapshotRange range;
+  std::vector<format::ChangeHash> changeHashes;  // per piece
+  std::vector<format::Hash128> content;          // per piece
+};
+
+class CheckpointTaker {
+ public:
+  CheckpointTaker(format::TraceWriter& writer, StagingPool& staging, bool hashOnDevice)
+      : writer_(writer), staging_(staging), hashOnDevice_(hashOnDevice) {}
+  CheckpointTaker(const CheckpointTaker&) = delete;
+  CheckpointTaker& operator=(const CheckpointTaker&) = delete;
+
+  // A stream the program queued work on (launch, copy, memset): a
+  // checkpoint waits for it. Cheap when the stream is known already.
+  void streamUsed(CUstream stream);
+  void streamDestroyed(CUstream stream);
+
+  struct Result {
+    bool postponed = false;  // the program's work did not drain in time: nothing to write
+    CUresult error = CUDA_SUCCESS;
+    std::string errorWhere;  // which step failed
+    std::vector<CheckpointRangeState> ranges;
+    uint64_t changedPieces = 0;
+    uint64_t changedBytes = 0;
+    int device = -1;
+    uint64_t otherDeviceRanges = 0;  // live ranges of other devices, left out
+  };
+
+  // Takes one (the gate held closed by the caller). `allocations` and
+  // `globals` are the live ranges the recorder knows.
+  Result take(const std::vector<Allocation>& allocations, const std::vector<SnapshotRange>& globals, uint64_t drainMs);
+
+  // Writes `result` into `out` (ranges, hashes, counts); `pieceSize`: the trace's.
+  static void write(const Result& result, uint32_t pieceSize, schema::Checkpoint::Builder out);
+
+  // After a checkpoint that could not be completed: the next one starts
+  // from nothing (every piece fresh).
+  void forgetPrevious() { previous_.clear(); }
+
+ private:
+  CUresult drain(uint64_t drainMs, bool& drained);
+  CUresult hashAll(const std::vector<SnapshotRange>& ranges, std::vector<format::ChangeHash>& hashes);
+  const format::ChangeHash& zeroHash(uint64_t length);
+  const format::Hash128& zeroContent(uint64_t length);
+  bool ensureBuffers(uint64_t pieces);
+
+  format::TraceWriter& writer_;
+  StagingPool& staging_;
+  const bool hashOnDevice_;
+
+  std::mutex streamsMutex_;
+  std::set<CUstream> streams_;
+
+  // Only the thread holding the gate uses what follows.
+  std::map<uint64_t, CheckpointRangeState> previous_;  // by address
+  std::map<uint64_t, format::ChangeHash> zeroHashes_;  // length -> change hash of that many zeros
+  std::map<uint64_t, format::Hash128> zeroPieces_;     // length -> content address of that many zeros
+  std::vector<CUevent> events_;                        // one per drained stream, reused
+  CUstream hashStream_ = nullptr;
+  ChangeHashPiece* pieces_ = nullptr;  // page-locked, mapped: the kernel reads it
+  uint64_t* hashes_ = nullptr;         // page-locked, mapped: the kernel writes it
+  uint64_t capacity_ = 0;              // pieces the two buffers hold
+};
+
+}  // namespace kcap

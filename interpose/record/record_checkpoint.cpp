@@ -1,0 +1,97 @@
+// Checkpoint mode: when checkpoints are due and how one is taken into the
+// trace (what a checkpoint is: checkpoint.h; the gate: core/checkpoint_gate.h).
+#include "record/recorder.h"
+
+#include "core/checkpoint_gate.h"
+#include "hooks/shim_log.h"
+#include "record/driver_api.h"
+
+#include <algorithm>
+#include <string>
+
+namespace kcap {
+namespace {
+
+// How long a checkpoint waits for the program's queued work before it is
+// postponed: long enough for a deep queue of ordinary kernels, short enough
+// that a kernel spinning until the host releases it gets released.
+constexpr uint64_t kDrainMs = 1000;
+
+}  // namespace
+
+void Recorder::scheduleCheckpoint(bool postponed) noexcept {
+  // A postponed checkpoint is tried again after a quarter of the interval.
+  if (options_.checkpointEveryLaunches != 0) {
+    const uint64_t step = postponed ? options_.checkpointEveryLaunches / 4 + 1 : options_.checkpointEveryLaunches;
+    nextCheckpointLaunch_.store(eligibleLaunches_.load(std::memory_order_relaxed) + step, std::memory_order_relaxed);
+  } else {
+    const uint64_t step = postponed ? options_.checkpointEveryNs / 4 + 1 : options_.checkpointEveryNs;
+    nextCheckpointNs_.store(clock_.nowNs() + step, std::memory_order_relaxed);
+  }
+}
+
+void Recorder::checkpointNow(schema::CheckpointReason reason, std::chrono::milliseconds gateWait) noexcept {
+  if (checkpoints_ == nullptr || checkpointsFailed_.load(std::memory_order_relaxed)) {
+    return;
+  }
+  // A stream capturing into a graph must not see the drain's event records
+  // as work of its own: wait until no capture is in progress.
+  if (activeCaptures_.load() > 0) {
+    scheduleCheckpoint(true);
+    return;
+  }
+  const uint64_t startNs = clock_.nowNs();
+  const CheckpointGate::Closed closed(ThreadWork::mine(), gateWait);
+  if (!closed) {
+    if (reason != schema::CheckpointReason::END) scheduleCheckpoint(true);
+    return;  // another thread is taking one, or calls did not leave in time
+  }
+  try {
+    const CheckpointTaker::Result taken = checkpoints_->take(
+        allocations_.snapshot(),
+        [] {
+          std::vector<SnapshotRange> globals;
+          for (const GlobalVariable& g : CodeRegistry::instance().allGlobals()) {
+            globals.push_back({g.address, g.size, g.address, schema::MemoryKind::MODULE_GLOBAL});
+          }
+          return globals;
+        }(),
+        kDrainMs);
+    if (taken.postponed) {
+      if (reason != schema::CheckpointReason::END) scheduleCheckpoint(true);
+      return;
+    }
+    EventMessage message(*this, false);
+    auto checkpoint = message.event().initCheckpoint();
+    checkpoint.setOrdinal(checkpointOrdinal_++);
+    checkpoint.setLaunchCount(eligibleLaunches_.load());
+    checkpoint.setReason(reason);
+    CheckpointTaker::write(taken, writer_->pieceSize(), checkpoint);
+    checkpoint.setHoldNs(clock_.nowNs() - startNs);
+    append(message);
+    if (taken.otherDeviceRanges != 0) {
+      noteOnce(notedOtherDevices_, schema::Message::Level::WARNING,
+               "checkpoints hold the memory of the device of the thread that takes them; " +
+                   std::to_string(taken.otherDeviceRanges) + " live allocations of other devices are not in them");
+    }
+    if (taken.error != CUDA_SUCCESS) {
+      char name[32];
+      const std::string why = std::string("a checkpoint could not be completed while ") + taken.errorWhere + ": " +
+                              resultName(taken.error, name);
+      note(schema::Message::Level::ERROR, why);
+      checkpoints_->forgetPrevious();
+      if (taken.error == CUDA_ERROR_NOT_SUPPORTED || taken.error == CUDA_ERROR_NOT_FOUND ||
+          taken.error == CUDA_ERROR_NO_BINARY_FOR_GPU) {
+        checkpointsFailed_.store(true);  // the hash kernel cannot run here: no checkpoint ever will
+        KCAP_LOG_ONCE("%s; no more checkpoints are taken", why.c_str());
+      }
+    }
+  } catch (...) {
+    // The writer failed (it says why when it closes); the recording goes on
+    // without this checkpoint.
+    checkpoints_->forgetPrevious();
+  }
+  if (reason != schema::CheckpointReason::END) scheduleCheckpoint(false);
+}
+
+}  // namespace kcap

@@ -1,0 +1,283 @@
+// Checkpoint mode, recorded end to end against the driver double: the
+// program is unchanged, launches are recorded as in metadata mode, and
+// Checkpoint events sit at their place in the event order and hold what
+// device memory held there, named by content address and change hash.
+#include "process_runner.h"
+
+#include "change_hash.h"
+#include "trace_files.h"
+#include "trace_reader.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace kcap_test {
+namespace {
+
+using kcap::schema::Event;
+namespace schema = kcap::schema;
+
+struct Recording {
+  Outcome plain;
+  Outcome shimmed;
+  std::vector<kcap::test::OwnedEvent> events;
+};
+
+// `program` run plainly and in checkpoint mode into `path`, `env` added.
+Recording recordCheckpoints(const std::string& program, const std::vector<std::string>& args, const std::string& path,
+                            std::map<std::string, std::string> env = {}) {
+  Recording r;
+  r.plain = run({program, args, {}, false});
+  env["KCAP_OUTPUT"] = path;
+  env["KCAP_MODE"] = "checkpoint";
+  r.shimmed = run({program, args, std::move(env), true});
+  r.events = kcap::test::readAllEvents(path);
+  return r;
+}
+
+Outcome kcapCheck(const std::string& path) { return run({kcapBinary(), {"check", path}, {}, false}); }
+
+void expectUnchanged(const Recording& r) {
+  EXPECT_EQ(r.plain.exitCode, 0) << r.plain.describe();
+  EXPECT_EQ(r.shimmed.exitCode, 0) << r.shimmed.describe();
+  EXPECT_EQ(r.shimmed.err, "") << r.shimmed.describe();
+  EXPECT_EQ(r.shimmed.out, r.plain.out);
+}
+
+std::vector<schema::Checkpoint::Reader> checkpointsOf(const Recording& r) {
+  std::vector<schema::Checkpoint::Reader> out;
+  for (const auto& e : r.events) {
+    if (e.get().which() == Event::CHECKPOINT) out.push_back(e.get().getCheckpoint());
+  }
+  return out;
+}
+
+kcap::format::ChangeHash recordedHash(schema::CheckpointRange::Reader range, unsigned piece) {
+  kcap::format::ChangeHash h;
+  std::memcpy(&h.high, range.getChangeHashes().begin() + piece * kcap::format::kChangeHashBytes, 8);
+  std::memcpy(&h.low, range.getChangeHashes().begin() + piece * kcap::format::kChangeHashBytes + 8, 8);
+  return h;
+}
+
+// Every piece of every range: the bytes the trace holds for it hash to the
+// change hash recorded beside it (content and hash describe one state).
+void expectContentMatchesHashes(kcap::format::TraceReader& reader, schema::Checkpoint::Reader checkpoint) {
+  for (const auto range : checkpoint.getRanges()) {
+    const auto content = range.getContent();
+    ASSERT_GT(content.getPieceSize(), 0u);
+    ASSERT_EQ(range.getChangeHashes().size(), kcap::format::kChangeHashBytes * content.getPieces().size());
+    const std::vector<uint8_t> bytes = reader.readContent(content);
+    ASSERT_EQ(bytes.size(), content.getSize());
+    for (unsigned p = 0; p < content.getPieces().size(); ++p) {
+      const uint64_t offset = uint64_t{p} * content.getPieceSize();
+      const uint64_t length = std::min<uint64_t>(content.getPieceSize(), bytes.size() - offset);
+      EXPECT_EQ(kcap::format::changeHash(bytes.data() + offset, length), recordedHash(range, p))
+          << "checkpoint " << checkpoint.getOrdinal() << " range 0x" << std::hex << range.getAddress() << " piece "
+          << std::dec << p;
+    }
+  }
+}
+
+TEST(CheckpointRecord, LaunchesAreMetadataAndCheckpointsHoldTheMemoryAtTheirPlace) {
+  kcap::test::TempDir dir("kcap-checkpoint");
+  const std::string path = dir.file("direct.kcap");
+  const Recording r =
+      recordCheckpoints(interposeProgram("direct_launch"), {}, path, {{"KCAP_CHECKPOINT_EVERY", "2launches"}});
+  expectUnchanged(r);
+  ASSERT_FALSE(r.events.empty());
+  EXPECT_EQ(r.events.front().get().getTraceBegin().getCaptureMode(), schema::CaptureMode::CHECKPOINT);
+
+  // Launches as in metadata mode: parameters, no memory.
+  uint64_t launches = 0;
+  std::map<uint64_t, uint64_t> launchSeq;  // launchIndex -> seq
+  for (const auto& e : r.events) {
+    if (e.get().which() == Event::LAUNCH) {
+      EXPECT_EQ(e.get().getLaunch().getPre().size(), 0u);
+      EXPECT_GT(e.get().getLaunch().getParams().size(), 0u);
+      launchSeq[e.get().getLaunch().getLaunchIndex()] = e.get().getSeq();
+      ++launches;
+    }
+    if (e.get().which() == Event::LAUNCH_END) {
+      EXPECT_EQ(e.get().getLaunchEnd().getPost().size(), 0u);
+    }
+  }
+  ASSERT_EQ(launches, 6u);
+
+  // First at the first launch, then every second launch, the last one at the end.
+  const auto checkpoints = checkpointsOf(r);
+  ASSERT_EQ(checkpoints.size(), 4u);
+  const std::vector<uint64_t> launchCounts = {0, 2, 4, 6};
+  for (unsigned i = 0; i < checkpoints.size(); ++i) {
+    EXPECT_EQ(checkpoints[i].getOrdinal(), i);
+    EXPECT_EQ(checkpoints[i].getLaunchCount(), launchCounts[i]);
+    EXPECT_EQ(checkpoints[i].getResult(), 0);
+  }
+  // x and y at least; at exit the program has freed its buffers.
+  for (unsigned i = 0; i + 1 < checkpoints.size(); ++i) {
+    EXPECT_GE(checkpoints[i].getRanges().size(), 2u) << i;
+  }
+  EXPECT_EQ(checkpoints.front().getReason(), schema::CheckpointReason::FIRST);
+  EXPECT_EQ(checkpoints[1].getReason(), schema::CheckpointReason::INTERVAL);
+  EXPECT_EQ(checkpoints.back().getReason(), schema::CheckpointReason::END);
+
+  // Each sits between launch launchCount - 1 and launch launchCount.
+  for (const auto& e : r.events) {
+    if (e.get().which() != Event::CHECKPOINT) continue;
+    const uint64_t count = e.get().getCheckpoint().getLaunchCount();
+    if (count > 0) {
+      EXPECT_LT(launchSeq.at(count - 1), e.get().getSeq());
+    }
+    if (count < launches) {
+      EXPECT_GT(launchSeq.at(count), e.get().getSeq());
+    }
+  }
+
+  auto reader = kcap::format::TraceReader::open(path);
+  for (const auto checkpoint : checkpoints) expectContentMatchesHashes(*reader, checkpoint);
+  const Outcome check = kcapCheck(path);
+  EXPECT_EQ(check.exitCode, 0) << check.describe();
+
+  // The first holds every piece as changed; a later one counts the pieces
+  // that are new or whose change hash moved, and an unchanged piece keeps
+  // the content address it had.
+  uint64_t pieces = 0;
+  for (const auto range : checkpoints.front().getRanges()) pieces += range.getContent().getPieces().size();
+  EXPECT_EQ(checkpoints.front().getChangedPieces(), pieces);
+  for (unsigned i = 1; i < checkpoints.size(); ++i) {
+    std::map<uint64_t, schema::CheckpointRange::Reader> before;
+    for (const auto range : checkpoints[i - 1].getRanges()) before.emplace(range.getAddress(), range);
+    uint64_t changed = 0, same = 0;
+    for (const auto range : checkpoints[i].getRanges()) {
+      const auto old = before.find(range.getAddress());
+      const bool comparable = old != before.end() && old->second.getContent().getSize() == range.getContent().getSize();
+      for (unsigned p = 0; p < range.getContent().getPieces().size(); ++p) {
+        if (comparable && recordedHash(old->second, p) == recordedHash(range, p)) {
+          EXPECT_EQ(old->second.getContent().getPieces()[p].getHigh(), range.getContent().getPieces()[p].getHigh());
+          EXPECT_EQ(old->second.getContent().getPieces()[p].getLow(), range.getContent().getPieces()[p].getLow());
+          ++same;
+        } else {
+          ++changed;
+        }
+      }
+    }
+    EXPECT_EQ(checkpoints[i].getChangedPieces(), changed) << i;
+    if (i + 1 < checkpoints.size()) {
+      EXPECT_GT(same, 0u) << i;  // x at least: axpy writes y
+    }
+  }
+}
+
+TEST(CheckpointRecord, ZeroMemoryIsNotCopied) {
+  // With a change hash that says every piece holds zeros, every piece is
+  // named by the zero piece's content address and nothing is copied: the
+  // trace's pieces are then zeros, whatever the memory held.
+  kcap::test::TempDir dir("kcap-checkpoint");
+  const std::string path = dir.file("zero.kcap");
+  const Recording r =
+      recordCheckpoints(interposeProgram("direct_launch"), {}, path,
+                        {{"KCAP_CHECKPOINT_EVERY", "1000launches"}, {"KCAP_DOUBLE_CHANGE_HASH", "zero"}});
+  expectUnchanged(r);
+  auto reader = kcap::format::TraceReader::open(path);
+  const auto checkpoints = checkpointsOf(r);
+  ASSERT_EQ(checkpoints.size(), 2u);  // first and end
+  for (const auto checkpoint : checkpoints) {
+    EXPECT_EQ(checkpoint.getChangedBytes(), 0u);
+    for (const auto range : checkpoint.getRanges()) {
+      for (const uint8_t b : reader->readContent(range.getContent())) ASSERT_EQ(b, 0);
+    }
+  }
+}
+
+// kcap check holds every change hash to the content it stands beside.
+TEST(CheckpointRecord, CheckFindsChangeHashesThatDoNotMatchTheContent) {
+  kcap::test::TempDir dir("kcap-checkpoint");
+  const std::string path = dir.file("flip.kcap");
+  const Recording r =
+      recordCheckpoints(interposeProgram("direct_launch"), {}, path, {{"KCAP_DOUBLE_CHANGE_HASH", "flip"}});
+  expectUnchanged(r);
+  const Outcome check = kcapCheck(path);
+  EXPECT_EQ(check.exitCode, 1) << check.describe();
+  EXPECT_NE(check.out.find("(checkpoint 0): range 0x"), std::string::npos) << check.describe();
+  EXPECT_NE(check.out.find("the change hash of piece 0 does not match its content"), std::string::npos)
+      << check.describe();
+}
+
+TEST(CheckpointRecord, HostMappedMemoryALaunchReachesIsLoggedWithTheLaunch) {
+  kcap::test::TempDir dir("kcap-checkpoint");
+  const std::string path = dir.file("library.kcap");
+  const Recording r = recordCheckpoints(scenarioProgram(), {"library"}, path);
+  expectUnchanged(r);
+  auto reader = kcap::format::TraceReader::open(path);
+  unsigned hostInputs = 0;
+  for (const auto& e : r.events) {
+    if (e.get().which() != Event::LAUNCH) continue;
+    for (const auto range : e.get().getLaunch().getPre()) {
+      EXPECT_EQ(range.getKind(), schema::MemoryKind::HOST_MAPPED);
+      // poly_eval's input: x[i] = 4 i, what the program wrote to pinned memory.
+      const std::vector<uint8_t> bytes = reader->readContent(range.getContent());
+      ASSERT_EQ(bytes.size() % sizeof(float), 0u);
+      ASSERT_GT(bytes.size(), 0u);
+      for (size_t i = 0; i < bytes.size() / sizeof(float); ++i) {
+        float x = 0;
+        std::memcpy(&x, bytes.data() + i * sizeof(float), sizeof x);
+        ASSERT_EQ(x, 4.0f * static_cast<float>(i)) << i;
+      }
+      ++hostInputs;
+    }
+  }
+  EXPECT_EQ(hostInputs, 1u);
+  for (const auto checkpoint : checkpointsOf(r)) {
+    for (const auto range : checkpoint.getRanges()) EXPECT_NE(range.getKind(), schema::MemoryKind::HOST_MAPPED);
+  }
+}
+
+// Sixteen threads launching on four streams each: every checkpoint still
+// sits at one point of the order, after exactly the launches it counts.
+TEST(CheckpointRecord, ThreadsLaunchingMeanwhileAreOrderedAroundEachCheckpoint) {
+  kcap::test::TempDir dir("kcap-checkpoint");
+  const std::string path = dir.file("threads.kcap");
+  const Recording r = recordCheckpoints(threadsProgram(), {}, path, {{"KCAP_CHECKPOINT_EVERY", "5000launches"}});
+  expectUnchanged(r);
+  uint64_t launchesBefore = 0;
+  unsigned checkpoints = 0;
+  for (const auto& e : r.events) {
+    if (e.get().which() == Event::LAUNCH) ++launchesBefore;
+    if (e.get().which() == Event::CHECKPOINT) {
+      EXPECT_EQ(e.get().getCheckpoint().getLaunchCount(), launchesBefore);
+      ++checkpoints;
+    }
+  }
+  EXPECT_EQ(launchesBefore, 64000u);
+  EXPECT_GE(checkpoints, 10u);  // every 5,000 launches (a later one when a checkpoint was due on two threads)
+  auto reader = kcap::format::TraceReader::open(path);
+  for (const auto checkpoint : checkpointsOf(r)) expectContentMatchesHashes(*reader, checkpoint);
+}
+
+TEST(CheckpointRecord, FiltersAndRangesAreRefused) {
+  // Replay re-executes every launch: a trace missing some would rebuild
+  // the wrong memory. The program runs unrecorded and unchanged.
+  for (const auto& [variable, value] : std::map<std::string, std::string>{
+           {"KCAP_INCLUDE", "axpy"}, {"KCAP_EXCLUDE", "axpy"}, {"KCAP_SKIP", "1"}, {"KCAP_MAX_LAUNCHES", "3"}}) {
+    kcap::test::TempDir dir("kcap-checkpoint");
+    const std::string path = dir.file("refused.kcap");
+    const Outcome shimmed = run({interposeProgram("direct_launch"),
+                                 {},
+                                 {{"KCAP_OUTPUT", path}, {"KCAP_MODE", "checkpoint"}, {variable, value}},
+                                 true});
+    EXPECT_EQ(shimmed.exitCode, 0) << shimmed.describe();
+    EXPECT_NE(shimmed.err.find(variable + "=\"" + value + "\": cannot be used with KCAP_MODE=checkpoint"),
+              std::string::npos)
+        << shimmed.describe();
+    EXPECT_FALSE(std::filesystem::exists(path));
+  }
+}
+
+}  // namespace
+}  // namespace kcap_test
