@@ -2,12 +2,15 @@
 
 #include <algorithm>
 #include <cstring>
+#include <exception>
+#include <thread>
 
 #include <capnp/serialize.h>
 #include <zstd.h>
 
 #include "chunk_jobs.h"
 #include "schema_names.h"
+#include "worker_pool.h"
 
 namespace kcap::format {
 namespace {
@@ -119,29 +122,60 @@ void RingTraceWriter::store(const void* data, size_t size, const Hash128* known,
   out.setSize(size);
   out.setPieceSize(pieceBytes);
   auto pieces = out.initPieces(static_cast<unsigned>(count));
-  for (size_t i = 0; i < count; ++i) {
-    const uint8_t* piece = bytes + i * pieceBytes;
-    const size_t length = std::min<size_t>(pieceBytes, size - i * pieceBytes);
-    const Hash128 hash = known != nullptr ? known[i] : contentHash(piece, length);
-    pieces[static_cast<unsigned>(i)].setHigh(hash.high);
-    pieces[static_cast<unsigned>(i)].setLow(hash.low);
-    {
-      std::lock_guard lock(mutex_);
-      throwIfClosed();
-      auto it = pieces_.find(hash);
-      if (it != pieces_.end()) {
-        it->second.newest = segments_.back().id;
-        stats_.contentBytes += length;
-        continue;
-      }
+  std::vector<Hash128> hashes(count);
+  // Each piece is hashed and, when new, compressed by one thread (a large
+  // content on the pool: a checkpoint's new pieces are most of the work).
+  std::mutex failedMutex;
+  std::exception_ptr failed;
+  auto piece = [&](size_t i) {
+    try {
+      storePiece(bytes + i * pieceBytes, std::min<size_t>(pieceBytes, size - i * pieceBytes), known, hashes[i], i);
+    } catch (...) {
+      std::lock_guard lock(failedMutex);
+      if (!failed) failed = std::current_exception();
     }
-    std::vector<uint8_t> chunk = encodePiece(hash, piece, length);
-    std::lock_guard lock(mutex_);
-    throwIfClosed();
-    keepPiece(hash, length, std::move(chunk));
+  };
+  WorkerPool* pool = count > 1 ? workers() : nullptr;
+  if (pool != nullptr) {
+    pool->forEach(count, piece);
+  } else {
+    for (size_t i = 0; i < count; ++i) piece(i);
+  }
+  if (failed) std::rethrow_exception(failed);
+  for (size_t i = 0; i < count; ++i) {
+    pieces[static_cast<unsigned>(i)].setHigh(hashes[i].high);
+    pieces[static_cast<unsigned>(i)].setLow(hashes[i].low);
   }
   std::lock_guard lock(mutex_);
   trim();
+}
+
+void RingTraceWriter::storePiece(const uint8_t* piece, size_t length, const Hash128* known, Hash128& hash,
+                                 size_t index) {
+  {
+    hash = known != nullptr ? known[index] : contentHash(piece, length);
+    std::lock_guard lock(mutex_);
+    throwIfClosed();
+    auto it = pieces_.find(hash);
+    if (it != pieces_.end()) {
+      it->second.newest = segments_.back().id;
+      stats_.contentBytes += length;
+      return;
+    }
+  }
+  std::vector<uint8_t> chunk = encodePiece(hash, piece, length);
+  std::lock_guard lock(mutex_);
+  throwIfClosed();
+  keepPiece(hash, length, std::move(chunk));
+}
+
+WorkerPool* RingTraceWriter::workers() {
+  std::call_once(workersMade_, [&] {
+    unsigned threads = options_.hashingThreads;
+    if (threads == 0) threads = std::min(8u, std::max(2u, std::thread::hardware_concurrency()) - 1);
+    workers_ = std::make_unique<WorkerPool>(threads, "kcap-ring");
+  });
+  return workers_->threads() > 0 ? workers_.get() : nullptr;
 }
 
 void RingTraceWriter::storeContent(const void* data, size_t size, schema::Content::Builder out) {

@@ -29,8 +29,11 @@
 // past it the oldest segment is dropped early (never the newest). A newest
 // segment alone over the bound is kept, said once through RingOptions::warn.
 //
-// Thread-safe like TraceWriter; events are built (a DeferredEvent too) and
-// compressed on the producer's thread, under the ring's lock.
+// Thread-safe like TraceWriter. Events are built (a DeferredEvent too) and
+// compressed on the producer's thread, under the ring's lock: a launch
+// costs its producer more than with the file writer, which builds them on
+// its own threads. New pieces are compressed by the producer, or, for a
+// content of several pieces, on a pool of threads (Options::hashingThreads).
 #pragma once
 
 #include <cstdint>
@@ -49,6 +52,7 @@
 namespace kcap::format {
 
 struct Compressor;
+class WorkerPool;
 
 struct RingOptions {
   unsigned checkpoints = 2;             // segments starting at a checkpoint that are kept (at least 1)
@@ -126,6 +130,9 @@ class RingTraceWriter final : public TraceWriter {
   };
 
   void store(const void* data, size_t size, const Hash128* known, schema::Content::Builder out);
+  // Piece `index` of a content: hashed (or known[index]) into `hash`,
+  // compressed and kept when new. Takes mutex_.
+  void storePiece(const uint8_t* piece, size_t length, const Hash128* known, Hash128& hash, size_t index);
   // Caller holds mutex_. The piece, encoded off the lock by the caller.
   void keepPiece(const Hash128& hash, uint64_t rawSize, std::vector<uint8_t> chunk);
   std::vector<uint8_t> encodePiece(const Hash128& hash, const uint8_t* data, size_t size);
@@ -159,6 +166,10 @@ class RingTraceWriter final : public TraceWriter {
   Stats stats_;
   std::string path_;
 
+  WorkerPool* workers();  // made at the first content of several pieces
+
+  std::once_flag workersMade_;
+  std::unique_ptr<WorkerPool> workers_;
   std::mutex compressorsMutex_;
   std::vector<std::unique_ptr<Compressor>> compressors_;  // idle ones, for the producers' threads
 };

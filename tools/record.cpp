@@ -546,7 +546,11 @@ int runRecord(const Options& opt) {
   if (!statusPath.empty()) {
     const std::vector<TraceReport> traces = readStatus(statusPath);
     removeStatus();
-    if (traces.empty()) {
+    if (traces.empty() && options->triggers.any()) {
+      // The flight recorder writes only when a trigger fires.
+      std::cerr << "kcap: no trigger fired (" << options->triggers.text() << "); nothing written to "
+                << expandOutputPath(given, static_cast<long>(child), hostName(), rank()) << "\n";
+    } else if (traces.empty()) {
       std::cerr << "kcap: no trace written to " << expandOutputPath(given, static_cast<long>(child), hostName(), rank())
                 << " (the program made no CUDA calls, or recording failed)\n";
     }

@@ -247,6 +247,19 @@ TEST_F(FlightRecorder, KeepsOnlyTheLastCheckpoints) {
   EXPECT_GE(only(events, Event::ALLOC).size(), 2u);
 }
 
+TEST_F(FlightRecorder, KcapRecordSaysWhenNoTriggerFired) {
+  const std::string path = dir_->file("t.kcap");
+  const Outcome rec = run({kcapBinary(),
+                           {"record", "--mode", "checkpoint", "--trigger", "api,exit", "--ring", "3", "-o", path, "--",
+                            scenarioProgram(), "flight", "none"},
+                           {},
+                           false});
+  EXPECT_EQ(rec.exitCode, 0) << rec.describe();
+  EXPECT_NE(rec.err.find("kcap: no trigger fired (exit,api); nothing written to " + path), std::string::npos)
+      << rec.describe();
+  EXPECT_TRUE(leftovers().empty());
+}
+
 TEST_F(FlightRecorder, TriggersNeedCheckpointMode) {
   const Outcome rec = run({kcapBinary(),
                            {"record", "--mode", "metadata", "--trigger", "api", "-o", dir_->file("t.kcap"), "--",
