@@ -39,6 +39,10 @@ ExitFunction next(const char* name) noexcept {
 }  // namespace
 }  // namespace kcap
 
-extern "C" [[gnu::visibility("default")]] [[noreturn]] void exit(int status) noexcept { kcap::leave("exit", status); }
-extern "C" [[gnu::visibility("default")]] [[noreturn]] void _exit(int status) noexcept { kcap::leave("_exit", status); }
-extern "C" [[gnu::visibility("default")]] [[noreturn]] void _Exit(int status) noexcept { kcap::leave("_Exit", status); }
+// As the C library declares them (noreturn there): exit and _Exit noexcept,
+// _exit not.
+extern "C" [[gnu::visibility("default")]] void exit(int status) noexcept { kcap::leave("exit", status); }
+// NOLINTNEXTLINE(readability-identifier-naming): the C library's name
+extern "C" [[gnu::visibility("default")]] void _exit(int status) { kcap::leave("_exit", status); }
+// NOLINTNEXTLINE(readability-identifier-naming): the C library's name
+extern "C" [[gnu::visibility("default")]] void _Exit(int status) noexcept { kcap::leave("_Exit", status); }
