@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -17,6 +18,7 @@
 
 #include <capnp/message.h>
 
+#include "change_hash.h"
 #include "hostile_files.h"
 #include "ring_trace_writer.h"
 #include "trace_files.h"
@@ -256,7 +258,12 @@ void writeRingTrace(const std::string& path, int64_t claim) {
     auto checkpoint = m.initRoot<schema::Event>().initCheckpoint();
     checkpoint.setOrdinal(i);
     const std::vector<uint8_t> memory(4096, static_cast<uint8_t>(i));
-    writer.storeContent(memory.data(), memory.size(), checkpoint.initRanges(1)[0].initContent());
+    auto range = checkpoint.initRanges(1)[0];
+    writer.storeContent(memory.data(), memory.size(), range.initContent());
+    const format::ChangeHash change = format::changeHash(memory.data(), memory.size());
+    auto hashes = range.initChangeHashes(format::kChangeHashBytes);
+    std::memcpy(hashes.begin(), &change.high, 8);
+    std::memcpy(hashes.begin() + 8, &change.low, 8);
     writer.append(m);
     capnp::MallocMessageBuilder note;
     note.initRoot<schema::Event>().initMessage().setText("between checkpoints");
