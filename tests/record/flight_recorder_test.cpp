@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <map>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace kcap_test {
@@ -160,6 +161,21 @@ TEST_F(FlightRecorder, AbortFiresAndTheProgramStillDies) {
   const auto trigger = expectFired(flight, events, schema::TriggerKind::SIGNAL);
   EXPECT_EQ(trigger.getSignal(), SIGABRT);
   EXPECT_EQ(events.back().get().getTraceEnd().getReason(), schema::EndReason::SIGNAL);
+}
+
+TEST_F(FlightRecorder, FatalSignalsFire) {
+  for (const auto& [how, sig, name] :
+       {std::tuple{"sigterm", SIGTERM, "SIGTERM"}, std::tuple{"segv", SIGSEGV, "SIGSEGV"}}) {
+    SCOPED_TRACE(how);
+    const Flight flight = record(how);
+    EXPECT_EQ(flight.outcome.signal, sig) << flight.outcome.describe();
+    const auto events = eventsOf(flight.path);
+    const auto trigger = expectFired(flight, events, schema::TriggerKind::SIGNAL);
+    EXPECT_EQ(trigger.getSignal(), sig);
+    EXPECT_EQ(std::string(trigger.getReason().cStr()), name);
+    EXPECT_EQ(events.back().get().getTraceEnd().getSignal(), sig);
+    std::filesystem::remove(flight.path);
+  }
 }
 
 TEST_F(FlightRecorder, NonZeroExitFires) {

@@ -54,7 +54,8 @@
 //   flight HOW  the flight recorder's triggers: eight launches, then HOW:
 //               none (return 0), api (kcap_trigger("loss is NaN") through
 //               dlsym, its result printed, then two more launches), sigusr2
-//               (sent to itself, then two more launches), abort, exit3,
+//               (sent to itself, then two more launches), sigterm (sent
+//               to itself), segv (a real fault), abort, exit3,
 //               exit0, _exit3, fault (a launch that faults, then
 //               cuCtxSynchronize: CUDA_ERROR_ILLEGAL_ADDRESS; returns 0),
 //               not-found (cuModuleGetFunction of a name the module lacks,
@@ -486,6 +487,13 @@ int flight(const std::string& how) {
     std::printf("result trigger %d\n", trigger != nullptr ? trigger("loss is NaN") : -1);
   } else if (how == "sigusr2") {
     kill(getpid(), SIGUSR2);
+  } else if (how == "sigterm") {
+    kill(getpid(), SIGTERM);
+  } else if (how == "segv") {
+    const rlimit noCore{0, 0};
+    setrlimit(RLIMIT_CORE, &noCore);
+    volatile std::uintptr_t nowhere = 8;  // an unmapped page: a real fault
+    *reinterpret_cast<volatile int*>(nowhere) = 1;
   } else if (how == "abort") {
     const rlimit noCore{0, 0};
     setrlimit(RLIMIT_CORE, &noCore);
