@@ -70,6 +70,7 @@ if [ $checkpointbench = 1 ]; then
     timeout 60 build-gpu/bench/kcap_bench_checkpoint_hash 32 5
     echo "=== the slice program"
     timeout 400 python3 bench/checkpoint_capture.py --kcap build-gpu/tools/kcap --gib 1,32 --replay
+    if [ $overhead = 1 ]; then
     echo "=== launch overhead, checkpoint mode (metadata B) against metadata mode"
     timeout 100 python3 bench/launch_overhead.py --deadline 90 --bench build-gpu/bench/kcap_bench_launch_overhead \
       --shim build-gpu/interpose/libkcap_interpose.so --kcap build-gpu/tools/kcap --threads 1 --rounds 5 \
@@ -77,7 +78,8 @@ if [ $checkpointbench = 1 ]; then
     echo "=== 16 threads"
     timeout 100 python3 bench/launch_overhead.py --deadline 90 --bench build-gpu/bench/kcap_bench_launch_overhead \
       --shim build-gpu/interpose/libkcap_interpose.so --kcap build-gpu/tools/kcap --threads 16 --rounds 3 \
-      --compare-env KCAP_MODE=checkpoint; } >"$out/bench-checkpoint.txt" 2>&1 || status=1
+      --compare-env KCAP_MODE=checkpoint
+    fi; } >"$out/bench-checkpoint.txt" 2>&1 || status=1
   grep -E '^\| |^=== |FAILED|GB/s' "$out/bench-checkpoint.txt" | head -60
   echo "checkpoint benchmarks done$(elapsed)"
 fi

@@ -235,8 +235,10 @@ class Checker {
         continue;
       }
       if (content.getPieceSize() == 0) continue;  // checkContent says so
-      for (unsigned p = 0; p < content.getPieces().size(); ++p) {
-        const format::Hash128 blob{content.getPieces()[p].getHigh(), content.getPieces()[p].getLow()};
+      // Taken once: each get of a list counts all of it against the reader's traversal limit.
+      const auto pieces = content.getPieces();
+      for (unsigned p = 0; p < pieces.size(); ++p) {
+        const format::Hash128 blob{pieces[p].getHigh(), pieces[p].getLow()};
         const uint64_t offset = uint64_t{p} * content.getPieceSize();
         if (offset >= content.getSize()) break;
         const uint64_t length = std::min<uint64_t>(content.getPieceSize(), content.getSize() - offset);

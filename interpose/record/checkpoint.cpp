@@ -44,6 +44,44 @@ void CheckpointTaker::streamDestroyed(CUstream stream) {
   streams_.erase(stream);
 }
 
+void CheckpointTaker::hostReadingLaunch(CUstream stream) {
+  const DriverApi& api = driverApi();
+  if (api.eventCreate == nullptr || api.eventRecord == nullptr || api.eventQuery == nullptr) {
+    return;
+  }
+  const RelaxedCaptureMode relaxed;
+  const std::lock_guard lock(streamsMutex_);
+  // Bounded: those already complete make room.
+  std::erase_if(hostReaders_, [&](CUevent event) {
+    if (api.eventQuery(event) == CUDA_ERROR_NOT_READY) return false;
+    spareEvents_.push_back(event);
+    return true;
+  });
+  CUevent event = nullptr;
+  if (!spareEvents_.empty()) {
+    event = spareEvents_.back();
+    spareEvents_.pop_back();
+  } else if (hostReaders_.size() >= 256 || api.eventCreate(&event, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) {
+    return;
+  }
+  if (api.eventRecord(event, stream) == CUDA_SUCCESS) {
+    hostReaders_.push_back(event);
+  } else {
+    spareEvents_.push_back(event);
+  }
+}
+
+bool CheckpointTaker::hostReadersPending() {
+  const DriverApi& api = driverApi();
+  const std::lock_guard lock(streamsMutex_);
+  std::erase_if(hostReaders_, [&](CUevent event) {
+    if (api.eventQuery(event) == CUDA_ERROR_NOT_READY) return false;
+    spareEvents_.push_back(event);
+    return true;
+  });
+  return !hostReaders_.empty();
+}
+
 CUresult CheckpointTaker::drain(uint64_t drainMs, bool& drained) {
   drained = false;
   const DriverApi& api = driverApi();
@@ -184,6 +222,10 @@ CheckpointTaker::Result CheckpointTaker::take(const std::vector<Allocation>& all
                                               const std::vector<SnapshotRange>& globals, uint64_t drainMs) {
   Result result;
   const RelaxedCaptureMode relaxed;
+  if (hostReadersPending()) {
+    result.postponed = true;
+    return result;
+  }
   bool drained = false;
   if (const CUresult drainResult = drain(drainMs, drained); drainResult != CUDA_SUCCESS) {
     result.error = drainResult;
@@ -192,6 +234,7 @@ CheckpointTaker::Result CheckpointTaker::take(const std::vector<Allocation>& all
   }
   if (!drained) {
     result.postponed = true;
+    result.drainTimedOut = true;
     return result;
   }
 

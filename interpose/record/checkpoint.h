@@ -5,10 +5,13 @@
 // changes device memory is in progress or can start. Then:
 //   1. drain: an event is recorded on every stream the program used and on
 //      the legacy default stream (which waits for all blocking streams), and
-//      polled until all completed, for a bounded time: a kernel that waits
-//      for the host (a spin on host-mapped memory) must not hold the host
-//      forever; if the work does not drain in time the checkpoint is
-//      postponed, nothing written;
+//      polled until all completed, for a bounded time. A kernel may wait for
+//      the host (XLA times kernels behind one that spins on a page-locked
+//      flag the host sets once it has queued them): while a launch that can
+//      reach page-locked host memory has not completed, the checkpoint is
+//      postponed at once rather than hold up the thread that would release
+//      it (and the timing it takes); so it is when the work does not drain
+//      in time. A postponed checkpoint writes nothing;
 //   2. the change hash (format/change_hash.h) of every piece of every live
 //      range, on the device, in one launch (kcap_change_hash);
 //   3. pieces whose hash equals the previous checkpoint's keep its content
@@ -57,9 +60,15 @@ class CheckpointTaker {
   // checkpoint waits for it. Cheap when the stream is known already.
   void streamUsed(CUstream stream);
   void streamDestroyed(CUstream stream);
+  // A launch that can reach page-locked host memory was submitted on
+  // `stream`: it may wait for the host (a kernel spinning on a flag the
+  // program sets once it has queued more work), so no checkpoint waits
+  // for it: checkpoints are postponed until it has completed.
+  void hostReadingLaunch(CUstream stream);
 
   struct Result {
-    bool postponed = false;  // the program's work did not drain in time: nothing to write
+    bool postponed = false;      // nothing to write: a host-reading launch is running, or the work did not drain
+    bool drainTimedOut = false;  // postponed after waiting the whole drain time
     CUresult error = CUDA_SUCCESS;
     std::string errorWhere;  // which step failed
     std::vector<CheckpointRangeState> ranges;
@@ -82,6 +91,7 @@ class CheckpointTaker {
 
  private:
   CUresult drain(uint64_t drainMs, bool& drained);
+  bool hostReadersPending();
   CUresult hashAll(const std::vector<SnapshotRange>& ranges, std::vector<format::ChangeHash>& hashes);
   const format::ChangeHash& zeroHash(uint64_t length);
   const format::Hash128& zeroContent(uint64_t length);
@@ -93,6 +103,8 @@ class CheckpointTaker {
 
   std::mutex streamsMutex_;
   std::set<CUstream> streams_;
+  std::vector<CUevent> hostReaders_;  // recorded behind launches that read host memory, not yet seen complete
+  std::vector<CUevent> spareEvents_;
 
   // Only the thread holding the gate uses what follows.
   std::map<uint64_t, CheckpointRangeState> previous_;  // by address

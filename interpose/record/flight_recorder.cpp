@@ -90,8 +90,10 @@ bool Recorder::trigger(const TriggerFacts& facts, schema::EndReason endReason, i
   } catch (...) {
     // the ring failed: end() says so
   }
+  // After a sticky error or with work that does not finish, the device
+  // would not give a last checkpoint: ending (and the exit handler) take none.
   if (facts.kind == schema::TriggerKind::ERROR || facts.kind == schema::TriggerKind::HANG) {
-    noEndCheckpoint_.store(true);
+    lastCheckpointTaken_.store(true);
   }
   end(endReason, endSignal, std::string("the flight recorder's trigger ") + kindName(facts.kind) + " fired",
       kTriggerEndWait);

@@ -250,13 +250,15 @@ struct LaunchEventData final : format::DeferredEvent {
 // Checkpoint mode: page-locked host memory a launch can reach is an input
 // re-execution cannot recompute (the host writes it), so its content at the
 // launch goes into the launch's `pre` (identical pieces are stored once).
-void captureHostInputs(LaunchEventData& data, const AllocationMap& allocations, format::TraceWriter& writer,
+bool captureHostInputs(LaunchEventData& data, const AllocationMap& allocations, format::TraceWriter& writer,
                        StagingPool& staging) {
+  bool reaches = false;
   std::set<uint64_t> seen;
   for (const ParamPointer& pointer : data.pointers) {
     if (!pointer.hostMapped) {
       continue;
     }
+    reaches = true;
     const auto extent = allocations.findExtent(pointer.value);
     if (!extent || !seen.insert(extent->base).second) {
       continue;
@@ -267,6 +269,7 @@ void captureHostInputs(LaunchEventData& data, const AllocationMap& allocations, 
       data.synchronized = true;  // `pre` is meaningful
     }
   }
+  return reaches;
 }
 
 // A LaunchEnd event, the same way.
@@ -412,7 +415,7 @@ bool Recorder::launchStarting(const LaunchCall& call, PendingLaunch& launch) {
   }
 
   if (checkpoints_ != nullptr && !capturing) {
-    captureHostInputs(*data, allocations_, *writer_, staging_);
+    pending->readsHostMemory = captureHostInputs(*data, allocations_, *writer_, staging_);
   }
 
   if (snapshots) {
@@ -507,6 +510,9 @@ void Recorder::launchFinished(PendingLaunch& pending, CUresult result) {
   Operation operation(*this);
   if (!operation) {
     return;
+  }
+  if (pending.readsHostMemory && result == CUDA_SUCCESS && checkpoints_ != nullptr) {
+    checkpoints_->hostReadingLaunch(pending.syncStream);
   }
   if (pending.launchEvent) {
     auto* launch = static_cast<LaunchEventData*>(pending.launchEvent.get());

@@ -19,6 +19,13 @@ constexpr uint64_t kDrainMs = 1000;
 
 }  // namespace
 
+void Recorder::lastCheckpointAtExit() noexcept {
+  Recorder* recorder = current();
+  if (recorder != nullptr && recorder->checkpoints_ != nullptr && !recorder->lastCheckpointTaken_.exchange(true)) {
+    recorder->checkpointNow(schema::CheckpointReason::END, std::chrono::milliseconds(1000));
+  }
+}
+
 void Recorder::scheduleCheckpoint(bool postponed) noexcept {
   // A postponed checkpoint is tried again after a quarter of the interval.
   if (options_.checkpointEveryLaunches != 0) {
@@ -58,7 +65,17 @@ void Recorder::checkpointNow(schema::CheckpointReason reason, std::chrono::milli
         }(),
         kDrainMs);
     if (taken.postponed) {
-      if (reason != schema::CheckpointReason::END) scheduleCheckpoint(true);
+      // After a drain that took all its time, not again before a whole
+      // interval: the launching thread must not spend its time waiting.
+      if (reason != schema::CheckpointReason::END) scheduleCheckpoint(!taken.drainTimedOut);
+      return;
+    }
+    if (reason == schema::CheckpointReason::END && taken.error != CUDA_SUCCESS) {
+      // The program may have let its context go already: no last
+      // checkpoint then, and replay verifies up to the one before.
+      char name[32];
+      note(schema::Message::Level::WARNING, std::string("no checkpoint at the end of the recording: ") +
+                                                taken.errorWhere + " failed: " + resultName(taken.error, name));
       return;
     }
     EventMessage message(*this, false);

@@ -311,6 +311,7 @@ Recorder::Recorder(CaptureOptions options, std::string path, std::unique_ptr<for
   if (options_.mode == CaptureMode::kCheckpoint) {
     checkpoints_ = std::make_unique<CheckpointTaker>(*writer_, staging_, options_.hashOnDevice);
     CheckpointGate::arm();
+    std::atexit(lastCheckpointAtExit);
   }
 }
 
@@ -354,7 +355,7 @@ void Recorder::end(schema::EndReason reason, int signal, const std::string& mess
   // replay to verify them. Not on a fatal signal: the device may be in any
   // state and the thread that got it may hold the driver's locks.
   if (checkpoints_ != nullptr && (reason == schema::EndReason::EXIT || reason == schema::EndReason::EXPLICIT) &&
-      !noEndCheckpoint_.load()) {
+      !lastCheckpointTaken_.exchange(true)) {
     checkpointNow(schema::CheckpointReason::END, std::chrono::milliseconds(1000));
   }
   CheckpointGate::disarm();

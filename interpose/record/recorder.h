@@ -210,6 +210,7 @@ struct PendingLaunch {
   bool postSnapshot = false;          // full mode, not capturing
   bool executes = false;              // not captured into a graph: its duration is wanted
   bool timed = false;                 // a CUPTI correlation id was pushed around the real call
+  bool readsHostMemory = false;       // checkpoint mode: it can reach page-locked host memory
   std::vector<SnapshotRange> ranges;  // what `pre` covered
   // Metadata mode: the Launch event, handed to the writer with its end
   // after the call (one hand-over a launch).
@@ -222,6 +223,7 @@ struct PendingLaunch {
     postSnapshot = false;
     executes = false;
     timed = false;
+    readsHostMemory = false;
     ranges.clear();
     launchEvent.reset();
   }
@@ -377,6 +379,10 @@ class Recorder {
   // other threads' calls to leave the gate.
   void checkpointNow(schema::CheckpointReason reason, std::chrono::milliseconds gateWait) noexcept;
   void scheduleCheckpoint(bool postponed) noexcept;
+  // The last checkpoint, from an atexit handler registered when recording
+  // starts: it runs before the runtime's own exit handlers (registered
+  // earlier) release the program's contexts.
+  static void lastCheckpointAtExit() noexcept;
 
   // Launch helpers (launch_capture.cpp).
   bool selects(std::string_view kernelName);       // with a filter set: the caller tests that
@@ -390,9 +396,6 @@ class Recorder {
   const std::unique_ptr<format::TraceWriter> writer_;
   format::RingTraceWriter* const ring_;  // writer_, when it is the flight recorder's ring
   std::atomic<bool> triggered_{false};
-  // Set by the error and hang triggers: the device is faulted or its work
-  // does not finish, so ending takes no last checkpoint (it would wait in vain).
-  std::atomic<bool> noEndCheckpoint_{false};
   // The hang trigger's, with a ring and hang=SECONDS; never deleted (its
   // thread may outlive the recording, as the recorder does).
   // Shared with the ring, which tells it of launches.
@@ -432,6 +435,7 @@ class Recorder {
   std::atomic<uint64_t> nextCheckpointLaunch_{0};  // by launches
   uint64_t checkpointOrdinal_ = 0;                 // under the gate
   std::atomic<bool> checkpointsFailed_{false};     // a failure that will not go away: no more tries
+  std::atomic<bool> lastCheckpointTaken_{false};
 
   std::atomic<bool> notedNoLayout_{false};
   std::atomic<bool> notedNoSync_{false};
