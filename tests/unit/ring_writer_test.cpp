@@ -337,5 +337,36 @@ TEST_F(Ring, DoesNotReplaceAFileAtTheOutput) {
   EXPECT_EQ(readFileBytes(path_), (std::vector<uint8_t>{'m', 'i', 'n', 'e'}));
 }
 
+TEST_F(Ring, AFileWriterTakesNumberedEventsWithGaps) {
+  format::TraceWriter::Options options;
+  options.pieceSize = kPiece;
+  auto writer = format::TraceWriter::create(path_, options);
+  for (uint64_t seq : {0, 1, 5, 6, 9}) {
+    capnp::MallocMessageBuilder m;
+    m.initRoot<Event>().setSeq(seq);
+    m.getRoot<Event>().initMessage().setText("kept");
+    EXPECT_EQ(writer->appendNumbered(m), seq);
+  }
+  capnp::MallocMessageBuilder back;
+  back.initRoot<Event>().setSeq(9);
+  EXPECT_THROW(writer->appendNumbered(back), format::FormatError);
+  capnp::MallocMessageBuilder next;
+  next.initRoot<Event>().initMessage().setText("numbered by the writer");
+  EXPECT_EQ(writer->append(next), 10u);
+  writer->close();
+  auto reader = format::TraceReader::open(path_);
+  EXPECT_TRUE(reader->problems().empty());
+  std::vector<uint64_t> seqs;
+  reader->forEachEvent([&](const format::EventRef& ref) {
+    seqs.push_back(ref.event.getSeq());
+    return true;
+  });
+  EXPECT_EQ(seqs, (std::vector<uint64_t>{0, 1, 5, 6, 9, 10}));
+  // A record chunk's events are numbered one by one: a gap starts a chunk.
+  size_t recordChunks = 0;
+  for (const auto& chunk : reader->chunks()) recordChunks += chunk.kind == format::ChunkKind::kRecords;
+  EXPECT_EQ(recordChunks, 3u);
+}
+
 }  // namespace
 }  // namespace kcap::test
