@@ -10,7 +10,9 @@
 // event recorded there would join the capture), and skips launches that
 // were captured or went to the per-thread default stream (the watchdog's
 // own thread would name another stream). One event at a time per stream:
-// a stream whose last event is pending gets no new one.
+// a stream whose last event is pending gets no new one. An event on the
+// legacy default stream (0) is ordered, as all work there is, after the
+// prior work of the blocking streams: a barrier once a second at most.
 #pragma once
 
 #include <cstdint>

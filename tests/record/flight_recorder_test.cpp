@@ -12,7 +12,9 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <string>
 #include <tuple>
@@ -274,6 +276,51 @@ TEST_F(FlightRecorder, KcapRecordSaysWhenNoTriggerFired) {
   EXPECT_NE(rec.err.find("kcap: no trigger fired (exit,api); nothing written to " + path), std::string::npos)
       << rec.describe();
   EXPECT_TRUE(leftovers().empty());
+}
+
+// The documented Python helper, and sys.exit, from a Python program that
+// calls the driver (the double) through ctypes.
+TEST_F(FlightRecorder, FromPython) {
+  if (std::system("python3 -c pass 2>/dev/null") != 0) {
+    GTEST_SKIP() << "no python3";
+  }
+  const std::string script = dir_->file("job.py");
+  std::ofstream(script) << "import ctypes, sys\n"
+                           "cuda = ctypes.CDLL('libcuda.so.1')\n"
+                           "assert cuda.cuInit(0) == 0\n"
+                           "device = ctypes.c_int()\n"
+                           "assert cuda.cuDeviceGet(ctypes.byref(device), 0) == 0\n"
+                           "context = ctypes.c_void_p()\n"
+                           "assert cuda.cuDevicePrimaryCtxRetain(ctypes.byref(context), device) == 0\n"
+                           "assert cuda.cuCtxSetCurrent(context) == 0\n"
+                           "memory = ctypes.c_uint64()\n"
+                           "assert cuda.cuMemAlloc_v2(ctypes.byref(memory), 4096) == 0\n"
+                           "if sys.argv[1] == 'api':\n"
+                           "    print('trigger', ctypes.CDLL(None).kcap_trigger(b'loss is NaN'))\n"
+                           "sys.exit(int(sys.argv[2]))\n";
+  for (const auto& [how, status, kind] :
+       {std::tuple{"api", 0, schema::TriggerKind::API}, std::tuple{"exit", 3, schema::TriggerKind::EXIT}}) {
+    SCOPED_TRACE(how);
+    const std::string path = dir_->file(std::string(how) + ".kcap");
+    const Outcome rec = run({kcapBinary(),
+                             {"record", "--mode", "checkpoint", "--trigger", "api,exit", "-o", path, "--", "python3",
+                              script, how, std::to_string(status)},
+                             {},
+                             false});
+    EXPECT_EQ(rec.exitCode, status) << rec.describe();
+    const auto events = eventsOf(path);
+    const auto triggers = only(events, Event::TRIGGER);
+    ASSERT_EQ(triggers.size(), 1u) << rec.describe();
+    EXPECT_EQ(triggers[0].getTrigger().getKind(), kind);
+    expectChecks(path);
+  }
+  const Outcome clean = run({kcapBinary(),
+                             {"record", "--mode", "checkpoint", "--trigger", "api,exit", "-o", dir_->file("clean.kcap"),
+                              "--", "python3", script, "none", "0"},
+                             {},
+                             false});
+  EXPECT_EQ(clean.exitCode, 0) << clean.describe();
+  EXPECT_FALSE(std::filesystem::exists(dir_->file("clean.kcap")));
 }
 
 TEST_F(FlightRecorder, TriggersNeedCheckpointMode) {
