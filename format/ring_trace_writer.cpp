@@ -270,7 +270,10 @@ void RingTraceWriter::keep(capnp::MessageBuilder& message, uint64_t seq) {
     segment.bytes += segment.open.size() - before;
     bytes_ += segment.open.size() - before;
     ++segment.events;
-    if (segment.open.size() >= kEventBlockBytes) sealOpen(segment);
+    if (segment.open.size() >= kEventBlockBytes) {
+      sealOpen(segment);
+      trim();  // events alone may reach the bound between checkpoints
+    }
   }
   ++stats_.events;
   if (which == schema::Event::CHECKPOINT) trim();
@@ -289,8 +292,7 @@ void RingTraceWriter::sealOpen(Segment& segment) {
   bytes_ += frame.size();
   segment.bytes += frame.size();
   segment.blocks.push_back(std::move(frame));
-  segment.open.clear();
-  segment.open.shrink_to_fit();
+  segment.open.clear();  // its capacity stays for the next block
 }
 
 uint64_t RingTraceWriter::append(capnp::MessageBuilder& message) {
