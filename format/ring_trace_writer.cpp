@@ -39,7 +39,6 @@ bool isStateEvent(schema::Event::Which which) {
 // Events that never name a piece: not walked (the walk uses reflection).
 bool namesNoPiece(schema::Event::Which which) {
   switch (which) {
-    case schema::Event::LAUNCH_END:
     case schema::Event::SYNC:
     case schema::Event::API_ERROR:
     case schema::Event::MESSAGE:
@@ -244,16 +243,23 @@ void RingTraceWriter::keep(capnp::MessageBuilder& message, uint64_t seq) {
   }
   if (which == schema::Event::LAUNCH && ring_.launched) ring_.launched(event.getLaunch());
   const bool state = isStateEvent(which);
-  if (!namesNoPiece(which)) {
-    const uint64_t current = segments_.back().id;
-    forEachContent(event, [&](const std::string&, schema::Content::Reader content) {
-      for (const auto piece : content.getPieces()) {
-        auto it = pieces_.find(Hash128{piece.getHigh(), piece.getLow()});
-        if (it == pieces_.end()) continue;
-        it->second.newest = current;
-        if (state) it->second.pinned = true;
-      }
-    });
+  const uint64_t current = segments_.back().id;
+  auto touch = [&](schema::Content::Reader content) {
+    for (const auto piece : content.getPieces()) {
+      auto it = pieces_.find(Hash128{piece.getHigh(), piece.getLow()});
+      if (it == pieces_.end()) continue;
+      it->second.newest = current;
+      if (state) it->second.pinned = true;
+    }
+  };
+  // Launches and their ends, most of the events, name pieces only in their
+  // snapshots: read directly (the general walk uses reflection).
+  if (which == schema::Event::LAUNCH) {
+    for (const auto range : event.getLaunch().getPre()) touch(range.getContent());
+  } else if (which == schema::Event::LAUNCH_END) {
+    for (const auto range : event.getLaunchEnd().getPost()) touch(range.getContent());
+  } else if (!namesNoPiece(which)) {
+    forEachContent(event, [&](const std::string&, schema::Content::Reader content) { touch(content); });
   }
   if (state) {
     StateEvent kept;
