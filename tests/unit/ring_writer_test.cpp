@@ -337,6 +337,35 @@ TEST_F(Ring, DoesNotReplaceAFileAtTheOutput) {
   EXPECT_EQ(readFileBytes(path_), (std::vector<uint8_t>{'m', 'i', 'n', 'e'}));
 }
 
+TEST_F(Ring, APieceALaunchNamesStaysWithTheLaunch) {
+  auto ring = make(2);
+  appendBegin(*ring);
+  const auto input = randomBytes(kPiece, 77);
+  // Stored in the interval before the launch's (as a producer does just
+  // before a checkpoint lands between the store and the launch).
+  appendCheckpoint(*ring, 0, randomBytes(kPiece, 78));
+  capnp::MallocMessageBuilder launch;
+  auto range = launch.initRoot<Event>().initLaunch().initPre(1)[0];
+  range.setAddress(0x1000);
+  ring->storeContent(input.data(), input.size(), range.initContent());
+  appendCheckpoint(*ring, 1, randomBytes(kPiece, 79));
+  ring->append(launch);
+  // The interval the piece was stored in goes; the launch's stays.
+  appendCheckpoint(*ring, 2, randomBytes(kPiece, 80));
+  appendTrigger(*ring, ring->fire());
+  ring->close();
+  auto reader = format::TraceReader::open(path_);
+  int launches = 0;
+  reader->forEachEvent([&](const format::EventRef& ref) {
+    if (ref.event.isLaunch()) {
+      ++launches;
+      EXPECT_EQ(reader->readContent(ref.event.getLaunch().getPre()[0].getContent()), input);
+    }
+    return true;
+  });
+  EXPECT_EQ(launches, 1);
+}
+
 TEST_F(Ring, AFileWriterTakesNumberedEventsWithGaps) {
   format::TraceWriter::Options options;
   options.pieceSize = kPiece;
