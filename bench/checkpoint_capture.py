@@ -6,6 +6,11 @@ interval, and a checkpoint every 10 launches) and full mode, side by side.
 
     checkpoint_capture.py --kcap build-gpu/tools/kcap [--python python3] [--gib 1,32] [--launches 50]
         [--modes plain,metadata,checkpoint,checkpoint-10,full] [--dir /tmp] [--replay]
+        [--whole SCRIPT.py ...] [--rounds 3]
+
+--whole: also each Python program named, run whole, plain and in checkpoint
+mode at the default interval, --rounds times each, alternating: the added
+wall time of the whole process (median of the rounds' differences).
 
 For each run: the loop's wall time (the launches, as the program timed
 them), the whole process's wall time, and for checkpoint runs the
@@ -37,6 +42,8 @@ def parse_args():
     p.add_argument("--dir", default="/tmp")
     p.add_argument("--replay", action="store_true")
     p.add_argument("--timeout", type=float, default=300)
+    p.add_argument("--whole", nargs="*", default=[], help="Python programs to time whole, plain and in checkpoint mode")
+    p.add_argument("--rounds", type=int, default=3)
     return p.parse_args()
 
 
@@ -103,6 +110,31 @@ def main():
         loop = f"{r['loop_ms']:.1f}" if r["loop_ms"] is not None else "-"
         print(f"| {r['gib']} | {r['mode']} | {loop} | {ratio:.2f} | {r['wall_ms']:.0f} | {r.get('checkpoints', '')} | "
               f"{r.get('hold_ms', 0):.1f} | {r.get('changed_mib', 0):.1f} | {r.get('trace_mib', 0):.1f} |")
+    if args.whole:
+        print()
+        print("| program | plain s (median) | checkpoint s (median) | added (median of differences) | checkpoints |")
+        print("|---|---:|---:|---:|---:|")
+    for script in args.whole:
+        plain_s, recorded_s, added, counts = [], [], [], []
+        for r in range(args.rounds):
+            trace = Path(args.dir) / "kcap-checkpoint-whole.kcap"
+            done, plain_ms = run([args.python, script], args.timeout)
+            recorded, recorded_ms = run([args.kcap, "record", "-q", "--force", "-o", str(trace), "--mode", "checkpoint",
+                                         "--", args.python, script], args.timeout)
+            if done.returncode != 0 or recorded.returncode != 0 or done.stdout != recorded.stdout:
+                failures.append(f"{script}: exit {done.returncode} plain, {recorded.returncode} recorded, "
+                                f"same output: {done.stdout == recorded.stdout}\n{recorded.stderr[-1500:]}")
+            if trace.exists():
+                info = json.loads(subprocess.run([args.kcap, "info", "--json", str(trace)], capture_output=True,
+                                                 text=True).stdout or "{}")
+                counts.append(info.get("checkpoints", {}).get("count", 0))
+                trace.unlink()
+            plain_s.append(plain_ms / 1e3)
+            recorded_s.append(recorded_ms / 1e3)
+            added.append(recorded_ms / plain_ms - 1)
+        med = lambda v: sorted(v)[len(v) // 2]
+        print(f"| {Path(script).name} | {med(plain_s):.2f} | {med(recorded_s):.2f} | {med(added) * 100:+.1f}% | "
+              f"{counts} |", flush=True)
     for f in failures:
         print("FAILED:", f)
     return 1 if failures else 0

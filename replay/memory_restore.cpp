@@ -143,7 +143,7 @@ void Replayer::applyMemoryOp(const StoredEvent& op) {
 // the staging buffer is used again.
 void Replayer::applyMemoryOpOnStream(const StoredEvent& op) {
   const auto event = op.get();
-  const LoadedKernel none;
+  const LoadedKernel& globals = opGlobals_;  // none but when re-executing
   if (event.isMemcpy()) {
     const auto copy = event.getMemcpy();
     if (copy.getResult() != 0) return;
@@ -151,10 +151,10 @@ void Replayer::applyMemoryOpOnStream(const StoredEvent& op) {
       applyCopyRows(op);
       return;
     }
-    const auto dst = translate(copy.getDst(), none);
+    const auto dst = translate(copy.getDst(), globals);
     if (!dst) return;  // into memory no replayed launch reaches
     if (copy.getDirection() == schema::CopyDirection::DEVICE_TO_DEVICE && copy.getData().getSize() == 0) {
-      if (const auto src = translate(copy.getSrc(), none)) {
+      if (const auto src = translate(copy.getSrc(), globals)) {
         check(driver_.cuMemcpyDtoDAsync(*dst, *src, copy.getSize(), stream_),
               "replaying a recorded device-to-device copy");
       }
@@ -172,7 +172,7 @@ void Replayer::applyMemoryOpOnStream(const StoredEvent& op) {
     // sets nothing.
     const uint64_t rows = set.getPitch() == 0 ? std::max<uint64_t>(set.getHeight(), 1) : set.getHeight();
     for (uint64_t row = 0; row < rows; ++row) {
-      const auto dst = translate(set.getDst() + row * set.getPitch(), none);
+      const auto dst = translate(set.getDst() + row * set.getPitch(), globals);
       if (!dst) continue;
       switch (set.getElementSize()) {
         case 1:
@@ -197,13 +197,13 @@ void Replayer::applyMemoryOpOnStream(const StoredEvent& op) {
 // the memset rows are.
 void Replayer::applyCopyRows(const StoredEvent& op) {
   const auto copy = op.get().getMemcpy();
-  const LoadedKernel none;
+  const LoadedKernel& globals = opGlobals_;  // none but when re-executing
   const std::string what =
       std::string(copy.getDepth() != 0 ? "the 3D copy" : "the 2D copy") + " at event #" + std::to_string(op.seq());
   if (copy.getDirection() == schema::CopyDirection::UNKNOWN && (copy.getDst() == 0 || copy.getSrc() == 0)) {
     // A CUDA array on one side: recorded without data, and replay holds no
     // arrays. Harmless only when it writes memory no replayed launch reaches.
-    if (copy.getDst() != 0 && !translate(copy.getDst(), none)) return;
+    if (copy.getDst() != 0 && !translate(copy.getDst(), globals)) return;
     throw ReplayError(what + " is to or from a CUDA array, recorded without its data: replay cannot re-apply it");
   }
   const auto shape = copyRows(copy);
@@ -213,8 +213,8 @@ void Replayer::applyCopyRows(const StoredEvent& op) {
   if (copy.getDirection() == schema::CopyDirection::DEVICE_TO_DEVICE && data.getSize() == 0) {
     for (uint64_t z = 0; z < r.slices; ++z) {
       for (uint64_t y = 0; y < r.rows; ++y) {
-        const auto dst = translate(copy.getDst() + r.dstAt(y, z), none);
-        const auto src = translate(copy.getSrc() + r.srcAt(y, z), none);
+        const auto dst = translate(copy.getDst() + r.dstAt(y, z), globals);
+        const auto src = translate(copy.getSrc() + r.srcAt(y, z), globals);
         if (dst && src) {
           check(driver_.cuMemcpyDtoDAsync(*dst, *src, r.width, stream_),
                 "replaying a recorded 2D/3D device-to-device copy");
@@ -239,7 +239,7 @@ void Replayer::applyCopyRows(const StoredEvent& op) {
   // one wait of applyMemoryOp (nothing rewrites the staging buffer before it).
   for (uint64_t z = 0; z < r.slices; ++z) {
     for (uint64_t y = 0; y < r.rows; ++y) {
-      if (const auto dst = translate(copy.getDst() + r.dstAt(y, z), none)) {
+      if (const auto dst = translate(copy.getDst() + r.dstAt(y, z), globals)) {
         check(driver_.cuMemcpyHtoDAsync(*dst, buffer + r.packedAt(y, z), r.width, stream_),
               "replaying a row of " + what);
       }

@@ -13,6 +13,9 @@
 //   launch_params.cpp   parameter bytes, pointer words, tensor maps re-encoded
 //   post_state.cpp      replayed outputs against the recorded post-state; saved outputs
 //   sequence.cpp        a run of launches in order, overlapping where the program let them
+//
+// Checkpoint traces (--mode checkpoint) are replayed by re-execution instead
+// (reexecute.h), on these same parts.
 #pragma once
 
 #include <cuda.h>
@@ -127,6 +130,7 @@ class Replayer {
 
  private:
   friend class LaunchCheckTarget;  // checkers.h: --check replays the launch again
+  friend class Reexecutor;         // reexecute.h: checkpoint traces, re-executed on these parts
 
   // replayer.cpp
   static uint64_t nsSince(std::chrono::steady_clock::time_point start);
@@ -178,6 +182,9 @@ class Replayer {
   std::string deviceName_;
   std::unique_ptr<DeviceMemory> memory_;
   std::unique_ptr<CodeCache> code_;
+  // Module globals the recorded copies and memsets may write (a copy to a
+  // symbol): empty but for re-execution, which loads every module first.
+  LoadedKernel opGlobals_;
   uint8_t* staging_ = nullptr;  // page-locked, for copies both ways
   uint64_t stagingSize_ = 0;
   // restoreContent's page-locked windows, used in turn: with three, decoding

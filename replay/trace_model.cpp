@@ -84,6 +84,10 @@ TraceModel TraceModel::load(format::TraceReader& reader) {
                    },
                    [&](schema::Memcpy::Reader) { model.memoryOps_.push_back(stored()); },
                    [&](schema::Memset::Reader) { model.memoryOps_.push_back(stored()); },
+                   [&](schema::Checkpoint::Reader) { model.checkpoints_.push_back(stored()); },
+                   [&](schema::Alloc::Reader) { model.allocations_.push_back(stored()); },
+                   [&](schema::Free::Reader) { model.allocations_.push_back(stored()); },
+                   [&](schema::GraphLaunch::Reader) { model.graphLaunches_.push_back(stored()); },
                    [&](schema::Launch::Reader launch) {
                      const uint64_t index = launch.getLaunchIndex();
                      if (model.byIndex_.count(index) == 0) {

@@ -110,6 +110,15 @@ class TraceModel {
   // address: the encode that made the 128 parameter bytes starting there.
   const StoredEvent* tensorMapEncodeFor(const LaunchRecord& launch, schema::PointerWord::Reader word) const;
 
+  // What re-execution of a checkpoint trace needs besides the launches
+  // (checkpoints.h orders them into one timeline), each in seq order:
+  // Memcpy (every direction) and Memset; Checkpoint; Alloc and Free;
+  // GraphLaunch.
+  const std::vector<std::shared_ptr<StoredEvent>>& memoryOps() const { return memoryOps_; }
+  const std::vector<std::shared_ptr<StoredEvent>>& checkpoints() const { return checkpoints_; }
+  const std::vector<std::shared_ptr<StoredEvent>>& allocations() const { return allocations_; }
+  const std::vector<std::shared_ptr<StoredEvent>>& graphLaunches() const { return graphLaunches_; }
+
  private:
   std::shared_ptr<StoredEvent> traceBegin_;
   std::vector<LaunchRecord> launches_;  // by launchIndex order (file order)
@@ -119,6 +128,9 @@ class TraceModel {
   std::map<uint64_t, std::vector<std::shared_ptr<StoredEvent>>> binds_;       // FunctionBind by launch handle
   std::map<uint64_t, std::vector<std::shared_ptr<StoredEvent>>> attributes_;  // FunctionAttribute by handle
   std::vector<std::shared_ptr<StoredEvent>> memoryOps_;                       // Memcpy / Memset, seq order
+  std::vector<std::shared_ptr<StoredEvent>> checkpoints_;                     // seq order
+  std::vector<std::shared_ptr<StoredEvent>> allocations_;                     // Alloc / Free, seq order
+  std::vector<std::shared_ptr<StoredEvent>> graphLaunches_;                   // seq order
   // TensorMapEncode events that succeeded, by the 128 bytes they made, in seq order
   std::map<std::string, std::vector<std::shared_ptr<StoredEvent>>> tensorMaps_;
 

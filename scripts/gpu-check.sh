@@ -69,7 +69,8 @@ if [ $checkpointbench = 1 ]; then
   { echo "=== change hashing against a read-only kernel, 32 GiB"
     timeout 60 build-gpu/bench/kcap_bench_checkpoint_hash 32 5
     echo "=== the slice program"
-    timeout 400 python3 bench/checkpoint_capture.py --kcap build-gpu/tools/kcap --gib 1,32 --replay
+    timeout 400 python3 bench/checkpoint_capture.py --kcap build-gpu/tools/kcap --gib 1,32 --replay \
+      --whole tests/gpu/python/gpt2_generate.py tests/gpu/python/jax_default.py
     if [ $overhead = 1 ]; then
     echo "=== launch overhead, checkpoint mode (metadata B) against metadata mode"
     timeout 100 python3 bench/launch_overhead.py --deadline 90 --bench build-gpu/bench/kcap_bench_launch_overhead \

@@ -2,6 +2,9 @@
 // re-runs recorded launches on this machine's GPU and says whether they
 // reproduce (replay/ does the work; this file selects, prints and exits).
 //
+// A checkpoint trace (--mode checkpoint) is re-executed instead, interval
+// by interval (replay_checkpoint.cpp).
+//
 // Exit codes: 0 every launch reproduced as recorded (or ran where the trace
 // has nothing to compare with), 3 some launch differs, 4 some launch faulted
 // or hung, 1 a trace problem or a launch that cannot be replayed here,
@@ -20,6 +23,7 @@
 #include "driver.h"
 #include "isolation.h"
 #include "kernel_pattern.h"
+#include "reexecute.h"
 #include "replay_report.h"
 #include "subcommands.h"
 #include "trace_reader.h"
@@ -388,6 +392,37 @@ class Report {
   std::vector<LaunchOutcome> outcomes_;
 };
 
+// A checkpoint trace is re-executed from its checkpoints (replay_checkpoint.cpp):
+// only the options that mean something there.
+int replayCheckpoints(const Options& opt, const replay::TraceModel& model) {
+  CheckpointReplayArgs args;
+  args.path = opt.path;
+  args.json = opt.json;
+  args.verbose = opt.verbose;
+  try {
+    const auto refuse = [](bool given, const std::string& what) {
+      if (given) throw UsageError(what);
+    };
+    refuse(opt.launches.size() > 1, "--launch: a checkpoint trace is re-executed for one launch at a time");
+    refuse(!opt.kernel.empty() || !opt.range.empty(),
+           "--kernel and --range select launches to replay each from its own memory, which a checkpoint trace "
+           "does not hold: replay it whole, or one --launch N");
+    refuse(opt.noFixedVa, "--no-fixed-va: re-execution needs the recorded addresses (pointers stay as recorded)");
+    for (const std::string& check : opt.checks) {
+      refuse(check != "determinism",
+             "--check " + check + ": on a checkpoint trace only determinism (a differing interval run again)");
+    }
+    refuse(opt.repeat != 0 || !opt.dtypes.empty() || !opt.tolerance.empty(),
+           "--repeat, --dtype and --tolerance apply to launch replay, not to a checkpoint trace's intervals");
+    args.options = replayOptions(opt);
+  } catch (const UsageError& e) {
+    std::cerr << "kcap replay: " << e.what() << "\n";
+    return kExitUsage;
+  }
+  if (!opt.launches.empty()) args.launch = opt.launches.front();
+  return runCheckpointReplay(model, args);
+}
+
 int runReplay(const Options& opt) {
   return guarded(opt.path, [&]() -> int {
     replay::ReplayOptions options;
@@ -398,6 +433,7 @@ int runReplay(const Options& opt) {
       std::cerr << "kcap: " << opt.path << ": at byte " << problem.offset << ": " << problem.message
                 << " (replaying the intact events)\n";
     }
+    if (replay::isCheckpointTrace(model)) return replayCheckpoints(opt, model);
     if (model.launches().empty()) {
       std::cerr << "kcap: " << opt.path << ": the trace holds no launches\n";
       return kExitTrace;

@@ -2,11 +2,15 @@
 // one compared buffer as a line of text or as JSON.
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "common.h"
 #include "outcome.h"
+#include "replay_options.h"
+#include "trace_model.h"
 
 namespace kcap::tools {
 
@@ -17,5 +21,16 @@ std::string bufferLine(const replay::BufferReport& buffer, const char* expected 
 
 // The "buffers" array of a launch's JSON object.
 Json buffersJson(const std::vector<replay::BufferReport>& buffers);
+
+// kcap replay on a checkpoint trace (replay_checkpoint.cpp): re-execution
+// verified at checkpoints, one line per interval. Returns the exit code.
+struct CheckpointReplayArgs {
+  std::string path;
+  std::optional<uint64_t> launch;  // --launch N
+  bool json = false;
+  bool verbose = false;
+  replay::ReplayOptions options;
+};
+int runCheckpointReplay(const replay::TraceModel& model, const CheckpointReplayArgs& args);
 
 }  // namespace kcap::tools

@@ -68,16 +68,19 @@ constexpr HookId familyOf(HookId id) {
   return id;
 }
 
-// Calls that can change device memory: launches, graph launches, copies
-// into device memory, memsets. While checkpoint mode records they pass
-// through the checkpoint gate (core/checkpoint_gate.h).
+// Calls that change device memory (launches, graph launches, copies into
+// device memory, memsets) or take it away (frees, unmaps, module unloads:
+// a checkpoint's kernel must not read memory that goes meanwhile). While
+// checkpoint mode records they pass through the checkpoint gate
+// (core/checkpoint_gate.h).
 constexpr bool changesDeviceMemory(HookId id) {
   const std::string_view api = spec(id).api;
   if (api.starts_with("cuMemcpyDtoH")) {
     return false;
   }
   return api.starts_with("cuLaunch") || api.starts_with("cuGraphLaunch") || api.starts_with("cuMemcpy") ||
-         api.starts_with("cuMemset");
+         api.starts_with("cuMemset") || api == "cuMemFree" || api == "cuMemFreeAsync" || api == "cuMemUnmap" ||
+         api == "cuMemRelease" || api == "cuMemAddressFree" || api == "cuModuleUnload" || api == "cuLibraryUnload";
 }
 
 // ---- compile-time checks of driver_hooks.def -----------------------------------

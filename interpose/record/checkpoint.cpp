@@ -31,17 +31,21 @@ uint64_t piecesOf(uint64_t size, uint32_t pieceSize) { return (size + pieceSize 
 
 }  // namespace
 
-void CheckpointTaker::streamUsed(CUstream stream) {
-  if (stream == nullptr || stream == CU_STREAM_LEGACY) {
-    return;  // the legacy stream is always drained
+void CheckpointTaker::addStream(CUstream stream) {
+  const uint64_t generation = generation_.load(std::memory_order_relaxed);
+  if (stream != nullptr && stream != CU_STREAM_LEGACY) {  // the legacy stream is always drained
+    const std::lock_guard lock(streamsMutex_);
+    streams_.insert(stream);
   }
-  const std::lock_guard lock(streamsMutex_);
-  streams_.insert(stream);
+  t_lastStream = stream;
+  t_lastTaker = this;
+  t_lastGeneration = generation;
 }
 
 void CheckpointTaker::streamDestroyed(CUstream stream) {
   const std::lock_guard lock(streamsMutex_);
   streams_.erase(stream);
+  generation_.fetch_add(1, std::memory_order_relaxed);
 }
 
 void CheckpointTaker::hostReadingLaunch(CUstream stream) {

@@ -33,6 +33,7 @@
 
 #include <cuda.h>
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <mutex>
@@ -57,8 +58,16 @@ class CheckpointTaker {
   CheckpointTaker& operator=(const CheckpointTaker&) = delete;
 
   // A stream the program queued work on (launch, copy, memset): a
-  // checkpoint waits for it. Cheap when the stream is known already.
-  void streamUsed(CUstream stream);
+  // checkpoint waits for it. On every launch: when the calling thread
+  // named this stream last time (and no stream was destroyed since), no
+  // lock is taken.
+  void streamUsed(CUstream stream) {
+    if (stream == t_lastStream && t_lastTaker == this &&
+        t_lastGeneration == generation_.load(std::memory_order_relaxed)) {
+      return;
+    }
+    addStream(stream);
+  }
   void streamDestroyed(CUstream stream);
   // A launch that can reach page-locked host memory was submitted on
   // `stream`: it may wait for the host (a kernel spinning on a flag the
@@ -90,6 +99,7 @@ class CheckpointTaker {
   void forgetPrevious() { previous_.clear(); }
 
  private:
+  void addStream(CUstream stream);
   CUresult drain(uint64_t drainMs, bool& drained);
   bool hostReadersPending();
   CUresult hashAll(const std::vector<SnapshotRange>& ranges, std::vector<format::ChangeHash>& hashes);
@@ -103,6 +113,10 @@ class CheckpointTaker {
 
   std::mutex streamsMutex_;
   std::set<CUstream> streams_;
+  std::atomic<uint64_t> generation_{0};  // streams destroyed so far: invalidates the threads' last stream
+  inline static thread_local CUstream t_lastStream = nullptr;
+  inline static thread_local const CheckpointTaker* t_lastTaker = nullptr;
+  inline static thread_local uint64_t t_lastGeneration = 0;
   std::vector<CUevent> hostReaders_;  // recorded behind launches that read host memory, not yet seen complete
   std::vector<CUevent> spareEvents_;
 

@@ -260,7 +260,7 @@ void kcap_change_hash(const LaunchShape&, void* const* params, const ModuleGloba
   struct Piece {
     std::uint64_t address, length;
   };
-  const auto* pieces = param<const Piece*>(params, 0);
+  const auto* pieces = reinterpret_cast<const Piece*>(param<std::uintptr_t>(params, 0));
   const auto count = param<std::uint64_t>(params, 1);
   auto* out = param<std::uint64_t*>(params, 2);
   const char* fault = std::getenv("KCAP_DOUBLE_CHANGE_HASH");

@@ -64,6 +64,10 @@ With --kcap, the program is also recorded (`kcap record`, --record-mode) and
      re-applied) exits 0 with every launch of the range REPRODUCED, and so
      does the same with --no-fixed-va (the copies and memsets then land
      where replay relocated their memory).
+ 13. with --replay-checkpoints N (a trace recorded with --mode checkpoint):
+     `kcap replay TRACE` re-executes it from its checkpoints and exits 0,
+     with at least N intervals REPRODUCED and none that DIFFERS, FAULTs or
+     HANGs.
 
 The runs' output, the stats file and the traces are kept in --log-dir.
 """
@@ -100,6 +104,8 @@ def parse_args():
     parser.add_argument("--replay", action="store_true",
                         help="also replay every recorded launch with `kcap replay`, with fixed addresses and "
                              "with --no-fixed-va: each must reproduce bit-exactly")
+    parser.add_argument("--replay-checkpoints", type=int, metavar="N",
+                        help="with --kcap: re-execute the checkpoint trace; at least N intervals reproduce (13.)")
     parser.add_argument("--replay-detail", metavar="REGEX",
                         help="with --replay: each replayed launch's detail must match REGEX (see 11c.)")
     parser.add_argument("--force-ptx-code", metavar="REGEX",
@@ -394,6 +400,27 @@ def check_replay(kcap, traces, log_dir, timeout, force_ptx_code=None, detail=Non
     return failures
 
 
+def check_replay_checkpoints(kcap, traces, log_dir, timeout, least):
+    """Failures of re-executing checkpoint traces (13. above)."""
+    failures = []
+    for trace in traces:
+        command = [kcap, "replay", str(trace)]
+        try:
+            done = subprocess.run(command, capture_output=True, text=True, errors="replace", timeout=timeout)
+        except subprocess.TimeoutExpired:
+            failures.append(f"{' '.join(command)}: timed out after {timeout} s")
+            continue
+        (log_dir / f"{trace.name}.reexecute.txt").write_text(done.stdout + done.stderr)
+        intervals = [l for l in done.stdout.splitlines() if l.startswith("interval ")]
+        reproduced = [l for l in intervals if ": REPRODUCED" in l]
+        bad = [l for l in intervals if any(v in l for v in (": DIFFERS", ": FAULT", ": HANG"))]
+        print(f"re-executed {trace.name}: {len(reproduced)} of {len(intervals)} intervals reproduced")
+        if done.returncode != 0 or bad or len(reproduced) < least:
+            failures.append(f"{' '.join(command)}: exit {done.returncode}, {len(reproduced)} intervals reproduced "
+                            f"(expected >= {least}):\n" + done.stdout[-3000:] + done.stderr[-1000:])
+    return failures
+
+
 def check_replay_range(kcap, traces, log_dir, timeout, launch_range):
     """Failures of replaying launches A..B of the traces as one sequence (12. above)."""
     failures = []
@@ -508,6 +535,8 @@ def main():
             failures += check_replay(args.kcap, traces, log_dir, args.timeout, args.force_ptx_code, args.replay_detail)
         if args.replay_range and recorded.ok() and traces:
             failures += check_replay_range(args.kcap, traces, log_dir, args.timeout, args.replay_range)
+        if args.replay_checkpoints is not None and recorded.ok() and traces:
+            failures += check_replay_checkpoints(args.kcap, traces, log_dir, args.timeout, args.replay_checkpoints)
     elif args.expect_trace or args.timing or args.replay_range:
         failures.append("--expect-trace, --timing and --replay-range need --kcap")
     for failure in failures:

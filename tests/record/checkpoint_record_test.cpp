@@ -195,6 +195,30 @@ TEST(CheckpointRecord, ZeroMemoryIsNotCopied) {
   }
 }
 
+// Recorded, then replayed by re-execution (against the double too): every
+// interval that ends at a checkpoint with memory reproduces; the last one
+// ends at the exit checkpoint, taken after the program freed its buffers.
+TEST(CheckpointRecord, RecordedTracesReplayByReexecution) {
+  kcap::test::TempDir dir("kcap-checkpoint");
+  const std::string path = dir.file("replayed.kcap");
+  const Recording r =
+      recordCheckpoints(interposeProgram("direct_launch"), {}, path, {{"KCAP_CHECKPOINT_EVERY", "2launches"}});
+  expectUnchanged(r);
+  const Outcome replay = kcapOnDouble({"replay", path});
+  EXPECT_EQ(replay.exitCode, 0) << replay.describe();
+  EXPECT_NE(replay.out.find("interval 0 (launches 0..1, checkpoint 0 -> 1): REPRODUCED"), std::string::npos)
+      << replay.describe();
+  EXPECT_NE(replay.out.find("interval 1 (launches 2..3, checkpoint 1 -> 2): REPRODUCED"), std::string::npos)
+      << replay.describe();
+  // Re-executed with a build of axpy that flips y[100]'s lowest bit: the
+  // intervals holding its launches differ, at that byte.
+  const Outcome changed = kcapOnDouble({"replay", path, "--override", "axpy=" + kernelFile("axpy_changed.fatbin")});
+  EXPECT_EQ(changed.exitCode, 3) << changed.describe();
+  EXPECT_NE(changed.out.find("interval 0 (launches 0..1, checkpoint 0 -> 1): DIFFERS"), std::string::npos)
+      << changed.describe();
+  EXPECT_NE(changed.out.find("first differing byte at offset 400 (0x190)"), std::string::npos) << changed.describe();
+}
+
 // kcap check holds every change hash to the content it stands beside.
 TEST(CheckpointRecord, CheckFindsChangeHashesThatDoNotMatchTheContent) {
   kcap::test::TempDir dir("kcap-checkpoint");

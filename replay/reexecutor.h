@@ -1,0 +1,89 @@
+// The re-execution engine's class, shared by its files (reexecute.cpp,
+// reexecute_determinism.cpp): a Replayer's parts (its device, stream,
+// memory placement, code cache, content restore, memory operations,
+// parameters and launch) driven through a checkpoint trace's timeline.
+#pragma once
+
+#include <cuda.h>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "checkpoints.h"
+#include "reexecute.h"
+#include "replayer.h"
+
+namespace kcap::replay {
+
+// One piece as kcap_change_hash takes it (kcap::ChangeHashPiece).
+struct HashPiece {
+  uint64_t address = 0;
+  uint64_t length = 0;
+};
+
+// Thrown inside an interval: the verdict it ends with.
+struct IntervalStop {
+  IntervalVerdict verdict;
+  std::string detail;
+};
+
+class Reexecutor {
+ public:
+  Reexecutor(const TraceModel& model, format::TraceReader& reader, const ReplayOptions& options)
+      : model_(model), reader_(reader), plan_(CheckpointPlan::build(model, reader)), r_(model, reader, options) {}
+  ~Reexecutor();
+  Reexecutor(const Reexecutor&) = delete;
+  Reexecutor& operator=(const Reexecutor&) = delete;
+  Replayer& replayer() { return r_; }
+  void run(const ReexecutionRequest& request, ReexecutionListener& listener);
+
+ private:
+  void place(ReexecutionListener& listener);
+  void loadCode(uint64_t afterSeq);
+  void restore(const CheckpointInfo& checkpoint);
+  IntervalReport runInterval(const CheckpointInfo& from, const CheckpointInfo* to, ReexecutionListener& listener,
+                             std::optional<uint64_t> reportLaunch = std::nullopt);
+  void reexecute(uint64_t afterSeq, uint64_t beforeSeq, IntervalReport& report, ReexecutionListener& listener,
+                 std::optional<uint64_t> reportLaunch = std::nullopt);
+  void runLaunch(const LaunchRecord& launch, IntervalReport& report, ReexecutionListener& listener);
+  void runMemoryOp(const StoredEvent& op);
+  void verify(const CheckpointInfo& checkpoint, IntervalReport& report);
+  void hashBatch(const std::vector<HashPiece>& pieces, std::vector<uint64_t>& out);
+  // The change hashes (high, low) of any number of pieces.
+  std::vector<uint64_t> hashAll(const std::vector<HashPiece>& pieces);
+  // The pieces of a checkpoint's ranges at `positions` (all when null), as
+  // placed here; module globals no loaded module holds are left out.
+  std::vector<HashPiece> piecesOf(const CheckpointInfo& checkpoint, const std::vector<unsigned>* positions);
+  // reexecute_determinism.cpp: --check determinism on a differing interval.
+  void checkDeterminism(const CheckpointInfo& from, const CheckpointInfo& to, IntervalReport& report,
+                        ReexecutionListener& listener);
+  void findFirstDifference(schema::Content::Reader content, uint64_t piece, uint64_t deviceAddress,
+                           RangeDifference& difference);
+  const GlobalPlacement* globalAt(uint64_t recorded) const;
+  enum class Coverage { kInside, kOutside, kPartial };
+  Coverage coverage(uint64_t address, uint64_t size) const;
+  IntervalReport intervalBetween(const CheckpointInfo* from, const CheckpointInfo* to) const;
+  void unverified(const CheckpointInfo& from, const CheckpointInfo* to, const std::string& why,
+                  ReexecutionListener& listener);
+  bool restoreOrSkip(size_t& at, ReexecutionListener& listener);
+
+  const TraceModel& model_;
+  format::TraceReader& reader_;
+  CheckpointPlan plan_;
+  Replayer r_;
+  std::vector<Region> merged_;                            // the placed regions, sorted, overlaps merged
+  std::map<std::string, LoadedKernel> kernels_;           // by code (module load, kernel, attributes)
+  std::map<uint64_t, const LoadedKernel*> launchKernel_;  // launchIndex -> its kernel
+  std::map<uint64_t, GlobalPlacement> globals_;           // every loaded module's, by recorded address
+  std::map<uint64_t, std::string> launchCodeError_;       // launchIndex -> why its code cannot run
+  CUmodule hashModule_ = nullptr;
+  CUfunction hashFunction_ = nullptr;
+  CUdeviceptr piecesBuffer_ = 0;                          // kHashBatch pieces, then kHashBatch hashes
+  std::function<void(const LaunchRecord&)> afterLaunch_;  // called once a launch completed (determinism)
+};
+
+}  // namespace kcap::replay

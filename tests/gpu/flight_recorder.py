@@ -1,0 +1,82 @@
+#!/usr/bin/env python3
+"""The flight recorder on the GPU (gpu_flight_recorder): programs/fault_at.cu
+recorded with `kcap record --mode checkpoint --trigger error --ring 2`.
+
+  1. 1,500 launches, none faulting: the program's output is the plain run's
+     and no trace is written (nothing fired).
+  2. The 1,000th launch (index 999) faults: the program fails as it does
+     without kcap (the same "error ..." line, exit 1), the trigger wrote the
+     trace, `kcap check` passes, `kcap info` shows one error trigger, and
+     `kcap replay` reports launch 999 as FAULT while the intervals before it
+     reproduce.
+
+    flight_recorder.py --kcap KCAP --program FAULT_AT --log-dir DIR
+"""
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+
+def run(command, log, timeout=300):
+    done = subprocess.run(command, capture_output=True, text=True, errors="replace", timeout=timeout)
+    log.write_text(f"$ {' '.join(command)}\nexit {done.returncode}\n--- stdout\n{done.stdout}\n--- stderr\n{done.stderr}")
+    return done
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--kcap", required=True)
+    p.add_argument("--program", required=True)
+    p.add_argument("--log-dir", required=True)
+    args = p.parse_args()
+    logs = Path(args.log_dir)
+    logs.mkdir(parents=True, exist_ok=True)
+    failures = []
+    record = [args.kcap, "record", "-q", "--mode", "checkpoint", "--checkpoint-every", "200launches",
+              "--trigger", "error", "--ring", "2"]
+
+    # 1. Nothing fires: nothing written.
+    quiet = logs / "quiet.kcap"
+    quiet.unlink(missing_ok=True)
+    plain = run([args.program, "1500"], logs / "plain.txt")
+    recorded = run(record + ["-o", str(quiet), "--", args.program, "1500"], logs / "quiet.txt")
+    if plain.returncode != 0 or recorded.returncode != 0 or plain.stdout != recorded.stdout:
+        failures.append(f"no fault: plain exit {plain.returncode}, recorded exit {recorded.returncode}, "
+                        f"same output {plain.stdout == recorded.stdout}")
+    if quiet.exists():
+        failures.append(f"no trigger fired, yet {quiet} was written")
+
+    # 2. Launch 999 faults: the trace holds it, replay faults on it.
+    trace = logs / "fault.kcap"
+    trace.unlink(missing_ok=True)
+    plain = run([args.program, "1500", "999"], logs / "plain-fault.txt")
+    recorded = run(record + ["-o", str(trace), "--", args.program, "1500", "999"], logs / "fault.txt")
+    if plain.returncode != 1 or recorded.returncode != 1 or plain.stdout != recorded.stdout:
+        failures.append(f"fault: plain exit {plain.returncode} ({plain.stdout.strip()!r}), recorded exit "
+                        f"{recorded.returncode} ({recorded.stdout.strip()!r})")
+    if not trace.exists():
+        failures.append("the error trigger wrote no trace")
+    else:
+        check = run([args.kcap, "check", str(trace)], logs / "check.txt")
+        if check.returncode != 0:
+            failures.append("kcap check failed: " + check.stdout[-1000:])
+        info = json.loads(run([args.kcap, "info", "--json", str(trace)], logs / "info.json").stdout or "{}")
+        kinds = [t.get("kind") for t in info.get("triggers", [])]
+        if kinds != ["error"]:
+            failures.append(f"triggers {kinds}, expected ['error']")
+        replay = run([args.kcap, "replay", str(trace)], logs / "replay.txt", timeout=600)
+        lines = replay.stdout.splitlines()
+        if not any("FAULT" in l and "999" in l for l in lines):
+            failures.append("replay did not report launch 999 as FAULT:\n" + replay.stdout[-2000:])
+        if not any("REPRODUCED" in l for l in lines):
+            failures.append("no interval before the fault reproduced:\n" + replay.stdout[-2000:])
+    for f in failures:
+        print("FAILED:", f)
+    print("OK" if not failures else f"{len(failures)} check(s) failed; logs in {logs}")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
