@@ -263,6 +263,11 @@ TEST_F(FlightRecorder, KeepsOnlyTheLastCheckpoints) {
   // The code and the allocations from before the window are kept.
   EXPECT_LT(only(events, Event::MODULE_LOAD)[0].getSeq(), checkpoints[0].getSeq());
   EXPECT_GE(only(events, Event::ALLOC).size(), 2u);
+  // Replay re-executes the kept intervals from the oldest kept checkpoint.
+  const Outcome replay = kcapOnDouble({"replay", flight.path});
+  EXPECT_EQ(replay.exitCode, 0) << replay.describe();
+  EXPECT_NE(replay.out.find("Verdict: all 2 intervals reproduced as recorded."), std::string::npos)
+      << replay.describe();
 }
 
 TEST_F(FlightRecorder, KcapRecordSaysWhenNoTriggerFired) {
