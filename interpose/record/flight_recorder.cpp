@@ -15,6 +15,7 @@
 #include "record/recorder.h"
 
 #include <signal.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -126,6 +127,12 @@ bool Recorder::triggerSignalCurrent(int sig, bool terminal) noexcept {
 void Recorder::triggerExitCurrent(int status, const char* how) noexcept {
   Recorder* recorder = current();
   if (status == 0 || recorder == nullptr || !recorder->options_.triggers.exit) {
+    return;
+  }
+  // The child of a vfork (Python's subprocess, when exec fails: _exit(255))
+  // shares the parent's memory and sees its recording, but is not its
+  // process: it must not touch it.
+  if (::getpid() != recorder->processId_) {
     return;
   }
   try {

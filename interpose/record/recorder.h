@@ -41,6 +41,8 @@
 #include <capnp/message.h>
 #include <cuda.h>
 
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -396,6 +398,7 @@ class Recorder {
   const std::unique_ptr<format::TraceWriter> writer_;
   format::RingTraceWriter* const ring_;  // writer_, when it is the flight recorder's ring
   std::atomic<bool> triggered_{false};
+  const pid_t processId_ = ::getpid();  // the process recording (not a vfork child sharing its memory)
   // The hang trigger's, with a ring and hang=SECONDS; never deleted (its
   // thread may outlive the recording, as the recorder does).
   // Shared with the ring, which tells it of launches.

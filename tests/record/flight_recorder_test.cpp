@@ -112,6 +112,14 @@ TEST_F(FlightRecorder, NothingFiredWritesNoFile) {
   EXPECT_TRUE(leftovers().empty()) << leftovers().front();
 }
 
+TEST_F(FlightRecorder, AVforkChildsExitIsNotTheProcesss) {
+  const Flight flight = record("vfork");
+  EXPECT_EQ(flight.outcome.exitCode, 0) << flight.outcome.describe();
+  EXPECT_NE(flight.outcome.out.find("result child 255"), std::string::npos) << flight.outcome.describe();
+  EXPECT_EQ(flight.outcome.err, "");
+  EXPECT_TRUE(leftovers().empty());
+}
+
 TEST_F(FlightRecorder, ExitZeroWritesNoFile) {
   const Flight flight = record("exit0");
   EXPECT_EQ(flight.outcome.exitCode, 0) << flight.outcome.describe();

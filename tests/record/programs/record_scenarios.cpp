@@ -56,7 +56,8 @@
 //               dlsym, its result printed, then two more launches), sigusr2
 //               (sent to itself, then two more launches), sigterm (sent
 //               to itself), segv (a real fault), abort, exit3,
-//               exit0, _exit3, fault (a launch that faults, then
+//               exit0, _exit3, vfork (a vfork child that _exits 255, then
+//               two more launches), fault (a launch that faults, then
 //               cuCtxSynchronize: CUDA_ERROR_ILLEGAL_ADDRESS; returns 0),
 //               not-found (cuModuleGetFunction of a name the module lacks,
 //               an ordinary error, then two more launches), hang (3.5 s
@@ -502,6 +503,16 @@ int flight(const std::string& how) {
     std::exit(3);
   } else if (how == "exit0") {
     std::exit(0);
+  } else if (how == "vfork") {
+    // A child that shares the parent's memory and fails, as Python's
+    // subprocess does when exec fails: not the recording process's exit.
+    const pid_t child = vfork();
+    if (child == 0) {
+      _exit(255);
+    }
+    int status = 0;
+    CHECK(child > 0 && waitpid(child, &status, 0) == child);
+    std::printf("result child %d\n", WIFEXITED(status) ? WEXITSTATUS(status) : -1);
   } else if (how == "_exit3") {
     _exit(3);
   } else if (how == "fault") {
