@@ -71,7 +71,10 @@ struct Event {
   seq @0 :UInt64;
   # Global event number, 0-based, strictly increasing in file order, no gaps in
   # a complete trace. Gives a total order across threads (the order in which
-  # the shim observed the calls).
+  # the shim observed the calls). Invariant exception: a flight recorder's
+  # trace (a `trigger` event) holds only what its ring kept; the events it
+  # let go leave gaps, exactly trigger.droppedEvents of them in all. The
+  # events kept keep their seq, and traceEnd.eventCount is still its seq.
   timeNs @1 :UInt64;
   # Host CLOCK_MONOTONIC nanoseconds since `traceBegin.startMonotonicNs`.
   # Launch and launchEnd times come from the CPU's counter (TSC, arm64's

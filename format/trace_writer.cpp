@@ -58,15 +58,29 @@ TraceWriterImpl::~TraceWriterImpl() {
   }
 }
 
-uint64_t TraceWriterImpl::append(capnp::MessageBuilder& message) {
+uint64_t TraceWriterImpl::append(capnp::MessageBuilder& message) { return appendAt(message, false); }
+
+uint64_t TraceWriterImpl::appendNumbered(capnp::MessageBuilder& message) { return appendAt(message, true); }
+
+uint64_t TraceWriterImpl::appendAt(capnp::MessageBuilder& message, bool numbered) {
   auto root = message.getRoot<schema::Event>();
   auto segments = message.getSegmentsForOutput();
   const size_t bytes = capnp::computeSerializedSizeInWords(segments) * sizeof(capnp::word);
 
   std::unique_lock batchLock(batchMutex_);
   throwIfFailedOrClosed();
-  uint64_t seq = nextSeq_++;
-  root.setSeq(seq);  // in place: the segments above see it
+  uint64_t seq = nextSeq_;
+  if (numbered) {
+    seq = root.getSeq();
+    if (seq < nextSeq_) {
+      throw FormatError(path_ + ": event " + std::to_string(seq) + " appended after " + std::to_string(nextSeq_ - 1));
+    }
+    // A record chunk's events are numbered from its firstSeq on, one by one.
+    if (seq != nextSeq_) cutBatch();
+  } else {
+    root.setSeq(seq);  // in place: the segments above see it
+  }
+  nextSeq_ = seq + 1;
   if (bytes > kMaxRecordChunkRaw) {
     throw FormatError(path_ + ": event " + std::to_string(seq) + " is " + std::to_string(bytes) +
                       " bytes, over the record chunk limit");

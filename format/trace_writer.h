@@ -178,6 +178,13 @@ class TraceWriter {
   // overwriting whatever the message held. Thread-safe.
   virtual uint64_t append(capnp::MessageBuilder& event) = 0;
 
+  // Appends an event under the seq it holds, which must be above every seq
+  // given so far (FormatError otherwise); later appends number after it.
+  // For copying the events a ring kept (format/ring_trace_writer.h): the
+  // trace then has gaps in seq, and its trigger event counts them.
+  // Thread-safe. Returns the seq.
+  virtual uint64_t appendNumbered(capnp::MessageBuilder& event) = 0;
+
   // The same for an event built later by the writer: its seq is assigned now,
   // so it keeps its place among the events appended before and after it.
   // Returns the first of its eventCount() seq numbers. Thread-safe.

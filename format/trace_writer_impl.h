@@ -47,6 +47,7 @@ class TraceWriterImpl final : public TraceWriter {
   // intermediate array: this runs under the lock every producer takes.
   uint64_t append(capnp::MessageBuilder& message) override;
   uint64_t append(DeferredEventPtr event) override;
+  uint64_t appendNumbered(capnp::MessageBuilder& message) override;
   void flush() override;
   void close() override;
   Stats stats() const override;
@@ -66,6 +67,8 @@ class TraceWriterImpl final : public TraceWriter {
   // Caller holds the lock. Waits for room for the copies, then queues each
   // (an empty one: a piece the file holds, nothing to queue).
   void queueNewPieces(std::unique_lock<std::mutex>& lock, const Hash128* hashes, std::vector<PieceBlock>& copies);
+
+  uint64_t appendAt(capnp::MessageBuilder& message, bool numbered);
 
   // Caller holds batchMutex_.
   size_t batchBytes() const { return batch_.raw.size() + batch_.deferredHint; }

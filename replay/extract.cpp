@@ -10,6 +10,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <unordered_set>
 
@@ -17,8 +18,10 @@
 
 #include "driver.h"
 #include "event_visitor.h"
+#include "extract_rebuild.h"
 #include "errors.h"
 #include "kcap.capnp.h"
+#include "reexecute.h"
 #include "trace_model.h"
 #include "trace_reader.h"
 #include "trace_writer.h"
@@ -250,6 +253,10 @@ ExtractResult extract(const ExtractRequest& request) {
   auto reader = format::TraceReader::open(request.source);
   const TraceModel model = TraceModel::load(*reader);
   const std::vector<const LaunchRecord*> selected = select(request, model, result.selection);
+  const bool checkpointTrace = isCheckpointTrace(model);
+  if (checkpointTrace && (selected.size() != 1 || request.range)) {
+    throw ExtractUsageError("from a checkpoint trace, one launch at a time: its memory is rebuilt by re-execution");
+  }
 
   // What the launches need, by source seq (file order).
   std::map<uint64_t, const StoredEvent*> kept;
@@ -302,6 +309,25 @@ ExtractResult extract(const ExtractRequest& request) {
   format::TraceWriter::Options options;
   options.zstdLevel = request.zstdLevel;
   auto writer = format::TraceWriter::create(temp.path(), options);
+
+  // A checkpoint trace holds no launch's memory: rebuilt by re-execution.
+  std::optional<RebuiltLaunch> rebuilt;
+  if (checkpointTrace) {
+    rebuilt = rebuildLaunch(model, request.source, selected.front()->launchIndex, request.device, *writer);
+    if (rebuilt->pre.empty() && !rebuilt->ran) {
+      throw ExtractUsageError("launch " + result.selection + " could not be rebuilt" +
+                              (rebuilt->fault.empty() ? std::string() : ": " + rebuilt->fault));
+    }
+    if (!rebuilt->verified) {
+      result.skipped.push_back(
+          "its memory was rebuilt in an interval that did not reproduce (" +
+          (rebuilt->verification.empty() ? std::string("no checkpoint after it") : rebuilt->verification) +
+          "): the pre-state may not be the recorded one");
+    }
+    if (!rebuilt->ran) result.skipped.push_back("the launch did not complete when re-executed: no post-state");
+    for (const std::string& note : rebuilt->notes) result.rebuildNotes.push_back(note);
+    result.rebuiltVerification = rebuilt->verification;
+  }
   const std::string origin = "launch" + std::string(selected.size() == 1 && !request.range ? " " : "es ") +
                              result.selection + " of " + request.source;
 
@@ -319,6 +345,11 @@ ExtractResult extract(const ExtractRequest& request) {
     for (const auto kv : begin.asReader().getOptions()) entries.emplace_back(kv.getKey(), kv.getValue());
     entries.emplace_back("extractedFrom", request.source);
     entries.emplace_back("extractedLaunches", result.selection);
+    if (rebuilt) {
+      // A full-mode trace now: the launch's memory before and after it.
+      begin.setCaptureMode(schema::CaptureMode::FULL);
+      entries.emplace_back("rebuiltBy", "re-execution from the checkpoints; " + rebuilt->verification);
+    }
     auto list = begin.initOptions(static_cast<unsigned>(entries.size()));
     for (unsigned i = 0; i < entries.size(); ++i) {
       list[i].setKey(entries[i].first);
@@ -371,6 +402,13 @@ ExtractResult extract(const ExtractRequest& request) {
     }
     capnp::MallocMessageBuilder message;
     message.setRoot(event);
+    if (rebuilt && event.isLaunch()) {
+      auto pre = message.getRoot<schema::Event>().getLaunch().initPre(static_cast<unsigned>(rebuilt->pre.size()));
+      for (unsigned i = 0; i < rebuilt->pre.size(); ++i) rebuilt->pre[i].writeTo(pre[i]);
+    } else if (rebuilt && event.isLaunchEnd() && rebuilt->ran) {
+      auto post = message.getRoot<schema::Event>().getLaunchEnd().initPost(static_cast<unsigned>(rebuilt->post.size()));
+      for (unsigned i = 0; i < rebuilt->post.size(); ++i) rebuilt->post[i].writeTo(post[i]);
+    }
     writer->append(message);
     if (event.isModuleLoad()) ++result.modules;
   }

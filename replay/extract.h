@@ -9,7 +9,10 @@
 // launch (what a sequence replay re-applies); then a traceEnd (explicit).
 // Events keep their handles, launchIndex values, times and contents; only
 // seq is renumbered. Memory pieces are copied as stored (no recompression),
-// so every content hash stays the same. Pure host code: no driver.
+// so every content hash stays the same. Pure host code: no driver, except
+// for a checkpoint trace (capture mode checkpoint), whose launch's memory
+// is rebuilt by re-execution on a GPU (extract_rebuild.h) and written as a
+// full-mode trace: one launch at a time.
 #pragma once
 
 #include <cstdint>
@@ -27,6 +30,7 @@ struct ExtractRequest {
   std::vector<uint64_t> launches;                      // --launch N (repeatable): these, each on its own
   std::optional<std::pair<uint64_t, uint64_t>> range;  // --range A..B: a sequence
   int zstdLevel = 3;                                   // for the record chunks (pieces are copied as stored)
+  int device = 0;                                      // checkpoint traces: the GPU that rebuilds the launch
 };
 
 struct ExtractResult {
@@ -39,6 +43,10 @@ struct ExtractResult {
   uint64_t sourceEvents = 0;         // events read from the source
   uint64_t sourceBytes = 0;          // size of the source file
   std::vector<std::string> skipped;  // what of the source could not be carried over, and why
+  // Checkpoint traces: the verdict of the interval the memory was rebuilt
+  // in, and what re-execution said on the way.
+  std::string rebuiltVerification;
+  std::vector<std::string> rebuildNotes;
 };
 
 // The request cannot be done as asked (an unknown launch, the output is the

@@ -191,6 +191,12 @@ void Reexecutor::runLaunch(const LaunchRecord& launch, IntervalReport& report, R
   if (it == launchKernel_.end())
     throw IntervalStop{IntervalVerdict::kNotReexecutable, where + ": its code was not loaded"};
   LaunchParams params = r_.buildParams(launch, *it->second);
+  const bool around = around_ && aroundIndex_ == launch.launchIndex;
+  if (around) {
+    check(r_.driver_.cuStreamSynchronize(r_.stream_),
+          "finishing the work before launch " + std::to_string(launch.launchIndex));
+    around_(true);
+  }
   listener.launchStarting(launch.launchIndex);
   try {
     r_.launchOnce(launch, *it->second, params.bytes, true);
@@ -200,7 +206,19 @@ void Reexecutor::runLaunch(const LaunchRecord& launch, IntervalReport& report, R
     throw;
   }
   listener.launchDone(launch.launchIndex);
+  if (around) around_(false);
   if (afterLaunch_) afterLaunch_(launch);
+}
+
+bool Reexecutor::read(uint64_t recorded, uint8_t* dst, uint64_t size) {
+  if (coverage(recorded, size) != Coverage::kInside) return false;
+  CUdeviceptr from = recorded;
+  if (auto it = globals_.upper_bound(recorded); it != globals_.begin()) {
+    const GlobalPlacement& g = (--it)->second;
+    if (recorded - g.recordedAddress < g.size) from = g.address + (recorded - g.recordedAddress);
+  }
+  if (size != 0) r_.copyFromDevice(dst, from, size);
+  return true;
 }
 
 void Reexecutor::runMemoryOp(const StoredEvent& op) {

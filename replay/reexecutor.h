@@ -47,6 +47,18 @@ class Reexecutor {
   // launch's outputs hashed too.
   void runSide(std::optional<uint64_t> interval, SideRun& out, ReexecutionListener& listener);
 
+  // kcap extract: `around(true)` right before launch `launchIndex` is
+  // submitted (the memory as re-execution rebuilt it) and `around(false)`
+  // once it completed.
+  void aroundLaunch(uint64_t launchIndex, std::function<void(bool before)> around) {
+    aroundIndex_ = launchIndex;
+    around_ = std::move(around);
+  }
+  // Copies [recorded, recorded + size) of the replayed memory to `dst`: a
+  // placed range (at its recorded address) or a module global (where its
+  // module put it here). False when no placed range or global holds it all.
+  bool read(uint64_t recorded, uint8_t* dst, uint64_t size);
+
  private:
   void place(ReexecutionListener& listener);
   void loadCode(uint64_t afterSeq);
@@ -92,6 +104,8 @@ class Reexecutor {
   CUfunction hashFunction_ = nullptr;
   CUdeviceptr piecesBuffer_ = 0;                          // kHashBatch pieces, then kHashBatch hashes
   std::function<void(const LaunchRecord&)> afterLaunch_;  // called once a launch completed (determinism)
+  uint64_t aroundIndex_ = 0;
+  std::function<void(bool)> around_;  // aroundLaunch
 };
 
 }  // namespace kcap::replay

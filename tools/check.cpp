@@ -3,7 +3,9 @@
 // Every record and blob chunk is verified (checksum, decompression, content
 // hash, every event message); every Content an event references must have all
 // its pieces, each of the right size; event seq numbers must increase strictly
-// without gaps, starting with traceBegin; the file must be closed (footer
+// without gaps (but in a flight recorder's trace, whose one trigger event
+// counts the events its ring let go: exactly that many missing), starting
+// with traceBegin; the file must be closed (footer
 // index) and not torn; when the index is used, its entries must match the
 // chunks; no module image may be larger than any consumer loads
 // (kMaxCodeImageSize); every checkpoint's change hashes must be those of
@@ -269,6 +271,11 @@ class Checker {
   void checkEvents() {
     bool first = true;
     uint64_t lastSeq = 0;
+    std::vector<std::pair<uint64_t, std::string>> gaps;  // offset, what
+    uint64_t missingSeqs = 0;
+    uint64_t unlistedGaps = 0;  // past the kMaxListed kept
+    uint64_t triggers = 0;
+    uint64_t droppedByRing = 0;
     reader_.forEachEvent([&](const format::EventRef& ref) {
       const auto& e = ref.event;
       const char* known = eventTypeName(e);
@@ -290,10 +297,21 @@ class Checker {
             strf("event #%llu (%s) follows #%llu: seq numbers must increase", static_cast<unsigned long long>(seq),
                  type.c_str(), static_cast<unsigned long long>(lastSeq)));
       } else if (seq != lastSeq + 1) {
-        add(ref.chunkOffset,
-            strf("events #%llu to #%llu are missing (seq jumps from %llu to %llu)",
-                 static_cast<unsigned long long>(lastSeq) + 1, static_cast<unsigned long long>(seq) - 1,
-                 static_cast<unsigned long long>(lastSeq), static_cast<unsigned long long>(seq)));
+        // Held until the end: a flight recorder's trace has gaps, as many
+        // events as its trigger says the ring let go.
+        missingSeqs += seq - lastSeq - 1;
+        if (gaps.size() < kMaxListed) {
+          gaps.emplace_back(ref.chunkOffset,
+                            strf("events #%llu to #%llu are missing (seq jumps from %llu to %llu)",
+                                 static_cast<unsigned long long>(lastSeq) + 1, static_cast<unsigned long long>(seq) - 1,
+                                 static_cast<unsigned long long>(lastSeq), static_cast<unsigned long long>(seq)));
+        } else {
+          ++unlistedGaps;
+        }
+      }
+      if (e.isTrigger()) {
+        ++triggers;
+        droppedByRing = e.getTrigger().getDroppedEvents();
       }
       if (seq > lastSeq || events_ == 1) lastSeq = seq;
 
@@ -324,6 +342,17 @@ class Checker {
       });
       return true;
     });
+    if (triggers == 1 && missingSeqs == droppedByRing) return;  // the ring's gaps, all accounted for
+    if (triggers == 1 && !gaps.empty()) {
+      add(gaps.front().first,
+          strf("the trigger event says the ring let %llu events go, but %llu are missing",
+               static_cast<unsigned long long>(droppedByRing), static_cast<unsigned long long>(missingSeqs)));
+    }
+    if (unlistedGaps > 0) {
+      add(gaps.back().first,
+          strf("%llu more runs of events are missing", static_cast<unsigned long long>(unlistedGaps)));
+    }
+    for (auto& [offset, what] : gaps) add(offset, std::move(what));
   }
 
   // The reader's own findings (damage met while scanning or reading). A record

@@ -21,6 +21,7 @@ struct Options {
   std::string output;
   std::vector<uint64_t> launches;
   std::string range;
+  int device = 0;
 };
 
 int runExtract(const Options& opt) {
@@ -28,6 +29,7 @@ int runExtract(const Options& opt) {
   request.source = opt.path;
   request.output = opt.output;
   request.launches = opt.launches;
+  request.device = opt.device;
   if (!opt.range.empty()) {
     request.range = parseLaunchRange(opt.range);
     if (!request.range) {
@@ -47,8 +49,12 @@ int runExtract(const Options& opt) {
       std::cerr << "kcap extract: " << e.what() << "\n";
       return kExitUsage;
     }
+    for (const std::string& text : r.rebuildNotes) std::cerr << "kcap extract: " << opt.path << ": " << text << "\n";
     for (const std::string& text : r.skipped)
       std::cerr << "kcap extract: " << opt.path << ": skipped: " << text << "\n";
+    if (!r.rebuiltVerification.empty()) {
+      std::cout << "rebuilt by re-execution from the checkpoints; " << r.rebuiltVerification << "\n";
+    }
     const size_t n = r.launches.size();
     const bool plural = n != 1 || request.range.has_value();
     const double percent =
@@ -71,6 +77,9 @@ Run setupExtract(CLI::App& cmd) {
   cmd.add_option("--launch", opt->launches, "Extract launch N (a launchIndex; repeatable), to replay on its own");
   cmd.add_option("--range", opt->range,
                  "Extract launches A..B and the copies and memsets between them, to replay as a sequence");
+  cmd.add_option("--device", opt->device,
+                 "A checkpoint trace: the GPU that rebuilds the launch's memory by re-execution [default: 0]")
+      ->type_name("N");
   return [opt] { return runExtract(*opt); };
 }
 

@@ -62,6 +62,8 @@ struct Options {
   std::string output;
   std::string mode;
   std::string checkpointEvery;
+  std::string trigger;
+  std::string ring;
   std::string include;
   std::string exclude;
   std::string skip;
@@ -92,7 +94,9 @@ const std::map<std::string, std::string>& flagOf() {
                                                            {"KCAP_FLUSH", "--flush"},
                                                            {"KCAP_TIMING", "--timing"},
                                                            {"KCAP_HASH", "--hash"},
-                                                           {"KCAP_CHECKPOINT_EVERY", "--checkpoint-every"}};
+                                                           {"KCAP_CHECKPOINT_EVERY", "--checkpoint-every"},
+                                                           {"KCAP_TRIGGER", "--trigger"},
+                                                           {"KCAP_RING", "--ring"}};
   return flags;
 }
 
@@ -165,7 +169,9 @@ std::map<std::string, std::string> settings(const Options& opt) {
                                                               {"KCAP_BUFFER", &opt.buffer},
                                                               {"KCAP_FLUSH", &opt.flush},
                                                               {"KCAP_HASH", &opt.hash},
-                                                              {"KCAP_CHECKPOINT_EVERY", &opt.checkpointEvery}};
+                                                              {"KCAP_CHECKPOINT_EVERY", &opt.checkpointEvery},
+                                                              {"KCAP_TRIGGER", &opt.trigger},
+                                                              {"KCAP_RING", &opt.ring}};
   for (const char* name : captureVariables()) {
     const char* env = std::getenv(name);
     if (env != nullptr) out[name] = env;
@@ -540,7 +546,11 @@ int runRecord(const Options& opt) {
   if (!statusPath.empty()) {
     const std::vector<TraceReport> traces = readStatus(statusPath);
     removeStatus();
-    if (traces.empty()) {
+    if (traces.empty() && options->triggers.any()) {
+      // The flight recorder writes only when a trigger fires.
+      std::cerr << "kcap: no trigger fired (" << options->triggers.text() << "); nothing written to "
+                << expandOutputPath(given, static_cast<long>(child), hostName(), rank()) << "\n";
+    } else if (traces.empty()) {
       std::cerr << "kcap: no trace written to " << expandOutputPath(given, static_cast<long>(child), hostName(), rank())
                 << " (the program made no CUDA calls, or recording failed)\n";
     }
@@ -567,6 +577,15 @@ Run setupRecord(CLI::App& cmd) {
                  "Checkpoint mode: time (500ms, 2s, 1m) or launches (1000launches) between checkpoints "
                  "(KCAP_CHECKPOINT_EVERY) [default: 1s]")
       ->type_name("INTERVAL");
+  cmd.add_option("--trigger", opt->trigger,
+                 "The flight recorder (checkpoint mode): nothing is written until one of these fires, then the "
+                 "last --ring checkpoints and the log since the oldest: error, signal, exit, api, hang=SECONDS, "
+                 "comma-separated (KCAP_TRIGGER)")
+      ->type_name("LIST");
+  cmd.add_option("--ring", opt->ring,
+                 "With --trigger: checkpoints the ring keeps, held in memory up to --buffer (KCAP_RING) "
+                 "[default: 2]")
+      ->type_name("N");
   cmd.add_option("--include", opt->include, "Record only kernels whose name matches this regex (KCAP_INCLUDE)")
       ->type_name("REGEX");
   cmd.add_option("--exclude", opt->exclude, "Do not record kernels whose name matches this regex (KCAP_EXCLUDE)")

@@ -25,6 +25,9 @@ constexpr const char* kFlush = "KCAP_FLUSH";
 constexpr const char* kTiming = "KCAP_TIMING";
 constexpr const char* kHash = "KCAP_HASH";
 constexpr const char* kCheckpointEvery = "KCAP_CHECKPOINT_EVERY";
+constexpr const char* kTrigger = "KCAP_TRIGGER";
+constexpr const char* kRing = "KCAP_RING";
+constexpr uint32_t kMaxHangSeconds = 86400;
 
 std::optional<uint64_t> parseUnsigned(std::string_view text) {
   uint64_t value = 0;
@@ -97,6 +100,10 @@ std::vector<std::pair<std::string, std::string>> CaptureOptions::describe() cons
   out.emplace_back("flush", flushPolicyName(flush));
   out.emplace_back("timing", timing ? "on" : "off");
   out.emplace_back("hash", hashOnDevice ? "device" : "host");
+  if (triggers.any()) {
+    out.emplace_back("trigger", triggers.text());
+    out.emplace_back("ring", std::to_string(ringCheckpoints));
+  }
   if (mode == CaptureMode::kCheckpoint) {
     out.emplace_back("checkpointEvery", checkpointEveryLaunches != 0
                                             ? std::to_string(checkpointEveryLaunches) + "launches"
@@ -106,10 +113,66 @@ std::vector<std::pair<std::string, std::string>> CaptureOptions::describe() cons
 }
 
 const std::vector<const char*>& captureVariables() {
-  static const std::vector<const char*> names = {kOutput,      kMode,  kInclude,        kExclude, kSkip,
-                                                 kMaxLaunches, kLevel, kPieceSize,      kBuffer,  kFlush,
-                                                 kTiming,      kHash,  kCheckpointEvery};
+  static const std::vector<const char*> names = {kOutput,      kMode,  kInclude,         kExclude, kSkip,
+                                                 kMaxLaunches, kLevel, kPieceSize,       kBuffer,  kFlush,
+                                                 kTiming,      kHash,  kCheckpointEvery, kTrigger, kRing};
   return names;
+}
+
+std::string TriggerSet::text() const {
+  std::string out;
+  auto add = [&](const std::string& item) { out += (out.empty() ? "" : ",") + item; };
+  if (error) {
+    add("error");
+  }
+  if (signal) {
+    add("signal");
+  }
+  if (exit) {
+    add("exit");
+  }
+  if (hangSeconds != 0) {
+    add("hang=" + std::to_string(hangSeconds));
+  }
+  if (api) {
+    add("api");
+  }
+  return out;
+}
+
+bool parseTriggerList(std::string_view text, TriggerSet& out, std::string& bad) {
+  TriggerSet parsed;
+  size_t at = 0;
+  for (;;) {
+    const size_t comma = text.find(',', at);
+    const std::string_view item =
+        text.substr(at, comma == std::string_view::npos ? std::string_view::npos : comma - at);
+    if (item == "error") {
+      parsed.error = true;
+    } else if (item == "signal") {
+      parsed.signal = true;
+    } else if (item == "exit") {
+      parsed.exit = true;
+    } else if (item == "api") {
+      parsed.api = true;
+    } else if (item.substr(0, 5) == "hang=") {
+      const auto seconds = parseUnsigned(item.substr(5));
+      if (!seconds || *seconds == 0 || *seconds > kMaxHangSeconds) {
+        bad = std::string(item);
+        return false;
+      }
+      parsed.hangSeconds = static_cast<uint32_t>(*seconds);
+    } else {
+      bad = std::string(item);
+      return false;
+    }
+    if (comma == std::string_view::npos) {
+      break;
+    }
+    at = comma + 1;
+  }
+  out = parsed;
+  return true;
 }
 
 bool parseCheckpointInterval(std::string_view text, uint64_t& ns, uint64_t& launches) {
@@ -280,6 +343,29 @@ std::optional<CaptureOptions> readCaptureOptions(const VariableLookup& lookup) {
       throw OptionError(kHash, hash, "expected device (hash large ranges where they lie first) or host");
     }
     options.hashOnDevice = hash == "device";
+  }
+  if (const std::string ring = value(kRing); !ring.empty()) {
+    const auto parsed = parseUnsigned(ring);
+    if (!parsed || *parsed == 0 || *parsed > kMaxRingCheckpoints) {
+      throw OptionError(kRing, ring,
+                        "expected a number of checkpoints from 1 to " + std::to_string(kMaxRingCheckpoints));
+    }
+    options.ringCheckpoints = static_cast<uint32_t>(*parsed);
+  }
+  if (const std::string trigger = value(kTrigger); !trigger.empty()) {
+    std::string bad;
+    if (!parseTriggerList(trigger, options.triggers, bad)) {
+      throw OptionError(kTrigger, trigger,
+                        "'" + bad + "' is not a trigger (expected error, signal, exit, api or hang=SECONDS, 1 to " +
+                            std::to_string(kMaxHangSeconds) + ")");
+    }
+    // The ring is cut at checkpoints: without them it would hold
+    // everything or nothing.
+    if (options.mode != CaptureMode::kCheckpoint) {
+      throw OptionError(
+          kTrigger, trigger,
+          std::string("triggers need KCAP_MODE=checkpoint (the mode is ") + captureModeName(options.mode) + ")");
+    }
   }
   if (options.mode == CaptureMode::kCheckpoint) {
     // Replay re-executes every launch between two checkpoints: a launch left

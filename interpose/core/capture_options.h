@@ -64,6 +64,24 @@ enum class FlushPolicy : uint8_t { kLaunch, kBatch };
 
 const char* flushPolicyName(FlushPolicy policy);  // "launch", "batch"
 
+// What fires the flight recorder (KCAP_TRIGGER, `kcap record --trigger`).
+struct TriggerSet {
+  bool error = false;        // a CUDA call returned a sticky error
+  bool signal = false;       // SIGSEGV, SIGABRT, SIGBUS, SIGFPE, SIGILL, SIGTERM, SIGUSR2
+  bool exit = false;         // exit, _exit or _Exit with a non-zero status
+  bool api = false;          // the program called kcap_trigger(reason)
+  uint32_t hangSeconds = 0;  // 0: off; else a launch unfinished this long
+  bool any() const { return error || signal || exit || api || hangSeconds != 0; }
+  std::string text() const;  // as the list reads, "error,hang=30"; "" when none
+};
+
+// Parses a comma-separated list of triggers (error, signal, exit, api,
+// hang=SECONDS). False if an item is not one of them: `bad` is that item.
+bool parseTriggerList(std::string_view text, TriggerSet& out, std::string& bad);
+
+// The most checkpoints a ring keeps (KCAP_RING, --ring).
+constexpr uint32_t kMaxRingCheckpoints = 1000;
+
 struct CaptureOptions {
   std::string output;  // the template, placeholders unexpanded
   CaptureMode mode = CaptureMode::kFull;
@@ -85,6 +103,12 @@ struct CaptureOptions {
   // launches (exactly one of the two is not 0).
   uint64_t checkpointEveryNs = 1'000'000'000;
   uint64_t checkpointEveryLaunches = 0;
+  // The flight recorder (docs/checkpoint.md): with any trigger set, events
+  // and pieces go to a ring in memory (bounded by bufferBytes) that keeps
+  // the last ringCheckpoints checkpoints, and the file is written only when
+  // a trigger fires.
+  TriggerSet triggers;
+  uint32_t ringCheckpoints = 2;
 
   // Compiled once by readCaptureOptions; shared, immutable.
   std::shared_ptr<const NamePattern> includePattern;

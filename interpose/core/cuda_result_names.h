@@ -14,4 +14,13 @@ namespace kcap {
 // (a newer driver's code).
 const char* cudaResultName(CUresult result) noexcept;
 
+// True for the errors that leave the context unusable ("sticky": every
+// later call of the process fails with it too): a kernel faulted (illegal
+// address or instruction, misaligned or out-of-space address, bad PC,
+// hardware stack error, device assert, launch failure or timeout) or the
+// hardware reported an uncorrectable error. Ordinary failures (an invalid
+// value, out of memory, not ready) are not. The flight recorder's error
+// trigger fires on these.
+bool isStickyError(CUresult result) noexcept;
+
 }  // namespace kcap

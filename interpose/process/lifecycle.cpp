@@ -82,6 +82,7 @@ Recorder* start() noexcept {
       started = Recorder::create(*g_options.load());
       g_recorder.store(started, std::memory_order_release);
       g_recordingState.store(kActive, std::memory_order_release);
+      signals::setUserSignalTrigger(started->hasRing() && started->options().triggers.signal);
       recordingStarted();
       // Still t_starting: calls CUPTI makes on this thread into hooked
       // driver functions are not recorded as the program's.

@@ -54,7 +54,14 @@ pid_t currentTid() noexcept { return static_cast<pid_t>(::syscall(SYS_gettid)); 
 
 // ---- the signal thread ------------------------------------------------------------
 
-constexpr unsigned char kTerminal = 0x80;  // request byte: kTerminal | signal number
+// Request byte: the signal number, with one of these (none: flush).
+constexpr unsigned char kTerminal = 0x80;     // the signal ends the process: end the trace
+constexpr unsigned char kUserTrigger = 0x40;  // SIGUSR2 with the signal trigger: fire, the program goes on
+constexpr unsigned char kSignalBits = 0x3f;   // every signal of kFatalSignals is below 64
+
+// The flight recorder's signal trigger is set: SIGUSR2 fires it and the
+// program goes on (lifecycle.cpp sets it when a recording starts).
+std::atomic<bool> g_userSignalTrigger{false};
 
 void signalThreadMain(int requestFd, int replyFd) noexcept {
   g_signalThread.store(currentTid(), std::memory_order_release);
@@ -67,9 +74,14 @@ void signalThreadMain(int requestFd, int replyFd) noexcept {
     if (n != 1) {
       return;  // the pipe is gone
     }
+    const int sig = request & kSignalBits;
     if ((request & kTerminal) != 0) {
-      Recorder::endCurrent(schema::EndReason::SIGNAL, request & ~kTerminal, kEndWait);
-    } else {
+      // The flight recorder fires first (ending the trace); then nothing is left to end.
+      Recorder::triggerSignalCurrent(sig, true);
+      Recorder::endCurrent(schema::EndReason::SIGNAL, sig, kEndWait);
+    } else if ((request & kUserTrigger) != 0) {
+      Recorder::triggerSignalCurrent(sig, false);
+    } else if (!Recorder::triggerSignalCurrent(sig, false)) {
       Recorder::flushCurrent();
     }
     const unsigned char done = 1;
@@ -116,7 +128,7 @@ long elapsedMs(const timespec& since) {
   return (now.tv_sec - since.tv_sec) * 1000 + (now.tv_nsec - since.tv_nsec) / 1000000;
 }
 
-void askSignalThread(int sig, bool terminal) {
+void askSignalThread(int sig, unsigned char kind) {
   const int requestFd = g_requestFd.load(std::memory_order_acquire);
   const int replyFd = g_replyFd.load(std::memory_order_acquire);
   if (requestFd < 0 || replyFd < 0 || currentTid() == g_signalThread.load(std::memory_order_acquire)) {
@@ -129,7 +141,7 @@ void askSignalThread(int sig, bool terminal) {
   while (::read(replyFd, &stale, 1) == 1) {
     // an answer to an earlier request that timed out
   }
-  const unsigned char request = static_cast<unsigned char>((terminal ? kTerminal : 0) | (sig & 0x7f));
+  const unsigned char request = static_cast<unsigned char>(kind | (sig & kSignalBits));
   if (::write(requestFd, &request, 1) == 1) {
     timespec start{};
     clock_gettime(CLOCK_MONOTONIC, &start);
@@ -173,10 +185,25 @@ void onFatalSignal(int sig, siginfo_t* info, void* context) {
   const bool byDefault = !withInfo && previous.sa_handler == SIG_DFL;
   const bool ignored = !withInfo && previous.sa_handler == SIG_IGN;
 
+  if (sig == SIGUSR2 && g_userSignalTrigger.load(std::memory_order_relaxed)) {
+    // The user's signal to fire the flight recorder: not the end of the
+    // process, whatever its default action; a handler of the program's
+    // still runs.
+    askSignalThread(sig, kUserTrigger);
+    if (withInfo) {
+      if (previous.sa_sigaction != nullptr) {
+        previous.sa_sigaction(sig, info, context);
+      }
+    } else if (!ignored && !byDefault) {
+      previous.sa_handler(sig);
+    }
+    errno = savedErrno;
+    return;
+  }
   if (byDefault || (!ignored && g_flushFirst[sig])) {
     // Terminal: the signal is about to end the process, so end the trace.
     // Otherwise the previous handler decides; only flush.
-    askSignalThread(sig, byDefault);
+    askSignalThread(sig, byDefault ? kTerminal : 0);
   }
   if (withInfo) {
     if (previous.sa_sigaction != nullptr) {
@@ -231,6 +258,8 @@ bool onSignalThread() noexcept { return currentTid() == g_signalThread.load(std:
 namespace signals {
 
 void install() noexcept { installSignalHandlers(); }
+
+void setUserSignalTrigger(bool on) noexcept { g_userSignalTrigger.store(on, std::memory_order_relaxed); }
 
 void startThread() noexcept {
   if (g_requestFd.load() < 0) {

@@ -23,6 +23,12 @@ namespace kcap::process::signals {
 
 // Chains the handlers to the program's (once per process image).
 void install() noexcept;
+// SIGUSR2 fires the flight recorder's signal trigger and the program goes
+// on (set when a recording with that trigger starts); otherwise SIGUSR2 is
+// one more fatal signal. The other trigger signals (SIGSEGV, SIGABRT,
+// SIGBUS, SIGFPE, SIGILL, SIGTERM) fire it on the signal thread before the
+// trace is ended or flushed for them.
+void setUserSignalTrigger(bool on) noexcept;
 // Starts the signal-work thread unless this process has one.
 void startThread() noexcept;
 // In the child of fork(): the parent's signal thread and pipes are not the

@@ -349,17 +349,23 @@ void Recorder::tensorMapEncoded(const TensorMapEncodeCall& call) {
 }
 
 void Recorder::apiError(HookId id, CUresult result) {
-  Operation operation(*this);
-  if (!operation) {
-    return;
+  {
+    Operation operation(*this);
+    if (!operation) {
+      return;
+    }
+    EventMessage message(*this);
+    auto error = message.event().initApiError();
+    error.setFunction(spec(id).symbol.data());
+    error.setResult(result);
+    char buffer[32];
+    error.setResultName(resultName(result, buffer));
+    append(message);
   }
-  EventMessage message(*this);
-  auto error = message.event().initApiError();
-  error.setFunction(spec(id).symbol.data());
-  error.setResult(result);
-  char buffer[32];
-  error.setResultName(resultName(result, buffer));
-  append(message);
+  // Out of the operation: firing ends the recording, which waits for them.
+  if (ring_ != nullptr) {
+    apiErrorTrigger(id, result);
+  }
 }
 
 }  // namespace kcap

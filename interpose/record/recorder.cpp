@@ -7,6 +7,7 @@
 #include "core/checkpoint_gate.h"
 #include "process/lifecycle.h"
 #include "record/driver_api.h"
+#include "record/hang_watchdog.h"
 #include "timing/cupti_timing.h"
 
 #include <fcntl.h>
@@ -133,7 +134,7 @@ size_t directMemoryBound(const CaptureOptions& options) {
   return std::min<size_t>(bound, static_cast<size_t>(pages) / 4 * static_cast<size_t>(pageSize));
 }
 
-std::unique_ptr<format::TraceWriter> createWriter(const std::string& path, const CaptureOptions& options) {
+format::TraceWriter::Options writerOptions(const CaptureOptions& options) {
   format::TraceWriter::Options writerOptions;
   writerOptions.exclusive = true;
   writerOptions.zstdLevel = options.zstdLevel;
@@ -141,6 +142,11 @@ std::unique_ptr<format::TraceWriter> createWriter(const std::string& path, const
   writerOptions.maxPendingBytes = options.bufferBytes;
   writerOptions.pageLocker = &driverPageLocker();
   writerOptions.maxDirectBytes = directMemoryBound(options);
+  return writerOptions;
+}
+
+std::unique_ptr<format::TraceWriter> createWriter(const std::string& path, const CaptureOptions& options) {
+  const format::TraceWriter::Options writerOptions = kcap::writerOptions(options);
   // The writer's threads inherit this mask: asynchronous signals (SIGTERM,
   // SIGINT) then never land on them, so a handler never runs on a thread
   // the trace's progress depends on.
@@ -195,6 +201,36 @@ std::unique_ptr<format::TraceWriter> openTrace(const CaptureOptions& options, st
   }
   throw std::runtime_error(candidates.size() == 1 ? candidates[0] + " exists; not replacing it"
                                                   : named + " and " + candidates.back() + " exist; not replacing them");
+}
+
+// The flight recorder (--trigger): nothing is created until a trigger
+// fires; the ring then makes the output by the same rules as openTrace.
+std::unique_ptr<format::TraceWriter> openRing(const CaptureOptions& options, std::string& path,
+                                              const std::shared_ptr<std::atomic<HangWatchdog*>>& watchdog) {
+  path = expandOutputPath(options.output, static_cast<long>(::getpid()), hostName(),
+                          rankFromEnvironment([](const char* n) { return std::getenv(n); }));
+  format::RingOptions ring;
+  ring.checkpoints = options.ringCheckpoints;
+  ring.maxBytes = options.bufferBytes;
+  ring.openOutput = [options] {
+    std::string written;
+    std::unique_ptr<format::TraceWriter> writer = openTrace(options, written);
+    reportStatus("trace", written, nullptr);
+    return writer;
+  };
+  ring.warn = [](const std::string& text) { logMessage("%s", text.c_str()); };
+  ring.launched = [watchdog](schema::Launch::Reader launch) {
+    if (HangWatchdog* dog = watchdog->load(std::memory_order_acquire); dog != nullptr && !launch.getCapturing()) {
+      // A per-thread default stream is the launching thread's: not one the watchdog can name.
+      const uint64_t stream = launch.getPerThreadStream() && launch.getStream() == 0
+                                  ? reinterpret_cast<uint64_t>(CU_STREAM_PER_THREAD)
+                                  : launch.getStream();
+      dog->launched(stream, launch.getContext(), launch.getLaunchIndex());
+    }
+  };
+  format::TraceWriter::Options held = writerOptions(options);
+  held.pageLocker = nullptr;  // the ring takes no direct blocks
+  return std::make_unique<format::RingTraceWriter>(held, std::move(ring));
 }
 
 }  // namespace
@@ -265,6 +301,7 @@ Recorder::Recorder(CaptureOptions options, std::string path, std::unique_ptr<for
     : options_(std::move(options)),
       path_(std::move(path)),
       writer_(std::move(writer)),
+      ring_(dynamic_cast<format::RingTraceWriter*>(writer_.get())),
       startUnixNs_(clockNs(CLOCK_REALTIME)),
       staging_(stagingBytes(options_.pieceSize)) {
   numberedByWriter_ = perLaunchMetadataOnly(options_.mode) && options_.skip == 0 &&
@@ -284,10 +321,18 @@ Recorder* Recorder::active() noexcept { return process::activeRecording(); }
 
 Recorder* Recorder::create(const CaptureOptions& options) {
   std::string path;
-  std::unique_ptr<format::TraceWriter> writer = openTrace(options, path);
-  reportStatus("trace", path, nullptr);
+  std::unique_ptr<format::TraceWriter> writer;
+  auto watchdog = std::make_shared<std::atomic<HangWatchdog*>>(nullptr);
+  if (options.triggers.any()) {
+    writer = openRing(options, path, watchdog);  // reports the trace when it fires
+  } else {
+    writer = openTrace(options, path);
+    reportStatus("trace", path, nullptr);
+  }
   std::unique_ptr<Recorder> recorder(new Recorder(options, path, std::move(writer)));
+  recorder->watchdog_ = std::move(watchdog);
   recorder->writeTraceBegin();
+  recorder->startWatchdog();
   return recorder.release();
 }
 
@@ -296,6 +341,7 @@ void Recorder::end(schema::EndReason reason, int signal, const std::string& mess
   if (ending_.exchange(true, std::memory_order_seq_cst)) {
     return;
   }
+  stopWatchdog();
   // Let other threads finish the events they are building (bounded: one of
   // them may be the thread that crashed).
   ThreadWork::endingFence();

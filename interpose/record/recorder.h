@@ -35,10 +35,13 @@
 #include "record/memory_snapshot.h"
 
 #include "kcap.capnp.h"
+#include "ring_trace_writer.h"
 #include "trace_writer.h"
 
 #include <capnp/message.h>
 #include <cuda.h>
+
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -54,6 +57,7 @@
 namespace kcap {
 
 class Recorder;
+class HangWatchdog;
 
 // One event being built: an Event message with time and thread set.
 class EventMessage {
@@ -322,6 +326,35 @@ class Recorder {
     if (checkpoints_ != nullptr) checkpoints_->streamDestroyed(stream);
   }
 
+  // ---- the flight recorder (flight_recorder.cpp)
+  struct TriggerFacts {
+    schema::TriggerKind kind = schema::TriggerKind::API;
+    std::string reason;
+    int32_t result = 0;
+    int32_t signal = 0;
+    int32_t exitStatus = 0;
+    bool hasLaunch = false;
+    uint64_t launchIndex = 0;
+  };
+  // With a ring (--trigger): writes the trigger event, ends the recording
+  // (traceEnd with `endReason`, `endSignal`), which writes the ring to the
+  // output, and says so on stderr. False, doing nothing, without a ring or
+  // once a trigger fired or the recording is ending. Not from a signal
+  // handler (process/signals.cpp hands signals to its thread).
+  bool trigger(const TriggerFacts& facts, schema::EndReason endReason, int endSignal) noexcept;
+  bool hasRing() const noexcept { return ring_ != nullptr; }
+  // The index of the last launch recorded so far; false when none was.
+  bool lastLaunch(uint64_t& launchIndex) const noexcept;
+  // The signal trigger for the current recording, from the signal thread:
+  // `terminal` when the signal is about to end the process. False when it
+  // did not fire (no such trigger, not one of its signals).
+  static bool triggerSignalCurrent(int sig, bool terminal) noexcept;
+  // The exit trigger, from exit(), _exit() and _Exit() (process/exit_hooks.cpp).
+  static void triggerExitCurrent(int status, const char* how) noexcept;
+  // Starts the hang watchdog when the options ask for it (create()).
+  void startWatchdog() noexcept;
+  void stopWatchdog() noexcept;
+
   // For tests and the summary.
   AllocationMap& allocations() { return allocations_; }
 
@@ -358,10 +391,18 @@ class Recorder {
   LaunchTarget launchTarget(CUfunction function);  // cached per thread
   FunctionInfo lookupFunction(CUfunction function);
   void noteOnce(std::atomic<bool>& flag, schema::Message::Level level, const std::string& text);
+  void apiErrorTrigger(HookId id, CUresult result) noexcept;  // flight_recorder.cpp
 
   const CaptureOptions options_;
   const std::string path_;
   const std::unique_ptr<format::TraceWriter> writer_;
+  format::RingTraceWriter* const ring_;  // writer_, when it is the flight recorder's ring
+  std::atomic<bool> triggered_{false};
+  const pid_t processId_ = ::getpid();  // the process recording (not a vfork child sharing its memory)
+  // The hang trigger's, with a ring and hang=SECONDS; never deleted (its
+  // thread may outlive the recording, as the recorder does).
+  // Shared with the ring, which tells it of launches.
+  std::shared_ptr<std::atomic<HangWatchdog*>> watchdog_ = std::make_shared<std::atomic<HangWatchdog*>>(nullptr);
   // Event times (its anchors and rate are caches: mutable). Launches take
   // stamps, converted when the writer builds their events.
   mutable TraceClock clock_;

@@ -182,5 +182,49 @@ TEST(CaptureOptions, CheckpointIntervalIsADurationOrALaunchCount) {
   }
 }
 
+TEST(CaptureOptions, TriggersAndRing) {
+  const auto none = read({{"KCAP_OUTPUT", "t"}, {"KCAP_MODE", "checkpoint"}});
+  ASSERT_TRUE(none);
+  EXPECT_FALSE(none->triggers.any());
+  EXPECT_EQ(none->ringCheckpoints, 2u);
+  const auto all = read({{"KCAP_OUTPUT", "t"},
+                         {"KCAP_MODE", "checkpoint"},
+                         {"KCAP_TRIGGER", "error,signal,exit,hang=30,api"},
+                         {"KCAP_RING", "4"}});
+  ASSERT_TRUE(all);
+  EXPECT_TRUE(all->triggers.error);
+  EXPECT_TRUE(all->triggers.signal);
+  EXPECT_TRUE(all->triggers.exit);
+  EXPECT_TRUE(all->triggers.api);
+  EXPECT_EQ(all->triggers.hangSeconds, 30u);
+  EXPECT_EQ(all->triggers.text(), "error,signal,exit,hang=30,api");
+  EXPECT_EQ(all->ringCheckpoints, 4u);
+  const auto api = read({{"KCAP_OUTPUT", "t"}, {"KCAP_MODE", "checkpoint"}, {"KCAP_TRIGGER", "api"}});
+  EXPECT_TRUE(api->triggers.api);
+  EXPECT_FALSE(api->triggers.error);
+  EXPECT_EQ(api->triggers.hangSeconds, 0u);
+
+  // The bad item is named.
+  for (const char* bad : {"oom", "hang", "hang=0", "hang=x", "hang=-1", "error,", "error,,api"}) {
+    const std::string error = errorOf({{"KCAP_OUTPUT", "t"}, {"KCAP_MODE", "checkpoint"}, {"KCAP_TRIGGER", bad}});
+    EXPECT_NE(error.find("is not a trigger"), std::string::npos) << bad << ": " << error;
+  }
+  EXPECT_NE(errorOf({{"KCAP_OUTPUT", "t"}, {"KCAP_MODE", "checkpoint"}, {"KCAP_TRIGGER", "error,oom"}})
+                .find("'oom' is not a trigger"),
+            std::string::npos);
+  // The ring is cut at checkpoints.
+  EXPECT_NE(errorOf({{"KCAP_OUTPUT", "t"}, {"KCAP_MODE", "metadata"}, {"KCAP_TRIGGER", "api"}})
+                .find("triggers need KCAP_MODE=checkpoint"),
+            std::string::npos);
+  EXPECT_NE(errorOf({{"KCAP_OUTPUT", "t"}, {"KCAP_TRIGGER", "api"}}).find("triggers need KCAP_MODE=checkpoint"),
+            std::string::npos);
+  for (const char* bad : {"0", "x", "-2", "1001"}) {
+    EXPECT_NE(errorOf({{"KCAP_OUTPUT", "t"}, {"KCAP_MODE", "checkpoint"}, {"KCAP_RING", bad}})
+                  .find(std::string("KCAP_RING=\"") + bad + "\": expected a number of checkpoints"),
+              std::string::npos)
+        << bad;
+  }
+}
+
 }  // namespace
 }  // namespace kcap

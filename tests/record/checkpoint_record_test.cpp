@@ -227,6 +227,46 @@ TEST(CheckpointRecord, RecordedTracesReplayByReexecution) {
   EXPECT_EQ(kcapOnDouble({"bisect", path}).exitCode, 0);
 }
 
+// kcap extract --launch N on a checkpoint trace: N's memory rebuilt by
+// re-execution and written as a full-mode trace, which replays on its own.
+TEST(CheckpointRecord, ExtractRebuildsALaunchAsAFullModeTrace) {
+  kcap::test::TempDir dir("kcap-checkpoint");
+  const std::string path = dir.file("source.kcap");
+  const Recording r =
+      recordCheckpoints(interposeProgram("direct_launch"), {}, path, {{"KCAP_CHECKPOINT_EVERY", "2launches"}});
+  expectUnchanged(r);
+  const std::string one = dir.file("launch3.kcap");
+  const Outcome extracted = kcapOnDouble({"extract", path, "--launch", "3", "-o", one});
+  EXPECT_EQ(extracted.exitCode, 0) << extracted.describe();
+  EXPECT_NE(extracted.out.find("rebuilt by re-execution from the checkpoints; interval 1: REPRODUCED"),
+            std::string::npos)
+      << extracted.describe();
+  const auto events = kcap::test::readAllEvents(one);
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events.front().get().getTraceBegin().getCaptureMode(), schema::CaptureMode::FULL);
+  unsigned launches = 0;
+  for (const auto& e : events) {
+    if (e.get().which() == Event::LAUNCH) {
+      EXPECT_EQ(e.get().getLaunch().getLaunchIndex(), 3u);
+      EXPECT_EQ(e.get().getLaunch().getPre().size(), e.get().getLaunch().getPointers().size());
+      ++launches;
+    }
+    if (e.get().which() == Event::LAUNCH_END) {
+      EXPECT_GT(e.get().getLaunchEnd().getPost().size(), 0u);
+    }
+  }
+  EXPECT_EQ(launches, 1u);
+  const Outcome check = kcapCheck(one);
+  EXPECT_EQ(check.exitCode, 0) << check.describe();
+  const Outcome replay = kcapOnDouble({"replay", one});
+  EXPECT_EQ(replay.exitCode, 0) << replay.describe();
+  EXPECT_NE(replay.out.find("REPRODUCED"), std::string::npos) << replay.describe();
+  // One launch at a time.
+  const Outcome two = kcapOnDouble({"extract", path, "--launch", "2", "--launch", "3", "-o", dir.file("two.kcap")});
+  EXPECT_EQ(two.exitCode, 2) << two.describe();
+  EXPECT_NE(two.err.find("from a checkpoint trace, one launch at a time"), std::string::npos) << two.describe();
+}
+
 // kcap check holds every change hash to the content it stands beside.
 TEST(CheckpointRecord, CheckFindsChangeHashesThatDoNotMatchTheContent) {
   kcap::test::TempDir dir("kcap-checkpoint");

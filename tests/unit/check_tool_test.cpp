@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -17,7 +18,9 @@
 
 #include <capnp/message.h>
 
+#include "change_hash.h"
 #include "hostile_files.h"
+#include "ring_trace_writer.h"
 #include "trace_files.h"
 #include "trace_reader.h"
 
@@ -233,6 +236,75 @@ TEST(CheckTool, DoctorRefusesAModuleImageLargerThanItLoads) {
   EXPECT_NE(o.err.find("module image of " + std::to_string(uint64_t{16} << 30) + " bytes"), std::string::npos)
       << o.describe();
   EXPECT_NE(o.err.find(std::to_string(format::kMaxCodeImageSize)), std::string::npos) << o.describe();
+}
+
+// A flight recorder's trace: a ring keeping one checkpoint of five, so seq
+// has gaps; its trigger event says how many events were let go (`claim`
+// added to the true count).
+void writeRingTrace(const std::string& path, int64_t claim) {
+  format::TraceWriter::Options options;
+  options.pieceSize = 4096;
+  format::RingOptions ring;
+  ring.checkpoints = 1;
+  ring.openOutput = [path, options] { return format::TraceWriter::create(path, options); };
+  format::RingTraceWriter writer(options, std::move(ring));
+  {
+    capnp::MallocMessageBuilder m;
+    m.initRoot<schema::Event>().initTraceBegin();
+    writer.append(m);
+  }
+  for (uint64_t i = 0; i < 5; ++i) {
+    capnp::MallocMessageBuilder m;
+    auto checkpoint = m.initRoot<schema::Event>().initCheckpoint();
+    checkpoint.setOrdinal(i);
+    const std::vector<uint8_t> memory(4096, static_cast<uint8_t>(i));
+    auto range = checkpoint.initRanges(1)[0];
+    writer.storeContent(memory.data(), memory.size(), range.initContent());
+    const format::ChangeHash change = format::changeHash(memory.data(), memory.size());
+    auto hashes = range.initChangeHashes(format::kChangeHashBytes);
+    std::memcpy(hashes.begin(), &change.high, 8);
+    std::memcpy(hashes.begin() + 8, &change.low, 8);
+    writer.append(m);
+    capnp::MallocMessageBuilder note;
+    note.initRoot<schema::Event>().initMessage().setText("between checkpoints");
+    writer.append(note);
+  }
+  const uint64_t dropped = writer.fire();
+  {
+    capnp::MallocMessageBuilder m;
+    auto trigger = m.initRoot<schema::Event>().initTrigger();
+    trigger.setKind(schema::TriggerKind::API);
+    trigger.setReason("test");
+    trigger.setDroppedEvents(static_cast<uint64_t>(static_cast<int64_t>(dropped) + claim));
+    writer.append(m);
+  }
+  {
+    capnp::MallocMessageBuilder m;
+    m.initRoot<schema::Event>().initTraceEnd().setEventCount(writer.stats().events);
+    writer.append(m);
+  }
+  writer.close();
+}
+
+TEST(CheckTool, AFlightRecordersGapsAreWhatItsTriggerCounts) {
+  TempDir dir;
+  const std::string path = dir.file("ring.kcap");
+  writeRingTrace(path, 0);
+  const Outcome check = runKcap(dir, {"check", path});
+  EXPECT_EQ(check.exitCode, 0) << check.describe();
+  EXPECT_NE(check.out.find("OK: "), std::string::npos) << check.describe();
+  const Outcome info = runKcap(dir, {"info", path});
+  EXPECT_EQ(info.exitCode, 0) << info.describe();
+  EXPECT_NE(info.out.find("8 earlier events not kept"), std::string::npos) << info.describe();
+  EXPECT_EQ(info.out.find("damaged"), std::string::npos) << info.describe();
+
+  const std::string wrong = dir.file("wrong.kcap");
+  writeRingTrace(wrong, -1);
+  const Outcome bad = runKcap(dir, {"check", wrong});
+  EXPECT_EQ(bad.exitCode, 1) << bad.describe();
+  EXPECT_NE(bad.out.find("the trigger event says the ring let 7 events go, but 8 are missing"), std::string::npos)
+      << bad.describe();
+  EXPECT_NE(bad.out.find("are missing (seq jumps"), std::string::npos) << bad.describe();
 }
 
 }  // namespace

@@ -51,6 +51,18 @@
 //               128B L2 promotion), an im2col f32 map and an im2colWide f16
 //               map (rank 3: dims [4, 16, 16], strides [16, 256]), not
 //               launched; tma_scale(tiled map, out, kN) (out = 2 * src)
+//   flight HOW  the flight recorder's triggers: eight launches, then HOW:
+//               none (return 0), api (kcap_trigger("loss is NaN") through
+//               dlsym, its result printed, then two more launches), sigusr2
+//               (sent to itself, then two more launches), sigterm (sent
+//               to itself), segv (a real fault), abort, exit3,
+//               exit0, _exit3, vfork (a vfork child that _exits 255, then
+//               two more launches), fault (a launch that faults, then
+//               cuCtxSynchronize: CUDA_ERROR_ILLEGAL_ADDRESS; returns 0),
+//               not-found (cuModuleGetFunction of a name the module lacks,
+//               an ordinary error, then two more launches), hang (3.5 s
+//               without a call, then two more launches: with
+//               KCAP_DOUBLE_EVENT_NOT_READY=1, the work looks unfinished)
 #include "driver_program.h"
 
 #include <dlfcn.h>
@@ -60,7 +72,9 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -459,6 +473,67 @@ int fault(bool kill) {
   const CUresult synced = cuCtxSynchronize();
   std::printf("result launch %d sync %d\n", static_cast<int>(launched), static_cast<int>(synced));
   return synced == CUDA_ERROR_ILLEGAL_ADDRESS ? 3 : 0;
+}
+
+int flight(const std::string& how) {
+  start();
+  Axpy axpy;
+  for (int i = 0; i < 8; ++i) {
+    CHECK(axpy.launch(1.0f) == CUDA_SUCCESS);
+  }
+  std::fflush(stdout);
+  if (how == "api") {
+    using Trigger = int (*)(const char*);
+    const auto trigger = reinterpret_cast<Trigger>(dlsym(RTLD_DEFAULT, "kcap_trigger"));
+    std::printf("result trigger %d\n", trigger != nullptr ? trigger("loss is NaN") : -1);
+  } else if (how == "sigusr2") {
+    kill(getpid(), SIGUSR2);
+  } else if (how == "sigterm") {
+    kill(getpid(), SIGTERM);
+  } else if (how == "segv") {
+    const rlimit noCore{0, 0};
+    setrlimit(RLIMIT_CORE, &noCore);
+    volatile std::uintptr_t nowhere = 8;  // an unmapped page: a real fault
+    *reinterpret_cast<volatile int*>(nowhere) = 1;
+  } else if (how == "abort") {
+    const rlimit noCore{0, 0};
+    setrlimit(RLIMIT_CORE, &noCore);
+    std::abort();
+  } else if (how == "exit3") {
+    std::exit(3);
+  } else if (how == "exit0") {
+    std::exit(0);
+  } else if (how == "vfork") {
+    // A child that shares the parent's memory and fails, as Python's
+    // subprocess does when exec fails: not the recording process's exit.
+    const pid_t child = vfork();
+    if (child == 0) {
+      _exit(255);
+    }
+    int status = 0;
+    CHECK(child > 0 && waitpid(child, &status, 0) == child);
+    std::printf("result child %d\n", WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+  } else if (how == "_exit3") {
+    _exit(3);
+  } else if (how == "fault") {
+    const CUresult launched = axpy.launch(1.0f, nullptr, kPoisonFault);
+    const CUresult synced = cuCtxSynchronize();
+    std::printf("result launch %d sync %d\n", static_cast<int>(launched), static_cast<int>(synced));
+    return 0;
+  } else if (how == "hang") {
+    std::this_thread::sleep_for(std::chrono::milliseconds(3500));
+  } else if (how == "not-found") {
+    CUfunction missing = nullptr;
+    const CUresult found = cuModuleGetFunction(&missing, axpy.module, "no_such_kernel");
+    std::printf("result lookup %d\n", static_cast<int>(found));
+  } else if (how != "none") {
+    test::fail("unknown flight scenario '%s'", how.c_str());
+  }
+  for (int i = 0; i < 2; ++i) {
+    CHECK(axpy.launch(1.0f) == CUDA_SUCCESS);
+  }
+  printBits("flight y[5]", axpy.y, 5);
+  return 0;
 }
 
 int tensorMap() {
@@ -928,6 +1003,9 @@ int main(int argc, char** argv) {
   }
   if (scenario == "volume") {
     return volume();
+  }
+  if (scenario == "flight" && argc > 2) {
+    return flight(argv[2]);
   }
   if (scenario == "fault" || scenario == "fault-kill") {
     return fault(scenario == "fault-kill");

@@ -1,0 +1,519 @@
+#include "ring_trace_writer.h"
+
+#include <algorithm>
+#include <cstring>
+#include <exception>
+#include <thread>
+
+#include <capnp/serialize.h>
+#include <zstd.h>
+
+#include "chunk_jobs.h"
+#include "schema_names.h"
+#include "worker_pool.h"
+
+namespace kcap::format {
+namespace {
+
+// Events are compressed in blocks of about this much.
+constexpr size_t kEventBlockBytes = 256u << 10;
+
+// What replay needs from before the window, whatever checkpoint it starts
+// at: the code and the address space.
+bool isStateEvent(schema::Event::Which which) {
+  switch (which) {
+    case schema::Event::TRACE_BEGIN:
+    case schema::Event::MODULE_LOAD:
+    case schema::Event::MODULE_UNLOAD:
+    case schema::Event::FUNCTION_BIND:
+    case schema::Event::FUNCTION_ATTRIBUTE:
+    case schema::Event::TENSOR_MAP_ENCODE:
+    case schema::Event::ALLOC:
+    case schema::Event::FREE:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// Events that never name a piece: not walked (the walk uses reflection).
+bool namesNoPiece(schema::Event::Which which) {
+  switch (which) {
+    case schema::Event::SYNC:
+    case schema::Event::API_ERROR:
+    case schema::Event::MESSAGE:
+    case schema::Event::KERNEL_TIMING:
+    case schema::Event::GRAPH_LAUNCH:
+    case schema::Event::FUNCTION_BIND:
+    case schema::Event::FUNCTION_ATTRIBUTE:
+    case schema::Event::ALLOC:
+    case schema::Event::FREE:
+    case schema::Event::TRIGGER:
+    case schema::Event::TRACE_END:
+      return true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
+RingTraceWriter::RingTraceWriter(const TraceWriter::Options& writerOptions, RingOptions ring)
+    : options_(writerOptions), ring_(std::move(ring)) {
+  if (ring_.checkpoints == 0) throw FormatError("a ring must keep at least one checkpoint");
+  Segment first;
+  first.id = nextSegment_++;
+  segments_.push_back(std::move(first));
+}
+
+RingTraceWriter::~RingTraceWriter() {
+  try {
+    close();
+  } catch (const FormatError&) {
+    // Destructors must not throw.
+  }
+}
+
+void RingTraceWriter::throwIfClosed() const {
+  if (closed_) throw FormatError("the flight recorder's ring is closed");
+}
+
+// ---- pieces ------------------------------------------------------------------------
+
+std::vector<uint8_t> RingTraceWriter::encodePiece(const Hash128& hash, const uint8_t* data, size_t size) {
+  std::unique_ptr<Compressor> compressor;
+  {
+    std::lock_guard lock(compressorsMutex_);
+    if (!compressors_.empty()) {
+      compressor = std::move(compressors_.back());
+      compressors_.pop_back();
+    }
+  }
+  if (!compressor) compressor = std::make_unique<Compressor>();
+  Job job;
+  job.kind = ChunkKind::kBlob;
+  job.hash = hash;
+  job.piece = pieceMemory_.take();
+  job.piece.fill(data, size);
+  encodeJob(*compressor, options_.zstdLevel, job);
+  {
+    std::lock_guard lock(compressorsMutex_);
+    compressors_.push_back(std::move(compressor));
+  }
+  return std::move(job.encoded);
+}
+
+void RingTraceWriter::keepPiece(const Hash128& hash, uint64_t rawSize, std::vector<uint8_t> chunk) {
+  stats_.contentBytes += rawSize;
+  auto [it, inserted] = pieces_.try_emplace(hash);
+  it->second.newest = segments_.back().id;
+  if (!inserted) return;
+  stats_.uniqueBytes += rawSize;
+  bytes_ += chunk.size();
+  it->second.rawSize = rawSize;
+  it->second.chunk = std::move(chunk);
+}
+
+void RingTraceWriter::store(const void* data, size_t size, const Hash128* known, schema::Content::Builder out) {
+  const auto* bytes = static_cast<const uint8_t*>(data);
+  const uint32_t pieceBytes = options_.pieceSize;
+  const size_t count = size == 0 ? 0 : (size + pieceBytes - 1) / pieceBytes;
+  out.setSize(size);
+  out.setPieceSize(pieceBytes);
+  auto pieces = out.initPieces(static_cast<unsigned>(count));
+  std::vector<Hash128> hashes(count);
+  // Each piece is hashed and, when new, compressed by one thread (a large
+  // content on the pool: a checkpoint's new pieces are most of the work).
+  std::mutex failedMutex;
+  std::exception_ptr failed;
+  auto piece = [&](size_t i) {
+    try {
+      storePiece(bytes + i * pieceBytes, std::min<size_t>(pieceBytes, size - i * pieceBytes), known, hashes[i], i);
+    } catch (...) {
+      std::lock_guard lock(failedMutex);
+      if (!failed) failed = std::current_exception();
+    }
+  };
+  WorkerPool* pool = count > 1 ? workers() : nullptr;
+  if (pool != nullptr) {
+    pool->forEach(count, piece);
+  } else {
+    for (size_t i = 0; i < count; ++i) piece(i);
+  }
+  if (failed) std::rethrow_exception(failed);
+  for (size_t i = 0; i < count; ++i) {
+    pieces[static_cast<unsigned>(i)].setHigh(hashes[i].high);
+    pieces[static_cast<unsigned>(i)].setLow(hashes[i].low);
+  }
+  std::lock_guard lock(mutex_);
+  trim();
+}
+
+void RingTraceWriter::storePiece(const uint8_t* piece, size_t length, const Hash128* known, Hash128& hash,
+                                 size_t index) {
+  {
+    hash = known != nullptr ? known[index] : contentHash(piece, length);
+    std::lock_guard lock(mutex_);
+    throwIfClosed();
+    auto it = pieces_.find(hash);
+    if (it != pieces_.end()) {
+      it->second.newest = segments_.back().id;
+      stats_.contentBytes += length;
+      return;
+    }
+  }
+  std::vector<uint8_t> chunk = encodePiece(hash, piece, length);
+  std::lock_guard lock(mutex_);
+  throwIfClosed();
+  keepPiece(hash, length, std::move(chunk));
+}
+
+WorkerPool* RingTraceWriter::workers() {
+  std::call_once(workersMade_, [&] {
+    unsigned threads = options_.hashingThreads;
+    if (threads == 0) threads = std::min(8u, std::max(2u, std::thread::hardware_concurrency()) - 1);
+    workers_ = std::make_unique<WorkerPool>(threads, "kcap-ring");
+  });
+  return workers_->threads() > 0 ? workers_.get() : nullptr;
+}
+
+void RingTraceWriter::storeContent(const void* data, size_t size, schema::Content::Builder out) {
+  store(data, size, nullptr, out);
+}
+
+void RingTraceWriter::storeHashedContent(const void* data, size_t size, const Hash128* hashes,
+                                         schema::Content::Builder out) {
+  store(data, size, hashes, out);
+}
+
+std::vector<uint8_t> RingTraceWriter::missingPieces(const std::vector<Hash128>& hashes) const {
+  std::vector<uint8_t> missing(hashes.size(), 1);
+  std::lock_guard lock(mutex_);
+  const uint64_t current = segments_.back().id;
+  for (size_t i = 0; i < hashes.size(); ++i) {
+    auto it = pieces_.find(hashes[i]);
+    if (it == pieces_.end()) continue;
+    it->second.newest = current;  // the producer will name it
+    missing[i] = 0;
+  }
+  return missing;
+}
+
+std::vector<PieceBlock> RingTraceWriter::takeDirectBlocks(size_t count) {
+  (void)count;
+  return {};
+}
+
+void RingTraceWriter::storeDirectPieces(const Hash128* hashes, std::vector<PieceBlock>& blocks) {
+  std::vector<PieceBlock> taken = std::move(blocks);
+  blocks.clear();
+  for (size_t i = 0; i < taken.size(); ++i) {
+    std::vector<uint8_t> chunk = encodePiece(hashes[i], taken[i].data(), taken[i].size());
+    std::lock_guard lock(mutex_);
+    throwIfClosed();
+    keepPiece(hashes[i], taken[i].size(), std::move(chunk));
+  }
+  std::lock_guard lock(mutex_);
+  trim();
+}
+
+void RingTraceWriter::storeEncodedPiece(const Hash128& hash, uint64_t rawSize, std::vector<uint8_t> chunk) {
+  if (chunk.size() < kChunkHeaderSize + kBlobHashSize) {
+    throw FormatError("an encoded piece of " + std::to_string(chunk.size()) + " bytes is no blob chunk");
+  }
+  std::lock_guard lock(mutex_);
+  throwIfClosed();
+  keepPiece(hash, rawSize, std::move(chunk));
+  trim();
+}
+
+// ---- events ------------------------------------------------------------------------
+
+void RingTraceWriter::keep(capnp::MessageBuilder& message, uint64_t seq) {
+  const auto event = message.getRoot<schema::Event>().asReader();
+  const auto which = event.which();
+  // A checkpoint starts a segment: the ring is cut where replay can start.
+  if (which == schema::Event::CHECKPOINT) {
+    sealOpen(segments_.back());
+    Segment next;
+    next.id = nextSegment_++;
+    next.firstSeq = seq;
+    next.atCheckpoint = true;
+    segments_.push_back(std::move(next));
+  }
+  if (which == schema::Event::LAUNCH && ring_.launched) ring_.launched(event.getLaunch());
+  const bool state = isStateEvent(which);
+  const uint64_t current = segments_.back().id;
+  auto touch = [&](schema::Content::Reader content) {
+    for (const auto piece : content.getPieces()) {
+      auto it = pieces_.find(Hash128{piece.getHigh(), piece.getLow()});
+      if (it == pieces_.end()) continue;
+      it->second.newest = current;
+      if (state) it->second.pinned = true;
+    }
+  };
+  // Launches and their ends, most of the events, name pieces only in their
+  // snapshots: read directly (the general walk uses reflection).
+  if (which == schema::Event::LAUNCH) {
+    for (const auto range : event.getLaunch().getPre()) touch(range.getContent());
+  } else if (which == schema::Event::LAUNCH_END) {
+    for (const auto range : event.getLaunchEnd().getPost()) touch(range.getContent());
+  } else if (!namesNoPiece(which)) {
+    forEachContent(event, [&](const std::string&, schema::Content::Reader content) { touch(content); });
+  }
+  if (state) {
+    StateEvent kept;
+    kept.seq = seq;
+    appendFlat(message.getSegmentsForOutput(), kept.flat);
+    stateBytes_ += kept.flat.size();
+    bytes_ += kept.flat.size();
+    state_.push_back(std::move(kept));
+  } else {
+    Segment& segment = segments_.back();
+    if (segment.events == 0 && !segment.atCheckpoint) segment.firstSeq = seq;
+    const size_t before = segment.open.size();
+    appendFlat(message.getSegmentsForOutput(), segment.open);
+    segment.bytes += segment.open.size() - before;
+    bytes_ += segment.open.size() - before;
+    ++segment.events;
+    if (segment.open.size() >= kEventBlockBytes) {
+      sealOpen(segment);
+      trim();  // events alone may reach the bound between checkpoints
+    }
+  }
+  ++stats_.events;
+  if (which == schema::Event::CHECKPOINT) trim();
+}
+
+void RingTraceWriter::sealOpen(Segment& segment) {
+  if (segment.open.empty()) return;
+  std::vector<uint8_t> frame(ZSTD_compressBound(segment.open.size()));
+  const size_t n =
+      ZSTD_compress(frame.data(), frame.size(), segment.open.data(), segment.open.size(), options_.zstdLevel);
+  if (ZSTD_isError(n)) throw FormatError(std::string("the ring cannot compress events: ") + ZSTD_getErrorName(n));
+  frame.resize(n);
+  frame.shrink_to_fit();
+  bytes_ -= segment.open.size();
+  segment.bytes -= segment.open.size();
+  bytes_ += frame.size();
+  segment.bytes += frame.size();
+  segment.blocks.push_back(std::move(frame));
+  segment.open.clear();  // its capacity stays for the next block
+}
+
+uint64_t RingTraceWriter::append(capnp::MessageBuilder& message) {
+  std::lock_guard lock(mutex_);
+  throwIfClosed();
+  const uint64_t seq = nextSeq_++;
+  message.getRoot<schema::Event>().setSeq(seq);
+  keep(message, seq);
+  return seq;
+}
+
+uint64_t RingTraceWriter::appendNumbered(capnp::MessageBuilder& message) {
+  std::lock_guard lock(mutex_);
+  throwIfClosed();
+  const uint64_t seq = message.getRoot<schema::Event>().getSeq();
+  if (seq < nextSeq_) {
+    throw FormatError("event " + std::to_string(seq) + " appended after " + std::to_string(nextSeq_ - 1));
+  }
+  nextSeq_ = seq + 1;
+  keep(message, seq);
+  return seq;
+}
+
+uint64_t RingTraceWriter::append(DeferredEventPtr event) {
+  const unsigned count = event->eventCount();
+  if (count == 0) throw FormatError("a deferred event standing for no event");
+  std::lock_guard lock(mutex_);
+  throwIfClosed();
+  const uint64_t first = nextSeq_;
+  nextSeq_ += count;
+  event->sequenced(first);
+  for (unsigned part = 0; part < count; ++part) {
+    capnp::MallocMessageBuilder message(256);
+    auto built = message.initRoot<schema::Event>();
+    built.setSeq(first + part);
+    try {
+      event->build(built, part);
+    } catch (const std::exception& e) {
+      // The seq is taken: it stays, saying why (as the file writer does).
+      built = message.initRoot<schema::Event>();
+      built.setSeq(first + part);
+      auto note = built.initMessage();
+      note.setLevel(schema::Message::Level::ERROR);
+      note.setText(std::string("an event could not be encoded: ") + e.what());
+    }
+    keep(message, first + part);
+  }
+  return first;
+}
+
+// ---- the window ---------------------------------------------------------------------
+
+void RingTraceWriter::trim() {
+  if (fired_) return;
+  auto atCheckpoint = static_cast<size_t>(
+      std::count_if(segments_.begin(), segments_.end(), [](const Segment& s) { return s.atCheckpoint; }));
+  bool dropped = false;
+  while (segments_.size() > 1 && (atCheckpoint > ring_.checkpoints || bytes_ > ring_.maxBytes)) {
+    if (segments_.front().atCheckpoint) --atCheckpoint;
+    dropOldest();
+    dropped = true;
+  }
+  if (dropped) releasePieces();
+  if (bytes_ > ring_.maxBytes && !warned_ && segments_.size() == 1 && newestBytes() > ring_.maxBytes) {
+    warned_ = true;
+    if (ring_.warn) {
+      ring_.warn("the flight recorder's newest checkpoint interval alone holds more than the buffer (" +
+                 std::to_string(ring_.maxBytes >> 20) + " MiB); keeping it whole, over the bound");
+    }
+  }
+}
+
+size_t RingTraceWriter::newestBytes() const {
+  // Pieces held only for the segment before the newest (releasePieces)
+  // go with the next checkpoint: they are not the newest segment's.
+  const uint64_t current = segments_.back().id;
+  size_t lagging = 0;
+  for (const auto& [hash, piece] : pieces_) {
+    if (!piece.pinned && piece.newest < current) lagging += piece.chunk.size();
+  }
+  return bytes_ - stateBytes_ - lagging;
+}
+
+void RingTraceWriter::dropOldest() {
+  Segment& oldest = segments_.front();
+  droppedEvents_ += oldest.events;
+  bytes_ -= oldest.bytes;
+  ++droppedSegments_;
+  segments_.pop_front();
+}
+
+void RingTraceWriter::releasePieces() {
+  const uint64_t current = segments_.back().id;
+  const uint64_t keepFrom = std::min(segments_.front().id, current - 1);
+  for (auto it = pieces_.begin(); it != pieces_.end();) {
+    if (!it->second.pinned && it->second.newest < keepFrom) {
+      bytes_ -= it->second.chunk.size();
+      it = pieces_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+uint64_t RingTraceWriter::fire() {
+  std::lock_guard lock(mutex_);
+  fired_ = true;
+  return droppedEvents_;
+}
+
+bool RingTraceWriter::fired() const {
+  std::lock_guard lock(mutex_);
+  return fired_;
+}
+
+RingTraceWriter::RingStats RingTraceWriter::ringStats() const {
+  std::lock_guard lock(mutex_);
+  RingStats out;
+  out.droppedEvents = droppedEvents_;
+  out.droppedSegments = droppedSegments_;
+  out.segments = segments_.size();
+  out.stateEvents = state_.size();
+  out.pieces = pieces_.size();
+  out.bytes = bytes_;
+  return out;
+}
+
+TraceWriter::Stats RingTraceWriter::stats() const {
+  std::lock_guard lock(mutex_);
+  Stats out = stats_;
+  out.events = nextSeq_;
+  return out;
+}
+
+// ---- writing out ---------------------------------------------------------------------
+
+namespace {
+
+// Appends the flat messages of `bytes` to `out`, in order, each under its seq.
+void appendFlatEvents(const uint8_t* bytes, size_t size, const std::function<void(capnp::MessageReader&)>& fn) {
+  // capnp reads words: the events are copied to aligned memory once.
+  kj::Array<capnp::word> words = kj::heapArray<capnp::word>((size + sizeof(capnp::word) - 1) / sizeof(capnp::word));
+  std::memcpy(words.begin(), bytes, size);
+  kj::ArrayPtr<const capnp::word> rest = words.asPtr();
+  capnp::ReaderOptions options;
+  options.traversalLimitInWords = uint64_t{1} << 40;
+  while (rest.size() > 0) {
+    capnp::FlatArrayMessageReader reader(rest, options);
+    fn(reader);
+    rest = kj::arrayPtr(reader.getEnd(), rest.end());
+  }
+}
+
+}  // namespace
+
+void RingTraceWriter::writeOut(TraceWriter& out) {
+  for (auto& [hash, piece] : pieces_) {
+    out.storeEncodedPiece(hash, piece.rawSize, std::move(piece.chunk));
+  }
+  pieces_.clear();
+  size_t nextState = 0;
+  auto copy = [&](capnp::MessageReader& reader) {
+    capnp::MallocMessageBuilder message;
+    message.setRoot(reader.getRoot<schema::Event>());
+    out.appendNumbered(message);
+  };
+  auto stateBefore = [&](uint64_t seq) {
+    for (; nextState < state_.size() && state_[nextState].seq < seq; ++nextState) {
+      const auto& flat = state_[nextState].flat;
+      appendFlatEvents(flat.data(), flat.size(), copy);
+    }
+  };
+  for (Segment& segment : segments_) {
+    sealOpen(segment);
+    for (const auto& frame : segment.blocks) {
+      const unsigned long long raw = ZSTD_getFrameContentSize(frame.data(), frame.size());
+      if (raw == ZSTD_CONTENTSIZE_ERROR || raw == ZSTD_CONTENTSIZE_UNKNOWN) {
+        throw FormatError("the ring holds a damaged block of events");
+      }
+      std::vector<uint8_t> events(raw);
+      const size_t n = ZSTD_decompress(events.data(), events.size(), frame.data(), frame.size());
+      if (ZSTD_isError(n) || n != raw) throw FormatError("the ring holds a damaged block of events");
+      appendFlatEvents(events.data(), events.size(), [&](capnp::MessageReader& reader) {
+        stateBefore(reader.getRoot<schema::Event>().getSeq());
+        copy(reader);
+      });
+    }
+  }
+  stateBefore(UINT64_MAX);
+}
+
+void RingTraceWriter::close() {
+  std::lock_guard lock(mutex_);
+  if (closed_) return;
+  closed_ = true;
+  if (!fired_) {
+    segments_.clear();
+    state_.clear();
+    pieces_.clear();
+    bytes_ = 0;
+    return;
+  }
+  if (!ring_.openOutput) throw FormatError("the flight recorder fired, but has no output to write to");
+  std::unique_ptr<TraceWriter> out = ring_.openOutput();
+  path_ = out->path();
+  writeOut(*out);
+  segments_.clear();
+  state_.clear();
+  out->close();
+  const Stats written = out->stats();
+  stats_.blobChunks = written.blobChunks;
+  stats_.storedBlobBytes = written.storedBlobBytes;
+  stats_.recordRawBytes = written.recordRawBytes;
+  stats_.storedRecordBytes = written.storedRecordBytes;
+  stats_.fileBytes = written.fileBytes;
+}
+
+}  // namespace kcap::format

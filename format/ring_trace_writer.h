@@ -1,0 +1,177 @@
+// RingTraceWriter: the flight recorder's TraceWriter (docs/checkpoint.md,
+// "The flight recorder"). It writes nothing while the program runs: events
+// and pieces are held in memory, compressed, and only the recent past is
+// kept. fire() freezes what is held; close() then writes it to a file made
+// by RingOptions::openOutput, as a normal trace. Closed without fire():
+// nothing is written, no file is made.
+//
+// What is kept. The events are cut into segments, a new one at each
+// checkpoint event; the last RingOptions::checkpoints segments that start
+// at a checkpoint are kept (and those events before the first checkpoint,
+// while there are not more). Older segments are dropped, except the events
+// replay needs from before the window, which are small and all kept in seq
+// order: traceBegin, module loads and unloads, function binds and
+// attributes, tensor map encodes, allocations and frees. Every event keeps
+// the seq append() gave it, so a written ring has gaps in seq; its trigger
+// event's droppedEvents counts them.
+//
+// Pieces. A piece is kept while a kept event may name it: each piece
+// remembers the newest segment that stored it, looked it up (missingPieces,
+// which producers call before storing what is missing) or appended an event
+// naming it; pieces named by a kept state event (module images) are pinned.
+// When segments are dropped, a piece whose newest segment is older than
+// both the oldest kept segment and the segment before the newest is
+// released and forgotten: a later store of it stores it again. The second
+// bound covers a producer that stored a piece just before a checkpoint and
+// appends the event naming it just after.
+//
+// Memory: at most RingOptions::maxBytes of compressed events and pieces;
+// past it the oldest segment is dropped early (never the newest). A newest
+// segment alone over the bound is kept, said once through RingOptions::warn.
+//
+// Thread-safe like TraceWriter. Events are built (a DeferredEvent too) and
+// compressed on the producer's thread, under the ring's lock: a launch
+// costs its producer more than with the file writer, which builds them on
+// its own threads. New pieces are compressed by the producer, or, for a
+// content of several pieces, on a pool of threads (Options::hashingThreads).
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "hash.h"
+#include "piece_memory.h"
+#include "trace_writer.h"
+
+namespace kcap::format {
+
+struct Compressor;
+class WorkerPool;
+
+struct RingOptions {
+  unsigned checkpoints = 2;             // segments starting at a checkpoint that are kept (at least 1)
+  size_t maxBytes = size_t{256} << 20;  // bound on the compressed events and pieces held
+  // Makes the output file when a fired ring is closed (the caller's path
+  // rules: exclusive creation, a name with the pid when taken, ...).
+  std::function<std::unique_ptr<TraceWriter>()> openOutput;
+  std::function<void(const std::string&)> warn;  // one line for the user; may be empty
+  // Told of every launch event kept (stream, context, launch index), in seq
+  // order, under the ring's lock: it must be quick and not call the ring.
+  std::function<void(schema::Launch::Reader)> launched;
+};
+
+class RingTraceWriter final : public TraceWriter {
+ public:
+  // `writerOptions`: the piece size and zstd level of what is held, and the
+  // options the output will be written with (its writer is made by
+  // openOutput).
+  RingTraceWriter(const TraceWriter::Options& writerOptions, RingOptions ring);
+  ~RingTraceWriter() override;
+
+  void storeContent(const void* data, size_t size, schema::Content::Builder out) override;
+  void storeHashedContent(const void* data, size_t size, const Hash128* hashes, schema::Content::Builder out) override;
+  std::vector<uint8_t> missingPieces(const std::vector<Hash128>& hashes) const override;
+  // None: the ring copies what it keeps into its own compressed form.
+  std::vector<PieceBlock> takeDirectBlocks(size_t count) override;
+  void storeDirectPieces(const Hash128* hashes, std::vector<PieceBlock>& blocks) override;
+  void storeEncodedPiece(const Hash128& hash, uint64_t rawSize, std::vector<uint8_t> chunk) override;
+  uint64_t append(capnp::MessageBuilder& event) override;
+  uint64_t append(DeferredEventPtr event) override;
+  uint64_t appendNumbered(capnp::MessageBuilder& event) override;
+  void flush() override {}  // nothing reaches a file before close()
+  // Writes the ring out when fired, else lets it go. Idempotent. Throws
+  // FormatError when the output cannot be made or written.
+  void close() override;
+  Stats stats() const override;  // events: every seq given, kept or not
+  // The output's path once close() wrote it; empty before.
+  const std::string& path() const override { return path_; }
+  uint32_t pieceSize() const override { return options_.pieceSize; }
+
+  // From now on nothing is dropped, and close() writes the ring. Returns
+  // the events dropped so far (the trigger event's droppedEvents).
+  uint64_t fire();
+  bool fired() const;
+
+  struct RingStats {
+    uint64_t droppedEvents = 0;
+    uint64_t droppedSegments = 0;
+    uint64_t segments = 0;  // kept now
+    uint64_t stateEvents = 0;
+    uint64_t pieces = 0;  // held now
+    uint64_t bytes = 0;   // compressed events and pieces held
+  };
+  RingStats ringStats() const;
+
+ private:
+  struct Piece {
+    std::vector<uint8_t> chunk;  // the encoded blob chunk, as the output stores it
+    uint64_t rawSize = 0;
+    uint64_t newest = 0;  // the newest segment that stored, looked up or named it
+    bool pinned = false;  // named by a kept state event
+  };
+  struct Segment {
+    uint64_t id = 0;
+    uint64_t firstSeq = 0;
+    bool atCheckpoint = false;
+    uint64_t events = 0;                       // not counting state events (held apart)
+    std::vector<std::vector<uint8_t>> blocks;  // zstd frames of events in flat form
+    std::vector<uint8_t> open;                 // events not yet compressed
+    size_t bytes = 0;                          // blocks' and open's
+  };
+  struct StateEvent {
+    uint64_t seq = 0;
+    std::vector<uint8_t> flat;
+  };
+
+  void store(const void* data, size_t size, const Hash128* known, schema::Content::Builder out);
+  // Piece `index` of a content: hashed (or known[index]) into `hash`,
+  // compressed and kept when new. Takes mutex_.
+  void storePiece(const uint8_t* piece, size_t length, const Hash128* known, Hash128& hash, size_t index);
+  // Caller holds mutex_. The piece, encoded off the lock by the caller.
+  void keepPiece(const Hash128& hash, uint64_t rawSize, std::vector<uint8_t> chunk);
+  std::vector<uint8_t> encodePiece(const Hash128& hash, const uint8_t* data, size_t size);
+  // Caller holds mutex_. Files an event whose seq is set.
+  void keep(capnp::MessageBuilder& message, uint64_t seq);
+  void sealOpen(Segment& segment);
+  void trim();                 // caller holds mutex_
+  void dropOldest();           // caller holds mutex_
+  size_t newestBytes() const;  // caller holds mutex_; the newest segment's events and pieces
+  void releasePieces();        // caller holds mutex_
+  void throwIfClosed() const;
+  void writeOut(TraceWriter& out);
+
+  const TraceWriter::Options options_;
+  const RingOptions ring_;
+  PieceMemory pieceMemory_{options_.pieceSize};
+
+  mutable std::mutex mutex_;
+  uint64_t nextSeq_ = 0;
+  uint64_t nextSegment_ = 1;
+  std::deque<Segment> segments_;
+  std::vector<StateEvent> state_;
+  mutable std::unordered_map<Hash128, Piece, Hash128Hasher> pieces_;
+  size_t bytes_ = 0;
+  size_t stateBytes_ = 0;
+  uint64_t droppedEvents_ = 0;
+  uint64_t droppedSegments_ = 0;
+  bool fired_ = false;
+  bool closed_ = false;
+  bool warned_ = false;
+  Stats stats_;
+  std::string path_;
+
+  WorkerPool* workers();  // made at the first content of several pieces
+
+  std::once_flag workersMade_;
+  std::unique_ptr<WorkerPool> workers_;
+  std::mutex compressorsMutex_;
+  std::vector<std::unique_ptr<Compressor>> compressors_;  // idle ones, for the producers' threads
+};
+
+}  // namespace kcap::format
