@@ -17,6 +17,7 @@
 //   reexecutor.h                  the engine's class
 //   reexecute_determinism.cpp     --check determinism: a differing interval run again
 //   reexecute_isolation.cpp       the engine in a child process; reports across the pipe
+//   reexecute_sides.cpp           kcap bisect: one side, each interval from its checkpoint
 //   change_hash_image.cpp         the change-hash kernel's image, built in
 #pragma once
 

@@ -1,5 +1,5 @@
 // The re-execution engine's class, shared by its files (reexecute.cpp,
-// reexecute_determinism.cpp): a Replayer's parts (its device, stream,
+// reexecute_determinism.cpp, reexecute_sides.cpp, ...): a Replayer's parts (its device, stream,
 // memory placement, code cache, content restore, memory operations,
 // parameters and launch) driven through a checkpoint trace's timeline.
 #pragma once
