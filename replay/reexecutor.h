@@ -84,6 +84,9 @@ class Reexecutor {
   // The ranges of `to` (positions, sorted by address there) that the launch's pointer words point into.
   std::vector<unsigned> reachedRanges(const CheckpointInfo& to, const LaunchRecord& launch) const;
   const GlobalPlacement* globalAt(uint64_t recorded) const;
+  // Where recorded device memory is in this process: a module global where
+  // its module put it, a placed range where its group was placed.
+  uint64_t here(uint64_t recorded) const;
   enum class Coverage { kInside, kOutside, kPartial };
   Coverage coverage(uint64_t address, uint64_t size) const;
   IntervalReport intervalBetween(const CheckpointInfo* from, const CheckpointInfo* to) const;
@@ -100,6 +103,7 @@ class Reexecutor {
   std::map<uint64_t, const LoadedKernel*> launchKernel_;  // launchIndex -> its kernel
   std::map<uint64_t, GlobalPlacement> globals_;           // every loaded module's, by recorded address
   std::map<uint64_t, std::string> launchCodeError_;       // launchIndex -> why its code cannot run
+  bool relocated_ = false;                                // some region is not at its recorded address
   CUmodule hashModule_ = nullptr;
   CUfunction hashFunction_ = nullptr;
   CUdeviceptr piecesBuffer_ = 0;                          // kHashBatch pieces, then kHashBatch hashes
