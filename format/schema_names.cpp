@@ -1,5 +1,6 @@
 #include "schema_names.h"
 
+#include <mutex>
 #include <unordered_map>
 
 #include <capnp/dynamic.h>
@@ -128,9 +129,15 @@ std::vector<std::string> eventTypeNames() {
 
 void forEachContent(schema::Event::Reader event,
                     const std::function<void(const std::string&, schema::Content::Reader)>& fn) {
-  static thread_local ContentWalker walker;
+  // One walker (its cache of which types hold contents), never destroyed:
+  // thread_local objects and static ones go before or among the process's
+  // exit handlers, and the shim reads events from one (its last checkpoint,
+  // appended to a flight recorder's ring).
+  static std::mutex* const mutex = new std::mutex;
+  static ContentWalker* const walker = new ContentWalker;
   std::string path;
-  walker.walk(capnp::toDynamic(event), path, fn);
+  const std::lock_guard lock(*mutex);
+  walker->walk(capnp::toDynamic(event), path, fn);
 }
 
 }  // namespace kcap::format
