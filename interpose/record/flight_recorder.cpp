@@ -178,7 +178,8 @@ void Recorder::startWatchdog() noexcept {
 
 void Recorder::stopWatchdog() noexcept {
   if (HangWatchdog* dog = watchdog_->exchange(nullptr)) {
-    dog->stop();  // not deleted: the ring may be telling it of a launch now
+    dog->stop();
+    stoppedWatchdog_ = dog;  // not deleted (the ring may be telling it of a launch now), but kept
   }
 }
 

@@ -403,6 +403,7 @@ class Recorder {
   // thread may outlive the recording, as the recorder does).
   // Shared with the ring, which tells it of launches.
   std::shared_ptr<std::atomic<HangWatchdog*>> watchdog_ = std::make_shared<std::atomic<HangWatchdog*>>(nullptr);
+  HangWatchdog* stoppedWatchdog_ = nullptr;  // stopped, never deleted (like the Recorder)
   // Event times (its anchors and rate are caches: mutable). Launches take
   // stamps, converted when the writer builds their events.
   mutable TraceClock clock_;
