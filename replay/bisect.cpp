@@ -54,28 +54,6 @@ std::vector<LaunchOutcome> replayAll(const TraceModel& model, const ReplayOption
   return outcomes;
 }
 
-std::string flagsOf(const BisectOptions& options) {
-  std::string flags;
-  if (options.base.device != 0) flags += " --device " + std::to_string(options.base.device);
-  if (!options.base.fixedAddresses) flags += " --no-fixed-va";
-  switch (options.against) {
-    case Against::kRecorded:
-      break;
-    case Against::kForcePtx:
-      flags += " --force-ptx";
-      break;
-    case Against::kOverride:
-      for (const auto& o : options.overrides) flags += " --override '" + o.kernelPattern + "=" + o.imagePath + "'";
-      break;
-    case Against::kOtherDevice:
-      flags =
-          " --device " + std::to_string(options.otherDevice) + (options.base.fixedAddresses ? "" : " --no-fixed-va");
-      break;
-  }
-  if (options.base.dtype) flags += " --dtype " + dtypeName(*options.base.dtype);
-  return flags;
-}
-
 std::vector<uint8_t> readFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return std::vector<uint8_t>((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -163,9 +141,9 @@ struct Search {
     const std::string& trace = options.base.tracePath;
     if (options.sequence && !launches.empty()) {
       return "kcap replay " + trace + " --range " + std::to_string(launches.front()) + ".." + std::to_string(index) +
-             flagsOf(options);
+             sideBReplayFlags(options);
     }
-    return "kcap replay " + trace + " --launch " + std::to_string(index) + flagsOf(options);
+    return "kcap replay " + trace + " --launch " + std::to_string(index) + sideBReplayFlags(options);
   }
   Divergence divergence(LaunchOutcome outcome, std::string why) const {
     const uint64_t index = outcome.launchIndex;
@@ -363,6 +341,28 @@ BisectResult betweenSidesInSequence(const Search& s) {
 }
 
 }  // namespace
+
+std::string sideBReplayFlags(const BisectOptions& options) {
+  std::string flags;
+  if (options.base.device != 0) flags += " --device " + std::to_string(options.base.device);
+  if (!options.base.fixedAddresses) flags += " --no-fixed-va";
+  switch (options.against) {
+    case Against::kRecorded:
+      break;
+    case Against::kForcePtx:
+      flags += " --force-ptx";
+      break;
+    case Against::kOverride:
+      for (const auto& o : options.overrides) flags += " --override '" + o.kernelPattern + "=" + o.imagePath + "'";
+      break;
+    case Against::kOtherDevice:
+      flags =
+          " --device " + std::to_string(options.otherDevice) + (options.base.fixedAddresses ? "" : " --no-fixed-va");
+      break;
+  }
+  if (options.base.dtype) flags += " --dtype " + dtypeName(*options.base.dtype);
+  return flags;
+}
 
 ReplayOptions sideB(const BisectOptions& options) {
   ReplayOptions b = options.base;

@@ -44,6 +44,8 @@ struct BisectOptions {
 // Side B's options (side A's for Against::kRecorded).
 ReplayOptions sideB(const BisectOptions& options);
 std::string describeSide(const BisectOptions& options, bool b);  // "SASS as recorded", "PTX (--force-ptx)", ...
+// The flags that make `kcap replay` run as side B does (" --force-ptx", ...).
+std::string sideBReplayFlags(const BisectOptions& options);
 
 struct Divergence {
   LaunchOutcome outcome;  // side B's outcome; buffers compare side B with side A (or the recording)

@@ -434,25 +434,6 @@ CheckpointBisectResult betweenSides(const TraceModel& model, const BisectOptions
 
 }  // namespace
 
-std::string sideBReplayFlags(const BisectOptions& options) {
-  std::string flags;
-  if (options.base.device != 0) flags += " --device " + std::to_string(options.base.device);
-  switch (options.against) {
-    case Against::kRecorded:
-      break;
-    case Against::kForcePtx:
-      flags += " --force-ptx";
-      break;
-    case Against::kOverride:
-      for (const auto& o : options.overrides) flags += " --override '" + o.kernelPattern + "=" + o.imagePath + "'";
-      break;
-    case Against::kOtherDevice:
-      flags = " --device " + std::to_string(options.otherDevice);
-      break;
-  }
-  return flags;
-}
-
 CheckpointBisectResult bisectCheckpoints(const TraceModel& model, const BisectOptions& options) {
   if (options.perf || options.sequence) {
     throw ReplayError("--perf and --sequence apply to traces with per-launch memory, not to checkpoint traces");

@@ -85,7 +85,4 @@ struct CheckpointBisectResult {
 // Throws ReplayError when no re-execution can run at all.
 CheckpointBisectResult bisectCheckpoints(const TraceModel& model, const BisectOptions& options);
 
-// The flags that make `kcap replay` re-execute as side B does.
-std::string sideBReplayFlags(const BisectOptions& options);
-
 }  // namespace kcap::replay

@@ -21,34 +21,12 @@ void Reexecutor::checkDeterminism(const CheckpointInfo& from, const CheckpointIn
                                  (from.damage.empty() ? from.restoreDamage : from.damage) + ")");
     return;
   }
-  const auto ranges = to.get().getRanges();
-  // The ranges of `to` (sorted by address) that a launch's pointer words point into.
-  const auto outputsOf = [&](const LaunchRecord& launch) {
-    std::vector<unsigned> positions;
-    for (const auto word : launch.event().getPointers()) {
-      const uint64_t value = word.getValue();
-      unsigned low = 0, high = ranges.size();
-      while (low < high) {
-        const unsigned middle = low + (high - low) / 2;
-        if (ranges[middle].getAddress() <= value) {
-          low = middle + 1;
-        } else {
-          high = middle;
-        }
-      }
-      if (low == 0) continue;
-      const auto range = ranges[low - 1];
-      if (value - range.getAddress() >= range.getContent().getSize()) continue;
-      if (std::find(positions.begin(), positions.end(), low - 1) == positions.end()) positions.push_back(low - 1);
-    }
-    return positions;
-  };
   const unsigned runs = std::max(2u, r_.options_.checkRuns);
   std::map<uint64_t, std::vector<std::vector<uint64_t>>> outputs;  // launchIndex -> its output hashes, per run
   std::vector<std::vector<uint64_t>> ends;                         // the state at `to`, per run
   std::vector<uint64_t> order;                                     // launches in the order they ran
   afterLaunch_ = [&](const LaunchRecord& launch) {
-    const std::vector<unsigned> positions = outputsOf(launch);
+    const std::vector<unsigned> positions = reachedRanges(to, launch);
     auto& perRun = outputs[launch.launchIndex];
     if (perRun.empty()) order.push_back(launch.launchIndex);
     perRun.push_back(hashAll(piecesOf(to, &positions)));

@@ -13,20 +13,6 @@
 namespace kcap {
 namespace {
 
-schema::MemoryKind memoryKindOf(AllocationKind kind) {
-  switch (kind) {
-    case AllocationKind::kDevice:
-      return schema::MemoryKind::ALLOCATION;
-    case AllocationKind::kManaged:
-      return schema::MemoryKind::MANAGED;
-    case AllocationKind::kVmm:
-      return schema::MemoryKind::VMM;
-    case AllocationKind::kHostMapped:
-      return schema::MemoryKind::HOST_MAPPED;
-  }
-  return schema::MemoryKind::UNKNOWN;
-}
-
 uint64_t piecesOf(uint64_t size, uint32_t pieceSize) { return (size + pieceSize - 1) / pieceSize; }
 
 }  // namespace
@@ -252,7 +238,7 @@ CheckpointTaker::Result CheckpointTaker::take(const std::vector<Allocation>& all
       ++result.otherDeviceRanges;
       continue;
     }
-    ranges.push_back({a.base, a.size, a.base, memoryKindOf(a.kind)});
+    ranges.push_back({a.base, a.size, a.base, memoryKind(a.kind)});
   }
   ranges.insert(ranges.end(), globals.begin(), globals.end());
   std::sort(ranges.begin(), ranges.end(),

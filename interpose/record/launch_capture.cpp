@@ -43,20 +43,6 @@ bool waitsForPeers(std::string_view kernelName) {
   return kernelName.starts_with("ncclKernel") || kernelName.starts_with("ncclDevKernel");
 }
 
-schema::MemoryKind memoryKind(AllocationKind kind) {
-  switch (kind) {
-    case AllocationKind::kDevice:
-      return schema::MemoryKind::ALLOCATION;
-    case AllocationKind::kManaged:
-      return schema::MemoryKind::MANAGED;
-    case AllocationKind::kVmm:
-      return schema::MemoryKind::VMM;
-    case AllocationKind::kHostMapped:
-      return schema::MemoryKind::HOST_MAPPED;
-  }
-  return schema::MemoryKind::UNKNOWN;
-}
-
 bool isCapturing(CUstream stream) {
   const auto query = driverApi().streamIsCapturing;
   CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;

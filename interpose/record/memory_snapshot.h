@@ -19,6 +19,7 @@
 // a pool holds two per thread that snapshotted concurrently, never freed.
 #pragma once
 
+#include "core/allocation_map.h"
 #include "hash.h"
 #include "kcap.capnp.h"
 #include "trace_writer.h"
@@ -80,6 +81,21 @@ struct StoredContent {
 
   void writeTo(schema::Content::Builder out) const;
 };
+
+// How a trace names the kind of a tracked allocation.
+inline schema::MemoryKind memoryKind(AllocationKind kind) {
+  switch (kind) {
+    case AllocationKind::kDevice:
+      return schema::MemoryKind::ALLOCATION;
+    case AllocationKind::kManaged:
+      return schema::MemoryKind::MANAGED;
+    case AllocationKind::kVmm:
+      return schema::MemoryKind::VMM;
+    case AllocationKind::kHostMapped:
+      return schema::MemoryKind::HOST_MAPPED;
+  }
+  return schema::MemoryKind::UNKNOWN;
+}
 
 struct SnapshotRange {
   uint64_t address = 0;
