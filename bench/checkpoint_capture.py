@@ -8,9 +8,11 @@ interval, and a checkpoint every 10 launches) and full mode, side by side.
         [--modes plain,metadata,checkpoint,checkpoint-10,full] [--dir /tmp] [--replay]
         [--whole SCRIPT.py ...] [--rounds 3]
 
---whole: also each Python program named, run whole, plain and in checkpoint
-mode at the default interval, --rounds times each, alternating: the added
-wall time of the whole process (median of the rounds' differences).
+--whole: also each Python program named, run whole, plain and in metadata
+and checkpoint mode (the default interval), --rounds times each, the order
+rotating: the added wall time of the whole process (median of the rounds'
+differences), the checkpoints' holds and copies, and how many distinct
+outputs the plain runs printed (a recorded run must print one of them).
 
 For each run: the loop's wall time (the launches, as the program timed
 them), the whole process's wall time, and for checkpoint runs the
@@ -53,11 +55,57 @@ def run(command, timeout):
     return done, (time.perf_counter() - start) * 1e3
 
 
+WHOLE_MODES = ("plain", "metadata", "checkpoint")
+
+
+def whole_program(args, script, failures):
+    """One program run whole --rounds times in each of WHOLE_MODES, the
+    modes' order rotating from round to round so that drift of the machine
+    hits all of them. What a mode adds is the median of its per-round
+    differences against that round's plain run. The program's output must be
+    one the plain runs printed: a program whose plain runs disagree among
+    themselves (JAX autotuning picks algorithms by timing them) is said to
+    be so, and then any plain output counts."""
+    wall = {m: [] for m in WHOLE_MODES}
+    outputs = {m: [] for m in WHOLE_MODES}
+    infos = []
+    trace = Path(args.dir) / "kcap-checkpoint-whole.kcap"
+    for r in range(args.rounds):
+        order = WHOLE_MODES[r % len(WHOLE_MODES):] + WHOLE_MODES[:r % len(WHOLE_MODES)]
+        for mode in order:
+            command = [args.python, script]
+            if mode != "plain":
+                command = [args.kcap, "record", "-q", "--force", "-o", str(trace), "--mode", mode, "--"] + command
+            done, ms = run(command, args.timeout)
+            if done.returncode != 0:
+                failures.append(f"{script} {mode}: exit {done.returncode}\n{done.stderr[-1500:]}")
+            wall[mode].append(ms / 1e3)
+            outputs[mode].append(done.stdout)
+            if mode == "checkpoint" and trace.exists():
+                infos.append(json.loads(subprocess.run([args.kcap, "info", "--json", str(trace)], capture_output=True,
+                                                       text=True).stdout or "{}").get("checkpoints", {}))
+            if trace.exists():
+                trace.unlink()
+    plain_outputs = set(outputs["plain"])
+    for mode in WHOLE_MODES[1:]:
+        for i, out in enumerate(outputs[mode]):
+            if out not in plain_outputs:
+                failures.append(f"{script} {mode} round {i}: an output no plain run printed")
+    med = lambda v: sorted(v)[len(v) // 2]
+    added = {m: med([wall[m][i] / wall["plain"][i] - 1 for i in range(args.rounds)]) for m in WHOLE_MODES[1:]}
+    print(f"| {Path(script).name} | {med(wall['plain']):.2f} | {med(wall['metadata']):.2f} | "
+          f"{added['metadata'] * 100:+.1f}% | {med(wall['checkpoint']):.2f} | {added['checkpoint'] * 100:+.1f}% | "
+          f"{[i.get('count', 0) for i in infos]} | {max((i.get('maxHoldNs', 0) for i in infos), default=0) / 1e6:.0f} | "
+          f"{med([i.get('holdNs', 0) for i in infos] or [0]) / 1e6:.0f} | "
+          f"{med([i.get('changedBytes', 0) for i in infos] or [0]) / (1 << 20):.0f} | "
+          f"{len(plain_outputs)} |", flush=True)
+
+
 def main():
     args = parse_args()
     failures = []
     rows = []
-    for gib in [int(g) for g in args.gib.split(",")]:
+    for gib in [int(g) for g in args.gib.split(",") if g]:
         program = [args.python, str(HERE / "slice_program.py"), str(gib), str(args.launches)]
         plain_out = None
         for mode in args.modes.split(","):
@@ -101,40 +149,23 @@ def main():
                 trace.unlink()
             rows.append(row)
             print(json.dumps(row), flush=True)
-    print()
-    print("| GiB | mode | loop ms | x plain | process ms | checkpoints | longest hold ms | copied MiB | trace MiB |")
-    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|")
-    plain = {r["gib"]: r["loop_ms"] for r in rows if r["mode"] == "plain"}
-    for r in rows:
-        ratio = r["loop_ms"] / plain[r["gib"]] if r["loop_ms"] and plain.get(r["gib"]) else float("nan")
-        loop = f"{r['loop_ms']:.1f}" if r["loop_ms"] is not None else "-"
-        print(f"| {r['gib']} | {r['mode']} | {loop} | {ratio:.2f} | {r['wall_ms']:.0f} | {r.get('checkpoints', '')} | "
-              f"{r.get('hold_ms', 0):.1f} | {r.get('changed_mib', 0):.1f} | {r.get('trace_mib', 0):.1f} |")
+    if rows:
+        print()
+        print("| GiB | mode | loop ms | x plain | process ms | checkpoints | longest hold ms | copied MiB | trace MiB |")
+        print("|---:|---|---:|---:|---:|---:|---:|---:|---:|")
+        plain = {r["gib"]: r["loop_ms"] for r in rows if r["mode"] == "plain"}
+        for r in rows:
+            ratio = r["loop_ms"] / plain[r["gib"]] if r["loop_ms"] and plain.get(r["gib"]) else float("nan")
+            loop = f"{r['loop_ms']:.1f}" if r["loop_ms"] is not None else "-"
+            print(f"| {r['gib']} | {r['mode']} | {loop} | {ratio:.2f} | {r['wall_ms']:.0f} | {r.get('checkpoints', '')} | "
+                  f"{r.get('hold_ms', 0):.1f} | {r.get('changed_mib', 0):.1f} | {r.get('trace_mib', 0):.1f} |")
     if args.whole:
         print()
-        print("| program | plain s (median) | checkpoint s (median) | added (median of differences) | checkpoints |")
-        print("|---|---:|---:|---:|---:|")
+        print("| program | plain s | metadata s | added | checkpoint s | added | checkpoints | longest hold ms | "
+              "total hold ms | copied MiB | distinct plain outputs |")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for script in args.whole:
-        plain_s, recorded_s, added, counts = [], [], [], []
-        for r in range(args.rounds):
-            trace = Path(args.dir) / "kcap-checkpoint-whole.kcap"
-            done, plain_ms = run([args.python, script], args.timeout)
-            recorded, recorded_ms = run([args.kcap, "record", "-q", "--force", "-o", str(trace), "--mode", "checkpoint",
-                                         "--", args.python, script], args.timeout)
-            if done.returncode != 0 or recorded.returncode != 0 or done.stdout != recorded.stdout:
-                failures.append(f"{script}: exit {done.returncode} plain, {recorded.returncode} recorded, "
-                                f"same output: {done.stdout == recorded.stdout}\n{recorded.stderr[-1500:]}")
-            if trace.exists():
-                info = json.loads(subprocess.run([args.kcap, "info", "--json", str(trace)], capture_output=True,
-                                                 text=True).stdout or "{}")
-                counts.append(info.get("checkpoints", {}).get("count", 0))
-                trace.unlink()
-            plain_s.append(plain_ms / 1e3)
-            recorded_s.append(recorded_ms / 1e3)
-            added.append(recorded_ms / plain_ms - 1)
-        med = lambda v: sorted(v)[len(v) // 2]
-        print(f"| {Path(script).name} | {med(plain_s):.2f} | {med(recorded_s):.2f} | {med(added) * 100:+.1f}% | "
-              f"{counts} |", flush=True)
+        whole_program(args, script, failures)
     for f in failures:
         print("FAILED:", f)
     return 1 if failures else 0

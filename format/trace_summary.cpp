@@ -195,6 +195,7 @@ void SummaryBuilder::add(schema::Event::Reader e) {
                for (const auto range : c.getRanges()) bytes += range.getContent().getSize();
                s_.checkpointMaxBytes = std::max(s_.checkpointMaxBytes, bytes);
                s_.checkpointMaxHoldNs = std::max(s_.checkpointMaxHoldNs, c.getHoldNs());
+               s_.checkpointHoldNs += c.getHoldNs();
              },
              [&](schema::Trigger::Reader t) {
                s_.triggers.push_back(

@@ -107,6 +107,7 @@ struct TraceSummary {
   uint64_t checkpointChangedBytes = 0;
   uint64_t checkpointMaxBytes = 0;  // the largest checkpoint's live memory
   uint64_t checkpointMaxHoldNs = 0;
+  uint64_t checkpointHoldNs = 0;  // all checkpoints together
   std::vector<TriggerSummary> triggers;
 
   // bytes

@@ -228,6 +228,7 @@ void printText(const Options& opt, const format::TraceReader& reader, const Trac
     t.row({"largest", humanSize(s.checkpointMaxBytes), "live device memory"});
     t.row({"changed", humanSize(s.checkpointChangedBytes), "copied from the device, all checkpoints"});
     t.row({"longest hold", durationText(s.checkpointMaxHoldNs), "the program waited for one"});
+    t.row({"total hold", durationText(s.checkpointHoldNs), "the program waited for all"});
     out += t.render();
   }
   if (!s.triggers.empty()) {
@@ -397,7 +398,8 @@ void printJson(const Options& opt, const format::TraceReader& reader, const Trac
                         {"incomplete", s.incompleteCheckpoints},
                         {"maxBytes", s.checkpointMaxBytes},
                         {"changedBytes", s.checkpointChangedBytes},
-                        {"maxHoldNs", s.checkpointMaxHoldNs}};
+                        {"maxHoldNs", s.checkpointMaxHoldNs},
+                        {"holdNs", s.checkpointHoldNs}};
   }
   if (!s.triggers.empty()) {
     Json triggers = Json::array();
