@@ -76,6 +76,7 @@ RingTraceWriter::~RingTraceWriter() {
 
 void RingTraceWriter::throwIfClosed() const {
   if (closed_) throw FormatError("the flight recorder's ring is closed");
+  if (!failure_.empty()) throw FormatError("the flight recorder's ring failed: " + failure_);
 }
 
 // ---- pieces ------------------------------------------------------------------------
@@ -301,54 +302,6 @@ void RingTraceWriter::sealOpen(Segment& segment) {
   segment.open.clear();  // its capacity stays for the next block
 }
 
-uint64_t RingTraceWriter::append(capnp::MessageBuilder& message) {
-  std::lock_guard lock(mutex_);
-  throwIfClosed();
-  const uint64_t seq = nextSeq_++;
-  message.getRoot<schema::Event>().setSeq(seq);
-  keep(message, seq);
-  return seq;
-}
-
-uint64_t RingTraceWriter::appendNumbered(capnp::MessageBuilder& message) {
-  std::lock_guard lock(mutex_);
-  throwIfClosed();
-  const uint64_t seq = message.getRoot<schema::Event>().getSeq();
-  if (seq < nextSeq_) {
-    throw FormatError("event " + std::to_string(seq) + " appended after " + std::to_string(nextSeq_ - 1));
-  }
-  nextSeq_ = seq + 1;
-  keep(message, seq);
-  return seq;
-}
-
-uint64_t RingTraceWriter::append(DeferredEventPtr event) {
-  const unsigned count = event->eventCount();
-  if (count == 0) throw FormatError("a deferred event standing for no event");
-  std::lock_guard lock(mutex_);
-  throwIfClosed();
-  const uint64_t first = nextSeq_;
-  nextSeq_ += count;
-  event->sequenced(first);
-  for (unsigned part = 0; part < count; ++part) {
-    capnp::MallocMessageBuilder message(256);
-    auto built = message.initRoot<schema::Event>();
-    built.setSeq(first + part);
-    try {
-      event->build(built, part);
-    } catch (const std::exception& e) {
-      // The seq is taken: it stays, saying why (as the file writer does).
-      built = message.initRoot<schema::Event>();
-      built.setSeq(first + part);
-      auto note = built.initMessage();
-      note.setLevel(schema::Message::Level::ERROR);
-      note.setText(std::string("an event could not be encoded: ") + e.what());
-    }
-    keep(message, first + part);
-  }
-  return first;
-}
-
 // ---- the window ---------------------------------------------------------------------
 
 void RingTraceWriter::trim() {
@@ -491,8 +444,11 @@ void RingTraceWriter::writeOut(TraceWriter& out) {
 }
 
 void RingTraceWriter::close() {
-  std::lock_guard lock(mutex_);
+  std::unique_lock lock(mutex_);
   if (closed_) return;
+  stopBuilder(lock);
+  fileQueued(lock);
+  if (closed_) return;  // closed by another thread while this one joined the builder
   closed_ = true;
   if (!fired_) {
     segments_.clear();

@@ -29,19 +29,25 @@
 // past it the oldest segment is dropped early (never the newest). A newest
 // segment alone over the bound is kept, said once through RingOptions::warn.
 //
-// Thread-safe like TraceWriter. Events are built (a DeferredEvent too) and
-// compressed on the producer's thread, under the ring's lock: a launch
-// costs its producer more than with the file writer, which builds them on
-// its own threads. New pieces are compressed by the producer, or, for a
-// content of several pieces, on a pool of threads (Options::hashingThreads).
+// Thread-safe like TraceWriter. A DeferredEvent (a launch) costs its
+// producer what it costs with the file writer: its seq is taken and it is
+// queued, under the ring's lock; a builder thread of the ring's builds,
+// files and compresses the queued events in batches
+// (ring_trace_writer_build.cpp). Other events are built by their producer
+// and filed under the lock, after every queued event before them: the ring
+// holds events in seq order. New pieces are compressed by the producer, or,
+// for a content of several pieces, on a pool of threads
+// (Options::hashingThreads).
 #pragma once
 
+#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -143,8 +149,25 @@ class RingTraceWriter final : public TraceWriter {
   void dropOldest();           // caller holds mutex_
   size_t newestBytes() const;  // caller holds mutex_; the newest segment's events and pieces
   void releasePieces();        // caller holds mutex_
-  void throwIfClosed() const;
+  void throwIfClosed() const;  // also after the builder thread failed
   void writeOut(TraceWriter& out);
+
+  // Deferred events (ring_trace_writer_build.cpp).
+  struct PendingEvent {
+    uint64_t seq = 0;  // of its first part
+    DeferredEventPtr event;
+  };
+  // Caller holds `lock` on mutex_: waits for the builder thread's batch to
+  // be filed, then builds and files every queued event, on this thread.
+  // What comes next in seq order may then be filed.
+  void fileQueued(std::unique_lock<std::mutex>& lock);
+  // Builds the parts of each event of `batch` (no lock needed) and files
+  // them (caller holds mutex_ for the filing: `file` is called under it).
+  static void buildAll(const std::vector<PendingEvent>& batch,
+                       std::vector<std::pair<uint64_t, std::unique_ptr<capnp::MallocMessageBuilder>>>& built);
+  void fileBuilt(std::vector<std::pair<uint64_t, std::unique_ptr<capnp::MallocMessageBuilder>>>& built);
+  void builderLoop();
+  void stopBuilder(std::unique_lock<std::mutex>& lock);  // lock held on entry and return, released while joining
 
   const TraceWriter::Options options_;
   const RingOptions ring_;
@@ -172,6 +195,16 @@ class RingTraceWriter final : public TraceWriter {
   std::unique_ptr<WorkerPool> workers_;
   std::mutex compressorsMutex_;
   std::vector<std::unique_ptr<Compressor>> compressors_;  // idle ones, for the producers' threads
+
+  // Guarded by mutex_. Queued deferred events, in seq order; a batch the
+  // builder took out of queued_ comes before all of them in seq order.
+  std::vector<PendingEvent> queued_;
+  bool building_ = false;             // the builder thread holds a batch not yet filed
+  bool stopBuilding_ = false;         // close(): the builder files what is queued and ends
+  std::string failure_;               // the first failure of the builder thread: appends throw it
+  std::condition_variable queuedCv_;  // the builder: events queued, or stop
+  std::condition_variable filedCv_;   // others: the builder's batch is filed
+  std::thread builder_;               // started at the first deferred event
 };
 
 }  // namespace kcap::format
