@@ -309,18 +309,91 @@ void RingTraceWriter::trim() {
   auto atCheckpoint = static_cast<size_t>(
       std::count_if(segments_.begin(), segments_.end(), [](const Segment& s) { return s.atCheckpoint; }));
   bool dropped = false;
-  while (segments_.size() > 1 && (atCheckpoint > ring_.checkpoints || bytes_ > ring_.maxBytes)) {
+  while (segments_.size() > 1 && atCheckpoint > ring_.checkpoints) {
     if (segments_.front().atCheckpoint) --atCheckpoint;
     dropOldest();
     dropped = true;
   }
   if (dropped) releasePieces();
+  spillPieces();
+  // Memory and the ring file are both full: the oldest segment goes early,
+  // and with it the pieces only it named, which makes room in either.
+  while (segments_.size() > 1 && bytes_ > ring_.maxBytes) {
+    dropOldest();
+    releasePieces();
+    spillPieces();
+  }
   if (bytes_ > ring_.maxBytes && !warned_ && segments_.size() == 1 && newestBytes() > ring_.maxBytes) {
     warned_ = true;
     if (ring_.warn) {
+      const std::string file =
+          spill_ ? " and the ring file (" + std::to_string(spill_->maxBytes() >> 20) + " MiB)" : std::string();
       ring_.warn("the flight recorder's newest checkpoint interval alone holds more than the buffer (" +
-                 std::to_string(ring_.maxBytes >> 20) + " MiB); keeping it whole, over the bound");
+                 std::to_string(ring_.maxBytes >> 20) + " MiB)" + file + "; keeping it whole, over the bound");
     }
+  }
+}
+
+bool RingTraceWriter::spillPieces() {
+  if (bytes_ <= ring_.maxBytes || ring_.maxSpillBytes == 0 || ring_.spillPath.empty() || spillFailed_ || spillFull_) {
+    return false;
+  }
+  if (!spill_) {
+    try {
+      spill_ = std::make_unique<RingSpill>(ring_.spillPath, ring_.maxSpillBytes);
+    } catch (const FormatError& e) {
+      spillFailed(e.what());
+      return false;
+    }
+  }
+  std::vector<std::pair<uint64_t, Piece*>> order;
+  for (auto& [hash, piece] : pieces_) {
+    if (piece.spilled.size == 0) order.emplace_back(piece.newest, &piece);
+  }
+  std::sort(order.begin(), order.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  const size_t lowWater = ring_.maxBytes - ring_.maxBytes / 8;
+  bool moved = false;
+  for (auto& [newest, piece] : order) {
+    if (bytes_ <= lowWater) break;
+    std::optional<RingSpill::Extent> extent;
+    try {
+      extent = spill_->put(piece->chunk);
+    } catch (const FormatError& e) {
+      spillFailed(e.what());
+      break;
+    }
+    if (!extent) {
+      spillFull_ = true;
+      break;
+    }
+    piece->spilled = *extent;
+    bytes_ -= piece->chunk.size();
+    std::vector<uint8_t>().swap(piece->chunk);
+    ++spilledPieces_;
+    spilledBytes_ += extent->size;
+    moved = true;
+  }
+  return moved;
+}
+
+void RingTraceWriter::spillFailed(const std::string& why) {
+  // What is in the file stays there, readable or not; nothing more goes.
+  spillFailed_ = true;
+  if (ring_.warn) {
+    ring_.warn("the flight recorder's ring file failed (" + why +
+               "); past the buffer, older checkpoint intervals are dropped");
+  }
+}
+
+void RingTraceWriter::forget(Piece& piece) {
+  if (piece.spilled.size != 0) {
+    spill_->release(piece.spilled);
+    spillFull_ = false;
+    --spilledPieces_;
+    spilledBytes_ -= piece.spilled.size;
+    piece.spilled = {};
+  } else {
+    bytes_ -= piece.chunk.size();
   }
 }
 
@@ -330,7 +403,7 @@ size_t RingTraceWriter::newestBytes() const {
   const uint64_t current = segments_.back().id;
   size_t lagging = 0;
   for (const auto& [hash, piece] : pieces_) {
-    if (!piece.pinned && piece.newest < current) lagging += piece.chunk.size();
+    if (!piece.pinned && piece.newest < current) lagging += piece.chunk.size();  // 0 when in the file
   }
   return bytes_ - stateBytes_ - lagging;
 }
@@ -348,7 +421,7 @@ void RingTraceWriter::releasePieces() {
   const uint64_t keepFrom = std::min(segments_.front().id, current - 1);
   for (auto it = pieces_.begin(); it != pieces_.end();) {
     if (!it->second.pinned && it->second.newest < keepFrom) {
-      bytes_ -= it->second.chunk.size();
+      forget(it->second);
       it = pieces_.erase(it);
     } else {
       ++it;
@@ -376,6 +449,9 @@ RingTraceWriter::RingStats RingTraceWriter::ringStats() const {
   out.stateEvents = state_.size();
   out.pieces = pieces_.size();
   out.bytes = bytes_;
+  out.spilledPieces = spilledPieces_;
+  out.spilledBytes = spilledBytes_;
+  out.spillFileBytes = spill_ ? spill_->fileBytes() : 0;
   return out;
 }
 
@@ -408,10 +484,37 @@ void appendFlatEvents(const uint8_t* bytes, size_t size, const std::function<voi
 }  // namespace
 
 void RingTraceWriter::writeOut(TraceWriter& out) {
+  std::vector<std::pair<const Hash128*, const Piece*>> spilled;
   for (auto& [hash, piece] : pieces_) {
-    out.storeEncodedPiece(hash, piece.rawSize, std::move(piece.chunk));
+    if (piece.spilled.size != 0) {
+      spilled.emplace_back(&hash, &piece);
+    } else {
+      out.storeEncodedPiece(hash, piece.rawSize, std::move(piece.chunk));
+    }
+  }
+  // Read back in the file's order.
+  std::sort(spilled.begin(), spilled.end(),
+            [](const auto& a, const auto& b) { return a.second->spilled.offset < b.second->spilled.offset; });
+  size_t lost = 0;
+  std::string why;
+  for (const auto& [hash, piece] : spilled) {
+    std::vector<uint8_t> chunk;
+    try {
+      chunk = spill_->read(piece->spilled);
+    } catch (const FormatError& e) {
+      // The rest of the ring is still worth writing: the trace then lacks
+      // the piece, which its reader reports.
+      if (lost++ == 0) why = e.what();
+      continue;
+    }
+    out.storeEncodedPiece(*hash, piece->rawSize, std::move(chunk));
+  }
+  if (lost != 0 && ring_.warn) {
+    ring_.warn("the flight recorder's ring file could not be read back (" + why + "): " + std::to_string(lost) +
+               " pieces are missing from the trace");
   }
   pieces_.clear();
+  spill_.reset();
   size_t nextState = 0;
   auto copy = [&](capnp::MessageReader& reader) {
     capnp::MallocMessageBuilder message;
@@ -454,6 +557,7 @@ void RingTraceWriter::close() {
     segments_.clear();
     state_.clear();
     pieces_.clear();
+    spill_.reset();
     bytes_ = 0;
     return;
   }

@@ -25,9 +25,18 @@
 // bound covers a producer that stored a piece just before a checkpoint and
 // appends the event naming it just after.
 //
-// Memory: at most RingOptions::maxBytes of compressed events and pieces;
-// past it the oldest segment is dropped early (never the newest). A newest
-// segment alone over the bound is kept, said once through RingOptions::warn.
+// Memory: at most RingOptions::maxBytes of compressed events and pieces.
+// Past it, pieces move to the ring file (ring_spill.h, up to
+// RingOptions::maxSpillBytes), oldest first (by the newest segment that
+// named them: module images, pinned for the whole run, go early and free
+// their memory for good), until the memory is an eighth under the bound,
+// so that moves come in batches. Only when the ring file is full too (or
+// failed, or there is none) is the oldest segment dropped early, never the
+// newest. A newest segment alone over both is kept, said once through
+// RingOptions::warn; so is a ring file that cannot be made or written
+// (what does not fit is then dropped, as without one). Pieces in the file
+// are read back when a fired ring is written out; released pieces give
+// their space back. The file goes with the ring, fired or not.
 //
 // Thread-safe like TraceWriter. A DeferredEvent (a launch) costs its
 // producer what it costs with the file writer: its seq is taken and it is
@@ -53,6 +62,7 @@
 
 #include "hash.h"
 #include "piece_memory.h"
+#include "ring_spill.h"
 #include "trace_writer.h"
 
 namespace kcap::format {
@@ -67,6 +77,11 @@ struct RingOptions {
   // rules: exclusive creation, a name with the pid when taken, ...).
   std::function<std::unique_ptr<TraceWriter>()> openOutput;
   std::function<void(const std::string&)> warn;  // one line for the user; may be empty
+  // The ring file: pieces past maxBytes move there, up to this many bytes
+  // (0: no file; what exceeds maxBytes is dropped). Made at the first move,
+  // unnamed in spillPath's directory, else at spillPath and unlinked at once.
+  uint64_t maxSpillBytes = 0;
+  std::string spillPath;
   // Told of every launch event kept (stream, context, launch index), in seq
   // order, under the ring's lock: it must be quick and not call the ring.
   std::function<void(schema::Launch::Reader)> launched;
@@ -109,14 +124,18 @@ class RingTraceWriter final : public TraceWriter {
     uint64_t droppedSegments = 0;
     uint64_t segments = 0;  // kept now
     uint64_t stateEvents = 0;
-    uint64_t pieces = 0;  // held now
-    uint64_t bytes = 0;   // compressed events and pieces held
+    uint64_t pieces = 0;          // held now
+    uint64_t bytes = 0;           // compressed events and pieces held in memory
+    uint64_t spilledPieces = 0;   // held in the ring file
+    uint64_t spilledBytes = 0;    // their chunks' bytes
+    uint64_t spillFileBytes = 0;  // the ring file's size (0: none made)
   };
   RingStats ringStats() const;
 
  private:
   struct Piece {
-    std::vector<uint8_t> chunk;  // the encoded blob chunk, as the output stores it
+    std::vector<uint8_t> chunk;  // the encoded blob chunk, as the output stores it; empty when spilled
+    RingSpill::Extent spilled;   // where in the ring file the chunk is, when there
     uint64_t rawSize = 0;
     uint64_t newest = 0;  // the newest segment that stored, looked up or named it
     bool pinned = false;  // named by a kept state event
@@ -149,6 +168,11 @@ class RingTraceWriter final : public TraceWriter {
   void dropOldest();           // caller holds mutex_
   size_t newestBytes() const;  // caller holds mutex_; the newest segment's events and pieces
   void releasePieces();        // caller holds mutex_
+  void forget(Piece& piece);   // caller holds mutex_; its memory or file space goes
+  // Caller holds mutex_. Moves pieces to the ring file while memory is over
+  // the bound and the file has room; false when none could move.
+  bool spillPieces();
+  void spillFailed(const std::string& why);  // caller holds mutex_
   void throwIfClosed() const;  // also after the builder thread failed
   void writeOut(TraceWriter& out);
 
@@ -186,6 +210,11 @@ class RingTraceWriter final : public TraceWriter {
   bool fired_ = false;
   bool closed_ = false;
   bool warned_ = false;
+  std::unique_ptr<RingSpill> spill_;  // made at the first move
+  bool spillFailed_ = false;
+  bool spillFull_ = false;  // a chunk found no room; cleared when room is given back
+  uint64_t spilledPieces_ = 0;
+  uint64_t spilledBytes_ = 0;
   Stats stats_;
   std::string path_;
 

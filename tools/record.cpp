@@ -64,6 +64,7 @@ struct Options {
   std::string checkpointEvery;
   std::string trigger;
   std::string ring;
+  std::string ringDisk;
   std::string include;
   std::string exclude;
   std::string skip;
@@ -96,7 +97,8 @@ const std::map<std::string, std::string>& flagOf() {
                                                            {"KCAP_HASH", "--hash"},
                                                            {"KCAP_CHECKPOINT_EVERY", "--checkpoint-every"},
                                                            {"KCAP_TRIGGER", "--trigger"},
-                                                           {"KCAP_RING", "--ring"}};
+                                                           {"KCAP_RING", "--ring"},
+                                                           {"KCAP_RING_DISK", "--ring-disk"}};
   return flags;
 }
 
@@ -171,7 +173,8 @@ std::map<std::string, std::string> settings(const Options& opt) {
                                                               {"KCAP_HASH", &opt.hash},
                                                               {"KCAP_CHECKPOINT_EVERY", &opt.checkpointEvery},
                                                               {"KCAP_TRIGGER", &opt.trigger},
-                                                              {"KCAP_RING", &opt.ring}};
+                                                              {"KCAP_RING", &opt.ring},
+                                                              {"KCAP_RING_DISK", &opt.ringDisk}};
   for (const char* name : captureVariables()) {
     const char* env = std::getenv(name);
     if (env != nullptr) out[name] = env;
@@ -583,9 +586,14 @@ Run setupRecord(CLI::App& cmd) {
                  "comma-separated (KCAP_TRIGGER)")
       ->type_name("LIST");
   cmd.add_option("--ring", opt->ring,
-                 "With --trigger: checkpoints the ring keeps, held in memory up to --buffer (KCAP_RING) "
-                 "[default: 2]")
+                 "With --trigger: checkpoints the ring keeps, held in memory up to --buffer, then in a ring file "
+                 "up to --ring-disk (KCAP_RING) [default: 2]")
       ->type_name("N");
+  cmd.add_option("--ring-disk", opt->ringDisk,
+                 "With --trigger: disk for what of the ring exceeds --buffer, in an unnamed file in the output's "
+                 "directory, e.g. 32G; 0: none, past --buffer older checkpoints are dropped (KCAP_RING_DISK) "
+                 "[default: 8G]")
+      ->type_name("SIZE");
   cmd.add_option("--include", opt->include, "Record only kernels whose name matches this regex (KCAP_INCLUDE)")
       ->type_name("REGEX");
   cmd.add_option("--exclude", opt->exclude, "Do not record kernels whose name matches this regex (KCAP_EXCLUDE)")

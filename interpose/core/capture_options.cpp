@@ -27,6 +27,9 @@ constexpr const char* kHash = "KCAP_HASH";
 constexpr const char* kCheckpointEvery = "KCAP_CHECKPOINT_EVERY";
 constexpr const char* kTrigger = "KCAP_TRIGGER";
 constexpr const char* kRing = "KCAP_RING";
+constexpr const char* kRingDisk = "KCAP_RING_DISK";
+constexpr uint64_t kMinRingDiskBytes = uint64_t{1} << 20;
+constexpr uint64_t kMaxRingDiskBytes = uint64_t{64} << 40;
 constexpr uint32_t kMaxHangSeconds = 86400;
 
 std::optional<uint64_t> parseUnsigned(std::string_view text) {
@@ -103,6 +106,7 @@ std::vector<std::pair<std::string, std::string>> CaptureOptions::describe() cons
   if (triggers.any()) {
     out.emplace_back("trigger", triggers.text());
     out.emplace_back("ring", std::to_string(ringCheckpoints));
+    out.emplace_back("ringDisk", std::to_string(ringDiskBytes));
   }
   if (mode == CaptureMode::kCheckpoint) {
     out.emplace_back("checkpointEvery", checkpointEveryLaunches != 0
@@ -113,9 +117,9 @@ std::vector<std::pair<std::string, std::string>> CaptureOptions::describe() cons
 }
 
 const std::vector<const char*>& captureVariables() {
-  static const std::vector<const char*> names = {kOutput,      kMode,  kInclude,         kExclude, kSkip,
-                                                 kMaxLaunches, kLevel, kPieceSize,       kBuffer,  kFlush,
-                                                 kTiming,      kHash,  kCheckpointEvery, kTrigger, kRing};
+  static const std::vector<const char*> names = {
+      kOutput, kMode,   kInclude, kExclude,         kSkip,    kMaxLaunches, kLevel,   kPieceSize, kBuffer,
+      kFlush,  kTiming, kHash,    kCheckpointEvery, kTrigger, kRing,        kRingDisk};
   return names;
 }
 
@@ -351,6 +355,14 @@ std::optional<CaptureOptions> readCaptureOptions(const VariableLookup& lookup) {
                         "expected a number of checkpoints from 1 to " + std::to_string(kMaxRingCheckpoints));
     }
     options.ringCheckpoints = static_cast<uint32_t>(*parsed);
+  }
+  if (const std::string disk = value(kRingDisk); !disk.empty()) {
+    const auto parsed = parseByteCount(disk);
+    if (!parsed || (*parsed != 0 && (*parsed < kMinRingDiskBytes || *parsed > kMaxRingDiskBytes))) {
+      throw OptionError(kRingDisk, disk,
+                        "expected 0 (no ring file) or a size from 1M to 65536G (bytes, or with a K, M or G suffix)");
+    }
+    options.ringDiskBytes = *parsed;
   }
   if (const std::string trigger = value(kTrigger); !trigger.empty()) {
     std::string bad;

@@ -109,6 +109,10 @@ struct CaptureOptions {
   // a trigger fires.
   TriggerSet triggers;
   uint32_t ringCheckpoints = 2;
+  // Past bufferBytes, the ring moves pieces to a ring file beside the
+  // output, unnamed, up to this many bytes (0: none; past the buffer older
+  // checkpoints are dropped).
+  uint64_t ringDiskBytes = uint64_t{8} << 30;
 
   // Compiled once by readCaptureOptions; shared, immutable.
   std::shared_ptr<const NamePattern> includePattern;

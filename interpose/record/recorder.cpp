@@ -212,6 +212,8 @@ std::unique_ptr<format::TraceWriter> openRing(const CaptureOptions& options, std
   format::RingOptions ring;
   ring.checkpoints = options.ringCheckpoints;
   ring.maxBytes = options.bufferBytes;
+  ring.maxSpillBytes = options.ringDiskBytes;
+  ring.spillPath = path + ".ring";
   ring.openOutput = [options] {
     std::string written;
     std::unique_ptr<format::TraceWriter> writer = openTrace(options, written);

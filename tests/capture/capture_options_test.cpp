@@ -224,6 +224,20 @@ TEST(CaptureOptions, TriggersAndRing) {
               std::string::npos)
         << bad;
   }
+  // The ring file: 8G unless set, 0 for none.
+  EXPECT_EQ(none->ringDiskBytes, uint64_t{8} << 30);
+  const auto disk = read({{"KCAP_OUTPUT", "t"}, {"KCAP_MODE", "checkpoint"}, {"KCAP_RING_DISK", "32G"}});
+  ASSERT_TRUE(disk);
+  EXPECT_EQ(disk->ringDiskBytes, uint64_t{32} << 30);
+  const auto noDisk = read({{"KCAP_OUTPUT", "t"}, {"KCAP_MODE", "checkpoint"}, {"KCAP_RING_DISK", "0"}});
+  ASSERT_TRUE(noDisk);
+  EXPECT_EQ(noDisk->ringDiskBytes, 0u);
+  for (const char* bad : {"x", "512K", "-1", "65537G", "1T"}) {
+    EXPECT_NE(errorOf({{"KCAP_OUTPUT", "t"}, {"KCAP_MODE", "checkpoint"}, {"KCAP_RING_DISK", bad}})
+                  .find(std::string("KCAP_RING_DISK=\"") + bad + "\": expected 0 (no ring file) or a size"),
+              std::string::npos)
+        << bad;
+  }
 }
 
 }  // namespace

@@ -285,6 +285,42 @@ TEST_F(FlightRecorder, KeepsOnlyTheLastCheckpoints) {
       << replay.describe();
 }
 
+// Checkpoints of the window (not the last one, taken as the trigger ends
+// the recording).
+size_t ringCheckpoints(const std::vector<kcap::test::OwnedEvent>& events) {
+  size_t count = 0;
+  for (const auto e : only(events, Event::CHECKPOINT)) {
+    count += e.getCheckpoint().getReason() != schema::CheckpointReason::END;
+  }
+  return count;
+}
+
+TEST_F(FlightRecorder, TheRingSpillsPastTheBufferToAFileNothingLeavesBehind) {
+  // Each interval overwrites 40 MiB with new bytes: three kept checkpoints
+  // hold about 120 MiB, past a 64 MiB buffer.
+  const std::map<std::string, std::string> env = {{"KCAP_RING", "3"}, {"KCAP_BUFFER", "64M"}};
+  auto withDisk = env;
+  withDisk["KCAP_RING_DISK"] = "256M";
+  const Flight flight = record("spill", withDisk);
+  EXPECT_EQ(flight.outcome.exitCode, 0) << flight.outcome.describe();
+  const auto events = eventsOf(flight.path);
+  expectFired(flight, events, schema::TriggerKind::API);
+  EXPECT_EQ(ringCheckpoints(events), 3u);
+  EXPECT_EQ(flight.outcome.err.find("ring file failed"), std::string::npos) << flight.outcome.describe();
+  EXPECT_EQ(flight.outcome.err.find("over the bound"), std::string::npos) << flight.outcome.describe();
+  EXPECT_EQ(leftovers(), std::vector<std::string>{"fail.kcap"});
+  std::filesystem::remove(flight.path);
+
+  // Without the ring file the buffer alone keeps fewer.
+  auto noDisk = env;
+  noDisk["KCAP_RING_DISK"] = "0";
+  const Flight dropped = record("spill", noDisk);
+  EXPECT_EQ(dropped.outcome.exitCode, 0) << dropped.outcome.describe();
+  const auto fewer = eventsOf(dropped.path);
+  expectFired(dropped, fewer, schema::TriggerKind::API);
+  EXPECT_LT(ringCheckpoints(fewer), 3u);
+}
+
 TEST_F(FlightRecorder, KcapRecordSaysWhenNoTriggerFired) {
   const std::string path = dir_->file("t.kcap");
   const Outcome rec = run({kcapBinary(),

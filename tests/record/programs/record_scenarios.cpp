@@ -62,7 +62,11 @@
 //               not-found (cuModuleGetFunction of a name the module lacks,
 //               an ordinary error, then two more launches), hang (3.5 s
 //               without a call, then two more launches: with
-//               KCAP_DOUBLE_EVENT_NOT_READY=1, the work looks unfinished)
+//               KCAP_DOUBLE_EVENT_NOT_READY=1, the work looks unfinished),
+//               spill (before the eight launches, a 40 MiB buffer; before
+//               every second launch it is overwritten from the host with new
+//               incompressible bytes: each checkpoint holds 40 MiB more; then
+//               as api)
 #include "driver_program.h"
 
 #include <dlfcn.h>
@@ -475,7 +479,45 @@ int fault(bool kill) {
   return synced == CUDA_ERROR_ILLEGAL_ADDRESS ? 3 : 0;
 }
 
+void triggerApi() {
+  using Trigger = int (*)(const char*);
+  const auto trigger = reinterpret_cast<Trigger>(dlsym(RTLD_DEFAULT, "kcap_trigger"));
+  std::printf("result trigger %d\n", trigger != nullptr ? trigger("loss is NaN") : -1);
+}
+
+// Apart from flight(): its vfork and a vector's locals do not mix.
+int flightSpill() {
+  start();
+  Axpy axpy;
+  std::vector<uint64_t> words((size_t{40} << 20) / sizeof(uint64_t));
+  CUdeviceptr big = 0;
+  DRIVER(cuMemAlloc, &big, words.size() * sizeof(uint64_t));
+  uint64_t state = 0x9e3779b97f4a7c15ull;
+  for (int i = 0; i < 8; ++i) {
+    if (i % 2 == 0) {
+      for (auto& word : words) {  // xorshift64: incompressible
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        word = state;
+      }
+      DRIVER(cuMemcpyHtoD, big, words.data(), words.size() * sizeof(uint64_t));
+    }
+    CHECK(axpy.launch(1.0f) == CUDA_SUCCESS);
+  }
+  std::fflush(stdout);
+  triggerApi();
+  for (int i = 0; i < 2; ++i) {
+    CHECK(axpy.launch(1.0f) == CUDA_SUCCESS);
+  }
+  printBits("flight y[5]", axpy.y, 5);
+  return 0;
+}
+
 int flight(const std::string& how) {
+  if (how == "spill") {
+    return flightSpill();
+  }
   start();
   Axpy axpy;
   for (int i = 0; i < 8; ++i) {
@@ -483,9 +525,7 @@ int flight(const std::string& how) {
   }
   std::fflush(stdout);
   if (how == "api") {
-    using Trigger = int (*)(const char*);
-    const auto trigger = reinterpret_cast<Trigger>(dlsym(RTLD_DEFAULT, "kcap_trigger"));
-    std::printf("result trigger %d\n", trigger != nullptr ? trigger("loss is NaN") : -1);
+    triggerApi();
   } else if (how == "sigusr2") {
     kill(getpid(), SIGUSR2);
   } else if (how == "sigterm") {
