@@ -249,6 +249,7 @@ IntervalReport Reexecutor::runInterval(const CheckpointInfo& from, const Checkpo
     const uint64_t end = to->event->get().getTimeNs(), hold = to->get().getHoldNs();
     if (end >= hold && end - hold > start) report.programNs = end - hold - start;
   }
+  setMarkSpacing(report);
   listener.intervalStarting(report);
   bool sticky = false;
   try {

@@ -368,10 +368,14 @@ void attribute(const TraceModel& model, const ReplayOptions& options, IntervalRe
                     report.detail + ")";
     return;
   }
+  if (why.empty() && found.intervals.empty()) why = "it reported nothing";
   if (why.empty()) {
-    why = found.intervals.empty() ? std::string("it reported nothing")
-                                  : std::string("it ended ") + intervalVerdictName(found.intervals.back().verdict) +
-                                        ": the failure depends on launches overlapping";
+    const char* verdict = intervalVerdictName(found.intervals.back().verdict);
+    why = report.verdict == IntervalVerdict::kHang
+              ? std::string("it ran the interval to its end (") + verdict +
+                    "), no launch taking --timeout: the launches in flight took longer together (a larger --timeout "
+                    "lets them finish)"
+              : std::string("it ended ") + verdict + ": the fault depends on launches overlapping";
   }
   report.detail += "; a synchronized re-run did not name the launch: " + why;
 }

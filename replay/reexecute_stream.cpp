@@ -22,8 +22,11 @@ std::string hexText(uint64_t value) {
 }
 
 // Launches between two markers: how often the watchdog hears of progress,
-// and how finely a wait reports it.
+// and how finely a wait reports it. Fewer when the program's launches took
+// long (setMarkSpacing), so that a group of them finishes well within
+// --timeout.
 constexpr uint64_t kMarkEvery = 256;
+constexpr double kGroupShareOfTimeout = 0.1;
 // Host-to-device copies' sources wait in page-locked memory until the next
 // drain; a copy larger than this goes through the synchronous path.
 constexpr uint64_t kArenaBytes = uint64_t{64} << 20;
@@ -72,11 +75,23 @@ bool Reexecutor::runLaunch(const LaunchRecord& launch, IntervalReport& report, R
   } else {
     if (!inFlight_) inFlight_ = launch.launchIndex;
     lastSubmitted_ = launch.launchIndex;
-    if (++sinceMark_ == kMarkEvery) mark(listener);
+    if (++sinceMark_ >= markEvery_) mark(listener);
   }
   if (around) around_(false);
   if (afterLaunch_) afterLaunch_(launch);
   return true;
+}
+
+void Reexecutor::setMarkSpacing(const IntervalReport& bounds) {
+  markEvery_ = kMarkEvery;
+  if (bounds.programNs == 0 || bounds.firstLaunch > bounds.lastLaunch) return;
+  // The program's time a launch, an upper bound on the device's while the
+  // program was launch-bound or waited for its launches.
+  const double launches = static_cast<double>(bounds.lastLaunch - bounds.firstLaunch) + 1;
+  const double perLaunchNs = static_cast<double>(bounds.programNs) / launches;
+  const double group = kGroupShareOfTimeout * r_.options_.timeoutSeconds * 1e9 / perLaunchNs;
+  markEvery_ =
+      group >= static_cast<double>(kMarkEvery) ? kMarkEvery : std::max<uint64_t>(1, static_cast<uint64_t>(group));
 }
 
 void Reexecutor::mark(ReexecutionListener& listener) {

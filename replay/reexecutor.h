@@ -82,6 +82,8 @@ class Reexecutor {
   // Marks the launches submitted so far: an event recorded behind them, and
   // the watchdog told.
   void mark(ReexecutionListener& listener);
+  // How many launches between two marks, from the program's pace over the interval.
+  void setMarkSpacing(const IntervalReport& bounds);
   // Waits for everything submitted, telling the watchdog as launches complete.
   void drain(ReexecutionListener& listener);
   // Forgets what was in flight (after a drain, or after an error).
@@ -128,6 +130,7 @@ class Reexecutor {
   std::optional<uint64_t> inFlight_;
   uint64_t lastSubmitted_ = 0;
   uint64_t sinceMark_ = 0;              // launches submitted since the last marker
+  uint64_t markEvery_ = 1;              // setMarkSpacing
   std::vector<CUevent> markers_;        // recorded behind every kMarkEvery launches, reused
   std::vector<uint64_t> markerLaunch_;  // the last launch before each marker in use
   uint8_t* arena_ = nullptr;            // hostBytes' page-locked arena
