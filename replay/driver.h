@@ -112,5 +112,9 @@ class CudaError : public ReplayError {
 
 // Throws CudaError("<what>: <CUDA_ERROR_NAME>") unless result is CUDA_SUCCESS.
 void check(CUresult result, const std::string& what);
+// The same without building a string when the call succeeded (per-launch paths).
+inline void check(CUresult result, const char* what) {
+  if (result != CUDA_SUCCESS) throw CudaError(result, what);
+}
 
 }  // namespace kcap::replay

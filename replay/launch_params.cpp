@@ -76,8 +76,15 @@ std::optional<CUtensorMap> Replayer::reencode(schema::TensorMapEncode::Reader en
 }
 
 LaunchParams Replayer::buildParams(const LaunchRecord& launch, const LoadedKernel& kernel) {
+  LaunchParams built;
+  buildParamsInto(launch, kernel, built);
+  return built;
+}
+
+void Replayer::buildParamsInto(const LaunchRecord& launch, const LoadedKernel& kernel, LaunchParams& built) {
   const auto e = launch.event();
-  LaunchParams built{std::vector<uint8_t>(e.getParams().begin(), e.getParams().end()), {}};
+  built.bytes.assign(e.getParams().begin(), e.getParams().end());
+  built.reencodedFrom.clear();
   std::vector<uint8_t>& params = built.bytes;
   for (const auto word : e.getPointers()) {
     // A tensor map a recorded encode made is made again here.
@@ -104,7 +111,6 @@ LaunchParams Replayer::buildParams(const LaunchRecord& launch, const LoadedKerne
       std::memcpy(params.data() + word.getOffset(), &value, sizeof value);
     }
   }
-  return built;
 }
 
 }  // namespace kcap::replay

@@ -25,9 +25,6 @@ std::string hexText(uint64_t value) {
   return text;
 }
 
-constexpr uint64_t kHashBatch = uint64_t{1} << 16;  // pieces hashed per kernel launch
-constexpr size_t kReportedRanges = 5;               // differing ranges named in a report
-
 }  // namespace
 
 const char* intervalVerdictName(IntervalVerdict verdict) {
@@ -54,6 +51,8 @@ bool isCheckpointTrace(const TraceModel& model) {
 }
 
 Reexecutor::~Reexecutor() {
+  for (CUevent event : markers_) r_.driver_.cuEventDestroy(event);
+  if (arena_ != nullptr) r_.driver_.cuMemFreeHost(arena_);
   if (piecesBuffer_ != 0) r_.driver_.cuMemFree(piecesBuffer_);
   if (hashModule_ != nullptr) r_.driver_.cuModuleUnload(hashModule_);
 }
@@ -104,8 +103,16 @@ uint64_t Reexecutor::here(uint64_t recorded) const {
 // modules' globals must exist to be restored, and a module loaded later
 // could take memory a restore is about to write.
 void Reexecutor::loadCode(uint64_t afterSeq) {
-  for (const LaunchRecord& launch : model_.launches()) {
+  const std::vector<LaunchRecord>& launches = model_.launches();
+  kernelAt_.assign(launches.size(), nullptr);
+  for (size_t position = 0; position < launches.size(); ++position) {
+    const LaunchRecord& launch = launches[position];
     if (launch.seq() <= afterSeq || launch.event().getCapturing()) continue;
+    // Checked once here, not on every re-executed launch.
+    if (const std::string bad = format::launchParamProblem(launch.event()); !bad.empty()) {
+      launchCodeError_[launch.launchIndex] = " is malformed: " + bad;
+      continue;
+    }
     try {
       const CodeRef code = model_.codeFor(launch);
       std::string key = std::to_string(code.load->seq()) + " " + code.kernelName;
@@ -117,9 +124,9 @@ void Reexecutor::loadCode(uint64_t afterSeq) {
           if (globals_.emplace(g.recordedAddress, g).second) r_.opGlobals_.globals.push_back(g);
         }
       }
-      launchKernel_[launch.launchIndex] = &it->second;
+      kernelAt_[position] = &it->second;
     } catch (const std::exception& e) {
-      launchCodeError_[launch.launchIndex] = e.what();
+      launchCodeError_[launch.launchIndex] = std::string(": ") + e.what();
     }
   }
   const std::vector<uint8_t> image = changeHashImage();
@@ -191,321 +198,6 @@ IntervalReport Reexecutor::intervalBetween(const CheckpointInfo* from, const Che
   return report;
 }
 
-void Reexecutor::runLaunch(const LaunchRecord& launch, IntervalReport& report, ReexecutionListener& listener) {
-  const auto e = launch.event();
-  if (e.getCapturing()) return;  // captured into a graph: it runs in a graph launch
-  if (launch.end != nullptr && launch.end->get().getLaunchEnd().getResult() != 0) return;  // refused: never ran
-  const std::string where = "launch " + std::to_string(launch.launchIndex);
-  if (const std::string bad = format::launchParamProblem(e); !bad.empty()) {
-    throw IntervalStop{IntervalVerdict::kNotReexecutable, where + " is malformed: " + bad};
-  }
-  if (const auto it = launchCodeError_.find(launch.launchIndex); it != launchCodeError_.end()) {
-    throw IntervalStop{IntervalVerdict::kNotReexecutable, where + ": " + it->second};
-  }
-  const auto it = launchKernel_.find(launch.launchIndex);
-  if (it == launchKernel_.end())
-    throw IntervalStop{IntervalVerdict::kNotReexecutable, where + ": its code was not loaded"};
-  LaunchParams params = r_.buildParams(launch, *it->second);
-  const bool around = around_ && aroundIndex_ == launch.launchIndex;
-  if (around) {
-    check(r_.driver_.cuStreamSynchronize(r_.stream_),
-          "finishing the work before launch " + std::to_string(launch.launchIndex));
-    around_(true);
-  }
-  listener.launchStarting(launch.launchIndex);
-  try {
-    r_.launchOnce(launch, *it->second, params.bytes, true);
-  } catch (const CudaError&) {
-    report.faultLaunch = launch.launchIndex;
-    report.faultKernel = e.getKernelName();
-    throw;
-  }
-  listener.launchDone(launch.launchIndex);
-  if (around) around_(false);
-  if (afterLaunch_) afterLaunch_(launch);
-}
-
-bool Reexecutor::read(uint64_t recorded, uint8_t* dst, uint64_t size) {
-  if (coverage(recorded, size) != Coverage::kInside) return false;
-  if (size != 0) r_.copyFromDevice(dst, here(recorded), size);
-  return true;
-}
-
-void Reexecutor::runMemoryOp(const StoredEvent& op) {
-  const auto event = op.get();
-  const std::string where = " at event #" + std::to_string(op.seq());
-  const auto stop = [&](const std::string& what) { throw IntervalStop{IntervalVerdict::kNotReexecutable, what}; };
-  // Whether [address, address + size) is memory re-execution holds: false
-  // when it lies outside all of it (host memory: passed over), a stop when
-  // it lies partly outside.
-  const auto writes = [&](uint64_t address, uint64_t size, const char* what) {
-    const Coverage c = coverage(address, size);
-    if (c == Coverage::kPartial) {
-      stop(std::string(what) + where + " reaches " + hexText(address) + " + " + std::to_string(size) +
-           " bytes, past the recorded device memory");
-    }
-    return c == Coverage::kInside;
-  };
-  if (event.isMemcpy()) {
-    const auto copy = event.getMemcpy();
-    if (copy.getResult() != 0) return;
-    const auto direction = copy.getDirection();
-    if (direction == schema::CopyDirection::DEVICE_TO_HOST || direction == schema::CopyDirection::HOST_TO_HOST) return;
-    const uint64_t data = copy.getData().getSize();
-    const bool deviceSource = direction == schema::CopyDirection::DEVICE_TO_DEVICE ||
-                              (direction == schema::CopyDirection::UNKNOWN && copy.getSrc() != 0);
-    if (!deviceSource && data == 0 && copy.getSize() != 0) {
-      stop("the host-to-device copy" + where + " was recorded without its data");
-    }
-    if (copy.getWidth() == 0) {
-      const uint64_t size = copy.getSize();
-      if (data != 0 && data != size) {
-        stop("the copy" + where + " holds " + std::to_string(data) + " bytes for its " + std::to_string(size));
-      }
-      if (!writes(copy.getDst(), size, "the copy")) return;
-      if (deviceSource && data == 0 && !writes(copy.getSrc(), size, "the device-to-device copy")) {
-        stop("the device-to-device copy" + where + " reads " + hexText(copy.getSrc()) +
-             ", outside the recorded device memory");
-      }
-    } else if (const auto rows = copyRows(copy); rows && rows->rows != 0) {
-      // The whole span of the rows (copyRows checked it does not wrap).
-      const auto span = [&](uint64_t slicePitch, uint64_t pitch) {
-        return (rows->slices - 1) * slicePitch + (rows->rows - 1) * pitch + rows->width;
-      };
-      if (!writes(copy.getDst(), span(rows->dstSlicePitch, rows->dstPitch), "the 2D/3D copy")) return;
-      if (deviceSource && data == 0 &&
-          !writes(copy.getSrc(), span(rows->srcSlicePitch, rows->srcPitch), "the 2D/3D device-to-device copy")) {
-        stop("the 2D/3D device-to-device copy" + where + " reads outside the recorded device memory");
-      }
-    }
-  } else if (event.isMemset()) {
-    const auto set = event.getMemset();
-    if (set.getResult() != 0) return;
-    // What applyMemoryOp writes: rows of count elements of 1, 2 or else 4 bytes.
-    const uint64_t element = set.getElementSize() == 1 ? 1 : set.getElementSize() == 2 ? 2 : 4;
-    const uint64_t rows = std::max<uint64_t>(set.getHeight(), 1);
-    uint64_t width = 0, last = 0, span = 0;
-    if (set.getPitch() == 0 && rows > 1)
-      stop("the memset" + where + " has " + std::to_string(rows) + " rows of pitch 0");
-    if (__builtin_mul_overflow(set.getCount(), element, &width) ||
-        __builtin_mul_overflow(rows - 1, set.getPitch(), &last) || __builtin_add_overflow(last, width, &span)) {
-      stop("the memset" + where + " reaches past the end of the address space");
-    }
-    if (set.getPitch() != 0 && set.getHeight() == 0) return;  // a 2D memset of no rows
-    if (!writes(set.getDst(), span, "the memset")) return;
-  } else {
-    return;
-  }
-  r_.applyMemoryOp(op);
-}
-
-// Runs the events in (afterSeq, beforeSeq). Ends with IntervalStop when
-// the interval cannot go on; a CudaError passes through.
-void Reexecutor::reexecute(uint64_t afterSeq, uint64_t beforeSeq, IntervalReport& report, ReexecutionListener& listener,
-                           std::optional<uint64_t> reportLaunch) {
-  for (const TimelineEvent& event : plan_.eventsBetween(afterSeq, beforeSeq)) {
-    switch (event.kind) {
-      case TimelineEvent::Kind::kLaunch:
-        runLaunch(*event.launch, report, listener);
-        if (reportLaunch && event.launch->launchIndex == *reportLaunch) {
-          LaunchOutcome o = outcomeOf(*event.launch);
-          o.verdict = Verdict::kUnverified;
-          o.memory = MemoryPath::kFixed;
-          if (const auto it = launchKernel_.find(*reportLaunch); it != launchKernel_.end()) o.code = it->second->code;
-          o.detail = "re-executed from checkpoint " + std::to_string(report.fromCheckpoint.value_or(0)) +
-                     "; its results are verified with the interval";
-          listener.launch(o);
-        }
-        break;
-      case TimelineEvent::Kind::kMemoryOp:
-        try {
-          runMemoryOp(*event.event);
-        } catch (const CudaError& e) {
-          throw CudaError(e.result(), "the copy or memset at event #" + std::to_string(event.seq) + ": " + e.what());
-        } catch (const IntervalStop&) {
-          throw;
-        } catch (const std::exception& e) {
-          throw IntervalStop{IntervalVerdict::kNotReexecutable, e.what()};
-        }
-        break;
-      case TimelineEvent::Kind::kGraphLaunch:
-        if (event.event->get().getGraphLaunch().getResult() == 0) {
-          throw IntervalStop{IntervalVerdict::kNotReexecutable, "graph launch at event #" + std::to_string(event.seq)};
-        }
-        break;
-      case TimelineEvent::Kind::kAllocation:
-        break;  // placed from the start; a new allocation's memory is zeros or its first writer's
-    }
-  }
-  check(r_.driver_.cuStreamSynchronize(r_.stream_), "finishing the interval");
-}
-void Reexecutor::hashBatch(const std::vector<HashPiece>& pieces, std::vector<uint64_t>& out) {
-  const uint64_t count = pieces.size();
-  out.assign(2 * count, 0);
-  if (count == 0) return;
-  const CUdeviceptr list = piecesBuffer_, hashes = piecesBuffer_ + kHashBatch * sizeof(HashPiece);
-  r_.copyToDevice(list, reinterpret_cast<const uint8_t*>(pieces.data()), count * sizeof(HashPiece));
-  CUlaunchConfig config{};
-  config.gridDimX = static_cast<unsigned>(count), config.gridDimY = 1, config.gridDimZ = 1;
-  config.blockDimX = 512, config.blockDimY = 1, config.blockDimZ = 1;  // kChangeHashThreads
-  config.hStream = r_.stream_;
-  uint64_t listArg = list, countArg = count, outArg = hashes;
-  void* args[] = {&listArg, &countArg, &outArg};
-  check(r_.driver_.cuLaunchKernelEx(&config, hashFunction_, args, nullptr), "launching kcap_change_hash");
-  r_.copyFromDevice(reinterpret_cast<uint8_t*>(out.data()), hashes, 2 * count * sizeof(uint64_t));
-}
-
-std::vector<uint64_t> Reexecutor::hashAll(const std::vector<HashPiece>& pieces) {
-  std::vector<uint64_t> all, part;
-  all.reserve(2 * pieces.size());
-  for (size_t at = 0; at < pieces.size(); at += kHashBatch) {
-    const size_t count = std::min<size_t>(kHashBatch, pieces.size() - at);
-    hashBatch(std::vector<HashPiece>(pieces.begin() + static_cast<std::ptrdiff_t>(at),
-                                     pieces.begin() + static_cast<std::ptrdiff_t>(at + count)),
-              part);
-    all.insert(all.end(), part.begin(), part.end());
-  }
-  return all;
-}
-
-std::vector<HashPiece> Reexecutor::piecesOf(const CheckpointInfo& checkpoint, const std::vector<unsigned>* positions) {
-  const auto ranges = checkpoint.get().getRanges();
-  std::vector<HashPiece> pieces;
-  const auto add = [&](unsigned i) {
-    const auto range = ranges[i];
-    const auto content = range.getContent();
-    uint64_t base = here(range.getAddress());
-    if (range.getKind() == schema::MemoryKind::MODULE_GLOBAL) {
-      const GlobalPlacement* g = globalAt(range.getAddress());
-      if (g == nullptr || content.getSize() > g->size) return;
-      base = g->address;
-    }
-    const uint64_t pieceSize = content.getPieceSize();
-    // Counted once: each get of a list counts all of it against the reader's traversal limit.
-    const uint64_t count = content.getPieces().size();
-    for (uint64_t p = 0; p < count; ++p) {
-      pieces.push_back({base + p * pieceSize, std::min(pieceSize, content.getSize() - p * pieceSize)});
-    }
-  };
-  if (positions != nullptr) {
-    for (const unsigned i : *positions) add(i);
-  } else {
-    for (unsigned i = 0; i < ranges.size(); ++i) add(i);
-  }
-  return pieces;
-}
-
-// Where the replayed piece first differs from the recorded one, when the
-// trace holds the recorded piece.
-void Reexecutor::findFirstDifference(schema::Content::Reader content, uint64_t piece, uint64_t deviceAddress,
-                                     RangeDifference& difference) {
-  const auto hash = content.getPieces()[static_cast<unsigned>(piece)];
-  const format::Hash128 name{hash.getHigh(), hash.getLow()};
-  if (!reader_.hasBlob(name)) return;
-  const uint64_t pieceSize = content.getPieceSize();
-  const uint64_t length = std::min(pieceSize, content.getSize() - piece * pieceSize);
-  std::vector<uint8_t> recorded;
-  try {
-    recorded = reader_.readBlob(name);
-  } catch (const std::exception&) {
-    return;  // a damaged blob: no offset to give
-  }
-  if (recorded.size() != length) return;
-  std::vector<uint8_t> replayed(length);
-  r_.copyFromDevice(replayed.data(), deviceAddress, length);
-  for (uint64_t i = 0; i < length; ++i) {
-    if (recorded[i] != replayed[i]) {
-      difference.firstOffset = piece * pieceSize + i;
-      return;
-    }
-  }
-  difference.sameBytes = true;
-}
-
-void Reexecutor::verify(const CheckpointInfo& checkpoint, IntervalReport& report) {
-  check(r_.driver_.cuStreamSynchronize(r_.stream_), "finishing the interval");
-  const auto ranges = checkpoint.get().getRanges();
-  struct Owner {
-    unsigned range;
-    uint64_t piece;
-    uint64_t device;  // the piece's address here
-  };
-  std::vector<HashPiece> batch;
-  std::vector<Owner> owners;
-  std::vector<uint64_t> hashes;
-  std::map<unsigned, RangeDifference> differing;                 // by range position
-  std::map<unsigned, std::pair<uint64_t, uint64_t>> firstPiece;  // range -> (piece, device address)
-  uint64_t skippedGlobals = 0;
-  // Each range's hashes taken once: every get of a Data counts all of it
-  // against the reader's traversal limit.
-  std::vector<const uint8_t*> recordedHashes;
-  for (const auto range : ranges) recordedHashes.push_back(range.getChangeHashes().begin());
-  const auto flush = [&] {
-    hashBatch(batch, hashes);
-    for (size_t i = 0; i < batch.size(); ++i) {
-      const Owner& o = owners[i];
-      const auto range = ranges[o.range];
-      const uint8_t* recorded = recordedHashes[o.range] + format::kChangeHashBytes * o.piece;
-      uint64_t high = 0, low = 0;
-      std::memcpy(&high, recorded, 8);
-      std::memcpy(&low, recorded + 8, 8);
-      report.piecesCompared += 1;
-      report.bytesCompared += batch[i].length;
-      if (hashes[2 * i] == high && hashes[2 * i + 1] == low) continue;
-      auto [it, added] = differing.try_emplace(o.range);
-      RangeDifference& d = it->second;
-      if (added) {
-        d.address = range.getAddress();
-        d.allocationBase = range.getAllocationBase();
-        d.kind = format::enumName(range.getKind());
-        d.size = range.getContent().getSize();
-        d.pieces = range.getContent().getPieces().size();
-        firstPiece[o.range] = {o.piece, o.device};
-      }
-      ++d.differingPieces;
-    }
-    batch.clear();
-    owners.clear();
-  };
-  for (unsigned i = 0; i < ranges.size(); ++i) {
-    const auto range = ranges[i];
-    const auto content = range.getContent();
-    uint64_t base = here(range.getAddress());
-    if (range.getKind() == schema::MemoryKind::MODULE_GLOBAL) {
-      const GlobalPlacement* g = globalAt(range.getAddress());
-      if (g == nullptr || content.getSize() > g->size) {
-        ++skippedGlobals;
-        continue;
-      }
-      base = g->address;
-    }
-    const uint64_t pieceSize = content.getPieceSize(), pieces = content.getPieces().size();
-    for (uint64_t p = 0; p < pieces; ++p) {
-      const uint64_t offset = p * pieceSize;
-      batch.push_back({base + offset, std::min(pieceSize, content.getSize() - offset)});
-      owners.push_back({i, p, base + offset});
-      if (batch.size() == kHashBatch) flush();
-    }
-  }
-  flush();
-  report.differingRanges = differing.size();
-  for (auto& [position, d] : differing) {
-    if (report.differences.size() == kReportedRanges) break;
-    const auto [piece, device] = firstPiece[position];
-    findFirstDifference(ranges[position].getContent(), piece, device, d);
-    report.differences.push_back(d);
-  }
-  report.verdict = differing.empty() ? IntervalVerdict::kReproduced : IntervalVerdict::kDiffers;
-  if (skippedGlobals != 0) {
-    report.detail =
-        std::to_string(skippedGlobals) + " module global(s) of modules no re-executed launch uses not compared";
-  }
-  if (report.piecesCompared == 0) {
-    report.verdict = IntervalVerdict::kUnverified;
-    report.detail = "nothing compared: checkpoint " + std::to_string(checkpoint.ordinal) + " holds no memory";
-  }
-}
-
 void Reexecutor::unverified(const CheckpointInfo& from, const CheckpointInfo* to, const std::string& why,
                             ReexecutionListener& listener) {
   IntervalReport report = intervalBetween(&from, to);
@@ -550,6 +242,14 @@ bool Reexecutor::restoreOrSkip(size_t& at, ReexecutionListener& listener) {
 IntervalReport Reexecutor::runInterval(const CheckpointInfo& from, const CheckpointInfo* to,
                                        ReexecutionListener& listener, std::optional<uint64_t> reportLaunch) {
   IntervalReport report = intervalBetween(&from, to);
+  if (to != nullptr) {
+    // The program's time for these launches: from the end of one
+    // checkpoint's hold to the start of the next's.
+    const uint64_t start = from.event->get().getTimeNs();
+    const uint64_t end = to->event->get().getTimeNs(), hold = to->get().getHoldNs();
+    if (end >= hold && end - hold > start) report.programNs = end - hold - start;
+  }
+  setMarkSpacing(report);
   listener.intervalStarting(report);
   bool sticky = false;
   try {
@@ -572,6 +272,10 @@ IntervalReport Reexecutor::runInterval(const CheckpointInfo& from, const Checkpo
     report.verdict = IntervalVerdict::kFault;
     report.detail = error.what();
     sticky = error.sticky();
+    if (report.faultAmong) {
+      report.detail += "; launches ran without a wait between them: the failing launch is one of launches " +
+                       std::to_string(report.faultAmong->first) + ".." + std::to_string(report.faultAmong->second);
+    }
   }
   listener.interval(report);
   if (sticky) throw ContextLost{};
@@ -579,6 +283,8 @@ IntervalReport Reexecutor::runInterval(const CheckpointInfo& from, const Checkpo
 }
 
 void Reexecutor::run(const ReexecutionRequest& request, ReexecutionListener& listener) {
+  synchronized_ = request.synchronized;
+  quiet_ = request.quiet;
   const auto& checkpoints = plan_.checkpoints();
   if (checkpoints.empty()) {
     throw ReplayError("the trace holds no checkpoint: nothing to re-execute from");

@@ -15,6 +15,8 @@
 //   checkpoints.{h,cpp}           the checkpoints, their damage, the timeline (pure)
 //   reexecute.{h,cpp}             the engine, in this process
 //   reexecutor.h                  the engine's class
+//   reexecute_stream.cpp          the events of an interval, submitted without waiting
+//   reexecute_verify.cpp          the state reached hashed and compared with a checkpoint
 //   reexecute_determinism.cpp     --check determinism: a differing interval run again
 //   reexecute_isolation.cpp       the engine in a child process; reports across the pipe
 //   reexecute_sides.cpp           kcap bisect: one side, each interval from its checkpoint
@@ -67,6 +69,16 @@ struct IntervalReport {
   uint64_t differingRanges = 0;              // all of them
   std::optional<uint64_t> faultLaunch;       // kFault / kHang: the launch it happened in
   std::string faultKernel;
+  // kFault / kHang while launches ran without waiting: the launch is one of
+  // [first, last], not known which (reexecuteIsolated names it by running
+  // the interval again with a wait after every launch).
+  std::optional<std::pair<uint64_t, uint64_t>> faultAmong;
+  bool foundByRerun = false;  // faultLaunch was found by that synchronized re-run
+  // The pace: launches re-executed, the time from the first one's submission
+  // to the last one's completion, and the program's time for the same
+  // launches (between the two checkpoints' holds, from the trace's event
+  // times; 0 when the trace does not say).
+  uint64_t launchesRun = 0, reexecutionNs = 0, programNs = 0;
   std::vector<std::string> determinism;  // --check determinism: what running it again found, one line each
 };
 
@@ -75,6 +87,13 @@ struct ReexecutionRequest {
   // --launch N: from the last restorable checkpoint at or before N, up to
   // the next comparable checkpoint after N; none: every interval.
   std::optional<uint64_t> launch;
+  // Wait for every launch to complete before the next (fault attribution);
+  // otherwise launches go out back to back and are waited for where
+  // something must be read back: the interval's end, a copy that needs it,
+  // the determinism check's and kcap extract's hooks.
+  bool synchronized = false;
+  // With `launch`: no `launch` report for it (a re-run only for its interval).
+  bool quiet = false;
 };
 
 // Told as the run goes.
@@ -85,9 +104,16 @@ class ReexecutionListener {
   virtual void started(const ReplayDevice& /*device*/) {}
   // Placement, damaged checkpoints, where replay starts: one line each.
   virtual void note(const std::string& /*text*/) {}
-  // Right before a launch is submitted, and when it completed (the watchdog).
+  // Right before a launch is submitted, and when it completed (the watchdog),
+  // when launches are waited for one by one (ReexecutionRequest::synchronized,
+  // the hooks).
   virtual void launchStarting(uint64_t /*launchIndex*/) {}
   virtual void launchDone(uint64_t /*launchIndex*/) {}
+  // Launches submitted without waiting: every few hundred, and before a
+  // wait, the last one submitted (the watchdog runs until they complete);
+  // as a wait goes, the last one known complete. Not called per launch.
+  virtual void launchesQueued(uint64_t /*lastLaunchIndex*/) {}
+  virtual void launchesCompleted(uint64_t /*lastLaunchIndex*/) {}
   // --launch N: the launch, once it ran (verdict kReproduced when it ran
   // cleanly, the interval says whether its results were right).
   virtual void launch(const LaunchOutcome& /*outcome*/) {}
@@ -106,7 +132,9 @@ void reexecuteInProcess(const TraceModel& model, const ReplayOptions& options, c
                         ReexecutionListener& listener, ReplayDevice* device = nullptr);
 
 // The same in a child process (isolation.h): a process that dies or hangs
-// inside a launch gives that interval FAULT or HANG.
+// inside a launch gives that interval FAULT or HANG. A fault or hang found
+// while launches ran without waiting is attributed by running the interval
+// once more, in a fresh process, with a wait after every launch.
 void reexecuteIsolated(const TraceModel& model, const ReplayOptions& options, const ReexecutionRequest& request,
                        ReexecutionListener& listener, ReplayDevice* device = nullptr);
 

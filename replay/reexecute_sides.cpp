@@ -50,6 +50,8 @@ void Reexecutor::runSide(std::optional<uint64_t> interval, SideRun& out, Reexecu
     if (!interval || checkpoints[k].ordinal == *interval) plan.emplace_back(k, n);
   }
   if (plan.empty()) return;
+  // The bisect's process watches each launch (start, done): one at a time.
+  synchronized_ = true;
   place(listener);
   loadCode(checkpoints[plan.front().first].seq);
   for (const auto& [k, n] : plan) {

@@ -1,5 +1,6 @@
 // The re-execution engine's class, shared by its files (reexecute.cpp,
-// reexecute_determinism.cpp, reexecute_sides.cpp, ...): a Replayer's parts (its device, stream,
+// reexecute_stream.cpp, reexecute_verify.cpp, reexecute_determinism.cpp,
+// reexecute_sides.cpp): a Replayer's parts (its device, stream,
 // memory placement, code cache, content restore, memory operations,
 // parameters and launch) driven through a checkpoint trace's timeline.
 #pragma once
@@ -19,6 +20,8 @@
 #include "replayer.h"
 
 namespace kcap::replay {
+
+inline constexpr uint64_t kHashBatch = uint64_t{1} << 16;  // pieces hashed per kernel launch
 
 // One piece as kcap_change_hash takes it (kcap::ChangeHashPiece).
 struct HashPiece {
@@ -67,8 +70,25 @@ class Reexecutor {
                              std::optional<uint64_t> reportLaunch = std::nullopt);
   void reexecute(uint64_t afterSeq, uint64_t beforeSeq, IntervalReport& report, ReexecutionListener& listener,
                  std::optional<uint64_t> reportLaunch = std::nullopt);
-  void runLaunch(const LaunchRecord& launch, IntervalReport& report, ReexecutionListener& listener);
-  void runMemoryOp(const StoredEvent& op);
+  // reexecute_stream.cpp
+  // False when the launch is not one to run (captured into a graph, refused when recorded).
+  bool runLaunch(const LaunchRecord& launch, IntervalReport& report, ReexecutionListener& listener);
+  void runMemoryOp(const StoredEvent& op, ReexecutionListener& listener);
+  // Issues a checked copy or memset on the replay stream, in order with the launches before it.
+  void issueMemoryOp(const StoredEvent& op, ReexecutionListener& listener);
+  // Page-locked bytes for a host-to-device copy's source that stay untouched
+  // until the next drain; null when `size` is over the arena.
+  uint8_t* hostBytes(uint64_t size, ReexecutionListener& listener);
+  // Marks the launches submitted so far: an event recorded behind them, and
+  // the watchdog told.
+  void mark(ReexecutionListener& listener);
+  // How many launches between two marks, from the program's pace over the interval.
+  void setMarkSpacing(const IntervalReport& bounds);
+  // Waits for everything submitted, telling the watchdog as launches complete.
+  void drain(ReexecutionListener& listener);
+  // Forgets what was in flight (after a drain, or after an error).
+  void clearQueue();
+  // reexecute_verify.cpp
   void verify(const CheckpointInfo& checkpoint, IntervalReport& report);
   void hashBatch(const std::vector<HashPiece>& pieces, std::vector<uint64_t>& out);
   // The change hashes (high, low) of any number of pieces.
@@ -98,12 +118,25 @@ class Reexecutor {
   format::TraceReader& reader_;
   CheckpointPlan plan_;
   Replayer r_;
-  std::vector<Region> merged_;                            // the placed regions, sorted, overlaps merged
-  std::map<std::string, LoadedKernel> kernels_;           // by code (module load, kernel, attributes)
-  std::map<uint64_t, const LoadedKernel*> launchKernel_;  // launchIndex -> its kernel
-  std::map<uint64_t, GlobalPlacement> globals_;           // every loaded module's, by recorded address
-  std::map<uint64_t, std::string> launchCodeError_;       // launchIndex -> why its code cannot run
-  bool relocated_ = false;                                // some region is not at its recorded address
+  std::vector<Region> merged_;                       // the placed regions, sorted, overlaps merged
+  std::map<std::string, LoadedKernel> kernels_;      // by code (module load, kernel, attributes)
+  std::map<uint64_t, GlobalPlacement> globals_;      // every loaded module's, by recorded address
+  std::map<uint64_t, std::string> launchCodeError_;  // launchIndex -> why it cannot run (": ...", " is malformed: ...")
+  // By position in model_.launches(): the kernel loadCode found, null when none.
+  std::vector<const LoadedKernel*> kernelAt_;
+  bool synchronized_ = false;  // ReexecutionRequest::synchronized
+  bool quiet_ = false;         // ReexecutionRequest::quiet
+  // Launches submitted and not yet waited for: the first and the last.
+  std::optional<uint64_t> inFlight_;
+  uint64_t lastSubmitted_ = 0;
+  uint64_t sinceMark_ = 0;              // launches submitted since the last marker
+  uint64_t markEvery_ = 1;              // setMarkSpacing
+  std::vector<CUevent> markers_;        // recorded behind every kMarkEvery launches, reused
+  std::vector<uint64_t> markerLaunch_;  // the last launch before each marker in use
+  uint8_t* arena_ = nullptr;            // hostBytes' page-locked arena
+  uint64_t arenaUsed_ = 0;
+  LaunchParams params_;     // runLaunch's, reused
+  bool relocated_ = false;  // some region is not at its recorded address
   CUmodule hashModule_ = nullptr;
   CUfunction hashFunction_ = nullptr;
   CUdeviceptr piecesBuffer_ = 0;                          // kHashBatch pieces, then kHashBatch hashes

@@ -200,7 +200,9 @@ void Replayer::launchOnce(const LaunchRecord& launch, const LoadedKernel& kernel
   config.blockDimX = e.getBlockX(), config.blockDimY = e.getBlockY(), config.blockDimZ = e.getBlockZ();
   config.sharedMemBytes = e.getSharedMemBytes();
   config.hStream = stream_;
-  std::vector<CUlaunchAttribute> attributes;
+  // Reused from launch to launch: re-execution submits launches back to back.
+  std::vector<CUlaunchAttribute>& attributes = attributeScratch_;
+  attributes.clear();
   for (const auto recorded : e.getAttributes()) {
     if (namesRecordedObject(recorded.getId())) continue;
     CUlaunchAttribute a{};
@@ -217,7 +219,8 @@ void Replayer::launchOnce(const LaunchRecord& launch, const LoadedKernel& kernel
   config.attrs = attributes.data();
   config.numAttrs = static_cast<unsigned>(attributes.size());
 
-  std::vector<void*> arguments;
+  std::vector<void*>& arguments = argumentScratch_;
+  arguments.clear();
   for (const auto info : e.getParamLayout()) {
     if (uint64_t{info.getOffset()} + info.getSize() > params.size()) {
       throw ReplayError("the recorded parameter layout does not fit the recorded parameter bytes");

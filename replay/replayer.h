@@ -163,6 +163,8 @@ class Replayer {
 
   // launch_params.cpp
   LaunchParams buildParams(const LaunchRecord& launch, const LoadedKernel& kernel);
+  // The same into `built`, whose buffers are reused.
+  void buildParamsInto(const LaunchRecord& launch, const LoadedKernel& kernel, LaunchParams& built);
   std::optional<CUtensorMap> reencode(schema::TensorMapEncode::Reader encode, uint64_t seq, const LoadedKernel& kernel);
 
   // post_state.cpp
@@ -185,6 +187,8 @@ class Replayer {
   // Module globals the recorded copies and memsets may write (a copy to a
   // symbol): empty but for re-execution, which loads every module first.
   LoadedKernel opGlobals_;
+  std::vector<CUlaunchAttribute> attributeScratch_;  // launchOnce's, kept between launches
+  std::vector<void*> argumentScratch_;
   uint8_t* staging_ = nullptr;  // page-locked, for copies both ways
   uint64_t stagingSize_ = 0;
   // restoreContent's page-locked windows, used in turn: with three, decoding

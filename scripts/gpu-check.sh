@@ -11,8 +11,9 @@
 # benchmark; --buffer SIZE also runs the capture benchmark with `kcap record
 # --flush batch --buffer SIZE`, 3 rounds (the file written behind the program);
 # --checkpoint-bench the checkpoint-mode benchmarks (change hashing against
-# the device's read bandwidth, the slice program in every mode, checkpoint
-# mode's launch overhead against metadata mode's), also with --no-bench;
+# the device's read bandwidth, the slice program in every mode, re-execution's
+# launch rate against the program's, checkpoint mode's launch overhead
+# against metadata mode's), also with --no-bench;
 # --gpu-tests REGEX runs only the GPU tests it matches. The
 # default fits in 10 minutes on an H200 host (about 8: build 1, GPU tests 3,
 # benchmarks 4).
@@ -71,6 +72,9 @@ if [ $checkpointbench = 1 ]; then
     echo "=== the slice program"
     timeout 400 python3 bench/checkpoint_capture.py --kcap build-gpu/tools/kcap --gib 1,32 --replay \
       --whole tests/gpu/python/gpt2_generate.py tests/gpu/python/jax_default.py
+    echo "=== re-execution against the program's launch rate"
+    timeout 120 python3 bench/reexecution_rate.py --kcap build-gpu/tools/kcap \
+      --bench build-gpu/bench/kcap_bench_launch_overhead --timeout 50
     if [ $overhead = 1 ]; then
     echo "=== launch overhead, checkpoint mode (metadata B) against metadata mode"
     timeout 100 python3 bench/launch_overhead.py --deadline 90 --bench build-gpu/bench/kcap_bench_launch_overhead \

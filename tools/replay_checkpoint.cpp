@@ -5,6 +5,7 @@
 // Exit codes, as for launch replay: 0 every interval that could be compared
 // reproduced, 3 some interval differs, 4 a fault or hang, 1 an interval
 // that cannot be re-executed, a damaged trace, or nothing compared at all.
+#include <cstdio>
 #include <iostream>
 
 #include "common.h"
@@ -44,6 +45,30 @@ std::string differenceLine(const replay::RangeDifference& d) {
   return line;
 }
 
+std::string durationText(uint64_t ns) {
+  char text[32];
+  if (ns >= 10'000'000'000ull) {
+    std::snprintf(text, sizeof text, "%.1f s", static_cast<double>(ns) / 1e9);
+  } else if (ns >= 1'000'000) {
+    std::snprintf(text, sizeof text, "%.1f ms", static_cast<double>(ns) / 1e6);
+  } else {
+    std::snprintf(text, sizeof text, "%.0f us", static_cast<double>(ns) / 1e3);
+  }
+  return text;
+}
+
+// "re-executed 5,000 launches in 41.0 ms (the program: 63.0 ms)"
+std::string rateText(const IntervalReport& r) {
+  std::string text = "re-executed " + withCommas(r.launchesRun) + (r.launchesRun == 1 ? " launch" : " launches") +
+                     " in " + durationText(r.reexecutionNs);
+  if (r.programNs != 0) text += " (the program: " + durationText(r.programNs) + ")";
+  return text;
+}
+
+uint64_t perSecond(uint64_t launches, uint64_t ns) {
+  return ns == 0 ? 0 : static_cast<uint64_t>(static_cast<double>(launches) * 1e9 / static_cast<double>(ns));
+}
+
 std::string intervalLine(const IntervalReport& r) {
   std::string line = "interval " + std::to_string(r.number) + " (" + launchesText(r) + ", " +
                      checkpointText(r.fromCheckpoint, "start of trace") + " -> " +
@@ -68,6 +93,8 @@ std::string intervalLine(const IntervalReport& r) {
       line += " (" + printable(r.detail) + ")";
       break;
   }
+  const bool failed = r.verdict == IntervalVerdict::kFault || r.verdict == IntervalVerdict::kHang;
+  if (r.launchesRun != 0 && !failed) line += "; " + rateText(r);
   return line;
 }
 
@@ -94,7 +121,12 @@ Json intervalJson(const IntervalReport& r) {
   if (r.faultLaunch) {
     j["faultLaunch"] = *r.faultLaunch;
     j["faultKernel"] = r.faultKernel;
+    j["faultFoundByRerun"] = r.foundByRerun;
   }
+  if (r.faultAmong) j["faultAmong"] = {r.faultAmong->first, r.faultAmong->second};
+  j["launchesRun"] = r.launchesRun;
+  j["reexecutionNs"] = r.reexecutionNs;
+  j["programNs"] = r.programNs;
   return j;
 }
 
@@ -177,8 +209,43 @@ class Printer : public replay::ReexecutionListener {
     return "Verdict: all " + n + " intervals reproduced as recorded.";
   }
 
+  // The pace over every interval that ran to its end: all of them, and those
+  // whose program time the trace gives (the comparison).
+  struct Pace {
+    uint64_t launches = 0, ns = 0;
+    uint64_t comparedLaunches = 0, comparedNs = 0, programNs = 0;
+  };
+  Pace pace() const {
+    Pace p;
+    for (const auto& r : intervals_) {
+      if (r.launchesRun == 0 || r.reexecutionNs == 0) continue;
+      if (r.verdict == IntervalVerdict::kFault || r.verdict == IntervalVerdict::kHang) continue;
+      p.launches += r.launchesRun;
+      p.ns += r.reexecutionNs;
+      if (r.programNs == 0) continue;
+      p.comparedLaunches += r.launchesRun;
+      p.comparedNs += r.reexecutionNs;
+      p.programNs += r.programNs;
+    }
+    return p;
+  }
+
+  std::string paceLine() const {
+    const Pace p = pace();
+    if (p.launches == 0) return "";
+    std::string line = "Re-executed " + withCommas(p.launches) + (p.launches == 1 ? " launch" : " launches") + " in " +
+                       durationText(p.ns) + ": " + withCommas(perSecond(p.launches, p.ns)) + " launches/s";
+    if (p.programNs == 0) return line + "; the trace does not give the program's time for them.";
+    char ratio[32];
+    std::snprintf(ratio, sizeof ratio, "%.2f", static_cast<double>(p.programNs) / static_cast<double>(p.comparedNs));
+    return line + "; the program ran " + (p.comparedLaunches == p.launches ? "them" : "those it timed") + " at " +
+           withCommas(perSecond(p.comparedLaunches, p.programNs)) + " launches/s (re-execution at " + ratio +
+           "x the program's pace).";
+  }
+
   void finish(int code) const {
     if (!args_.json) {
+      if (const std::string line = paceLine(); !line.empty()) std::cout << "\n" << line;
       std::cout << "\n" << verdict() << "\n";
       return;
     }
@@ -195,6 +262,12 @@ class Printer : public replay::ReexecutionListener {
                      {"intervals", std::move(intervals)},
                      {"compared", compared()},
                      {"summary", verdict()},
+                     {"pace",
+                      {{"launches", pace().launches},
+                       {"reexecutionNs", pace().ns},
+                       {"timedLaunches", pace().comparedLaunches},
+                       {"timedReexecutionNs", pace().comparedNs},
+                       {"programNs", pace().programNs}}},
                      {"exitCode", static_cast<int64_t>(code)}};
     if (launch_) {
       const auto& o = *launch_;

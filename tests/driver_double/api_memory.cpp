@@ -6,11 +6,51 @@
 
 #include <cuda.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <iterator>
+#include <mutex>
+#include <string_view>
+#include <vector>
 
 namespace kcap_double {
+
+std::atomic<bool> g_deferredCopies{false};
+
+namespace {
+
+struct DeferredCopy {
+  void* destination;
+  const void* source;
+  std::size_t bytes;
+};
+
+std::mutex g_deferredMutex;
+std::vector<DeferredCopy> g_deferred;
+
+}  // namespace
+
+bool deferCopies() {
+  static const bool defer = [] {
+    const char* value = std::getenv("KCAP_DOUBLE_DEFER_COPIES");
+    return value != nullptr && std::string_view(value) == "1";
+  }();
+  return defer;
+}
+
+void runDeferredCopies() {
+  std::vector<DeferredCopy> pending;
+  {
+    std::lock_guard<std::mutex> lock(g_deferredMutex);
+    pending.swap(g_deferred);
+    g_deferredCopies.store(false, std::memory_order_release);
+  }
+  for (const DeferredCopy& c : pending) {
+    std::memmove(c.destination, c.source, c.bytes);
+  }
+}
+
 namespace {
 
 CUresult copy(void* destination, const void* source, std::size_t bytes, CUdeviceptr deviceA, CUdeviceptr deviceB,
@@ -33,6 +73,27 @@ CUresult copy(void* destination, const void* source, std::size_t bytes, CUdevice
 }
 
 CUresult copyHtod(CUdeviceptr dst, const void* src, std::size_t bytes, CUstream stream) {
+  if (deferCopies()) {
+    if (const CUresult r = needContext(); r != CUDA_SUCCESS) {
+      return r;
+    }
+    bool created = false;
+    {
+      State& s = state();
+      Lock lock(s.mutex);
+      created = findStream(s, stream) != nullptr;
+      if (created && !s.contains(dst, bytes)) {
+        return CUDA_ERROR_INVALID_VALUE;
+      }
+    }
+    if (!created) {
+      return copy(reinterpret_cast<void*>(dst), src, bytes, dst, 0, stream);  // a default stream: as it was
+    }
+    std::lock_guard<std::mutex> lock(g_deferredMutex);
+    g_deferred.push_back({reinterpret_cast<void*>(dst), src, bytes});
+    g_deferredCopies.store(true, std::memory_order_release);
+    return CUDA_SUCCESS;
+  }
   return copy(reinterpret_cast<void*>(dst), src, bytes, dst, 0, stream);
 }
 

@@ -145,9 +145,22 @@ constexpr int kMultiprocessors = 132;  // an H200's
 
 inline CUresult needInit() { return state().initialized.load() ? CUDA_SUCCESS : CUDA_ERROR_NOT_INITIALIZED; }
 
+// KCAP_DOUBLE_DEFER_COPIES=1: cuMemcpyHtoDAsync on a created stream reads
+// its source only at the next call that needs the context, as a GPU's copy
+// engine reads it some time after the call returned: a caller that rewrites
+// the source before waiting for the stream sees the copy take the new bytes.
+// (Everything else still runs within its call, so the order of work on a
+// stream is kept: the pending copies run before whatever comes next.)
+bool deferCopies();
+void runDeferredCopies();
+extern std::atomic<bool> g_deferredCopies;  // some copy is pending
+
 inline CUresult needContext() {
   if (const CUresult r = needInit(); r != CUDA_SUCCESS) {
     return r;
+  }
+  if (g_deferredCopies.load(std::memory_order_acquire)) {
+    runDeferredCopies();
   }
   if (const CUresult sticky = state().sticky.load(); sticky != CUDA_SUCCESS) {
     return sticky;
