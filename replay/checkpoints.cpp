@@ -1,6 +1,7 @@
 #include "checkpoints.h"
 
 #include <algorithm>
+#include <set>
 #include <cstdio>
 
 #include "change_hash.h"
@@ -117,6 +118,21 @@ CheckpointPlan CheckpointPlan::build(const TraceModel& model, const format::Trac
       continue;
     }
     plan.regions_.push_back({alloc.getAddress(), alloc.getSize()});
+  }
+  // Page-locked host memory launches read (checkpoint mode logs its content
+  // with each launch that reaches it): placed as device memory, written with
+  // what each launch saw before it runs (Reexecutor::writeHostInputs).
+  std::set<std::pair<uint64_t, uint64_t>> hostInputs;
+  for (const auto& launch : model.launches()) {
+    for (const auto range : launch.event().getPre()) {
+      const uint64_t size = range.getContent().getSize();
+      uint64_t end = 0;
+      if (range.getKind() != schema::MemoryKind::HOST_MAPPED || size == 0 ||
+          __builtin_add_overflow(range.getAddress(), size, &end)) {
+        continue;
+      }
+      if (hostInputs.insert({range.getAddress(), size}).second) plan.regions_.push_back({range.getAddress(), size});
+    }
   }
 
   for (const auto& launch : model.launches()) {

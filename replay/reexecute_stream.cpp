@@ -10,6 +10,7 @@
 #include <cstdio>
 
 #include "driver.h"
+#include "errors.h"
 #include "reexecutor.h"
 
 namespace kcap::replay {
@@ -46,6 +47,7 @@ bool Reexecutor::runLaunch(const LaunchRecord& launch, IntervalReport& report, R
                            (it != launchCodeError_.end() ? it->second : std::string(": its code was not loaded"))};
   }
   r_.buildParamsInto(launch, *kernel, params_);
+  writeHostInputs(launch, listener);
   const bool around = around_ && aroundIndex_ == launch.launchIndex;
   // One at a time when something looks at the memory right after a launch.
   const bool wait = synchronized_ || around || afterLaunch_;
@@ -80,6 +82,40 @@ bool Reexecutor::runLaunch(const LaunchRecord& launch, IntervalReport& report, R
   if (around) around_(false);
   if (afterLaunch_) afterLaunch_(launch);
   return true;
+}
+
+// The page-locked host memory the launch reads, as the launch saw it when
+// it was recorded: the host may have rewritten it between launches without
+// a CUDA call, so it is logged with every launch that reaches it and
+// written, stream-ordered, right before the launch.
+void Reexecutor::writeHostInputs(const LaunchRecord& launch, ReexecutionListener& listener) {
+  for (const auto range : launch.event().getPre()) {
+    if (range.getKind() != schema::MemoryKind::HOST_MAPPED) continue;
+    const auto content = range.getContent();
+    const uint64_t size = content.getSize();
+    if (size == 0) continue;
+    const auto stop = [&](const std::string& why) {
+      throw IntervalStop{IntervalVerdict::kNotReexecutable, "launch " + std::to_string(launch.launchIndex) +
+                                                                "'s host input at " + hexText(range.getAddress()) +
+                                                                ": " + why};
+    };
+    if (coverage(range.getAddress(), size) != Coverage::kInside) stop("not placed");
+    const uint64_t dst = here(range.getAddress());
+    try {
+      uint8_t* bytes = synchronized_ || afterLaunch_ ? nullptr : hostBytes(size, listener);
+      if (bytes != nullptr) {
+        reader_.readContentInto(content, bytes, size);
+        check(r_.driver_.cuMemcpyHtoDAsync(dst, bytes, size, r_.stream_), "writing a launch's host input");
+      } else {
+        drain(listener);
+        const std::vector<uint8_t> data = reader_.readContent(content);
+        if (data.size() != size) stop("its content holds " + std::to_string(data.size()) + " bytes");
+        r_.copyToDevice(dst, data.data(), size);
+      }
+    } catch (const format::FormatError& e) {
+      stop(e.what());
+    }
+  }
 }
 
 void Reexecutor::setMarkSpacing(const IntervalReport& bounds) {

@@ -74,6 +74,8 @@ class Reexecutor {
   // False when the launch is not one to run (captured into a graph, refused when recorded).
   bool runLaunch(const LaunchRecord& launch, IntervalReport& report, ReexecutionListener& listener);
   void runMemoryOp(const StoredEvent& op, ReexecutionListener& listener);
+  // Writes the page-locked host memory `launch` read, as logged with it.
+  void writeHostInputs(const LaunchRecord& launch, ReexecutionListener& listener);
   // Issues a checked copy or memset on the replay stream, in order with the launches before it.
   void issueMemoryOp(const StoredEvent& op, ReexecutionListener& listener);
   // Page-locked bytes for a host-to-device copy's source that stay untouched

@@ -32,6 +32,7 @@ using kcap::schema::Event;
 constexpr int kExitOk = 0, kExitTrace = 1, kExitUsage = 2, kExitDiffers = 3;
 constexpr uint64_t kX = 0x7e1000000000ull;  // two granules apart: two groups
 constexpr uint64_t kY = 0x7e1000400000ull;
+constexpr uint64_t kHost = 0x7f3a12340000ull;  // page-locked host memory the device reads
 constexpr uint64_t kModule = 0x55d0c8a10000ull, kFunction = 0x55d0c8a1f1a0ull;
 constexpr uint64_t kChecksModule = 0x55d0c8a20000ull, kRacySum = 0x55d0c8a2f1a0ull;
 constexpr uint64_t kConstantModule = 0x55d0c8a30000ull, kPolyEval = 0x55d0c8a3f1a0ull;
@@ -173,6 +174,28 @@ class CheckpointTrace {
     launch(kFunction, "axpy", params, {{0, 4}, {8, 8}, {16, 8}, {24, 4}}, {{8, kX}, {16, y}});
   }
 
+  // axpy(kAlpha, kHost, y, kElements): x is page-locked host memory that
+  // held `x` when the launch ran, logged with the launch as checkpoint mode
+  // does (its `pre`, kind hostMapped).
+  void axpyFromHost(const std::vector<uint8_t>& x) {
+    if (!hostAllocated_) {
+      emit([](Event::Builder e) {
+        auto a = e.initAlloc();
+        a.setKind(kcap::schema::AllocKind::HOST_ALLOC);
+        a.setAddress(kHost);
+        a.setSize(kElements * sizeof(float));
+      });
+      hostAllocated_ = true;
+    }
+    std::vector<uint8_t> params(32, 0);
+    const int32_t n = kElements;
+    std::memcpy(params.data(), &kAlpha, 4);
+    std::memcpy(params.data() + 8, &kHost, 8);
+    std::memcpy(params.data() + 16, &kY, 8);
+    std::memcpy(params.data() + 24, &n, 4);
+    launch(kFunction, "axpy", params, {{0, 4}, {8, 8}, {16, 8}, {24, 4}}, {{8, kHost}, {16, kY}}, &x);
+  }
+
   // poly_eval(x, y, kElements).
   void polyEval() {
     std::vector<uint8_t> params(24, 0);
@@ -195,7 +218,8 @@ class CheckpointTrace {
 
   void launch(uint64_t function, const char* name, const std::vector<uint8_t>& params,
               const std::vector<std::pair<uint32_t, uint32_t>>& layout,
-              const std::vector<std::pair<uint32_t, uint64_t>>& pointers) {
+              const std::vector<std::pair<uint32_t, uint64_t>>& pointers,
+              const std::vector<uint8_t>* hostInput = nullptr) {
     const uint64_t index = launches_++;
     emit([&](Event::Builder e) {
       auto l = e.initLaunch();
@@ -220,6 +244,13 @@ class CheckpointTrace {
         p[i].setOffset(pointers[i].first);
         p[i].setValue(pointers[i].second);
         p[i].setAllocationBase(pointers[i].second);
+      }
+      if (hostInput != nullptr) {
+        auto pre = l.initPre(1)[0];
+        pre.setAddress(kHost);
+        pre.setAllocationBase(kHost);
+        pre.setKind(kcap::schema::MemoryKind::HOST_MAPPED);
+        writer_->storeContent(hostInput->data(), hostInput->size(), pre.initContent());
       }
     });
     emit([&](Event::Builder e) { e.initLaunchEnd().setLaunchIndex(index); });
@@ -281,6 +312,7 @@ class CheckpointTrace {
 
   std::unique_ptr<kcap::format::TraceWriter> writer_;
   uint64_t checkpoints_ = 0, launches_ = 0;
+  bool hostAllocated_ = false;
 };
 
 // The program the traces record: x = 0, 1, 2, ...; y = 1, 1, ...; each
@@ -361,6 +393,35 @@ TEST_F(CheckpointReplay, IntervalsReproduceWithACopyInside) {
   EXPECT_EQ(json.exitCode, kExitOk) << json.describe();
   EXPECT_NE(json.out.find("\"verdict\":\"REPRODUCED\""), std::string::npos) << json.out;
   EXPECT_NE(json.out.find("\"compared\":true"), std::string::npos) << json.out;
+}
+
+// Launches that read page-locked host memory the program rewrote between
+// them (no CUDA call in between): each runs on what it read when recorded,
+// logged with it; the first launch of an interval, the others in flight.
+TEST_F(CheckpointReplay, HostMemoryLaunchesReadIsWrittenAsEachSawIt) {
+  const std::string path = dir_.file("host-input.kcap");
+  Program p;
+  CheckpointTrace t(path);
+  t.checkpoint(0, p.state());
+  for (int round = 0; round < 3; ++round) {
+    std::vector<float> host(kElements);
+    for (uint32_t i = 0; i < kElements; ++i) host[i] = static_cast<float>((i * (round + 3)) % 29);
+    t.axpyFromHost(bytesOf(host));
+    for (uint32_t i = 0; i < kElements; ++i) p.y[i] = kAlpha * host[i] + p.y[i];
+  }
+  t.checkpoint(3, p.state());
+  t.axpy();
+  p.axpy();
+  t.checkpoint(4, p.state());
+  t.close();
+
+  const Outcome run = replay({path});
+  EXPECT_EQ(run.exitCode, kExitOk) << run.describe();
+  EXPECT_NE(run.out.find("interval 0 (launches 0..2, checkpoint 0 -> 1): REPRODUCED"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("all 2 intervals reproduced"), std::string::npos) << run.out;
+  // One launch at a time (the extract path) writes them the same way.
+  const Outcome single = replay({path, "--launch", "1"});
+  EXPECT_EQ(single.exitCode, kExitOk) << single.describe();
 }
 
 // (b) a wrong recorded hash and a real divergence: DIFFERS, naming the range.
