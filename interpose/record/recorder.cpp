@@ -369,7 +369,9 @@ void Recorder::end(schema::EndReason reason, int signal, const std::string& mess
     traceEnd.setSignal(signal);
     traceEnd.setEventCount(writer_->stats().events);
     // Launches past the filters were recorded unless the launch range
-    // (skip, at most) left them out.
+    // (skip, at most) left them out. Numbered by the writer, they are all
+    // counted once it has sequenced what was appended.
+    writer_->waitSequenced();
     const uint64_t eligible = eligibleLaunches_.load();
     const uint64_t recorded = std::min(eligible > options_.skip ? eligible - options_.skip : 0, options_.maxLaunches);
     traceEnd.setLaunchCount(recorded);

@@ -17,8 +17,12 @@
 // lock: state is kept in maps with their own short-held locks (what it
 // knows of the program's code, in the code registry), events are
 // built by the calling thread and handed to the TraceWriter, which assigns
-// the sequence numbers. The recorder never holds one of its locks while it
-// calls the driver.
+// the sequence numbers with one atomic add and orders the events on its
+// merger thread. A recorded launch in metadata and checkpoint mode writes
+// no cache line another launching thread writes, but for that add: the
+// allocation lookups read a published snapshot (AllocationMap), counts
+// are the writer's (sequenced()) or per thread. The recorder never holds
+// one of its locks while it calls the driver.
 //
 // The Recorder is never destroyed (threads may still call in while the
 // process exits); an ended or abandoned recorder just stops accepting work.
@@ -424,8 +428,12 @@ class Recorder {
   // Launches are numbered as the writer orders them (LaunchEventData::
   // sequenced), not with a read-modify-write of eligibleLaunches_ first:
   // metadata mode, when nothing needs the number before the call (no
-  // launch range, no CUPTI timing). eligibleLaunches_ then changes only
-  // under the writer's lock.
+  // launch range, no CUPTI timing). eligibleLaunches_ then changes only on
+  // the writer's merger thread, and may lag the appends: what needs the
+  // exact count (a checkpoint's launchCount, traceEnd) calls
+  // writer_->waitSequenced() first; the checkpoint-by-launches due check
+  // and the flight recorder's last launch (its ring numbers at append)
+  // take it as it is.
   bool numberedByWriter_ = false;
   std::atomic<uint64_t> filteredLaunches_{0};  // did not
   std::atomic<int> activeCaptures_{0};         // streams capturing into a graph, process-wide
