@@ -428,12 +428,11 @@ class Recorder {
   // Launches are numbered as the writer orders them (LaunchEventData::
   // sequenced), not with a read-modify-write of eligibleLaunches_ first:
   // metadata mode, when nothing needs the number before the call (no
-  // launch range, no CUPTI timing). eligibleLaunches_ then changes only on
+  // launch range, no CUPTI timing, no checkpoints every N launches). eligibleLaunches_ then changes only on
   // the writer's merger thread, and may lag the appends: what needs the
   // exact count (a checkpoint's launchCount, traceEnd) calls
-  // writer_->waitSequenced() first; the checkpoint-by-launches due check
-  // and the flight recorder's last launch (its ring numbers at append)
-  // take it as it is.
+  // writer_->waitSequenced() first; the flight recorder's last launch
+  // reads it as it is (its ring numbers at append).
   bool numberedByWriter_ = false;
   std::atomic<uint64_t> filteredLaunches_{0};  // did not
   std::atomic<int> activeCaptures_{0};         // streams capturing into a graph, process-wide
