@@ -240,7 +240,7 @@ TEST(WriterSequencer, NumberedAppendsInterleaveWithOtherThreads) {
     for (uint64_t i = 0; !stop.load(); ++i) appendImmediate(*writer, 2, i);
   });
   std::vector<uint64_t> numbered;
-  for (uint64_t k = 0; k < 2000; ++k) {
+  for (uint64_t k = 0; k < 500; ++k) {
     capnp::MallocMessageBuilder message;
     auto event = message.initRoot<Event>();
     event.setThreadId(1);
