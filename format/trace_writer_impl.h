@@ -178,14 +178,14 @@ class TraceWriterImpl final : public TraceWriter {
   // Read on every append, written almost never: a line of their own.
   alignas(64) std::atomic<bool> failed_{false};  // set (with error_, under mutex_) when a write fails
   std::atomic<bool> closed_{false};              // set by close() before it drains the ring
-  // The merger's sleep: 0 awake, 1 a short nap (it looks again soon), 2 a
-  // long one (idle a while): a producer whose seq is a multiple of 64 wakes it.
-  mutable std::atomic<int> mergerSleep_{0};
   const std::unique_ptr<RingSlot[]> ring_{new RingSlot[kRingSlots]};
   // Taken by every append: a line of its own.
   alignas(64) std::atomic<uint64_t> tickets_{0};
   // Written by the merger once a run: where it is (every seq below is merged).
   alignas(64) std::atomic<uint64_t> merged_{0};
+  // The merger's sleep: 0 awake, 1 a short nap (it looks again soon), 2 a
+  // long one (idle a while): a producer whose seq is a multiple of 64 wakes it.
+  mutable std::atomic<int> mergerSleep_{0};
   mutable std::atomic<int> mergeWaiters_{0};   // threads in waitMerged
   alignas(64) mutable std::mutex mergeMutex_;  // waitMerged's sleep and the merger's
   mutable std::condition_variable mergedCv_;   // waiters: merged_ moved

@@ -110,9 +110,13 @@ void TraceWriterImpl::publish(uint64_t first, uint64_t count, EntryKind kind, De
   slot.event = event;
   slot.flat = flat;
   slot.filled.store(first + 1, std::memory_order_release);
-  // The slot a single producer fills next, for its next append: the line
-  // was read by the merger since this core last wrote it.
-  __builtin_prefetch(&ring_[(first + count) & (kRingSlots - 1)], 1, 3);
+  // A thread that appends alone (no one took a seq since its last append)
+  // most likely fills the next slot next: its line, last read by the
+  // merger, is asked for now rather than at the next append's store.
+  // Not otherwise: the line would be taken from the producer that fills it.
+  thread_local uint64_t t_nextSeq = ~0ull;
+  if (first == t_nextSeq) __builtin_prefetch(&ring_[(first + count) & (kRingSlots - 1)], 1, 3);
+  t_nextSeq = first + count;
   if ((first & 63) == 0 && mergerSleep_.load(std::memory_order_relaxed) == 2) [[unlikely]] {
     wakeMerger();
   }
