@@ -19,9 +19,13 @@
 // built by the calling thread and handed to the TraceWriter, which assigns
 // the sequence numbers with one atomic add and orders the events on its
 // merger thread. A recorded launch in metadata and checkpoint mode writes
-// no cache line another launching thread writes, but for that add: the
-// allocation lookups read a published snapshot (AllocationMap), counts
-// are the writer's (sequenced()) or per thread. The recorder never holds
+// no cache line another launching thread writes but for that add: the
+// allocation lookups read a published snapshot (AllocationMap), launches
+// are numbered by the writer (sequenced()). Still shared, where they are
+// asked for: kernel filters (selectionMutex_), KCAP_STATS_FILE's counters,
+// the eligible-launch count with a launch range, CUPTI timing or
+// checkpoints every N launches, and the tensor-map lookup once the program
+// encoded tensor maps (KnownTensorMaps). The recorder never holds
 // one of its locks while it calls the driver.
 //
 // The Recorder is never destroyed (threads may still call in while the
