@@ -114,7 +114,9 @@ void TraceWriterImpl::publish(uint64_t first, uint64_t count, EntryKind kind, De
   // most likely fills the next slot next: its line, last read by the
   // merger, is asked for now rather than at the next append's store.
   // Not otherwise: the line would be taken from the producer that fills it.
-  thread_local uint64_t t_nextSeq = ~0ull;
+  // Initial exec: no call to __tls_get_addr on the append path of the
+  // shim, which is loaded at process start.
+  [[gnu::tls_model("initial-exec")]] thread_local uint64_t t_nextSeq = ~0ull;
   if (first == t_nextSeq) __builtin_prefetch(&ring_[(first + count) & (kRingSlots - 1)], 1, 3);
   t_nextSeq = first + count;
   if ((first & 63) == 0 && mergerSleep_.load(std::memory_order_relaxed) == 2) [[unlikely]] {

@@ -87,8 +87,11 @@ class ThreadWork {
   static Slot* adoptOrMake() noexcept;
 
   // Trivially destructible, so that reading it is one load (a thread_local
-  // with a destructor is reached through an initialization check).
-  inline static thread_local Slot* t_slot = nullptr;
+  // with a destructor is reached through an initialization check). Initial
+  // exec: read from this library's own code too (AllocationMap's readers)
+  // without a call to __tls_get_addr; the libraries holding it are the
+  // shim, loaded at process start, and programs.
+  [[gnu::tls_model("initial-exec")]] inline static thread_local Slot* t_slot = nullptr;
 
   inline static std::atomic<Slot*> all_{nullptr};
   inline static std::atomic<bool> asymmetric_{false};
