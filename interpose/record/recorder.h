@@ -25,7 +25,8 @@
 // asked for: kernel filters (selectionMutex_), KCAP_STATS_FILE's counters,
 // the eligible-launch count with a launch range, CUPTI timing or
 // checkpoints every N launches, and the tensor-map lookup once the program
-// encoded tensor maps (KnownTensorMaps). The recorder never holds
+// encoded more distinct tensor maps than KnownTensorMaps' lock-free table
+// holds. The recorder never holds
 // one of its locks while it calls the driver.
 //
 // The Recorder is never destroyed (threads may still call in while the
