@@ -26,8 +26,8 @@
 // the eligible-launch count with a launch range, CUPTI timing or
 // checkpoints every N launches, and the tensor-map lookup once the program
 // encoded more distinct tensor maps than KnownTensorMaps' lock-free table
-// holds. The recorder never holds
-// one of its locks while it calls the driver.
+// holds. The recorder never holds one of its locks while it calls the
+// driver.
 //
 // The Recorder is never destroyed (threads may still call in while the
 // process exits); an ended or abandoned recorder just stops accepting work.
