@@ -1,4 +1,7 @@
-// AdaptiveMutex: the trace writer's producer lock (trace_writer.cpp).
+// AdaptiveMutex: the lock of the trace writer's record chunk being filled
+// (trace_writer_impl.h), held by its merger thread and by flush, close and
+// stats. Producers took it on every append before the writer's appends
+// became lock-free; what follows explains its design for that use.
 #pragma once
 
 #include <linux/futex.h>

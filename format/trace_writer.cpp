@@ -48,6 +48,8 @@ TraceWriterImpl::TraceWriterImpl(std::string path, int fd, const Options& option
   }
   writerThread_ = std::thread([this] { writeLoop(); });
   pthread_setname_np(writerThread_.native_handle(), "kcap-write");
+  mergerThread_ = std::thread([this] { mergeLoop(); });
+  pthread_setname_np(mergerThread_.native_handle(), "kcap-merge");
 }
 
 TraceWriterImpl::~TraceWriterImpl() {
@@ -56,81 +58,28 @@ TraceWriterImpl::~TraceWriterImpl() {
   } catch (const FormatError&) {
     // Destructors must not throw; close() already recorded the problem.
   }
-}
-
-uint64_t TraceWriterImpl::append(capnp::MessageBuilder& message) { return appendAt(message, false); }
-
-uint64_t TraceWriterImpl::appendNumbered(capnp::MessageBuilder& message) { return appendAt(message, true); }
-
-uint64_t TraceWriterImpl::appendAt(capnp::MessageBuilder& message, bool numbered) {
-  auto root = message.getRoot<schema::Event>();
-  auto segments = message.getSegmentsForOutput();
-  const size_t bytes = capnp::computeSerializedSizeInWords(segments) * sizeof(capnp::word);
-
-  std::unique_lock batchLock(batchMutex_);
-  throwIfFailedOrClosed();
-  uint64_t seq = nextSeq_;
-  if (numbered) {
-    seq = root.getSeq();
-    if (seq < nextSeq_) {
-      throw FormatError(path_ + ": event " + std::to_string(seq) + " appended after " + std::to_string(nextSeq_ - 1));
-    }
-    // A record chunk's events are numbered from its firstSeq on, one by one.
-    if (seq != nextSeq_) cutBatch();
-  } else {
-    root.setSeq(seq);  // in place: the segments above see it
+  // The merger outlives close(): an append racing with close() takes its
+  // seq numbers after close drained the ring, and the merger takes its
+  // (void) entry.
+  {
+    std::lock_guard lock(mergeMutex_);
+    mergerStop_ = true;
   }
-  nextSeq_ = seq + 1;
-  if (bytes > kMaxRecordChunkRaw) {
-    throw FormatError(path_ + ": event " + std::to_string(seq) + " is " + std::to_string(bytes) +
-                      " bytes, over the record chunk limit");
-  }
-  if (batchBytes() + bytes > kMaxRecordChunkRaw) cutBatch();
-  if (batch_.eventCount == 0) batch_.firstSeq = seq;
-  appendFlat(segments, batch_.raw);
-  batch_.eventCount++;
-  batchStats_.events++;
-  batchStats_.recordRawBytes += bytes;
-  if (batchBytes() >= options_.batchBytes) cutBatch();
-  return seq;
-}
-
-uint64_t TraceWriterImpl::append(DeferredEventPtr event) {
-  const size_t hint = event->sizeHint();
-  const unsigned count = event->eventCount();
-  if (count == 0) throw FormatError(path_ + ": a deferred event standing for no event");
-  std::unique_lock batchLock(batchMutex_);
-  throwIfFailedOrClosed();
-  const uint64_t seq = nextSeq_;
-  nextSeq_ += count;
-  event->sequenced(seq);
-  // The hint is an estimate: leave room under the chunk limit for it to be off.
-  if (batchBytes() + 2 * hint > kMaxRecordChunkRaw / 2) cutBatch();
-  if (batch_.eventCount == 0) batch_.firstSeq = seq;
-  batch_.deferred.push_back({batch_.raw.size(), seq, count, std::move(event)});
-  // The next slot's line, for the next append: the vector's memory was
-  // last used by a compression thread (a freed batch), and a store to it
-  // would wait for the line to cross from that core.
-  if (batch_.deferred.size() < batch_.deferred.capacity()) {
-    __builtin_prefetch(batch_.deferred.data() + batch_.deferred.size(), 1, 3);
-  }
-  batch_.deferredHint += hint;
-  batch_.eventCount += count;
-  batchStats_.events += count;
-  if (batchBytes() >= options_.batchBytes) cutBatch();
-  return seq;
+  wakeCv_.notify_all();
+  mergerThread_.join();
 }
 
 void TraceWriterImpl::flush() {
-  std::unique_lock batchLock(batchMutex_);
   {
     std::lock_guard lock(mutex_);
     throwIfFailed();
   }
-  if (closed_) return;  // close() flushed everything
+  if (closed_.load()) return;   // close() flushed everything
+  waitMerged(tickets_.load());  // what was appended before is in the batch (or written)
+  std::unique_lock batchLock(batchMutex_);
   cutBatch();
   std::unique_lock lock(mutex_);
-  batchLock.unlock();  // producers go on while this waits
+  batchLock.unlock();  // the merger goes on while this waits
   uint64_t target = submittedJobs_;
   writtenCv_.wait(lock, [&] { return writtenJobs_ >= target || failed_; });
   throwIfFailed();
@@ -138,15 +87,18 @@ void TraceWriterImpl::flush() {
 
 void TraceWriterImpl::close() {
   {
-    std::unique_lock batchLock(batchMutex_);
-    {
-      std::lock_guard lock(mutex_);
-      if (closed_) {
-        throwIfFailed();
-        return;
-      }
-      closed_ = true;
+    std::lock_guard lock(mutex_);
+    if (closed_.load()) {
+      throwIfFailed();
+      return;
     }
+    // Before the ticket count is read: an append that takes its seq
+    // numbers later sees it and refuses (refusing()).
+    closed_.store(true, std::memory_order_seq_cst);
+  }
+  waitMerged(tickets_.load(std::memory_order_seq_cst));
+  {
+    std::unique_lock batchLock(batchMutex_);
     // A failure already met makes cutBatch throw; the threads must be
     // stopped and joined all the same (a joinable std::thread destroyed
     // later would terminate the process), so it is reported at the end.
@@ -169,12 +121,16 @@ void TraceWriterImpl::close() {
   throwIfFailed();
 }
 
+void TraceWriterImpl::waitSequenced() const { waitMerged(tickets_.load()); }
+
 TraceWriter::Stats TraceWriterImpl::stats() const {
+  waitMerged(tickets_.load());
   std::lock_guard batchLock(batchMutex_);
   std::lock_guard lock(mutex_);
   Stats all = stats_;
   all.events += batchStats_.events;
   all.recordRawBytes += batchStats_.recordRawBytes;
+  all.producerWaitNs += ringWaitNs_.load(std::memory_order_relaxed);
   return all;
 }
 

@@ -1,18 +1,24 @@
 // TraceWriter appends events and memory contents to a .kcap file.
 //
 // Thread model: any number of producer threads call storeContent() (or
-// storeHashedContent()) and append();
-// a pool of compression threads compresses chunks; one writer thread writes them
-// in submission order. Producers only hash, copy and queue; a large
-// storeContent hashes and copies its pieces on a pool of threads. Memory is bounded:
-// when more than Options::maxPendingBytes wait to be written, producers block
-// until the writer catches up.
+// storeHashedContent()) and append(). Appends take no lock: a producer
+// takes its seq numbers with one atomic add and hands the event to a
+// merger thread, which puts the events into record chunks in seq order;
+// a pool of compression threads compresses chunks; one writer thread
+// writes them in submission order. Producers only hash, copy and queue; a
+// large storeContent hashes and copies its pieces on a pool of threads.
+// Memory is bounded: when more than Options::maxPendingBytes wait to be
+// written (or the merger is a ring's worth of events behind), producers
+// block until the writer catches up.
 //
-// Ordering guarantee: everything a producer queued before calling append() (in
-// particular the pieces of the contents its event references) reaches the file
-// before that event's record chunk. flush() returns once everything queued so
-// far has been handed to the OS, so a crash of the process after flush() loses
-// nothing that was queued before it.
+// Ordering guarantee: the events are in the file in seq order, and seq
+// order is a linearization of the appends (an append that returned before
+// another began has the lower seq). Everything a producer queued before
+// calling append() (in particular the pieces of the contents its event
+// references) reaches the file before that event's record chunk. flush()
+// returns once everything queued or appended so far has been handed to the
+// OS, so a crash of the process after flush() loses nothing that was
+// queued before it.
 #pragma once
 
 #include <cstdint>
@@ -47,11 +53,15 @@ class DeferredEvent {
   virtual void build(schema::Event::Builder event, unsigned part) const = 0;
   // About how many bytes the encoded event takes (batching, memory bound).
   virtual size_t sizeHint() const = 0;
-  // Called by append() once the object's seq numbers are taken, under the
-  // lock that orders appends, on the producer's thread: what an event
+  // Called once per object append() accepted, after it took its seq numbers and
+  // before build(), on the writer's merger thread, for every object in
+  // seq order (one call returns before the next begins): what an event
   // numbers here follows seq order across producers, for no lock or atomic
   // read-modify-write of its own (the shim numbers its launches here). It
-  // must be quick and must not call the writer. Default: nothing.
+  // may run after append() returned; waitSequenced() waits for it. It must
+  // be quick, must not call the writer and must not touch the producer's
+  // state. Called for an event the writer then drops on failure too.
+  // Default: nothing.
   virtual void sequenced(uint64_t firstSeq) noexcept { (void)firstSeq; }
   // Called once by the writer when it is done with the event (built, or
   // dropped on failure), on one of its threads, instead of deleting it: an
@@ -193,10 +203,16 @@ class TraceWriter {
   // Blocks until everything appended or stored so far is written to the file.
   virtual void flush() = 0;
 
+  // Returns once sequenced() has been called for every DeferredEvent whose
+  // append() returned before this call (what they number is then final).
+  // Default: appends sequence their events before they return.
+  virtual void waitSequenced() const {}
+
   // Flushes, writes the index and trailer, closes the file. Idempotent.
   // Throws FormatError if any write failed since the file was created.
   virtual void close() = 0;
 
+  // Counts every event whose append() returned before the call.
   virtual Stats stats() const = 0;
   virtual const std::string& path() const = 0;
   virtual uint32_t pieceSize() const = 0;

@@ -1,7 +1,8 @@
 // TraceWriterImpl, the TraceWriter that create() returns; internal to the
 // writer, its definitions in three files along its seams:
 //
-//   trace_writer.cpp          producers' appends, flush, close, create()
+//   trace_writer.cpp          flush, close, create(), cutting record chunks
+//   trace_writer_sequencer.cpp  producers' appends: seq numbers, the ring, the merger thread
 //   trace_writer_store.cpp    the content-addressed store: hashing, copying, queueing new pieces
 //   trace_writer_threads.cpp  the compression threads, the writer thread, the index at the end
 #pragma once
@@ -43,13 +44,12 @@ class TraceWriterImpl final : public TraceWriter {
   std::vector<uint8_t> missingPieces(const std::vector<Hash128>& hashes) const override;
   void storeEncodedPiece(const Hash128& hash, uint64_t rawSize, std::vector<uint8_t> chunk) override;
 
-  // The message is laid out in flat form straight into the batch, with no
-  // intermediate array: this runs under the lock every producer takes.
   uint64_t append(capnp::MessageBuilder& message) override;
   uint64_t append(DeferredEventPtr event) override;
   uint64_t appendNumbered(capnp::MessageBuilder& message) override;
   void flush() override;
   void close() override;
+  void waitSequenced() const override;
   Stats stats() const override;
   const std::string& path() const override { return path_; }
   uint32_t pieceSize() const override { return options_.pieceSize; }
@@ -68,7 +68,45 @@ class TraceWriterImpl final : public TraceWriter {
   // (an empty one: a piece the file holds, nothing to queue).
   void queueNewPieces(std::unique_lock<std::mutex>& lock, const Hash128* hashes, std::vector<PieceBlock>& copies);
 
+  // ---- the sequencer (trace_writer_sequencer.cpp) ----
+  // What a producer hands the merger: the entry for seq numbers
+  // [first, first + count), in the ring slot of `first`.
+  enum class EntryKind : uint8_t { kEvent, kMessage, kVoid };
+  struct alignas(64) RingSlot {       // a line each: producers of consecutive seqs write different lines
+    std::atomic<uint64_t> filled{0};  // first + 1 once the entry for `first` is in place
+    EntryKind kind = EntryKind::kVoid;
+    uint64_t count = 0;
+    DeferredEvent* event = nullptr;        // kEvent, owned while in the ring
+    std::vector<uint8_t>* flat = nullptr;  // kMessage: the message in flat form (its seq: first + count - 1)
+  };
+  static constexpr uint64_t kRingSlots = 2048;  // a power of two; the bound on entries not yet merged
+
   uint64_t appendAt(capnp::MessageBuilder& message, bool numbered);
+  // Puts the entry for [first, first + count) in its slot (waiting while
+  // the slot's previous entry is not merged) and tells the merger.
+  void publish(uint64_t first, uint64_t count, EntryKind kind, DeferredEvent* event,
+               std::vector<uint8_t>* flat) noexcept;
+  void waitForSlot(uint64_t first) noexcept;
+  // Before a producer queues new pieces: the events appended so far are
+  // merged (a full record chunk among them queued), so that chunks reach
+  // the file in the order one thread's calls made them, whatever the
+  // merger's timing (a trace written by one thread is the same every time).
+  void settleAppends() const noexcept { waitMerged(tickets_.load(std::memory_order_seq_cst)); }
+  // After taking seq numbers: whether the writer refuses the append
+  // (closed or failed); the caller then publishes a void entry and throws.
+  bool refusing() const noexcept {
+    return failed_.load(std::memory_order_relaxed) || closed_.load(std::memory_order_seq_cst);
+  }
+  [[noreturn]] void throwRefused() const;
+  // Blocks until the merger has taken every entry below `target`.
+  void waitMerged(uint64_t target) const noexcept;
+  void wakeMerger() const noexcept;
+  void mergeLoop();
+  uint64_t mergeRun(uint64_t next);  // merges what is ready from `next` on; returns where it stopped
+  // Caller holds batchMutex_ (the merger): one entry into the batch.
+  void mergeEntry(uint64_t first, uint64_t count, EntryKind kind, DeferredEventPtr event,
+                  std::unique_ptr<std::vector<uint8_t>> flat);
+  void markFailed(const std::string& why);
 
   // Caller holds batchMutex_.
   size_t batchBytes() const { return batch_.raw.size() + batch_.deferredHint; }
@@ -115,18 +153,8 @@ class TraceWriterImpl final : public TraceWriter {
   void throwIfFailed() const {
     if (failed_) throw FormatError(error_);
   }
-  // Caller holds mutex_ or batchMutex_ (close() sets closed_ under both).
   void throwIfClosed() const {
-    if (closed_) throw FormatError(path_ + ": the trace writer is closed");
-  }
-  // Caller holds batchMutex_ only: error_ is read under mutex_, and only
-  // once failed_ says there is one.
-  void throwIfFailedOrClosed() const {
-    if (failed_.load(std::memory_order_acquire)) {
-      std::lock_guard lock(mutex_);
-      throwIfFailed();
-    }
-    throwIfClosed();
+    if (closed_.load(std::memory_order_relaxed)) throw FormatError(path_ + ": the trace writer is closed");
   }
 
   const std::string path_;
@@ -139,17 +167,40 @@ class TraceWriterImpl final : public TraceWriter {
   std::unique_ptr<PieceMemory> directMemory_ = makeDirectMemory();
   std::atomic<bool> directRefused_{false};  // the pageLocker refused once
 
+  // Producers take no lock to append. Each takes its seq numbers with one
+  // fetch_add on tickets_ and puts its entry in the ring slot of its first
+  // seq (a cache line only it and the merger touch); the merger thread
+  // takes the entries in seq order, waiting for a seq taken but not yet in
+  // its slot, calls sequenced() and fills the record chunk. A producer
+  // waits only when its slot's previous entry (kRingSlots seqs back) is
+  // not merged yet.
+  //
+  // Read on every append, written almost never: a line of their own.
+  alignas(64) std::atomic<bool> failed_{false};  // set (with error_, under mutex_) when a write fails
+  std::atomic<bool> closed_{false};              // set by close() before it drains the ring
+  const std::unique_ptr<RingSlot[]> ring_{new RingSlot[kRingSlots]};
+  // Taken by every append: a line of its own.
+  alignas(64) std::atomic<uint64_t> tickets_{0};
+  // Written by the merger once a run: where it is (every seq below is merged).
+  alignas(64) std::atomic<uint64_t> merged_{0};
+  // The merger's sleep: 0 awake, 1 a short nap (it looks again soon), 2 a
+  // long one (idle a while): a producer whose seq is a multiple of 64 wakes it.
+  mutable std::atomic<int> mergerSleep_{0};
+  mutable std::atomic<int> mergeWaiters_{0};   // threads in waitMerged
+  alignas(64) mutable std::mutex mergeMutex_;  // waitMerged's sleep and the merger's
+  mutable std::condition_variable mergedCv_;   // waiters: merged_ moved
+  mutable std::condition_variable wakeCv_;     // the merger: wake up
+  bool mergerStop_ = false;                    // under mergeMutex_ (the destructor)
+  std::atomic<uint64_t> ringWaitNs_{0};        // producers blocked on a full ring
+
   // Two locks, taken in this order when both are: batchMutex_ is the
-  // producers' (the record chunk being filled and the sequence numbers:
-  // every launch takes it twice), mutex_ the queue's, shared with the
-  // compression and writer threads. A launching thread thus never waits for
-  // one of those threads' critical sections, except once a chunk when it
-  // queues the batch.
+  // merger's (the record chunk being filled), which flush, close and stats
+  // take too; mutex_ the queue's, shared with the compression and writer
+  // threads.
   mutable AdaptiveMutex batchMutex_;
-  Job batch_;  // the record chunk being filled
-  uint64_t nextSeq_ = 0;
-  Stats batchStats_;     // its events and recordRawBytes (stats() adds them up)
-  bool closed_ = false;  // set under both locks
+  Job batch_;             // the record chunk being filled
+  uint64_t nextSeq_ = 0;  // above every seq merged into a chunk (the index's event count)
+  Stats batchStats_;      // its events and recordRawBytes (stats() adds them up)
 
   mutable std::mutex mutex_;
   std::condition_variable workCv_;          // compression threads: a job is unclaimed
@@ -171,7 +222,6 @@ class TraceWriterImpl final : public TraceWriter {
   std::vector<ChunkEntry> chunkIndex_;
   std::vector<BlobEntry> blobIndex_;
 
-  std::atomic<bool> failed_{false};  // set (with error_, under mutex_) when a write fails
   std::string error_;
 
   std::vector<std::unique_ptr<Compressor>> compressors_;  // the compression threads' (guarded by mutex_)
@@ -188,6 +238,7 @@ class TraceWriterImpl final : public TraceWriter {
   std::unique_ptr<WorkerPool> hashingPool_;
   std::vector<std::thread> workers_;
   std::thread writerThread_;
+  std::thread mergerThread_;
 };
 
 }  // namespace kcap::format

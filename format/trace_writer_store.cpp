@@ -31,6 +31,7 @@ std::vector<PieceBlock> TraceWriterImpl::takeDirectBlocks(size_t count) {
 void TraceWriterImpl::storeDirectPieces(const Hash128* hashes, std::vector<PieceBlock>& blocks) {
   size_t bytes = 0;
   for (const PieceBlock& block : blocks) bytes += block.size();
+  settleAppends();
   std::unique_lock lock(mutex_);
   throwIfFailed();
   throwIfClosed();
@@ -51,6 +52,7 @@ void TraceWriterImpl::storeEncodedPiece(const Hash128& hash, uint64_t rawSize, s
   if (chunk.size() < kChunkHeaderSize + kBlobHashSize) {
     throw FormatError(path_ + ": an encoded piece of " + std::to_string(chunk.size()) + " bytes is no blob chunk");
   }
+  settleAppends();
   std::unique_lock lock(mutex_);
   throwIfFailed();
   throwIfClosed();
@@ -110,6 +112,9 @@ void TraceWriterImpl::store(const void* data, size_t size, const Hash128* known,
   // (twice in this content, or queued by another thread meanwhile) goes
   // back unused. The copies exist before they are counted as pending: a
   // producer holds at most one call's worth beyond the bound.
+  if (std::any_of(copies.begin(), copies.end(), [](const PieceBlock& copy) { return bool(copy); })) {
+    settleAppends();
+  }
   std::unique_lock lock(mutex_);
   throwIfFailed();
   throwIfClosed();

@@ -4,7 +4,14 @@
 //
 // Pure bookkeeping, no CUDA calls: the hooks feed it (alloc, free, VMM map and
 // unmap), the launch path queries it. Thread-safe: many launching threads
-// query concurrently; allocation and free take the lock exclusively.
+// query concurrently, without a lock or a write to a shared cache line:
+// they read an immutable sorted copy of the entries (a Snapshot) published
+// through an atomic pointer, and announce the copy they read in their own
+// thread's slot (ThreadWork's hazard). Allocation and free change the map
+// under its lock and drop the copy; the next reader makes a new one (so a
+// burst of allocations costs one copy, at the launch after it). An old
+// copy is freed once no thread's hazard names it, after the asymmetric
+// fence ThreadWork's ending side takes.
 //
 // VMM: a cuMemAddressReserve range is not memory until cuMemMap puts physical
 // memory in it. Mappings are what a kernel can touch, so they are the entries
@@ -12,6 +19,7 @@
 // reservation a mapping belongs to (replay reserves the whole range).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -66,31 +74,48 @@ class AllocationMap {
   // The reservation containing `address`: {base, size}, if any.
   std::optional<std::pair<uint64_t, uint64_t>> findReservation(uint64_t address) const;
 
-  // Many lookups under one shared lock: a launch resolves all its
-  // parameter words through one Reader (a shared_mutex lock and unlock are
-  // two locked instructions on one cache line that every launching thread
-  // writes, costly with many threads, so not one pair per word). Allocation
-  // and free wait while a Reader lives: keep it for one scan only.
+  // Many lookups in one view: a launch resolves all its parameter words
+  // through one Reader, which holds one snapshot (two plain stores to the
+  // thread's own slot and no locked instruction; a Reader made while the
+  // thread holds another, or on a thread past its thread_local
+  // destructors, takes the map's shared lock instead). Keep it for one
+  // scan only: an old snapshot it holds is not freed while it lives.
   class Reader {
    public:
-    explicit Reader(const AllocationMap& map) : map_(map), lock_(map.mutex_) {}
-    std::optional<Allocation> find(uint64_t address) const { return map_.findLocked(address); }
-    std::optional<Allocation> findExtent(uint64_t address) const { return map_.findExtentLocked(address); }
+    explicit Reader(const AllocationMap& map);
+    ~Reader();
+    Reader(const Reader&) = delete;
+    Reader& operator=(const Reader&) = delete;
+    std::optional<Allocation> find(uint64_t address) const;
+    std::optional<Allocation> findExtent(uint64_t address) const;
 
    private:
     const AllocationMap& map_;
+    const void* snapshot_ = nullptr;  // the Snapshot read, or nullptr: under lock_
+    std::atomic<const void*>* hazard_ = nullptr;
     std::shared_lock<std::shared_mutex> lock_;
   };
+
+  AllocationMap() = default;
+  ~AllocationMap();
+  AllocationMap(const AllocationMap&) = delete;
+  AllocationMap& operator=(const AllocationMap&) = delete;
 
   size_t size() const;
   uint64_t liveBytes() const;
   std::vector<Allocation> snapshot() const;  // all entries, by address
 
  private:
-  void eraseOverlapping(uint64_t base, uint64_t end);                  // lock held
+  struct Snapshot;
+  const Snapshot* current() const;                     // the snapshot, made if there is none
+  void changed();                                      // lock held (exclusive): the snapshot is stale
+  void reclaim() const;                                // lock held (exclusive): frees retired snapshots no reader holds
+  void eraseOverlapping(uint64_t base, uint64_t end);  // lock held
   std::optional<Allocation> findLocked(uint64_t address) const;        // lock held (shared)
   std::optional<Allocation> findExtentLocked(uint64_t address) const;  // lock held (shared)
 
+  mutable std::atomic<const Snapshot*> snapshot_{nullptr};  // nullptr: stale, the next reader makes one
+  mutable std::vector<const Snapshot*> retired_;            // under mutex_
   mutable std::shared_mutex mutex_;
   std::map<uint64_t, Allocation> byBase_;
   std::map<uint64_t, uint64_t> reservations_;  // base -> size

@@ -28,7 +28,7 @@ namespace kcap {
 // back from a writer thread that wrote it last (clear()) and read its
 // buffers: the launching thread's first stores to it then wait for the
 // lines to cross from that core, and whatever fence comes next (the
-// writer's lock, the driver's doorbell) waits for those stores. Asked for
+// writer's seq ticket, the driver's doorbell) waits for those stores. Asked for
 // one launch ahead, the lines are here by the time they are written.
 inline void prefetchForWrite(const void* data, size_t bytes) {
   constexpr uintptr_t kLine = 64;

@@ -54,17 +54,33 @@ struct IndirectPointer {
 inline constexpr uint32_t kTensorMapBytes = 128;
 
 // The tensor maps the program's encode calls made, by their bytes. Thread-safe;
-// free to ask while none was made (the common case: no lock taken).
+// free to ask while none was made (the common case). Asking takes no lock
+// and writes nothing shared (it is asked on every launch with a parameter
+// of a tensor map's size): maps are kept in an insert-only open-addressing
+// table whose entries, once published, never change; adding takes the lock.
+// Maps beyond half the table's size go to a set under the lock, which a
+// question the table cannot answer then takes.
 class KnownTensorMaps {
  public:
+  KnownTensorMaps() = default;
+  ~KnownTensorMaps();
+  KnownTensorMaps(const KnownTensorMaps&) = delete;
+  KnownTensorMaps& operator=(const KnownTensorMaps&) = delete;
   void add(const void* map);
   bool contains(const uint8_t* bytes) const;
 
  private:
   using Bytes = std::array<uint8_t, kTensorMapBytes>;
+  struct Entry {
+    std::atomic<bool> ready{false};  // bytes are set (written once, before this)
+    Bytes bytes{};
+  };
+  static constexpr size_t kTableEntries = 1024;  // a power of two
   mutable std::mutex mutex_;
-  std::set<Bytes> maps_;
-  std::atomic<bool> any_{false};
+  std::set<Bytes> overflow_;
+  size_t tableCount_ = 0;                // under mutex_
+  std::atomic<Entry*> table_{nullptr};   // made at the first add
+  std::atomic<bool> overflowed_{false};  // overflow_ holds some
 };
 
 // Scans `params` (the packed parameter buffer, laid out per `layout`) into

@@ -83,12 +83,22 @@ bool ThreadWork::anyGated(const Slot* except) noexcept {
   return false;
 }
 
+bool ThreadWork::anyHazard(const void* object) noexcept {
+  for (Slot* slot = all_.load(std::memory_order_acquire); slot != nullptr; slot = slot->next) {
+    if (slot->hazard.load(std::memory_order_acquire) == object) {
+      return true;
+    }
+  }
+  return false;
+}
+
 void ThreadWork::forgetOtherThreads() noexcept {
   Slot* const own = mine();
   for (Slot* slot = all_.load(std::memory_order_acquire); slot != nullptr; slot = slot->next) {
     if (slot != own) {
       slot->depth.store(0, std::memory_order_relaxed);
       slot->gated.store(0, std::memory_order_relaxed);
+      slot->hazard.store(nullptr, std::memory_order_relaxed);
       slot->orphaned.store(true, std::memory_order_relaxed);
     }
   }

@@ -13,6 +13,10 @@
 // kernel refuses membarrier (older than 4.14, a seccomp filter), workers
 // fall back to a full fence of their own.
 //
+// The same slots let readers of copy-on-write data (AllocationMap) announce
+// what they read, for the price of two plain stores: a hazard pointer the
+// writer checks, after the ending side's fence, before it frees an old copy.
+//
 // Slots are never freed: a thread that exits leaves its slot (at zero) for
 // the next thread that needs one.
 #pragma once
@@ -28,6 +32,9 @@ class ThreadWork {
     std::atomic<uint32_t> depth{0};  // work in progress on the owning thread
     std::atomic<uint32_t> gated{0};  // calls inside the checkpoint gate (checkpoint_gate.h)
     std::atomic<bool> orphaned{false};
+    // What this thread reads without a lock (AllocationMap's snapshot);
+    // nullptr when nothing. Set, then workerFence(), then checked again.
+    std::atomic<const void*> hazard{nullptr};
     Slot* next = nullptr;
   };
 
@@ -64,6 +71,9 @@ class ThreadWork {
   static bool anyBusy(const Slot* except) noexcept;
   // The same for calls inside the checkpoint gate.
   static bool anyGated(const Slot* except) noexcept;
+  // True when a thread's hazard names `object` (call endingFence() first,
+  // after making `object` unreachable).
+  static bool anyHazard(const void* object) noexcept;
 
   // Once per process (again in a fork child: the registration is the
   // parent's): asks the kernel for the asymmetric fence, else workers
@@ -77,8 +87,11 @@ class ThreadWork {
   static Slot* adoptOrMake() noexcept;
 
   // Trivially destructible, so that reading it is one load (a thread_local
-  // with a destructor is reached through an initialization check).
-  inline static thread_local Slot* t_slot = nullptr;
+  // with a destructor is reached through an initialization check). Initial
+  // exec: read from this library's own code too (AllocationMap's readers)
+  // without a call to __tls_get_addr; the libraries holding it are the
+  // shim, loaded at process start, and programs.
+  [[gnu::tls_model("initial-exec")]] inline static thread_local Slot* t_slot = nullptr;
 
   inline static std::atomic<Slot*> all_{nullptr};
   inline static std::atomic<bool> asymmetric_{false};

@@ -153,7 +153,9 @@ struct LaunchEventData final : format::DeferredEvent {
 
   void sequenced(uint64_t) noexcept override {
     if (launchCounter != nullptr) {
-      // Under the writer's lock, the only place the counter changes.
+      // On the writer's merger thread, in seq order: the only place the
+      // counter changes (readers that need the final number call
+      // waitSequenced() first).
       launchIndex = launchCounter->load(std::memory_order_relaxed);
       launchCounter->store(launchIndex + 1, std::memory_order_relaxed);
     }

@@ -54,6 +54,13 @@ void Recorder::checkpointNow(schema::CheckpointReason reason, std::chrono::milli
     return;  // another thread is taking one, or calls did not leave in time
   }
   try {
+    // The gate is closed: every other thread's launch so far has been
+    // appended; once the writer has numbered them, eligibleLaunches_ is
+    // exact (metadata mode numbers launches on the writer's merger thread).
+    writer_->waitSequenced();
+    if (reason == schema::CheckpointReason::FIRST || reason == schema::CheckpointReason::INTERVAL) {
+      reason = eligibleLaunches_.load() == 0 ? schema::CheckpointReason::FIRST : schema::CheckpointReason::INTERVAL;
+    }
     const CheckpointTaker::Result taken = checkpoints_->take(
         allocations_.snapshot(),
         [] {

@@ -306,8 +306,12 @@ Recorder::Recorder(CaptureOptions options, std::string path, std::unique_ptr<for
       ring_(dynamic_cast<format::RingTraceWriter*>(writer_.get())),
       startUnixNs_(clockNs(CLOCK_REALTIME)),
       staging_(stagingBytes(options_.pieceSize)) {
+  // Checkpoints every N launches need the exact count at each launch's
+  // start, which the writer's numbering (on its merger thread) may not
+  // have reached yet.
   numberedByWriter_ = perLaunchMetadataOnly(options_.mode) && options_.skip == 0 &&
-                      options_.maxLaunches == std::numeric_limits<uint64_t>::max() && !options_.timing;
+                      options_.maxLaunches == std::numeric_limits<uint64_t>::max() && !options_.timing &&
+                      options_.checkpointEveryLaunches == 0;
   ThreadWork::prepare();  // before the first Operation
   CodeRegistry::instance().recordingStarted();
   if (options_.mode == CaptureMode::kCheckpoint) {
@@ -371,7 +375,9 @@ void Recorder::end(schema::EndReason reason, int signal, const std::string& mess
     traceEnd.setSignal(signal);
     traceEnd.setEventCount(writer_->stats().events);
     // Launches past the filters were recorded unless the launch range
-    // (skip, at most) left them out.
+    // (skip, at most) left them out. Numbered by the writer, they are all
+    // counted once it has sequenced what was appended.
+    writer_->waitSequenced();
     const uint64_t eligible = eligibleLaunches_.load();
     const uint64_t recorded = std::min(eligible > options_.skip ? eligible - options_.skip : 0, options_.maxLaunches);
     traceEnd.setLaunchCount(recorded);

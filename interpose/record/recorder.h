@@ -17,8 +17,17 @@
 // lock: state is kept in maps with their own short-held locks (what it
 // knows of the program's code, in the code registry), events are
 // built by the calling thread and handed to the TraceWriter, which assigns
-// the sequence numbers. The recorder never holds one of its locks while it
-// calls the driver.
+// the sequence numbers with one atomic add and orders the events on its
+// merger thread. A recorded launch in metadata and checkpoint mode writes
+// no cache line another launching thread writes but for that add: the
+// allocation lookups read a published snapshot (AllocationMap), launches
+// are numbered by the writer (sequenced()). Still shared, where they are
+// asked for: kernel filters (selectionMutex_), KCAP_STATS_FILE's counters,
+// the eligible-launch count with a launch range, CUPTI timing or
+// checkpoints every N launches, and the tensor-map lookup once the program
+// encoded more distinct tensor maps than KnownTensorMaps' lock-free table
+// holds. The recorder never holds one of its locks while it calls the
+// driver.
 //
 // The Recorder is never destroyed (threads may still call in while the
 // process exits); an ended or abandoned recorder just stops accepting work.
@@ -424,8 +433,11 @@ class Recorder {
   // Launches are numbered as the writer orders them (LaunchEventData::
   // sequenced), not with a read-modify-write of eligibleLaunches_ first:
   // metadata mode, when nothing needs the number before the call (no
-  // launch range, no CUPTI timing). eligibleLaunches_ then changes only
-  // under the writer's lock.
+  // launch range, no CUPTI timing, no checkpoints every N launches). eligibleLaunches_ then changes only on
+  // the writer's merger thread, and may lag the appends: what needs the
+  // exact count (a checkpoint's launchCount, traceEnd) calls
+  // writer_->waitSequenced() first; the flight recorder's last launch
+  // reads it as it is (its ring numbers at append).
   bool numberedByWriter_ = false;
   std::atomic<uint64_t> filteredLaunches_{0};  // did not
   std::atomic<int> activeCaptures_{0};         // streams capturing into a graph, process-wide

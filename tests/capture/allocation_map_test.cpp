@@ -2,7 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <random>
+#include <string>
 #include <thread>
+#include <vector>
 
 namespace kcap {
 namespace {
@@ -135,6 +139,109 @@ TEST(AllocationMap, ConcurrentQueriesAndUpdates) {
   }
   for (auto& t : threads) t.join();
   EXPECT_EQ(map.size(), 4000u);
+}
+
+// Churned entries carry fields that follow from their base, so a reader can
+// tell a torn or stale-and-freed entry from a real one.
+Allocation churned(uint64_t base) {
+  Allocation a = alloc(base, 0x400 + ((base >> 12) & 0x3f) * 0x10,
+                       (base >> 12) % 3 == 0 ? AllocationKind::kManaged : AllocationKind::kDevice);
+  a.device = static_cast<int>((base >> 12) & 7);
+  return a;
+}
+
+std::string checkChurned(const std::optional<Allocation>& found, uint64_t address) {
+  if (!found) return "";
+  const Allocation expect = churned(address & ~0xfffull);
+  if (found->base != expect.base || found->size != expect.size || found->kind != expect.kind ||
+      found->device != expect.device || !found->contains(address)) {
+    return "torn entry at " + std::to_string(address);
+  }
+  return "";
+}
+
+// Readers (lock-free snapshots) while writers add, remove and unmap ranges:
+// entries never removed are always found whole; churned ones, when found,
+// are whole; no reader touches a freed snapshot (AddressSanitizer).
+TEST(AllocationMap, ReadersNeverSeeTornStateWhileWritersChurn) {
+  AllocationMap map;
+  constexpr uint64_t kStable = 0x700000000ull;
+  for (uint64_t i = 0; i < 64; ++i) map.add(alloc(kStable + i * 0x10000, 0x8000, AllocationKind::kDevice));
+  constexpr uint64_t kChurn = 0x100000000ull;
+  std::atomic<bool> stop{false};
+  std::vector<std::string> failures(6);
+  std::vector<std::thread> threads;
+  for (int w = 0; w < 2; ++w) {
+    threads.emplace_back([&, w] {
+      std::mt19937_64 random(static_cast<uint64_t>(w) + 1);
+      for (int i = 0; i < 20000; ++i) {
+        const uint64_t base = kChurn + (static_cast<uint64_t>(w) << 28) + (random() % 512) * 0x1000;
+        switch (random() % 4) {
+          case 0:
+          case 1:
+            map.add(churned(base));
+            break;
+          case 2:
+            map.remove(base);
+            break;
+          default:
+            map.removeRange(base, 0x8000);
+            break;
+        }
+      }
+    });
+  }
+  for (int r = 0; r < 4; ++r) {
+    threads.emplace_back([&, r] {
+      std::mt19937_64 random(static_cast<uint64_t>(r) + 100);
+      std::string& failure = failures[static_cast<size_t>(r)];
+      while (!stop.load(std::memory_order_relaxed) && failure.empty()) {
+        const AllocationMap::Reader reader(map);
+        for (int k = 0; k < 64 && failure.empty(); ++k) {
+          const uint64_t stable = kStable + (random() % 64) * 0x10000 + random() % 0x8000;
+          const auto found = reader.find(stable);
+          if (!found || found->base != (stable & ~0xffffull) || found->size != 0x8000) {
+            failure = "stable entry lost at " + std::to_string(stable);
+          }
+          const uint64_t address = kChurn + ((random() % 2) << 28) + (random() % 512) * 0x1000 + random() % 0x400;
+          failure += checkChurned(reader.find(address), address);
+          failure += checkChurned(map.findExtent(address), address);  // nested: takes the lock
+        }
+      }
+    });
+  }
+  for (size_t t = 0; t < 2; ++t) threads[t].join();
+  stop = true;
+  for (size_t t = 2; t < threads.size(); ++t) threads[t].join();
+  for (const std::string& failure : failures) EXPECT_EQ(failure, "");
+}
+
+// A Reader keeps the snapshot it read, whole, while writers replace it many
+// times over (their old snapshots are freed only once no one holds them).
+TEST(AllocationMap, HeldSnapshotOutlivesManyUpdates) {
+  AllocationMap map;
+  map.add(alloc(0x10000, 0x1000));
+  std::atomic<int> phase{0};
+  std::thread holder([&] {
+    const AllocationMap::Reader reader(map);
+    EXPECT_TRUE(reader.find(0x10010));
+    phase = 1;
+    while (phase.load() != 2) std::this_thread::yield();
+    // Removed meanwhile, but this view is from before.
+    const auto found = reader.find(0x10010);
+    ASSERT_TRUE(found);
+    EXPECT_EQ(found->size, 0x1000u);
+  });
+  while (phase.load() != 1) std::this_thread::yield();
+  map.remove(0x10000);
+  for (uint64_t i = 0; i < 200; ++i) {
+    map.add(alloc(0x100000 + i * 0x1000, 0x100));
+    EXPECT_TRUE(map.find(0x100000 + i * 0x1000));  // a new snapshot each time, the old ones retired
+  }
+  EXPECT_FALSE(map.find(0x10010));
+  phase = 2;
+  holder.join();
+  EXPECT_FALSE(map.find(0x10010));
 }
 
 }  // namespace

@@ -2,7 +2,12 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
+#include <atomic>
 #include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
 
 namespace kcap {
 namespace {
@@ -129,6 +134,45 @@ TEST_F(PointerScannerTest, PointerArrayInsideABuffer) {
   EXPECT_EQ(found[0].allocationBase, 0x7f0000000000u);
   EXPECT_EQ(found[1].offset, 12u);
   EXPECT_EQ(found[1].allocationBase, 0x7f0000200000u);
+}
+
+std::array<uint8_t, kTensorMapBytes> mapBytes(uint64_t n) {
+  std::array<uint8_t, kTensorMapBytes> bytes{};
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<uint8_t>((n >> (8 * (i % 8))) + i * 7);
+  return bytes;
+}
+
+// Maps added while other threads ask: one added before a question is
+// always found, one never added never is; past the lock-free table's half,
+// maps go to the locked overflow and are found there.
+TEST(KnownTensorMaps, QuestionsWhileMapsAreAddedThroughOverflow) {
+  KnownTensorMaps maps;
+  EXPECT_FALSE(maps.contains(mapBytes(1).data()));
+  constexpr uint64_t kMaps = 2000;  // past the table's half
+  std::atomic<uint64_t> added{0};
+  std::vector<std::string> failures(3);
+  std::vector<std::thread> readers;
+  for (int r = 0; r < 3; ++r) {
+    readers.emplace_back([&, r] {
+      std::string& failure = failures[static_cast<size_t>(r)];
+      for (uint64_t round = 0; failure.empty(); ++round) {
+        const uint64_t known = added.load(std::memory_order_acquire);
+        if (known != 0 && !maps.contains(mapBytes(round % known).data())) {
+          failure = "map " + std::to_string(round % known) + " lost";
+        }
+        if (maps.contains(mapBytes(kMaps + round % 97).data())) failure = "a map never added was found";
+        if (known == kMaps && round > 20000) break;
+      }
+    });
+  }
+  for (uint64_t n = 0; n < kMaps; ++n) {
+    maps.add(mapBytes(n).data());
+    if (n % 3 == 0) maps.add(mapBytes(n).data());  // again: no second entry
+    added.store(n + 1, std::memory_order_release);
+  }
+  for (auto& reader : readers) reader.join();
+  for (const std::string& failure : failures) EXPECT_EQ(failure, "");
+  for (uint64_t n = 0; n < kMaps; ++n) ASSERT_TRUE(maps.contains(mapBytes(n).data())) << n;
 }
 
 }  // namespace

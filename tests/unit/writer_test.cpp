@@ -578,6 +578,7 @@ TEST(Writer, ThreadsAreNamed) {
   const auto names = threadNames();
   EXPECT_EQ(names.count("kcap-zstd"), 2u);
   EXPECT_EQ(names.count("kcap-write"), 1u);
+  EXPECT_EQ(names.count("kcap-merge"), 1u);
   EXPECT_EQ(names.count("kcap-hash"), 2u);
   writer->close();
 }
