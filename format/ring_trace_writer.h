@@ -173,7 +173,7 @@ class RingTraceWriter final : public TraceWriter {
   // the bound and the file has room; false when none could move.
   bool spillPieces();
   void spillFailed(const std::string& why);  // caller holds mutex_
-  void throwIfClosed() const;  // also after the builder thread failed
+  void throwIfClosed() const;                // also after the builder thread failed
   void writeOut(TraceWriter& out);
 
   // Deferred events (ring_trace_writer_build.cpp).
