@@ -2,6 +2,7 @@
 // against the allocation table so that a test's out-of-bounds copy fails
 // like it would on a GPU instead of corrupting the heap.
 #include "driver_exports.h"
+#include "graph.h"
 #include "state.h"
 
 #include <cuda.h>
@@ -67,6 +68,24 @@ CUresult copy(void* destination, const void* source, std::size_t bytes, CUdevice
     if ((deviceA != 0 && !s.contains(deviceA, bytes)) || (deviceB != 0 && !s.contains(deviceB, bytes))) {
       return CUDA_ERROR_INVALID_VALUE;
     }
+    // Captured: a 1D memcpy node, each side's type by where it lies.
+    CUDA_MEMCPY3D linear{};
+    CUdeviceptr base = 0;
+    std::size_t size = 0;
+    const auto dst = reinterpret_cast<CUdeviceptr>(destination);
+    const auto src = reinterpret_cast<CUdeviceptr>(source);
+    linear.dstMemoryType = s.rangeOf(dst, base, size) ? CU_MEMORYTYPE_DEVICE : CU_MEMORYTYPE_HOST;
+    linear.dstDevice = linear.dstMemoryType == CU_MEMORYTYPE_DEVICE ? dst : 0;
+    linear.dstHost = linear.dstMemoryType == CU_MEMORYTYPE_HOST ? destination : nullptr;
+    linear.srcMemoryType = s.rangeOf(src, base, size) ? CU_MEMORYTYPE_DEVICE : CU_MEMORYTYPE_HOST;
+    linear.srcDevice = linear.srcMemoryType == CU_MEMORYTYPE_DEVICE ? src : 0;
+    linear.srcHost = linear.srcMemoryType == CU_MEMORYTYPE_HOST ? source : nullptr;
+    linear.WidthInBytes = bytes;
+    linear.Height = 1;
+    linear.Depth = 1;
+    if (captureCopy(s, stream, linear)) {
+      return CUDA_SUCCESS;
+    }
   }
   std::memmove(destination, source, bytes);
   return CUDA_SUCCESS;
@@ -81,7 +100,8 @@ CUresult copyHtod(CUdeviceptr dst, const void* src, std::size_t bytes, CUstream 
     {
       State& s = state();
       Lock lock(s.mutex);
-      created = findStream(s, stream) != nullptr;
+      const Stream* found = findStream(s, stream);
+      created = found != nullptr && found->capture == Stream::Capture::kNone;  // a capture takes it as a node
       if (created && !s.contains(dst, bytes)) {
         return CUDA_ERROR_INVALID_VALUE;
       }
@@ -118,6 +138,9 @@ CUresult fill(CUdeviceptr dst, T value, std::size_t count, CUstream stream) {
     }
     if (!s.contains(dst, count * sizeof(T))) {
       return CUDA_ERROR_INVALID_VALUE;
+    }
+    if (captureMemset(s, stream, {dst, 0, static_cast<unsigned>(value), static_cast<unsigned>(sizeof(T)), count, 1})) {
+      return CUDA_SUCCESS;
     }
   }
   auto* out = reinterpret_cast<T*>(dst);
@@ -222,6 +245,42 @@ CUresult copyPitched(const Layout& to, const Layout& from, std::size_t width, st
   return CUDA_SUCCESS;
 }
 
+// A copy into a capturing stream becomes a memcpy node (a 2D copy as a 3D
+// one of depth 1, as CUDA's nodes hold it); CUDA_ERROR_NOT_PERMITTED: the
+// stream does not capture.
+CUresult capturedCopy(const CUDA_MEMCPY3D& p, CUstream stream) {
+  if (const CUresult r = needContext(); r != CUDA_SUCCESS) {
+    return r;
+  }
+  State& s = state();
+  Lock lock(s.mutex);
+  return captureCopy(s, stream, p) ? CUDA_SUCCESS : CUDA_ERROR_NOT_PERMITTED;
+}
+
+CUresult capturedCopy(const CUDA_MEMCPY2D& p, CUstream stream) {
+  CUDA_MEMCPY3D volume{};
+  volume.srcXInBytes = p.srcXInBytes;
+  volume.srcY = p.srcY;
+  volume.srcMemoryType = p.srcMemoryType;
+  volume.srcHost = p.srcHost;
+  volume.srcDevice = p.srcDevice;
+  volume.srcArray = p.srcArray;
+  volume.srcPitch = p.srcPitch;
+  volume.srcHeight = p.Height;
+  volume.dstXInBytes = p.dstXInBytes;
+  volume.dstY = p.dstY;
+  volume.dstMemoryType = p.dstMemoryType;
+  volume.dstHost = p.dstHost;
+  volume.dstDevice = p.dstDevice;
+  volume.dstArray = p.dstArray;
+  volume.dstPitch = p.dstPitch;
+  volume.dstHeight = p.Height;
+  volume.WidthInBytes = p.WidthInBytes;
+  volume.Height = p.Height;
+  volume.Depth = 1;
+  return capturedCopy(volume, stream);
+}
+
 CUresult copy2d(const CUDA_MEMCPY2D* p, CUstream stream) {
   if (p == nullptr) {
     const CUresult r = needContext();
@@ -241,6 +300,9 @@ CUresult copy2d(const CUDA_MEMCPY2D* p, CUstream stream) {
                    .x = p->srcXInBytes,
                    .y = p->srcY,
                    .pitch = p->srcPitch};
+  if (const CUresult r = capturedCopy(*p, stream); r != CUDA_ERROR_NOT_PERMITTED) {
+    return r;
+  }
   return copyPitched(dst, src, p->WidthInBytes, p->Height, 1, stream);
 }
 
@@ -267,6 +329,9 @@ CUresult copy3d(const CUDA_MEMCPY3D* p, CUstream stream) {
                    .z = p->srcZ,
                    .pitch = p->srcPitch,
                    .height = p->srcHeight};
+  if (const CUresult r = capturedCopy(*p, stream); r != CUDA_ERROR_NOT_PERMITTED) {
+    return r;
+  }
   return copyPitched(dst, src, p->WidthInBytes, p->Height, p->Depth, stream);
 }
 
@@ -286,6 +351,9 @@ CUresult fill2d(CUdeviceptr dst, std::size_t pitch, T value, std::size_t width, 
     }
     if ((height > 1 && pitch < width * sizeof(T)) || !s.contains(dst, (height - 1) * pitch + width * sizeof(T))) {
       return CUDA_ERROR_INVALID_VALUE;
+    }
+    if (captureMemset(s, stream, {dst, pitch, static_cast<unsigned>(value), static_cast<unsigned>(sizeof(T)), width, height})) {
+      return CUDA_SUCCESS;
     }
   }
   for (std::size_t row = 0; row < height; ++row) {
@@ -360,6 +428,23 @@ CUresult freeAsync(CUdeviceptr address, CUstream stream) {
 }
 
 }  // namespace
+
+CUresult runCopy3d(const CUDA_MEMCPY3D& copy) { return copy3d(&copy, nullptr); }
+
+CUresult runMemset(const CUDA_MEMSET_NODE_PARAMS& p) {
+  const std::size_t pitch = p.height > 1 ? p.pitch : p.width * p.elementSize;
+  switch (p.elementSize) {
+    case 1:
+      return fill2d(p.dst, pitch, static_cast<unsigned char>(p.value), p.width, p.height, nullptr);
+    case 2:
+      return fill2d(p.dst, pitch, static_cast<unsigned short>(p.value), p.width, p.height, nullptr);
+    case 4:
+      return fill2d(p.dst, pitch, p.value, p.width, p.height, nullptr);
+    default:
+      return CUDA_ERROR_INVALID_VALUE;
+  }
+}
+
 }  // namespace kcap_double
 
 using namespace kcap_double;
