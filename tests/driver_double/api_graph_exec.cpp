@@ -306,8 +306,9 @@ CUgraphExecUpdateResult compare(const Graph& have, const Graph& want, const Grap
     if (depsA != depsB || a.bodies.size() != b.bodies.size()) {
       return CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED;
     }
-    const bool copyTypesChanged = a.type == CU_GRAPH_NODE_TYPE_MEMCPY && (a.copy.srcMemoryType != b.copy.srcMemoryType ||
-                                                                          a.copy.dstMemoryType != b.copy.dstMemoryType);
+    const bool copyTypesChanged =
+        a.type == CU_GRAPH_NODE_TYPE_MEMCPY &&
+        (a.copy.srcMemoryType != b.copy.srcMemoryType || a.copy.dstMemoryType != b.copy.dstMemoryType);
     const bool fixedChanged = (a.type == CU_GRAPH_NODE_TYPE_MEM_ALLOC || a.type == CU_GRAPH_NODE_TYPE_MEM_FREE) &&
                               (a.dptr != b.dptr || a.bytes != b.bytes);
     const bool conditionChanged =
@@ -316,8 +317,7 @@ CUgraphExecUpdateResult compare(const Graph& have, const Graph& want, const Grap
       return CU_GRAPH_EXEC_UPDATE_ERROR_PARAMETERS_CHANGED;
     }
     for (std::size_t k = 0; k < a.bodies.size(); ++k) {
-      if (const auto r = compare(*a.bodies[k], *b.bodies[k], errorNode, errorFrom);
-          r != CU_GRAPH_EXEC_UPDATE_SUCCESS) {
+      if (const auto r = compare(*a.bodies[k], *b.bodies[k], errorNode, errorFrom); r != CU_GRAPH_EXEC_UPDATE_SUCCESS) {
         return r;
       }
     }
@@ -462,9 +462,9 @@ DOUBLE_API CUresult cuGraphExecKernelNodeSetParams(CUgraphExec exec, CUgraphNode
   if (p == nullptr) {
     return CUDA_ERROR_INVALID_VALUE;
   }
-  const CUDA_KERNEL_NODE_PARAMS wide{p->func,      p->gridDimX,       p->gridDimY,     p->gridDimZ,
-                                     p->blockDimX, p->blockDimY,      p->blockDimZ,    p->sharedMemBytes,
-                                     p->kernelParams, p->extra,       nullptr,         nullptr};
+  const CUDA_KERNEL_NODE_PARAMS wide{p->func,         p->gridDimX,  p->gridDimY,  p->gridDimZ,
+                                     p->blockDimX,    p->blockDimY, p->blockDimZ, p->sharedMemBytes,
+                                     p->kernelParams, p->extra,     nullptr,      nullptr};
   return cuGraphExecKernelNodeSetParams_v2(exec, node, &wide);
 }
 
@@ -480,8 +480,8 @@ DOUBLE_API CUresult cuGraphExecMemcpyNodeSetParams(CUgraphExec exec, CUgraphNode
   });
 }
 
-DOUBLE_API CUresult cuGraphExecMemsetNodeSetParams(CUgraphExec exec, CUgraphNode node,
-                                                   const CUDA_MEMSET_NODE_PARAMS* p, CUcontext) {
+DOUBLE_API CUresult cuGraphExecMemsetNodeSetParams(CUgraphExec exec, CUgraphNode node, const CUDA_MEMSET_NODE_PARAMS* p,
+                                                   CUcontext) {
   return withExecNode(exec, node, CU_GRAPH_NODE_TYPE_MEMSET, [p](State&, GraphNode& target, const GraphNode&) {
     if (p == nullptr || (p->elementSize != 1 && p->elementSize != 2 && p->elementSize != 4)) {
       return CUDA_ERROR_INVALID_VALUE;
@@ -504,19 +504,20 @@ DOUBLE_API CUresult cuGraphExecHostNodeSetParams(CUgraphExec exec, CUgraphNode n
 // The new child graph must have the node's graph's topology; its parameters
 // are taken over.
 DOUBLE_API CUresult cuGraphExecChildGraphNodeSetParams(CUgraphExec exec, CUgraphNode node, CUgraph child) {
-  return withExecNode(exec, node, CU_GRAPH_NODE_TYPE_GRAPH, [exec, child](State& s, GraphNode& target, const GraphNode&) {
-    const Graph* want = findGraph(s, child);
-    if (want == nullptr) {
-      return CUDA_ERROR_INVALID_VALUE;
-    }
-    const GraphNode* errorNode = nullptr;
-    const GraphNode* errorFrom = nullptr;
-    if (compare(*target.bodies[0], *want, errorNode, errorFrom) != CU_GRAPH_EXEC_UPDATE_SUCCESS) {
-      return CUDA_ERROR_INVALID_VALUE;
-    }
-    apply(*target.bodies[0], *want, findExec(s, exec)->nodeFor);
-    return CUDA_SUCCESS;
-  });
+  return withExecNode(exec, node, CU_GRAPH_NODE_TYPE_GRAPH,
+                      [exec, child](State& s, GraphNode& target, const GraphNode&) {
+                        const Graph* want = findGraph(s, child);
+                        if (want == nullptr) {
+                          return CUDA_ERROR_INVALID_VALUE;
+                        }
+                        const GraphNode* errorNode = nullptr;
+                        const GraphNode* errorFrom = nullptr;
+                        if (compare(*target.bodies[0], *want, errorNode, errorFrom) != CU_GRAPH_EXEC_UPDATE_SUCCESS) {
+                          return CUDA_ERROR_INVALID_VALUE;
+                        }
+                        apply(*target.bodies[0], *want, findExec(s, exec)->nodeFor);
+                        return CUDA_SUCCESS;
+                      });
 }
 
 DOUBLE_API CUresult cuGraphExecEventRecordNodeSetEvent(CUgraphExec exec, CUgraphNode node, CUevent event) {

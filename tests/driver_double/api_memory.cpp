@@ -352,7 +352,8 @@ CUresult fill2d(CUdeviceptr dst, std::size_t pitch, T value, std::size_t width, 
     if ((height > 1 && pitch < width * sizeof(T)) || !s.contains(dst, (height - 1) * pitch + width * sizeof(T))) {
       return CUDA_ERROR_INVALID_VALUE;
     }
-    if (captureMemset(s, stream, {dst, pitch, static_cast<unsigned>(value), static_cast<unsigned>(sizeof(T)), width, height})) {
+    if (captureMemset(s, stream,
+                      {dst, pitch, static_cast<unsigned>(value), static_cast<unsigned>(sizeof(T)), width, height})) {
       return CUDA_SUCCESS;
     }
   }

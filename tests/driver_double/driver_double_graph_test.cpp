@@ -198,9 +198,9 @@ TEST_F(DriverDoubleGraph, EveryBasicNodeTypeIsBuiltQueriedAndRun) {
   // Queries: types, edges, roots, neighbours, parameters.
   const std::vector<CUgraphNode> nodes = nodesOf(graph_);
   ASSERT_EQ(nodes.size(), 7u);
-  const CUgraphNodeType types[] = {CU_GRAPH_NODE_TYPE_MEMCPY,       CU_GRAPH_NODE_TYPE_KERNEL,
-                                   CU_GRAPH_NODE_TYPE_HOST,         CU_GRAPH_NODE_TYPE_EVENT_RECORD,
-                                   CU_GRAPH_NODE_TYPE_WAIT_EVENT,   CU_GRAPH_NODE_TYPE_EMPTY,
+  const CUgraphNodeType types[] = {CU_GRAPH_NODE_TYPE_MEMCPY,     CU_GRAPH_NODE_TYPE_KERNEL,
+                                   CU_GRAPH_NODE_TYPE_HOST,       CU_GRAPH_NODE_TYPE_EVENT_RECORD,
+                                   CU_GRAPH_NODE_TYPE_WAIT_EVENT, CU_GRAPH_NODE_TYPE_EMPTY,
                                    CU_GRAPH_NODE_TYPE_MEMSET};
   for (std::size_t i = 0; i < nodes.size(); ++i) {
     EXPECT_EQ(typeOf(nodes[i]), types[i]) << i;
@@ -382,8 +382,7 @@ TEST_F(DriverDoubleGraph, WhileNodeRunsItsBodyUntilTheKernelClearsTheCondition) 
   CUdeviceptr counter = 0;
   ASSERT_EQ(cuMemAlloc(&counter, sizeof(int)), CUDA_SUCCESS);
   CUgraphConditionalHandle handle = 0;
-  ASSERT_EQ(cuGraphConditionalHandleCreate(&handle, graph_, context_, 1, CU_GRAPH_COND_ASSIGN_DEFAULT),
-            CUDA_SUCCESS);
+  ASSERT_EQ(cuGraphConditionalHandleCreate(&handle, graph_, context_, 1, CU_GRAPH_COND_ASSIGN_DEFAULT), CUDA_SUCCESS);
   CUgraphNodeParams params{};
   params.type = CU_GRAPH_NODE_TYPE_CONDITIONAL;
   params.conditional.handle = handle;
@@ -633,8 +632,7 @@ TEST_F(DriverDoubleGraph, ProcAddressKnowsBothAbisOfTheGraphCalls) {
   EXPECT_EQ(lookup("cuGraphGetEdges", 12020), reinterpret_cast<void*>(&cuGraphGetEdges));
   EXPECT_EQ(lookup("cuGraphGetEdges", 12030), reinterpret_cast<void*>(&cuGraphGetEdges_v2));
   EXPECT_EQ(lookup("cuGraphExecUpdate", 12000), reinterpret_cast<void*>(&cuGraphExecUpdate_v2));
-  EXPECT_EQ(lookup("cuGraphConditionalHandleCreate", 12030),
-            reinterpret_cast<void*>(&cuGraphConditionalHandleCreate));
+  EXPECT_EQ(lookup("cuGraphConditionalHandleCreate", 12030), reinterpret_cast<void*>(&cuGraphConditionalHandleCreate));
   EXPECT_EQ(lookup("cuGraphConditionalHandleCreate", 12020), nullptr);
 }
 

@@ -15,6 +15,7 @@
 #include <cuda.h>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <span>
 #include <vector>
@@ -25,10 +26,10 @@ struct Graph;
 
 struct GraphNode {
   CUgraphNodeType type = CU_GRAPH_NODE_TYPE_EMPTY;
-  Graph* graph = nullptr;           // the graph it is part of
-  std::vector<GraphNode*> deps;     // its dependencies, in the order they were added
+  Graph* graph = nullptr;             // the graph it is part of
+  std::vector<GraphNode*> deps;       // its dependencies, in the order they were added
   const GraphNode* origin = nullptr;  // the node it was cloned from (cuGraphNodeFindInClone)
-  bool enabled = true;              // executables only (cuGraphNodeSetEnabled)
+  bool enabled = true;                // executables only (cuGraphNodeSetEnabled)
 
   // Kernel: the handle as given (a CUfunction, or a CUkernel in `kern`), the
   // launch with the parameter bytes copied at add / set time.
@@ -102,6 +103,14 @@ void copyNodeParams(GraphNode& to, const GraphNode& from);
 // A kernel node's launch from its handle, shape and parameters.
 CUresult kernelFromParams(State& s, GraphNode& node, CUfunction func, CUkernel kern, const LaunchShape& shape,
                           void** params, void** extra);
+
+// A query or change of one node of the given type (any type: kAnyType).
+// Takes the lock.
+constexpr int kAnyType = -1;
+CUresult withNode(CUgraphNode handle, int type, const std::function<CUresult(State&, GraphNode&)>& use);
+
+// Whether every edge is an ordinary full dependency (the only kind the double has).
+bool defaultEdges(const CUgraphEdgeData* data, std::size_t count);
 
 // Stream capture: a node appended to the capture `stream` takes part in
 // (after the stream's last work). false: the stream does not capture.
