@@ -148,7 +148,11 @@ CUresult runNode(const GraphNode& node) {
     case CU_GRAPH_NODE_TYPE_MEM_ALLOC: {
       State& s = state();
       Lock lock(s.mutex);
-      if (!s.takeDeviceMemory(s.graphReserved.at(node.dptr))) {
+      const auto reserved = s.graphReserved.find(node.dptr);
+      if (reserved == s.graphReserved.end()) {
+        return CUDA_ERROR_INVALID_VALUE;
+      }
+      if (!s.takeDeviceMemory(reserved->second)) {
         return CUDA_ERROR_OUT_OF_MEMORY;
       }
       s.allocations[node.dptr] = node.bytes;
@@ -368,6 +372,50 @@ CUresult update(CUgraphExec exec, CUgraph graph, CUgraphExecUpdateResultInfo* in
   return CUDA_SUCCESS;
 }
 
+CUresult instantiateWithParams(CUgraphExec* exec, CUgraph graph, CUDA_GRAPH_INSTANTIATE_PARAMS* params) {
+  if (params == nullptr) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  params->hErrNode_out = nullptr;
+  return instantiate(exec, graph, params->flags, &params->result_out);
+}
+
+CUresult upload(CUgraphExec exec, CUstream stream) {
+  State& s = state();
+  Lock lock(s.mutex);
+  return findExec(s, exec) != nullptr && validStream(s, stream) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+CUresult setExecKernel(CUgraphExec exec, CUgraphNode node, const CUDA_KERNEL_NODE_PARAMS* p) {
+  return withExecNode(exec, node, CU_GRAPH_NODE_TYPE_KERNEL, [p](State& s, GraphNode& target, const GraphNode&) {
+    if (p == nullptr) {
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+    const LaunchShape shape{
+        {p->gridDimX, p->gridDimY, p->gridDimZ}, {p->blockDimX, p->blockDimY, p->blockDimZ}, p->sharedMemBytes};
+    return kernelFromParams(s, target, p->func, p->kern, shape, p->kernelParams, p->extra);
+  });
+}
+
+// A new child graph must have the topology of the node's; its parameters are
+// taken over.
+CUresult setExecChild(CUgraphExec exec, CUgraphNode node, CUgraph child) {
+  return withExecNode(exec, node, CU_GRAPH_NODE_TYPE_GRAPH,
+                      [exec, child](State& s, GraphNode& target, const GraphNode&) {
+                        const Graph* want = findGraph(s, child);
+                        if (want == nullptr) {
+                          return CUDA_ERROR_INVALID_VALUE;
+                        }
+                        const GraphNode* errorNode = nullptr;
+                        const GraphNode* errorFrom = nullptr;
+                        if (compare(*target.bodies[0], *want, errorNode, errorFrom) != CU_GRAPH_EXEC_UPDATE_SUCCESS) {
+                          return CUDA_ERROR_INVALID_VALUE;
+                        }
+                        apply(*target.bodies[0], *want, findExec(s, exec)->nodeFor);
+                        return CUDA_SUCCESS;
+                      });
+}
+
 }  // namespace
 
 void setGraphConditional(std::uint64_t handle, unsigned value) {
@@ -386,15 +434,11 @@ DOUBLE_API CUresult cuGraphInstantiateWithFlags(CUgraphExec* exec, CUgraph graph
 
 DOUBLE_API CUresult cuGraphInstantiateWithParams(CUgraphExec* exec, CUgraph graph,
                                                  CUDA_GRAPH_INSTANTIATE_PARAMS* params) {
-  if (params == nullptr) {
-    return CUDA_ERROR_INVALID_VALUE;
-  }
-  params->hErrNode_out = nullptr;
-  return instantiate(exec, graph, params->flags, &params->result_out);
+  return instantiateWithParams(exec, graph, params);
 }
 DOUBLE_API CUresult cuGraphInstantiateWithParams_ptsz(CUgraphExec* exec, CUgraph graph,
                                                       CUDA_GRAPH_INSTANTIATE_PARAMS* params) {
-  return cuGraphInstantiateWithParams(exec, graph, params);
+  return instantiateWithParams(exec, graph, params);
 }
 
 DOUBLE_API CUresult cuGraphExecGetFlags(CUgraphExec exec, cuuint64_t* flags) {
@@ -408,12 +452,8 @@ DOUBLE_API CUresult cuGraphExecGetFlags(CUgraphExec exec, cuuint64_t* flags) {
   return CUDA_SUCCESS;
 }
 
-DOUBLE_API CUresult cuGraphUpload(CUgraphExec exec, CUstream stream) {
-  State& s = state();
-  Lock lock(s.mutex);
-  return findExec(s, exec) != nullptr && validStream(s, stream) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
-}
-DOUBLE_API CUresult cuGraphUpload_ptsz(CUgraphExec exec, CUstream stream) { return cuGraphUpload(exec, stream); }
+DOUBLE_API CUresult cuGraphUpload(CUgraphExec exec, CUstream stream) { return upload(exec, stream); }
+DOUBLE_API CUresult cuGraphUpload_ptsz(CUgraphExec exec, CUstream stream) { return upload(exec, stream); }
 
 DOUBLE_API CUresult cuGraphLaunch(CUgraphExec exec, CUstream stream) { return launchGraph(exec, stream); }
 DOUBLE_API CUresult cuGraphLaunch_ptsz(CUgraphExec exec, CUstream stream) { return launchGraph(exec, stream); }
@@ -448,14 +488,7 @@ DOUBLE_API CUresult cuGraphExecUpdate(CUgraphExec exec, CUgraph graph, CUgraphNo
 
 DOUBLE_API CUresult cuGraphExecKernelNodeSetParams_v2(CUgraphExec exec, CUgraphNode node,
                                                       const CUDA_KERNEL_NODE_PARAMS* p) {
-  return withExecNode(exec, node, CU_GRAPH_NODE_TYPE_KERNEL, [p](State& s, GraphNode& target, const GraphNode&) {
-    if (p == nullptr) {
-      return CUDA_ERROR_INVALID_VALUE;
-    }
-    const LaunchShape shape{
-        {p->gridDimX, p->gridDimY, p->gridDimZ}, {p->blockDimX, p->blockDimY, p->blockDimZ}, p->sharedMemBytes};
-    return kernelFromParams(s, target, p->func, p->kern, shape, p->kernelParams, p->extra);
-  });
+  return setExecKernel(exec, node, p);
 }
 DOUBLE_API CUresult cuGraphExecKernelNodeSetParams(CUgraphExec exec, CUgraphNode node,
                                                    const CUDA_KERNEL_NODE_PARAMS_v1* p) {
@@ -465,7 +498,7 @@ DOUBLE_API CUresult cuGraphExecKernelNodeSetParams(CUgraphExec exec, CUgraphNode
   const CUDA_KERNEL_NODE_PARAMS wide{p->func,         p->gridDimX,  p->gridDimY,  p->gridDimZ,
                                      p->blockDimX,    p->blockDimY, p->blockDimZ, p->sharedMemBytes,
                                      p->kernelParams, p->extra,     nullptr,      nullptr};
-  return cuGraphExecKernelNodeSetParams_v2(exec, node, &wide);
+  return setExecKernel(exec, node, &wide);
 }
 
 DOUBLE_API CUresult cuGraphExecMemcpyNodeSetParams(CUgraphExec exec, CUgraphNode node, const CUDA_MEMCPY3D* copy,
@@ -501,23 +534,24 @@ DOUBLE_API CUresult cuGraphExecHostNodeSetParams(CUgraphExec exec, CUgraphNode n
   });
 }
 
-// The new child graph must have the node's graph's topology; its parameters
-// are taken over.
 DOUBLE_API CUresult cuGraphExecChildGraphNodeSetParams(CUgraphExec exec, CUgraphNode node, CUgraph child) {
-  return withExecNode(exec, node, CU_GRAPH_NODE_TYPE_GRAPH,
-                      [exec, child](State& s, GraphNode& target, const GraphNode&) {
-                        const Graph* want = findGraph(s, child);
-                        if (want == nullptr) {
-                          return CUDA_ERROR_INVALID_VALUE;
-                        }
-                        const GraphNode* errorNode = nullptr;
-                        const GraphNode* errorFrom = nullptr;
-                        if (compare(*target.bodies[0], *want, errorNode, errorFrom) != CU_GRAPH_EXEC_UPDATE_SUCCESS) {
-                          return CUDA_ERROR_INVALID_VALUE;
-                        }
-                        apply(*target.bodies[0], *want, findExec(s, exec)->nodeFor);
-                        return CUDA_SUCCESS;
-                      });
+  return setExecChild(exec, node, child);
+}
+
+DOUBLE_API CUresult cuGraphExecNodeSetParams(CUgraphExec exec, CUgraphNode node, CUgraphNodeParams* p) {
+  if (p == nullptr) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  if (p->type == CU_GRAPH_NODE_TYPE_GRAPH) {
+    return setExecChild(exec, node, p->graph.graph);
+  }
+  return withExecNode(exec, node, p->type, [p](State& s, GraphNode& target, const GraphNode&) {
+    if (p->type == CU_GRAPH_NODE_TYPE_MEMCPY && (p->memcpy.copyParams.srcMemoryType != target.copy.srcMemoryType ||
+                                                 p->memcpy.copyParams.dstMemoryType != target.copy.dstMemoryType)) {
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+    return setParamsGeneric(s, target, *p);
+  });
 }
 
 DOUBLE_API CUresult cuGraphExecEventRecordNodeSetEvent(CUgraphExec exec, CUgraphNode node, CUevent event) {

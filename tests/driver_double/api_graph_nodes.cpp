@@ -280,6 +280,64 @@ CUresult fillGeneric(State& s, GraphNode& node, CUgraphNodeParams& p) {
   }
 }
 
+}  // namespace
+
+CUresult setParamsGeneric(State& s, GraphNode& node, CUgraphNodeParams& p) {
+  if (p.type != node.type) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  switch (p.type) {
+    case CU_GRAPH_NODE_TYPE_KERNEL:
+    case CU_GRAPH_NODE_TYPE_MEMCPY:
+    case CU_GRAPH_NODE_TYPE_MEMSET:
+    case CU_GRAPH_NODE_TYPE_HOST:
+    case CU_GRAPH_NODE_TYPE_WAIT_EVENT:
+    case CU_GRAPH_NODE_TYPE_EVENT_RECORD:
+    case CU_GRAPH_NODE_TYPE_EMPTY:
+      return fillGeneric(s, node, p);
+    default:  // a child graph, an allocation, a free, a conditional: made once
+      return CUDA_ERROR_NOT_SUPPORTED;
+  }
+}
+
+bool captureAllocation(State& s, CUstream stream, std::size_t bytes, CUdeviceptr& address, CUresult& result) {
+  GraphNode* node = captureNode(s, stream, CU_GRAPH_NODE_TYPE_MEM_ALLOC);
+  if (node == nullptr) {
+    return false;
+  }
+  CUDA_MEM_ALLOC_NODE_PARAMS p{};
+  p.poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+  p.poolProps.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  p.bytesize = bytes;
+  result = setAlloc(s, *node, &p);
+  address = p.dptr;
+  return true;
+}
+
+bool captureFree(State& s, CUstream stream, CUdeviceptr address, CUresult& result) {
+  GraphNode* node = captureNode(s, stream, CU_GRAPH_NODE_TYPE_MEM_FREE);
+  if (node == nullptr) {
+    return false;
+  }
+  result = setFree(s, *node, address);
+  return true;
+}
+
+bool capturedReservation(const State& s, CUstream stream, CUdeviceptr address, std::size_t bytes) {
+  const auto* found = reinterpret_cast<const Stream*>(stream);
+  if (s.streams.count(found) == 0 || found->capture == Stream::Capture::kNone) {
+    return false;
+  }
+  auto it = s.graphReserved.upper_bound(address);
+  if (it == s.graphReserved.begin()) {
+    return false;
+  }
+  --it;
+  return address >= it->first && address - it->first <= it->second && bytes <= it->second - (address - it->first);
+}
+
+namespace {
+
 CUresult addNodeGeneric(CUgraphNode* out, CUgraph graph, const CUgraphNode* deps, const CUgraphEdgeData* data,
                         std::size_t count, CUgraphNodeParams* p) {
   if (p == nullptr) {
@@ -305,6 +363,13 @@ DOUBLE_API CUresult cuGraphAddNode(CUgraphNode* node, CUgraph graph, const CUgra
 DOUBLE_API CUresult cuGraphAddNode_v2(CUgraphNode* node, CUgraph graph, const CUgraphNode* deps,
                                       const CUgraphEdgeData* data, std::size_t count, CUgraphNodeParams* params) {
   return addNodeGeneric(node, graph, deps, data, count, params);
+}
+
+DOUBLE_API CUresult cuGraphNodeSetParams(CUgraphNode node, CUgraphNodeParams* params) {
+  if (params == nullptr) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  return withNode(node, kAnyType, [params](State& s, GraphNode& n) { return setParamsGeneric(s, n, *params); });
 }
 
 DOUBLE_API CUresult cuGraphAddKernelNode(CUgraphNode* node, CUgraph graph, const CUgraphNode* deps, std::size_t count,

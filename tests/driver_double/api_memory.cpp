@@ -65,19 +65,25 @@ CUresult copy(void* destination, const void* source, std::size_t bytes, CUdevice
     if (!validStream(s, stream)) {
       return CUDA_ERROR_INVALID_HANDLE;
     }
-    if ((deviceA != 0 && !s.contains(deviceA, bytes)) || (deviceB != 0 && !s.contains(deviceB, bytes))) {
+    const auto valid = [&](CUdeviceptr device) {
+      return device == 0 || s.contains(device, bytes) || capturedReservation(s, stream, device, bytes);
+    };
+    if (!valid(deviceA) || !valid(deviceB)) {
       return CUDA_ERROR_INVALID_VALUE;
     }
     // Captured: a 1D memcpy node, each side's type by where it lies.
     CUDA_MEMCPY3D linear{};
-    CUdeviceptr base = 0;
-    std::size_t size = 0;
+    const auto isDevice = [&](CUdeviceptr address) {
+      CUdeviceptr base = 0;
+      std::size_t size = 0;
+      return s.rangeOf(address, base, size) || capturedReservation(s, stream, address, 1);
+    };
     const auto dst = reinterpret_cast<CUdeviceptr>(destination);
     const auto src = reinterpret_cast<CUdeviceptr>(source);
-    linear.dstMemoryType = s.rangeOf(dst, base, size) ? CU_MEMORYTYPE_DEVICE : CU_MEMORYTYPE_HOST;
+    linear.dstMemoryType = isDevice(dst) ? CU_MEMORYTYPE_DEVICE : CU_MEMORYTYPE_HOST;
     linear.dstDevice = linear.dstMemoryType == CU_MEMORYTYPE_DEVICE ? dst : 0;
     linear.dstHost = linear.dstMemoryType == CU_MEMORYTYPE_HOST ? destination : nullptr;
-    linear.srcMemoryType = s.rangeOf(src, base, size) ? CU_MEMORYTYPE_DEVICE : CU_MEMORYTYPE_HOST;
+    linear.srcMemoryType = isDevice(src) ? CU_MEMORYTYPE_DEVICE : CU_MEMORYTYPE_HOST;
     linear.srcDevice = linear.srcMemoryType == CU_MEMORYTYPE_DEVICE ? src : 0;
     linear.srcHost = linear.srcMemoryType == CU_MEMORYTYPE_HOST ? source : nullptr;
     linear.WidthInBytes = bytes;
@@ -136,7 +142,7 @@ CUresult fill(CUdeviceptr dst, T value, std::size_t count, CUstream stream) {
     if (!validStream(s, stream)) {
       return CUDA_ERROR_INVALID_HANDLE;
     }
-    if (!s.contains(dst, count * sizeof(T))) {
+    if (!s.contains(dst, count * sizeof(T)) && !capturedReservation(s, stream, dst, count * sizeof(T))) {
       return CUDA_ERROR_INVALID_VALUE;
     }
     if (captureMemset(s, stream, {dst, 0, static_cast<unsigned>(value), static_cast<unsigned>(sizeof(T)), count, 1})) {
@@ -349,7 +355,9 @@ CUresult fill2d(CUdeviceptr dst, std::size_t pitch, T value, std::size_t width, 
     if (width == 0 || height == 0) {
       return CUDA_SUCCESS;
     }
-    if ((height > 1 && pitch < width * sizeof(T)) || !s.contains(dst, (height - 1) * pitch + width * sizeof(T))) {
+    const std::size_t extent = (height - 1) * pitch + width * sizeof(T);
+    if ((height > 1 && pitch < width * sizeof(T)) ||
+        (!s.contains(dst, extent) && !capturedReservation(s, stream, dst, extent))) {
       return CUDA_ERROR_INVALID_VALUE;
     }
     if (captureMemset(s, stream,
@@ -412,6 +420,9 @@ CUresult allocateAsync(CUdeviceptr* address, std::size_t bytes, CUstream stream)
   if (!validStream(s, stream)) {
     return CUDA_ERROR_INVALID_HANDLE;
   }
+  if (CUresult captured = CUDA_SUCCESS; captureAllocation(s, stream, bytes, *address, captured)) {
+    return captured;  // an allocation node: the memory exists when the graph runs
+  }
   *address = s.allocate(bytes);
   return *address != 0 ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
@@ -424,6 +435,9 @@ CUresult freeAsync(CUdeviceptr address, CUstream stream) {
   Lock lock(s.mutex);
   if (!validStream(s, stream)) {
     return CUDA_ERROR_INVALID_HANDLE;
+  }
+  if (CUresult captured = CUDA_SUCCESS; captureFree(s, stream, address, captured)) {
+    return captured;
   }
   return s.release(address) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }

@@ -636,4 +636,118 @@ TEST_F(DriverDoubleGraph, ProcAddressKnowsBothAbisOfTheGraphCalls) {
   EXPECT_EQ(lookup("cuGraphConditionalHandleCreate", 12020), nullptr);
 }
 
+// The per-node updates of an executable, and the generic forms.
+TEST_F(DriverDoubleGraph, ExecutableNodesTakeNewParameters) {
+  const CUgraphNode fill = addFill(graph_, {}, y_, kOne);
+  HostLog log;
+  std::pair<HostLog*, int> first{&log, 1}, second{&log, 2};
+  CUDA_HOST_NODE_PARAMS hostParams{logCall, &first};
+  CUgraphNode hostNode = nullptr;
+  ASSERT_EQ(cuGraphAddHostNode(&hostNode, graph_, &fill, 1, &hostParams), CUDA_SUCCESS);
+  CUgraph child = nullptr;
+  ASSERT_EQ(cuGraphCreate(&child, 0), CUDA_SUCCESS);
+  addAxpy(child, {}, 1.0f);
+  CUgraphNode childNode = nullptr;
+  ASSERT_EQ(cuGraphAddChildGraphNode(&childNode, graph_, &hostNode, 1, child), CUDA_SUCCESS);
+  std::vector<float> out(kN);
+  CUDA_MEMCPY3D down{};
+  down.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+  down.srcDevice = y_;
+  down.dstMemoryType = CU_MEMORYTYPE_HOST;
+  down.dstHost = out.data();
+  down.WidthInBytes = kN * sizeof(float);
+  down.Height = 1;
+  down.Depth = 1;
+  CUgraphNode copy = nullptr;
+  ASSERT_EQ(cuGraphAddMemcpyNode(&copy, graph_, &childNode, 1, &down, context_), CUDA_SUCCESS);
+  CUgraphExec exec = nullptr;
+  ASSERT_EQ(cuGraphInstantiateWithFlags(&exec, graph_, 0), CUDA_SUCCESS);
+  ASSERT_EQ(cuGraphLaunch(exec, nullptr), CUDA_SUCCESS);
+  EXPECT_EQ(out[2], 3.0f);  // 1 + x
+
+  // Memset value 2, the second host entry, a child with a = 4, another host buffer.
+  CUDA_MEMSET_NODE_PARAMS twos{y_, 0, 0x40000000u, 4, kN, 1};
+  ASSERT_EQ(cuGraphExecMemsetNodeSetParams(exec, fill, &twos, context_), CUDA_SUCCESS);
+  hostParams.userData = &second;
+  ASSERT_EQ(cuGraphExecHostNodeSetParams(exec, hostNode, &hostParams), CUDA_SUCCESS);
+  CUgraph child4 = nullptr;
+  ASSERT_EQ(cuGraphCreate(&child4, 0), CUDA_SUCCESS);
+  addAxpy(child4, {}, 4.0f);
+  ASSERT_EQ(cuGraphExecChildGraphNodeSetParams(exec, childNode, child4), CUDA_SUCCESS);
+  std::vector<float> other(kN);
+  down.dstHost = other.data();
+  ASSERT_EQ(cuGraphExecMemcpyNodeSetParams(exec, copy, &down, context_), CUDA_SUCCESS);
+  ASSERT_EQ(cuGraphLaunch(exec, nullptr), CUDA_SUCCESS);
+  EXPECT_EQ(other[2], 10.0f);  // 2 + 4 * 2
+  EXPECT_EQ(out[2], 3.0f);
+  EXPECT_EQ(log.calls, (std::vector<int>{1, 2}));
+
+  // What CUDA refuses: a memcpy changing its memory types, a child of another shape.
+  down.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+  down.dstDevice = x_;
+  EXPECT_EQ(cuGraphExecMemcpyNodeSetParams(exec, copy, &down, context_), CUDA_ERROR_INVALID_VALUE);
+  addAxpy(child4, {}, 4.0f);
+  EXPECT_EQ(cuGraphExecChildGraphNodeSetParams(exec, childNode, child4), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuGraphExecMemsetNodeSetParams(exec, hostNode, &twos, context_), CUDA_ERROR_INVALID_VALUE);
+
+  // The generic forms: cuGraphExecNodeSetParams (memset 0) and cuGraphNodeSetParams.
+  CUgraphNodeParams generic{};
+  generic.type = CU_GRAPH_NODE_TYPE_MEMSET;
+  generic.memset = {y_, 0, 0, 4, kN, 1, context_};
+  ASSERT_EQ(cuGraphExecNodeSetParams(exec, fill, &generic), CUDA_SUCCESS);
+  ASSERT_EQ(cuGraphLaunch(exec, nullptr), CUDA_SUCCESS);
+  EXPECT_EQ(other[2], 8.0f);
+  ASSERT_EQ(cuGraphNodeSetParams(fill, &generic), CUDA_SUCCESS);
+  CUDA_MEMSET_NODE_PARAMS got{};
+  ASSERT_EQ(cuGraphMemsetNodeGetParams(fill, &got), CUDA_SUCCESS);
+  EXPECT_EQ(got.value, 0u);
+  generic.type = CU_GRAPH_NODE_TYPE_KERNEL;
+  EXPECT_EQ(cuGraphNodeSetParams(fill, &generic), CUDA_ERROR_INVALID_VALUE);
+  ASSERT_EQ(cuGraphExecDestroy(exec), CUDA_SUCCESS);
+  EXPECT_EQ(cuGraphDestroy(child), CUDA_SUCCESS);
+  EXPECT_EQ(cuGraphDestroy(child4), CUDA_SUCCESS);
+}
+
+// Stream-ordered allocations and a graph launch inside a capture become
+// allocation, free and child graph nodes.
+TEST_F(DriverDoubleGraph, CaptureTurnsAllocationsAndGraphLaunchesIntoNodes) {
+  addAxpy(graph_, {}, 1.0f);
+  CUgraphExec inner = nullptr;
+  ASSERT_EQ(cuGraphInstantiateWithFlags(&inner, graph_, 0), CUDA_SUCCESS);
+  CUstream stream = nullptr;
+  ASSERT_EQ(cuStreamCreate(&stream, 0), CUDA_SUCCESS);
+  ASSERT_EQ(cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+  CUdeviceptr temp = 0;
+  ASSERT_EQ(cuMemAllocAsync(&temp, kN * sizeof(float), stream), CUDA_SUCCESS);
+  ASSERT_NE(temp, 0u);
+  ASSERT_EQ(cuMemsetD32Async(temp, kOne, kN, stream), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemcpyDtoDAsync(y_, temp, kN * sizeof(float), stream), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemFreeAsync(temp, stream), CUDA_SUCCESS);
+  ASSERT_EQ(cuGraphLaunch(inner, stream), CUDA_SUCCESS);
+  CUgraph captured = nullptr;
+  ASSERT_EQ(cuStreamEndCapture(stream, &captured), CUDA_SUCCESS);
+  const std::vector<CUgraphNode> nodes = nodesOf(captured);
+  ASSERT_EQ(nodes.size(), 5u);
+  const CUgraphNodeType types[] = {CU_GRAPH_NODE_TYPE_MEM_ALLOC, CU_GRAPH_NODE_TYPE_MEMSET, CU_GRAPH_NODE_TYPE_MEMCPY,
+                                   CU_GRAPH_NODE_TYPE_MEM_FREE, CU_GRAPH_NODE_TYPE_GRAPH};
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    EXPECT_EQ(typeOf(nodes[i]), types[i]) << i;
+  }
+  CUDA_MEM_ALLOC_NODE_PARAMS alloc{};
+  ASSERT_EQ(cuGraphMemAllocNodeGetParams(nodes[0], &alloc), CUDA_SUCCESS);
+  EXPECT_EQ(alloc.dptr, temp);
+  EXPECT_EQ(alloc.bytesize, kN * sizeof(float));
+  CUdeviceptr freed = 0;
+  ASSERT_EQ(cuGraphMemFreeNodeGetParams(nodes[3], &freed), CUDA_SUCCESS);
+  EXPECT_EQ(freed, temp);
+  launch(captured);
+  EXPECT_EQ(y()[5], 6.0f);  // 1, then + x by the inner graph
+  CUdeviceptr base = 0;
+  std::size_t size = 0;
+  EXPECT_EQ(cuMemGetAddressRange(&base, &size, temp), CUDA_ERROR_NOT_FOUND);  // freed by the graph
+  EXPECT_EQ(cuGraphDestroy(captured), CUDA_SUCCESS);
+  EXPECT_EQ(cuGraphExecDestroy(inner), CUDA_SUCCESS);
+  EXPECT_EQ(cuStreamDestroy(stream), CUDA_SUCCESS);
+}
+
 }  // namespace

@@ -100,6 +100,9 @@ void destroyGraph(State& s, Graph* graph);
 // Parameters copied from another node of the same type (cuGraphExecUpdate).
 void copyNodeParams(GraphNode& to, const GraphNode& from);
 
+// cuGraphNodeSetParams: the parameters of a node of p.type that can change.
+CUresult setParamsGeneric(State& s, GraphNode& node, CUgraphNodeParams& p);
+
 // A kernel node's launch from its handle, shape and parameters.
 CUresult kernelFromParams(State& s, GraphNode& node, CUfunction func, CUkernel kern, const LaunchShape& shape,
                           void** params, void** extra);
@@ -117,6 +120,14 @@ bool defaultEdges(const CUgraphEdgeData* data, std::size_t count);
 GraphNode* captureNode(State& s, CUstream stream, CUgraphNodeType type);
 bool captureCopy(State& s, CUstream stream, const CUDA_MEMCPY3D& copy);
 bool captureMemset(State& s, CUstream stream, const CUDA_MEMSET_NODE_PARAMS& memset);
+// cuMemAllocAsync / cuMemFreeAsync in a capture: allocation and free nodes
+// (`result`: the call's result when captured).
+bool captureAllocation(State& s, CUstream stream, std::size_t bytes, CUdeviceptr& address, CUresult& result);
+bool captureFree(State& s, CUstream stream, CUdeviceptr address, CUresult& result);
+// Whether `stream` captures and [address, address + bytes) lies in an
+// allocation node's memory, which exists only while its graph runs: captured
+// work may name it.
+bool capturedReservation(const State& s, CUstream stream, CUdeviceptr address, std::size_t bytes);
 
 // Runs the memcpy / memset nodes' work (api_memory.cpp), outside the lock.
 CUresult runCopy3d(const CUDA_MEMCPY3D& copy);

@@ -185,6 +185,8 @@ const Entry* entries(std::size_t& count) {
       ENTRY(cuGraphNodeGetDependentNodes, 10000, false, cuGraphNodeGetDependentNodes),
       ENTRY(cuGraphNodeGetDependentNodes, 12030, false, cuGraphNodeGetDependentNodes_v2),
       ENTRY(cuGraphAddNode, 12020, false, cuGraphAddNode),
+      ENTRY(cuGraphNodeSetParams, 12020, false, cuGraphNodeSetParams),
+      ENTRY(cuGraphExecNodeSetParams, 12020, false, cuGraphExecNodeSetParams),
       ENTRY(cuGraphAddNode, 12030, false, cuGraphAddNode_v2),
       ENTRY(cuGraphAddKernelNode, 10000, false, cuGraphAddKernelNode),
       ENTRY(cuGraphAddKernelNode, 12000, false, cuGraphAddKernelNode_v2),
