@@ -9,9 +9,10 @@
 // captures (the recorder must do neither).
 //
 // Simplifications: the capture mode is kept but not enforced (no call is
-// refused as unsafe during a capture); cuStreamGetCaptureInfo,
-// cuStreamUpdateCaptureDependencies and captured stream-ordered allocations
-// (cuMemAllocAsync in a capture) are not implemented.
+// refused as unsafe during a capture); only the CUDA 12.3 forms of
+// cuStreamGetCaptureInfo and cuStreamUpdateCaptureDependencies (with edge
+// data, default edges only) exist; a stream that joined a capture is not
+// checked for work left unjoined beyond its last captured node.
 #include "driver_exports.h"
 #include "graph.h"
 #include "state.h"
@@ -215,6 +216,7 @@ CUresult waitEvent(CUstream stream, CUevent event) {
     waiting->capture = Stream::Capture::kActive;
     waiting->captureGraph = found->captureGraph;
     waiting->origin = origin;
+    waiting->captureId = origin != nullptr ? origin->captureId : 0;
     waiting->tails = found->captureTails;
     return CUDA_SUCCESS;
   }
@@ -247,6 +249,8 @@ CUresult beginCapture(CUstream stream, CUstreamCaptureMode) {
   s.graphs.insert(found->captureGraph);
   found->origin = found;
   found->tails.clear();
+  static std::uint64_t captures = 0;
+  found->captureId = ++captures;
   return CUDA_SUCCESS;
 }
 
@@ -325,6 +329,83 @@ CUresult isCapturing(CUstream stream, CUstreamCaptureStatus* status) {
   *status = capture == Stream::Capture::kActive        ? CU_STREAM_CAPTURE_STATUS_ACTIVE
             : capture == Stream::Capture::kInvalidated ? CU_STREAM_CAPTURE_STATUS_INVALIDATED
                                                        : CU_STREAM_CAPTURE_STATUS_NONE;
+  return CUDA_SUCCESS;
+}
+
+// The capture's state and the dependencies the stream's next work will have.
+CUresult captureInfo(CUstream stream, CUstreamCaptureStatus* status, cuuint64_t* id, CUgraph* graph,
+                     const CUgraphNode** deps, const CUgraphEdgeData** edges, std::size_t* count) {
+  if (const CUresult r = needContext(); r != CUDA_SUCCESS) {
+    return r;
+  }
+  if (status == nullptr) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  State& s = state();
+  Lock lock(s.mutex);
+  if (!validStream(s, stream)) {
+    return CUDA_ERROR_INVALID_HANDLE;
+  }
+  Stream* found = findStream(s, stream);
+  if (found == nullptr || found->capture == Stream::Capture::kNone) {
+    *status = CU_STREAM_CAPTURE_STATUS_NONE;
+    return CUDA_SUCCESS;
+  }
+  *status = found->capture == Stream::Capture::kActive ? CU_STREAM_CAPTURE_STATUS_ACTIVE
+                                                       : CU_STREAM_CAPTURE_STATUS_INVALIDATED;
+  found->tailHandles.clear();
+  for (GraphNode* tail : found->tails) {
+    found->tailHandles.push_back(reinterpret_cast<CUgraphNode>(tail));
+  }
+  found->tailEdges.assign(found->tails.size(), CUgraphEdgeData{});
+  if (id != nullptr) {
+    *id = found->captureId;
+  }
+  if (graph != nullptr) {
+    *graph = reinterpret_cast<CUgraph>(found->captureGraph);
+  }
+  if (deps != nullptr) {
+    *deps = found->tailHandles.empty() ? nullptr : found->tailHandles.data();
+  }
+  if (edges != nullptr) {
+    *edges = found->tailEdges.empty() ? nullptr : found->tailEdges.data();
+  }
+  if (count != nullptr) {
+    *count = found->tails.size();
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult updateCaptureDependencies(CUstream stream, CUgraphNode* deps, const CUgraphEdgeData* edges, std::size_t count,
+                                   unsigned flags) {
+  if (const CUresult r = needContext(); r != CUDA_SUCCESS) {
+    return r;
+  }
+  if ((count != 0 && deps == nullptr) || flags > CU_STREAM_SET_CAPTURE_DEPENDENCIES || !defaultEdges(edges, count)) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  State& s = state();
+  Lock lock(s.mutex);
+  Stream* found = findStream(s, stream);
+  if (found == nullptr || found->capture != Stream::Capture::kActive) {
+    return CUDA_ERROR_ILLEGAL_STATE;
+  }
+  std::vector<GraphNode*> added;
+  for (std::size_t i = 0; i < count; ++i) {
+    GraphNode* node = findNode(s, deps[i]);
+    if (node == nullptr || node->graph != found->captureGraph) {
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+    added.push_back(node);
+  }
+  if (flags == CU_STREAM_SET_CAPTURE_DEPENDENCIES) {
+    found->tails.clear();
+  }
+  for (GraphNode* node : added) {
+    if (std::find(found->tails.begin(), found->tails.end(), node) == found->tails.end()) {
+      found->tails.push_back(node);
+    }
+  }
   return CUDA_SUCCESS;
 }
 
@@ -468,4 +549,25 @@ DOUBLE_API CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode* mode)
   t_captureMode = *mode;
   *mode = previous;
   return CUDA_SUCCESS;
+}
+
+DOUBLE_API CUresult cuStreamGetCaptureInfo_v3(CUstream stream, CUstreamCaptureStatus* status, cuuint64_t* id,
+                                              CUgraph* graph, const CUgraphNode** deps, const CUgraphEdgeData** edges,
+                                              std::size_t* count) {
+  return captureInfo(stream, status, id, graph, deps, edges, count);
+}
+DOUBLE_API CUresult cuStreamGetCaptureInfo_v3_ptsz(CUstream stream, CUstreamCaptureStatus* status, cuuint64_t* id,
+                                                   CUgraph* graph, const CUgraphNode** deps,
+                                                   const CUgraphEdgeData** edges, std::size_t* count) {
+  return captureInfo(stream, status, id, graph, deps, edges, count);
+}
+DOUBLE_API CUresult cuStreamUpdateCaptureDependencies_v2(CUstream stream, CUgraphNode* deps,
+                                                         const CUgraphEdgeData* edges, std::size_t count,
+                                                         unsigned flags) {
+  return updateCaptureDependencies(stream, deps, edges, count, flags);
+}
+DOUBLE_API CUresult cuStreamUpdateCaptureDependencies_v2_ptsz(CUstream stream, CUgraphNode* deps,
+                                                              const CUgraphEdgeData* edges, std::size_t count,
+                                                              unsigned flags) {
+  return updateCaptureDependencies(stream, deps, edges, count, flags);
 }

@@ -750,4 +750,48 @@ TEST_F(DriverDoubleGraph, CaptureTurnsAllocationsAndGraphLaunchesIntoNodes) {
   EXPECT_EQ(cuStreamDestroy(stream), CUDA_SUCCESS);
 }
 
+// cuStreamGetCaptureInfo reports the capture and the stream's next
+// dependencies; cuStreamUpdateCaptureDependencies replaces them.
+TEST_F(DriverDoubleGraph, CaptureInfoAndDependencyUpdates) {
+  CUstream stream = nullptr;
+  ASSERT_EQ(cuStreamCreate(&stream, 0), CUDA_SUCCESS);
+  CUstreamCaptureStatus status{};
+  ASSERT_EQ(cuStreamGetCaptureInfo_v3(stream, &status, nullptr, nullptr, nullptr, nullptr, nullptr), CUDA_SUCCESS);
+  EXPECT_EQ(status, CU_STREAM_CAPTURE_STATUS_NONE);
+  ASSERT_EQ(cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemsetD32Async(y_, kOne, kN, stream), CUDA_SUCCESS);
+  cuuint64_t id = 0;
+  CUgraph graph = nullptr;
+  const CUgraphNode* deps = nullptr;
+  const CUgraphEdgeData* edges = nullptr;
+  std::size_t count = 0;
+  ASSERT_EQ(cuStreamGetCaptureInfo_v3(stream, &status, &id, &graph, &deps, &edges, &count), CUDA_SUCCESS);
+  EXPECT_EQ(status, CU_STREAM_CAPTURE_STATUS_ACTIVE);
+  EXPECT_NE(id, 0u);
+  ASSERT_EQ(count, 1u);
+  const CUgraphNode fill = deps[0];
+  EXPECT_EQ(typeOf(fill), CU_GRAPH_NODE_TYPE_MEMSET);
+  ASSERT_NE(edges, nullptr);
+  EXPECT_EQ(edges[0].type, CU_GRAPH_DEPENDENCY_TYPE_DEFAULT);
+  float a = 2.0f;
+  int n = kN;
+  void* params[] = {&a, &x_, &y_, &n};
+  ASSERT_EQ(cuLaunchKernel(axpy_, 1, 1, 1, kN, 1, 1, 0, stream, params, nullptr), CUDA_SUCCESS);
+  // The next work depends on the memset only, not on the kernel.
+  CUgraphNode only[] = {fill};
+  ASSERT_EQ(cuStreamUpdateCaptureDependencies_v2(stream, only, nullptr, 1, CU_STREAM_SET_CAPTURE_DEPENDENCIES),
+            CUDA_SUCCESS);
+  ASSERT_EQ(cuMemsetD32Async(x_, 0, kN, stream), CUDA_SUCCESS);
+  CUgraph captured = nullptr;
+  ASSERT_EQ(cuStreamEndCapture(stream, &captured), CUDA_SUCCESS);
+  EXPECT_EQ(captured, graph);
+  const std::vector<CUgraphNode> nodes = nodesOf(captured);
+  ASSERT_EQ(nodes.size(), 3u);
+  const std::vector<std::pair<CUgraphNode, CUgraphNode>> expected = {{nodes[0], nodes[1]}, {nodes[0], nodes[2]}};
+  EXPECT_EQ(edgesOf(captured), expected);
+  EXPECT_EQ(cuStreamUpdateCaptureDependencies_v2(stream, only, nullptr, 1, 0), CUDA_ERROR_ILLEGAL_STATE);
+  EXPECT_EQ(cuGraphDestroy(captured), CUDA_SUCCESS);
+  EXPECT_EQ(cuStreamDestroy(stream), CUDA_SUCCESS);
+}
+
 }  // namespace

@@ -78,6 +78,9 @@ struct Stream {
   Graph* captureGraph = nullptr;
   Stream* origin = nullptr;
   std::vector<GraphNode*> tails;
+  std::uint64_t captureId = 0;             // unique per capture (cuStreamGetCaptureInfo)
+  std::vector<CUgraphNode> tailHandles;    // what cuStreamGetCaptureInfo hands out
+  std::vector<CUgraphEdgeData> tailEdges;  // all default edges
 };
 
 struct Event {
