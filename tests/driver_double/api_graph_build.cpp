@@ -159,6 +159,11 @@ DOUBLE_API CUresult cuGraphDestroy(CUgraph graph) {
   if (found == nullptr || found->ownedByNode) {
     return CUDA_ERROR_INVALID_VALUE;
   }
+  for (const Stream* stream : s.streams) {
+    if (stream->captureGraph == found) {
+      return CUDA_ERROR_ILLEGAL_STATE;  // a capture is building it
+    }
+  }
   destroyGraph(s, found);
   return CUDA_SUCCESS;
 }
