@@ -8,6 +8,7 @@
 #include <cuda.h>
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <utility>
 #include <vector>
 
@@ -487,6 +488,54 @@ TEST_F(DriverDoubleGraph, ExecutableNodesTakeNewParameters) {
   ASSERT_EQ(cuGraphExecDestroy(exec), CUDA_SUCCESS);
   EXPECT_EQ(cuGraphDestroy(child), CUDA_SUCCESS);
   EXPECT_EQ(cuGraphDestroy(child4), CUDA_SUCCESS);
+}
+
+// A kernel node from a CUkernel with its parameters in an `extra` buffer
+// (laid out as cuFuncGetParamInfo reports them), copied when the node is made.
+TEST_F(DriverDoubleGraph, KernelNodesTakeLibraryKernelsAndExtraBuffers) {
+  CUlibrary library = nullptr;
+  ASSERT_EQ(cuLibraryLoadData(&library, image_.data(), nullptr, nullptr, 0, nullptr, nullptr, 0), CUDA_SUCCESS);
+  CUkernel kernel = nullptr;
+  ASSERT_EQ(cuLibraryGetKernel(&kernel, library, "axpy"), CUDA_SUCCESS);
+  unsigned char buffer[28] = {};
+  const float a = 3.0f;
+  const int n = kN;
+  std::memcpy(buffer, &a, sizeof a);
+  std::memcpy(buffer + 8, &x_, sizeof x_);
+  std::memcpy(buffer + 16, &y_, sizeof y_);
+  std::memcpy(buffer + 24, &n, sizeof n);
+  std::size_t size = sizeof buffer;
+  void* extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, buffer, CU_LAUNCH_PARAM_BUFFER_SIZE, &size, CU_LAUNCH_PARAM_END};
+  CUDA_KERNEL_NODE_PARAMS p{};
+  p.kern = kernel;
+  p.gridDimX = p.gridDimY = p.gridDimZ = 1;
+  p.blockDimX = kN;
+  p.blockDimY = p.blockDimZ = 1;
+  p.extra = extra;
+  p.ctx = context_;
+  CUgraphNode node = nullptr;
+  ASSERT_EQ(cuGraphAddKernelNode_v2(&node, graph_, nullptr, 0, &p), CUDA_SUCCESS);
+  std::memset(buffer, 0, sizeof buffer);  // copied when the node was made
+  CUDA_KERNEL_NODE_PARAMS got{};
+  ASSERT_EQ(cuGraphKernelNodeGetParams_v2(node, &got), CUDA_SUCCESS);
+  EXPECT_EQ(got.func, nullptr);
+  EXPECT_EQ(got.kern, kernel);
+  EXPECT_EQ(got.ctx, context_);
+  EXPECT_EQ(got.extra, nullptr);  // handed back as kernelParams
+  ASSERT_NE(got.kernelParams, nullptr);
+  EXPECT_EQ(*static_cast<float*>(got.kernelParams[0]), 3.0f);
+  launch(graph_);
+  EXPECT_EQ(y()[4], 12.0f);
+  // Both kinds of parameters, or a buffer of the wrong size, are refused.
+  p.kernelParams = extra;
+  EXPECT_NE(cuGraphAddKernelNode_v2(&node, graph_, nullptr, 0, &p), CUDA_SUCCESS);
+  p.kernelParams = nullptr;
+  size = 32;
+  EXPECT_NE(cuGraphAddKernelNode_v2(&node, graph_, nullptr, 0, &p), CUDA_SUCCESS);
+  EXPECT_EQ(nodesOf(graph_).size(), 1u);
+  p.kern = nullptr;
+  EXPECT_EQ(cuGraphAddKernelNode_v2(&node, graph_, nullptr, 0, &p), CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(cuLibraryUnload(library), CUDA_SUCCESS);
 }
 
 }  // namespace

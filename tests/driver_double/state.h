@@ -55,8 +55,9 @@ struct Library {
   std::map<const KernelDef*, Launchable*> kernels;
 };
 
-// A launch made into a capturing stream: kept, not run, until its graph is
-// launched. The parameter values are copied (the program's may change).
+// A kernel launch as a kernel graph node keeps it (captured or added), and as
+// a direct launch runs it: the parameter values are copied (the program's may
+// change).
 struct CapturedLaunch {
   const KernelDef* def = nullptr;
   const Module* module = nullptr;
