@@ -1,22 +1,166 @@
-// Events, stream capture and graphs. Work runs synchronously, so events only
-// need to be valid handles and the time they were recorded. A stream capturing into a graph keeps its
-// launches instead of running them; the graph made from them runs them in
-// order when launched. What a real driver forbids during capture, the double
-// forbids too, by invalidating the capture: synchronizing the capturing
-// stream, or the context while any stream captures (the recorder must do
-// neither).
+// Events, stream capture, and the graph model's core (graph.h). Work runs
+// synchronously, so events only need to be valid handles and the time they
+// were recorded. A capturing stream turns its work into nodes of the
+// capture's graph, each depending on the stream's previous work; an event
+// recorded in a capture carries that point of the capture to another stream,
+// which joins the capture when it waits on it. What a real driver forbids
+// during capture, the double forbids too, by invalidating the capture:
+// synchronizing the capturing stream, or the context while any stream
+// captures (the recorder must do neither).
+//
+// Simplifications: the capture mode is kept but not enforced (no call is
+// refused as unsafe during a capture); only the CUDA 12.3 forms of
+// cuStreamGetCaptureInfo and cuStreamUpdateCaptureDependencies (with edge
+// data, default edges only) exist; a stream that joined a capture is not
+// checked for work left unjoined beyond its last captured node.
 #include "driver_exports.h"
+#include "graph.h"
 #include "state.h"
 
 #include <cuda.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <set>
 #include <string_view>
 
 namespace kcap_double {
+
+Graph* findGraph(State& s, CUgraph graph) {
+  auto* found = reinterpret_cast<Graph*>(graph);
+  return s.graphs.count(found) != 0 ? found : nullptr;
+}
+
+GraphNode* findNode(State& s, CUgraphNode node) {
+  auto* found = reinterpret_cast<GraphNode*>(node);
+  return s.graphNodes.count(found) != 0 ? found : nullptr;
+}
+
+GraphNode* addNode(State& s, Graph& graph, CUgraphNodeType type, std::span<GraphNode* const> deps) {
+  auto* node = new GraphNode;
+  node->type = type;
+  node->graph = &graph;
+  for (GraphNode* dep : deps) {
+    if (std::find(node->deps.begin(), node->deps.end(), dep) == node->deps.end()) {
+      node->deps.push_back(dep);
+    }
+  }
+  graph.nodes.push_back(node);
+  if (s.graphs.count(&graph) != 0) {
+    s.graphNodes.insert(node);
+  }
+  return node;
+}
+
+void copyNodeParams(GraphNode& to, const GraphNode& from) {
+  to.func = from.func;
+  to.kern = from.kern;
+  to.ctx = from.ctx;
+  to.launch = from.launch;
+  to.copy = from.copy;
+  to.memset = from.memset;
+  to.host = from.host;
+  to.event = from.event;
+  to.condHandle = from.condHandle;
+  to.condType = from.condType;
+  to.dptr = from.dptr;
+  to.bytes = from.bytes;
+  to.poolProps = from.poolProps;
+  to.access = from.access;
+}
+
 namespace {
 
-thread_local CUstreamCaptureMode g_tCaptureMode = CU_STREAM_CAPTURE_MODE_GLOBAL;
+void cloneInto(State& s, const Graph& from, Graph& to, bool registered,
+               std::map<const GraphNode*, GraphNode*>& mapping) {
+  for (const GraphNode* node : from.nodes) {
+    auto* copy = new GraphNode;
+    copy->type = node->type;
+    copy->graph = &to;
+    copy->origin = node;
+    copy->enabled = node->enabled;
+    copyNodeParams(*copy, *node);
+    for (const Graph* body : node->bodies) {
+      auto* bodyCopy = new Graph;
+      bodyCopy->ownedByNode = true;
+      if (registered) {
+        s.graphs.insert(bodyCopy);
+      }
+      cloneInto(s, *body, *bodyCopy, registered, mapping);
+      copy->bodies.push_back(bodyCopy);
+      copy->bodyHandles.push_back(reinterpret_cast<CUgraph>(bodyCopy));
+    }
+    mapping[node] = copy;
+    to.nodes.push_back(copy);
+    if (registered) {
+      s.graphNodes.insert(copy);
+    }
+  }
+  // Edges last: an added dependency may point to a node made later.
+  for (std::size_t i = 0; i < from.nodes.size(); ++i) {
+    for (const GraphNode* dep : from.nodes[i]->deps) {
+      to.nodes[i]->deps.push_back(mapping.at(dep));
+    }
+  }
+}
+
+}  // namespace
+
+Graph* cloneGraph(State& s, const Graph& from, bool registered, std::map<const GraphNode*, GraphNode*>* mapping) {
+  auto* graph = new Graph;
+  if (registered) {
+    s.graphs.insert(graph);
+  }
+  std::map<const GraphNode*, GraphNode*> local;
+  cloneInto(s, from, *graph, registered, mapping != nullptr ? *mapping : local);
+  return graph;
+}
+
+void destroyGraph(State& s, Graph* graph) {
+  for (GraphNode* node : graph->nodes) {
+    for (Graph* body : node->bodies) {
+      destroyGraph(s, body);
+    }
+    s.graphNodes.erase(node);
+    delete node;
+  }
+  s.graphs.erase(graph);
+  delete graph;
+}
+
+// ---- capture ------------------------------------------------------------------------
+
+GraphNode* captureNode(State& s, CUstream stream, CUgraphNodeType type) {
+  Stream* found = findStream(s, stream);
+  if (found == nullptr || found->capture == Stream::Capture::kNone || found->captureGraph == nullptr) {
+    return nullptr;  // an invalidated capture still takes the work (and drops it at the end)
+  }
+  GraphNode* node = addNode(s, *found->captureGraph, type, found->tails);
+  found->tails.assign(1, node);
+  return node;
+}
+
+bool captureCopy(State& s, CUstream stream, const CUDA_MEMCPY3D& copy) {
+  GraphNode* node = captureNode(s, stream, CU_GRAPH_NODE_TYPE_MEMCPY);
+  if (node != nullptr) {
+    node->copy = copy;
+    node->ctx = reinterpret_cast<CUcontext>(currentContext());
+  }
+  return node != nullptr;
+}
+
+bool captureMemset(State& s, CUstream stream, const CUDA_MEMSET_NODE_PARAMS& memset) {
+  GraphNode* node = captureNode(s, stream, CU_GRAPH_NODE_TYPE_MEMSET);
+  if (node != nullptr) {
+    node->memset = memset;
+    node->ctx = reinterpret_cast<CUcontext>(currentContext());
+  }
+  return node != nullptr;
+}
+
+namespace {
+
+thread_local CUstreamCaptureMode t_captureMode = CU_STREAM_CAPTURE_MODE_GLOBAL;
 
 Event* findEvent(State& s, CUevent event) {
   auto* found = reinterpret_cast<Event*>(event);
@@ -33,6 +177,14 @@ CUresult recordEvent(CUevent event, CUstream stream) {
   if (found == nullptr || !validStream(s, stream)) {
     return CUDA_ERROR_INVALID_HANDLE;
   }
+  if (const Stream* capturing = findStream(s, stream);
+      capturing != nullptr && capturing->capture != Stream::Capture::kNone) {
+    found->captureGraph = capturing->captureGraph;  // a point in the capture, not a recording
+    found->captureTails = capturing->tails;
+    return CUDA_SUCCESS;
+  }
+  found->captureGraph = nullptr;
+  found->captureTails.clear();
   found->recorded = true;
   found->when = std::chrono::steady_clock::now();
   return CUDA_SUCCESS;
@@ -44,7 +196,39 @@ CUresult waitEvent(CUstream stream, CUevent event) {
   }
   State& s = state();
   Lock lock(s.mutex);
-  return findEvent(s, event) != nullptr && validStream(s, stream) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+  const Event* found = findEvent(s, event);
+  if (found == nullptr || !validStream(s, stream)) {
+    return CUDA_ERROR_INVALID_HANDLE;
+  }
+  Stream* waiting = findStream(s, stream);
+  const bool captured = found->captureGraph != nullptr && s.graphs.count(found->captureGraph) != 0;
+  if (waiting == nullptr || !captured) {
+    return CUDA_SUCCESS;  // work is synchronous: nothing to wait for
+  }
+  if (waiting->capture == Stream::Capture::kNone) {
+    // Joins the capture: its next work follows the event's point.
+    Stream* origin = nullptr;
+    for (const Stream* other : s.streams) {
+      if (other->captureGraph == found->captureGraph && other->origin == other) {
+        origin = const_cast<Stream*>(other);
+      }
+    }
+    waiting->capture = Stream::Capture::kActive;
+    waiting->captureGraph = found->captureGraph;
+    waiting->origin = origin;
+    waiting->captureId = origin != nullptr ? origin->captureId : 0;
+    waiting->tails = found->captureTails;
+    return CUDA_SUCCESS;
+  }
+  if (waiting->captureGraph != found->captureGraph) {
+    return CUDA_ERROR_STREAM_CAPTURE_ISOLATION;
+  }
+  for (GraphNode* tail : found->captureTails) {
+    if (std::find(waiting->tails.begin(), waiting->tails.end(), tail) == waiting->tails.end()) {
+      waiting->tails.push_back(tail);
+    }
+  }
+  return CUDA_SUCCESS;
 }
 
 CUresult beginCapture(CUstream stream, CUstreamCaptureMode) {
@@ -61,8 +245,28 @@ CUresult beginCapture(CUstream stream, CUstreamCaptureMode) {
     return CUDA_ERROR_ILLEGAL_STATE;
   }
   found->capture = Stream::Capture::kActive;
-  found->captured.clear();
+  found->captureGraph = new Graph;
+  s.graphs.insert(found->captureGraph);
+  found->origin = found;
+  found->tails.clear();
+  static std::uint64_t captures = 0;
+  found->captureId = ++captures;
   return CUDA_SUCCESS;
+}
+
+// Every node some stream of the capture ended with must come before the
+// origin's last work: the other streams have joined back.
+bool joined(const Stream& origin, const Stream& other) {
+  std::set<const GraphNode*> before;
+  std::vector<const GraphNode*> pending(origin.tails.begin(), origin.tails.end());
+  while (!pending.empty()) {
+    const GraphNode* node = pending.back();
+    pending.pop_back();
+    if (before.insert(node).second) {
+      pending.insert(pending.end(), node->deps.begin(), node->deps.end());
+    }
+  }
+  return std::all_of(other.tails.begin(), other.tails.end(), [&](const GraphNode* t) { return before.count(t) != 0; });
 }
 
 CUresult endCapture(CUstream stream, CUgraph* graph) {
@@ -78,16 +282,32 @@ CUresult endCapture(CUstream stream, CUgraph* graph) {
   if (found == nullptr || found->capture == Stream::Capture::kNone) {
     return CUDA_ERROR_ILLEGAL_STATE;
   }
-  const bool invalidated = found->capture == Stream::Capture::kInvalidated;
-  found->capture = Stream::Capture::kNone;
-  if (invalidated) {
-    found->captured.clear();
-    *graph = nullptr;
-    return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+  if (found->origin != found) {
+    return CUDA_ERROR_STREAM_CAPTURE_UNMATCHED;
   }
-  auto* made = new Graph{std::move(found->captured)};
-  found->captured.clear();
-  s.graphs.insert(made);
+  Graph* made = found->captureGraph;
+  bool invalidated = found->capture == Stream::Capture::kInvalidated;
+  bool unjoined = false;
+  for (const Stream* other : s.streams) {
+    if (other != found && other->captureGraph == made) {
+      unjoined = unjoined || !joined(*found, *other);
+      invalidated = invalidated || other->capture == Stream::Capture::kInvalidated;
+      auto* member = const_cast<Stream*>(other);
+      member->capture = Stream::Capture::kNone;
+      member->captureGraph = nullptr;
+      member->origin = nullptr;
+      member->tails.clear();
+    }
+  }
+  found->capture = Stream::Capture::kNone;
+  found->captureGraph = nullptr;
+  found->origin = nullptr;
+  found->tails.clear();
+  if (invalidated || unjoined) {
+    destroyGraph(s, made);
+    *graph = nullptr;
+    return unjoined && !invalidated ? CUDA_ERROR_STREAM_CAPTURE_UNJOINED : CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+  }
   *graph = reinterpret_cast<CUgraph>(made);
   return CUDA_SUCCESS;
 }
@@ -112,22 +332,79 @@ CUresult isCapturing(CUstream stream, CUstreamCaptureStatus* status) {
   return CUDA_SUCCESS;
 }
 
-CUresult launchGraph(CUgraphExec exec, CUstream stream) {
+// The capture's state and the dependencies the stream's next work will have.
+CUresult captureInfo(CUstream stream, CUstreamCaptureStatus* status, cuuint64_t* id, CUgraph* graph,
+                     const CUgraphNode** deps, const CUgraphEdgeData** edges, std::size_t* count) {
   if (const CUresult r = needContext(); r != CUDA_SUCCESS) {
     return r;
   }
-  std::vector<CapturedLaunch> launches;
-  {
-    State& s = state();
-    Lock lock(s.mutex);
-    const auto* found = reinterpret_cast<const Graph*>(exec);
-    if (s.graphExecs.count(found) == 0 || !validStream(s, stream)) {
-      return CUDA_ERROR_INVALID_HANDLE;
-    }
-    launches = found->launches;
+  if (status == nullptr) {
+    return CUDA_ERROR_INVALID_VALUE;
   }
-  for (const CapturedLaunch& launch : launches) {
-    runLaunch(launch);
+  State& s = state();
+  Lock lock(s.mutex);
+  if (!validStream(s, stream)) {
+    return CUDA_ERROR_INVALID_HANDLE;
+  }
+  Stream* found = findStream(s, stream);
+  if (found == nullptr || found->capture == Stream::Capture::kNone) {
+    *status = CU_STREAM_CAPTURE_STATUS_NONE;
+    return CUDA_SUCCESS;
+  }
+  *status = found->capture == Stream::Capture::kActive ? CU_STREAM_CAPTURE_STATUS_ACTIVE
+                                                       : CU_STREAM_CAPTURE_STATUS_INVALIDATED;
+  found->tailHandles.clear();
+  for (GraphNode* tail : found->tails) {
+    found->tailHandles.push_back(reinterpret_cast<CUgraphNode>(tail));
+  }
+  found->tailEdges.assign(found->tails.size(), CUgraphEdgeData{});
+  if (id != nullptr) {
+    *id = found->captureId;
+  }
+  if (graph != nullptr) {
+    *graph = reinterpret_cast<CUgraph>(found->captureGraph);
+  }
+  if (deps != nullptr) {
+    *deps = found->tailHandles.empty() ? nullptr : found->tailHandles.data();
+  }
+  if (edges != nullptr) {
+    *edges = found->tailEdges.empty() ? nullptr : found->tailEdges.data();
+  }
+  if (count != nullptr) {
+    *count = found->tails.size();
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult updateCaptureDependencies(CUstream stream, CUgraphNode* deps, const CUgraphEdgeData* edges, std::size_t count,
+                                   unsigned flags) {
+  if (const CUresult r = needContext(); r != CUDA_SUCCESS) {
+    return r;
+  }
+  if ((count != 0 && deps == nullptr) || flags > CU_STREAM_SET_CAPTURE_DEPENDENCIES || !defaultEdges(edges, count)) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  State& s = state();
+  Lock lock(s.mutex);
+  Stream* found = findStream(s, stream);
+  if (found == nullptr || found->capture != Stream::Capture::kActive) {
+    return CUDA_ERROR_ILLEGAL_STATE;
+  }
+  std::vector<GraphNode*> added;
+  for (std::size_t i = 0; i < count; ++i) {
+    GraphNode* node = findNode(s, deps[i]);
+    if (node == nullptr || node->graph != found->captureGraph) {
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+    added.push_back(node);
+  }
+  if (flags == CU_STREAM_SET_CAPTURE_DEPENDENCIES) {
+    found->tails.clear();
+  }
+  for (GraphNode* node : added) {
+    if (std::find(found->tails.begin(), found->tails.end(), node) == found->tails.end()) {
+      found->tails.push_back(node);
+    }
   }
   return CUDA_SUCCESS;
 }
@@ -167,7 +444,8 @@ DOUBLE_API CUresult cuEventCreate(CUevent* event, unsigned flags) {
   }
   State& s = state();
   Lock lock(s.mutex);
-  auto* created = new Event{flags};
+  auto* created = new Event;
+  created->flags = flags;
   s.events.insert(created);
   *event = reinterpret_cast<CUevent>(created);
   return CUDA_SUCCESS;
@@ -267,52 +545,29 @@ DOUBLE_API CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode* mode)
   if (mode == nullptr) {
     return CUDA_ERROR_INVALID_VALUE;
   }
-  const CUstreamCaptureMode previous = g_tCaptureMode;
-  g_tCaptureMode = *mode;
+  const CUstreamCaptureMode previous = t_captureMode;
+  t_captureMode = *mode;
   *mode = previous;
   return CUDA_SUCCESS;
 }
 
-DOUBLE_API CUresult cuGraphInstantiateWithFlags(CUgraphExec* exec, CUgraph graph, unsigned long long) {
-  if (const CUresult r = needContext(); r != CUDA_SUCCESS) {
-    return r;
-  }
-  if (exec == nullptr) {
-    return CUDA_ERROR_INVALID_VALUE;
-  }
-  State& s = state();
-  Lock lock(s.mutex);
-  const auto* found = reinterpret_cast<const Graph*>(graph);
-  if (s.graphs.count(found) == 0) {
-    return CUDA_ERROR_INVALID_HANDLE;
-  }
-  auto* made = new Graph{found->launches};
-  s.graphExecs.insert(made);
-  *exec = reinterpret_cast<CUgraphExec>(made);
-  return CUDA_SUCCESS;
+DOUBLE_API CUresult cuStreamGetCaptureInfo_v3(CUstream stream, CUstreamCaptureStatus* status, cuuint64_t* id,
+                                              CUgraph* graph, const CUgraphNode** deps, const CUgraphEdgeData** edges,
+                                              std::size_t* count) {
+  return captureInfo(stream, status, id, graph, deps, edges, count);
 }
-
-DOUBLE_API CUresult cuGraphLaunch(CUgraphExec exec, CUstream stream) { return launchGraph(exec, stream); }
-DOUBLE_API CUresult cuGraphLaunch_ptsz(CUgraphExec exec, CUstream stream) { return launchGraph(exec, stream); }
-
-DOUBLE_API CUresult cuGraphExecDestroy(CUgraphExec exec) {
-  State& s = state();
-  Lock lock(s.mutex);
-  auto* found = reinterpret_cast<Graph*>(exec);
-  if (s.graphExecs.erase(found) == 0) {
-    return CUDA_ERROR_INVALID_HANDLE;
-  }
-  delete found;
-  return CUDA_SUCCESS;
+DOUBLE_API CUresult cuStreamGetCaptureInfo_v3_ptsz(CUstream stream, CUstreamCaptureStatus* status, cuuint64_t* id,
+                                                   CUgraph* graph, const CUgraphNode** deps,
+                                                   const CUgraphEdgeData** edges, std::size_t* count) {
+  return captureInfo(stream, status, id, graph, deps, edges, count);
 }
-
-DOUBLE_API CUresult cuGraphDestroy(CUgraph graph) {
-  State& s = state();
-  Lock lock(s.mutex);
-  auto* found = reinterpret_cast<Graph*>(graph);
-  if (s.graphs.erase(found) == 0) {
-    return CUDA_ERROR_INVALID_HANDLE;
-  }
-  delete found;
-  return CUDA_SUCCESS;
+DOUBLE_API CUresult cuStreamUpdateCaptureDependencies_v2(CUstream stream, CUgraphNode* deps,
+                                                         const CUgraphEdgeData* edges, std::size_t count,
+                                                         unsigned flags) {
+  return updateCaptureDependencies(stream, deps, edges, count, flags);
+}
+DOUBLE_API CUresult cuStreamUpdateCaptureDependencies_v2_ptsz(CUstream stream, CUgraphNode* deps,
+                                                              const CUgraphEdgeData* edges, std::size_t count,
+                                                              unsigned flags) {
+  return updateCaptureDependencies(stream, deps, edges, count, flags);
 }

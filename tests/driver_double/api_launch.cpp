@@ -3,6 +3,7 @@
 // streams only need to be valid handles.
 #include <setjmp.h>
 #include "driver_exports.h"
+#include "graph.h"
 #include "state.h"
 
 #include <cuda.h>
@@ -135,15 +136,9 @@ CUresult launch(CUfunction f, const LaunchShape& shape, CUstream stream, void** 
   if (cooperative && shape.blocks() > 16ULL * kMultiprocessors) {
     return CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE;
   }
-  std::vector<void*> values;
-  if (const CUresult r = gatherParams(*def, params, extra, values); r != CUDA_SUCCESS) {
-    return r;
-  }
   CapturedLaunch copy{def, module, shape, {}};
-  const std::size_t end = def->params.empty() ? 0 : def->params.back().offset + def->params.back().size;
-  copy.bytes.assign(end, 0);
-  for (std::size_t i = 0; i < def->params.size(); ++i) {
-    std::memcpy(copy.bytes.data() + def->params[i].offset, values[i], def->params[i].size);
+  if (const CUresult r = packParams(*def, params, extra, copy.bytes); r != CUDA_SUCCESS) {
+    return r;
   }
   // A tensor map parameter (128 bytes) another driver made is refused.
   for (const ParamSlot& slot : def->params) {
@@ -174,9 +169,10 @@ CUresult launch(CUfunction f, const LaunchShape& shape, CUstream stream, void** 
   {
     State& s = state();
     Lock lock(s.mutex);
-    if (Stream* capturing = findStream(s, stream);
-        capturing != nullptr && capturing->capture != Stream::Capture::kNone) {
-      capturing->captured.push_back(std::move(copy));  // captured, not run
+    if (GraphNode* node = captureNode(s, stream, CU_GRAPH_NODE_TYPE_KERNEL); node != nullptr) {
+      node->func = f;  // captured, not run
+      node->ctx = reinterpret_cast<CUcontext>(currentContext());
+      node->launch = std::move(copy);
       return CUDA_SUCCESS;
     }
   }
@@ -229,6 +225,20 @@ CUresult synchronizeStream(CUstream stream) {
 }
 
 }  // namespace
+
+CUresult packParams(const KernelDef& def, void** params, void** extra, std::vector<unsigned char>& bytes) {
+  std::vector<void*> values;
+  if (const CUresult r = gatherParams(def, params, extra, values); r != CUDA_SUCCESS) {
+    return r;
+  }
+  const std::size_t end = def.params.empty() ? 0 : def.params.back().offset + def.params.back().size;
+  bytes.assign(end, 0);
+  for (std::size_t i = 0; i < def.params.size(); ++i) {
+    std::memcpy(bytes.data() + def.params[i].offset, values[i], def.params[i].size);
+  }
+  return CUDA_SUCCESS;
+}
+
 }  // namespace kcap_double
 
 using namespace kcap_double;

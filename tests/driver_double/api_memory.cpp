@@ -2,6 +2,7 @@
 // against the allocation table so that a test's out-of-bounds copy fails
 // like it would on a GPU instead of corrupting the heap.
 #include "driver_exports.h"
+#include "graph.h"
 #include "state.h"
 
 #include <cuda.h>
@@ -64,8 +65,32 @@ CUresult copy(void* destination, const void* source, std::size_t bytes, CUdevice
     if (!validStream(s, stream)) {
       return CUDA_ERROR_INVALID_HANDLE;
     }
-    if ((deviceA != 0 && !s.contains(deviceA, bytes)) || (deviceB != 0 && !s.contains(deviceB, bytes))) {
+    const auto valid = [&](CUdeviceptr device) {
+      return device == 0 || s.contains(device, bytes) || capturedReservation(s, stream, device, bytes);
+    };
+    if (!valid(deviceA) || !valid(deviceB)) {
       return CUDA_ERROR_INVALID_VALUE;
+    }
+    // Captured: a 1D memcpy node, each side's type by where it lies.
+    CUDA_MEMCPY3D linear{};
+    const auto isDevice = [&](CUdeviceptr address) {
+      CUdeviceptr base = 0;
+      std::size_t size = 0;
+      return s.rangeOf(address, base, size) || capturedReservation(s, stream, address, 1);
+    };
+    const auto dst = reinterpret_cast<CUdeviceptr>(destination);
+    const auto src = reinterpret_cast<CUdeviceptr>(source);
+    linear.dstMemoryType = isDevice(dst) ? CU_MEMORYTYPE_DEVICE : CU_MEMORYTYPE_HOST;
+    linear.dstDevice = linear.dstMemoryType == CU_MEMORYTYPE_DEVICE ? dst : 0;
+    linear.dstHost = linear.dstMemoryType == CU_MEMORYTYPE_HOST ? destination : nullptr;
+    linear.srcMemoryType = isDevice(src) ? CU_MEMORYTYPE_DEVICE : CU_MEMORYTYPE_HOST;
+    linear.srcDevice = linear.srcMemoryType == CU_MEMORYTYPE_DEVICE ? src : 0;
+    linear.srcHost = linear.srcMemoryType == CU_MEMORYTYPE_HOST ? source : nullptr;
+    linear.WidthInBytes = bytes;
+    linear.Height = 1;
+    linear.Depth = 1;
+    if (captureCopy(s, stream, linear)) {
+      return CUDA_SUCCESS;
     }
   }
   std::memmove(destination, source, bytes);
@@ -81,7 +106,8 @@ CUresult copyHtod(CUdeviceptr dst, const void* src, std::size_t bytes, CUstream 
     {
       State& s = state();
       Lock lock(s.mutex);
-      created = findStream(s, stream) != nullptr;
+      const Stream* found = findStream(s, stream);
+      created = found != nullptr && found->capture == Stream::Capture::kNone;  // a capture takes it as a node
       if (created && !s.contains(dst, bytes)) {
         return CUDA_ERROR_INVALID_VALUE;
       }
@@ -116,8 +142,11 @@ CUresult fill(CUdeviceptr dst, T value, std::size_t count, CUstream stream) {
     if (!validStream(s, stream)) {
       return CUDA_ERROR_INVALID_HANDLE;
     }
-    if (!s.contains(dst, count * sizeof(T))) {
+    if (!s.contains(dst, count * sizeof(T)) && !capturedReservation(s, stream, dst, count * sizeof(T))) {
       return CUDA_ERROR_INVALID_VALUE;
+    }
+    if (captureMemset(s, stream, {dst, 0, static_cast<unsigned>(value), static_cast<unsigned>(sizeof(T)), count, 1})) {
+      return CUDA_SUCCESS;
     }
   }
   auto* out = reinterpret_cast<T*>(dst);
@@ -222,6 +251,42 @@ CUresult copyPitched(const Layout& to, const Layout& from, std::size_t width, st
   return CUDA_SUCCESS;
 }
 
+// A copy into a capturing stream becomes a memcpy node (a 2D copy as a 3D
+// one of depth 1, as CUDA's nodes hold it); CUDA_ERROR_NOT_PERMITTED: the
+// stream does not capture.
+CUresult capturedCopy(const CUDA_MEMCPY3D& p, CUstream stream) {
+  if (const CUresult r = needContext(); r != CUDA_SUCCESS) {
+    return r;
+  }
+  State& s = state();
+  Lock lock(s.mutex);
+  return captureCopy(s, stream, p) ? CUDA_SUCCESS : CUDA_ERROR_NOT_PERMITTED;
+}
+
+CUresult capturedCopy(const CUDA_MEMCPY2D& p, CUstream stream) {
+  CUDA_MEMCPY3D volume{};
+  volume.srcXInBytes = p.srcXInBytes;
+  volume.srcY = p.srcY;
+  volume.srcMemoryType = p.srcMemoryType;
+  volume.srcHost = p.srcHost;
+  volume.srcDevice = p.srcDevice;
+  volume.srcArray = p.srcArray;
+  volume.srcPitch = p.srcPitch;
+  volume.srcHeight = p.Height;
+  volume.dstXInBytes = p.dstXInBytes;
+  volume.dstY = p.dstY;
+  volume.dstMemoryType = p.dstMemoryType;
+  volume.dstHost = p.dstHost;
+  volume.dstDevice = p.dstDevice;
+  volume.dstArray = p.dstArray;
+  volume.dstPitch = p.dstPitch;
+  volume.dstHeight = p.Height;
+  volume.WidthInBytes = p.WidthInBytes;
+  volume.Height = p.Height;
+  volume.Depth = 1;
+  return capturedCopy(volume, stream);
+}
+
 CUresult copy2d(const CUDA_MEMCPY2D* p, CUstream stream) {
   if (p == nullptr) {
     const CUresult r = needContext();
@@ -241,6 +306,9 @@ CUresult copy2d(const CUDA_MEMCPY2D* p, CUstream stream) {
                    .x = p->srcXInBytes,
                    .y = p->srcY,
                    .pitch = p->srcPitch};
+  if (const CUresult r = capturedCopy(*p, stream); r != CUDA_ERROR_NOT_PERMITTED) {
+    return r;
+  }
   return copyPitched(dst, src, p->WidthInBytes, p->Height, 1, stream);
 }
 
@@ -267,6 +335,9 @@ CUresult copy3d(const CUDA_MEMCPY3D* p, CUstream stream) {
                    .z = p->srcZ,
                    .pitch = p->srcPitch,
                    .height = p->srcHeight};
+  if (const CUresult r = capturedCopy(*p, stream); r != CUDA_ERROR_NOT_PERMITTED) {
+    return r;
+  }
   return copyPitched(dst, src, p->WidthInBytes, p->Height, p->Depth, stream);
 }
 
@@ -284,8 +355,14 @@ CUresult fill2d(CUdeviceptr dst, std::size_t pitch, T value, std::size_t width, 
     if (width == 0 || height == 0) {
       return CUDA_SUCCESS;
     }
-    if ((height > 1 && pitch < width * sizeof(T)) || !s.contains(dst, (height - 1) * pitch + width * sizeof(T))) {
+    const std::size_t extent = (height - 1) * pitch + width * sizeof(T);
+    if ((height > 1 && pitch < width * sizeof(T)) ||
+        (!s.contains(dst, extent) && !capturedReservation(s, stream, dst, extent))) {
       return CUDA_ERROR_INVALID_VALUE;
+    }
+    if (captureMemset(s, stream,
+                      {dst, pitch, static_cast<unsigned>(value), static_cast<unsigned>(sizeof(T)), width, height})) {
+      return CUDA_SUCCESS;
     }
   }
   for (std::size_t row = 0; row < height; ++row) {
@@ -343,6 +420,9 @@ CUresult allocateAsync(CUdeviceptr* address, std::size_t bytes, CUstream stream)
   if (!validStream(s, stream)) {
     return CUDA_ERROR_INVALID_HANDLE;
   }
+  if (CUresult captured = CUDA_SUCCESS; captureAllocation(s, stream, bytes, *address, captured)) {
+    return captured;  // an allocation node: the memory exists when the graph runs
+  }
   *address = s.allocate(bytes);
   return *address != 0 ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
@@ -356,10 +436,30 @@ CUresult freeAsync(CUdeviceptr address, CUstream stream) {
   if (!validStream(s, stream)) {
     return CUDA_ERROR_INVALID_HANDLE;
   }
+  if (CUresult captured = CUDA_SUCCESS; captureFree(s, stream, address, captured)) {
+    return captured;
+  }
   return s.release(address) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
 }  // namespace
+
+CUresult runCopy3d(const CUDA_MEMCPY3D& copy) { return copy3d(&copy, nullptr); }
+
+CUresult runMemset(const CUDA_MEMSET_NODE_PARAMS& p) {
+  const std::size_t pitch = p.height > 1 ? p.pitch : p.width * p.elementSize;
+  switch (p.elementSize) {
+    case 1:
+      return fill2d(p.dst, pitch, static_cast<unsigned char>(p.value), p.width, p.height, nullptr);
+    case 2:
+      return fill2d(p.dst, pitch, static_cast<unsigned short>(p.value), p.width, p.height, nullptr);
+    case 4:
+      return fill2d(p.dst, pitch, p.value, p.width, p.height, nullptr);
+    default:
+      return CUDA_ERROR_INVALID_VALUE;
+  }
+}
+
 }  // namespace kcap_double
 
 using namespace kcap_double;
@@ -670,193 +770,4 @@ DOUBLE_API CUresult cuMemsetD2D32Async(CUdeviceptr dst, std::size_t pitch, unsig
 DOUBLE_API CUresult cuMemsetD2D32Async_ptsz(CUdeviceptr dst, std::size_t pitch, unsigned value, std::size_t width,
                                             std::size_t height, CUstream stream) {
   return fill2d(dst, pitch, value, width, height, stream);
-}
-
-// ---- tensor maps ------------------------------------------------------------------
-
-// The double's tensor maps hold their global address in the first 8 bytes
-// (a real driver's layout is opaque); replacing it is all a replay needs.
-DOUBLE_API CUresult cuTensorMapReplaceAddress(CUtensorMap* map, void* address) {
-  if (map == nullptr || reinterpret_cast<std::uintptr_t>(address) % 16 != 0) {
-    return CUDA_ERROR_INVALID_VALUE;
-  }
-  const auto value = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(address));
-  std::memcpy(map->opaque, &value, sizeof value);
-  return CUDA_SUCCESS;
-}
-
-namespace kcap_double {
-
-// The last word of the double's maps: a tag that stands for "made by this
-// driver". KCAP_DOUBLE_TENSOR_MAP_SALT=N makes it another driver's, whose
-// launches refuse the maps of the default one (a map encoded by one driver
-// or GPU need not be valid on another): only a re-encoded map passes.
-std::uint64_t tensorMapTag() {
-  static const std::uint64_t tag = [] {
-    const char* salt = std::getenv("KCAP_DOUBLE_TENSOR_MAP_SALT");
-    return 0x7e45044d41500000ull ^ (salt != nullptr ? std::strtoull(salt, nullptr, 10) : 0);
-  }();
-  return tag;
-}
-
-// KCAP_DOUBLE_TENSOR_MAP_REFUSE=1: every encode fails with
-// CUDA_ERROR_NOT_SUPPORTED (a device that cannot take the recorded map).
-bool tensorMapsRefused() {
-  static const bool refused = [] {
-    const char* value = std::getenv("KCAP_DOUBLE_TENSOR_MAP_REFUSE");
-    return value != nullptr && std::strcmp(value, "1") == 0;
-  }();
-  return refused;
-}
-
-bool tensorMapIsOurs(const void* map) {
-  std::uint64_t last = 0;
-  std::memcpy(&last, static_cast<const char*>(map) + sizeof(CUtensorMap) - sizeof last, sizeof last);
-  return last == tensorMapTag();
-}
-
-}  // namespace kcap_double
-
-using kcap_double::tensorMapTag;
-
-// The double's encodes check what the real driver checks first (a map, rank
-// 1..5, a 16-byte aligned address, strides that are multiples of 16 and
-// below 2^40, boxes of 1..256) and write a map whose first 8 bytes are the
-// global address (as cuTensorMapReplaceAddress above assumes), whose next
-// 112 bytes are a hash of every other argument (the same arguments give the
-// same map, other ones another) and whose last 8 are the driver's tag.
-namespace {
-
-struct MapHash {
-  std::uint64_t state = 0xcbf29ce484222325ull;
-  void add(std::uint64_t value) {
-    for (int i = 0; i < 8; ++i) {
-      state ^= (value >> (8 * i)) & 0xff;
-      state *= 0x100000001b3ull;
-    }
-  }
-};
-
-CUresult checkCommon(CUtensorMap* map, cuuint32_t rank, void* address, const cuuint64_t* dims,
-                     const cuuint64_t* strides, const cuuint32_t* elementStrides) {
-  if (kcap_double::tensorMapsRefused()) {
-    return CUDA_ERROR_NOT_SUPPORTED;
-  }
-  if (map == nullptr || rank < 1 || rank > 5 || address == nullptr || dims == nullptr || elementStrides == nullptr ||
-      (rank > 1 && strides == nullptr) || reinterpret_cast<std::uintptr_t>(address) % 16 != 0) {
-    return CUDA_ERROR_INVALID_VALUE;
-  }
-  for (cuuint32_t i = 0; i < rank; ++i) {
-    if (dims[i] == 0 || elementStrides[i] == 0 || elementStrides[i] > 8) {
-      return CUDA_ERROR_INVALID_VALUE;
-    }
-  }
-  for (cuuint32_t i = 0; i + 1 < rank; ++i) {
-    if (strides[i] % 16 != 0 || strides[i] >= (1ull << 40)) {
-      return CUDA_ERROR_INVALID_VALUE;
-    }
-  }
-  return CUDA_SUCCESS;
-}
-
-void writeMap(CUtensorMap* map, void* address, MapHash hash) {
-  const auto value = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(address));
-  std::memcpy(map->opaque, &value, sizeof value);
-  constexpr std::size_t kLast = std::size(CUtensorMap{}.opaque) - 1;
-  for (std::size_t i = 1; i < kLast; ++i) {
-    hash.add(i);
-    map->opaque[i] = hash.state;
-  }
-  map->opaque[kLast] = tensorMapTag();
-}
-
-MapHash hashCommon(int kind, CUtensorMapDataType type, cuuint32_t rank, const cuuint64_t* dims,
-                   const cuuint64_t* strides, const cuuint32_t* elementStrides, int interleave, int swizzle, int l2,
-                   int oob) {
-  MapHash h;
-  for (const std::uint64_t v :
-       {std::uint64_t(kind), std::uint64_t(type), std::uint64_t(rank), std::uint64_t(interleave),
-        std::uint64_t(swizzle), std::uint64_t(l2), std::uint64_t(oob)}) {
-    h.add(v);
-  }
-  for (cuuint32_t i = 0; i < rank; ++i) {
-    h.add(dims[i]);
-    h.add(elementStrides[i]);
-    if (i + 1 < rank) {
-      h.add(strides[i]);
-    }
-  }
-  return h;
-}
-
-}  // namespace
-
-DOUBLE_API CUresult cuTensorMapEncodeTiled(CUtensorMap* map, CUtensorMapDataType type, cuuint32_t rank, void* address,
-                                           const cuuint64_t* dims, const cuuint64_t* strides, const cuuint32_t* box,
-                                           const cuuint32_t* elementStrides, CUtensorMapInterleave interleave,
-                                           CUtensorMapSwizzle swizzle, CUtensorMapL2promotion l2,
-                                           CUtensorMapFloatOOBfill oob) {
-  if (const CUresult r = checkCommon(map, rank, address, dims, strides, elementStrides); r != CUDA_SUCCESS) {
-    return r;
-  }
-  if (box == nullptr) {
-    return CUDA_ERROR_INVALID_VALUE;
-  }
-  for (cuuint32_t i = 0; i < rank; ++i) {
-    if (box[i] == 0 || box[i] > 256) {
-      return CUDA_ERROR_INVALID_VALUE;
-    }
-  }
-  MapHash h = hashCommon(1, type, rank, dims, strides, elementStrides, interleave, swizzle, l2, oob);
-  for (cuuint32_t i = 0; i < rank; ++i) {
-    h.add(box[i]);
-  }
-  writeMap(map, address, h);
-  return CUDA_SUCCESS;
-}
-
-DOUBLE_API CUresult cuTensorMapEncodeIm2col(CUtensorMap* map, CUtensorMapDataType type, cuuint32_t rank, void* address,
-                                            const cuuint64_t* dims, const cuuint64_t* strides, const int* lower,
-                                            const int* upper, cuuint32_t channels, cuuint32_t pixels,
-                                            const cuuint32_t* elementStrides, CUtensorMapInterleave interleave,
-                                            CUtensorMapSwizzle swizzle, CUtensorMapL2promotion l2,
-                                            CUtensorMapFloatOOBfill oob) {
-  if (const CUresult r = checkCommon(map, rank, address, dims, strides, elementStrides); r != CUDA_SUCCESS) {
-    return r;
-  }
-  if (rank < 3 || lower == nullptr || upper == nullptr || channels == 0 || channels > 256 || pixels == 0 ||
-      pixels > 1024) {
-    return CUDA_ERROR_INVALID_VALUE;
-  }
-  MapHash h = hashCommon(2, type, rank, dims, strides, elementStrides, interleave, swizzle, l2, oob);
-  for (cuuint32_t i = 0; i + 2 < rank; ++i) {
-    h.add(static_cast<std::uint64_t>(static_cast<std::int64_t>(lower[i])));
-    h.add(static_cast<std::uint64_t>(static_cast<std::int64_t>(upper[i])));
-  }
-  h.add(channels);
-  h.add(pixels);
-  writeMap(map, address, h);
-  return CUDA_SUCCESS;
-}
-
-DOUBLE_API CUresult cuTensorMapEncodeIm2colWide(CUtensorMap* map, CUtensorMapDataType type, cuuint32_t rank,
-                                                void* address, const cuuint64_t* dims, const cuuint64_t* strides,
-                                                int lowerWidth, int upperWidth, cuuint32_t channels, cuuint32_t pixels,
-                                                const cuuint32_t* elementStrides, CUtensorMapInterleave interleave,
-                                                CUtensorMapIm2ColWideMode mode, CUtensorMapSwizzle swizzle,
-                                                CUtensorMapL2promotion l2, CUtensorMapFloatOOBfill oob) {
-  if (const CUresult r = checkCommon(map, rank, address, dims, strides, elementStrides); r != CUDA_SUCCESS) {
-    return r;
-  }
-  if (rank < 3 || channels == 0 || channels > 256 || pixels == 0 || pixels > 1024) {
-    return CUDA_ERROR_INVALID_VALUE;
-  }
-  MapHash h = hashCommon(3, type, rank, dims, strides, elementStrides, interleave, swizzle, l2, oob);
-  h.add(static_cast<std::uint64_t>(static_cast<std::int64_t>(lowerWidth)));
-  h.add(static_cast<std::uint64_t>(static_cast<std::int64_t>(upperWidth)));
-  h.add(channels);
-  h.add(pixels);
-  h.add(static_cast<std::uint64_t>(mode));
-  writeMap(map, address, h);
-  return CUDA_SUCCESS;
 }

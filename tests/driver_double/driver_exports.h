@@ -1,7 +1,9 @@
 // Declarations of the double's exports that cuda.h does not declare in an
 // ordinary build: the per-thread-default-stream variants and the older ABIs
 // whose names cuda.h maps to newer ones (cuGetProcAddress ->
-// cuGetProcAddress_v2, cuDeviceGetUuid -> cuDeviceGetUuid_v2). Declared from
+// cuGetProcAddress_v2, cuDeviceGetUuid -> cuDeviceGetUuid_v2, the graph
+// calls with a _v2: after this header, the plain names are the older ABIs,
+// and a caller that means the newer one names its _v2). Declared from
 // cudaTypedefs.h so that the signatures cannot drift.
 #pragma once
 
@@ -11,6 +13,17 @@
 
 #undef cuGetProcAddress
 #undef cuDeviceGetUuid
+#undef cuGraphAddKernelNode
+#undef cuGraphKernelNodeGetParams
+#undef cuGraphKernelNodeSetParams
+#undef cuGraphExecKernelNodeSetParams
+#undef cuGraphGetEdges
+#undef cuGraphNodeGetDependencies
+#undef cuGraphNodeGetDependentNodes
+#undef cuGraphAddDependencies
+#undef cuGraphRemoveDependencies
+#undef cuGraphAddNode
+#undef cuGraphExecUpdate
 
 #define KCAP_DOUBLE_DECLARE(symbol, pfn) extern "C" std::remove_pointer_t<pfn> symbol;
 KCAP_DOUBLE_DECLARE(cuGetProcAddress, PFN_cuGetProcAddress_v11030)
@@ -52,6 +65,21 @@ KCAP_DOUBLE_DECLARE(cuStreamBeginCapture_v2_ptsz, PFN_cuStreamBeginCapture_v1001
 KCAP_DOUBLE_DECLARE(cuStreamEndCapture_ptsz, PFN_cuStreamEndCapture_v10000_ptsz)
 KCAP_DOUBLE_DECLARE(cuStreamIsCapturing_ptsz, PFN_cuStreamIsCapturing_v10000_ptsz)
 KCAP_DOUBLE_DECLARE(cuGraphLaunch_ptsz, PFN_cuGraphLaunch_v10000_ptsz)
+KCAP_DOUBLE_DECLARE(cuGraphUpload_ptsz, PFN_cuGraphUpload_v11010_ptsz)
+KCAP_DOUBLE_DECLARE(cuStreamGetCaptureInfo_v3_ptsz, PFN_cuStreamGetCaptureInfo_v12030_ptsz)
+KCAP_DOUBLE_DECLARE(cuStreamUpdateCaptureDependencies_v2_ptsz, PFN_cuStreamUpdateCaptureDependencies_v12030_ptsz)
+KCAP_DOUBLE_DECLARE(cuGraphInstantiateWithParams_ptsz, PFN_cuGraphInstantiateWithParams_v12000_ptsz)
+KCAP_DOUBLE_DECLARE(cuGraphAddKernelNode, PFN_cuGraphAddKernelNode_v10000)
+KCAP_DOUBLE_DECLARE(cuGraphKernelNodeGetParams, PFN_cuGraphKernelNodeGetParams_v10000)
+KCAP_DOUBLE_DECLARE(cuGraphKernelNodeSetParams, PFN_cuGraphKernelNodeSetParams_v10000)
+KCAP_DOUBLE_DECLARE(cuGraphExecKernelNodeSetParams, PFN_cuGraphExecKernelNodeSetParams_v10010)
+KCAP_DOUBLE_DECLARE(cuGraphGetEdges, PFN_cuGraphGetEdges_v10000)
+KCAP_DOUBLE_DECLARE(cuGraphNodeGetDependencies, PFN_cuGraphNodeGetDependencies_v10000)
+KCAP_DOUBLE_DECLARE(cuGraphNodeGetDependentNodes, PFN_cuGraphNodeGetDependentNodes_v10000)
+KCAP_DOUBLE_DECLARE(cuGraphAddDependencies, PFN_cuGraphAddDependencies_v10000)
+KCAP_DOUBLE_DECLARE(cuGraphRemoveDependencies, PFN_cuGraphRemoveDependencies_v10000)
+KCAP_DOUBLE_DECLARE(cuGraphAddNode, PFN_cuGraphAddNode_v12020)
+KCAP_DOUBLE_DECLARE(cuGraphExecUpdate, PFN_cuGraphExecUpdate_v10020)
 #undef KCAP_DOUBLE_DECLARE
 
 // Every entry point: exported whatever the build's default visibility.

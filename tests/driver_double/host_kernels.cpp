@@ -275,6 +275,23 @@ void kcap_change_hash(const LaunchShape&, void* const* params, const ModuleGloba
   }
 }
 
+// Conditional graph nodes' kernels, driver-double test material with no
+// kernels/ source (cudaGraphSetConditional needs the device runtime, which
+// kernels/ does not link); tests load a PTX stub that names them.
+// graph_countdown(CUgraphConditionalHandle handle, int* counter): --*counter,
+// then the handle = (*counter > 0): the body of a while loop run *counter times.
+// graph_set_condition(CUgraphConditionalHandle handle, const unsigned* value):
+// the handle = *value (an if or switch node's choice, from memory).
+constexpr ParamSlot kConditionParams[] = {{0, 8}, {8, 8}};
+void graphCountdown(const LaunchShape&, void* const* params, const ModuleGlobals&) {
+  auto* counter = param<int*>(params, 1);
+  --*counter;
+  setGraphConditional(param<std::uint64_t>(params, 0), *counter > 0 ? 1 : 0);
+}
+void graphSetCondition(const LaunchShape&, void* const* params, const ModuleGlobals&) {
+  setGraphConditional(param<std::uint64_t>(params, 0), *param<const unsigned*>(params, 1));
+}
+
 constexpr KernelDef kKernels[] = {
     {"axpy", kAxpyParams, axpy},
     {"reduce_sum", kReduceParams, reduceSum},
@@ -290,6 +307,8 @@ constexpr KernelDef kKernels[] = {
     {"tma_scale", kTmaParams, tmaScale},
     {"kcap_content_hash", kContentHashParams, kcap_content_hash},
     {"kcap_change_hash", kChangeHashParams, kcap_change_hash},
+    {"graph_countdown", kConditionParams, graphCountdown},
+    {"graph_set_condition", kConditionParams, graphSetCondition},
 };
 
 constexpr KernelVariant kVariants[] = {

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <span>
 #include <string_view>
 
@@ -52,6 +53,11 @@ struct GlobalDef {
 };
 
 std::span<const KernelDef> hostKernels();
+
+// cudaGraphSetConditional for host kernels: sets a conditional handle of the
+// graph launch running on this thread (api_graph_exec.cpp); nothing outside
+// a launch, as the device function has no effect outside its graph.
+void setGraphConditional(std::uint64_t handle, unsigned value);
 
 // KCAP_DOUBLE_CONTENT_HASH, for testing the shim's fallbacks from hashing
 // on the device: "refuse": loading an image with kcap_content_hash fails

@@ -46,7 +46,10 @@ bool State::release(CUdeviceptr base) {
   if (it == allocations.end()) {
     return false;
   }
-  std::free(reinterpret_cast<void*>(it->first));
+  // An allocation node's address outlives the allocation (graph.h).
+  if (graphReserved.count(it->first) == 0) {
+    std::free(reinterpret_cast<void*>(it->first));
+  }
   giveDeviceMemory((it->second + 255) / 256 * 256);
   allocations.erase(it);
   return true;

@@ -55,8 +55,9 @@ struct Library {
   std::map<const KernelDef*, Launchable*> kernels;
 };
 
-// A launch made into a capturing stream: kept, not run, until its graph is
-// launched. The parameter values are copied (the program's may change).
+// A kernel launch as a kernel graph node keeps it (captured or added), and as
+// a direct launch runs it: the parameter values are copied (the program's may
+// change).
 struct CapturedLaunch {
   const KernelDef* def = nullptr;
   const Module* module = nullptr;
@@ -64,11 +65,23 @@ struct CapturedLaunch {
   std::vector<unsigned char> bytes;  // every parameter's value at its ParamSlot offset
 };
 
+struct Graph;
+struct GraphNode;
+struct GraphExec;
+
+// A capturing stream appends nodes to the capture's graph, each after the
+// stream's last captured work (`tails`); a stream that waited on an event
+// recorded in a capture joins that capture (`origin`: the stream that began it).
 struct Stream {
   enum class Capture { kNone, kActive, kInvalidated };
   unsigned flags = 0;
   Capture capture = Capture::kNone;
-  std::vector<CapturedLaunch> captured;
+  Graph* captureGraph = nullptr;
+  Stream* origin = nullptr;
+  std::vector<GraphNode*> tails;
+  std::uint64_t captureId = 0;             // unique per capture (cuStreamGetCaptureInfo)
+  std::vector<CUgraphNode> tailHandles;    // what cuStreamGetCaptureInfo hands out
+  std::vector<CUgraphEdgeData> tailEdges;  // all default edges
 };
 
 struct Event {
@@ -77,11 +90,9 @@ struct Event {
   // before it completed" is now): cuEventElapsedTime's clock.
   bool recorded = false;
   std::chrono::steady_clock::time_point when{};
-};
-
-// A captured graph, and an executable instance of one: the launches in order.
-struct Graph {
-  std::vector<CapturedLaunch> launches;
+  // Recorded in a capturing stream: the capture's work it stands for.
+  Graph* captureGraph = nullptr;
+  std::vector<GraphNode*> captureTails;
 };
 
 class State {
@@ -98,8 +109,10 @@ class State {
   std::unordered_set<const Library*> libraries;
   std::unordered_set<const Stream*> streams;
   std::unordered_set<const Event*> events;
-  std::unordered_set<const Graph*> graphs;                  // cuStreamEndCapture
-  std::unordered_set<const Graph*> graphExecs;              // cuGraphInstantiate
+  std::unordered_set<const Graph*> graphs;                  // graph.h
+  std::unordered_set<const GraphNode*> graphNodes;          // nodes of those graphs
+  std::unordered_set<const GraphExec*> graphExecs;          // cuGraphInstantiate
+  std::map<std::uintptr_t, std::size_t> graphReserved;      // allocation nodes' addresses: base -> size
   std::map<std::uintptr_t, std::size_t> allocations;        // base -> size
   std::map<std::uintptr_t, std::size_t> hostAllocations;    // page-locked host memory: base -> size
   std::map<std::uintptr_t, std::size_t> hostRegistrations;  // cuMemHostRegister: base -> size
@@ -195,6 +208,10 @@ inline Stream* findStream(State& s, CUstream stream) {
 
 // Runs a kernel's host implementation with its parameter values.
 void runLaunch(const CapturedLaunch& launch);
+
+// A launch's parameter bytes, from kernelParams or an `extra` buffer laid out
+// as cuFuncGetParamInfo describes (api_launch.cpp).
+CUresult packParams(const KernelDef& def, void** params, void** extra, std::vector<unsigned char>& bytes);
 
 // cuCtxSynchronize: invalidates every capture in progress (api_graph.cpp).
 CUresult synchronizeContext();
