@@ -17,15 +17,12 @@
 #include "schema_names.h"
 
 namespace kcap::replay {
-namespace {
 
 std::string hexText(uint64_t value) {
   char text[24];
   std::snprintf(text, sizeof text, "0x%llx", static_cast<unsigned long long>(value));
   return text;
 }
-
-}  // namespace
 
 const char* intervalVerdictName(IntervalVerdict verdict) {
   switch (verdict) {

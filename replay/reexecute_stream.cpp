@@ -7,7 +7,6 @@
 // wait after every launch to name the one.
 #include <algorithm>
 #include <chrono>
-#include <cstdio>
 
 #include "driver.h"
 #include "errors.h"
@@ -15,12 +14,6 @@
 
 namespace kcap::replay {
 namespace {
-
-std::string hexText(uint64_t value) {
-  char text[24];
-  std::snprintf(text, sizeof text, "0x%llx", static_cast<unsigned long long>(value));
-  return text;
-}
 
 // Launches between two markers: how often the watchdog hears of progress,
 // and how finely a wait reports it. Fewer when the program's launches took

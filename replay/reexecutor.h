@@ -21,6 +21,8 @@
 
 namespace kcap::replay {
 
+std::string hexText(uint64_t value);  // "0x7f00", in the re-execution files' messages (reexecute.cpp)
+
 inline constexpr uint64_t kHashBatch = uint64_t{1} << 16;  // pieces hashed per kernel launch
 
 // One piece as kcap_change_hash takes it (kcap::ChangeHashPiece).
