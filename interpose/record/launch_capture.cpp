@@ -332,9 +332,7 @@ bool Recorder::launchStarting(const LaunchCall& call, PendingLaunch& launch) {
   }
   if (checkpoints_ != nullptr) [[unlikely]] {
     if (checkpointDue()) {
-      checkpointNow(eligibleLaunches_.load(std::memory_order_relaxed) == 0 ? schema::CheckpointReason::FIRST
-                                                                           : schema::CheckpointReason::INTERVAL,
-                    std::chrono::milliseconds(100));
+      checkpointNow(schema::CheckpointReason::INTERVAL, std::chrono::milliseconds(100));
     }
     checkpoints_->streamUsed(call.perThreadStream && call.stream == nullptr ? CU_STREAM_PER_THREAD : call.stream);
   }

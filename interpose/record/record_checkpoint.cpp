@@ -58,7 +58,7 @@ void Recorder::checkpointNow(schema::CheckpointReason reason, std::chrono::milli
     // appended; once the writer has numbered them, eligibleLaunches_ is
     // exact (metadata mode numbers launches on the writer's merger thread).
     writer_->waitSequenced();
-    if (reason == schema::CheckpointReason::FIRST || reason == schema::CheckpointReason::INTERVAL) {
+    if (reason == schema::CheckpointReason::INTERVAL) {
       reason = eligibleLaunches_.load() == 0 ? schema::CheckpointReason::FIRST : schema::CheckpointReason::INTERVAL;
     }
     const CheckpointTaker::Result taken = checkpoints_->take(

@@ -387,7 +387,9 @@ class Recorder {
     return clock_.nowNs() >= nextCheckpointNs_.load(std::memory_order_relaxed);
   }
   // Takes one now if no other thread is; `gateWait`: how long to wait for
-  // other threads' calls to leave the gate.
+  // other threads' calls to leave the gate. A periodic one (INTERVAL) is
+  // the FIRST when no launch was counted before it: decided there, once
+  // the writer has numbered every launch appended.
   void checkpointNow(schema::CheckpointReason reason, std::chrono::milliseconds gateWait) noexcept;
   void scheduleCheckpoint(bool postponed) noexcept;
   // The last checkpoint, from an atexit handler registered when recording
