@@ -92,11 +92,16 @@ void TraceWriterImpl::close() {
       throwIfFailed();
       return;
     }
-    // Before the ticket count is read: an append that takes its seq
-    // numbers later sees it and refuses (refusing()).
+    // Set before the ticket count is read, both sequentially consistent:
+    // an append that did not see closed_ took its seqs before the count
+    // was read, so they are below the cut and land; an append that saw it
+    // compares its seqs with the cut (refusing()). The file holds every
+    // seq below the cut and no gap.
     closed_.store(true, std::memory_order_seq_cst);
   }
-  waitMerged(tickets_.load(std::memory_order_seq_cst));
+  const uint64_t cut = tickets_.load(std::memory_order_seq_cst);
+  closedAt_.store(cut, std::memory_order_seq_cst);
+  waitMerged(cut);
   {
     std::unique_lock batchLock(batchMutex_);
     // A failure already met makes cutBatch throw; the threads must be

@@ -92,11 +92,18 @@ class TraceWriterImpl final : public TraceWriter {
   // the file in the order one thread's calls made them, whatever the
   // merger's timing (a trace written by one thread is the same every time).
   void settleAppends() const noexcept { waitMerged(tickets_.load(std::memory_order_seq_cst)); }
-  // After taking seq numbers: whether the writer refuses the append
-  // (closed or failed); the caller then publishes a void entry and throws.
-  bool refusing() const noexcept {
-    return failed_.load(std::memory_order_relaxed) || closed_.load(std::memory_order_seq_cst);
+  // After taking seq numbers from `first` on: whether the writer refuses
+  // the append (failed, or closed before `first` was taken); the caller
+  // then publishes a void entry and throws.
+  bool refusing(uint64_t first) const noexcept {
+    if (failed_.load(std::memory_order_relaxed)) return true;
+    if (!closed_.load(std::memory_order_seq_cst)) [[likely]]
+      return false;
+    return first >= closedAt();
   }
+  // The seq close() drains to: every seq below it lands in the file, none
+  // from it on. Published by close() right after closed_.
+  uint64_t closedAt() const noexcept;
   [[noreturn]] void throwRefused() const;
   // Blocks until the merger has taken every entry below `target`.
   void waitMerged(uint64_t target) const noexcept;
@@ -178,6 +185,10 @@ class TraceWriterImpl final : public TraceWriter {
   // Read on every append, written almost never: a line of their own.
   alignas(64) std::atomic<bool> failed_{false};  // set (with error_, under mutex_) when a write fails
   std::atomic<bool> closed_{false};              // set by close() before it drains the ring
+  // close()'s cut: tickets_ as close() read it after setting closed_
+  // (kNotYetClosed until then).
+  static constexpr uint64_t kNotYetClosed = ~0ull;
+  std::atomic<uint64_t> closedAt_{kNotYetClosed};
   const std::unique_ptr<RingSlot[]> ring_{new RingSlot[kRingSlots]};
   // Taken by every append: a line of its own.
   alignas(64) std::atomic<uint64_t> tickets_{0};

@@ -41,7 +41,7 @@ uint64_t TraceWriterImpl::append(DeferredEventPtr event) {
   const unsigned count = event->eventCount();
   if (count == 0) throw FormatError(path_ + ": a deferred event standing for no event");
   const uint64_t seq = tickets_.fetch_add(count, std::memory_order_seq_cst);
-  if (refusing()) [[unlikely]] {
+  if (refusing(seq)) [[unlikely]] {
     publish(seq, count, EntryKind::kVoid, nullptr, nullptr);
     throwRefused();  // `event` goes back to its owner's pool
   }
@@ -77,7 +77,7 @@ uint64_t TraceWriterImpl::appendAt(capnp::MessageBuilder& message, bool numbered
     seq = first;
   }
   const uint64_t count = seq + 1 - first;
-  if (refusing()) [[unlikely]] {
+  if (refusing(first)) [[unlikely]] {
     publish(first, count, EntryKind::kVoid, nullptr, nullptr);
     throwRefused();
   }
@@ -95,6 +95,17 @@ uint64_t TraceWriterImpl::appendAt(capnp::MessageBuilder& message, bool numbered
   }
   publish(first, count, EntryKind::kMessage, nullptr, flat.release());
   return seq;
+}
+
+uint64_t TraceWriterImpl::closedAt() const noexcept {
+  // close() stores the cut right after closed_: a producer that saw
+  // closed_ waits that long at most.
+  uint64_t at = closedAt_.load(std::memory_order_seq_cst);
+  while (at == kNotYetClosed) {
+    cpuRelax();
+    at = closedAt_.load(std::memory_order_seq_cst);
+  }
+  return at;
 }
 
 void TraceWriterImpl::publish(uint64_t first, uint64_t count, EntryKind kind, DeferredEvent* event,
