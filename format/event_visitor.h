@@ -79,6 +79,10 @@ decltype(auto) visitEvent(schema::Event::Reader event, Visitor&& visitor) {
       return visitor(event.getCheckpoint());
     case Which::TRIGGER:
       return visitor(event.getTrigger());
+    case Which::GRAPH_DEFINE:
+      return visitor(event.getGraphDefine());
+    case Which::GRAPH_NODE_UPDATE:
+      return visitor(event.getGraphNodeUpdate());
   }
   return visitor(UnknownEvent{eventKind(event)});
 }

@@ -105,6 +105,8 @@ struct Event {
     tensorMapEncode @20 :TensorMapEncode;
     checkpoint @21 :Checkpoint;
     trigger @22 :Trigger;
+    graphDefine @23 :GraphDefine;
+    graphNodeUpdate @24 :GraphNodeUpdate;
   }
 }
 
@@ -566,9 +568,147 @@ enum TriggerKind {
 }
 
 struct GraphLaunch {
+  # cuGraphLaunch: runs what the newest graphDefine for `graphExec` before
+  # this event describes, as changed by the graphNodeUpdates since.
   graphExec @0 :UInt64;
   stream @1 :UInt64;
   result @2 :Int32;
+}
+
+# ---------------------------------------------------------------------------
+# CUDA graphs. An executable graph (CUgraphExec) runs a copy of the graph it
+# was made from, taken when it was made: later changes to that graph do not
+# reach it, only the cuGraphExec* calls do. So the trace describes each
+# executable once, when it becomes executable (graphDefine), and then each
+# change made to it (graphNodeUpdate, or a new graphDefine after
+# cuGraphExecUpdate). Recorded in every capture mode.
+
+struct GraphDefine {
+  # An executable graph's structure: every node with its parameters as the
+  # executable holds them, and every dependency.
+  graphExec @0 :UInt64;             # the CUgraphExec made (or updated); GraphLaunch.graphExec names it
+  graph @1 :UInt64;                 # the CUgraph it was made from
+  api @2 :GraphDefineApi;
+  flags @3 :UInt64;                 # the instantiate flags (CUgraphInstantiate_flags)
+  context @4 :UInt64;
+  device @5 :Int32;
+  body @6 :GraphBody;               # empty when the call failed
+  result @7 :Int32;                 # CUresult of the call
+  complete @8 :Bool;
+  # Every node's parameters were read. False: at least one node is
+  # `unreadable` (its type is known, what it does is not) and replay cannot
+  # rebuild the graph.
+}
+
+enum GraphDefineApi {
+  instantiate @0;                   # cuGraphInstantiate / cuGraphInstantiateWithFlags
+  instantiateWithParams @1;         # cuGraphInstantiateWithParams (flags from its parameters)
+  execUpdate @2;
+  # cuGraphExecUpdate succeeded: the executable now runs `graph`'s
+  # parameters. Its nodes pair with the executable's by position (both
+  # listed in creation order, the order the driver pairs them in): a later
+  # graphNodeUpdate may name a node by either graph's handle.
+}
+
+struct GraphBody {
+  # One graph: the executable's, a child graph's, or a conditional's body.
+  nodes @0 :List(GraphNode);        # in the order cuGraphGetNodes lists them (creation order)
+  edges @1 :List(GraphEdge);        # every dependency, in the order cuGraphGetEdges lists them
+}
+
+struct GraphEdge {
+  # `to` runs after `from`. Indices into the body's nodes; a reader checks
+  # both against the list's size.
+  from @0 :UInt32;
+  to @1 :UInt32;
+  fromPort @2 :UInt8;               # CUgraphEdgeData: 0 for a full dependency
+  toPort @3 :UInt8;
+  type @4 :UInt8;                   # CUgraphDependencyType: 0 default, 1 programmatic
+}
+
+struct GraphNode {
+  handle @0 :UInt64;                # the CUgraphNode (of the graph instantiated), which updates name
+  enabled @1 :Bool = true;          # cuGraphNodeSetEnabled on the executable; a disabled node does nothing
+  union {
+    kernel @2 :Launch;
+    # The kernel, its shape and parameter bytes with the pointer words found
+    # in them, as in a launch. Only these fields of Launch apply: api
+    # (graphKernelNode), function, kernelName, grid*, block*,
+    # sharedMemBytes, context, device, attributes (the node's kernel node
+    # attributes that are set), params, paramLayout, pointers,
+    # paramsFromExtra; launchIndex, stream and the snapshot fields are 0 or
+    # empty.
+    memcpy @3 :Memcpy;
+    # The copy's shape and addresses (direction from the memory types);
+    # never data: a host source is read each time the graph runs. stream,
+    # isAsync and result are 0.
+    memset @4 :Memset;              # stream, isAsync and result are 0
+    host @5 :GraphHostNode;         # a host function: replay does not call it
+    childGraph @6 :GraphBody;       # runs this graph (the executable's copy of it)
+    empty @7 :Void;
+    eventRecord @8 :UInt64;         # the CUevent recorded
+    eventWait @9 :UInt64;           # the CUevent waited for
+    memAlloc @10 :GraphMemAlloc;
+    memFree @11 :UInt64;            # the address a graph allocation node made
+    conditional @12 :GraphConditional;
+    unreadable @13 :GraphUnreadableNode;
+  }
+}
+
+struct GraphHostNode {
+  function @0 :UInt64;              # CUhostFn
+  userData @1 :UInt64;
+}
+
+struct GraphMemAlloc {
+  # Graph-owned memory: [address, address + size) exists while the graph
+  # runs, from this node until the memFree node naming `address` (or the
+  # program's cuMemFreeAsync) frees it.
+  address @0 :UInt64;
+  size @1 :UInt64;
+  device @2 :Int32;                 # the pool's location
+}
+
+struct GraphConditional {
+  # Runs bodies by the value of a condition the graph's kernels set
+  # (cudaGraphSetConditional) and that starts at `defaultValue` at each launch
+  # when `setDefault` (else it keeps its value from the previous launch).
+  handle @0 :UInt64;                # CUgraphConditionalHandle
+  type @1 :UInt8;                   # CUgraphConditionalNodeType: 0 if, 1 while, 2 switch
+  bodies @2 :List(GraphBody);       # if: [true] or [true, false]; while: [body]; switch: one per value
+  defaultValue @3 :UInt32;
+  setDefault @4 :Bool;              # CU_GRAPH_COND_ASSIGN_DEFAULT
+}
+
+struct GraphUnreadableNode {
+  # A node whose parameters the shim could not read: a type it does not
+  # record (batch memory operations, external semaphores), or one whose
+  # query failed.
+  type @0 :Int32;                   # CUgraphNodeType
+  why @1 :Text;
+}
+
+struct GraphNodeUpdate {
+  # One node of an executable changed (cuGraphExec*NodeSetParams,
+  # cuGraphExecNodeSetParams, the event setters, cuGraphNodeSetEnabled):
+  # launches after it run the node this way.
+  graphExec @0 :UInt64;
+  node @1 :UInt64;                  # the node handle as passed (see GraphDefineApi.execUpdate)
+  api @2 :GraphUpdateApi;
+  params @3 :GraphNode;             # the node's new parameters (kind enable: only `enabled` applies)
+  result @4 :Int32;                 # CUresult of the call; a failed update changed nothing
+}
+
+enum GraphUpdateApi {
+  kernelParams @0;                  # cuGraphExecKernelNodeSetParams
+  memcpyParams @1;                  # cuGraphExecMemcpyNodeSetParams
+  memsetParams @2;                  # cuGraphExecMemsetNodeSetParams
+  hostParams @3;                    # cuGraphExecHostNodeSetParams
+  childGraph @4;                    # cuGraphExecChildGraphNodeSetParams
+  eventRecord @5;                   # cuGraphExecEventRecordNodeSetEvent
+  eventWait @6;                     # cuGraphExecEventWaitNodeSetEvent
+  nodeParams @7;                    # cuGraphExecNodeSetParams
+  enable @8;                        # cuGraphNodeSetEnabled
 }
 
 struct ApiError {

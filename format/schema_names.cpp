@@ -19,10 +19,11 @@ std::string enumName(capnp::EnumSchema schema, uint16_t value) {
 
 namespace {
 
-struct EventUnion {
-  std::vector<const char*> names;  // by discriminant value; nullptr where none
-  EventUnion() {
-    for (auto field : capnp::Schema::from<schema::Event>().getUnionFields()) {
+// A struct's union member names by discriminant value; nullptr where none.
+struct UnionNames {
+  std::vector<const char*> names;
+  explicit UnionNames(capnp::StructSchema schema) {
+    for (auto field : schema.getUnionFields()) {
       uint16_t d = field.getProto().getDiscriminantValue();
       if (names.size() <= d) names.resize(d + 1u, nullptr);
       names[d] = field.getProto().getName().cStr();
@@ -30,8 +31,8 @@ struct EventUnion {
   }
 };
 
-const EventUnion& eventUnion() {
-  static const EventUnion u;
+const UnionNames& eventUnion() {
+  static const UnionNames u(capnp::Schema::from<schema::Event>());
   return u;
 }
 
@@ -118,6 +119,12 @@ const char* eventTypeName(uint16_t which) {
 }
 
 const char* eventTypeName(schema::Event::Reader event) { return eventTypeName(eventKind(event)); }
+
+const char* graphNodeTypeName(schema::GraphNode::Reader node) {
+  static const UnionNames u(capnp::Schema::from<schema::GraphNode>());
+  const auto which = static_cast<uint16_t>(node.which());
+  return which < u.names.size() && u.names[which] != nullptr ? u.names[which] : "unknown";
+}
 
 std::vector<std::string> eventTypeNames() {
   std::vector<std::string> out;

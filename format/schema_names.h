@@ -27,6 +27,10 @@ const char* eventTypeName(schema::Event::Reader event);
 const char* eventTypeName(uint16_t which);
 std::vector<std::string> eventTypeNames();  // every known member, schema order
 
+// A graph node's kind ("kernel", "memcpy", ...; "unknown" for a member this
+// schema lacks).
+const char* graphNodeTypeName(schema::GraphNode::Reader node);
+
 // Calls fn(path, content) for every Content the event references, wherever it
 // sits (launch.pre[i].content, moduleLoad.image, memcpy.data, ...).
 // `path` names the field, e.g. "launch.pre[2].content".

@@ -344,6 +344,102 @@ void formatTrigger(Line& l, schema::Trigger::Reader t) {
   l.numIf("droppedEvents", t.getDroppedEvents());
 }
 
+// ---- graphs: a line for the executable, an indented line per node
+
+void formatGraphBody(std::string& out, schema::GraphBody::Reader body, unsigned depth, const TensorMapIndex* maps);
+
+void formatGraphNode(std::string& out, schema::GraphNode::Reader n, unsigned depth, const TensorMapIndex* maps) {
+  Line l(out);
+  l.add(format::graphNodeTypeName(n)).addr("node", n.getHandle()).flag("disabled", !n.getEnabled());
+  switch (n.which()) {
+    case schema::GraphNode::KERNEL: {
+      const auto k = n.getKernel();
+      l.add(k.hasKernelName() ? word(k.getKernelName().cStr()) : "<function " + hex(k.getFunction()) + ">")
+          .kv("grid", dim3Text(k.getGridX(), k.getGridY(), k.getGridZ()))
+          .kv("block", dim3Text(k.getBlockX(), k.getBlockY(), k.getBlockZ()))
+          .num("smem", k.getSharedMemBytes())
+          .kv("params", std::to_string(k.getParams().size()) + "B")
+          .kv("ptrs", pointersText(k.getPointers(), k.getParams(), maps));
+      if (k.hasAttributes()) l.num("attrs", k.getAttributes().size());
+      break;
+    }
+    case schema::GraphNode::MEMCPY:
+      formatMemcpy(l, n.getMemcpy());
+      break;
+    case schema::GraphNode::MEMSET:
+      formatMemset(l, n.getMemset());
+      break;
+    case schema::GraphNode::HOST:
+      l.addr("function", n.getHost().getFunction()).addr("userData", n.getHost().getUserData());
+      break;
+    case schema::GraphNode::CHILD_GRAPH:
+      formatGraphBody(out, n.getChildGraph(), depth + 1, maps);
+      break;
+    case schema::GraphNode::EVENT_RECORD:
+      l.addr("event", n.getEventRecord());
+      break;
+    case schema::GraphNode::EVENT_WAIT:
+      l.addr("event", n.getEventWait());
+      break;
+    case schema::GraphNode::MEM_ALLOC:
+      l.addr("address", n.getMemAlloc().getAddress())
+          .num("size", n.getMemAlloc().getSize())
+          .snum("device", n.getMemAlloc().getDevice());
+      break;
+    case schema::GraphNode::MEM_FREE:
+      l.addr("address", n.getMemFree());
+      break;
+    case schema::GraphNode::CONDITIONAL: {
+      const auto c = n.getConditional();
+      l.addr("handle", c.getHandle())
+          .add(pick(c.getType(), {"if", "while", "switch"}, "type"))
+          .num("default", c.getDefaultValue())
+          .flag("setDefault", c.getSetDefault());
+      for (auto body : c.getBodies()) formatGraphBody(out, body, depth + 1, maps);
+      break;
+    }
+    case schema::GraphNode::UNREADABLE:
+      l.snum("type", n.getUnreadable().getType()).add(printable(n.getUnreadable().getWhy().cStr(), true));
+      break;
+    default:
+      break;
+  }
+}
+
+// Nodes are numbered by their place in the body (edges use the numbers).
+void formatGraphBody(std::string& out, schema::GraphBody::Reader body, unsigned depth, const TensorMapIndex* maps) {
+  const std::string indent(4 + 2 * depth, ' ');
+  out += strf(" (%u nodes, %u edges)", body.getNodes().size(), body.getEdges().size());
+  unsigned index = 0;
+  for (auto node : body.getNodes()) {
+    out += "\n" + indent + strf("%u:", index++);
+    formatGraphNode(out, node, depth, maps);
+  }
+  if (body.getEdges().size() == 0) return;
+  out += "\n" + indent + "edges";
+  for (auto edge : body.getEdges()) {
+    out += strf(" %u->%u", edge.getFrom(), edge.getTo());
+    if (edge.getType() != 0 || edge.getFromPort() != 0 || edge.getToPort() != 0) {
+      out += strf("(type %u ports %u/%u)", edge.getType(), edge.getFromPort(), edge.getToPort());
+    }
+  }
+}
+
+void formatGraphDefine(std::string& out, Line& l, schema::GraphDefine::Reader g, const TensorMapIndex* maps) {
+  l.addr("exec", g.getGraphExec()).addr("graph", g.getGraph()).add(enumName(g.getApi())).numIf("flags", g.getFlags());
+  l.result(g.getResult()).flag("incomplete", g.getResult() == 0 && !g.getComplete());
+  if (g.getResult() == 0) formatGraphBody(out, g.getBody(), 0, maps);
+}
+
+void formatGraphNodeUpdate(std::string& out, Line& l, schema::GraphNodeUpdate::Reader u, const TensorMapIndex* maps) {
+  l.addr("exec", u.getGraphExec()).add(enumName(u.getApi())).result(u.getResult());
+  if (u.getApi() == schema::GraphUpdateApi::ENABLE) {
+    l.add(u.getParams().getEnabled() ? "enabled" : "disabled").addr("node", u.getNode());
+    return;
+  }
+  formatGraphNode(out, u.getParams(), 0, maps);
+}
+
 void formatEvent(std::string& out, const Event::Reader& e, const TensorMapIndex* maps) {
   const char* type = eventTypeName(e);
   out += strf("#%-7llu +%-10llu %7u %-17s", static_cast<unsigned long long>(e.getSeq()),
@@ -371,6 +467,8 @@ void formatEvent(std::string& out, const Event::Reader& e, const TensorMapIndex*
              [&](schema::GraphLaunch::Reader g) {
                l.addr("exec", g.getGraphExec()).addr("stream", g.getStream()).result(g.getResult());
              },
+             [&](schema::GraphDefine::Reader g) { formatGraphDefine(out, l, g, maps); },
+             [&](schema::GraphNodeUpdate::Reader u) { formatGraphNodeUpdate(out, l, u, maps); },
              [&](schema::ApiError::Reader a) {
                l.add(word(a.getFunction().cStr())).snum("result", a.getResult());
                if (a.hasResultName()) l.add(word(a.getResultName().cStr()));

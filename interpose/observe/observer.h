@@ -114,6 +114,43 @@ KCAP_OBSERVE_AROUND(cuLaunchCooperativeKernel_hook, CUfunction f, unsigned gridX
                     void** params)
 KCAP_OBSERVE_AFTER(cuGraphLaunch_hook, CUgraphExec graph, CUstream stream)
 
+// Graphs (graph_observers.cpp): an executable's structure when it is made
+// or updated, each change to one of its nodes, and what conditional nodes are.
+KCAP_OBSERVE_AFTER(cuGraphInstantiateWithFlags_hook, CUgraphExec* exec, CUgraph graph, unsigned long long flags)
+KCAP_OBSERVE_AFTER(cuGraphInstantiateWithParams_hook, CUgraphExec* exec, CUgraph graph,
+                   CUDA_GRAPH_INSTANTIATE_PARAMS* params)
+template <>
+struct Observer<HookId::cuGraphExecUpdate_hook> {
+  static void after(HookId, CUresult, CUgraphExec exec, CUgraph graph, CUgraphNode* errorNode,
+                    CUgraphExecUpdateResult* updateResult);
+  static void after(HookId, CUresult, CUgraphExec exec, CUgraph graph, CUgraphExecUpdateResultInfo* info);
+};
+template <>
+struct Observer<HookId::cuGraphExecKernelNodeSetParams_hook> {
+  static void after(HookId, CUresult, CUgraphExec exec, CUgraphNode node, const CUDA_KERNEL_NODE_PARAMS_v1* params);
+  static void after(HookId, CUresult, CUgraphExec exec, CUgraphNode node, const CUDA_KERNEL_NODE_PARAMS* params);
+};
+KCAP_OBSERVE_AFTER(cuGraphExecMemcpyNodeSetParams_hook, CUgraphExec exec, CUgraphNode node, const CUDA_MEMCPY3D* copy,
+                   CUcontext context)
+KCAP_OBSERVE_AFTER(cuGraphExecMemsetNodeSetParams_hook, CUgraphExec exec, CUgraphNode node,
+                   const CUDA_MEMSET_NODE_PARAMS* params, CUcontext context)
+KCAP_OBSERVE_AFTER(cuGraphExecHostNodeSetParams_hook, CUgraphExec exec, CUgraphNode node,
+                   const CUDA_HOST_NODE_PARAMS* params)
+KCAP_OBSERVE_AFTER(cuGraphExecChildGraphNodeSetParams_hook, CUgraphExec exec, CUgraphNode node, CUgraph child)
+KCAP_OBSERVE_AFTER(cuGraphExecEventRecordNodeSetEvent_hook, CUgraphExec exec, CUgraphNode node, CUevent event)
+KCAP_OBSERVE_AFTER(cuGraphExecEventWaitNodeSetEvent_hook, CUgraphExec exec, CUgraphNode node, CUevent event)
+KCAP_OBSERVE_AFTER(cuGraphExecNodeSetParams_hook, CUgraphExec exec, CUgraphNode node, CUgraphNodeParams* params)
+KCAP_OBSERVE_AFTER(cuGraphNodeSetEnabled_hook, CUgraphExec exec, CUgraphNode node, unsigned enabled)
+template <>
+struct Observer<HookId::cuGraphAddNode_hook> {
+  static void after(HookId, CUresult, CUgraphNode* node, CUgraph graph, const CUgraphNode* deps, size_t count,
+                    CUgraphNodeParams* params);
+  static void after(HookId, CUresult, CUgraphNode* node, CUgraph graph, const CUgraphNode* deps,
+                    const CUgraphEdgeData* edges, size_t count, CUgraphNodeParams* params);
+};
+KCAP_OBSERVE_AFTER(cuGraphConditionalHandleCreate_hook, CUgraphConditionalHandle* handle, CUgraph graph,
+                   CUcontext context, unsigned defaultValue, unsigned flags)
+
 // Allocation (memory_observers.cpp). Frees are seen before the real call
 // too: the allocation leaves the map before its addresses can be reused.
 KCAP_OBSERVE_AFTER(cuMemAlloc_v2_hook, CUdeviceptr* address, size_t size)

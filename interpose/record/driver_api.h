@@ -49,6 +49,22 @@ struct DriverApi {
   PFN_cuLibraryGetKernel_v12000 libraryGetKernel = nullptr;
   PFN_cuLaunchKernel_v4000 launchKernel = nullptr;
 
+  // Graphs: what an executable graph is made of (record_graph.cpp).
+  PFN_cuGraphGetNodes_v10000 graphGetNodes = nullptr;
+  PFN_cuGraphGetEdges_v12030 graphGetEdges = nullptr;    // with edge data (CUDA 12.3)
+  PFN_cuGraphGetEdges_v10000 graphGetEdgesV1 = nullptr;  // without
+  PFN_cuGraphNodeGetType_v10000 graphNodeGetType = nullptr;
+  PFN_cuGraphKernelNodeGetParams_v12000 graphKernelNodeGetParams = nullptr;
+  PFN_cuGraphKernelNodeGetAttribute_v11000 graphKernelNodeGetAttribute = nullptr;
+  PFN_cuGraphMemcpyNodeGetParams_v10000 graphMemcpyNodeGetParams = nullptr;
+  PFN_cuGraphMemsetNodeGetParams_v10000 graphMemsetNodeGetParams = nullptr;
+  PFN_cuGraphHostNodeGetParams_v10000 graphHostNodeGetParams = nullptr;
+  PFN_cuGraphChildGraphNodeGetGraph_v10000 graphChildGraphNodeGetGraph = nullptr;
+  PFN_cuGraphEventRecordNodeGetEvent_v11010 graphEventRecordNodeGetEvent = nullptr;
+  PFN_cuGraphEventWaitNodeGetEvent_v11010 graphEventWaitNodeGetEvent = nullptr;
+  PFN_cuGraphMemAllocNodeGetParams_v11040 graphMemAllocNodeGetParams = nullptr;
+  PFN_cuGraphMemFreeNodeGetParams_v11040 graphMemFreeNodeGetParams = nullptr;
+
   PFN_cuFuncGetParamInfo_v12040 funcGetParamInfo = nullptr;
   PFN_cuKernelGetParamInfo_v12040 kernelGetParamInfo = nullptr;
   PFN_cuModuleGetGlobal_v3020 moduleGetGlobal = nullptr;

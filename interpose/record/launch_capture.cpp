@@ -202,21 +202,7 @@ struct LaunchEventData final : format::DeferredEvent {
             capnp::Data::Reader(reinterpret_cast<const uint8_t*>(&attributes[i].value), sizeof attributes[i].value));
       }
     }
-    launch.setParams(capnp::Data::Reader(params.bytes.data(), params.bytes.size()));
-    launch.setParamsFromExtra(params.fromExtra);
-    const std::span<const ParamSlot> slots = params.layout();
-    auto layout = launch.initParamLayout(static_cast<unsigned>(slots.size()));
-    for (unsigned i = 0; i < slots.size(); ++i) {
-      layout[i].setOffset(slots[i].offset);
-      layout[i].setSize(slots[i].size);
-    }
-    auto words = launch.initPointers(static_cast<unsigned>(pointers.size()));
-    for (unsigned i = 0; i < pointers.size(); ++i) {
-      words[i].setOffset(pointers[i].offset);
-      words[i].setValue(pointers[i].value);
-      words[i].setAllocationBase(pointers[i].allocationBase);
-      words[i].setInTensorMap(pointers[i].inTensorMap);
-    }
+    writeLaunchParams(launch, params, pointers);
     launch.setCapturing(capturing);
     if (synchronized) {
       launch.setSyncResult(syncResult);
@@ -306,6 +292,25 @@ struct LaunchEndData final : format::DeferredEvent {
 };
 
 }  // namespace
+
+void writeLaunchParams(schema::Launch::Builder launch, const ParamBuffer& params,
+                       std::span<const ParamPointer> pointers) {
+  launch.setParams(capnp::Data::Reader(params.bytes.data(), params.bytes.size()));
+  launch.setParamsFromExtra(params.fromExtra);
+  const std::span<const ParamSlot> slots = params.layout();
+  auto layout = launch.initParamLayout(static_cast<unsigned>(slots.size()));
+  for (unsigned i = 0; i < slots.size(); ++i) {
+    layout[i].setOffset(slots[i].offset);
+    layout[i].setSize(slots[i].size);
+  }
+  auto words = launch.initPointers(static_cast<unsigned>(pointers.size()));
+  for (unsigned i = 0; i < pointers.size(); ++i) {
+    words[i].setOffset(pointers[i].offset);
+    words[i].setValue(pointers[i].value);
+    words[i].setAllocationBase(pointers[i].allocationBase);
+    words[i].setInTensorMap(pointers[i].inTensorMap);
+  }
+}
 
 // Only called when a filter is set: launchStarting tests that inline, so
 // that unfiltered launches do not pay for a call.

@@ -132,56 +132,51 @@ void Recorder::freed(const FreeCall& call, const std::vector<Allocation>& releas
   append(message);
 }
 
-void Recorder::copied(const CopyCall& call, const void* hostSource) {
-  if (call.result != CUDA_SUCCESS) {
-    return;
+schema::CopyDirection Recorder::copyDirection(const CopyCall& call, const void*& hostSource) {
+  if (call.direction != schema::CopyDirection::UNKNOWN || call.array) {
+    return call.direction;
   }
-  Operation operation(*this);
-  if (!operation) {
-    return;
-  }
-  if (call.isAsync) {
-    streamUsed(reinterpret_cast<CUstream>(call.stream));
-  }
-  schema::CopyDirection direction = call.direction;
-  if (direction == schema::CopyDirection::UNKNOWN && !call.array) {
-    // cuMemcpy, or a unified side of a 2D/3D copy: unified addressing; which
-    // side is the device's? Tracked allocations say; otherwise ask the
-    // driver. Host bytes are read only when the source is known to be
-    // host memory.
-    const auto side = [&](uint64_t pointer) -> int {  // 1 device, 0 host, -1 unknown
-      if (const auto allocation = allocations_.find(pointer)) {
-        return allocation->kind == AllocationKind::kHostMapped ? 0 : 1;
-      }
-      const auto query = driverApi().pointerGetAttribute;
-      if (query == nullptr) {
-        return -1;
-      }
-      unsigned type = 0;
-      const CUresult r = query(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, pointer);
-      if (r == CUDA_ERROR_INVALID_VALUE) {
-        return 0;  // not memory the driver knows: pageable host memory
-      }
-      if (r != CUDA_SUCCESS) {
-        return -1;
-      }
-      return type == CU_MEMORYTYPE_HOST ? 0 : 1;
-    };
-    const int dst = side(call.dst);
-    const int src = side(call.src);
-    if (dst == 1 && src == 0) {
-      direction = schema::CopyDirection::HOST_TO_DEVICE;
-      hostSource = reinterpret_cast<const void*>(call.src);
-    } else if (dst == 0 && src == 1) {
-      direction = schema::CopyDirection::DEVICE_TO_HOST;
-    } else if (dst == 1 && src == 1) {
-      direction = schema::CopyDirection::DEVICE_TO_DEVICE;
-    } else if (dst == 0 && src == 0) {
-      direction = schema::CopyDirection::HOST_TO_HOST;
+  // cuMemcpy, or a unified side of a 2D/3D copy: unified addressing; which
+  // side is the device's? Tracked allocations say; otherwise ask the
+  // driver. Host bytes are read only when the source is known to be host
+  // memory.
+  const auto side = [&](uint64_t pointer) -> int {  // 1 device, 0 host, -1 unknown
+    if (const auto allocation = allocations_.find(pointer)) {
+      return allocation->kind == AllocationKind::kHostMapped ? 0 : 1;
     }
+    const auto query = driverApi().pointerGetAttribute;
+    if (query == nullptr) {
+      return -1;
+    }
+    unsigned type = 0;
+    const CUresult r = query(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, pointer);
+    if (r == CUDA_ERROR_INVALID_VALUE) {
+      return 0;  // not memory the driver knows: pageable host memory
+    }
+    if (r != CUDA_SUCCESS) {
+      return -1;
+    }
+    return type == CU_MEMORYTYPE_HOST ? 0 : 1;
+  };
+  const int dst = side(call.dst);
+  const int src = side(call.src);
+  if (dst == 1 && src == 0) {
+    hostSource = reinterpret_cast<const void*>(call.src);
+    return schema::CopyDirection::HOST_TO_DEVICE;
   }
-  EventMessage message(*this);
-  auto copy = message.event().initMemcpy();
+  if (dst == 0 && src == 1) {
+    return schema::CopyDirection::DEVICE_TO_HOST;
+  }
+  if (dst == 1 && src == 1) {
+    return schema::CopyDirection::DEVICE_TO_DEVICE;
+  }
+  if (dst == 0 && src == 0) {
+    return schema::CopyDirection::HOST_TO_HOST;
+  }
+  return schema::CopyDirection::UNKNOWN;
+}
+
+void writeCopyShape(schema::Memcpy::Builder copy, const CopyCall& call, schema::CopyDirection direction) {
   copy.setDirection(direction);
   const bool toDevice =
       direction == schema::CopyDirection::HOST_TO_DEVICE || direction == schema::CopyDirection::DEVICE_TO_DEVICE;
@@ -201,6 +196,23 @@ void Recorder::copied(const CopyCall& call, const void* hostSource) {
   copy.setDepth(call.depth);
   copy.setDstHeight(call.dstHeight);
   copy.setSrcHeight(call.srcHeight);
+}
+
+void Recorder::copied(const CopyCall& call, const void* hostSource) {
+  if (call.result != CUDA_SUCCESS) {
+    return;
+  }
+  Operation operation(*this);
+  if (!operation) {
+    return;
+  }
+  if (call.isAsync) {
+    streamUsed(reinterpret_cast<CUstream>(call.stream));
+  }
+  const schema::CopyDirection direction = copyDirection(call, hostSource);
+  EventMessage message(*this);
+  auto copy = message.event().initMemcpy();
+  writeCopyShape(copy, call, direction);
   if (direction == schema::CopyDirection::HOST_TO_DEVICE && hostSource != nullptr && call.size != 0 &&
       options_.mode != CaptureMode::kMetadata) {
     const uint64_t slices = std::max<uint64_t>(call.depth, 1);

@@ -35,6 +35,7 @@
 
 #include "core/allocation_map.h"
 #include "core/capture_options.h"
+#include "core/param_buffer.h"
 #include "core/pointer_scanner.h"
 #include "core/thread_work.h"
 #include "core/trace_clock.h"
@@ -150,6 +151,15 @@ struct CopyCall {
   uint64_t srcHeight = 0;
 };
 
+// A CUDA_MEMCPY2D / CUDA_MEMCPY3D as a CopyCall (copy_calls.cpp): the shape,
+// each side's first byte copied, the direction the memory types give (a
+// unified side left UNKNOWN for the recorder, an array side `array`).
+// `hostSource`: the source's host pointer when it is host memory, else null.
+CopyCall copyCallOf(const CUDA_MEMCPY2D& copy, const void*& hostSource);
+CopyCall copyCallOf(const CUDA_MEMCPY3D& copy, const void*& hostSource);
+// A Memcpy's fields from a call whose direction is decided (record_memory.cpp).
+void writeCopyShape(schema::Memcpy::Builder copy, const CopyCall& call, schema::CopyDirection direction);
+
 struct SetCall {
   CUresult result = CUDA_SUCCESS;
   uint64_t dst = 0;
@@ -210,6 +220,39 @@ struct LaunchCall {
   const CUlaunchAttribute* attributes = nullptr;
   unsigned attributeCount = 0;
 };
+
+// cuGraphInstantiate*, or a successful cuGraphExecUpdate (record_graph.cpp).
+struct GraphDefineCall {
+  schema::GraphDefineApi api = schema::GraphDefineApi::INSTANTIATE;
+  CUresult result = CUDA_SUCCESS;
+  CUgraphExec exec = nullptr;
+  CUgraph graph = nullptr;
+  uint64_t flags = 0;
+};
+
+// A cuGraphExec*SetParams-style call: `params` holds the node's new
+// parameters in the generic form (its `type` set), whichever setter the
+// program called; unused for kind enable.
+struct GraphNodeUpdateCall {
+  schema::GraphUpdateApi api = schema::GraphUpdateApi::KERNEL_PARAMS;
+  CUresult result = CUDA_SUCCESS;
+  CUgraphExec exec = nullptr;
+  CUgraphNode node = nullptr;
+  const CUgraphNodeParams* params = nullptr;
+  bool enabled = true;
+};
+
+// A kernel node's parameters in the generic form (record_graph.cpp).
+CUDA_KERNEL_NODE_PARAMS_v3 kernelNodeParams(const CUDA_KERNEL_NODE_PARAMS_v2& params);
+// A launch's parameter bytes, layout and pointer words (launch_capture.cpp).
+void writeLaunchParams(schema::Launch::Builder launch, const ParamBuffer& params,
+                       std::span<const ParamPointer> pointers);
+
+// Conditional nodes: the driver has no query for their parameters, so the
+// shim remembers them from the calls that made them, recording or not
+// (record_graph.cpp).
+void conditionalNodeAdded(CUgraphNode node, const CUDA_CONDITIONAL_NODE_PARAMS& params);
+void conditionalHandleCreated(CUgraphConditionalHandle handle, unsigned defaultValue, unsigned flags);
 
 // A launch between its Launch event and its LaunchEnd (launch_capture.cpp).
 // The observers keep one per launch in progress on a thread, reused from
@@ -309,6 +352,9 @@ class Recorder {
   void memset(const SetCall& call);
   void synchronized(const SyncCall& call);
   void graphLaunched(uint64_t graphExec, uint64_t stream, CUresult result);
+  // ---- graphs (record_graph.cpp)
+  void graphDefined(const GraphDefineCall& call);
+  void graphNodeUpdated(const GraphNodeUpdateCall& call);
   void tensorMapEncoded(const TensorMapEncodeCall& call);
   void apiError(HookId id, CUresult result);
 
@@ -402,6 +448,16 @@ class Recorder {
   LaunchTarget launchTarget(CUfunction function);  // cached per thread
   FunctionInfo lookupFunction(CUfunction function);
   void noteOnce(std::atomic<bool>& flag, schema::Message::Level level, const std::string& text);
+  // record_memory.cpp: a copy's direction, a unified side resolved (then
+  // `hostSource` is set when the source is host memory).
+  schema::CopyDirection copyDirection(const CopyCall& call, const void*& hostSource);
+
+  // Graphs (record_graph.cpp): a graph read through the driver's queries
+  // into `body`; `complete` turns false at a node that could not be read.
+  void writeGraphBody(CUgraph graph, schema::GraphBody::Builder body, unsigned depth, bool& complete);
+  void writeGraphNode(CUgraphNode node, const CUgraphNodeParams& params, schema::GraphNode::Builder out, unsigned depth,
+                      bool& complete);
+  void writeKernelNode(CUgraphNode node, const CUDA_KERNEL_NODE_PARAMS_v3& params, schema::Launch::Builder launch);
   void apiErrorTrigger(HookId id, CUresult result) noexcept;  // flight_recorder.cpp
 
   const CaptureOptions options_;

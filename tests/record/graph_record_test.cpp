@@ -1,0 +1,253 @@
+// Recording CUDA graphs against the driver double: an executable's nodes,
+// edges and parameters when it is made (graphDefine), each change made to
+// it (graphNodeUpdate), for a graph built node by node with every node type
+// and for one made by stream capture; the program's output unchanged.
+#include "process_runner.h"
+
+#include "trace_files.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace kcap_test {
+namespace {
+
+using kcap::schema::Event;
+namespace schema = kcap::schema;
+
+constexpr unsigned kN = 1024;  // graph_scenarios' element count
+
+class Recorded {
+ public:
+  Recorded(const std::string& scenario, const std::string& mode) {
+    path_ = dir_.file(scenario + ".kcap");
+    const Outcome plain = run({graphProgram(), {scenario}, {}, false});
+    const Outcome shimmed = run({graphProgram(), {scenario}, {{"KCAP_OUTPUT", path_}, {"KCAP_MODE", mode}}, true});
+    EXPECT_EQ(plain.exitCode, 0) << plain.describe();
+    EXPECT_EQ(shimmed.exitCode, 0) << shimmed.describe();
+    EXPECT_EQ(shimmed.err, "") << shimmed.describe();
+    EXPECT_EQ(shimmed.out, plain.out);
+    EXPECT_NE(plain.out.find("result "), std::string::npos) << plain.describe();
+    events_ = kcap::test::readAllEvents(path_);
+  }
+  std::vector<Event::Reader> of(Event::Which which) const {
+    std::vector<Event::Reader> out;
+    for (const auto& e : events_) {
+      if (e.get().which() == which) out.push_back(e.get());
+    }
+    return out;
+  }
+  // Allocations in the order the program made them.
+  uint64_t allocation(size_t i) const { return of(Event::ALLOC).at(i).getAlloc().getAddress(); }
+  const std::string& path() const { return path_; }
+
+ private:
+  kcap::test::TempDir dir_{"kcap-graph"};
+  std::string path_;
+  std::vector<kcap::test::OwnedEvent> events_;
+};
+
+float firstFloat(schema::Launch::Reader kernel) {
+  float value = 0;
+  const auto params = kernel.getParams();
+  if (params.size() >= sizeof value) std::memcpy(&value, params.begin(), sizeof value);
+  return value;
+}
+
+std::vector<uint64_t> pointerValues(schema::Launch::Reader kernel) {
+  std::vector<uint64_t> out;
+  for (const auto word : kernel.getPointers()) out.push_back(word.getValue());
+  return out;
+}
+
+std::set<std::pair<uint32_t, uint32_t>> edgesOf(schema::GraphBody::Reader body) {
+  std::set<std::pair<uint32_t, uint32_t>> out;
+  for (const auto edge : body.getEdges()) out.emplace(edge.getFrom(), edge.getTo());
+  return out;
+}
+
+// axpy(a, from, y, kN) as a kernel node: a, the pointer words, the shape.
+void expectAxpy(schema::GraphNode::Reader node, float a, uint64_t from, uint64_t y) {
+  ASSERT_EQ(node.which(), schema::GraphNode::KERNEL);
+  const auto kernel = node.getKernel();
+  EXPECT_EQ(std::string(kernel.getKernelName().cStr()), "axpy");
+  EXPECT_EQ(kernel.getApi(), schema::LaunchApi::GRAPH_KERNEL_NODE);
+  EXPECT_EQ(kernel.getGridX(), kN / 256);
+  EXPECT_EQ(kernel.getBlockX(), 256u);
+  EXPECT_EQ(firstFloat(kernel), a);
+  EXPECT_EQ(pointerValues(kernel), (std::vector<uint64_t>{from, y}));
+  for (const auto word : kernel.getPointers()) EXPECT_EQ(word.getAllocationBase(), word.getValue());
+  EXPECT_EQ(kernel.getParamLayout().size(), 4u);
+}
+
+// One executable of every node type the shim records, then changed.
+class ExplicitGraph : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { recorded_ = new Recorded("explicit", "full"); }
+  static void TearDownTestSuite() { delete recorded_; }
+  static Recorded* recorded_;
+};
+Recorded* ExplicitGraph::recorded_ = nullptr;
+
+TEST_F(ExplicitGraph, EveryNodeIsDescribedWithItsParameters) {
+  const Recorded& r = *recorded_;
+  const uint64_t x = r.allocation(0);
+  const uint64_t y = r.allocation(1);
+  const uint64_t z = r.allocation(2);
+  const auto defines = r.of(Event::GRAPH_DEFINE);
+  ASSERT_EQ(defines.size(), 2u);
+  const auto define = defines[0].getGraphDefine();
+  EXPECT_EQ(define.getApi(), schema::GraphDefineApi::INSTANTIATE);
+  EXPECT_EQ(define.getResult(), 0);
+  EXPECT_TRUE(define.getComplete());
+  EXPECT_NE(define.getGraphExec(), 0u);
+  EXPECT_NE(define.getGraph(), 0u);
+  EXPECT_GE(define.getDevice(), 0);
+
+  const auto nodes = define.getBody().getNodes();
+  const std::vector<schema::GraphNode::Which> kinds = {
+      schema::GraphNode::MEMSET,      schema::GraphNode::MEMCPY,     schema::GraphNode::KERNEL,
+      schema::GraphNode::CHILD_GRAPH, schema::GraphNode::EMPTY,      schema::GraphNode::EVENT_RECORD,
+      schema::GraphNode::EVENT_WAIT,  schema::GraphNode::HOST,       schema::GraphNode::MEM_ALLOC,
+      schema::GraphNode::MEM_FREE,    schema::GraphNode::CONDITIONAL};
+  ASSERT_EQ(nodes.size(), kinds.size());
+  std::set<uint64_t> handles;
+  for (unsigned i = 0; i < nodes.size(); ++i) {
+    EXPECT_EQ(nodes[i].which(), kinds[i]) << "node " << i;
+    EXPECT_TRUE(nodes[i].getEnabled());
+    handles.insert(nodes[i].getHandle());
+  }
+  EXPECT_EQ(handles.size(), nodes.size());
+  EXPECT_FALSE(handles.contains(0));
+
+  const auto memset = nodes[0].getMemset();
+  EXPECT_EQ(memset.getDst(), z);
+  EXPECT_EQ(memset.getElementSize(), 4u);
+  EXPECT_EQ(memset.getCount(), kN);
+  EXPECT_EQ(memset.getHeight(), 1u);
+  const auto copy = nodes[1].getMemcpy();
+  EXPECT_EQ(copy.getDirection(), schema::CopyDirection::HOST_TO_DEVICE);
+  EXPECT_EQ(copy.getDst(), z);
+  EXPECT_EQ(copy.getSrc(), 0u);  // a host side is not an address replay can use
+  EXPECT_EQ(copy.getSize(), kN * sizeof(float));
+  EXPECT_FALSE(copy.hasData());
+  expectAxpy(nodes[2], 1.0f, z, y);
+  const auto child = nodes[3].getChildGraph();
+  ASSERT_EQ(child.getNodes().size(), 1u);
+  expectAxpy(child.getNodes()[0], 1.0f, x, y);
+
+  const auto created = r.of(Event::SYNC);
+  uint64_t event = 0;
+  for (const auto e : created) {
+    if (e.getSync().getOp() == schema::SyncKind::EVENT_CREATE) event = e.getSync().getEvent();
+  }
+  ASSERT_NE(event, 0u);
+  EXPECT_EQ(nodes[5].getEventRecord(), event);
+  EXPECT_EQ(nodes[6].getEventWait(), event);
+  EXPECT_NE(nodes[7].getHost().getFunction(), 0u);
+  EXPECT_EQ(nodes[8].getMemAlloc().getSize(), 4096u);
+  EXPECT_NE(nodes[8].getMemAlloc().getAddress(), 0u);
+  EXPECT_EQ(nodes[8].getMemAlloc().getDevice(), 0);
+  EXPECT_EQ(nodes[9].getMemFree(), nodes[8].getMemAlloc().getAddress());
+
+  const auto conditional = nodes[10].getConditional();
+  EXPECT_NE(conditional.getHandle(), 0u);
+  EXPECT_EQ(conditional.getType(), 0u);  // if
+  EXPECT_EQ(conditional.getDefaultValue(), 1u);
+  EXPECT_TRUE(conditional.getSetDefault());
+  ASSERT_EQ(conditional.getBodies().size(), 1u);
+  ASSERT_EQ(conditional.getBodies()[0].getNodes().size(), 1u);
+  expectAxpy(conditional.getBodies()[0].getNodes()[0], 1.0f, x, y);
+
+  std::set<std::pair<uint32_t, uint32_t>> chain;
+  for (uint32_t i = 0; i + 1 < kinds.size(); ++i) chain.emplace(i, i + 1);
+  EXPECT_EQ(edgesOf(define.getBody()), chain);
+}
+
+TEST_F(ExplicitGraph, ChangesToTheExecutableAreRecordedInOrder) {
+  const Recorded& r = *recorded_;
+  const uint64_t y = r.allocation(1);
+  const uint64_t z = r.allocation(2);
+  const auto defines = r.of(Event::GRAPH_DEFINE);
+  ASSERT_EQ(defines.size(), 2u);
+  const auto first = defines[0].getGraphDefine();
+  const auto nodes = first.getBody().getNodes();
+  ASSERT_EQ(nodes.size(), 11u);
+  const uint64_t exec = first.getGraphExec();
+
+  const auto updates = r.of(Event::GRAPH_NODE_UPDATE);
+  ASSERT_EQ(updates.size(), 2u);
+  const auto setParams = updates[0].getGraphNodeUpdate();
+  EXPECT_EQ(setParams.getGraphExec(), exec);
+  EXPECT_EQ(setParams.getApi(), schema::GraphUpdateApi::KERNEL_PARAMS);
+  EXPECT_EQ(setParams.getResult(), 0);
+  EXPECT_EQ(setParams.getNode(), nodes[2].getHandle());
+  expectAxpy(setParams.getParams(), 2.0f, z, y);
+  const auto enable = updates[1].getGraphNodeUpdate();
+  EXPECT_EQ(enable.getApi(), schema::GraphUpdateApi::ENABLE);
+  EXPECT_EQ(enable.getNode(), nodes[0].getHandle());
+  EXPECT_FALSE(enable.getParams().getEnabled());
+
+  const auto updated = defines[1].getGraphDefine();
+  EXPECT_EQ(updated.getApi(), schema::GraphDefineApi::EXEC_UPDATE);
+  EXPECT_EQ(updated.getGraphExec(), exec);
+  EXPECT_NE(updated.getGraph(), first.getGraph());
+  ASSERT_EQ(updated.getBody().getNodes().size(), 11u);
+  expectAxpy(updated.getBody().getNodes()[2], 3.0f, z, y);
+  // The copy's conditional node was made by cuGraphClone, not by a call the
+  // shim saw: written unreadable, the definition incomplete, nothing guessed.
+  EXPECT_FALSE(updated.getComplete());
+  const auto copied = updated.getBody().getNodes()[10];
+  ASSERT_EQ(copied.which(), schema::GraphNode::UNREADABLE);
+  EXPECT_EQ(copied.getUnreadable().getType(), 13);  // CU_GRAPH_NODE_TYPE_CONDITIONAL
+  EXPECT_NE(std::string(copied.getUnreadable().getWhy().cStr()).find("conditional"), std::string::npos);
+
+  // Launches name the executable, each after what it runs was recorded.
+  const auto launches = r.of(Event::GRAPH_LAUNCH);
+  ASSERT_EQ(launches.size(), 4u);
+  for (const auto launch : launches) EXPECT_EQ(launch.getGraphLaunch().getGraphExec(), exec);
+  EXPECT_LT(defines[0].getSeq(), launches[0].getSeq());
+  EXPECT_LT(updates[0].getSeq(), launches[1].getSeq());
+  EXPECT_GT(updates[0].getSeq(), launches[0].getSeq());
+  EXPECT_LT(updates[1].getSeq(), launches[2].getSeq());
+  EXPECT_LT(defines[1].getSeq(), launches[3].getSeq());
+  EXPECT_GT(defines[1].getSeq(), launches[2].getSeq());
+}
+
+TEST_F(ExplicitGraph, DumpShowsTheNodes) {
+  const Outcome dump = kcapOnDouble({"dump", recorded_->path(), "--type", "graphDefine"});
+  ASSERT_EQ(dump.exitCode, 0) << dump.describe();
+  for (const char* text : {"graphDefine", "instantiate", "(11 nodes, 10 edges)", "2: kernel", "axpy", "conditional",
+                           "memAlloc", "edges 0->1", "execUpdate"}) {
+    EXPECT_NE(dump.out.find(text), std::string::npos) << text << "\n" << dump.out;
+  }
+}
+
+// A graph made by stream capture: its nodes are the captured calls.
+TEST(CapturedGraph, TheCapturedCallsAreItsNodes) {
+  const Recorded r("captured", "metadata");
+  const uint64_t y = r.allocation(1);
+  const uint64_t z = r.allocation(2);
+  const auto defines = r.of(Event::GRAPH_DEFINE);
+  ASSERT_EQ(defines.size(), 1u);
+  const auto define = defines[0].getGraphDefine();
+  EXPECT_EQ(define.getApi(), schema::GraphDefineApi::INSTANTIATE_WITH_PARAMS);
+  EXPECT_TRUE(define.getComplete());
+  const auto nodes = define.getBody().getNodes();
+  ASSERT_EQ(nodes.size(), 3u);
+  EXPECT_EQ(nodes[0].which(), schema::GraphNode::MEMSET);
+  EXPECT_EQ(nodes[1].which(), schema::GraphNode::MEMCPY);
+  expectAxpy(nodes[2], 1.0f, z, y);
+  EXPECT_EQ(edgesOf(define.getBody()), (std::set<std::pair<uint32_t, uint32_t>>{{0, 1}, {1, 2}}));
+  EXPECT_EQ(r.of(Event::GRAPH_LAUNCH).size(), 2u);
+}
+
+}  // namespace
+}  // namespace kcap_test

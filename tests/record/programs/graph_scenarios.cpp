@@ -1,0 +1,264 @@
+// Test programs for recording CUDA graphs, one per scenario (argv[1]),
+// against the driver double. Each prints "result ..." lines (compared with
+// and without the shim) and checks its own results.
+//
+//   explicit  a graph built node by node with one node of every type the
+//             shim records: memset z = 0 -> copy z = 10i from the host ->
+//             axpy(1, z, y) -> a child graph with axpy(1, x, y) -> empty ->
+//             event record -> event wait -> host node (counts its calls) ->
+//             allocation (4 KiB) -> its free -> an `if` conditional (default 1,
+//             assigned at each launch) whose body is axpy(1, x, y). x = i,
+//             y = 2i. Instantiated and launched (y = 14i); the first axpy
+//             node set to a = 2 and launched; the memset node disabled (the
+//             copy overwrites z all the same) and launched; the executable updated from the same graph built
+//             with a = 3 (cuGraphExecUpdate) and launched.
+//   captured  a stream capture of memset z = 0, copy z = 10i from the host,
+//             axpy(1, z, y), instantiated with cuGraphInstantiateWithParams
+//             and launched twice.
+#include "driver_program.h"
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace {
+
+constexpr int kN = 1024;
+
+CUcontext start() {
+  CUdevice device = 0;
+  CUcontext context = nullptr;
+  DRIVER(cuInit, 0);
+  DRIVER(cuDeviceGet, &device, 0);
+  DRIVER(cuDevicePrimaryCtxRetain, &context, device);
+  DRIVER(cuCtxSetCurrent, context);
+  return context;
+}
+
+std::vector<float> ramp(float scale) {
+  std::vector<float> v(kN);
+  for (int i = 0; i < kN; ++i) {
+    v[static_cast<std::size_t>(i)] = scale * static_cast<float>(i);
+  }
+  return v;
+}
+
+CUdeviceptr upload(const std::vector<float>& values) {
+  CUdeviceptr device = 0;
+  DRIVER(cuMemAlloc, &device, values.size() * sizeof(float));
+  DRIVER(cuMemcpyHtoD, device, values.data(), values.size() * sizeof(float));
+  return device;
+}
+
+// "result NAME v0 v1 v(kN-1)" of a kN-float buffer, and checks y = scale * i.
+void expectRamp(const char* name, CUdeviceptr device, float scale) {
+  std::vector<float> values(kN);
+  DRIVER(cuMemcpyDtoH, values.data(), device, kN * sizeof(float));
+  for (int i = 0; i < kN; ++i) {
+    CHECK(values[static_cast<std::size_t>(i)] == scale * static_cast<float>(i));
+  }
+  std::printf("result %s %.1f %.1f %.1f\n", name, static_cast<double>(values[0]), static_cast<double>(values[1]),
+              static_cast<double>(values[kN - 1]));
+}
+
+int g_hostCalls = 0;
+void countCall(void*) { ++g_hostCalls; }
+
+struct Program {
+  CUcontext context = nullptr;
+  std::string image = test::kernelImage("axpy.fatbin");
+  CUmodule module = nullptr;
+  CUfunction axpy = nullptr;
+  CUdeviceptr x = 0;
+  CUdeviceptr y = 0;
+  CUdeviceptr z = 0;
+  std::vector<float> host = ramp(10.0f);
+  // Kernel node parameters are copied when a node is made or set: these
+  // only need to live through those calls.
+  float a = 1.0f;
+  int n = kN;
+
+  Program() : context(start()) {
+    DRIVER(cuModuleLoadData, &module, image.data());
+    DRIVER(cuModuleGetFunction, &axpy, module, "axpy");
+    x = upload(ramp(1.0f));
+    y = upload(ramp(2.0f));
+    DRIVER(cuMemAlloc, &z, kN * sizeof(float));
+  }
+
+  CUDA_KERNEL_NODE_PARAMS axpyParams(void** params) const {
+    CUDA_KERNEL_NODE_PARAMS p{};
+    p.func = axpy;
+    p.gridDimX = kN / 256;
+    p.gridDimY = p.gridDimZ = 1;
+    p.blockDimX = 256;
+    p.blockDimY = p.blockDimZ = 1;
+    p.kernelParams = params;
+    return p;
+  }
+  CUgraphNode addAxpy(CUgraph graph, std::vector<CUgraphNode> deps, float scale, CUdeviceptr from) {
+    a = scale;
+    void* params[] = {&a, &from, &y, &n};
+    const CUDA_KERNEL_NODE_PARAMS p = axpyParams(params);
+    CUgraphNode node = nullptr;
+    DRIVER(cuGraphAddKernelNode, &node, graph, deps.data(), deps.size(), &p);
+    test::launchesMade().add("axpy");
+    return node;
+  }
+  CUDA_MEMCPY3D hostCopy() const {
+    CUDA_MEMCPY3D copy{};
+    copy.srcMemoryType = CU_MEMORYTYPE_HOST;
+    copy.srcHost = host.data();
+    copy.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+    copy.dstDevice = z;
+    copy.WidthInBytes = kN * sizeof(float);
+    copy.Height = 1;
+    copy.Depth = 1;
+    return copy;
+  }
+};
+
+struct Built {
+  CUgraph graph = nullptr;
+  CUgraphNode firstAxpy = nullptr;
+  CUgraphNode memset = nullptr;
+};
+
+Built build(Program& p, CUevent event, float firstScale) {
+  Built b;
+  DRIVER(cuGraphCreate, &b.graph, 0);
+  CUDA_MEMSET_NODE_PARAMS set{p.z, 0, 0, 4, kN, 1};
+  DRIVER(cuGraphAddMemsetNode, &b.memset, b.graph, nullptr, 0, &set, p.context);
+  const CUDA_MEMCPY3D copy = p.hostCopy();
+  CUgraphNode memcpy = nullptr;
+  DRIVER(cuGraphAddMemcpyNode, &memcpy, b.graph, &b.memset, 1, &copy, p.context);
+  b.firstAxpy = p.addAxpy(b.graph, {memcpy}, firstScale, p.z);
+
+  CUgraph child = nullptr;
+  DRIVER(cuGraphCreate, &child, 0);
+  p.addAxpy(child, {}, 1.0f, p.x);
+  CUgraphNode childNode = nullptr;
+  DRIVER(cuGraphAddChildGraphNode, &childNode, b.graph, &b.firstAxpy, 1, child);
+  DRIVER(cuGraphDestroy, child);  // the node holds a copy
+
+  CUgraphNode empty = nullptr;
+  DRIVER(cuGraphAddEmptyNode, &empty, b.graph, &childNode, 1);
+  CUgraphNode record = nullptr;
+  DRIVER(cuGraphAddEventRecordNode, &record, b.graph, &empty, 1, event);
+  CUgraphNode wait = nullptr;
+  DRIVER(cuGraphAddEventWaitNode, &wait, b.graph, &record, 1, event);
+  const CUDA_HOST_NODE_PARAMS hostParams{countCall, nullptr};
+  CUgraphNode host = nullptr;
+  DRIVER(cuGraphAddHostNode, &host, b.graph, &wait, 1, &hostParams);
+
+  CUDA_MEM_ALLOC_NODE_PARAMS alloc{};
+  alloc.poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+  alloc.poolProps.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  alloc.poolProps.location.id = 0;
+  alloc.bytesize = 4096;
+  CUgraphNode allocNode = nullptr;
+  DRIVER(cuGraphAddMemAllocNode, &allocNode, b.graph, &host, 1, &alloc);
+  CUgraphNode freeNode = nullptr;
+  DRIVER(cuGraphAddMemFreeNode, &freeNode, b.graph, &allocNode, 1, alloc.dptr);
+
+  CUgraphConditionalHandle handle = 0;
+  DRIVER(cuGraphConditionalHandleCreate, &handle, b.graph, p.context, 1, CU_GRAPH_COND_ASSIGN_DEFAULT);
+  CUgraphNodeParams conditional{};
+  conditional.type = CU_GRAPH_NODE_TYPE_CONDITIONAL;
+  conditional.conditional.handle = handle;
+  conditional.conditional.type = CU_GRAPH_COND_TYPE_IF;
+  conditional.conditional.size = 1;
+  conditional.conditional.ctx = p.context;
+  CUgraphNode conditionalNode = nullptr;
+  DRIVER(cuGraphAddNode, &conditionalNode, b.graph, &freeNode, nullptr, 1, &conditional);
+  p.addAxpy(conditional.conditional.phGraph_out[0], {}, 1.0f, p.x);
+  return b;
+}
+
+int explicitGraph() {
+  Program p;
+  CUevent event = nullptr;
+  DRIVER(cuEventCreate, &event, 0);
+  const Built built = build(p, event, 1.0f);
+  CUgraphExec exec = nullptr;
+  DRIVER(cuGraphInstantiate, &exec, built.graph, 0);
+  DRIVER(cuGraphLaunch, exec, nullptr);
+  DRIVER(cuStreamSynchronize, nullptr);
+  expectRamp("first", p.y, 14.0f);  // 2i + 10i + i + i
+
+  p.a = 2.0f;
+  CUdeviceptr from = p.z;
+  void* params[] = {&p.a, &from, &p.y, &p.n};
+  const CUDA_KERNEL_NODE_PARAMS changed = p.axpyParams(params);
+  DRIVER(cuGraphExecKernelNodeSetParams, exec, built.firstAxpy, &changed);
+  DRIVER(cuGraphLaunch, exec, nullptr);
+  DRIVER(cuStreamSynchronize, nullptr);
+  expectRamp("set_params", p.y, 36.0f);  // + 20i + i + i
+
+  DRIVER(cuGraphNodeSetEnabled, exec, built.memset, 0);
+  DRIVER(cuGraphLaunch, exec, nullptr);
+  DRIVER(cuStreamSynchronize, nullptr);
+  expectRamp("disabled_memset", p.y, 58.0f);
+  CHECK(g_hostCalls == 3);
+
+  // A copy of the graph with a = 3 in its first axpy node: the update the
+  // driver can apply (same nodes, same conditional handle and allocation).
+  CUgraph copy = nullptr;
+  DRIVER(cuGraphClone, &copy, built.graph);
+  CUgraphNode copiedAxpy = nullptr;
+  DRIVER(cuGraphNodeFindInClone, &copiedAxpy, built.firstAxpy, copy);
+  p.a = 3.0f;
+  const CUDA_KERNEL_NODE_PARAMS three = p.axpyParams(params);
+  DRIVER(cuGraphKernelNodeSetParams, copiedAxpy, &three);
+  CUgraphExecUpdateResultInfo info{};
+  DRIVER(cuGraphExecUpdate, exec, copy, &info);
+  DRIVER(cuGraphLaunch, exec, nullptr);
+  DRIVER(cuStreamSynchronize, nullptr);
+  expectRamp("updated", p.y, 90.0f);  // + 30i + i + i
+  std::printf("result host_calls %d\n", g_hostCalls);
+
+  DRIVER(cuGraphExecDestroy, exec);
+  DRIVER(cuGraphDestroy, copy);
+  DRIVER(cuGraphDestroy, built.graph);
+  DRIVER(cuEventDestroy, event);
+  test::printMade();
+  return 0;
+}
+
+int captured() {
+  Program p;
+  CUstream stream = nullptr;
+  DRIVER(cuStreamCreate, &stream, CU_STREAM_NON_BLOCKING);
+  DRIVER(cuStreamBeginCapture, stream, CU_STREAM_CAPTURE_MODE_GLOBAL);
+  DRIVER(cuMemsetD32Async, p.z, 0, kN, stream);
+  DRIVER(cuMemcpyHtoDAsync, p.z, p.host.data(), kN * sizeof(float), stream);
+  void* params[] = {&p.a, &p.z, &p.y, &p.n};
+  DRIVER(cuLaunchKernel, p.axpy, kN / 256, 1, 1, 256, 1, 1, 0, stream, params, nullptr);
+  test::launchesMade().add("axpy");
+  CUgraph graph = nullptr;
+  DRIVER(cuStreamEndCapture, stream, &graph);
+  CUgraphExec exec = nullptr;
+  CUDA_GRAPH_INSTANTIATE_PARAMS instantiate{};
+  DRIVER(cuGraphInstantiateWithParams, &exec, graph, &instantiate);
+  for (int i = 0; i < 2; ++i) {
+    DRIVER(cuGraphLaunch, exec, stream);
+  }
+  DRIVER(cuStreamSynchronize, stream);
+  expectRamp("captured", p.y, 22.0f);  // 2i + 10i + 10i
+  DRIVER(cuGraphExecDestroy, exec);
+  DRIVER(cuGraphDestroy, graph);
+  DRIVER(cuStreamDestroy, stream);
+  test::printMade();
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string scenario = argc > 1 ? argv[1] : "";
+  if (scenario == "explicit") return explicitGraph();
+  if (scenario == "captured") return captured();
+  std::fprintf(stderr, "usage: graph_scenarios explicit|captured\n");
+  return 2;
+}
