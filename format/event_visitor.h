@@ -83,6 +83,8 @@ decltype(auto) visitEvent(schema::Event::Reader event, Visitor&& visitor) {
       return visitor(event.getGraphDefine());
     case Which::GRAPH_NODE_UPDATE:
       return visitor(event.getGraphNodeUpdate());
+    case Which::GRAPH_LAUNCH_END:
+      return visitor(event.getGraphLaunchEnd());
   }
   return visitor(UnknownEvent{eventKind(event)});
 }

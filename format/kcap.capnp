@@ -107,6 +107,7 @@ struct Event {
     trigger @22 :Trigger;
     graphDefine @23 :GraphDefine;
     graphNodeUpdate @24 :GraphNodeUpdate;
+    graphLaunchEnd @25 :GraphLaunchEnd;
   }
 }
 
@@ -570,9 +571,41 @@ enum TriggerKind {
 struct GraphLaunch {
   # cuGraphLaunch: runs what the newest graphDefine for `graphExec` before
   # this event describes, as changed by the graphNodeUpdates since.
+  # In full mode it is written BEFORE the graph runs, with `pre`, and a
+  # graphLaunchEnd with the same graphLaunchIndex follows with the result
+  # and `post` (a graph that faults leaves its pre-state on disk). In the
+  # other modes it is written once the call returned, with `result`, and no
+  # graphLaunchEnd follows.
   graphExec @0 :UInt64;
   stream @1 :UInt64;
-  result @2 :Int32;
+  result @2 :Int32;                 # the call's CUresult (full mode: 0; see graphLaunchEnd)
+  graphLaunchIndex @3 :UInt64;      # 0-based count of the recording's graph launches
+  pre @4 :List(MemoryRange);
+  # Full mode: the memory the graph's nodes can reach (the allocations their
+  # pointer words, copies and memsets hit, and the globals of their kernels'
+  # modules) before it ran. Graph-owned memory (memAlloc nodes) is not
+  # there: it exists only while the graph runs.
+  syncResult @5 :Int32;             # CUresult of the synchronization before `pre`
+  snapshotError @6 :Int32;          # as Launch.snapshotError, for `pre`
+  perThreadStream @7 :Bool;         # the _ptsz variant was called
+  hostCopies @8 :List(GraphHostCopy);
+  # Full and checkpoint modes: what each memcpy node with a host source read
+  # at this launch (a host source is read each time the graph runs; the
+  # graph's definition holds only its address).
+}
+
+struct GraphHostCopy {
+  node @0 :UInt64;                  # the memcpy node (GraphNode.handle, at any depth of the definition)
+  data @1 :Content;                 # the bytes copied, packed as Memcpy.data packs a 2D/3D copy's rows
+}
+
+struct GraphLaunchEnd {
+  # Full mode: the end of the graph launch with the same graphLaunchIndex.
+  graphLaunchIndex @0 :UInt64;
+  result @1 :Int32;                 # CUresult returned by cuGraphLaunch
+  post @2 :List(MemoryRange);       # the ranges of `pre`, once the graph completed
+  syncResult @3 :Int32;             # CUresult of the synchronization before `post`
+  snapshotError @4 :Int32;
 }
 
 # ---------------------------------------------------------------------------

@@ -465,7 +465,19 @@ void formatEvent(std::string& out, const Event::Reader& e, const TensorMapIndex*
              [&](schema::Checkpoint::Reader c) { formatCheckpoint(l, c); },
              [&](schema::Trigger::Reader t) { formatTrigger(l, t); },
              [&](schema::GraphLaunch::Reader g) {
-               l.addr("exec", g.getGraphExec()).addr("stream", g.getStream()).result(g.getResult());
+               l.add("#" + std::to_string(g.getGraphLaunchIndex()))
+                   .addr("exec", g.getGraphExec())
+                   .addr("stream", g.getStream())
+                   .result(g.getResult())
+                   .result(g.getSyncResult(), "syncResult")
+                   .flag("ptsz", g.getPerThreadStream());
+               if (g.hasPre()) l.kv("pre", rangesText(g.getPre()));
+             },
+             [&](schema::GraphLaunchEnd::Reader g) {
+               l.add("#" + std::to_string(g.getGraphLaunchIndex()))
+                   .snum("result", g.getResult())
+                   .result(g.getSyncResult(), "syncResult")
+                   .kv("post", rangesText(g.getPost()));
              },
              [&](schema::GraphDefine::Reader g) { formatGraphDefine(out, l, g, maps); },
              [&](schema::GraphNodeUpdate::Reader u) { formatGraphNodeUpdate(out, l, u, maps); },
