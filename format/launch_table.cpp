@@ -1,9 +1,26 @@
 #include "launch_table.h"
 
+#include <algorithm>
+
 #include "event_visitor.h"
 #include "trace_reader.h"
 
 namespace kcap::format {
+
+namespace {
+
+// A copy of one struct as its own message, allocated at its size (a
+// builder's default first segment is 8 KiB: a million launches would take
+// gigabytes).
+template <typename Reader>
+std::shared_ptr<capnp::MallocMessageBuilder> copyOf(Reader reader) {
+  const auto words = static_cast<capnp::uint>(std::min<uint64_t>(reader.totalSize().wordCount + 1, 1u << 28));
+  auto message = std::make_shared<capnp::MallocMessageBuilder>(words, capnp::AllocationStrategy::FIXED_SIZE);
+  message->setRoot(reader);
+  return message;
+}
+
+}  // namespace
 
 std::string launchKernelName(schema::Launch::Reader launch) {
   std::string name = launch.getKernelName().cStr();
@@ -51,8 +68,7 @@ bool LaunchTable::add(schema::Event::Reader event) {
                                  r.block[0] = l.getBlockX(), r.block[1] = l.getBlockY(), r.block[2] = l.getBlockZ();
                                  r.sharedMemBytes = l.getSharedMemBytes();
                                  if (keepMessages_) {
-                                   r.launchMessage = std::make_shared<capnp::MallocMessageBuilder>();
-                                   r.launchMessage->setRoot(l);
+                                   r.launchMessage = copyOf(l);
                                  }
                                  byIndex_[r.launchIndex] = launches_.size();
                                  launches_.push_back(std::move(r));
@@ -70,8 +86,7 @@ bool LaunchTable::add(schema::Event::Reader event) {
                                  r.endTimeNs = event.getTimeNs();
                                  r.result = e.getResult();
                                  if (keepMessages_) {
-                                   r.endMessage = std::make_shared<capnp::MallocMessageBuilder>();
-                                   r.endMessage->setRoot(e);
+                                   r.endMessage = copyOf(e);
                                  }
                                  return true;
                                },
