@@ -4,12 +4,19 @@
 what the program wrote; damaged input gives TraceError or a partial trace
 with a TraceWarning.
 
+The hostile-trace corpus (tests/support/hostile_traces.h) is read whole,
+each file in a child process under a memory limit: TraceError or a result,
+never a crash.
+
 The build passes its paths in the environment: PYTHONPATH (the module),
-KCAP_TEST_KCAP, KCAP_TEST_DOUBLE_DIR, KCAP_TEST_DIRECT_LAUNCH, KCAP_TEST_MAKE_SAMPLE.
+KCAP_TEST_KCAP, KCAP_TEST_DOUBLE_DIR, KCAP_TEST_DIRECT_LAUNCH,
+KCAP_TEST_MAKE_SAMPLE, KCAP_TEST_MAKE_HOSTILE.
 """
 import os
+import resource
 import struct
 import subprocess
+import sys
 import warnings
 
 import numpy
@@ -171,3 +178,51 @@ def test_complete_trace_opens_without_warning(direct):
         warnings.simplefilter("error")
         again = kcap.open(direct.path)
     assert len(again.launches) == 6
+
+
+# Reads everything a trace offers; prints "refused" or "read", and exits 0
+# unless an exception other than the module's own errors escaped.
+READ_ALL = r"""
+import os, sys, warnings
+import kcap
+warnings.simplefilter("ignore")
+path = sys.argv[1]
+name = os.path.basename(path)
+try:
+    trace = kcap.open(path)
+except kcap.TraceError as e:
+    assert name in str(e), str(e)
+    print("refused:", e)
+    sys.exit(0)
+trace.environment, trace.modules, trace.kernels, trace.problems
+for launch in trace.launches:
+    repr(launch), launch.params, launch.pointers, launch.grid, launch.result, launch.gpu_duration_ns
+    [launch.param(i) for i in range(len(launch.param_layout))]
+    for buffer in launch.buffers:
+        for side in ("before", "after"):
+            if getattr(buffer, "has_" + side):
+                try:
+                    getattr(buffer, side)()
+                except kcap.TraceError as e:
+                    assert name in str(e), str(e)
+print("read")
+"""
+
+
+def limited():
+    gib = 1 << 30
+    resource.setrlimit(resource.RLIMIT_AS, (2 * gib, 2 * gib))
+
+
+def test_hostile_corpus_raises_or_reads(direct, tmp_path):
+    listing = subprocess.run([os.environ["KCAP_TEST_MAKE_HOSTILE"], direct.path, str(tmp_path)], check=True,
+                             capture_output=True, text=True, timeout=300).stdout
+    names = [line.split()[0] for line in listing.splitlines() if line.strip()]
+    assert len(names) >= 15
+    outcomes = {}
+    for name in names:
+        done = subprocess.run([sys.executable, "-c", READ_ALL, str(tmp_path / name)], capture_output=True,
+                              text=True, timeout=120, preexec_fn=limited)
+        assert done.returncode == 0, "%s: %s%s" % (name, done.stdout, done.stderr)
+        outcomes[name] = done.stdout.split(":")[0].strip()
+    assert "refused" in outcomes.values() and "read" in outcomes.values(), outcomes

@@ -206,6 +206,47 @@ TEST_F(ExportCli, TimedLaunchesShowGpuDurationsAndFlows) {
   EXPECT_NE(readText(out).find(kcap::test::kSampleDevice0), std::string::npos);
 }
 
+// The sample's two messages rewritten as a checkpoint and a trigger.
+TEST_F(ExportCli, CheckpointsAndTriggersAreInstants) {
+  const std::string sample = file("plain.kcap");
+  kcap::test::writeSampleTrace(sample, kcap::test::SampleOptions{});
+  const std::string trace = file("flight.kcap");
+  int changed = 0;
+  kcap::test::rewriteEvents(sample, trace, [&](kcap::schema::Event::Builder e) {
+    if (!e.isMessage()) return false;
+    if (changed++ == 0) {
+      auto c = e.initCheckpoint();
+      c.setOrdinal(7);
+      c.setReason(kcap::schema::CheckpointReason::INTERVAL);
+    } else {
+      auto t = e.initTrigger();
+      t.setKind(kcap::schema::TriggerKind::API);
+      t.setReason("the program asked");
+    }
+    return true;
+  });
+  ASSERT_EQ(changed, 2);
+  const std::string out = file("flight.json");
+  const Outcome run = kcap({"export", "--perfetto", out, trace});
+  ASSERT_EQ(run.exitCode, kExitOk) << run.describe();
+  const Timeline t = parse(out);
+  std::vector<json> checkpoints, triggers;
+  for (const json& e : t.doc["traceEvents"]) {
+    if (e.value("cat", "") == "checkpoint") checkpoints.push_back(e);
+    if (e.value("cat", "") == "trigger") triggers.push_back(e);
+  }
+  ASSERT_EQ(checkpoints.size(), 1u);
+  EXPECT_EQ(checkpoints[0]["name"], "checkpoint #7");
+  EXPECT_EQ(checkpoints[0]["ph"], "i");
+  EXPECT_EQ(checkpoints[0]["s"], "p");
+  EXPECT_EQ(checkpoints[0]["args"]["reason"], "interval");
+  ASSERT_EQ(triggers.size(), 1u);
+  EXPECT_EQ(triggers[0]["s"], "g");
+  EXPECT_EQ(triggers[0]["args"]["kind"], "api");
+  EXPECT_EQ(triggers[0]["args"]["reason"], "the program asked");
+  expectTracksNamed(t);
+}
+
 TEST_F(ExportCli, TruncatedTraceExportsItsIntactEvents) {
   const std::string whole = file("whole.kcap");
   kcap::test::SampleOptions options;

@@ -112,13 +112,24 @@ struct Buffer {
                               std::to_string(c.getSize()));
       }
     }
-    // All of it is read (content pieces are compressed whole), then the
-    // window is copied out as its own array.
-    py::array_t<uint8_t> raw(static_cast<py::ssize_t>(c.getSize()));
-    state->reader->readContentInto(c, raw.mutable_data(), static_cast<size_t>(c.getSize()));
-    const py::object window =
-        raw[py::slice(static_cast<py::ssize_t>(offset), static_cast<py::ssize_t>(offset + count * item), 1)];
-    return window.attr("copy")().attr("view")(type).attr("reshape")(dims);
+    // All of it is read (content pieces are compressed whole), through
+    // readContent's checks (every piece present, the size within what this
+    // process can hold) before anything is allocated, and handed to numpy
+    // without a copy. A window smaller than the whole is copied out, so
+    // that a small array does not keep a large buffer alive.
+    const std::string what = "the buffer at " + tools::hex(address) + " of launch " + std::to_string(launchIndex);
+    auto bytes = std::make_unique<std::vector<uint8_t>>(
+        state->reader->readContent(c, format::kMaxContentInMemory, what.c_str()));
+    std::vector<uint8_t>* held = bytes.get();
+    const py::capsule owner(bytes.release(), [](void* p) { delete static_cast<std::vector<uint8_t>*>(p); });
+    const py::array_t<uint8_t> whole(static_cast<py::ssize_t>(held->size()), held->data(), owner);
+    py::object window = whole;
+    if (offset != 0 || count * item != held->size()) {
+      window =
+          whole[py::slice(static_cast<py::ssize_t>(offset), static_cast<py::ssize_t>(offset + count * item), 1)].attr(
+              "copy")();
+    }
+    return window.attr("view")(type).attr("reshape")(dims);
   }
 };
 
