@@ -4,6 +4,7 @@
 #include <unordered_map>
 
 #include "event_visitor.h"
+#include "launch_table.h"
 #include "schema_names.h"
 #include "trace_reader.h"
 
@@ -28,16 +29,6 @@ bool isDeviceMemory(AllocKind kind) {
     default:
       return false;
   }
-}
-
-std::string hexText(uint64_t value) {
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string digits;
-  do {
-    digits.insert(digits.begin(), kDigits[value & 15]);
-    value >>= 4;
-  } while (value != 0);
-  return "0x" + digits;
 }
 
 // The summary and what building it needs to remember between events.
@@ -96,8 +87,7 @@ void SummaryBuilder::addFree(schema::Free::Reader f) {
 void SummaryBuilder::addLaunch(schema::Launch::Reader l) {
   ++s_.launches;
   if (l.getCapturing()) ++s_.capturedIntoGraph;
-  std::string name = l.getKernelName().cStr();
-  if (name.empty()) name = "<function " + hexText(l.getFunction()) + ">";
+  std::string name = launchKernelName(l);
   auto [it, inserted] = kernelIndex_.emplace(name, s_.kernels.size());
   if (inserted) {
     KernelSummary k;

@@ -6,7 +6,8 @@
 set -euo pipefail
 
 pkgs=(build-essential cmake ninja-build pkg-config capnproto libcapnp-dev libzstd-dev
-      libxxhash-dev libre2-dev libcli11-dev libgtest-dev clang clang-format clang-tidy nlohmann-json3-dev python3)
+      libxxhash-dev libre2-dev libcli11-dev libgtest-dev clang clang-format clang-tidy nlohmann-json3-dev python3
+      pybind11-dev python3-dev python3-numpy python3-pytest)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -33,6 +33,8 @@ constexpr Subcommand kSubcommands[] = {
      setupExtract},
     {"doctor", "Compare the recorded environment with this machine's; check where the recorded launches can run",
      setupDoctor},
+    {"export", "Write a trace as a timeline: kcap export --perfetto OUT.json FILE (ui.perfetto.dev, chrome://tracing)",
+     setupExport},
 };
 
 constexpr int kUsage = 2;

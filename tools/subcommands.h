@@ -30,5 +30,6 @@ Run setupReplay(CLI::App& cmd);   // replay.cpp
 Run setupBisect(CLI::App& cmd);   // bisect.cpp
 Run setupExtract(CLI::App& cmd);  // extract.cpp
 Run setupDoctor(CLI::App& cmd);   // doctor.cpp
+Run setupExport(CLI::App& cmd);   // export.cpp
 
 }  // namespace kcap::tools

@@ -82,6 +82,9 @@ TEST_F(HostileCorpus, Info) { overCorpus("info", {}, anyOf01); }
 TEST_F(HostileCorpus, InfoJson) { overCorpus("info", {"--json"}, anyOf01); }
 TEST_F(HostileCorpus, Dump) { overCorpus("dump", {}, anyOf01); }
 TEST_F(HostileCorpus, DumpJson) { overCorpus("dump", {"--json"}, anyOf01); }
+TEST_F(HostileCorpus, ExportPerfetto) {
+  overCorpus("export", {"--perfetto", file("hostile-timeline.json"), "--force"}, anyOf01);
+}
 // doctor's 3 says the recorded environment differs from this one in what
 // can change results: for a 16 GiB pre-state, that the device is smaller
 // than the launch's working set.
