@@ -73,7 +73,26 @@ namespace kcap::replay {
   X(cuLinkAddData)                        \
   X(cuLinkComplete)                       \
   X(cuLinkDestroy)                        \
-  X(cuDeviceTotalMem)
+  X(cuDeviceTotalMem)                     \
+  X(cuGraphCreate)                        \
+  X(cuGraphDestroy)                       \
+  X(cuGraphAddKernelNode)                 \
+  X(cuGraphAddMemcpyNode)                 \
+  X(cuGraphAddMemsetNode)                 \
+  X(cuGraphAddEmptyNode)                  \
+  X(cuGraphAddEventRecordNode)            \
+  X(cuGraphAddEventWaitNode)              \
+  X(cuGraphAddChildGraphNode)             \
+  X(cuGraphAddMemAllocNode)               \
+  X(cuGraphAddMemFreeNode)                \
+  X(cuGraphAddNode)                       \
+  X(cuGraphAddDependencies)               \
+  X(cuGraphConditionalHandleCreate)       \
+  X(cuGraphInstantiate)                   \
+  X(cuGraphNodeSetEnabled)                \
+  X(cuGraphLaunch)                        \
+  X(cuGraphExecDestroy)                   \
+  X(cuMemcpy3DAsync)
 
 struct Driver {
 #define KCAP_REPLAY_MEMBER(fn) decltype(&::fn) fn = nullptr;

@@ -41,7 +41,7 @@ class PipeListener : public ReplayListener {
  public:
   explicit PipeListener(int fd) : fd_(fd) {}
   void launchStarting(const LaunchOutcome& soFar) override {
-    writeAll(fd_, "start " + std::to_string(soFar.launchIndex) + " " + std::to_string(static_cast<int>(soFar.memory)) +
+    writeAll(fd_, "start " + std::to_string(outcomeKey(soFar)) + " " + std::to_string(static_cast<int>(soFar.memory)) +
                       " " + escapeField(soFar.code) + "\n");
   }
   void launchDone(uint64_t index) override { writeAll(fd_, "done " + std::to_string(index) + "\n"); }
@@ -92,10 +92,21 @@ std::string describeStatus(int status) {
   return "unknown status";
 }
 
-LaunchOutcome outcomeFor(const TraceModel& model, uint64_t index, Verdict verdict, const std::string& detail) {
+// The outcome of a launch or graph launch (outcomeKey) the replay process
+// could not report on.
+LaunchOutcome outcomeFor(const TraceModel& model, uint64_t key, Verdict verdict, const std::string& detail) {
   LaunchOutcome o;
-  o.launchIndex = index;
-  if (const LaunchRecord* l = model.launch(index)) o = outcomeOf(*l);
+  o.launchIndex = key & ~kGraphLaunchKey;
+  if ((key & kGraphLaunchKey) != 0) {
+    o.graph = true;
+    if (const GraphLaunchRecord* g = model.graphLaunch(o.launchIndex)) {
+      char exec[32];
+      std::snprintf(exec, sizeof exec, "exec 0x%llx", static_cast<unsigned long long>(g->event().getGraphExec()));
+      o.kernel = exec;
+    }
+  } else if (const LaunchRecord* l = model.launch(key)) {
+    o = outcomeOf(*l);
+  }
   o.verdict = verdict;
   o.detail = detail;
   return o;
@@ -116,7 +127,8 @@ void replayInProcess(const TraceModel& model, const ReplayOptions& options, cons
 
 void replayIsolated(const TraceModel& model, const ReplayOptions& options, const Selection& selection,
                     const std::function<void(const LaunchOutcome&)>& report, ReplayDevice* device) {
-  const std::vector<uint64_t>& indices = selection.launchIndices;
+  std::vector<uint64_t> indices = selection.launchIndices;  // launches, then graph launches (outcomeKey)
+  for (const uint64_t g : selection.graphLaunchIndices) indices.push_back(g | kGraphLaunchKey);
   size_t next = 0;  // the first launch without an outcome
   bool anyOutcome = false;
   const auto positionOf = [&](uint64_t index) {
@@ -133,8 +145,15 @@ void replayIsolated(const TraceModel& model, const ReplayOptions& options, const
     const size_t firstOfBatch = next;
     int fds[2];
     if (::pipe(fds) != 0) throw ReplayError(std::string("cannot make a pipe: ") + std::strerror(errno));
-    Selection batch{std::vector<uint64_t>(indices.begin() + static_cast<std::ptrdiff_t>(next), indices.end()),
-                    selection.sequence};
+    Selection batch;
+    batch.sequence = selection.sequence;
+    for (size_t i = next; i < indices.size(); ++i) {
+      if ((indices[i] & kGraphLaunchKey) != 0) {
+        batch.graphLaunchIndices.push_back(indices[i] & ~kGraphLaunchKey);
+      } else {
+        batch.launchIndices.push_back(indices[i]);
+      }
+    }
     const pid_t pid = ::fork();
     if (pid < 0) throw ReplayError(std::string("cannot start the replay process: ") + std::strerror(errno));
     if (pid == 0) {
@@ -204,7 +223,7 @@ void replayIsolated(const TraceModel& model, const ReplayOptions& options, const
             block.clear();
             if (!outcome) continue;
             running = false;
-            const size_t at = positionOf(outcome->launchIndex);
+            const size_t at = positionOf(outcomeKey(*outcome));
             if (at == indices.size()) continue;
             // Launches the process passed over without an outcome (it cannot
             // happen by design; keep one outcome per launch regardless).

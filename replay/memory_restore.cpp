@@ -18,17 +18,7 @@ namespace kcap::replay {
 // `restoredBefore` (sequences) only ranges not in it, which it adds.
 void Replayer::restore(const LaunchRecord& launch, const LoadedKernel& kernel, RestoreStats& stats,
                        std::set<uint64_t>* restoredBefore) {
-  for (const auto range : launch.event().getPre()) {
-    const uint64_t address = range.getAddress();
-    if (restoredBefore != nullptr && !restoredBefore->insert(address).second) continue;
-    const auto content = range.getContent();
-    const auto dst = translate(address, kernel);
-    if (!dst) {
-      throw ReplayError("recorded range at " + std::to_string(address) + " has no place in this replay");
-    }
-    restoreContent(content, *dst, stats);
-    stats.bytes += content.getSize();
-  }
+  restoreRanges(launch.event().getPre(), kernel, stats, restoredBefore);
   // Pointers stored inside buffers: rewritten where their target moved.
   for (const auto p : launch.event().getIndirectPointers()) {
     uint64_t at = 0;
@@ -42,6 +32,23 @@ void Replayer::restore(const LaunchRecord& launch, const LoadedKernel& kernel, R
       uint64_t word = *value;
       copyToDevice(*where, reinterpret_cast<const uint8_t*>(&word), sizeof word);
     }
+  }
+}
+
+// Recorded ranges (a launch's or a graph launch's pre-state) restored at
+// their places; with `restoredBefore`, only ranges not in it, which it adds.
+void Replayer::restoreRanges(capnp::List<schema::MemoryRange>::Reader ranges, const LoadedKernel& kernel,
+                             RestoreStats& stats, std::set<uint64_t>* restoredBefore) {
+  for (const auto range : ranges) {
+    const uint64_t address = range.getAddress();
+    if (restoredBefore != nullptr && !restoredBefore->insert(address).second) continue;
+    const auto content = range.getContent();
+    const auto dst = translate(address, kernel);
+    if (!dst) {
+      throw ReplayError("recorded range at " + std::to_string(address) + " has no place in this replay");
+    }
+    restoreContent(content, *dst, stats);
+    stats.bytes += content.getSize();
   }
 }
 
@@ -115,10 +122,12 @@ void Replayer::allocateWindows() {
 
 // Page-locked buffers take milliseconds to allocate: done while placing the
 // memory, so that the restore's time is the restore's.
-void Replayer::allocateRestoreBuffers(const LaunchRecord& launch) {
+void Replayer::allocateRestoreBuffers(const LaunchRecord& launch) { allocateRestoreBuffers(launch.event().getPre()); }
+
+void Replayer::allocateRestoreBuffers(capnp::List<schema::MemoryRange>::Reader ranges) {
   uint64_t largestSmall = 0;
   bool large = false;
-  for (const auto range : launch.event().getPre()) {
+  for (const auto range : ranges) {
     const auto content = range.getContent();
     if (throughWindows(content)) {
       large = true;

@@ -235,6 +235,12 @@ std::string encodeOutcome(const LaunchOutcome& o) {
                       {"details", std::move(details)}});
   }
   outcome["checks"] = std::move(checks);
+  if (o.graph) {
+    Json lines = Json::array();
+    for (const std::string& line : o.nodeLines) lines.push_back(bytesAsUtf8(line));
+    outcome["graph"] = true;
+    outcome["nodeLines"] = std::move(lines);
+  }
   // dump() escapes line breaks inside strings: the document is one line.
   return outcome.dump() + "\nend\n";
 }
@@ -285,6 +291,12 @@ std::optional<LaunchOutcome> decodeOutcome(const std::string& text) {
         c.details.push_back(std::move(*bytes));
       }
       o.checks.push_back(std::move(c));
+    }
+    o.graph = outcome.value("graph", false);
+    for (const Json& line : outcome.value("nodeLines", Json::array())) {
+      auto bytes = bytesFromUtf8(line.get<std::string>());
+      if (!bytes) return std::nullopt;
+      o.nodeLines.push_back(std::move(*bytes));
     }
     return o;
   } catch (const std::exception&) {  // a member missing or of the wrong type

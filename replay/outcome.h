@@ -73,7 +73,17 @@ struct LaunchOutcome {
   std::vector<uint64_t> timesNs;
   std::optional<uint64_t> recordedDurationNs;
   std::vector<CheckFinding> checks;  // --check
+  // A graph launch's outcome: launchIndex is its graphLaunchIndex, kernel
+  // says what it runs ("exec 0x..., 11 nodes: 4 kernels, ..."), and with
+  // --graph-nodes each node's line ("node 2 (axpy): ran").
+  bool graph = false;
+  std::vector<std::string> nodeLines;
 };
+
+// Launches and graph launches in one list of keys (the replay process's
+// messages, isolation.cpp): a graph launch's index with the top bit set.
+constexpr uint64_t kGraphLaunchKey = uint64_t{1} << 63;
+inline uint64_t outcomeKey(const LaunchOutcome& o) { return o.graph ? o.launchIndex | kGraphLaunchKey : o.launchIndex; }
 
 std::string encodeOutcome(const LaunchOutcome& outcome);
 // One word of the replay process's other messages (isolation.cpp): no

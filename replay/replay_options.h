@@ -37,6 +37,8 @@ struct ReplayOptions {
   // With saveOutputsDir, a sequence (--range) also writes the final bytes of
   // every range it placed, DIR/end-<address>.bin, when it completes cleanly.
   bool saveSequenceEnd = false;
+  // Graph launches run node by node (--graph-nodes) instead of as a rebuilt graph.
+  bool graphNodes = false;
 };
 
 // Which launches, and how: independent launches each start from their own
@@ -45,6 +47,9 @@ struct ReplayOptions {
 struct Selection {
   std::vector<uint64_t> launchIndices;  // in trace order
   bool sequence = false;
+  // Graph launches (graphLaunchIndex), each from its own recorded memory,
+  // after the launches.
+  std::vector<uint64_t> graphLaunchIndices = {};
 };
 
 }  // namespace kcap::replay

@@ -389,5 +389,8 @@ void Replayer::run(const Selection& selection, ReplayListener& listener) {
         [&](LaunchRun& r) { restore(*l, r.kernel, r.restore); }, listener);
     listener.outcome(run.outcome);
   }
+  for (const uint64_t index : selection.graphLaunchIndices) {
+    if (const GraphLaunchRecord* g = model_.graphLaunch(index)) listener.outcome(replayGraphLaunch(*g, listener));
+  }
 }
 }  // namespace kcap::replay

@@ -38,6 +38,7 @@
 namespace kcap::replay {
 
 struct Driver;
+class RebuiltGraph;
 
 // An outcome naming the launch as recorded (kernel, grid, block, shared
 // memory, recorded duration), its verdict still to be decided.
@@ -150,7 +151,16 @@ class Replayer {
                    std::map<uint64_t, std::vector<KeptOutput>>* kept = nullptr);
   void runSequenceForDeterminism(const std::vector<const LaunchRecord*>& launches, ReplayListener& listener);
 
+  // graph_replay.cpp
+  LaunchOutcome replayGraphLaunch(const GraphLaunchRecord& launch, ReplayListener& listener);
+  void runGraphNodes(const GraphBodyRun& body, RebuiltGraph& graph, uint64_t graphLaunchIndex,
+                     std::map<const GraphNodeRun*, LoadedKernel>& kernels, LaunchOutcome& outcome);
+  void compareGraph(const GraphLaunchRecord& launch, const LoadedKernel& globals, LaunchOutcome& outcome);
+
   // memory_restore.cpp
+  void restoreRanges(capnp::List<schema::MemoryRange>::Reader ranges, const LoadedKernel& kernel, RestoreStats& stats,
+                     std::set<uint64_t>* restoredBefore = nullptr);
+  void allocateRestoreBuffers(capnp::List<schema::MemoryRange>::Reader ranges);
   void restore(const LaunchRecord& launch, const LoadedKernel& kernel, RestoreStats& stats,
                std::set<uint64_t>* restoredBefore = nullptr);
   void restoreContent(schema::Content::Reader content, CUdeviceptr dst, RestoreStats& stats);

@@ -87,7 +87,30 @@ TraceModel TraceModel::load(format::TraceReader& reader) {
                    [&](schema::Checkpoint::Reader) { model.checkpoints_.push_back(stored()); },
                    [&](schema::Alloc::Reader) { model.allocations_.push_back(stored()); },
                    [&](schema::Free::Reader) { model.allocations_.push_back(stored()); },
-                   [&](schema::GraphLaunch::Reader) { model.graphLaunches_.push_back(stored()); },
+                   [&](schema::GraphLaunch::Reader launch) {
+                     auto kept = stored();
+                     model.graphLaunches_.push_back(kept);
+                     const uint64_t index = launch.getGraphLaunchIndex();
+                     if (model.byGraphIndex_.count(index) == 0) {
+                       model.byGraphIndex_[index] = model.graphLaunchRecords_.size();
+                       model.graphLaunchRecords_.push_back({index, kept, nullptr});
+                     }
+                   },
+                   [&](schema::GraphLaunchEnd::Reader end) {
+                     const auto it = model.byGraphIndex_.find(end.getGraphLaunchIndex());
+                     if (it != model.byGraphIndex_.end() && model.graphLaunchRecords_[it->second].end == nullptr) {
+                       model.graphLaunchRecords_[it->second].end = stored();
+                     }
+                   },
+                   [&](schema::GraphDefine::Reader define) {
+                     if (define.getResult() != 0) return;
+                     auto kept = stored();
+                     model.graphDefines_[define.getGraphExec()].push_back(kept);
+                     model.graphDefineList_.push_back(kept);
+                   },
+                   [&](schema::GraphNodeUpdate::Reader update) {
+                     if (update.getResult() == 0) model.graphUpdates_[update.getGraphExec()].push_back(stored());
+                   },
                    [&](schema::Launch::Reader launch) {
                      const uint64_t index = launch.getLaunchIndex();
                      if (model.byIndex_.count(index) == 0) {
@@ -139,7 +162,7 @@ std::shared_ptr<StoredEvent> TraceModel::latestBefore(const std::vector<std::sha
 CodeRef TraceModel::codeFor(const LaunchRecord& record) const {
   const auto launch = record.event();
   const uint64_t seq = record.seq();
-  const std::string where = "launch " + std::to_string(record.launchIndex);
+  const std::string where = record.label.empty() ? "launch " + std::to_string(record.launchIndex) : record.label;
 
   const auto bindOf = [&](uint64_t handle) -> std::shared_ptr<StoredEvent> {
     const auto it = binds_.find(handle);

@@ -38,15 +38,65 @@ class StoredEvent {
 
 struct LaunchRecord {
   uint64_t launchIndex = 0;
-  std::shared_ptr<StoredEvent> launch;         // the Launch event
+  std::shared_ptr<StoredEvent> launch;         // the Launch event (a graph kernel node: the event holding it)
   std::shared_ptr<StoredEvent> end;            // its LaunchEnd; null when the trace has none (crash, fault)
   std::optional<uint64_t> recordedDurationNs;  // from kernelTiming (--timing)
+  // A graph's kernel node (graphNodeLaunch): its Launch inside `launch`, a
+  // graphDefine or graphNodeUpdate, and the node's name in messages.
+  std::optional<schema::Launch::Reader> node;
+  std::string label;
 
-  schema::Launch::Reader event() const { return launch->get().getLaunch(); }
+  schema::Launch::Reader event() const { return node ? *node : launch->get().getLaunch(); }
   uint64_t seq() const { return launch->seq(); }
   bool hasPre() const { return event().getPre().size() != 0; }
   bool hasPost() const { return end != nullptr && end->get().getLaunchEnd().getPost().size() != 0; }
 };
+
+// One graph launch: the GraphLaunch event and, in full mode, its end.
+struct GraphLaunchRecord {
+  uint64_t graphLaunchIndex = 0;
+  std::shared_ptr<StoredEvent> launch;  // GraphLaunch
+  std::shared_ptr<StoredEvent> end;     // its GraphLaunchEnd; null when the trace has none
+
+  schema::GraphLaunch::Reader event() const { return launch->get().getGraphLaunch(); }
+  uint64_t seq() const { return launch->seq(); }
+};
+
+// One node of a graph as a graph launch runs it: the node of the definition
+// with the updates made since applied.
+struct GraphNodeRun {
+  std::string path;                     // "node 3", "node 3 > body 0 > node 1": the node in messages
+  std::vector<uint64_t> handles;        // the handles that name it (its own; earlier definitions' after execUpdate)
+  std::shared_ptr<StoredEvent> source;  // the graphDefine or graphNodeUpdate its parameters come from
+  schema::GraphNode::Reader params;     // those parameters
+  bool enabled = true;
+  struct Body {
+    std::vector<GraphNodeRun> nodes;
+    std::vector<schema::GraphEdge::Reader> edges;  // indices checked against nodes
+  };
+  std::vector<Body> bodies;  // a child graph: one; a conditional: its bodies
+};
+using GraphBodyRun = GraphNodeRun::Body;
+
+// What a graph launch runs (TraceModel::graphRun).
+struct GraphRun {
+  const GraphLaunchRecord* launch = nullptr;
+  std::shared_ptr<StoredEvent> define;  // the graphDefine it starts from
+  size_t updates = 0;                   // graphNodeUpdates applied
+  GraphBodyRun root;
+};
+
+// Nesting and size limits on a recorded graph (the recorder nests at most 16).
+constexpr unsigned kMaxGraphDepth = 16;
+constexpr uint64_t kMaxGraphNodes = 1u << 20;
+
+// The nodes of `body` in an order that respects its edges (of the nodes
+// ready, the first listed); throws ReplayError naming `where` on a cycle.
+std::vector<size_t> topologicalOrder(const GraphBodyRun& body, const std::string& where);
+
+// A kernel node as a launch: codeFor, buildParams and launchOnce take it as
+// they take a recorded launch. `graphLaunchIndex` numbers it in outcomes.
+LaunchRecord graphNodeLaunch(const GraphNodeRun& node, uint64_t graphLaunchIndex);
 
 // A recorded code object the launch needs: the ModuleLoad, and the kernel.
 struct CodeRef {
@@ -91,6 +141,17 @@ class TraceModel {
   const LaunchRecord* launch(uint64_t launchIndex) const;
   const StoredEvent* traceBegin() const { return traceBegin_.get(); }
 
+  // Graph launches in file order, and one by graphLaunchIndex.
+  const std::vector<GraphLaunchRecord>& graphLaunchRecords() const { return graphLaunchRecords_; }
+  const GraphLaunchRecord* graphLaunch(uint64_t graphLaunchIndex) const;
+  // What graph launch `record` runs: the newest graphDefine for its
+  // executable before it, with every graphNodeUpdate between them applied
+  // (trace_model_graph.cpp). Throws ReplayError naming what is missing or
+  // damaged (edge indices, body counts, nesting depth).
+  GraphRun graphRun(const GraphLaunchRecord& record) const;
+  // Every successful graphDefine, in seq order.
+  const std::vector<std::shared_ptr<StoredEvent>>& graphDefines() const { return graphDefineList_; }
+
   // The code of a launch: resolves its handle through FunctionBind events
   // (CUkernel -> library, CUfunction from cuKernelGetFunction -> its CUkernel)
   // to the ModuleLoad. Throws ReplayError naming what is missing.
@@ -131,6 +192,12 @@ class TraceModel {
   std::vector<std::shared_ptr<StoredEvent>> checkpoints_;                     // seq order
   std::vector<std::shared_ptr<StoredEvent>> allocations_;                     // Alloc / Free, seq order
   std::vector<std::shared_ptr<StoredEvent>> graphLaunches_;                   // seq order
+  std::vector<GraphLaunchRecord> graphLaunchRecords_;                         // file order
+  std::map<uint64_t, size_t> byGraphIndex_;  // graphLaunchIndex -> position in graphLaunchRecords_
+  // graphExec -> its successful graphDefines / graphNodeUpdates, seq order
+  std::map<uint64_t, std::vector<std::shared_ptr<StoredEvent>>> graphDefines_;
+  std::map<uint64_t, std::vector<std::shared_ptr<StoredEvent>>> graphUpdates_;
+  std::vector<std::shared_ptr<StoredEvent>> graphDefineList_;
   // TensorMapEncode events that succeeded, by the 128 bytes they made, in seq order
   std::map<std::string, std::vector<std::shared_ptr<StoredEvent>>> tensorMaps_;
 

@@ -40,6 +40,8 @@ constexpr int kExitFault = 4;
 struct Options {
   std::string path;
   std::vector<uint64_t> launches;
+  std::vector<uint64_t> graphLaunches;
+  bool graphNodes = false;
   std::string kernel;
   std::string range;
   bool all = false;
@@ -78,6 +80,7 @@ replay::ReplayOptions replayOptions(const Options& o) {
   r.timeoutSeconds = o.timeout;
   r.repeat = o.repeat;
   r.isolate = !o.noIsolate;
+  r.graphNodes = o.graphNodes;
   for (const std::string& item : o.overrides) {
     const size_t eq = item.rfind('=');
     if (eq == std::string::npos || eq == 0 || eq + 1 == item.size()) {
@@ -143,11 +146,25 @@ replay::ReplayOptions replayOptions(const Options& o) {
 }
 
 replay::Selection select(const Options& o, const replay::TraceModel& model) {
-  const int ways = (!o.launches.empty()) + (!o.kernel.empty()) + (!o.range.empty()) + (o.all ? 1 : 0);
-  if (ways > 1) throw UsageError("choose one of --launch, --kernel, --range, --all");
+  const int ways =
+      (!o.launches.empty()) + (!o.kernel.empty()) + (!o.range.empty()) + (o.all ? 1 : 0) + (!o.graphLaunches.empty());
+  if (ways > 1) throw UsageError("choose one of --launch, --graph-launch, --kernel, --range, --all");
+  if (o.graphNodes && (!o.launches.empty() || !o.kernel.empty() || !o.range.empty())) {
+    throw UsageError("--graph-nodes runs graph launches node by node: select with --graph-launch N or --all");
+  }
   replay::Selection s;
   const auto& launches = model.launches();
-  if (!o.launches.empty()) {
+  const auto& graphLaunches = model.graphLaunchRecords();
+  if (!o.graphLaunches.empty()) {
+    for (const uint64_t index : o.graphLaunches) {
+      if (model.graphLaunch(index) == nullptr) {
+        throw UsageError("graph launch " + std::to_string(index) + " is not in " + o.path + " (it has " +
+                         std::to_string(graphLaunches.size()) +
+                         " graph launches; `kcap dump --type graphLaunch` lists them)");
+      }
+      s.graphLaunchIndices.push_back(index);
+    }
+  } else if (!o.launches.empty()) {
     for (const uint64_t index : o.launches) {
       if (model.launch(index) == nullptr) {
         throw UsageError("launch " + std::to_string(index) + " is not in " + o.path + " (it has " +
@@ -181,10 +198,15 @@ replay::Selection select(const Options& o, const replay::TraceModel& model) {
     if (s.launchIndices.empty()) throw UsageError("no launches in " + o.range + " in " + o.path);
     s.sequence = true;
   } else {
-    for (const auto& l : launches) {
-      if (!l.event().getCapturing()) s.launchIndices.push_back(l.launchIndex);
+    if (!o.graphNodes) {
+      for (const auto& l : launches) {
+        if (!l.event().getCapturing()) s.launchIndices.push_back(l.launchIndex);
+      }
     }
-    if (s.launchIndices.empty()) throw UsageError("every launch in " + o.path + " was captured into a CUDA graph");
+    for (const auto& g : graphLaunches) s.graphLaunchIndices.push_back(g.graphLaunchIndex);
+    if (s.launchIndices.empty() && s.graphLaunchIndices.empty()) {
+      throw UsageError("every launch in " + o.path + " was captured into a CUDA graph, and it has no graph launches");
+    }
   }
   return s;
 }
@@ -215,6 +237,7 @@ class Report {
   // could not run ("not run"), and compute-sanitizer's, run from here.
   void completeChecks(const replay::ReplayOptions& options) {
     for (auto& o : outcomes_) {
+      if (o.graph) continue;  // the checkers replay one kernel launch
       for (const std::string& name : options.checks) {
         const bool present =
             std::any_of(o.checks.begin(), o.checks.end(), [&](const auto& c) { return c.name == name; });
@@ -252,6 +275,7 @@ class Report {
     }
     Table table({"launch", "kernel", "grid", "block", "memory", "code", "result"}, "r");
     for (const auto& o : outcomes_) {
+      if (o.graph) continue;
       std::string result = replay::verdictName(o.verdict);
       if (const auto t = timing(o)) {
         result += "  " + durationText(t->median) + " median of " + std::to_string(o.timesNs.size()) + " (min " +
@@ -264,8 +288,12 @@ class Report {
                  dim3Text(o.block[0], o.block[1], o.block[2]), replay::memoryPathName(o.memory),
                  o.code.empty() ? "-" : o.code, result});
     }
-    std::cout << table.render("");
+    if (!std::all_of(outcomes_.begin(), outcomes_.end(), [](const auto& o) { return o.graph; })) {
+      std::cout << table.render("");
+    }
+    printGraphLaunches();
     for (const auto& o : outcomes_) {
+      if (o.graph) continue;
       const bool interesting = o.verdict != Verdict::kReproduced || opt_.verbose || !o.checks.empty();
       if (!interesting) continue;
       std::cout << "\nlaunch " << o.launchIndex << " (" << printable(o.kernel)
@@ -312,24 +340,33 @@ class Report {
       }
     }
     const size_t n = outcomes_.size();
+    const size_t graphs =
+        static_cast<size_t>(std::count_if(outcomes_.begin(), outcomes_.end(), [](const auto& o) { return o.graph; }));
+    // "launches", "graph launches", or both counted together.
+    const std::string noun = graphs == 0   ? "launches"
+                             : graphs == n ? "graph launches"
+                                           : "launches (graph launches included)";
     if (failed != 0)
-      return "Verdict: " + std::to_string(failed) + " of " + std::to_string(n) + " launches faulted or hung here.";
+      return "Verdict: " + std::to_string(failed) + " of " + std::to_string(n) + " " + noun + " faulted or hung here.";
     if (differs != 0)
-      return "Verdict: " + std::to_string(differs) + " of " + std::to_string(n) +
-             " launches differ from the recording.";
+      return "Verdict: " + std::to_string(differs) + " of " + std::to_string(n) + " " + noun +
+             " differ from the recording.";
     if (other != 0)
-      return "Verdict: " + std::to_string(n - other) + " of " + std::to_string(n) + " launches ran as recorded; " +
+      return "Verdict: " + std::to_string(n - other) + " of " + std::to_string(n) + " " + noun + " ran as recorded; " +
              std::to_string(other) + " could not be verified or replayed (see above).";
     if (tolerated != 0)
-      return "Verdict: all " + std::to_string(n) + " launches reproduced, " + std::to_string(tolerated) +
+      return "Verdict: all " + std::to_string(n) + " " + noun + " reproduced, " + std::to_string(tolerated) +
              " within --tolerance.";
-    return n == 1 ? "Verdict: the launch reproduced bit-exactly as recorded."
-                  : "Verdict: all " + std::to_string(n) + " launches reproduced bit-exactly as recorded.";
+    if (n == 1)
+      return graphs == 1 ? "Verdict: the graph launch reproduced bit-exactly as recorded."
+                         : "Verdict: the launch reproduced bit-exactly as recorded.";
+    return "Verdict: all " + std::to_string(n) + " " + noun + " reproduced bit-exactly as recorded.";
   }
 
   void printJson() const {
     Json launches = Json::array();
     for (const auto& o : outcomes_) {
+      if (o.graph) continue;
       Json launch = {{"launchIndex", o.launchIndex},
                      {"kernel", o.kernel},
                      {"verdict", replay::verdictName(o.verdict)},
@@ -370,22 +407,48 @@ class Report {
                              {"sm", static_cast<int64_t>(device.sm)},
                              {"driverVersion", static_cast<int64_t>(device.driverVersion)}}},
                            {"launches", std::move(launches)},
+                           {"graphLaunches", graphLaunchesJson(outcomes_)},
                            {"summary", summary()},
                            {"exitCode", static_cast<int64_t>(exitCode())}};
     std::cout << jsonText(document) << "\n";
   }
 
  private:
+  // "4 launches: 4 REPRODUCED; 2 graph launches: 1 REPRODUCED, 1 DIFFERS"
   std::string summary() const {
-    std::map<std::string, size_t> counts;
-    for (const auto& o : outcomes_) ++counts[replay::verdictName(o.verdict)];
-    std::string text = std::to_string(outcomes_.size()) + (outcomes_.size() == 1 ? " launch" : " launches") + ":";
-    bool first = true;
-    for (const auto& [name, n] : counts) {
-      text += (first ? " " : ", ") + std::to_string(n) + " " + name;
-      first = false;
+    std::string text;
+    for (const bool graph : {false, true}) {
+      std::map<std::string, size_t> counts;
+      size_t total = 0;
+      for (const auto& o : outcomes_) {
+        if (o.graph != graph) continue;
+        ++counts[replay::verdictName(o.verdict)];
+        ++total;
+      }
+      if (total == 0 && (graph || !outcomes_.empty())) continue;
+      const std::string noun = graph ? " graph launch" : " launch";
+      text += (text.empty() ? "" : "; ") + std::to_string(total) + noun + (total == 1 ? "" : "es") + ":";
+      bool first = true;
+      for (const auto& [name, n] : counts) {
+        text += (first ? " " : ", ") + std::to_string(n) + " " + name;
+        first = false;
+      }
     }
     return text;
+  }
+
+  void printGraphLaunches() const {
+    for (const auto& o : outcomes_) {
+      if (!o.graph) continue;
+      std::cout << "\n" << graphLaunchLine(o) << "\n";
+      for (const auto& line : o.nodeLines) std::cout << "  " << printable(line) << "\n";
+      for (const auto& b : o.buffers) {
+        if (b.differingBytes != 0 || opt_.verbose) std::cout << "  " << bufferLine(b) << "\n";
+      }
+      if (o.verdict == Verdict::kDiffers || o.verdict == Verdict::kFault || o.verdict == Verdict::kHang) {
+        std::cout << "  alone: kcap replay " << word(opt_.path) << " --graph-launch " << o.launchIndex << "\n";
+      }
+    }
   }
 
   const Options& opt_;
@@ -434,7 +497,7 @@ int runReplay(const Options& opt) {
                 << " (replaying the intact events)\n";
     }
     if (replay::isCheckpointTrace(model)) return replayCheckpoints(opt, model);
-    if (model.launches().empty()) {
+    if (model.launches().empty() && model.graphLaunchRecords().empty()) {
       std::cerr << "kcap: " << opt.path << ": the trace holds no launches\n";
       return kExitTrace;
     }
@@ -451,18 +514,21 @@ int runReplay(const Options& opt) {
     const size_t captured = static_cast<size_t>(std::count_if(model.launches().begin(), model.launches().end(),
                                                               [](const auto& l) { return l.event().getCapturing(); }));
     if (captured != 0 && opt.launches.empty() && !opt.json) {
-      std::cerr << "kcap replay: " << captured << " launch(es) captured into CUDA graphs are not replayed "
-                << "(they ran inside graph launches, which kcap does not capture node by node yet)\n";
+      std::cerr << "kcap replay: " << captured << " launch(es) captured into CUDA graphs are not replayed alone "
+                << "(they ran inside graph launches"
+                << (model.graphLaunchRecords().empty() ? ", none of which the trace holds" : ", replayed as such")
+                << ")\n";
     }
     Report report(opt);
-    const bool progress = !opt.json && selection.launchIndices.size() > 1 && isatty(STDERR_FILENO);
+    const size_t selected = selection.launchIndices.size() + selection.graphLaunchIndices.size();
+    const bool progress = !opt.json && selected > 1 && isatty(STDERR_FILENO);
     size_t done = 0;
     const auto onOutcome = [&](const LaunchOutcome& o) {
       report.add(o);
       ++done;
       if (progress) {
-        std::cerr << "\r[" << done << "/" << selection.launchIndices.size() << "] launch " << o.launchIndex << " "
-                  << replay::verdictName(o.verdict) << "\033[K" << std::flush;
+        std::cerr << "\r[" << done << "/" << selected << "] " << (o.graph ? "graph launch " : "launch ")
+                  << o.launchIndex << " " << replay::verdictName(o.verdict) << "\033[K" << std::flush;
       }
     };
     try {
@@ -492,6 +558,11 @@ Run setupReplay(CLI::App& cmd) {
   auto opt = std::make_shared<Options>();
   cmd.add_option("file", opt->path, "Trace file")->required();
   cmd.add_option("--launch", opt->launches, "Replay launch N (a launchIndex; repeatable)");
+  cmd.add_option("--graph-launch", opt->graphLaunches,
+                 "Replay graph launch N (a graphLaunchIndex; repeatable): its graph rebuilt from the recording, "
+                 "launched from its recorded memory, compared");
+  cmd.add_flag("--graph-nodes", opt->graphNodes,
+               "Run each selected graph launch node by node, synchronizing after each, a line per node");
   cmd.add_option("--kernel", opt->kernel,
                  "Replay every launch of kernels whose name matches REGEX (RE2 syntax, anywhere in the name)");
   cmd.add_option("--range", opt->range,

@@ -46,4 +46,36 @@ Json buffersJson(const std::vector<replay::BufferReport>& buffers) {
   return list;
 }
 
+std::string graphLaunchLine(const replay::LaunchOutcome& o) {
+  std::string line = "graph launch " + std::to_string(o.launchIndex) + " (" + printable(o.kernel) +
+                     "): " + replay::verdictName(o.verdict);
+  if (o.verdict == replay::Verdict::kReproduced || o.verdict == replay::Verdict::kDiffers) {
+    size_t differing = 0;
+    for (const auto& b : o.buffers) differing += b.differingBytes != 0 ? 1 : 0;
+    line += ", " + std::to_string(o.buffers.size()) + (o.buffers.size() == 1 ? " range" : " ranges") + " compared";
+    if (differing != 0) line += ", " + std::to_string(differing) + " differ";
+  }
+  if (!o.detail.empty()) line += ": " + printable(o.detail);
+  return line;
+}
+
+Json graphLaunchesJson(const std::vector<replay::LaunchOutcome>& outcomes) {
+  Json list = Json::array();
+  for (const auto& o : outcomes) {
+    if (!o.graph) continue;
+    list.push_back({{"graphLaunchIndex", o.launchIndex},
+                    {"graph", o.kernel},
+                    {"verdict", replay::verdictName(o.verdict)},
+                    {"detail", o.detail},
+                    {"memory", replay::memoryPathName(o.memory)},
+                    {"code", o.code},
+                    {"nodes", o.nodeLines},
+                    {"buffers", buffersJson(o.buffers)},
+                    {"restoredBytes", o.restoredBytes},
+                    {"restoreNs", o.restoreNs},
+                    {"placeNs", o.placeNs}});
+  }
+  return list;
+}
+
 }  // namespace kcap::tools

@@ -22,6 +22,11 @@ std::string bufferLine(const replay::BufferReport& buffer, const char* expected 
 // The "buffers" array of a launch's JSON object.
 Json buffersJson(const std::vector<replay::BufferReport>& buffers);
 
+// "graph launch 3 (exec 0x..., 11 nodes: 4 kernels, ...): REPRODUCED, 5 ranges compared"
+std::string graphLaunchLine(const replay::LaunchOutcome& outcome);
+// The "graphLaunches" array of kcap replay --json: the graph launches among `outcomes`.
+Json graphLaunchesJson(const std::vector<replay::LaunchOutcome>& outcomes);
+
 // kcap replay on a checkpoint trace (replay_checkpoint.cpp): re-execution
 // verified at checkpoints, one line per interval. Returns the exit code.
 struct CheckpointReplayArgs {
