@@ -43,15 +43,6 @@ bool waitsForPeers(std::string_view kernelName) {
   return kernelName.starts_with("ncclKernel") || kernelName.starts_with("ncclDevKernel");
 }
 
-bool isCapturing(CUstream stream) {
-  const auto query = driverApi().streamIsCapturing;
-  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
-  if (query == nullptr || query(stream, &status) != CUDA_SUCCESS) {
-    return false;
-  }
-  return status != CU_STREAM_CAPTURE_STATUS_NONE;
-}
-
 struct TakenRange {
   SnapshotRange range;
   StoredContent content;
