@@ -29,8 +29,15 @@ class Recorded {
  public:
   Recorded(const std::string& scenario, const std::string& mode) {
     path_ = dir_.file(scenario + ".kcap");
-    const Outcome plain = run({graphProgram(), {scenario}, {}, false});
-    const Outcome shimmed = run({graphProgram(), {scenario}, {{"KCAP_OUTPUT", path_}, {"KCAP_MODE", mode}}, true});
+    // The double linked as the real driver is (-Bsymbolic-functions): the
+    // addresses cuGetProcAddress hands out are its own functions, not the
+    // shim's exports.
+    RunSpec plainSpec{graphProgram(), {scenario}, {}, false};
+    plainSpec.libraryPath = symbolicDoubleDir();
+    RunSpec shimmedSpec{graphProgram(), {scenario}, {{"KCAP_OUTPUT", path_}, {"KCAP_MODE", mode}}, true};
+    shimmedSpec.libraryPath = symbolicDoubleDir();
+    const Outcome plain = run(plainSpec);
+    const Outcome shimmed = run(shimmedSpec);
     EXPECT_EQ(plain.exitCode, 0) << plain.describe();
     EXPECT_EQ(shimmed.exitCode, 0) << shimmed.describe();
     EXPECT_EQ(shimmed.err, "") << shimmed.describe();
