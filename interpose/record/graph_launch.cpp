@@ -22,25 +22,11 @@
 namespace kcap {
 namespace {
 
-struct Taken {
-  SnapshotRange range;
-  StoredContent content;
-};
-
-void writeRanges(capnp::List<schema::MemoryRange>::Builder list, const std::vector<Taken>& taken) {
-  for (unsigned i = 0; i < taken.size(); ++i) {
-    list[i].setAddress(taken[i].range.address);
-    list[i].setAllocationBase(taken[i].range.allocationBase);
-    list[i].setKind(taken[i].range.kind);
-    taken[i].content.writeTo(list[i].initContent());
-  }
-}
-
 // Takes `ranges` in order; stops at the first failure, returned.
 CUresult takeAll(format::TraceWriter& writer, StagingPool& staging, const std::vector<SnapshotRange>& ranges,
-                 bool deviceHashing, std::vector<Taken>& taken) {
+                 bool deviceHashing, std::vector<TakenRange>& taken) {
   for (const SnapshotRange& range : ranges) {
-    Taken entry{range, {}};
+    TakenRange entry{range, {}};
     const CUresult result = snapshot(writer, staging, range, entry.content, nullptr, deviceHashing);
     if (result != CUDA_SUCCESS) return result;
     taken.push_back(std::move(entry));
@@ -129,7 +115,7 @@ bool Recorder::graphLaunchStarting(const GraphLaunchCall& call, PendingGraphLaun
       }
     }
   }
-  std::vector<Taken> taken;
+  std::vector<TakenRange> taken;
   CUresult failed = sync;
   if (sync == CUDA_SUCCESS) {
     failed = takeAll(*writer_, staging_, ranges, options_.hashOnDevice, taken);
@@ -166,7 +152,7 @@ void Recorder::graphLaunchFinished(PendingGraphLaunch& pending, CUresult result)
     const CUresult sync = synchronize != nullptr ? synchronize(pending.syncStream) : CUDA_ERROR_NOT_FOUND;
     end.setSyncResult(sync);
     if (sync == CUDA_SUCCESS) {
-      std::vector<Taken> taken;
+      std::vector<TakenRange> taken;
       const CUresult failed = takeAll(*writer_, staging_, pending.ranges, options_.hashOnDevice, taken);
       if (failed != CUDA_SUCCESS) end.setSnapshotError(failed);
       writeRanges(end.initPost(static_cast<unsigned>(taken.size())), taken);

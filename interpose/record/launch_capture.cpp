@@ -43,20 +43,6 @@ bool waitsForPeers(std::string_view kernelName) {
   return kernelName.starts_with("ncclKernel") || kernelName.starts_with("ncclDevKernel");
 }
 
-struct TakenRange {
-  SnapshotRange range;
-  StoredContent content;
-};
-
-void writeRanges(capnp::List<schema::MemoryRange>::Builder list, const std::vector<TakenRange>& taken) {
-  for (unsigned i = 0; i < taken.size(); ++i) {
-    list[i].setAddress(taken[i].range.address);
-    list[i].setAllocationBase(taken[i].range.allocationBase);
-    list[i].setKind(taken[i].range.kind);
-    taken[i].content.writeTo(list[i].initContent());
-  }
-}
-
 size_t rangesHint(const std::vector<TakenRange>& taken) {
   size_t bytes = 0;
   for (const TakenRange& entry : taken) {
