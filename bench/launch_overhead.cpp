@@ -3,7 +3,12 @@
 // calls through, and with it recording metadata (docs/benchmarks.md).
 //
 //   kcap_bench_launch_overhead [--launches N] [--reps R] [--warmup W] [--threads T] [--pin-cpu C]
-//                              [--interleave P]
+//                              [--interleave P] [--graph 1]
+//
+// --graph 1: each launch is a cuGraphLaunch of a graph (one per thread)
+// whose one node launches kcap_empty, instead of a cuLaunchKernel; the
+// interleaved direct blocks call libcuda's own cuGraphLaunch. Prints `made
+// graph_launches N` instead of the kernel count.
 //
 // Each of T threads (default 1) launches kcap_empty (kernels/empty.cu,
 // <<<1, 1>>>, no parameters) N times (default 100000) into its own stream
@@ -83,6 +88,7 @@ struct Options {
   unsigned long long threads = 1;
   long long pinCpu = -1;              // -1: not pinned
   unsigned long long interleave = 0;  // pairs of blocks; 0: repetitions
+  bool graph = false;                 // cuGraphLaunch of a one-node graph instead of cuLaunchKernel
 };
 
 Options parse(int argc, char** argv) {
@@ -92,7 +98,7 @@ Options parse(int argc, char** argv) {
     if (std::strcmp(flag, "--help") == 0) {
       std::printf(
           "usage: %s [--launches N] [--reps R] [--warmup W] [--threads T] [--pin-cpu C] "
-          "[--interleave P]\n",
+          "[--interleave P] [--graph 1]\n",
           argv[0]);
       std::exit(0);
     }
@@ -113,6 +119,8 @@ Options parse(int argc, char** argv) {
       options.pinCpu = static_cast<long long>(value);
     } else if (std::strcmp(flag, "--interleave") == 0) {
       options.interleave = value;
+    } else if (std::strcmp(flag, "--graph") == 0) {
+      options.graph = value != 0;
     } else {
       std::fprintf(stderr, "unknown flag %s (--help)\n", flag);
       std::exit(2);
@@ -131,13 +139,65 @@ Options parse(int argc, char** argv) {
 
 using LaunchKernel = CUresult (*)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                                   CUstream, void**, void**);
+using GraphLaunch = CUresult (*)(CUgraphExec, CUstream);
 
-void launchMany(CUfunction empty, CUstream stream, unsigned long long count, LaunchKernel launch = &cuLaunchKernel) {
+// What one launch is: the empty kernel, or a graph that launches it.
+struct Unit {
+  CUfunction empty = nullptr;
+  CUgraphExec graph = nullptr;  // --graph
+};
+
+// The entry points a block calls: the program's (the shim's, under
+// LD_PRELOAD) or libcuda's own.
+struct EntryPoints {
+  LaunchKernel kernel = &cuLaunchKernel;
+  GraphLaunch graph = &cuGraphLaunch;
+};
+
+// A graph of one node that launches `empty` <<<1, 1>>>, made executable.
+CUgraphExec oneNodeGraph(CUfunction empty) {
+  CUgraph graph = nullptr;
+  BENCH_CHECK(cuGraphCreate(&graph, 0));
+  CUDA_KERNEL_NODE_PARAMS node{};
+  node.func = empty;
+  node.gridDimX = node.gridDimY = node.gridDimZ = 1;
+  node.blockDimX = node.blockDimY = node.blockDimZ = 1;
+  CUgraphNode added = nullptr;
+  BENCH_CHECK(cuGraphAddKernelNode(&added, graph, nullptr, 0, &node));
+  CUgraphExec exec = nullptr;
+  BENCH_CHECK(cuGraphInstantiate(&exec, graph, 0));
+  BENCH_CHECK(cuGraphDestroy(graph));
+  return exec;
+}
+
+Unit unitFor(const Options& options, CUfunction empty) {
+  return {empty, options.graph ? oneNodeGraph(empty) : nullptr};
+}
+
+void launchMany(const Unit& unit, CUstream stream, unsigned long long count, const EntryPoints& entry = {}) {
+  if (unit.graph != nullptr) {
+    for (unsigned long long i = 0; i < count; ++i) {
+      const CUresult r = entry.graph(unit.graph, stream);
+      if (r != CUDA_SUCCESS) [[unlikely]] {
+        bench::die("cuGraphLaunch", r);
+      }
+    }
+    return;
+  }
   for (unsigned long long i = 0; i < count; ++i) {
-    const CUresult r = launch(empty, 1, 1, 1, 1, 1, 1, 0, stream, nullptr, nullptr);
+    const CUresult r = entry.kernel(unit.empty, 1, 1, 1, 1, 1, 1, 0, stream, nullptr, nullptr);
     if (r != CUDA_SUCCESS) [[unlikely]] {
       bench::die("cuLaunchKernel", r);
     }
+  }
+}
+
+// The closing "made" line: what the shim's counts and trace must hold.
+void printMade(const Options& options, unsigned long long perThread) {
+  if (options.graph) {
+    std::printf("made graph_launches %llu\n", perThread * options.threads);
+  } else {
+    std::printf("made kernel kcap_empty %llu\n", perThread * options.threads);
   }
 }
 
@@ -249,25 +309,30 @@ int findInObject(dl_phdr_info* info, size_t, void* data) {
   return 0;
 }
 
-LaunchKernel driversOwnLaunchKernel() {
-  SymbolQuery query{"libcuda.so", "cuLaunchKernel"};
+// libcuda's own `name`, found in its dynamic symbol table so that no
+// interposer sees the call.
+void* driversOwn(const char* name) {
+  SymbolQuery query{"libcuda.so", name};
   dl_iterate_phdr(findInObject, &query);
   if (query.found == nullptr) {
-    std::fprintf(stderr, "cuLaunchKernel not found in libcuda's symbol table\n");
+    std::fprintf(stderr, "%s not found in libcuda's symbol table\n", name);
     std::exit(1);
   }
-  return reinterpret_cast<LaunchKernel>(query.found);
+  return query.found;
 }
 
 // --interleave: pairs of blocks, hooked against direct, in one process.
 int runInterleaved(const Options& options, CUcontext context, CUfunction empty) {
-  const LaunchKernel direct = driversOwnLaunchKernel();
-  std::printf("direct_is_linked %d\n", direct == &cuLaunchKernel ? 1 : 0);  // 1: nothing interposes
+  const EntryPoints direct{reinterpret_cast<LaunchKernel>(driversOwn("cuLaunchKernel")),
+                           reinterpret_cast<GraphLaunch>(driversOwn("cuGraphLaunch"))};
+  const bool linked = options.graph ? direct.graph == &cuGraphLaunch : direct.kernel == &cuLaunchKernel;
+  std::printf("direct_is_linked %d\n", linked ? 1 : 0);  // 1: nothing interposes
   BENCH_CHECK(cuCtxSetCurrent(context));
+  const Unit unit = unitFor(options, empty);
   CUstream stream = nullptr;
   BENCH_CHECK(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
-  launchMany(empty, stream, options.warmup);
-  launchMany(empty, stream, options.warmup, direct);
+  launchMany(unit, stream, options.warmup);
+  launchMany(unit, stream, options.warmup, direct);
   BENCH_CHECK(cuStreamSynchronize(stream));
   if (options.pinCpu >= 0) {
     cpu_set_t cpus;
@@ -287,10 +352,10 @@ int runInterleaved(const Options& options, CUcontext context, CUfunction empty) 
     double cpuNs = 0;
   };
   const auto threadCpuNs = [] { return cpuNs(usageOf(RUSAGE_THREAD)); };
-  const auto block = [&](LaunchKernel launch) {
+  const auto block = [&](const EntryPoints& entry) {
     const double cpuStart = threadCpuNs();
     const double start = bench::nowNs();
-    launchMany(empty, stream, options.launches, launch);
+    launchMany(unit, stream, options.launches, entry);
     BENCH_CHECK(cuStreamSynchronize(stream));
     const double end = bench::nowNs();
     return BlockTime{(end - start) / n, (threadCpuNs() - cpuStart) / n};
@@ -303,11 +368,11 @@ int runInterleaved(const Options& options, CUcontext context, CUfunction empty) 
     BlockTime hooked;
     BlockTime plain;
     if (hookedFirst) {
-      hooked = block(&cuLaunchKernel);
+      hooked = block(EntryPoints{});
       plain = block(direct);
     } else {
       plain = block(direct);
-      hooked = block(&cuLaunchKernel);
+      hooked = block(EntryPoints{});
     }
     added.push_back(hooked.wallNs - plain.wallNs);
     addedCpu.push_back(hooked.cpuNs - plain.cpuNs);
@@ -319,7 +384,8 @@ int runInterleaved(const Options& options, CUcontext context, CUfunction empty) 
   BENCH_CHECK(cuStreamDestroy(stream));
   std::printf("interleaved_added_ns_per_launch %.1f\n", bench::median(added));
   std::printf("interleaved_added_cpu_ns_per_launch %.1f\n", bench::median(addedCpu));
-  std::printf("made kernel kcap_empty %llu\n", options.warmup + options.interleave * options.launches);
+  // Launches through the direct entry point are not the shim's to count.
+  printMade(options, options.warmup + options.interleave * options.launches);
   return 0;
 }
 
@@ -330,8 +396,9 @@ int main(int argc, char** argv) {
   const CUcontext context = bench::primaryContext();
   const CUfunction empty = bench::loadKernel("empty.fatbin", "kcap_empty");
   std::printf("device %s\n", bench::deviceName().c_str());
-  std::printf("config launches %llu reps %llu warmup %llu threads %llu pin_cpu %lld interleave %llu\n",
-              options.launches, options.reps, options.warmup, options.threads, options.pinCpu, options.interleave);
+  std::printf("config launches %llu reps %llu warmup %llu threads %llu pin_cpu %lld interleave %llu graph %d\n",
+              options.launches, options.reps, options.warmup, options.threads, options.pinCpu, options.interleave,
+              options.graph ? 1 : 0);
   if (options.interleave > 0) {
     return runInterleaved(options, context, empty);
   }
@@ -344,9 +411,10 @@ int main(int argc, char** argv) {
   for (unsigned long long t = 0; t < options.threads; ++t) {
     threads.emplace_back([&, t] {
       BENCH_CHECK(cuCtxSetCurrent(context));
+      const Unit unit = unitFor(options, empty);
       CUstream stream = nullptr;
       BENCH_CHECK(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
-      launchMany(empty, stream, options.warmup);
+      launchMany(unit, stream, options.warmup);
       BENCH_CHECK(cuStreamSynchronize(stream));
       if (options.pinCpu >= 0) {
         cpu_set_t cpus;
@@ -362,7 +430,7 @@ int main(int argc, char** argv) {
       for (unsigned long long rep = 0; rep < options.reps; ++rep) {
         sync.arrive_and_wait();
         const double start = bench::nowNs();
-        launchMany(empty, stream, options.launches);
+        launchMany(unit, stream, options.launches);
         const double looped = bench::nowNs();
         BENCH_CHECK(cuStreamSynchronize(stream));
         const double end = bench::nowNs();
@@ -413,6 +481,6 @@ int main(int argc, char** argv) {
   std::printf("voluntary_switches_per_1k_launches %.3f\n", per1k(static_cast<double>(voluntary)));
   std::printf("migrations_per_1k_launches %.3f\n", migrations < 0 ? -1.0 : per1k(static_cast<double>(migrations)));
   std::printf("process_cpu_ns_per_launch %.1f\n", processCpuNs / launched);
-  std::printf("made kernel kcap_empty %llu\n", (options.warmup + options.reps * options.launches) * options.threads);
+  printMade(options, options.warmup + options.reps * options.launches);
   return 0;
 }

@@ -146,6 +146,9 @@ def parse_args():
     p.add_argument("--deadline", type=float, default=0,
                    help="seconds this script may run: no round is started that would end past it, going by "
                         "the longest round so far (a time limit on the whole run); 0: none")
+    p.add_argument("--graph", action="store_true",
+                   help="each launch is a cuGraphLaunch of a one-node graph (the bench's --graph 1); the "
+                        "metadata traces must hold every graph launch")
     p.add_argument("--cpus", default="",
                    help="run each process under `taskset -c CPUS`: all its threads, the shim's included, "
                         "on these CPUs (tells whether the shim's threads cost by being elsewhere)")
@@ -179,11 +182,15 @@ def environment(config, args, scratch):
     return env
 
 
-def launches_in(kcap, trace):
+def launches_in(kcap, trace, graph):
+    """The kcap_empty launches (graph: the graph launches) the trace holds; None if it cannot be read."""
     info = subprocess.run([kcap, "info", "--json", str(trace)], capture_output=True, text=True)
     if info.returncode != 0:
         return None
-    return sum(int(k["launches"]) for k in json.loads(info.stdout).get("kernels", []) if k["name"] == "kcap_empty")
+    summary = json.loads(info.stdout)
+    if graph:
+        return int(summary.get("events", {}).get("byType", {}).get("graphLaunch", 0))
+    return sum(int(k["launches"]) for k in summary.get("kernels", []) if k["name"] == "kcap_empty")
 
 
 def run_once(args, config, threads, scratch):
@@ -192,6 +199,8 @@ def run_once(args, config, threads, scratch):
         old.unlink()
     launches = args.launches if threads == 1 else args.threaded_launches
     command = [args.bench, "--launches", str(launches), "--reps", str(args.reps), "--threads", str(threads)]
+    if args.graph:
+        command += ["--graph", "1"]
     in_process = config.endswith("in-process")
     if in_process:
         command += ["--interleave", str(args.interleave)]
@@ -213,9 +222,10 @@ def run_once(args, config, threads, scratch):
     value = lambda key: float(re.search(rf"^{key} (-?[\d.]+)$", done.stdout, re.M).group(1))
     problem = None
     if config.startswith("metadata") and args.kcap:
-        made = int(re.search(r"^made kernel kcap_empty (\d+)$", done.stdout, re.M).group(1))
+        made_line = r"^made graph_launches (\d+)$" if args.graph else r"^made kernel kcap_empty (\d+)$"
+        made = int(re.search(made_line, done.stdout, re.M).group(1))
         traces = sorted(scratch.glob("trace*.kcap"))
-        held = launches_in(args.kcap, traces[0]) if len(traces) == 1 else None
+        held = launches_in(args.kcap, traces[0], args.graph) if len(traces) == 1 else None
         if held != made:
             problem = f"the trace holds {held} launches of {made} made ({len(traces)} trace files)"
     scheduling = {}

@@ -102,8 +102,10 @@ if [ $bench = 1 ]; then
   }
   if [ $overhead = 1 ]; then
     { overhead --threads 1 --rounds 7; echo "=== launching thread pinned"; overhead --threads 1 --rounds 5 --pin-cpu 2
-      echo "=== 16 threads"; overhead --threads 16 --rounds 3; } >"$out/bench-launch-overhead.txt" 2>&1 || status=1
-    grep -E '^\| (1|16) ' "$out/bench-launch-overhead.txt"
+      echo "=== 16 threads"; overhead --threads 16 --rounds 3
+      echo "=== graph launches (cuGraphLaunch of a one-node graph)"; overhead --graph --threads 1 --rounds 5
+    } >"$out/bench-launch-overhead.txt" 2>&1 || status=1
+    grep -E '^\| (1|16) |^=== ' "$out/bench-launch-overhead.txt"
     echo "launch overhead done$(elapsed)"
   fi
   # Full capture against pinned D2H; the same with a larger buffer if asked.

@@ -9,6 +9,9 @@
 #include "hooks/real_driver.h"
 #include "hooks/shim_log.h"
 
+#include <optional>
+#include <string_view>
+
 namespace kcap {
 namespace {
 
@@ -25,11 +28,43 @@ void* realLookup(const char* symbol, int version, cuuint64_t flags) noexcept {
   return nullptr;
 }
 
+// Names a later CUDA version gave to an ABI the shim hooks under another
+// name: cuda.h defines cuGraphInstantiate as cuGraphInstantiateWithFlags
+// since CUDA 12.0, and cudart asks for "cuGraphInstantiate" at its own
+// version. Such a lookup is answered with the hooked row only when the
+// driver returns the very function it returns for the row's own name and
+// version (the same ABI).
+struct RenamedAbi {
+  std::string_view name;
+  int since;
+  std::string_view hookedAs;
+};
+constexpr RenamedAbi kRenamed[] = {{"cuGraphInstantiate", 12000, "cuGraphInstantiateWithFlags"}};
+
+// The hooked row a lookup of `symbol` at `version` may be answered with,
+// and the name it is looked up under (`symbol`, or the name it was renamed to).
+std::optional<HookId> rowFor(const char*& symbol, int version, cuuint64_t flags) noexcept {
+  if (const auto id = selectForLookup(symbol, version, flags)) {
+    return id;
+  }
+  for (const RenamedAbi& renamed : kRenamed) {
+    if (renamed.name == symbol && version >= renamed.since) {
+      symbol = renamed.hookedAs.data();
+      return selectForLookup(renamed.hookedAs, version, flags);
+    }
+  }
+  return std::nullopt;
+}
+
 // What the program gets for a successful lookup that returned `real`.
-void* answer(const char* symbol, int version, cuuint64_t flags, void* real) noexcept {
-  const auto id = selectForLookup(symbol, version, flags);
+void* answer(const char* asked, int version, cuuint64_t flags, void* real) noexcept {
+  const char* symbol = asked;
+  const auto id = rowFor(symbol, version, flags);
   if (!id) {
     return real;  // not hooked
+  }
+  if (symbol != asked && realLookup(symbol, spec(*id).version, flags) != real) {
+    return real;  // renamed, but not to the ABI the row has: not hooked
   }
   if (isOwnWrapper(real)) {
     // The driver took the address of its own export through the global

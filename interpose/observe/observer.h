@@ -112,7 +112,7 @@ KCAP_OBSERVE_AROUND(cuLaunchKernelEx_hook, const CUlaunchConfig* config, CUfunct
 KCAP_OBSERVE_AROUND(cuLaunchCooperativeKernel_hook, CUfunction f, unsigned gridX, unsigned gridY, unsigned gridZ,
                     unsigned blockX, unsigned blockY, unsigned blockZ, unsigned sharedBytes, CUstream stream,
                     void** params)
-KCAP_OBSERVE_AFTER(cuGraphLaunch_hook, CUgraphExec graph, CUstream stream)
+KCAP_OBSERVE_AROUND(cuGraphLaunch_hook, CUgraphExec graph, CUstream stream)
 
 // Graphs (graph_observers.cpp): an executable's structure when it is made
 // or updated, each change to one of its nodes, and what conditional nodes are.

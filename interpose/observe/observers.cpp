@@ -344,10 +344,27 @@ void Observer<HookId::cuLaunchCooperativeKernel_hook>::after(HookId, CUresult re
   launchAfter(result);
 }
 
-void Observer<HookId::cuGraphLaunch_hook>::after(HookId, CUresult result, CUgraphExec graph, CUstream stream) {
+namespace {
+thread_local PendingGraphLaunch t_graphLaunch;
+}  // namespace
+
+void Observer<HookId::cuGraphLaunch_hook>::before(HookId id, CUgraphExec graph, CUstream stream) {
+  PendingGraphLaunch& pending = t_graphLaunch;
+  pending = PendingGraphLaunch{};
   if (Recorder* recorder = Recorder::active()) {
-    recorder->graphLaunched(handle(graph), handle(stream), result);
+    if (!recorder->graphLaunchStarting({.exec = graph, .stream = stream, .perThreadStream = spec(id).perThread},
+                                       pending)) {
+      pending.recorder = nullptr;
+    }
   }
+}
+
+void Observer<HookId::cuGraphLaunch_hook>::after(HookId, CUresult result, CUgraphExec, CUstream) {
+  PendingGraphLaunch& pending = t_graphLaunch;
+  if (pending.recorder != nullptr && pending.recorder == Recorder::current()) {
+    pending.recorder->graphLaunchFinished(pending, result);
+  }
+  pending = PendingGraphLaunch{};
 }
 
 }  // namespace kcap

@@ -76,6 +76,15 @@ const DriverApi& driverApi() noexcept {
   return api;
 }
 
+bool isCapturing(CUstream stream) noexcept {
+  const auto query = driverApi().streamIsCapturing;
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  if (query == nullptr || query(stream, &status) != CUDA_SUCCESS) {
+    return false;
+  }
+  return status != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
 uint64_t currentContext() noexcept {
   CUcontext context = nullptr;
   const auto get = driverApi().ctxGetCurrent;

@@ -74,6 +74,9 @@ struct DriverApi {
 // The driver's functions (all nullptr when the driver cannot be loaded).
 const DriverApi& driverApi() noexcept;
 
+// Whether `stream` is capturing into a graph (false when the driver cannot say).
+bool isCapturing(CUstream stream) noexcept;
+
 // The calling thread's current context (0 if none) and its device (-1).
 uint64_t currentContext() noexcept;
 int currentDevice() noexcept;

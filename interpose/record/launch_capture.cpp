@@ -43,29 +43,6 @@ bool waitsForPeers(std::string_view kernelName) {
   return kernelName.starts_with("ncclKernel") || kernelName.starts_with("ncclDevKernel");
 }
 
-bool isCapturing(CUstream stream) {
-  const auto query = driverApi().streamIsCapturing;
-  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
-  if (query == nullptr || query(stream, &status) != CUDA_SUCCESS) {
-    return false;
-  }
-  return status != CU_STREAM_CAPTURE_STATUS_NONE;
-}
-
-struct TakenRange {
-  SnapshotRange range;
-  StoredContent content;
-};
-
-void writeRanges(capnp::List<schema::MemoryRange>::Builder list, const std::vector<TakenRange>& taken) {
-  for (unsigned i = 0; i < taken.size(); ++i) {
-    list[i].setAddress(taken[i].range.address);
-    list[i].setAllocationBase(taken[i].range.allocationBase);
-    list[i].setKind(taken[i].range.kind);
-    taken[i].content.writeTo(list[i].initContent());
-  }
-}
-
 size_t rangesHint(const std::vector<TakenRange>& taken) {
   size_t bytes = 0;
   for (const TakenRange& entry : taken) {

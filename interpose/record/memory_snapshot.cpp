@@ -83,6 +83,15 @@ bool StagingPool::isPageLocked(const uint8_t* data) {
   return std::find(plain_.begin(), plain_.end(), data) == plain_.end();
 }
 
+void writeRanges(capnp::List<schema::MemoryRange>::Builder list, const std::vector<TakenRange>& taken) {
+  for (unsigned i = 0; i < taken.size(); ++i) {
+    list[i].setAddress(taken[i].range.address);
+    list[i].setAllocationBase(taken[i].range.allocationBase);
+    list[i].setKind(taken[i].range.kind);
+    taken[i].content.writeTo(list[i].initContent());
+  }
+}
+
 void StoredContent::writeTo(schema::Content::Builder out) const {
   out.setSize(size);
   out.setPieceSize(pieceSize);

@@ -104,6 +104,13 @@ struct SnapshotRange {
   schema::MemoryKind kind = schema::MemoryKind::ALLOCATION;
 };
 
+// A range and its stored content, as a launch's pre or post lists it.
+struct TakenRange {
+  SnapshotRange range;
+  StoredContent content;
+};
+void writeRanges(capnp::List<schema::MemoryRange>::Builder list, const std::vector<TakenRange>& taken);
+
 // Page-locks the writer's direct blocks (TraceWriter::takeDirectBlocks)
 // with the driver (cuMemHostRegister): device-hashed segments are copied
 // into them straight from the device.

@@ -204,9 +204,11 @@ void Recorder::graphDefined(const GraphDefineCall& call) {
   define.setDevice(deviceOf(context));
   define.setResult(call.result);
   if (call.result == CUDA_SUCCESS) {
-    bool complete = true;
-    writeGraphBody(call.graph, define.initBody(), 0, complete);
-    define.setComplete(complete);
+    GraphWalk walk;
+    writeGraphBody(call.graph, define.initBody(), 0, walk);
+    define.setComplete(walk.complete);
+    graphReach_.define(reinterpret_cast<uint64_t>(call.exec), std::move(walk.nodes),
+                       call.api == schema::GraphDefineApi::EXEC_UPDATE);
   }
   append(message);
 }
@@ -227,22 +229,28 @@ void Recorder::graphNodeUpdated(const GraphNodeUpdateCall& call) {
   if (call.api == schema::GraphUpdateApi::ENABLE) {
     node.setEnabled(call.enabled);
   } else if (call.result == CUDA_SUCCESS && call.params != nullptr) {
-    bool complete = true;
-    writeGraphNode(call.node, *call.params, node, 0, complete);
+    GraphWalk walk;
+    writeGraphNode(call.node, *call.params, node, 0, walk);
+    // A new child graph's nodes all count as the node's reach.
+    GraphNodeReach reach = walk.nodes.empty() ? GraphNodeReach{} : std::move(walk.nodes.front());
+    for (size_t i = 1; i < walk.nodes.size(); ++i) {
+      reach.addresses.insert(reach.addresses.end(), walk.nodes[i].addresses.begin(), walk.nodes[i].addresses.end());
+    }
+    graphReach_.update(reinterpret_cast<uint64_t>(call.exec), reinterpret_cast<uint64_t>(call.node), std::move(reach));
   }
   append(message);
 }
 
-void Recorder::writeGraphBody(CUgraph graph, schema::GraphBody::Builder body, unsigned depth, bool& complete) {
+void Recorder::writeGraphBody(CUgraph graph, schema::GraphBody::Builder body, unsigned depth, GraphWalk& walk) {
   const DriverApi& api = driverApi();
   size_t count = 0;
   if (api.graphGetNodes == nullptr || api.graphGetNodes(graph, nullptr, &count) != CUDA_SUCCESS) {
-    complete = false;
+    walk.complete = false;
     return;
   }
   std::vector<CUgraphNode> nodes(count);
   if (count != 0 && api.graphGetNodes(graph, nodes.data(), &count) != CUDA_SUCCESS) {
-    complete = false;
+    walk.complete = false;
     return;
   }
   nodes.resize(std::min(count, nodes.size()));
@@ -254,13 +262,14 @@ void Recorder::writeGraphBody(CUgraph graph, schema::GraphBody::Builder body, un
     std::vector<CUgraph> bodies;
     std::string why;
     if (queryNode(nodes[i], params, bodies, why)) {
-      writeGraphNode(nodes[i], params, list[i], depth, complete);
+      writeGraphNode(nodes[i], params, list[i], depth, walk);
     } else {
       list[i].setHandle(reinterpret_cast<uint64_t>(nodes[i]));
+      walk.nodes.emplace_back().handle = reinterpret_cast<uint64_t>(nodes[i]);  // keeps positions paired
       // A failed type query leaves the type unknown (-1).
       const bool typed = why.rfind("cuGraphNodeGetType", 0) != 0;
       writeUnreadable(list[i], typed ? static_cast<int>(params.type) : -1, why);
-      complete = false;
+      walk.complete = false;
     }
   }
 
@@ -284,7 +293,7 @@ void Recorder::writeGraphBody(CUgraph graph, schema::GraphBody::Builder body, un
     listed = edgeCount == 0 || api.graphGetEdgesV1(graph, from.data(), to.data(), &edgeCount) == CUDA_SUCCESS;
   }
   if (!listed) {
-    complete = false;
+    walk.complete = false;
     return;
   }
   edgeCount = std::min(edgeCount, from.size());
@@ -293,7 +302,7 @@ void Recorder::writeGraphBody(CUgraph graph, schema::GraphBody::Builder body, un
     if (index.contains(from[e]) && index.contains(to[e])) {
       kept.push_back(e);
     } else {
-      complete = false;  // an edge to a node the node list lacked
+      walk.complete = false;  // an edge to a node the node list lacked
     }
   }
   auto edges = body.initEdges(static_cast<unsigned>(kept.size()));
@@ -308,22 +317,34 @@ void Recorder::writeGraphBody(CUgraph graph, schema::GraphBody::Builder body, un
 }
 
 void Recorder::writeGraphNode(CUgraphNode node, const CUgraphNodeParams& params, schema::GraphNode::Builder out,
-                              unsigned depth, bool& complete) {
+                              unsigned depth, GraphWalk& walk) {
   out.setHandle(reinterpret_cast<uint64_t>(node));
+  walk.nodes.emplace_back().handle = reinterpret_cast<uint64_t>(node);
+  const size_t at = walk.nodes.size() - 1;  // (nested nodes grow the list)
   const bool nested = params.type == CU_GRAPH_NODE_TYPE_GRAPH || params.type == CU_GRAPH_NODE_TYPE_CONDITIONAL;
   if (nested && depth + 1 > kMaxGraphDepth) {
     writeUnreadable(out, params.type, "nested deeper than " + std::to_string(kMaxGraphDepth) + " graphs");
-    complete = false;
+    walk.complete = false;
     return;
   }
   switch (params.type) {
     case CU_GRAPH_NODE_TYPE_KERNEL:
-      writeKernelNode(node, params.kernel, out.initKernel());
+      writeKernelNode(node, params.kernel, out.initKernel(), walk.nodes[at]);
       return;
     case CU_GRAPH_NODE_TYPE_MEMCPY: {
       const void* hostSource = nullptr;
       const CopyCall call = copyCallOf(params.memcpy.copyParams, hostSource);
-      writeCopyShape(out.initMemcpy(), call, copyDirection(call, hostSource));
+      const schema::CopyDirection direction = copyDirection(call, hostSource);
+      writeCopyShape(out.initMemcpy(), call, direction);
+      GraphNodeReach& reach = walk.nodes[at];
+      const bool toHost = direction == schema::CopyDirection::DEVICE_TO_HOST;
+      const bool fromHost = direction == schema::CopyDirection::HOST_TO_DEVICE;
+      if (!toHost && call.dst != 0) reach.addresses.push_back(call.dst);
+      if (!fromHost && call.src != 0) reach.addresses.push_back(call.src);
+      if (fromHost && hostSource != nullptr) {
+        reach.hostSource = hostSource;
+        reach.rows = hostRowsOf(call);
+      }
       return;
     }
     case CU_GRAPH_NODE_TYPE_MEMSET: {
@@ -334,6 +355,7 @@ void Recorder::writeGraphNode(CUgraphNode node, const CUgraphNodeParams& params,
       set.setCount(params.memset.width);
       set.setHeight(params.memset.height);
       set.setPitch(params.memset.height > 1 ? params.memset.pitch : 0);
+      walk.nodes[at].addresses.push_back(params.memset.dst);
       return;
     }
     case CU_GRAPH_NODE_TYPE_HOST: {
@@ -343,7 +365,7 @@ void Recorder::writeGraphNode(CUgraphNode node, const CUgraphNodeParams& params,
       return;
     }
     case CU_GRAPH_NODE_TYPE_GRAPH:
-      writeGraphBody(params.graph.graph, out.initChildGraph(), depth + 1, complete);
+      writeGraphBody(params.graph.graph, out.initChildGraph(), depth + 1, walk);
       return;
     case CU_GRAPH_NODE_TYPE_EMPTY:
       out.setEmpty();
@@ -380,18 +402,19 @@ void Recorder::writeGraphNode(CUgraphNode node, const CUgraphNodeParams& params,
       const unsigned count = c.phGraph_out != nullptr ? c.size : 0;
       auto bodies = conditional.initBodies(count);
       for (unsigned i = 0; i < count; ++i) {
-        writeGraphBody(c.phGraph_out[i], bodies[i], depth + 1, complete);
+        writeGraphBody(c.phGraph_out[i], bodies[i], depth + 1, walk);
       }
       return;
     }
     default:
       writeUnreadable(out, params.type, "a node type kcap does not record");
-      complete = false;
+      walk.complete = false;
       return;
   }
 }
 
-void Recorder::writeKernelNode(CUgraphNode node, const CUDA_KERNEL_NODE_PARAMS_v3& p, schema::Launch::Builder launch) {
+void Recorder::writeKernelNode(CUgraphNode node, const CUDA_KERNEL_NODE_PARAMS_v3& p, schema::Launch::Builder launch,
+                               GraphNodeReach& reach) {
   const auto function = p.func != nullptr ? p.func : reinterpret_cast<CUfunction>(p.kern);
   const LaunchTarget target = launchTarget(function);
   launch.setApi(schema::LaunchApi::GRAPH_KERNEL_NODE);
@@ -416,6 +439,8 @@ void Recorder::writeKernelNode(CUgraphNode node, const CUDA_KERNEL_NODE_PARAMS_v
   std::vector<ParamPointer> pointers;
   scanParams(params.bytes.data(), params.bytes.size(), params.layout(), allocations_, tensorMaps_, pointers);
   writeLaunchParams(launch, params, pointers);
+  reach.function = function;
+  for (const ParamPointer& pointer : pointers) reach.addresses.push_back(pointer.value);
 
   const auto getAttribute = driverApi().graphKernelNodeGetAttribute;
   if (node == nullptr || getAttribute == nullptr) {

@@ -215,26 +215,8 @@ void Recorder::copied(const CopyCall& call, const void* hostSource) {
   writeCopyShape(copy, call, direction);
   if (direction == schema::CopyDirection::HOST_TO_DEVICE && hostSource != nullptr && call.size != 0 &&
       options_.mode != CaptureMode::kMetadata) {
-    const uint64_t slices = std::max<uint64_t>(call.depth, 1);
-    const uint64_t slicePitch = call.srcPitch * call.srcHeight;
-    const bool rowsApart = call.height > 1 && call.srcPitch != call.width;
-    const bool slicesApart = slices > 1 && slicePitch != call.width * call.height;
-    if (rowsApart || slicesApart) {
-      // Only the rows are stored, packed, slice after slice (the gaps
-      // between them in the program's buffer were never copied, and
-      // may not be readable).
-      std::vector<uint8_t> rows(call.width * call.height * slices);
-      const auto* source = static_cast<const uint8_t*>(hostSource);
-      uint8_t* out = rows.data();
-      for (uint64_t z = 0; z < slices; ++z) {
-        for (uint64_t y = 0; y < call.height; ++y, out += call.width) {
-          std::memcpy(out, source + z * slicePitch + y * call.srcPitch, call.width);
-        }
-      }
-      writer_->storeContent(rows.data(), rows.size(), copy.initData());
-    } else {
-      writer_->storeContent(hostSource, call.size, copy.initData());
-    }
+    std::vector<uint8_t> packed;
+    writer_->storeContent(packHostRows(hostSource, hostRowsOf(call), packed), call.size, copy.initData());
   }
   append(message);
 }
@@ -288,19 +270,6 @@ void Recorder::synchronized(const SyncCall& call) {
   sync.setFlags(call.flags);
   sync.setPriority(call.priority);
   sync.setResult(call.result);
-  append(message);
-}
-
-void Recorder::graphLaunched(uint64_t graphExec, uint64_t stream, CUresult result) {
-  Operation operation(*this);
-  if (!operation) {
-    return;
-  }
-  EventMessage message(*this);
-  auto launch = message.event().initGraphLaunch();
-  launch.setGraphExec(graphExec);
-  launch.setStream(stream);
-  launch.setResult(result);
   append(message);
 }
 

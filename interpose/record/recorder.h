@@ -42,6 +42,7 @@
 #include "hooks/hook_table.h"
 #include "record/checkpoint.h"
 #include "record/code_registry.h"
+#include "record/graph_reach.h"
 #include "record/memory_snapshot.h"
 
 #include "kcap.capnp.h"
@@ -157,6 +158,15 @@ struct CopyCall {
 // `hostSource`: the source's host pointer when it is host memory, else null.
 CopyCall copyCallOf(const CUDA_MEMCPY2D& copy, const void*& hostSource);
 CopyCall copyCallOf(const CUDA_MEMCPY3D& copy, const void*& hostSource);
+// The rows a copy reads from its source (graph_reach.h).
+inline HostRows hostRowsOf(const CopyCall& call) {
+  return {.size = call.size,
+          .width = call.width,
+          .height = call.height,
+          .depth = call.depth,
+          .pitch = call.srcPitch,
+          .sliceHeight = call.srcHeight};
+}
 // A Memcpy's fields from a call whose direction is decided (record_memory.cpp).
 void writeCopyShape(schema::Memcpy::Builder copy, const CopyCall& call, schema::CopyDirection direction);
 
@@ -247,6 +257,24 @@ CUDA_KERNEL_NODE_PARAMS_v3 kernelNodeParams(const CUDA_KERNEL_NODE_PARAMS_v2& pa
 // A launch's parameter bytes, layout and pointer words (launch_capture.cpp).
 void writeLaunchParams(schema::Launch::Builder launch, const ParamBuffer& params,
                        std::span<const ParamPointer> pointers);
+
+struct GraphLaunchCall {
+  CUgraphExec exec = nullptr;
+  CUstream stream = nullptr;
+  bool perThreadStream = false;
+};
+
+// A graph launch between its start and its end (graph_launch.cpp).
+struct PendingGraphLaunch {
+  Recorder* recorder = nullptr;
+  uint64_t index = 0;
+  CUstream syncStream = nullptr;
+  // The GraphLaunch event when it is written after the call (every mode but
+  // full, which writes it before).
+  std::unique_ptr<EventMessage> event;
+  bool postSnapshot = false;  // full mode: the pre snapshot was taken whole
+  std::vector<SnapshotRange> ranges;
+};
 
 // Conditional nodes: the driver has no query for their parameters, so the
 // shim remembers them from the calls that made them, recording or not
@@ -351,10 +379,13 @@ class Recorder {
   void copied(const CopyCall& call, const void* hostSource);
   void memset(const SetCall& call);
   void synchronized(const SyncCall& call);
-  void graphLaunched(uint64_t graphExec, uint64_t stream, CUresult result);
   // ---- graphs (record_graph.cpp)
   void graphDefined(const GraphDefineCall& call);
   void graphNodeUpdated(const GraphNodeUpdateCall& call);
+  // cuGraphLaunch (graph_launch.cpp), around the real call as launches are.
+  // Always recorded: false only when the recorder takes no work.
+  bool graphLaunchStarting(const GraphLaunchCall& call, PendingGraphLaunch& pending);
+  void graphLaunchFinished(PendingGraphLaunch& pending, CUresult result);
   void tensorMapEncoded(const TensorMapEncodeCall& call);
   void apiError(HookId id, CUresult result);
 
@@ -453,11 +484,13 @@ class Recorder {
   schema::CopyDirection copyDirection(const CopyCall& call, const void*& hostSource);
 
   // Graphs (record_graph.cpp): a graph read through the driver's queries
-  // into `body`; `complete` turns false at a node that could not be read.
-  void writeGraphBody(CUgraph graph, schema::GraphBody::Builder body, unsigned depth, bool& complete);
+  // into `body`; `walk` gathers each node's reach, and its completeness
+  // turns false at a node that could not be read.
+  void writeGraphBody(CUgraph graph, schema::GraphBody::Builder body, unsigned depth, GraphWalk& walk);
   void writeGraphNode(CUgraphNode node, const CUgraphNodeParams& params, schema::GraphNode::Builder out, unsigned depth,
-                      bool& complete);
-  void writeKernelNode(CUgraphNode node, const CUDA_KERNEL_NODE_PARAMS_v3& params, schema::Launch::Builder launch);
+                      GraphWalk& walk);
+  void writeKernelNode(CUgraphNode node, const CUDA_KERNEL_NODE_PARAMS_v3& params, schema::Launch::Builder launch,
+                       GraphNodeReach& reach);
   void apiErrorTrigger(HookId id, CUresult result) noexcept;  // flight_recorder.cpp
 
   const CaptureOptions options_;
@@ -477,6 +510,8 @@ class Recorder {
   uint64_t startUnixNs_ = 0;
 
   AllocationMap allocations_;
+  GraphReach graphReach_;  // what each executable graph's nodes touch
+  std::atomic<uint64_t> graphLaunches_{0};
   KnownTensorMaps tensorMaps_;  // the maps encodes made: which parameters are tensor maps
   StagingPool staging_;
 

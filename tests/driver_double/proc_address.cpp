@@ -222,6 +222,9 @@ const Entry* entries(std::size_t& count) {
       ENTRY(cuGraphMemFreeNodeGetParams, 11040, false, cuGraphMemFreeNodeGetParams),
       ENTRY(cuGraphConditionalHandleCreate, 12030, false, cuGraphConditionalHandleCreate),
       ENTRY(cuGraphInstantiateWithFlags, 11040, false, cuGraphInstantiateWithFlags),
+      // cuda.h's cuGraphInstantiate is cuGraphInstantiateWithFlags since 12.0:
+      // what cudart asks for by the old name at its own version.
+      ENTRY(cuGraphInstantiate, 12000, false, cuGraphInstantiateWithFlags),
       ENTRY(cuGraphInstantiateWithParams, 12000, false, cuGraphInstantiateWithParams),
       ENTRY(cuGraphInstantiateWithParams, 12000, true, cuGraphInstantiateWithParams_ptsz),
       ENTRY(cuGraphExecGetFlags, 12000, false, cuGraphExecGetFlags),

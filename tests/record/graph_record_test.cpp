@@ -5,6 +5,7 @@
 #include "process_runner.h"
 
 #include "trace_files.h"
+#include "trace_reader.h"
 
 #include <gtest/gtest.h>
 
@@ -28,14 +29,35 @@ class Recorded {
  public:
   Recorded(const std::string& scenario, const std::string& mode) {
     path_ = dir_.file(scenario + ".kcap");
-    const Outcome plain = run({graphProgram(), {scenario}, {}, false});
-    const Outcome shimmed = run({graphProgram(), {scenario}, {{"KCAP_OUTPUT", path_}, {"KCAP_MODE", mode}}, true});
+    // The double linked as the real driver is (-Bsymbolic-functions): the
+    // addresses cuGetProcAddress hands out are its own functions, not the
+    // shim's exports.
+    RunSpec plainSpec{graphProgram(), {scenario}, {}, false};
+    plainSpec.libraryPath = symbolicDoubleDir();
+    RunSpec shimmedSpec{graphProgram(), {scenario}, {{"KCAP_OUTPUT", path_}, {"KCAP_MODE", mode}}, true};
+    shimmedSpec.libraryPath = symbolicDoubleDir();
+    const Outcome plain = run(plainSpec);
+    const Outcome shimmed = run(shimmedSpec);
     EXPECT_EQ(plain.exitCode, 0) << plain.describe();
     EXPECT_EQ(shimmed.exitCode, 0) << shimmed.describe();
     EXPECT_EQ(shimmed.err, "") << shimmed.describe();
     EXPECT_EQ(shimmed.out, plain.out);
     EXPECT_NE(plain.out.find("result "), std::string::npos) << plain.describe();
     events_ = kcap::test::readAllEvents(path_);
+    reader_ = kcap::format::TraceReader::open(path_);
+  }
+  std::vector<float> floats(schema::Content::Reader content) const {
+    const std::vector<uint8_t> bytes = reader_->readContent(content);
+    std::vector<float> out(bytes.size() / sizeof(float));
+    std::memcpy(out.data(), bytes.data(), out.size() * sizeof(float));
+    return out;
+  }
+  // The floats of the range of `ranges` at `address`; empty when none is.
+  std::vector<float> floatsAt(capnp::List<schema::MemoryRange>::Reader ranges, uint64_t address) const {
+    for (const auto range : ranges) {
+      if (range.getAddress() == address) return floats(range.getContent());
+    }
+    return {};
   }
   std::vector<Event::Reader> of(Event::Which which) const {
     std::vector<Event::Reader> out;
@@ -52,7 +74,14 @@ class Recorded {
   kcap::test::TempDir dir_{"kcap-graph"};
   std::string path_;
   std::vector<kcap::test::OwnedEvent> events_;
+  std::unique_ptr<kcap::format::TraceReader> reader_;
 };
+
+std::vector<float> ramp(float scale) {
+  std::vector<float> v(kN);
+  for (unsigned i = 0; i < kN; ++i) v[i] = scale * static_cast<float>(i);
+  return v;
+}
 
 float firstFloat(schema::Launch::Reader kernel) {
   float value = 0;
@@ -221,6 +250,44 @@ TEST_F(ExplicitGraph, ChangesToTheExecutableAreRecordedInOrder) {
   EXPECT_GT(defines[1].getSeq(), launches[2].getSeq());
 }
 
+// Full mode: the memory the nodes reach before each graph launch, after it,
+// and what its host-source copy read.
+TEST_F(ExplicitGraph, EachLaunchHoldsItsMemoryBeforeAndAfterAndItsHostCopy) {
+  const Recorded& r = *recorded_;
+  const uint64_t x = r.allocation(0);
+  const uint64_t y = r.allocation(1);
+  const uint64_t z = r.allocation(2);
+  const uint64_t copyNode = r.of(Event::GRAPH_DEFINE)[0].getGraphDefine().getBody().getNodes()[1].getHandle();
+  const auto launches = r.of(Event::GRAPH_LAUNCH);
+  const auto ends = r.of(Event::GRAPH_LAUNCH_END);
+  ASSERT_EQ(launches.size(), 4u);
+  ASSERT_EQ(ends.size(), 4u);
+  const float before[] = {2.0f, 14.0f, 36.0f, 58.0f};
+  const float after[] = {14.0f, 36.0f, 58.0f, 90.0f};
+  for (unsigned i = 0; i < 4; ++i) {
+    const auto launch = launches[i].getGraphLaunch();
+    const auto end = ends[i].getGraphLaunchEnd();
+    EXPECT_EQ(launch.getGraphLaunchIndex(), i);
+    EXPECT_EQ(end.getGraphLaunchIndex(), i);
+    EXPECT_LT(launches[i].getSeq(), ends[i].getSeq());
+    EXPECT_EQ(launch.getSyncResult(), 0);
+    EXPECT_EQ(end.getResult(), 0);
+    std::set<uint64_t> taken;
+    for (const auto range : launch.getPre()) taken.insert(range.getAddress());
+    EXPECT_TRUE(taken.contains(x) && taken.contains(y) && taken.contains(z)) << "launch " << i;
+    EXPECT_EQ(r.floatsAt(launch.getPre(), y), ramp(before[i])) << "launch " << i;
+    EXPECT_EQ(r.floatsAt(end.getPost(), y), ramp(after[i])) << "launch " << i;
+    EXPECT_EQ(r.floatsAt(end.getPost(), z), ramp(10.0f)) << "launch " << i;
+    ASSERT_EQ(launch.getHostCopies().size(), 1u);
+    const auto copy = launch.getHostCopies()[0];
+    // After the update the copy node is the copy graph's (its handle pairs).
+    if (i < 3) {
+      EXPECT_EQ(copy.getNode(), copyNode);
+    }
+    EXPECT_EQ(r.floats(copy.getData()), ramp(10.0f));
+  }
+}
+
 TEST_F(ExplicitGraph, DumpShowsTheNodes) {
   const Outcome dump = kcapOnDouble({"dump", recorded_->path(), "--type", "graphDefine"});
   ASSERT_EQ(dump.exitCode, 0) << dump.describe();
@@ -246,7 +313,32 @@ TEST(CapturedGraph, TheCapturedCallsAreItsNodes) {
   EXPECT_EQ(nodes[1].which(), schema::GraphNode::MEMCPY);
   expectAxpy(nodes[2], 1.0f, z, y);
   EXPECT_EQ(edgesOf(define.getBody()), (std::set<std::pair<uint32_t, uint32_t>>{{0, 1}, {1, 2}}));
-  EXPECT_EQ(r.of(Event::GRAPH_LAUNCH).size(), 2u);
+  const auto launches = r.of(Event::GRAPH_LAUNCH);
+  ASSERT_EQ(launches.size(), 2u);
+  for (const auto launch : launches) {  // metadata mode: after the call, with its result, nothing else
+    EXPECT_EQ(launch.getGraphLaunch().getResult(), 0);
+    EXPECT_EQ(launch.getGraphLaunch().getPre().size(), 0u);
+    EXPECT_EQ(launch.getGraphLaunch().getHostCopies().size(), 0u);
+  }
+  EXPECT_EQ(r.of(Event::GRAPH_LAUNCH_END).size(), 0u);
+}
+
+// Checkpoint mode: no snapshots, but what host-source copies read, which
+// re-execution cannot recompute.
+TEST(CapturedGraph, CheckpointModeKeepsWhatItsHostCopyRead) {
+  const Recorded r("captured", "checkpoint");
+  const auto define = r.of(Event::GRAPH_DEFINE).at(0).getGraphDefine();
+  const uint64_t copyNode = define.getBody().getNodes()[1].getHandle();
+  const auto launches = r.of(Event::GRAPH_LAUNCH);
+  ASSERT_EQ(launches.size(), 2u);
+  for (const auto event : launches) {
+    const auto launch = event.getGraphLaunch();
+    EXPECT_EQ(launch.getPre().size(), 0u);
+    ASSERT_EQ(launch.getHostCopies().size(), 1u);
+    EXPECT_EQ(launch.getHostCopies()[0].getNode(), copyNode);
+    EXPECT_EQ(r.floats(launch.getHostCopies()[0].getData()), ramp(10.0f));
+  }
+  EXPECT_EQ(r.of(Event::GRAPH_LAUNCH_END).size(), 0u);
 }
 
 }  // namespace

@@ -1,0 +1,164 @@
+// Graph launches (cuGraphLaunch): which executable ran, and in full mode the
+// memory its nodes can reach before it ran (GraphLaunch, written before the
+// call) and after it completed (GraphLaunchEnd), as a kernel launch's.
+//
+// What a graph reaches comes from its definition (graph_reach.h), resolved
+// against the allocations live at the launch: the whole allocation each
+// pointer word, copy or memset side falls into, and the globals of each
+// kernel node's module. Synchronization follows the launches' rules
+// (launch_capture.cpp): the context before the pre snapshot (its stream
+// only while some stream captures), the stream after the launch; a graph
+// launched into a capturing stream does not run and gets no snapshot.
+//
+// Host-source copy nodes read host memory each time the graph runs: what
+// they read is stored with the launch (full and checkpoint modes), read when
+// the program queues the launch.
+#include "record/recorder.h"
+
+#include "record/driver_api.h"
+
+#include <set>
+
+namespace kcap {
+namespace {
+
+// Takes `ranges` in order; stops at the first failure, returned.
+CUresult takeAll(format::TraceWriter& writer, StagingPool& staging, const std::vector<SnapshotRange>& ranges,
+                 bool deviceHashing, std::vector<TakenRange>& taken) {
+  for (const SnapshotRange& range : ranges) {
+    TakenRange entry{range, {}};
+    const CUresult result = snapshot(writer, staging, range, entry.content, nullptr, deviceHashing);
+    if (result != CUDA_SUCCESS) return result;
+    taken.push_back(std::move(entry));
+  }
+  return CUDA_SUCCESS;
+}
+
+}  // namespace
+
+bool Recorder::graphLaunchStarting(const GraphLaunchCall& call, PendingGraphLaunch& pending) {
+  Operation operation(*this);
+  if (!operation) {
+    return false;
+  }
+  const CUstream stream = call.perThreadStream && call.stream == nullptr ? CU_STREAM_PER_THREAD : call.stream;
+  if (checkpoints_ != nullptr) {
+    if (checkpointDue()) {
+      checkpointNow(schema::CheckpointReason::INTERVAL, std::chrono::milliseconds(100));
+    }
+    checkpoints_->streamUsed(stream);
+  }
+  pending.recorder = this;
+  pending.index = graphLaunches_.fetch_add(1, std::memory_order_relaxed);
+  pending.syncStream = stream;
+  auto message = std::make_unique<EventMessage>(*this);
+  auto launch = message->event().initGraphLaunch();
+  const auto exec = reinterpret_cast<uint64_t>(call.exec);
+  launch.setGraphExec(exec);
+  launch.setStream(reinterpret_cast<uint64_t>(call.stream));
+  launch.setGraphLaunchIndex(pending.index);
+  launch.setPerThreadStream(call.perThreadStream);
+  const bool capturing = activeCaptures_.load(std::memory_order_relaxed) > 0 && isCapturing(stream);
+  if (options_.mode == CaptureMode::kMetadata || capturing) {
+    pending.event = std::move(message);  // written with its result
+    return true;
+  }
+
+  const std::vector<GraphNodeReach> nodes = graphReach_.of(exec);
+  size_t hostCopies = 0;
+  for (const GraphNodeReach& node : nodes) {
+    hostCopies += node.hostSource != nullptr ? 1 : 0;
+  }
+  auto copies = launch.initHostCopies(static_cast<unsigned>(hostCopies));
+  unsigned copy = 0;
+  for (const GraphNodeReach& node : nodes) {
+    if (node.hostSource == nullptr) continue;
+    std::vector<uint8_t> packed;
+    copies[copy].setNode(node.handle);
+    writer_->storeContent(packHostRows(node.hostSource, node.rows, packed), node.rows.size, copies[copy].initData());
+    ++copy;
+  }
+  if (perLaunchMetadataOnly(options_.mode)) {
+    pending.event = std::move(message);
+    return true;
+  }
+
+  // Full and pre modes: the memory the nodes reach, before the graph runs.
+  const RelaxedCaptureMode relaxed;
+  const DriverApi& api = driverApi();
+  CUresult sync = CUDA_SUCCESS;
+  if (activeCaptures_.load() == 0 && api.ctxSynchronize != nullptr) {
+    sync = api.ctxSynchronize();
+  } else if (api.streamSynchronize != nullptr) {
+    sync = api.streamSynchronize(stream);
+  }
+  launch.setSyncResult(sync);
+  std::vector<SnapshotRange> ranges;
+  std::set<uint64_t> seen;
+  std::set<CUfunction> functions;
+  {
+    const AllocationMap::Reader reader(allocations_);  // not held across the driver calls below
+    for (const GraphNodeReach& node : nodes) {
+      if (node.function != nullptr) functions.insert(node.function);
+      for (const uint64_t address : node.addresses) {
+        const auto extent = reader.findExtent(address);
+        if (extent && seen.insert(extent->base).second) {
+          ranges.push_back({extent->base, extent->size, extent->base, memoryKind(extent->kind)});
+        }
+      }
+    }
+  }
+  for (const CUfunction function : functions) {
+    for (const GlobalVariable& global : CodeRegistry::instance().globalsOf(launchTarget(function).info.owner)) {
+      if (seen.insert(global.address).second) {
+        ranges.push_back({global.address, global.size, global.address, schema::MemoryKind::MODULE_GLOBAL});
+      }
+    }
+  }
+  std::vector<TakenRange> taken;
+  CUresult failed = sync;
+  if (sync == CUDA_SUCCESS) {
+    failed = takeAll(*writer_, staging_, ranges, options_.hashOnDevice, taken);
+    if (failed != CUDA_SUCCESS) launch.setSnapshotError(failed);
+  }
+  writeRanges(launch.initPre(static_cast<unsigned>(taken.size())), taken);
+  pending.postSnapshot = options_.mode == CaptureMode::kFull && failed == CUDA_SUCCESS;
+  pending.ranges = std::move(ranges);
+  append(*message);
+  if (options_.flush == FlushPolicy::kLaunch) {
+    flush();  // on disk before the graph runs, as a launch's
+  }
+  return true;
+}
+
+void Recorder::graphLaunchFinished(PendingGraphLaunch& pending, CUresult result) {
+  Operation operation(*this);
+  if (!operation) {
+    return;
+  }
+  if (pending.event) {
+    pending.event->event().getGraphLaunch().setResult(result);
+    append(*pending.event);
+    pending.event.reset();
+    return;
+  }
+  EventMessage message(*this);
+  auto end = message.event().initGraphLaunchEnd();
+  end.setGraphLaunchIndex(pending.index);
+  end.setResult(result);
+  if (pending.postSnapshot && result == CUDA_SUCCESS) {
+    const RelaxedCaptureMode relaxed;
+    const auto synchronize = driverApi().streamSynchronize;
+    const CUresult sync = synchronize != nullptr ? synchronize(pending.syncStream) : CUDA_ERROR_NOT_FOUND;
+    end.setSyncResult(sync);
+    if (sync == CUDA_SUCCESS) {
+      std::vector<TakenRange> taken;
+      const CUresult failed = takeAll(*writer_, staging_, pending.ranges, options_.hashOnDevice, taken);
+      if (failed != CUDA_SUCCESS) end.setSnapshotError(failed);
+      writeRanges(end.initPost(static_cast<unsigned>(taken.size())), taken);
+    }
+  }
+  append(message);
+}
+
+}  // namespace kcap
