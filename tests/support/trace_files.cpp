@@ -265,6 +265,13 @@ void forEachContent(schema::Event::Reader event, const std::function<void(schema
     case schema::Event::LAUNCH_END:
       for (auto range : event.getLaunchEnd().getPost()) fn(range.getContent());
       break;
+    case schema::Event::GRAPH_LAUNCH:
+      for (auto range : event.getGraphLaunch().getPre()) fn(range.getContent());
+      for (auto copy : event.getGraphLaunch().getHostCopies()) fn(copy.getData());
+      break;
+    case schema::Event::GRAPH_LAUNCH_END:
+      for (auto range : event.getGraphLaunchEnd().getPost()) fn(range.getContent());
+      break;
     default:
       break;
   }

@@ -90,7 +90,8 @@ struct OwnedEvent {
 std::vector<OwnedEvent> readAllEvents(const std::string& path);
 
 // Every Content an event references, in schema order: module images (and extra
-// images), memcpy data, launch pre snapshots, launchEnd post snapshots.
+// images), memcpy data, launch pre snapshots, launchEnd post snapshots, a graph
+// launch's pre snapshots and host copies, graphLaunchEnd post snapshots.
 void forEachContent(schema::Event::Reader event, const std::function<void(schema::Content::Reader)>& fn);
 
 // The flat Cap'n Proto bytes of one event (as the writer frames it).
