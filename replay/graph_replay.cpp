@@ -30,6 +30,29 @@ void eachKernelNode(const GraphBodyRun& body, const std::function<void(const Gra
   }
 }
 
+// The conditional handles of the graph that some kernel node's parameters
+// hold (an 8-byte slot equal to the handle): conditions set on the GPU.
+std::set<uint64_t> conditionalsSet(const GraphBodyRun& root) {
+  std::set<uint64_t> handles;
+  const std::function<void(const GraphBodyRun&)> collect = [&](const GraphBodyRun& body) {
+    for (const GraphNodeRun& node : body.nodes) {
+      if (node.params.isConditional()) handles.insert(node.params.getConditional().getHandle());
+      for (const GraphBodyRun& nested : node.bodies) collect(nested);
+    }
+  };
+  collect(root);
+  std::set<uint64_t> set;
+  eachKernelNode(root, [&](const GraphNodeRun& node) {
+    const auto params = node.params.getKernel().getParams();
+    for (size_t offset = 0; offset + 8 <= params.size(); offset += 8) {
+      uint64_t value = 0;
+      std::memcpy(&value, params.begin() + offset, sizeof value);
+      if (handles.count(value) != 0) set.insert(value);
+    }
+  });
+  return set;
+}
+
 // "axpy", "memset", ...: what a node is, in its line of --graph-nodes.
 std::string nodeName(const GraphNodeRun& node) {
   switch (node.params.which()) {
@@ -136,7 +159,8 @@ LaunchOutcome Replayer::replayGraphLaunch(const GraphLaunchRecord& g, ReplayList
     listener.launchStarting(o);
     launched = true;
     if (options_.graphNodes) {
-      runGraphNodes(run.root, graph, o.launchIndex, kernels, o);
+      GraphNodesRun nodes{graph, o.launchIndex, kernels, conditionalsSet(run.root)};
+      runGraphNodes(run.root, nodes, o);
     } else {
       check(driver_.cuGraphLaunch(graph.exec(), stream_), "cuGraphLaunch");
       check(driver_.cuStreamSynchronize(stream_), "the graph launch");
@@ -148,7 +172,7 @@ LaunchOutcome Replayer::replayGraphLaunch(const GraphLaunchRecord& g, ReplayList
                  std::to_string(g.end->get().getGraphLaunchEnd().getResult()) + "; here it ran";
       return o;
     }
-    compareGraph(g, globals, o);
+    compareGraph(g, run, globals, o);
   } catch (const NotReplayable& error) {
     o.verdict = Verdict::kError;
     o.detail = std::string("NOT REPLAYABLE: ") + error.what();
@@ -174,8 +198,8 @@ LaunchOutcome Replayer::replayGraphLaunch(const GraphLaunchRecord& g, ReplayList
 
 // --graph-nodes: each node alone, in an order that respects the edges, the
 // stream drained after each, a line for each. A fault names its node.
-void Replayer::runGraphNodes(const GraphBodyRun& body, RebuiltGraph& graph, uint64_t graphLaunchIndex,
-                             std::map<const GraphNodeRun*, LoadedKernel>& kernels, LaunchOutcome& o) {
+void Replayer::runGraphNodes(const GraphBodyRun& body, const GraphNodesRun& run, LaunchOutcome& o) {
+  RebuiltGraph& graph = run.graph;
   const std::string where = body.nodes.empty() ? "the graph" : body.nodes[0].path;
   for (const size_t i : topologicalOrder(body, where)) {
     const GraphNodeRun& node = body.nodes[i];
@@ -190,7 +214,7 @@ void Replayer::runGraphNodes(const GraphBodyRun& body, RebuiltGraph& graph, uint
       switch (p.which()) {
         case schema::GraphNode::KERNEL: {
           KernelNodeCode code = graph.kernelOf(node);
-          launchOnce(graphNodeLaunch(node, graphLaunchIndex), kernels.at(&node), code.params);
+          launchOnce(graphNodeLaunch(node, run.graphLaunchIndex), run.kernels.at(&node), code.params);
           break;
         }
         case schema::GraphNode::MEMCPY: {
@@ -219,7 +243,7 @@ void Replayer::runGraphNodes(const GraphBodyRun& body, RebuiltGraph& graph, uint
           break;
         case schema::GraphNode::CHILD_GRAPH:
           o.nodeLines.push_back(line + ": its nodes:");
-          runGraphNodes(node.bodies.at(0), graph, graphLaunchIndex, kernels, o);
+          runGraphNodes(node.bodies.at(0), run, o);
           continue;
         case schema::GraphNode::MEM_ALLOC: {
           CUdeviceptr made = 0;
@@ -234,10 +258,26 @@ void Replayer::runGraphNodes(const GraphBodyRun& body, RebuiltGraph& graph, uint
           check(driver_.cuMemFree(*address), "cuMemFree for " + node.path);
           break;
         }
-        case schema::GraphNode::CONDITIONAL:
-          throw NotReplayable(node.path +
-                              " is a conditional node: its condition is set on the GPU while the graph runs, "
-                              "so --graph-nodes cannot run it (replay the graph launch without --graph-nodes)");
+        case schema::GraphNode::CONDITIONAL: {
+          // Only a condition no kernel sets is known before the graph runs:
+          // its default, assigned at each launch.
+          const auto c = p.getConditional();
+          const uint32_t value = c.getDefaultValue();
+          const size_t none = node.bodies.size();
+          size_t taken = none;
+          if (c.getType() == 0) taken = value != 0 ? 0 : node.bodies.size() == 2 ? 1 : none;
+          if (c.getType() == 2 && value < node.bodies.size()) taken = value;
+          if (!c.getSetDefault() || run.handlesSet.count(c.getHandle()) != 0 || (c.getType() == 1 && value != 0)) {
+            throw NotReplayable(node.path +
+                                " is a conditional node whose condition is set on the GPU while the graph runs, "
+                                "so --graph-nodes cannot run it (replay the graph launch without --graph-nodes)");
+          }
+          o.nodeLines.push_back(line + ": condition " + std::to_string(value) +
+                                " (its default, which no kernel sets): " +
+                                (taken == none ? std::string("no body runs") : "body " + std::to_string(taken) + ":"));
+          if (taken != none) runGraphNodes(node.bodies[taken], run, o);
+          continue;
+        }
         case schema::GraphNode::EMPTY:
         case schema::GraphNode::EVENT_RECORD:
         case schema::GraphNode::EVENT_WAIT:
@@ -255,7 +295,8 @@ void Replayer::runGraphNodes(const GraphBodyRun& body, RebuiltGraph& graph, uint
   }
 }
 
-void Replayer::compareGraph(const GraphLaunchRecord& g, const LoadedKernel& globals, LaunchOutcome& o) {
+void Replayer::compareGraph(const GraphLaunchRecord& g, const GraphRun& run, const LoadedKernel& globals,
+                            LaunchOutcome& o) {
   if (g.end == nullptr) {
     o.verdict = Verdict::kUnverified;
     appendDetail(o, "the trace has no end of this graph launch (the recorded run ended first)");
@@ -275,6 +316,16 @@ void Replayer::compareGraph(const GraphLaunchRecord& g, const LoadedKernel& glob
     report.address = range.getAddress();
     report.size = size;
     report.label = "buffer";
+    // Named by the first kernel node with a parameter pointing into it.
+    bool named = false;
+    eachKernelNode(run.root, [&](const GraphNodeRun& node) {
+      if (named) return;
+      if (const auto param = parameterPointingInto(node.params.getKernel(), range.getAddress(), size)) {
+        report.label = node.path + " (" + std::string(node.params.getKernel().getKernelName().cStr()) + ") param " +
+                       std::to_string(*param);
+        named = true;
+      }
+    });
     if (range.getKind() == schema::MemoryKind::MODULE_GLOBAL) {
       report.label = "global";
       for (const auto& global : globals.globals) {

@@ -153,9 +153,16 @@ class Replayer {
 
   // graph_replay.cpp
   LaunchOutcome replayGraphLaunch(const GraphLaunchRecord& launch, ReplayListener& listener);
-  void runGraphNodes(const GraphBodyRun& body, RebuiltGraph& graph, uint64_t graphLaunchIndex,
-                     std::map<const GraphNodeRun*, LoadedKernel>& kernels, LaunchOutcome& outcome);
-  void compareGraph(const GraphLaunchRecord& launch, const LoadedKernel& globals, LaunchOutcome& outcome);
+  // What --graph-nodes needs besides the body it runs.
+  struct GraphNodesRun {
+    RebuiltGraph& graph;
+    uint64_t graphLaunchIndex;
+    const std::map<const GraphNodeRun*, LoadedKernel>& kernels;
+    std::set<uint64_t> handlesSet;  // conditional handles a kernel of the graph may set
+  };
+  void runGraphNodes(const GraphBodyRun& body, const GraphNodesRun& run, LaunchOutcome& outcome);
+  void compareGraph(const GraphLaunchRecord& launch, const GraphRun& run, const LoadedKernel& globals,
+                    LaunchOutcome& outcome);
 
   // memory_restore.cpp
   void restoreRanges(capnp::List<schema::MemoryRange>::Reader ranges, const LoadedKernel& kernel, RestoreStats& stats,
