@@ -1,6 +1,7 @@
 #include "trace_summary.h"
 
 #include <algorithm>
+#include <set>
 #include <unordered_map>
 
 #include "event_visitor.h"
@@ -43,14 +44,64 @@ class SummaryBuilder {
   void addFree(schema::Free::Reader f);
   void addLaunch(schema::Launch::Reader l);
   void addModule(uint64_t seq, schema::ModuleLoad::Reader m);
+  void countGraphNodes(schema::GraphBody::Reader body, unsigned depth);
 
   TraceSummary s_;
+  std::set<uint64_t> graphExecs_;
   std::unordered_map<uint64_t, size_t> liveModules_;  // handle -> index in modules
   std::unordered_map<std::string, size_t> kernelIndex_;
   std::unordered_map<uint64_t, size_t> kernelOfLaunch_;  // launchIndex -> index in kernels
   std::map<std::pair<bool, uint64_t>, uint64_t> live_;   // (keyed by handle, key) -> bytes
   uint64_t liveBytes_ = 0;
 };
+
+// Nodes by kind, nested bodies included; a trace is untrusted, so the depth
+// is bounded (the recorder nests at most 16 graphs).
+void SummaryBuilder::countGraphNodes(schema::GraphBody::Reader body, unsigned depth) {
+  if (depth > 16) return;
+  for (const auto node : body.getNodes()) {
+    switch (node.which()) {
+      case schema::GraphNode::KERNEL:
+        ++s_.graphs.nodesByKind["kernel"];
+        break;
+      case schema::GraphNode::CHILD_GRAPH:
+        ++s_.graphs.nodesByKind["childGraph"];
+        countGraphNodes(node.getChildGraph(), depth + 1);
+        break;
+      case schema::GraphNode::CONDITIONAL:
+        ++s_.graphs.nodesByKind["conditional"];
+        for (const auto nested : node.getConditional().getBodies()) countGraphNodes(nested, depth + 1);
+        break;
+      case schema::GraphNode::MEMCPY:
+        ++s_.graphs.nodesByKind["memcpy"];
+        break;
+      case schema::GraphNode::MEMSET:
+        ++s_.graphs.nodesByKind["memset"];
+        break;
+      case schema::GraphNode::HOST:
+        ++s_.graphs.nodesByKind["host"];
+        break;
+      case schema::GraphNode::EMPTY:
+        ++s_.graphs.nodesByKind["empty"];
+        break;
+      case schema::GraphNode::EVENT_RECORD:
+        ++s_.graphs.nodesByKind["eventRecord"];
+        break;
+      case schema::GraphNode::EVENT_WAIT:
+        ++s_.graphs.nodesByKind["eventWait"];
+        break;
+      case schema::GraphNode::MEM_ALLOC:
+        ++s_.graphs.nodesByKind["memAlloc"];
+        break;
+      case schema::GraphNode::MEM_FREE:
+        ++s_.graphs.nodesByKind["memFree"];
+        break;
+      default:
+        ++s_.graphs.nodesByKind["unreadable"];
+        break;
+    }
+  }
+}
 
 void SummaryBuilder::addAlloc(schema::Alloc::Reader a) {
   if (a.getResult() != 0) {
@@ -186,6 +237,20 @@ void SummaryBuilder::add(schema::Event::Reader e) {
                s_.checkpointMaxBytes = std::max(s_.checkpointMaxBytes, bytes);
                s_.checkpointMaxHoldNs = std::max(s_.checkpointMaxHoldNs, c.getHoldNs());
                s_.checkpointHoldNs += c.getHoldNs();
+             },
+             [&](schema::GraphDefine::Reader d) {
+               if (d.getResult() != 0) return;
+               ++s_.graphs.definitions;
+               if (!d.getComplete()) ++s_.graphs.incomplete;
+               if (graphExecs_.insert(d.getGraphExec()).second) ++s_.graphs.executables;
+               countGraphNodes(d.getBody(), 0);
+             },
+             [&](schema::GraphNodeUpdate::Reader u) {
+               if (u.getResult() == 0) ++s_.graphs.updates;
+             },
+             [&](schema::GraphLaunch::Reader l) {
+               ++s_.graphs.launches;
+               if (l.getPre().size() != 0) ++s_.graphs.launchesWithMemory;
              },
              [&](schema::Trigger::Reader t) {
                s_.triggers.push_back(

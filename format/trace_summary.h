@@ -68,6 +68,19 @@ struct TriggerSummary {
   uint64_t droppedEvents = 0;
 };
 
+// CUDA graphs: executables, their definitions' nodes, their launches.
+struct GraphsSummary {
+  uint64_t executables = 0;         // distinct graphExec values with a definition
+  uint64_t definitions = 0;         // graphDefine events that succeeded
+  uint64_t incomplete = 0;          // of those, not complete (a node not recorded)
+  uint64_t updates = 0;             // graphNodeUpdate events that succeeded
+  uint64_t launches = 0;            // graphLaunch events
+  uint64_t launchesWithMemory = 0;  // with their memory before them (full mode)
+  // Nodes of every definition by kind ("kernel", "memcpy", ...), nested
+  // bodies included (to a depth of 16).
+  std::map<std::string, uint64_t> nodesByKind;
+};
+
 struct TraceSummary {
   // events
   uint64_t events = 0;
@@ -89,6 +102,8 @@ struct TraceSummary {
   std::vector<KernelSummary> kernels;  // in order of first launch
   uint64_t timedLaunches = 0;          // kernelTiming events matched to a launch
   uint64_t timedTotalNs = 0;
+
+  GraphsSummary graphs;
 
   // memory
   std::map<std::string, CountBytes> allocByKind;

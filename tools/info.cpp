@@ -201,6 +201,20 @@ void printText(const Options& opt, const format::TraceReader& reader, const Trac
     if (sorted.size() > limit) out += strf("  ... %zu more (--all lists every one)\n", sorted.size() - limit);
   }
 
+  if (s.graphs.definitions != 0 || s.graphs.launches != 0) {
+    const auto& g = s.graphs;
+    out += strf("\nGraphs (%s executables, %s graph launches", withCommas(g.executables).c_str(),
+                withCommas(g.launches).c_str());
+    if (g.launchesWithMemory) out += ", " + withCommas(g.launchesWithMemory) + " with their memory";
+    out += ")\n";
+    Table t({"", "Count"}, " r");
+    t.row({"definitions",
+           withCommas(g.definitions) + (g.incomplete ? " (" + withCommas(g.incomplete) + " incomplete)" : "")});
+    t.row({"node updates", withCommas(g.updates)});
+    for (const auto& [kind, n] : g.nodesByKind) t.row({kind + " nodes", withCommas(n)});
+    out += t.render();
+  }
+
   out += "\nMemory\n";
   {
     Table t({"", "Count", "Bytes", ""}, " rr");
@@ -378,6 +392,13 @@ void printJson(const Options& opt, const format::TraceReader& reader, const Trac
   j["functionBinds"] = s.functionBinds;
   j["launches"] = {{"count", s.launches}, {"failed", s.failedLaunches}, {"capturedIntoGraph", s.capturedIntoGraph}};
   j["kernels"] = kernelsJson(s);
+  j["graphs"] = {{"executables", s.graphs.executables},
+                 {"definitions", s.graphs.definitions},
+                 {"incompleteDefinitions", s.graphs.incomplete},
+                 {"nodeUpdates", s.graphs.updates},
+                 {"launches", s.graphs.launches},
+                 {"launchesWithMemory", s.graphs.launchesWithMemory},
+                 {"nodesByKind", s.graphs.nodesByKind}};
   j["gpuTime"] = {{"timedLaunches", s.timedLaunches}, {"totalNs", s.timedTotalNs}};
 
   Json byKind = Json::object();
