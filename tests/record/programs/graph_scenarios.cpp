@@ -16,6 +16,16 @@
 //   captured  a stream capture of memset z = 0, copy z = 10i from the host,
 //             axpy(1, z, y), instantiated with cuGraphInstantiateWithParams
 //             and launched twice.
+//   updated   memset z = 0 -> copy z = 10i from the host -> axpy(1, z, y),
+//             instantiated and launched (y = 12i); updated from a graph built
+//             the same way with a = 3 (cuGraphExecUpdate, no clone) and its
+//             axpy node then set to a = 4 through the FIRST graph's node
+//             handle (the driver pairs the two graphs' nodes), launched
+//             (y = 52i).
+//   while     a `while` conditional (default 1, assigned at each launch)
+//             whose body is axpy(1, x, y) -> graph_countdown(handle,
+//             counter): counter = 3 before each of two launches, so the
+//             body runs 3 times a launch (y = 8i).
 #include "driver_program.h"
 
 #include <cudaTypedefs.h>
@@ -264,12 +274,110 @@ int captured() {
   return 0;
 }
 
+// memset z = 0 -> copy z = 10i from the host -> axpy(scale, z, y).
+CUgraph copyThenAxpy(Program& p, float scale, CUgraphNode& axpy) {
+  CUgraph graph = nullptr;
+  DRIVER(cuGraphCreate, &graph, 0);
+  CUDA_MEMSET_NODE_PARAMS set{p.z, 0, 0, 4, kN, 1};
+  CUgraphNode memset = nullptr;
+  DRIVER(cuGraphAddMemsetNode, &memset, graph, nullptr, 0, &set, p.context);
+  const CUDA_MEMCPY3D copy = p.hostCopy();
+  CUgraphNode memcpy = nullptr;
+  DRIVER(cuGraphAddMemcpyNode, &memcpy, graph, &memset, 1, &copy, p.context);
+  axpy = p.addAxpy(graph, {memcpy}, scale, p.z);
+  return graph;
+}
+
+int updated() {
+  Program p;
+  CUgraphNode firstAxpy = nullptr, secondAxpy = nullptr;
+  const CUgraph first = copyThenAxpy(p, 1.0f, firstAxpy);
+  CUgraphExec exec = nullptr;
+  DRIVER(cuGraphInstantiate, &exec, first, 0);
+  DRIVER(cuGraphLaunch, exec, nullptr);
+  DRIVER(cuStreamSynchronize, nullptr);
+  expectRamp("first", p.y, 12.0f);  // 2i + 10i
+
+  const CUgraph second = copyThenAxpy(p, 3.0f, secondAxpy);
+  CUgraphExecUpdateResultInfo info{};
+  DRIVER(cuGraphExecUpdate, exec, second, &info);
+  p.a = 4.0f;
+  CUdeviceptr from = p.z;
+  void* params[] = {&p.a, &from, &p.y, &p.n};
+  const CUDA_KERNEL_NODE_PARAMS four = p.axpyParams(params);
+  DRIVER(cuGraphExecKernelNodeSetParams, exec, firstAxpy, &four);
+  DRIVER(cuGraphLaunch, exec, nullptr);
+  DRIVER(cuStreamSynchronize, nullptr);
+  expectRamp("updated", p.y, 52.0f);  // + 40i
+  DRIVER(cuGraphExecDestroy, exec);
+  DRIVER(cuGraphDestroy, second);
+  DRIVER(cuGraphDestroy, first);
+  test::printMade();
+  return 0;
+}
+
+// graph_countdown's module: driver-double material (the double runs its host
+// version; tests/driver_double/host_kernels.cpp).
+constexpr char kCountdownPtx[] =
+    ".version 8.0\n.target sm_90\n.address_size 64\n"
+    ".visible .entry graph_countdown(.param .u64 p0, .param .u64 p1)\n{\n\tret;\n}\n";
+
+int whileLoop() {
+  Program p;
+  CUmodule conditions = nullptr;
+  CUfunction countdown = nullptr;
+  DRIVER(cuModuleLoadData, &conditions, kCountdownPtx);
+  DRIVER(cuModuleGetFunction, &countdown, conditions, "graph_countdown");
+  CUdeviceptr counter = 0;
+  DRIVER(cuMemAlloc, &counter, sizeof(int));
+
+  CUgraph graph = nullptr;
+  DRIVER(cuGraphCreate, &graph, 0);
+  CUgraphConditionalHandle handle = 0;
+  DRIVER(cuGraphConditionalHandleCreate, &handle, graph, p.context, 1, CU_GRAPH_COND_ASSIGN_DEFAULT);
+  CUgraphNodeParams loop{};
+  loop.type = CU_GRAPH_NODE_TYPE_CONDITIONAL;
+  loop.conditional.handle = handle;
+  loop.conditional.type = CU_GRAPH_COND_TYPE_WHILE;
+  loop.conditional.size = 1;
+  loop.conditional.ctx = p.context;
+  CUgraphNode loopNode = nullptr;
+  DRIVER(cuGraphAddNode, &loopNode, graph, nullptr, nullptr, 0, &loop);
+  const CUgraph body = loop.conditional.phGraph_out[0];
+  const CUgraphNode axpy = p.addAxpy(body, {}, 1.0f, p.x);
+  void* countdownParams[] = {&handle, &counter};
+  CUDA_KERNEL_NODE_PARAMS k{};
+  k.func = countdown;
+  k.gridDimX = k.gridDimY = k.gridDimZ = 1;
+  k.blockDimX = k.blockDimY = k.blockDimZ = 1;
+  k.kernelParams = countdownParams;
+  CUgraphNode countdownNode = nullptr;
+  DRIVER(cuGraphAddKernelNode, &countdownNode, body, &axpy, 1, &k);
+  test::launchesMade().add("graph_countdown");
+
+  CUgraphExec exec = nullptr;
+  DRIVER(cuGraphInstantiate, &exec, graph, 0);
+  for (int i = 0; i < 2; ++i) {
+    const int three = 3;
+    DRIVER(cuMemcpyHtoD, counter, &three, sizeof three);
+    DRIVER(cuGraphLaunch, exec, nullptr);
+    DRIVER(cuStreamSynchronize, nullptr);
+  }
+  expectRamp("while", p.y, 8.0f);  // 2i + 2 * 3i
+  DRIVER(cuGraphExecDestroy, exec);
+  DRIVER(cuGraphDestroy, graph);
+  test::printMade();
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const std::string scenario = argc > 1 ? argv[1] : "";
   if (scenario == "explicit") return explicitGraph();
   if (scenario == "captured") return captured();
-  std::fprintf(stderr, "usage: graph_scenarios explicit|captured\n");
+  if (scenario == "updated") return updated();
+  if (scenario == "while") return whileLoop();
+  std::fprintf(stderr, "usage: graph_scenarios explicit|captured|updated|while\n");
   return 2;
 }
