@@ -54,6 +54,8 @@ class TreeBuilder {
       out.edges.push_back(edge);
       ++e;
     }
+    // A cycle is refused here, once, rather than by the driver later.
+    topologicalOrder(out, where_ + ": " + (prefix.empty() ? "the graph" : prefix.substr(0, prefix.size() - 3)));
   }
 
   // The parameters and nested bodies of one node.
