@@ -40,6 +40,7 @@ class TreeBuilder {
       GraphNodeRun node;
       node.path = prefix + "node " + std::to_string(i);
       node.handles.push_back(nodes[i].getHandle());
+      node.enabled = nodes[i].getEnabled();  // as defined; an update keeps it (but for enable)
       this->node(nodes[i], source, depth, node);
       out.nodes.push_back(std::move(node));
     }
