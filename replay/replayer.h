@@ -13,6 +13,7 @@
 //   launch_params.cpp   parameter bytes, pointer words, tensor maps re-encoded
 //   post_state.cpp      replayed outputs against the recorded post-state; saved outputs
 //   sequence.cpp        a run of launches in order, overlapping where the program let them
+//   graph_replay.cpp    graph launches: their graph rebuilt (graph_rebuild.h) or run node by node
 //
 // Checkpoint traces (--mode checkpoint) are replayed by re-execution instead
 // (reexecute.h), on these same parts.
