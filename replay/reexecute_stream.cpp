@@ -306,10 +306,8 @@ void Reexecutor::reexecute(uint64_t afterSeq, uint64_t beforeSeq, IntervalReport
           }
           break;
         case TimelineEvent::Kind::kGraphLaunch:
-          if (event.event->get().getGraphLaunch().getResult() == 0) {
-            throw IntervalStop{IntervalVerdict::kNotReexecutable,
-                               "graph launch at event #" + std::to_string(event.seq)};
-          }
+          // (One the driver refused when recorded ran nothing.)
+          if (event.event->get().getGraphLaunch().getResult() == 0) runGraphLaunch(*event.event, listener);
           break;
         case TimelineEvent::Kind::kAllocation:
           break;  // placed from the start; a new allocation's memory is zeros or its first writer's

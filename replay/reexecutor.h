@@ -76,6 +76,9 @@ class Reexecutor {
   // False when the launch is not one to run (captured into a graph, refused when recorded).
   bool runLaunch(const LaunchRecord& launch, IntervalReport& report, ReexecutionListener& listener);
   void runMemoryOp(const StoredEvent& op, ReexecutionListener& listener);
+  // reexecute_graph.cpp: a graph launch, its graph rebuilt at the recorded
+  // addresses, waited for. IntervalStop when it cannot be rebuilt.
+  void runGraphLaunch(const StoredEvent& launch, ReexecutionListener& listener);
   // Writes the page-locked host memory `launch` read, as logged with it.
   void writeHostInputs(const LaunchRecord& launch, ReexecutionListener& listener);
   // Issues a checked copy or memset on the replay stream, in order with the launches before it.

@@ -836,7 +836,7 @@ TEST_F(Replay, UsageErrorsExitTwoAndSayWhat) {
       {{trace, "--override", "axpy"}, "--override axpy: expected KERNEL=IMAGE"},
       {{trace, "--override", "(=x.cubin"}, "is not a valid regular expression"},
       {{trace, "--kernel", "no_such_kernel"}, "no launch of a kernel matching no_such_kernel"},
-      {{trace, "--launch", "0", "--all"}, "choose one of --launch, --kernel, --range, --all"},
+      {{trace, "--launch", "0", "--all"}, "choose one of --launch, --graph-launch, --kernel, --range, --all"},
       {{trace, "--timeout", "0"}, "--timeout must be positive"},
   };
   for (const auto& [args, message] : cases) {
