@@ -3,7 +3,7 @@
 // and without the shim) and checks its own results.
 //
 //   explicit  a graph built node by node with one node of every type the
-//             shim records: memset z = 0 -> copy z = 10i from the host ->
+//             shim records: memset z = 0 -> copy z = 10i from page-locked host memory ->
 //             axpy(1, z, y) -> a child graph with axpy(1, x, y) -> empty ->
 //             event record -> event wait -> host node (counts its calls) ->
 //             allocation (4 KiB) -> its free -> an `if` conditional (default 1,
@@ -76,7 +76,8 @@ struct Program {
   CUdeviceptr x = 0;
   CUdeviceptr y = 0;
   CUdeviceptr z = 0;
-  std::vector<float> host = ramp(10.0f);
+  // Page-locked: a capture refuses a copy from pageable memory.
+  float* host = nullptr;
   // Kernel node parameters are copied when a node is made or set: these
   // only need to live through those calls.
   float a = 1.0f;
@@ -88,6 +89,11 @@ struct Program {
     x = upload(ramp(1.0f));
     y = upload(ramp(2.0f));
     DRIVER(cuMemAlloc, &z, kN * sizeof(float));
+    void* pinned = nullptr;
+    DRIVER(cuMemAllocHost, &pinned, kN * sizeof(float));
+    host = static_cast<float*>(pinned);
+    const std::vector<float> values = ramp(10.0f);
+    std::memcpy(host, values.data(), kN * sizeof(float));
   }
 
   CUDA_KERNEL_NODE_PARAMS axpyParams(void** params) const {
@@ -111,7 +117,7 @@ struct Program {
   CUDA_MEMCPY3D hostCopy() const {
     CUDA_MEMCPY3D copy{};
     copy.srcMemoryType = CU_MEMORYTYPE_HOST;
-    copy.srcHost = host.data();
+    copy.srcHost = host;
     copy.dstMemoryType = CU_MEMORYTYPE_DEVICE;
     copy.dstDevice = z;
     copy.WidthInBytes = kN * sizeof(float);
@@ -243,7 +249,7 @@ int captured() {
   DRIVER(cuStreamCreate, &stream, CU_STREAM_NON_BLOCKING);
   DRIVER(cuStreamBeginCapture, stream, CU_STREAM_CAPTURE_MODE_GLOBAL);
   DRIVER(cuMemsetD32Async, p.z, 0, kN, stream);
-  DRIVER(cuMemcpyHtoDAsync, p.z, p.host.data(), kN * sizeof(float), stream);
+  DRIVER(cuMemcpyHtoDAsync, p.z, p.host, kN * sizeof(float), stream);
   void* params[] = {&p.a, &p.z, &p.y, &p.n};
   DRIVER(cuLaunchKernel, p.axpy, kN / 256, 1, 1, 256, 1, 1, 0, stream, params, nullptr);
   test::launchesMade().add("axpy");
