@@ -16,6 +16,10 @@
 //   captured  a stream capture of memset z = 0, copy z = 10i from the host,
 //             axpy(1, z, y), instantiated with cuGraphInstantiateWithParams
 //             and launched twice.
+//   during-capture  an executable graph (axpy(1, x, y)) launched on one
+//             stream while another stream captures an axpy(1, x, y) in
+//             global mode: the capture must survive whatever the recorder
+//             synchronizes; then the captured graph launched (y = 4i).
 #include "driver_program.h"
 
 #include <cudaTypedefs.h>
@@ -270,12 +274,45 @@ int captured() {
   return 0;
 }
 
+int duringCapture() {
+  Program p;
+  CUgraph graph = nullptr;
+  DRIVER(cuGraphCreate, &graph, 0);
+  p.addAxpy(graph, {}, 1.0f, p.x);
+  CUgraphExec exec = nullptr;
+  DRIVER(cuGraphInstantiate, &exec, graph, 0);
+  CUstream capturing = nullptr;
+  CUstream other = nullptr;
+  DRIVER(cuStreamCreate, &capturing, CU_STREAM_NON_BLOCKING);
+  DRIVER(cuStreamCreate, &other, CU_STREAM_NON_BLOCKING);
+  DRIVER(cuStreamBeginCapture, capturing, CU_STREAM_CAPTURE_MODE_GLOBAL);
+  void* params[] = {&p.a, &p.x, &p.y, &p.n};
+  DRIVER(cuLaunchKernel, p.axpy, kN / 256, 1, 1, 256, 1, 1, 0, capturing, params, nullptr);
+  test::launchesMade().add("axpy");
+  DRIVER(cuGraphLaunch, exec, other);  // runs: y = 3i
+  CUgraph captured = nullptr;
+  DRIVER(cuStreamEndCapture, capturing, &captured);  // fails if the capture was invalidated
+  DRIVER(cuStreamSynchronize, other);
+  CUgraphExec capturedExec = nullptr;
+  DRIVER(cuGraphInstantiate, &capturedExec, captured, 0);
+  DRIVER(cuGraphLaunch, capturedExec, capturing);
+  DRIVER(cuStreamSynchronize, capturing);
+  expectRamp("during_capture", p.y, 4.0f);
+  DRIVER(cuGraphExecDestroy, capturedExec);
+  DRIVER(cuGraphExecDestroy, exec);
+  DRIVER(cuGraphDestroy, captured);
+  DRIVER(cuGraphDestroy, graph);
+  test::printMade();
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const std::string scenario = argc > 1 ? argv[1] : "";
   if (scenario == "explicit") return explicitGraph();
   if (scenario == "captured") return captured();
-  std::fprintf(stderr, "usage: graph_scenarios explicit|captured\n");
+  if (scenario == "during-capture") return duringCapture();
+  std::fprintf(stderr, "usage: graph_scenarios explicit|captured|during-capture\n");
   return 2;
 }
