@@ -12,6 +12,8 @@
 //   add_first   y[i] = x[0] + x[i]: wrong when y aliases x (x[0] changes)
 //   sum_next    y[i] = x[i], reading x[i + 1] too: one element past the end
 //               of x for i = n - 1
+//   pad_max     y[i] = fmaxf(x[i], x[i + n]): reads the padding half of x
+//               like pad_scale, through a max, which ignores NaN
 
 extern "C" __global__ void racy_sum(const float* x, float* y, int n) {
   const int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
@@ -56,5 +58,12 @@ extern "C" __global__ void skip_rows(const float* x, float* y, int n) {
   const int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
   if (i < n && i % 8 < 6) {
     y[i] = x[i];
+  }
+}
+
+extern "C" __global__ void pad_max(const float* x, float* y, int n) {
+  const int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (i < n) {
+    y[i] = fmaxf(x[i], x[i + n]);
   }
 }

@@ -996,11 +996,27 @@ TEST_F(Checks, UninitPoisonsThePaddingNobodyWrote) {
   EXPECT_TRUE(has(found, "poisoned param 0 (0x")) << found;
   EXPECT_TRUE(has(found, ", 8192 bytes): 4096 never-written bytes, first at offset 4096")) << found;
   EXPECT_TRUE(std::regex_search(found, std::regex("param 1 \\(0x[0-9a-f]+, 4096 bytes\\): [0-9]+ bytes of output "
-                                                  "changed, first at offset 0")))
+                                                  "changed with 0xFF \\(NaN\\), first at offset 0")))
       << found;
+  // 0 * NaN is NaN, 0 * a large finite value is 0: NaN changes it, the
+  // large values do not (random bytes may, when they make a NaN or an infinity).
+  EXPECT_TRUE(has(found, "(changed with 0xFF (NaN)")) << found;
+  EXPECT_FALSE(has(found, "0x7B (large positive)")) << found;
   // axpy's x and y were copied in whole: nothing to poison
   const std::string clean = check(0, "uninit", kExitOk);
   EXPECT_TRUE(has(clean, "every byte of the pre-state was written before the launch")) << clean;
+}
+
+// A max ignores a NaN: the padding it reads shows with large finite values.
+TEST_F(Checks, UninitFindsThePaddingAMaxReadsWhereNaNAloneWouldNot) {
+  const std::string found = check(8, "uninit", kExitDiffers);
+  EXPECT_TRUE(has(found, "\"status\":\"finding\"")) << found;
+  EXPECT_TRUE(has(found, "when 4096 never-written bytes were poisoned")) << found;
+  EXPECT_FALSE(has(found, "changed with 0xFF (NaN)")) << found;
+  EXPECT_TRUE(has(found, "0x7B (large positive)")) << found;
+  EXPECT_TRUE(std::regex_search(found, std::regex("param 1 \\(0x[0-9a-f]+, 4096 bytes\\): [0-9]+ bytes of output "
+                                                  "changed with 0x7B \\(large positive\\), first at offset 0")))
+      << found;
 }
 
 TEST_F(Checks, AliasFindsAddFirstInPlaceButNotAxpyInPlace) {

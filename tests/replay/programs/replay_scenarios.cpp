@@ -28,6 +28,8 @@
 //               6 sum_next(x, w)             overrun: reads x[n]
 //               7 skip_rows(x, u)            unwritten: elements 6 and 7 of
 //                                            every 8 never written (holes)
+//               8 pad_max(p, m)              uninit through a max, which
+//                                            ignores a NaN poison
 //             x[i] = 1 + i / 8 (never 0), n = 1024, every buffer 4096 bytes
 //             except p (8192)
 //   pdl       three launches of axpy on one stream, the second with
@@ -399,6 +401,10 @@ int checks() {
   DRIVER(cuMemAlloc, &u, kN * sizeof(float));
   DRIVER(cuMemsetD32, u, 0, kN);
   kernel("skip_rows", x, u);  // 7
+  CUdeviceptr m = 0;
+  DRIVER(cuMemAlloc, &m, kN * sizeof(float));
+  DRIVER(cuMemsetD32, m, 0, kN);
+  kernel("pad_max", p, m);  // 8
   std::printf("result checks\n");
   return 0;
 }
