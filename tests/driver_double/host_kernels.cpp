@@ -178,6 +178,22 @@ void padMax(const LaunchShape&, void* const* params, const ModuleGlobals&) {
   }
 }
 
+// One element past x's end and past y's end on purpose (what the overrun
+// checker must find): inside the double's 256-byte allocation rounding.
+__attribute__((no_sanitize("address"))) void scaleNext(const LaunchShape&, void* const* params, const ModuleGlobals&) {
+  const CheckArgs a = checkArgs(params);
+  for (long long i = 0; i < a.n; ++i) {
+    a.y[i] = a.x[i] + 0.0f * a.x[i + 1];
+  }
+}
+
+__attribute__((no_sanitize("address"))) void shiftStore(const LaunchShape&, void* const* params, const ModuleGlobals&) {
+  const CheckArgs a = checkArgs(params);
+  for (long long i = a.n - 1; i >= 0; --i) {
+    a.y[i + 1] = a.x[i];
+  }
+}
+
 // In thread order, as one GPU thread after another would run.
 void addFirst(const LaunchShape&, void* const* params, const ModuleGlobals&) {
   const CheckArgs a = checkArgs(params);
@@ -311,6 +327,8 @@ constexpr KernelDef kKernels[] = {
     {"fill_empty", kCheckParams, fillEmpty},
     {"pad_scale", kCheckParams, padScale},
     {"pad_max", kCheckParams, padMax},
+    {"scale_next", kCheckParams, scaleNext},
+    {"shift_store", kCheckParams, shiftStore},
     {"add_first", kCheckParams, addFirst},
     {"sum_next", kCheckParams, sumNext},
     {"skip_rows", kCheckParams, skipRows},

@@ -1044,6 +1044,28 @@ TEST_F(Checks, OverrunFaultsAgainstTheGuardForSumNextOnly) {
   EXPECT_TRUE(has(clean, "no fault with 2 range(s) ending against unmapped memory")) << clean;
 }
 
+// Overruns too small for the guard (a 4000-byte buffer ends 96 bytes before
+// it): the slack filled with two patterns tells a read, a changed slack a write.
+TEST_F(Checks, OverrunFindsAReadAndAWriteInsideTheSlack) {
+  const std::string read = check(9, "overrun", kExitDiffers);
+  EXPECT_TRUE(has(read, "\"status\":\"finding\"")) << read;
+  EXPECT_TRUE(has(read, "inside the 96 bytes of slack before the guard at most")) << read;
+  EXPECT_TRUE(has(read, "the outputs differ when the slack holds 0xFF or 0x7B (a read past the end)")) << read;
+  EXPECT_TRUE(std::regex_search(read, std::regex("param 1 \\(0x[0-9a-f]+, 4000 bytes\\): [1-4] bytes of output differ "
+                                                 "between the two fills, first at offset 399[6-9]")))
+      << read;
+  EXPECT_FALSE(has(read, "written past the end")) << read;
+  const std::string written = check(10, "overrun", kExitDiffers);
+  EXPECT_TRUE(has(written, "\"status\":\"finding\"")) << written;
+  EXPECT_TRUE(has(written, "the slack was written (a write past the end)")) << written;
+  EXPECT_TRUE(has(written, "4 bytes written past the end of 0x")) << written;
+  EXPECT_TRUE(has(written, " (4000 bytes), the first 0 bytes past it")) << written;
+  EXPECT_FALSE(has(written, "a read past the end")) << written;
+  // axpy's 4096-byte ranges leave no slack; pad_scale's 8192-byte x neither.
+  const std::string clean = check(3, "overrun", kExitOk);
+  EXPECT_TRUE(has(clean, "\"status\":\"clean\"")) << clean;
+}
+
 TEST_F(Checks, SanitizerNotFoundIsNotRunAndItsSummaryIsRead) {
   const std::string missing = check(0, "sanitizer", kExitOk, {}, {{"KCAP_COMPUTE_SANITIZER", "/nonexistent"}});
   EXPECT_TRUE(has(missing, "\"status\":\"not-run\"")) << missing;

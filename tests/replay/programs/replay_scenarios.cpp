@@ -30,6 +30,11 @@
 //                                            every 8 never written (holes)
 //               8 pad_max(p, m)              uninit through a max, which
 //                                            ignores a NaN poison
+//               9 scale_next(a, b), n = 1000 overrun inside the slack: reads
+//                                            a[1000] (4000-byte buffers: the
+//                                            guard is 96 bytes past the end)
+//              10 shift_store(a, b), n = 1000 overrun inside the slack:
+//                                            writes b[1000]
 //             x[i] = 1 + i / 8 (never 0), n = 1024, every buffer 4096 bytes
 //             except p (8192)
 //   pdl       three launches of axpy on one stream, the second with
@@ -353,10 +358,9 @@ int checks() {
   std::string image = test::kernelImage("checks.fatbin");
   CUmodule module = nullptr;
   DRIVER(cuModuleLoadData, &module, image.data());
-  const auto kernel = [&](const char* name, CUdeviceptr x, CUdeviceptr y) {
+  const auto kernel = [&](const char* name, CUdeviceptr x, CUdeviceptr y, int n = kN) {
     CUfunction f = nullptr;
     DRIVER(cuModuleGetFunction, &f, module, name);
-    int n = kN;
     void* params[] = {&x, &y, &n};
     DRIVER(cuLaunchKernel, f, kN / 256, 1, 1, 256, 1, 1, 0, nullptr, params, nullptr);
     test::launchesMade().add(name);
@@ -405,6 +409,11 @@ int checks() {
   DRIVER(cuMemAlloc, &m, kN * sizeof(float));
   DRIVER(cuMemsetD32, m, 0, kN);
   kernel("pad_max", p, m);  // 8
+  const std::vector<float> as(xs.begin(), xs.begin() + 1000);
+  const CUdeviceptr a = upload(as);
+  const CUdeviceptr b = upload(as);
+  kernel("scale_next", a, b, 1000);   // 9
+  kernel("shift_store", a, b, 1000);  // 10
   std::printf("result checks\n");
   return 0;
 }
