@@ -12,6 +12,11 @@
 //   add_first   y[i] = x[0] + x[i]: wrong when y aliases x (x[0] changes)
 //   sum_next    y[i] = x[i], reading x[i + 1] too: one element past the end
 //               of x for i = n - 1
+//   pad_max     y[i] = fmaxf(x[i], x[i + n]): reads the padding half of x
+//               like pad_scale, through a max, which ignores NaN
+//   scale_next  y[i] = x[i] + 0 * x[i + 1]: reads one element past the end
+//               of x, and its value matters when it is NaN or infinite
+//   shift_store y[i + 1] = x[i]: writes one element past the end of y
 
 extern "C" __global__ void racy_sum(const float* x, float* y, int n) {
   const int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
@@ -56,5 +61,26 @@ extern "C" __global__ void skip_rows(const float* x, float* y, int n) {
   const int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
   if (i < n && i % 8 < 6) {
     y[i] = x[i];
+  }
+}
+
+extern "C" __global__ void pad_max(const float* x, float* y, int n) {
+  const int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (i < n) {
+    y[i] = fmaxf(x[i], x[i + n]);
+  }
+}
+
+extern "C" __global__ void scale_next(const float* x, float* y, int n) {
+  const int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (i < n) {
+    y[i] = x[i] + 0.0f * x[i + 1];
+  }
+}
+
+extern "C" __global__ void shift_store(const float* x, float* y, int n) {
+  const int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (i < n) {
+    y[i + 1] = x[i];
   }
 }

@@ -3,8 +3,12 @@
 #include "check_support.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <iterator>
 #include <map>
+#include <optional>
+#include <random>
+#include <string>
 #include <utility>
 
 namespace kcap::replay {
@@ -26,6 +30,41 @@ void addInterval(std::map<uint64_t, uint64_t>& set, uint64_t begin, uint64_t end
     it = set.erase(it);
   }
   set[begin] = end;
+}
+
+// A value every never-written byte gets in one poisoned run: by its index
+// among them (the per-run pattern varies along the bytes).
+struct PoisonPattern {
+  std::string name;
+  uint8_t fill = 0;
+  uint64_t seed = 0;  // non-zero: pseudo-random bytes from this seed
+
+  uint8_t byteAt(uint64_t index) const {
+    if (seed == 0) return fill;
+    // splitmix64 of (seed, index / 8): eight bytes a step.
+    uint64_t z = seed + 0x9E3779B97F4A7C15ull * (index / 8 + 1);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    return static_cast<uint8_t>(z >> (8 * (index % 8)));
+  }
+};
+
+// NaN (a quiet one in f32, f16 and bf16 alike), a large finite value of
+// either sign (0x7B: 1.3e36 as f32 and bf16, 61280 as f16; 0xFB the
+// negatives), and bytes that differ from run to run (their seed named, to
+// repeat a finding).
+const std::vector<PoisonPattern>& poisonPatterns() {
+  static const std::vector<PoisonPattern> patterns = [] {
+    const uint64_t seed = (static_cast<uint64_t>(std::random_device{}()) << 32 | std::random_device{}()) | 1;
+    char name[64];
+    std::snprintf(name, sizeof name, "random bytes (seed 0x%llx)", static_cast<unsigned long long>(seed));
+    return std::vector<PoisonPattern>{{"0xFF (NaN)", 0xFF, 0},
+                                      {"0x7B (large positive)", 0x7B, 0},
+                                      {"0xFB (large negative)", 0xFB, 0},
+                                      {name, 0, seed}};
+  }();
+  return patterns;
 }
 
 }  // namespace
@@ -149,50 +188,77 @@ CheckFinding uninit(CheckTarget& t) {
     f.summary = "the outputs vary between two plain runs (see --check determinism): cannot attribute differences";
     return f;
   }
-  const auto poisoned = replayOnce(t, ranges, [&] {
-    for (const Poison& p : poison) {
-      std::vector<uint8_t> bytes = t.read(p.range.address, p.range.size);
-      for (const auto& s : p.spans) {
-        for (uint64_t k = s.first; k < s.second; ++k) {
-          if (!inPointerWord(e, p.range.address + k)) bytes[k] = 0xFF;
-        }
-      }
-      t.write(p.range.address, bytes.data(), p.range.size);
-    }
-  });
-  // A poisoned byte the kernel left alone still holds 0xFF: not a difference.
-  const auto wasPoisoned = [&](uint64_t address) {
-    for (const Poison& p : poison) {
-      if (address < p.range.address || address - p.range.address >= p.range.size) continue;
-      for (const auto& s : p.spans) {
-        if (address - p.range.address >= s.first && address - p.range.address < s.second) return true;
-      }
-    }
-    return false;
-  };
-  uint64_t total = 0;
-  std::vector<std::string> changedRanges;
-  for (size_t i = 0; i < ranges.size(); ++i) {
-    Diff d;
-    for (uint64_t k = 0; k < ranges[i].size; ++k) {
-      if (poisoned[i][k] == baseline[i][k]) continue;
-      if (poisoned[i][k] == 0xFF && wasPoisoned(ranges[i].address + k)) continue;
-      d.add(k);
-    }
-    if (d.bytes == 0) continue;
-    total += d.bytes;
-    changedRanges.push_back(diffText(ranges[i], d, "of output changed"));
-  }
   uint64_t poisonedBytes = 0;
   for (const Poison& p : poison) poisonedBytes += p.bytes;
-  if (total == 0) {
-    f.summary = std::to_string(poisonedBytes) +
-                " never-written bytes poisoned (0xFF, NaN as f32/f16/bf16): the outputs did not change";
+  // Whether `address` is a never-written byte, and its offset among all of
+  // them (a pattern's byte there).
+  const auto poisonIndex = [&](uint64_t address) -> std::optional<uint64_t> {
+    uint64_t before = 0;
+    for (const Poison& p : poison) {
+      const bool inside = address >= p.range.address && address - p.range.address < p.range.size;
+      for (const auto& s : p.spans) {
+        if (inside && address - p.range.address >= s.first && address - p.range.address < s.second) {
+          return before + (address - p.range.address - s.first);
+        }
+        before += s.second - s.first;
+      }
+    }
+    return std::nullopt;
+  };
+
+  // One value is not enough: a max-style reduction ignores NaN, a min-style
+  // one a large positive value. Each pattern poisons every never-written
+  // byte; any that changes an output is a finding.
+  std::vector<std::string> changedBy;
+  std::vector<std::string> changedRanges;
+  uint64_t total = 0;
+  for (const PoisonPattern& pattern : poisonPatterns()) {
+    const auto poisoned = replayOnce(t, ranges, [&] {
+      uint64_t index = 0;
+      for (const Poison& p : poison) {
+        std::vector<uint8_t> bytes = t.read(p.range.address, p.range.size);
+        for (const auto& s : p.spans) {
+          for (uint64_t k = s.first; k < s.second; ++k, ++index) {
+            if (!inPointerWord(e, p.range.address + k)) bytes[k] = pattern.byteAt(index);
+          }
+        }
+        t.write(p.range.address, bytes.data(), p.range.size);
+      }
+    });
+    uint64_t changed = 0;
+    std::vector<std::string> texts;
+    for (size_t i = 0; i < ranges.size(); ++i) {
+      Diff d;
+      for (uint64_t k = 0; k < ranges[i].size; ++k) {
+        if (poisoned[i][k] == baseline[i][k]) continue;
+        // A poisoned byte the kernel left alone still holds the pattern: not a difference.
+        const auto index = poisonIndex(ranges[i].address + k);
+        if (index && poisoned[i][k] == pattern.byteAt(*index)) continue;
+        d.add(k);
+      }
+      if (d.bytes == 0) continue;
+      changed += d.bytes;
+      const std::string what = "of output changed with " + pattern.name;
+      texts.push_back(diffText(ranges[i], d, what.c_str()));
+    }
+    if (changed == 0) continue;
+    changedBy.push_back(pattern.name);
+    total = std::max(total, changed);
+    if (changedRanges.empty()) changedRanges = std::move(texts);  // the first pattern's, in detail
+  }
+  std::string patterns;
+  for (const PoisonPattern& pattern : poisonPatterns()) patterns += (patterns.empty() ? "" : "; ") + pattern.name;
+  if (changedBy.empty()) {
+    f.summary = std::to_string(poisonedBytes) + " never-written bytes poisoned with each of " +
+                std::to_string(poisonPatterns().size()) + " patterns (" + patterns + "): the outputs did not change";
     return f;
   }
   f.status = CheckStatus::kFinding;
-  f.summary = "outputs depend on memory never written before the launch: " + std::to_string(total) +
-              " output bytes changed when " + std::to_string(poisonedBytes) + " never-written bytes were poisoned";
+  std::string which;
+  for (const std::string& name : changedBy) which += (which.empty() ? "" : "; ") + name;
+  f.summary = "outputs depend on memory never written before the launch: up to " + std::to_string(total) +
+              " output bytes changed when " + std::to_string(poisonedBytes) +
+              " never-written bytes were poisoned (changed with " + which + ")";
   f.details = changedRanges;
   for (const Poison& p : poison) {
     f.details.push_back("poisoned " + p.range.label + ": " + std::to_string(p.bytes) +

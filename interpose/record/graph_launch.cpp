@@ -15,12 +15,53 @@
 // the program queues the launch.
 #include "record/recorder.h"
 
+#include "core/event_recycler.h"
 #include "record/driver_api.h"
 
 #include <set>
 
 namespace kcap {
 namespace {
+
+// A graph launch in metadata mode (or into a capturing stream): only its
+// facts, built into the event on the writer's thread as a launch's are
+// (launch_capture.cpp), so that the call pays for no message.
+struct GraphLaunchFacts final : format::DeferredEvent {
+  GraphLaunchFacts* nextFree = nullptr;  // Recycler
+  Recycler<GraphLaunchFacts>* home = nullptr;
+
+  TraceClock* clock = nullptr;
+  uint64_t stamp = 0;
+  uint32_t threadId = 0;
+  uint64_t exec = 0;
+  uint64_t stream = 0;
+  uint64_t index = 0;
+  bool perThreadStream = false;
+  CUresult result = CUDA_SUCCESS;
+
+  void clear() {
+    clock = nullptr;
+    stamp = 0;
+    threadId = 0;
+    exec = 0;
+    stream = 0;
+    index = 0;
+    perThreadStream = false;
+    result = CUDA_SUCCESS;
+  }
+  void release() noexcept override { Recycler<GraphLaunchFacts>::release(this); }
+  size_t sizeHint() const override { return 96; }
+  void build(schema::Event::Builder event, unsigned) const override {
+    event.setTimeNs(clock->toNs(stamp));
+    event.setThreadId(threadId);
+    auto launch = event.initGraphLaunch();
+    launch.setGraphExec(exec);
+    launch.setStream(stream);
+    launch.setGraphLaunchIndex(index);
+    launch.setPerThreadStream(perThreadStream);
+    launch.setResult(result);
+  }
+};
 
 // Takes `ranges` in order; stops at the first failure, returned.
 CUresult takeAll(format::TraceWriter& writer, StagingPool& staging, const std::vector<SnapshotRange>& ranges,
@@ -51,6 +92,15 @@ bool Recorder::graphLaunchStarting(const GraphLaunchCall& call, PendingGraphLaun
   pending.recorder = this;
   pending.index = graphLaunches_.fetch_add(1, std::memory_order_relaxed);
   pending.syncStream = stream;
+  pending.exec = call.exec;
+  pending.stream = call.stream;
+  pending.perThreadStream = call.perThreadStream;
+  const bool capturing = activeCaptures_.load(std::memory_order_relaxed) > 0 && isCapturing(stream);
+  if (options_.mode == CaptureMode::kMetadata || capturing) {
+    pending.stamp = clock_.stamp();  // its facts are handed over with its result
+    pending.factsOnly = true;
+    return true;
+  }
   auto message = std::make_unique<EventMessage>(*this);
   auto launch = message->event().initGraphLaunch();
   const auto exec = reinterpret_cast<uint64_t>(call.exec);
@@ -58,11 +108,6 @@ bool Recorder::graphLaunchStarting(const GraphLaunchCall& call, PendingGraphLaun
   launch.setStream(reinterpret_cast<uint64_t>(call.stream));
   launch.setGraphLaunchIndex(pending.index);
   launch.setPerThreadStream(call.perThreadStream);
-  const bool capturing = activeCaptures_.load(std::memory_order_relaxed) > 0 && isCapturing(stream);
-  if (options_.mode == CaptureMode::kMetadata || capturing) {
-    pending.event = std::move(message);  // written with its result
-    return true;
-  }
 
   const std::vector<GraphNodeReach> nodes = graphReach_.of(exec);
   size_t hostCopies = 0;
@@ -134,6 +179,20 @@ bool Recorder::graphLaunchStarting(const GraphLaunchCall& call, PendingGraphLaun
 void Recorder::graphLaunchFinished(PendingGraphLaunch& pending, CUresult result) {
   Operation operation(*this);
   if (!operation) {
+    return;
+  }
+  if (pending.factsOnly) {
+    GraphLaunchFacts* facts = Recycler<GraphLaunchFacts>::take(Recycler<GraphLaunchFacts>::ofThisThread());
+    format::DeferredEventPtr event(facts);
+    facts->clock = &clock_;
+    facts->stamp = pending.stamp;
+    facts->threadId = callerThreadId();
+    facts->exec = reinterpret_cast<uint64_t>(pending.exec);
+    facts->stream = reinterpret_cast<uint64_t>(pending.stream);
+    facts->index = pending.index;
+    facts->perThreadStream = pending.perThreadStream;
+    facts->result = result;
+    writer_->append(std::move(event));
     return;
   }
   if (pending.event) {

@@ -269,8 +269,15 @@ struct PendingGraphLaunch {
   Recorder* recorder = nullptr;
   uint64_t index = 0;
   CUstream syncStream = nullptr;
-  // The GraphLaunch event when it is written after the call (every mode but
-  // full, which writes it before).
+  CUgraphExec exec = nullptr;
+  CUstream stream = nullptr;  // as passed
+  bool perThreadStream = false;
+  // Metadata mode, or a capturing stream: only the launch's facts, handed
+  // to the writer with its result after the call (`stamp`: when it began).
+  bool factsOnly = false;
+  uint64_t stamp = 0;
+  // Checkpoint mode: the GraphLaunch event (with its host copies), written
+  // after the call with its result. Full mode writes it before the call.
   std::unique_ptr<EventMessage> event;
   bool postSnapshot = false;  // full mode: the pre snapshot was taken whole
   std::vector<SnapshotRange> ranges;

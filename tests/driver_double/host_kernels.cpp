@@ -3,6 +3,8 @@
 // the same order where that matters (the reduction tree).
 #include "host_kernels.h"
 
+#include <cmath>
+
 #include <xxhash.h>
 
 #include "change_hash.h"
@@ -168,6 +170,30 @@ void padScale(const LaunchShape&, void* const* params, const ModuleGlobals&) {
   }
 }
 
+// fmaxf as the GPU's: a NaN operand gives the other one.
+void padMax(const LaunchShape&, void* const* params, const ModuleGlobals&) {
+  const CheckArgs a = checkArgs(params);
+  for (long long i = 0; i < a.n; ++i) {
+    a.y[i] = std::fmax(a.x[i], a.x[i + a.n]);
+  }
+}
+
+// One element past x's end and past y's end on purpose (what the overrun
+// checker must find): inside the double's 256-byte allocation rounding.
+__attribute__((no_sanitize("address"))) void scaleNext(const LaunchShape&, void* const* params, const ModuleGlobals&) {
+  const CheckArgs a = checkArgs(params);
+  for (long long i = 0; i < a.n; ++i) {
+    a.y[i] = a.x[i] + 0.0f * a.x[i + 1];
+  }
+}
+
+__attribute__((no_sanitize("address"))) void shiftStore(const LaunchShape&, void* const* params, const ModuleGlobals&) {
+  const CheckArgs a = checkArgs(params);
+  for (long long i = a.n - 1; i >= 0; --i) {
+    a.y[i + 1] = a.x[i];
+  }
+}
+
 // In thread order, as one GPU thread after another would run.
 void addFirst(const LaunchShape&, void* const* params, const ModuleGlobals&) {
   const CheckArgs a = checkArgs(params);
@@ -300,6 +326,9 @@ constexpr KernelDef kKernels[] = {
     {"racy_sum", kCheckParams, racySum},
     {"fill_empty", kCheckParams, fillEmpty},
     {"pad_scale", kCheckParams, padScale},
+    {"pad_max", kCheckParams, padMax},
+    {"scale_next", kCheckParams, scaleNext},
+    {"shift_store", kCheckParams, shiftStore},
     {"add_first", kCheckParams, addFirst},
     {"sum_next", kCheckParams, sumNext},
     {"skip_rows", kCheckParams, skipRows},

@@ -49,7 +49,8 @@ With --kcap, the program is also recorded (`kcap record`, --record-mode) and
      the same note in a trace, and whatever durations came are valid:
      never silence without durations.
  11. with --replay: `kcap replay TRACE --json` and `kcap replay TRACE
-     --no-fixed-va --json` both exit 0 with every launch REPRODUCED
+     --no-fixed-va --json` both exit 0 with every launch REPRODUCED, each
+     naming the buffers it compared
      (bit-exact against the recorded post-state); in the first, every
      launch kept its recorded addresses or says what the driver answered
      instead; the second relocated every one.
@@ -374,6 +375,11 @@ def check_replay(kcap, traces, log_dir, timeout, force_ptx_code=None, detail=Non
                                 + "\n  ".join(bad[:20]))
             if not launches:
                 failures.append(f"{' '.join(command)}: replayed no launch")
+            # A verdict is only as good as what it compared: every reproduced
+            # launch must name the buffers it held to the recording.
+            vacuous = [l["launchIndex"] for l in launches if l["verdict"] == "REPRODUCED" and not l.get("buffers")]
+            if vacuous:
+                failures.append(f"{' '.join(command)}: launches REPRODUCED without a buffer compared: {vacuous[:10]}")
             if detail:
                 unlike = [f"#{l['launchIndex']}: {l.get('detail', '')!r}" for l in launches
                           if not re.search(detail, l.get("detail", ""))]

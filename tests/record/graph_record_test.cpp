@@ -341,5 +341,21 @@ TEST(CapturedGraph, CheckpointModeKeepsWhatItsHostCopyRead) {
   EXPECT_EQ(r.of(Event::GRAPH_LAUNCH_END).size(), 0u);
 }
 
+// A graph launched in full mode while another stream captures: the
+// recorder synchronizes the graph's stream only (a context synchronization
+// would invalidate the capture, and the program's cuStreamEndCapture fail).
+TEST(GraphDuringCapture, AFullModeGraphLaunchLeavesACaptureElsewhereValid) {
+  const Recorded r("during-capture", "full");
+  const auto launches = r.of(Event::GRAPH_LAUNCH);
+  const auto ends = r.of(Event::GRAPH_LAUNCH_END);
+  ASSERT_EQ(launches.size(), 2u);
+  ASSERT_EQ(ends.size(), 2u);
+  const uint64_t y = r.allocation(1);
+  EXPECT_EQ(r.floatsAt(launches[0].getGraphLaunch().getPre(), y), ramp(2.0f));
+  EXPECT_EQ(r.floatsAt(ends[0].getGraphLaunchEnd().getPost(), y), ramp(3.0f));
+  EXPECT_EQ(r.floatsAt(ends[1].getGraphLaunchEnd().getPost(), y), ramp(4.0f));
+  EXPECT_EQ(r.of(Event::GRAPH_DEFINE).size(), 2u);
+}
+
 }  // namespace
 }  // namespace kcap_test

@@ -98,6 +98,20 @@ TEST_F(Bisect, ASequenceIsBisectedOverPrefixes) {
   EXPECT_TRUE(has(broken.err, "kernel reduce_sum not found")) << broken.err;
 }
 
+// The first divergence in the middle of the range: a search that does not
+// halve toward it (or stops at the range's ends) names another launch.
+TEST_F(Bisect, ASequenceDivergingInTheMiddleIsBisectedToIt) {
+  const std::string trace = scenario("sequence-middle");
+  const Outcome same = kcap({"bisect", trace, "--sequence", "--json"});
+  EXPECT_EQ(same.exitCode, kExitOk) << same.describe();
+  const Outcome run = kcap({"bisect", trace, "--sequence", "--against", changedAxpy(), "--json"});
+  ASSERT_EQ(run.exitCode, kExitDiverges) << run.describe();
+  EXPECT_TRUE(has(run.out, "\"first\":{\"launchIndex\":2,\"kernel\":\"axpy\"")) << run.out;
+  EXPECT_TRUE(has(run.out, "--range 0..2 --override")) << run.out;
+  // 5 launches: the whole sequence, then halving (the prefixes 0..2, 0..1, or as the search goes).
+  EXPECT_TRUE(has(run.out, "\"probes\":")) << run.out;
+}
+
 TEST_F(Bisect, PerfListsLaunchesPastTheThreshold) {
   // Any time counts as slower than -1000%: every launch both sides ran is listed.
   const Outcome run = kcap({"bisect", directLaunch(), "--against", "force-ptx", "--perf", "--repeat", "2",

@@ -996,11 +996,27 @@ TEST_F(Checks, UninitPoisonsThePaddingNobodyWrote) {
   EXPECT_TRUE(has(found, "poisoned param 0 (0x")) << found;
   EXPECT_TRUE(has(found, ", 8192 bytes): 4096 never-written bytes, first at offset 4096")) << found;
   EXPECT_TRUE(std::regex_search(found, std::regex("param 1 \\(0x[0-9a-f]+, 4096 bytes\\): [0-9]+ bytes of output "
-                                                  "changed, first at offset 0")))
+                                                  "changed with 0xFF \\(NaN\\), first at offset 0")))
       << found;
+  // 0 * NaN is NaN, 0 * a large finite value is 0: NaN changes it, the
+  // large values do not (random bytes may, when they make a NaN or an infinity).
+  EXPECT_TRUE(has(found, "(changed with 0xFF (NaN)")) << found;
+  EXPECT_FALSE(has(found, "0x7B (large positive)")) << found;
   // axpy's x and y were copied in whole: nothing to poison
   const std::string clean = check(0, "uninit", kExitOk);
   EXPECT_TRUE(has(clean, "every byte of the pre-state was written before the launch")) << clean;
+}
+
+// A max ignores a NaN: the padding it reads shows with large finite values.
+TEST_F(Checks, UninitFindsThePaddingAMaxReadsWhereNaNAloneWouldNot) {
+  const std::string found = check(8, "uninit", kExitDiffers);
+  EXPECT_TRUE(has(found, "\"status\":\"finding\"")) << found;
+  EXPECT_TRUE(has(found, "when 4096 never-written bytes were poisoned")) << found;
+  EXPECT_FALSE(has(found, "changed with 0xFF (NaN)")) << found;
+  EXPECT_TRUE(has(found, "0x7B (large positive)")) << found;
+  EXPECT_TRUE(std::regex_search(found, std::regex("param 1 \\(0x[0-9a-f]+, 4096 bytes\\): [0-9]+ bytes of output "
+                                                  "changed with 0x7B \\(large positive\\), first at offset 0")))
+      << found;
 }
 
 TEST_F(Checks, AliasFindsAddFirstInPlaceButNotAxpyInPlace) {
@@ -1026,6 +1042,28 @@ TEST_F(Checks, OverrunFaultsAgainstTheGuardForSumNextOnly) {
   const std::string clean = check(0, "overrun", kExitOk);
   EXPECT_TRUE(has(clean, "\"status\":\"clean\"")) << clean;
   EXPECT_TRUE(has(clean, "no fault with 2 range(s) ending against unmapped memory")) << clean;
+}
+
+// Overruns too small for the guard (a 4000-byte buffer ends 96 bytes before
+// it): the slack filled with two patterns tells a read, a changed slack a write.
+TEST_F(Checks, OverrunFindsAReadAndAWriteInsideTheSlack) {
+  const std::string read = check(9, "overrun", kExitDiffers);
+  EXPECT_TRUE(has(read, "\"status\":\"finding\"")) << read;
+  EXPECT_TRUE(has(read, "inside the 96 bytes of slack before the guard at most")) << read;
+  EXPECT_TRUE(has(read, "the outputs differ when the slack holds 0xFF or 0x7B (a read past the end)")) << read;
+  EXPECT_TRUE(std::regex_search(read, std::regex("param 1 \\(0x[0-9a-f]+, 4000 bytes\\): [1-4] bytes of output differ "
+                                                 "between the two fills, first at offset 399[6-9]")))
+      << read;
+  EXPECT_FALSE(has(read, "written past the end")) << read;
+  const std::string written = check(10, "overrun", kExitDiffers);
+  EXPECT_TRUE(has(written, "\"status\":\"finding\"")) << written;
+  EXPECT_TRUE(has(written, "the slack was written (a write past the end)")) << written;
+  EXPECT_TRUE(has(written, "4 bytes written past the end of 0x")) << written;
+  EXPECT_TRUE(has(written, " (4000 bytes), the first 0 bytes past it")) << written;
+  EXPECT_FALSE(has(written, "a read past the end")) << written;
+  // axpy's 4096-byte ranges leave no slack; pad_scale's 8192-byte x neither.
+  const std::string clean = check(3, "overrun", kExitOk);
+  EXPECT_TRUE(has(clean, "\"status\":\"clean\"")) << clean;
 }
 
 TEST_F(Checks, SanitizerNotFoundIsNotRunAndItsSummaryIsRead) {

@@ -3,7 +3,7 @@
 // and without the shim) and checks its own results.
 //
 //   explicit  a graph built node by node with one node of every type the
-//             shim records: memset z = 0 -> copy z = 10i from the host ->
+//             shim records: memset z = 0 -> copy z = 10i from page-locked host memory ->
 //             axpy(1, z, y) -> a child graph with axpy(1, x, y) -> empty ->
 //             event record -> event wait -> host node (counts its calls) ->
 //             allocation (4 KiB) -> its free -> an `if` conditional (default 1,
@@ -26,6 +26,10 @@
 //             whose body is axpy(1, x, y) -> graph_countdown(handle,
 //             counter): counter = 3 before each of two launches, so the
 //             body runs 3 times a launch (y = 8i).
+//   during-capture  an executable graph (axpy(1, x, y)) launched on one
+//             stream while another stream captures an axpy(1, x, y) in
+//             global mode: the capture must survive whatever the recorder
+//             synchronizes; then the captured graph launched (y = 4i).
 #include "driver_program.h"
 
 #include <cudaTypedefs.h>
@@ -86,7 +90,8 @@ struct Program {
   CUdeviceptr x = 0;
   CUdeviceptr y = 0;
   CUdeviceptr z = 0;
-  std::vector<float> host = ramp(10.0f);
+  // Page-locked: a capture refuses a copy from pageable memory.
+  float* host = nullptr;
   // Kernel node parameters are copied when a node is made or set: these
   // only need to live through those calls.
   float a = 1.0f;
@@ -98,6 +103,11 @@ struct Program {
     x = upload(ramp(1.0f));
     y = upload(ramp(2.0f));
     DRIVER(cuMemAlloc, &z, kN * sizeof(float));
+    void* pinned = nullptr;
+    DRIVER(cuMemAllocHost, &pinned, kN * sizeof(float));
+    host = static_cast<float*>(pinned);
+    const std::vector<float> values = ramp(10.0f);
+    std::memcpy(host, values.data(), kN * sizeof(float));
   }
 
   CUDA_KERNEL_NODE_PARAMS axpyParams(void** params) const {
@@ -121,7 +131,7 @@ struct Program {
   CUDA_MEMCPY3D hostCopy() const {
     CUDA_MEMCPY3D copy{};
     copy.srcMemoryType = CU_MEMORYTYPE_HOST;
-    copy.srcHost = host.data();
+    copy.srcHost = host;
     copy.dstMemoryType = CU_MEMORYTYPE_DEVICE;
     copy.dstDevice = z;
     copy.WidthInBytes = kN * sizeof(float);
@@ -253,7 +263,7 @@ int captured() {
   DRIVER(cuStreamCreate, &stream, CU_STREAM_NON_BLOCKING);
   DRIVER(cuStreamBeginCapture, stream, CU_STREAM_CAPTURE_MODE_GLOBAL);
   DRIVER(cuMemsetD32Async, p.z, 0, kN, stream);
-  DRIVER(cuMemcpyHtoDAsync, p.z, p.host.data(), kN * sizeof(float), stream);
+  DRIVER(cuMemcpyHtoDAsync, p.z, p.host, kN * sizeof(float), stream);
   void* params[] = {&p.a, &p.z, &p.y, &p.n};
   DRIVER(cuLaunchKernel, p.axpy, kN / 256, 1, 1, 256, 1, 1, 0, stream, params, nullptr);
   test::launchesMade().add("axpy");
@@ -370,6 +380,38 @@ int whileLoop() {
   return 0;
 }
 
+int duringCapture() {
+  Program p;
+  CUgraph graph = nullptr;
+  DRIVER(cuGraphCreate, &graph, 0);
+  p.addAxpy(graph, {}, 1.0f, p.x);
+  CUgraphExec exec = nullptr;
+  DRIVER(cuGraphInstantiate, &exec, graph, 0);
+  CUstream capturing = nullptr;
+  CUstream other = nullptr;
+  DRIVER(cuStreamCreate, &capturing, CU_STREAM_NON_BLOCKING);
+  DRIVER(cuStreamCreate, &other, CU_STREAM_NON_BLOCKING);
+  DRIVER(cuStreamBeginCapture, capturing, CU_STREAM_CAPTURE_MODE_GLOBAL);
+  void* params[] = {&p.a, &p.x, &p.y, &p.n};
+  DRIVER(cuLaunchKernel, p.axpy, kN / 256, 1, 1, 256, 1, 1, 0, capturing, params, nullptr);
+  test::launchesMade().add("axpy");
+  DRIVER(cuGraphLaunch, exec, other);  // runs: y = 3i
+  CUgraph captured = nullptr;
+  DRIVER(cuStreamEndCapture, capturing, &captured);  // fails if the capture was invalidated
+  DRIVER(cuStreamSynchronize, other);
+  CUgraphExec capturedExec = nullptr;
+  DRIVER(cuGraphInstantiate, &capturedExec, captured, 0);
+  DRIVER(cuGraphLaunch, capturedExec, capturing);
+  DRIVER(cuStreamSynchronize, capturing);
+  expectRamp("during_capture", p.y, 4.0f);
+  DRIVER(cuGraphExecDestroy, capturedExec);
+  DRIVER(cuGraphExecDestroy, exec);
+  DRIVER(cuGraphDestroy, captured);
+  DRIVER(cuGraphDestroy, graph);
+  test::printMade();
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -378,6 +420,7 @@ int main(int argc, char** argv) {
   if (scenario == "captured") return captured();
   if (scenario == "updated") return updated();
   if (scenario == "while") return whileLoop();
-  std::fprintf(stderr, "usage: graph_scenarios explicit|captured|updated|while\n");
+  if (scenario == "during-capture") return duringCapture();
+  std::fprintf(stderr, "usage: graph_scenarios explicit|captured|updated|while|during-capture\n");
   return 2;
 }

@@ -28,8 +28,20 @@
 //               6 sum_next(x, w)             overrun: reads x[n]
 //               7 skip_rows(x, u)            unwritten: elements 6 and 7 of
 //                                            every 8 never written (holes)
+//               8 pad_max(p, m)              uninit through a max, which
+//                                            ignores a NaN poison
+//               9 scale_next(a, b), n = 1000 overrun inside the slack: reads
+//                                            a[1000] (4000-byte buffers: the
+//                                            guard is 96 bytes past the end)
+//              10 shift_store(a, b), n = 1000 overrun inside the slack:
+//                                            writes b[1000]
 //             x[i] = 1 + i / 8 (never 0), n = 1024, every buffer 4096 bytes
-//             except p (8192)
+//             except p (8192), a and b (4000)
+//   sequence-middle  five launches, each reading the one before's output,
+//             the only axpy in the middle (where a changed axpy build
+//             diverges first):
+//               0 skip_rows(x, u)   1 skip_rows(u, v)   2 axpy a=2 (v, w)
+//               3 skip_rows(w, t)   4 skip_rows(t, s)
 //   pdl       three launches of axpy on one stream, the second with
 //             programmatic stream serialization (cuLaunchKernelEx), so it
 //             may start before the first ends; the double runs them in turn:
@@ -351,10 +363,9 @@ int checks() {
   std::string image = test::kernelImage("checks.fatbin");
   CUmodule module = nullptr;
   DRIVER(cuModuleLoadData, &module, image.data());
-  const auto kernel = [&](const char* name, CUdeviceptr x, CUdeviceptr y) {
+  const auto kernel = [&](const char* name, CUdeviceptr x, CUdeviceptr y, int n = kN) {
     CUfunction f = nullptr;
     DRIVER(cuModuleGetFunction, &f, module, name);
-    int n = kN;
     void* params[] = {&x, &y, &n};
     DRIVER(cuLaunchKernel, f, kN / 256, 1, 1, 256, 1, 1, 0, nullptr, params, nullptr);
     test::launchesMade().add(name);
@@ -399,7 +410,46 @@ int checks() {
   DRIVER(cuMemAlloc, &u, kN * sizeof(float));
   DRIVER(cuMemsetD32, u, 0, kN);
   kernel("skip_rows", x, u);  // 7
+  CUdeviceptr m = 0;
+  DRIVER(cuMemAlloc, &m, kN * sizeof(float));
+  DRIVER(cuMemsetD32, m, 0, kN);
+  kernel("pad_max", p, m);  // 8
+  const std::vector<float> as(xs.begin(), xs.begin() + 1000);
+  const CUdeviceptr a = upload(as);
+  const CUdeviceptr b = upload(as);
+  kernel("scale_next", a, b, 1000);   // 9
+  kernel("shift_store", a, b, 1000);  // 10
   std::printf("result checks\n");
+  return 0;
+}
+
+int sequenceMiddle() {
+  start();
+  Axpy axpy;
+  std::string image = test::kernelImage("checks.fatbin");
+  CUmodule module = nullptr;
+  DRIVER(cuModuleLoadData, &module, image.data());
+  CUfunction skipRows = nullptr;
+  DRIVER(cuModuleGetFunction, &skipRows, module, "skip_rows");
+  const auto skip = [&](CUdeviceptr from, CUdeviceptr to) {
+    int n = kN;
+    void* params[] = {&from, &to, &n};
+    DRIVER(cuLaunchKernel, skipRows, kN / 256, 1, 1, 256, 1, 1, 0, nullptr, params, nullptr);
+    test::launchesMade().add("skip_rows");
+  };
+  const CUdeviceptr x = upload(iota(1.0f));
+  std::vector<CUdeviceptr> buffers;
+  for (int i = 0; i < 4; ++i) buffers.push_back(upload(std::vector<float>(kN, 0.0f)));
+  const CUdeviceptr u = buffers[0], v = buffers[1], t = buffers[2], s = buffers[3];
+  const CUdeviceptr w = upload(iota(2.0f));
+  skip(x, u);                       // 0
+  skip(u, v);                       // 1
+  DRIVER(axpy.launch, 2.0f, v, w);  // 2
+  skip(w, t);                       // 3
+  skip(t, s);                       // 4
+  std::vector<float> out(kN);
+  DRIVER(cuMemcpyDtoH, out.data(), s, kN * sizeof(float));
+  std::printf("result sequence_middle %.1f\n", static_cast<double>(out[100]));
   return 0;
 }
 
@@ -453,6 +503,9 @@ int main(int argc, char** argv) {
   }
   if (scenario == "checks") {
     return checks();
+  }
+  if (scenario == "sequence-middle") {
+    return sequenceMiddle();
   }
   if (scenario == "hang") {
     return hang();
