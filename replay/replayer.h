@@ -148,8 +148,10 @@ class Replayer {
   uint8_t* staging(uint64_t size);
 
   // sequence.cpp
+  // `overlap`: a launch recorded to start before the one ahead of it ends
+  // is submitted right behind it; without, every launch runs on its own.
   void runSequence(const std::vector<const LaunchRecord*>& launches, ReplayListener& listener,
-                   std::map<uint64_t, std::vector<KeptOutput>>* kept = nullptr);
+                   std::map<uint64_t, std::vector<KeptOutput>>* kept = nullptr, bool overlap = true);
   void runSequenceForDeterminism(const std::vector<const LaunchRecord*>& launches, ReplayListener& listener);
 
   // graph_replay.cpp

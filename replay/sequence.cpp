@@ -85,7 +85,7 @@ std::set<uint64_t> rangesChangedBy(const LaunchRecord& launch) {
 // copies and memsets made before it, and the pre-state of ranges no earlier
 // launch reached. With `kept`, each launch's compared outputs go there.
 void Replayer::runSequence(const std::vector<const LaunchRecord*>& launches, ReplayListener& listener,
-                           std::map<uint64_t, std::vector<KeptOutput>>* kept) {
+                           std::map<uint64_t, std::vector<KeptOutput>>* kept, bool overlap) {
   std::vector<Region> regions;
   for (const LaunchRecord* l : launches) {
     const auto more = regionsOf(*l);
@@ -125,7 +125,7 @@ void Replayer::runSequence(const std::vector<const LaunchRecord*>& launches, Rep
         for (const StoredEvent* op : model_.memoryOpsBetween(previousSeq, l->seq())) applyMemoryOp(*op);
         restore(*l, r.kernel, r.restore, &restored);
       }
-      if (next != nullptr && !r.ranAhead && startsBeforeEnd(model_, *l, *next)) {
+      if (overlap && next != nullptr && !r.ranAhead && startsBeforeEnd(model_, *l, *next)) {
         // Everything the companion needs is in place before the pair is
         // submitted: a copy between the two would serialize them.
         LoadedKernel nextKernel = code_->kernelFor(model_.codeFor(*next));
@@ -153,13 +153,21 @@ void Replayer::runSequence(const std::vector<const LaunchRecord*>& launches, Rep
 
 // --check determinism over a sequence: the whole sequence is replayed --runs
 // times, each from its first launch's pre-state, and a launch whose compared
-// outputs are not the same in every run gets a finding. (A race between
-// launches, e.g. a consumer that does not wait for its producer under
-// programmatic dependent launch, shows only when they run together.) The
-// outcomes reported are the first run's, once every run is done; the
-// outputs of one run are held in memory to compare the others with.
+// outputs are not the same in every run gets a finding. A race between
+// launches (a consumer that does not wait for its producer under
+// programmatic dependent launch) shows only when they run together, and
+// often loses the same way every time: when the sequence has launches that
+// overlap, every second run serializes them, so a launch whose outputs
+// depend on the schedule differs between the two kinds of run. The
+// outcomes reported are the first (overlapped) run's, once every run is
+// done; the outputs of one run are held in memory to compare the others with.
 void Replayer::runSequenceForDeterminism(const std::vector<const LaunchRecord*>& launches, ReplayListener& listener) {
   const unsigned runs = std::max(2u, options_.checkRuns);
+  bool overlapping = false;
+  for (size_t i = 0; i + 1 < launches.size(); ++i) {
+    if (startsBeforeEnd(model_, *launches[i], *launches[i + 1])) overlapping = true;
+  }
+  const std::string schedule = overlapping ? ", alternately overlapped as recorded and serialized" : "";
   std::vector<LaunchOutcome> outcomes;  // of the first run
   std::map<uint64_t, std::vector<KeptOutput>> first;
   std::map<uint64_t, std::vector<std::vector<bool>>> varies;  // per launch, per kept range, per byte
@@ -181,8 +189,9 @@ void Replayer::runSequenceForDeterminism(const std::vector<const LaunchRecord*>&
       for (const KeptOutput& k : first[o.launchIndex]) labels.push_back(k.label);
       o.checks.push_back(determinismFinding(
           labels, varies[o.launchIndex],
-          std::to_string(runs) + " runs of the " + std::to_string(launches.size()) + "-launch sequence",
-          "a race, within the launch or with the launches around it"));
+          std::to_string(runs) + " runs of the " + std::to_string(launches.size()) + "-launch sequence" + schedule,
+          overlapping ? "a race, within the launch or with the launches it overlaps"
+                      : "a race, within the launch or with the launches around it"));
       listener.outcome(o);
     }
   };
@@ -200,7 +209,7 @@ void Replayer::runSequenceForDeterminism(const std::vector<const LaunchRecord*>&
                    std::to_string(o.launchIndex) + " (" + verdictName(o.verdict) + ": " + o.detail + ")";
         }
       });
-      runSequence(launches, laterRun, &again);
+      runSequence(launches, laterRun, &again, !overlapping || run % 2 == 0);
       for (auto& [index, kept] : first) {
         const auto& other = again[index];
         for (size_t r = 0; r < kept.size(); ++r) {

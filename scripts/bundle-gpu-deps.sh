@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Bundles the Debian packages kcap builds against that a GPU host may lack
-# (Cap'n Proto, xxHash, RE2, nlohmann-json) into a folder that can be copied
+# (Cap'n Proto, xxHash, RE2, nlohmann-json, pybind11) into a folder that can be copied
 # there, for a host that cannot install packages itself (no network, no apt).
 #
 #   scripts/bundle-gpu-deps.sh [DIR]        default: .gpu-deps (ignored by git)
@@ -11,7 +11,7 @@
 # KCAP_GPU_EXTRA_DEBS="pkg1 pkg2".
 set -euo pipefail
 dir=${1:-.gpu-deps}
-packages=(capnproto libcapnp-0.9.2 libcapnp-dev libxxhash0 libxxhash-dev libre2-9 libre2-dev nlohmann-json3-dev)
+packages=(capnproto libcapnp-0.9.2 libcapnp-dev libxxhash0 libxxhash-dev libre2-9 libre2-dev nlohmann-json3-dev pybind11-dev)
 # shellcheck disable=SC2206
 packages+=(${KCAP_GPU_EXTRA_DEBS:-})
 

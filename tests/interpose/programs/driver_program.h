@@ -137,6 +137,11 @@ struct Entry {
   Pfn fn;
 };
 
+inline void announce(const char* name) {
+  static const bool tracing = std::getenv("TEST_TRACE_CALLS") != nullptr;
+  if (tracing) std::fprintf(stderr, "calling %s\n", name);
+}
+
 }  // namespace test
 
 #define TEST_STR_(x) #x
@@ -146,7 +151,10 @@ struct Entry {
 // the name binds to once cuda.h's macros have applied (cuMemAlloc ->
 // cuMemAlloc_v2, cuLaunchKernel -> cuLaunchKernel_ptsz in a per-thread build)
 // and exits on failure.
-#define DRIVER(fn, ...) ::test::checked(TEST_STR(fn), fn(__VA_ARGS__), __FILE__, __LINE__)
+// With TEST_TRACE_CALLS set, each call is named on stderr before it is made,
+// so a program that crashes inside the driver shows where.
+#define DRIVER(fn, ...) \
+  (::test::announce(TEST_STR(fn)), ::test::checked(TEST_STR(fn), fn(__VA_ARGS__), __FILE__, __LINE__))
 
 // The same for a test::Entry.
 #define CALL(entry, ...) ::test::checked((entry).symbol, (entry).fn(__VA_ARGS__), __FILE__, __LINE__)
