@@ -64,6 +64,7 @@ DriverApi load() noexcept {
   resolve(api.graphMemFreeNodeGetParams, "cuGraphMemFreeNodeGetParams");
   resolve(api.funcGetParamInfo, "cuFuncGetParamInfo");
   resolve(api.kernelGetParamInfo, "cuKernelGetParamInfo");
+  resolve(api.funcIsLoaded, "cuFuncIsLoaded");
   resolve(api.moduleGetGlobal, "cuModuleGetGlobal_v2");
   resolve(api.libraryGetGlobal, "cuLibraryGetGlobal");
   return api;

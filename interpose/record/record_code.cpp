@@ -87,6 +87,15 @@ const std::vector<ParamSlot>* internLayout(const std::vector<ParamSlot>& layout)
   return interned.get();
 }
 
+// Whether the driver has loaded a function's code (false only when it says
+// so: a driver without cuFuncIsLoaded loads everything eagerly).
+bool functionLoaded(uint64_t handle) {
+  const auto isLoaded = driverApi().funcIsLoaded;
+  CUfunctionLoadingState state = CU_FUNCTION_LOADING_STATE_LOADED;
+  return isLoaded == nullptr || isLoaded(&state, reinterpret_cast<CUfunction>(handle)) != CUDA_SUCCESS ||
+         state != CU_FUNCTION_LOADING_STATE_UNLOADED;
+}
+
 // The parameter layout of a launch handle, from the driver. A CUkernel needs
 // cuKernelGetParamInfo (cuFuncGetParamInfo rejects it, CUDA-NOTES).
 const std::vector<ParamSlot>* queryLayout(uint64_t handle, bool isKernel) {
@@ -104,8 +113,10 @@ const std::vector<ParamSlot>* queryLayout(uint64_t handle, bool isKernel) {
                                 : api.funcGetParamInfo(reinterpret_cast<CUfunction>(handle), i, &offset, &size);
     if (r != CUDA_SUCCESS) {
       // Past the last parameter the driver says INVALID_VALUE; any other
-      // answer for the first one means it cannot tell.
-      if (i == 0 && r != CUDA_ERROR_INVALID_VALUE) {
+      // answer for the first one means it cannot tell. So does
+      // INVALID_VALUE for a function not loaded yet (lazy loading), which
+      // has parameters all the same.
+      if (i == 0 && (r != CUDA_ERROR_INVALID_VALUE || (!isKernel && !functionLoaded(handle)))) {
         return nullptr;
       }
       break;
@@ -210,7 +221,12 @@ void Recorder::functionBound(schema::BindApi api, CUresult result, uint64_t hand
     info.owner = CodeRegistry::instance().recordedKernel(source, kernelName);
   }
   const bool isModule = api == schema::BindApi::LIBRARY_GET_MODULE;
-  if (!isModule) {
+  if (api == schema::BindApi::KERNEL_GET_FUNCTION) {
+    // The kernel's parameters are the function's, and the kernel can tell
+    // them before the function's code is loaded.
+    info.layout = queryLayout(source, true);
+  }
+  if (!isModule && info.layout == nullptr) {
     info.layout = queryLayout(handle, isKernel);
   }
 

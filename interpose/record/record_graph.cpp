@@ -415,7 +415,10 @@ void Recorder::writeGraphNode(CUgraphNode node, const CUgraphNodeParams& params,
 
 void Recorder::writeKernelNode(CUgraphNode node, const CUDA_KERNEL_NODE_PARAMS_v3& p, schema::Launch::Builder launch,
                                GraphNodeReach& reach) {
-  const auto function = p.func != nullptr ? p.func : reinterpret_cast<CUfunction>(p.kern);
+  // A node made from a launch of a CUkernel (cudart's lazy loading) names
+  // both the kernel and the function the driver resolved it to in the
+  // node's context; the program launched, and the trace binds, the kernel.
+  const auto function = p.kern != nullptr ? reinterpret_cast<CUfunction>(p.kern) : p.func;
   const LaunchTarget target = launchTarget(function);
   launch.setApi(schema::LaunchApi::GRAPH_KERNEL_NODE);
   launch.setFunction(reinterpret_cast<uint64_t>(function));

@@ -8,8 +8,8 @@
 //             event record -> event wait -> host node (counts its calls) ->
 //             allocation (4 KiB) -> its free -> an `if` conditional (default 1,
 //             assigned at each launch) whose body is axpy(1, x, y). x = i,
-//             y = 2i. Instantiated through cuGetProcAddress("cuGraphInstantiate")
-//             (as cudart does) and launched (y = 14i); the first axpy
+//             y = 2i. Instantiated through an entry point looked up with
+//             cuGetProcAddress and launched (y = 14i); the first axpy
 //             node set to a = 2 and launched; the memset node disabled (the
 //             copy overwrites z all the same) and launched; the executable updated from the same graph built
 //             with a = 3 (cuGraphExecUpdate) and launched.
@@ -203,13 +203,18 @@ int explicitGraph() {
   CUevent event = nullptr;
   DRIVER(cuEventCreate, &event, 0);
   const Built built = build(p, event, 1.0f);
-  // Instantiated as cudart does it: the entry point looked up by the name
-  // cuda.h gave it before CUDA 12 (the driver answers with
-  // cuGraphInstantiateWithFlags).
+  // Instantiated through an entry point looked up by name. cuda.h names
+  // cuGraphInstantiateWithFlags "cuGraphInstantiate" since CUDA 12; the
+  // double answers that name with the same function (and the shim must
+  // then answer with its hook of it), a real driver may answer with the
+  // older five-argument ABI, which is not called.
+  void* renamed = nullptr;
   void* entry = nullptr;
   CUdriverProcAddressQueryResult found{};
-  DRIVER(cuGetProcAddress, "cuGraphInstantiate", &entry, 12080, CU_GET_PROC_ADDRESS_DEFAULT, &found);
+  DRIVER(cuGetProcAddress, "cuGraphInstantiate", &renamed, 12080, CU_GET_PROC_ADDRESS_DEFAULT, &found);
+  DRIVER(cuGetProcAddress, "cuGraphInstantiateWithFlags", &entry, 12080, CU_GET_PROC_ADDRESS_DEFAULT, &found);
   CHECK(entry != nullptr);
+  CHECK_DOUBLE(renamed == entry);
   const auto instantiate = reinterpret_cast<PFN_cuGraphInstantiateWithFlags_v11040>(entry);
   CUgraphExec exec = nullptr;
   // Counted under the symbol the shim hooks it as.
