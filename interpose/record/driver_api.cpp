@@ -65,6 +65,7 @@ DriverApi load() noexcept {
   resolve(api.funcGetParamInfo, "cuFuncGetParamInfo");
   resolve(api.kernelGetParamInfo, "cuKernelGetParamInfo");
   resolve(api.funcIsLoaded, "cuFuncIsLoaded");
+  resolve(api.funcLoad, "cuFuncLoad");
   resolve(api.moduleGetGlobal, "cuModuleGetGlobal_v2");
   resolve(api.libraryGetGlobal, "cuLibraryGetGlobal");
   return api;

@@ -68,6 +68,7 @@ struct DriverApi {
   PFN_cuFuncGetParamInfo_v12040 funcGetParamInfo = nullptr;
   PFN_cuKernelGetParamInfo_v12040 kernelGetParamInfo = nullptr;
   PFN_cuFuncIsLoaded_v12040 funcIsLoaded = nullptr;
+  PFN_cuFuncLoad_v12040 funcLoad = nullptr;
   PFN_cuModuleGetGlobal_v3020 moduleGetGlobal = nullptr;
   PFN_cuLibraryGetGlobal_v12000 libraryGetGlobal = nullptr;
 };

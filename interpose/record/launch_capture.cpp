@@ -318,7 +318,10 @@ bool Recorder::launchStarting(const LaunchCall& call, PendingLaunch& launch) {
     }
     checkpoints_->streamUsed(call.perThreadStream && call.stream == nullptr ? CU_STREAM_PER_THREAD : call.stream);
   }
-  const LaunchTarget target = launchTarget(call.function);
+  LaunchTarget target = launchTarget(call.function);
+  if (target.info.layout == nullptr && !target.info.isKernel) [[unlikely]] {
+    target.info.layout = layoutAtLaunch(call.function, target.info);
+  }
   const std::string_view kernelName = target.kernelName;
   if ((options_.includePattern || options_.excludePattern) && !selects(kernelName)) {
     filteredLaunches_.fetch_add(1, std::memory_order_relaxed);

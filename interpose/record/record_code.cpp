@@ -311,4 +311,20 @@ FunctionInfo Recorder::lookupFunction(CUfunction function) {
   return CodeRegistry::instance().rememberFunction(handle, std::move(info));
 }
 
+const std::vector<ParamSlot>* Recorder::layoutAtLaunch(CUfunction function, FunctionInfo info) {
+  // Under lazy loading a function's code, and with it what the driver can
+  // say of its parameters, is loaded by its first launch. It is being
+  // launched: loading it a moment earlier changes nothing the program sees.
+  const auto handle = reinterpret_cast<uint64_t>(function);
+  const auto load = driverApi().funcLoad;
+  if (functionLoaded(handle) || load == nullptr || load(function) != CUDA_SUCCESS) {
+    return nullptr;
+  }
+  info.layout = queryLayout(handle, false);
+  if (info.layout != nullptr) {
+    CodeRegistry::instance().recordedBind(handle, info, nullptr);
+  }
+  return info.layout;
+}
+
 }  // namespace kcap

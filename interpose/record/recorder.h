@@ -485,6 +485,9 @@ class Recorder {
   bool selects(std::string_view kernelName);       // with a filter set: the caller tests that
   LaunchTarget launchTarget(CUfunction function);  // cached per thread
   FunctionInfo lookupFunction(CUfunction function);
+  // The layout of a function being launched that had none when bound
+  // (not loaded yet); nullptr when the driver still cannot tell.
+  const std::vector<ParamSlot>* layoutAtLaunch(CUfunction function, FunctionInfo info);
   void noteOnce(std::atomic<bool>& flag, schema::Message::Level level, const std::string& text);
   // record_memory.cpp: a copy's direction, a unified side resolved (then
   // `hostSource` is set when the source is host memory).

@@ -240,22 +240,30 @@ int explicitGraph() {
 
   // A copy of the graph with a = 3 in its first axpy node: the update the
   // driver can apply (same nodes, same conditional handle and allocation).
+  // A real driver does not clone a graph with memory nodes
+  // (CUDA_ERROR_NOT_SUPPORTED); the update is then left out there.
   CUgraph copy = nullptr;
-  DRIVER(cuGraphClone, &copy, built.graph);
-  CUgraphNode copiedAxpy = nullptr;
-  DRIVER(cuGraphNodeFindInClone, &copiedAxpy, built.firstAxpy, copy);
-  p.a = 3.0f;
-  const CUDA_KERNEL_NODE_PARAMS three = p.axpyParams(params);
-  DRIVER(cuGraphKernelNodeSetParams, copiedAxpy, &three);
-  CUgraphExecUpdateResultInfo info{};
-  DRIVER(cuGraphExecUpdate, exec, copy, &info);
-  DRIVER(cuGraphLaunch, exec, nullptr);
-  DRIVER(cuStreamSynchronize, nullptr);
-  expectRamp("updated", p.y, 90.0f);  // + 30i + i + i
+  test::callsMade().add(TEST_STR(cuGraphClone));
+  const CUresult cloned = cuGraphClone(&copy, built.graph);
+  if (cloned == CUDA_ERROR_NOT_SUPPORTED && std::getenv("KCAP_TEST_REAL_DRIVER") != nullptr) {
+    std::fprintf(stderr, "note: cuGraphClone of a graph with memory nodes: not supported, no update\n");
+  } else {
+    CHECK(cloned == CUDA_SUCCESS);
+    CUgraphNode copiedAxpy = nullptr;
+    DRIVER(cuGraphNodeFindInClone, &copiedAxpy, built.firstAxpy, copy);
+    p.a = 3.0f;
+    const CUDA_KERNEL_NODE_PARAMS three = p.axpyParams(params);
+    DRIVER(cuGraphKernelNodeSetParams, copiedAxpy, &three);
+    CUgraphExecUpdateResultInfo info{};
+    DRIVER(cuGraphExecUpdate, exec, copy, &info);
+    DRIVER(cuGraphLaunch, exec, nullptr);
+    DRIVER(cuStreamSynchronize, nullptr);
+    expectRamp("updated", p.y, 90.0f);  // + 30i + i + i
+  }
   std::printf("result host_calls %d\n", g_hostCalls);
 
   DRIVER(cuGraphExecDestroy, exec);
-  DRIVER(cuGraphDestroy, copy);
+  if (copy != nullptr) DRIVER(cuGraphDestroy, copy);
   DRIVER(cuGraphDestroy, built.graph);
   DRIVER(cuEventDestroy, event);
   test::printMade();
