@@ -8,7 +8,6 @@
 // the Python interpreter's lock serializes the calls into the reader, which
 // is not thread-safe. Errors of the trace are TraceError (a RuntimeError)
 // with the reader's message, which names the file and byte offset.
-#include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -42,6 +41,12 @@ struct TraceState {
 // One recorded range of device memory a launch could reach: its content
 // before the launch (Launch.pre) and after it (LaunchEnd.post), as far as the
 // trace's mode recorded them.
+// Content read from the trace, handed to numpy through the buffer protocol
+// (numpy.frombuffer keeps it alive) without a copy.
+struct ContentBytes {
+  std::vector<uint8_t> data;
+};
+
 struct Buffer {
   std::shared_ptr<TraceState> state;
   size_t launch = 0;  // index in the table
@@ -79,10 +84,13 @@ struct Buffer {
 
   // The content as an array of `dtype` (numpy's uint8 when None) and `shape`
   // (all of it from `offset` when None), read from the trace on each call.
-  py::array read(bool after, const py::object& dtype, const py::object& shape, uint64_t offset) const {
+  // numpy is used through its Python API only: a pybind11 older than
+  // numpy 2 misreads numpy 2's dtype structure (an item size of 0).
+  py::object read(bool after, const py::object& dtype, const py::object& shape, uint64_t offset) const {
     const schema::Content::Reader c = content(after);
-    const py::dtype type = dtype.is_none() ? py::dtype::of<uint8_t>() : py::dtype::from_args(dtype);
-    const auto item = static_cast<uint64_t>(type.itemsize());
+    const py::module_ numpy = py::module_::import("numpy");
+    const py::object type = numpy.attr("dtype")(dtype.is_none() ? py::str("uint8") : dtype);
+    const auto item = type.attr("itemsize").cast<uint64_t>();
     if (item == 0) throw py::value_error("a dtype of itemsize 0 cannot view memory");
     if (offset > c.getSize()) {
       throw py::value_error("offset " + std::to_string(offset) + " is past the buffer's " +
@@ -118,13 +126,12 @@ struct Buffer {
     // without a copy. A window smaller than the whole is copied out, so
     // that a small array does not keep a large buffer alive.
     const std::string what = "the buffer at " + tools::hex(address) + " of launch " + std::to_string(launchIndex);
-    auto bytes = std::make_unique<std::vector<uint8_t>>(
-        state->reader->readContent(c, format::kMaxContentInMemory, what.c_str()));
-    std::vector<uint8_t>* held = bytes.get();
-    const py::capsule owner(bytes.release(), [](void* p) { delete static_cast<std::vector<uint8_t>*>(p); });
-    const py::array_t<uint8_t> whole(static_cast<py::ssize_t>(held->size()), held->data(), owner);
+    auto bytes = std::make_unique<ContentBytes>();
+    bytes->data = state->reader->readContent(c, format::kMaxContentInMemory, what.c_str());
+    const auto held = bytes->data.size();
+    const py::object whole = numpy.attr("frombuffer")(py::cast(std::move(bytes)), "uint8");
     py::object window = whole;
-    if (offset != 0 || count * item != held->size()) {
+    if (offset != 0 || count * item != held) {
       window =
           whole[py::slice(static_cast<py::ssize_t>(offset), static_cast<py::ssize_t>(offset + count * item), 1)].attr(
               "copy")();
@@ -250,6 +257,10 @@ PYBIND11_MODULE(_kcap, m) {
     }
   });
 
+  py::class_<ContentBytes>(m, "_ContentBytes", py::buffer_protocol()).def_buffer([](ContentBytes& b) {
+    return py::buffer_info(b.data.data(), 1, py::format_descriptor<uint8_t>::format(), 1,
+                           {static_cast<py::ssize_t>(b.data.size())}, {static_cast<py::ssize_t>(1)}, false);
+  });
   py::class_<Buffer>(m, "Buffer")
       .def_readonly("address", &Buffer::address)
       .def_readonly("allocation_base", &Buffer::allocationBase)
