@@ -92,6 +92,7 @@ namespace kcap::replay {
   X(cuGraphNodeSetEnabled)                \
   X(cuGraphLaunch)                        \
   X(cuGraphExecDestroy)                   \
+  X(cuFuncGetParamInfo)                   \
   X(cuMemcpy3DAsync)
 
 struct Driver {

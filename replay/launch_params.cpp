@@ -75,6 +75,16 @@ std::optional<CUtensorMap> Replayer::reencode(schema::TensorMapEncode::Reader en
   return map;
 }
 
+std::string Replayer::missingParameters(const LaunchRecord& launch, const LoadedKernel& kernel) const {
+  const auto e = launch.event();
+  if (e.getParams().size() != 0 || e.getParamsFromExtra() || driver_.cuFuncGetParamInfo == nullptr) return "";
+  size_t offset = 0;
+  size_t size = 0;
+  if (driver_.cuFuncGetParamInfo(kernel.function, 0, &offset, &size) != CUDA_SUCCESS) return "";
+  return "recorded without its parameters (the recording got no parameter layout for this kernel, which takes "
+         "some): not launched";
+}
+
 LaunchParams Replayer::buildParams(const LaunchRecord& launch, const LoadedKernel& kernel) {
   LaunchParams built;
   buildParamsInto(launch, kernel, built);

@@ -121,6 +121,10 @@ void Reexecutor::loadCode(uint64_t afterSeq) {
           if (globals_.emplace(g.recordedAddress, g).second) r_.opGlobals_.globals.push_back(g);
         }
       }
+      if (const std::string missing = r_.missingParameters(launch, it->second); !missing.empty()) {
+        launchCodeError_[launch.launchIndex] = ": " + missing;
+        continue;
+      }
       kernelAt_[position] = &it->second;
     } catch (const std::exception& e) {
       launchCodeError_[launch.launchIndex] = std::string(": ") + e.what();

@@ -230,7 +230,9 @@ void Replayer::launchOnce(const LaunchRecord& launch, const LoadedKernel& kernel
   size_t paramSize = params.size();
   void* extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, params.data(), CU_LAUNCH_PARAM_BUFFER_SIZE, &paramSize,
                    CU_LAUNCH_PARAM_END};
-  const bool useExtra = arguments.empty() && !params.empty();
+  // A buffer the program passed as one (`extra`) goes back as one: without
+  // the kernel's layout the recording only knows the buffer as a whole.
+  const bool useExtra = !params.empty() && (e.getParamsFromExtra() || arguments.empty());
   check(driver_.cuLaunchKernelEx(&config, kernel.function, useExtra ? nullptr : arguments.data(),
                                  useExtra ? extra : nullptr),
         "cuLaunchKernelEx");
@@ -286,6 +288,7 @@ void Replayer::replayLaunch(LaunchRun& run, const std::function<void()>& place,
     run.kernel = code_->kernelFor(code);
     o.kernel = code.kernelName;
     o.code = run.kernel.code;
+    if (const std::string missing = missingParameters(l, run.kernel); !missing.empty()) throw ReplayError(missing);
     allocateRestoreBuffers(l);
     run.restore = {};
     o.placeNs = nsSince(placeStart);

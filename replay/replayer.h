@@ -183,6 +183,10 @@ class Replayer {
 
   // launch_params.cpp
   LaunchParams buildParams(const LaunchRecord& launch, const LoadedKernel& kernel);
+  // Why `launch` cannot run with its recorded parameters ("" when it can):
+  // a launch recorded with none, of a kernel that takes some (the
+  // recording got no parameter layout for it), would read garbage.
+  std::string missingParameters(const LaunchRecord& launch, const LoadedKernel& kernel) const;
   // The same into `built`, whose buffers are reused.
   void buildParamsInto(const LaunchRecord& launch, const LoadedKernel& kernel, LaunchParams& built);
   std::optional<CUtensorMap> reencode(schema::TensorMapEncode::Reader encode, uint64_t seq, const LoadedKernel& kernel);

@@ -7,6 +7,7 @@
 #include <cuda.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 
 namespace kcap_double {
@@ -389,9 +390,21 @@ DOUBLE_API CUresult cuKernelGetName(const char** name, CUkernel kernel) {
   return CUDA_SUCCESS;
 }
 
+// KCAP_DOUBLE_NO_PARAM_INFO=1: a driver that cannot tell a kernel's
+// parameters (the recording then has no layout for its launches).
+namespace {
+bool noParamInfo() {
+  static const bool refuse = std::getenv("KCAP_DOUBLE_NO_PARAM_INFO") != nullptr;
+  return refuse;
+}
+}  // namespace
+
 DOUBLE_API CUresult cuFuncGetParamInfo(CUfunction function, std::size_t index, std::size_t* offset, std::size_t* size) {
   if (const CUresult r = needInit(); r != CUDA_SUCCESS) {
     return r;
+  }
+  if (noParamInfo()) {
+    return CUDA_ERROR_NOT_SUPPORTED;
   }
   State& s = state();
   Lock lock(s.mutex);
@@ -401,6 +414,9 @@ DOUBLE_API CUresult cuFuncGetParamInfo(CUfunction function, std::size_t index, s
 DOUBLE_API CUresult cuKernelGetParamInfo(CUkernel kernel, std::size_t index, std::size_t* offset, std::size_t* size) {
   if (const CUresult r = needInit(); r != CUDA_SUCCESS) {
     return r;
+  }
+  if (noParamInfo()) {
+    return CUDA_ERROR_NOT_SUPPORTED;
   }
   State& s = state();
   Lock lock(s.mutex);

@@ -212,6 +212,24 @@ TEST_F(Replay, RecordScenariosVmmReproduces) {
   EXPECT_TRUE(jsonLaunch(run.out, 1).empty()) << run.out;
 }
 
+TEST_F(Replay, ALaunchRecordedWithoutItsParametersIsAnErrorNotAFault) {
+  // A driver that could not say what the kernels take: launches passing
+  // kernelParams are recorded without parameters. Launching them with none
+  // would read garbage (on a GPU: fault, and end every later launch); each
+  // is an ERROR that says why, and the others still replay. Launch 1 passed
+  // its parameters as one buffer (`extra`), recorded whole and replayed as
+  // one buffer.
+  const std::string path = file("no-layout.kcap");
+  recordWithKcap(path, interposeProgram("direct_launch"), {}, {{"KCAP_DOUBLE_NO_PARAM_INFO", "1"}});
+  const Outcome run = replay({path});
+  EXPECT_EQ(run.exitCode, kExitTrace) << run.describe();
+  EXPECT_EQ(run.out.find("FAULT"), std::string::npos) << run.out;
+  for (uint64_t i = 0; i < kDirectKernels.size(); ++i) {
+    EXPECT_NE(row(run.out, i).find(i == 1 ? "REPRODUCED" : "ERROR"), std::string::npos) << i << ": " << run.out;
+  }
+  EXPECT_NE(run.out.find("launch 5 (poly_eval): ERROR: recorded without its parameters"), std::string::npos) << run.out;
+}
+
 TEST_F(Replay, RecordScenariosLibraryReproducesAndLinksRelocatableDeviceCode) {
   // CUkernel launches, cuLaunchKernelEx with attributes, a pointer array,
   // cudart's fatbin wrappers; launch 2 comes from a relocatable-device-code
