@@ -245,34 +245,45 @@ void Table::row(std::vector<std::string> cells) {
   rows_.push_back(std::move(cells));
 }
 
-std::string Table::render(const std::string& indent) const {
+std::vector<size_t> Table::widths() const {
   std::vector<size_t> width(header_.size(), 0);
   auto measure = [&](const std::vector<std::string>& cells) {
     for (size_t i = 0; i < cells.size(); ++i) width[i] = std::max(width[i], cells[i].size());
   };
   measure(header_);
   for (const auto& r : rows_) measure(r);
-  std::string out;
-  auto emit = [&](const std::vector<std::string>& cells) {
-    std::string line = indent;
-    for (size_t i = 0; i < cells.size(); ++i) {
-      bool last = i + 1 == cells.size();
-      bool right = i < right_.size() && right_[i] == 'r';
-      size_t pad = width[i] - cells[i].size();
-      if (right) line.append(pad, ' ');
-      line += cells[i];
-      if (!last) {
-        if (!right) line.append(pad, ' ');
-        line += "  ";
-      }
+  return width;
+}
+
+std::string Table::renderRow(std::vector<std::string> cells, const std::vector<size_t>& widths,
+                             const std::string& indent) const {
+  cells.resize(header_.size());
+  std::string line = indent;
+  for (size_t i = 0; i < cells.size(); ++i) {
+    const bool last = i + 1 == cells.size();
+    const bool right = i < right_.size() && right_[i] == 'r';
+    const size_t width = i < widths.size() ? widths[i] : 0;
+    const size_t pad = width > cells[i].size() ? width - cells[i].size() : 0;
+    if (right) line.append(pad, ' ');
+    line += cells[i];
+    if (!last) {
+      if (!right) line.append(pad, ' ');
+      line += "  ";
     }
-    while (!line.empty() && line.back() == ' ') line.pop_back();
-    out += line;
-    out += '\n';
-  };
-  bool showHeader = std::any_of(header_.begin(), header_.end(), [](const std::string& h) { return !h.empty(); });
-  if (showHeader) emit(header_);
-  for (const auto& r : rows_) emit(r);
+  }
+  while (!line.empty() && line.back() == ' ') line.pop_back();
+  return line + '\n';
+}
+
+std::string Table::renderHeader(const std::vector<size_t>& widths, const std::string& indent) const {
+  const bool shown = std::any_of(header_.begin(), header_.end(), [](const std::string& h) { return !h.empty(); });
+  return shown ? renderRow(header_, widths, indent) : std::string();
+}
+
+std::string Table::render(const std::string& indent) const {
+  const std::vector<size_t> width = widths();
+  std::string out = renderHeader(width, indent);
+  for (const auto& r : rows_) out += renderRow(r, width, indent);
   return out;
 }
 

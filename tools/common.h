@@ -64,12 +64,25 @@ std::optional<std::pair<uint64_t, uint64_t>> parseLaunchRange(std::string_view t
 // Column-aligned text table. Cells of columns marked right-aligned are padded
 // on the left. The last column is never padded. A header of empty strings is
 // not printed (for key/value lists).
+//
+// A table printed row by row as its rows become known takes its widths up
+// front: from a table of rows as wide as any it will print (widths()), then
+// renderHeader() once and renderRow() per row. A cell wider than its column
+// pushes the rest of its line right.
 class Table {
  public:
   explicit Table(std::vector<std::string> header, std::string rightAligned = "");
   void row(std::vector<std::string> cells);
   bool empty() const { return rows_.empty(); }
   std::string render(const std::string& indent = "  ") const;
+
+  // Each column's width: its widest cell, header included.
+  std::vector<size_t> widths() const;
+  // The header line ("" for a header of empty strings) and one row's line,
+  // each ending in '\n', with the columns `widths` wide.
+  std::string renderHeader(const std::vector<size_t>& widths, const std::string& indent = "  ") const;
+  std::string renderRow(std::vector<std::string> cells, const std::vector<size_t>& widths,
+                        const std::string& indent = "  ") const;
 
  private:
   std::vector<std::string> header_;

@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cmath>
+#include <chrono>
 #include <iostream>
 #include <optional>
 
@@ -32,10 +32,6 @@ namespace kcap::tools {
 namespace {
 
 using replay::LaunchOutcome;
-using replay::Verdict;
-
-constexpr int kExitDiffers = 3;
-constexpr int kExitFault = 4;
 
 struct Options {
   std::string path;
@@ -59,13 +55,6 @@ struct Options {
   std::vector<std::string> checks;
   unsigned runs = 5;
 };
-
-// This kcap's executable, for compute-sanitizer to start.
-std::string selfPath() {
-  char path[4096];
-  const ssize_t n = ::readlink("/proc/self/exe", path, sizeof path - 1);
-  return n > 0 ? std::string(path, static_cast<size_t>(n)) : std::string("kcap");
-}
 
 struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
@@ -211,248 +200,50 @@ replay::Selection select(const Options& o, const replay::TraceModel& model) {
   return s;
 }
 
-std::string durationText(uint64_t ns) {
-  if (ns < 10'000) return strf("%llu ns", static_cast<unsigned long long>(ns));
-  if (ns < 10'000'000) return strf("%.1f us", static_cast<double>(ns) / 1e3);
-  return strf("%.2f ms", static_cast<double>(ns) / 1e6);
-}
-
-struct TimingSummary {
-  uint64_t median = 0, min = 0, max = 0;
-};
-std::optional<TimingSummary> timing(const LaunchOutcome& o) {
-  if (o.timesNs.empty()) return std::nullopt;
-  std::vector<uint64_t> t = o.timesNs;
-  std::sort(t.begin(), t.end());
-  return TimingSummary{t[t.size() / 2], t.front(), t.back()};
-}
-
-class Report {
+// How far a replay is, on stderr. On a terminal, one line rewritten per
+// outcome; elsewhere (a log file, a pipe) a full line at most every few
+// seconds, so that a redirected run of many launches shows it is alive.
+class Progress {
  public:
-  explicit Report(const Options& o) : opt_(o) {}
+  Progress(size_t selected, bool json)
+      : selected_(selected),
+        live_(selected > 1 && !json && isatty(STDERR_FILENO)),
+        periodic_(selected > 1 && !isatty(STDERR_FILENO)) {}
 
-  void add(const LaunchOutcome& o) { outcomes_.push_back(o); }
-
-  // Every requested check gets a row per launch: those the replay process
-  // could not run ("not run"), and compute-sanitizer's, run from here.
-  void completeChecks(const replay::ReplayOptions& options) {
-    for (auto& o : outcomes_) {
-      if (o.graph) continue;  // the checkers replay one kernel launch
-      for (const std::string& name : options.checks) {
-        const bool present =
-            std::any_of(o.checks.begin(), o.checks.end(), [&](const auto& c) { return c.name == name; });
-        if (present) continue;
-        if (name == "sanitizer") {
-          o.checks.push_back(replay::runSanitizer(options, o.launchIndex, selfPath()));
-        } else {
-          o.checks.push_back({name,
-                              replay::CheckStatus::kNotRun,
-                              "the launch did not replay cleanly (" + std::string(replay::verdictName(o.verdict)) + ")",
-                              {}});
-        }
-      }
-    }
-  }
-  replay::ReplayDevice device;
-
-  int exitCode() const {
-    int code = kExitOk;
-    for (const auto& o : outcomes_) {
-      if (o.verdict == Verdict::kFault || o.verdict == Verdict::kHang) return kExitFault;
-      if (o.verdict == Verdict::kDiffers) code = kExitDiffers;
-      if (o.verdict == Verdict::kError && code == kExitOk) code = kExitTrace;
-      for (const auto& c : o.checks) {
-        if (c.status == replay::CheckStatus::kFinding) code = kExitDiffers;
-      }
-    }
-    return code;
+  // Before stdout prints: the terminal line would end up in front of it.
+  void clear() {
+    if (!shown_) return;
+    std::cerr << "\r\033[K" << std::flush;
+    shown_ = false;
   }
 
-  void printText() const {
-    if (!device.name.empty()) {
-      std::cout << "Replaying " << opt_.path << " on GPU " << device.ordinal << ": " << printable(device.name)
-                << " (sm_" << device.sm << "), driver " << versionText(device.driverVersion) << "\n\n";
+  void update(const LaunchOutcome& o) {
+    ++done_;
+    const std::string what = (o.graph ? "graph launch " : "launch ") + std::to_string(o.launchIndex);
+    if (live_) {
+      std::cerr << "\r[" << done_ << "/" << selected_ << "] " << what << " " << replay::verdictName(o.verdict)
+                << "\033[K" << std::flush;
+      shown_ = true;
     }
-    Table table({"launch", "kernel", "grid", "block", "memory", "code", "result"}, "r");
-    for (const auto& o : outcomes_) {
-      if (o.graph) continue;
-      std::string result = replay::verdictName(o.verdict);
-      if (const auto t = timing(o)) {
-        result += "  " + durationText(t->median) + " median of " + std::to_string(o.timesNs.size()) + " (min " +
-                  durationText(t->min) + ", max " + durationText(t->max) + ")";
-        if (o.recordedDurationNs) result += ", recorded " + durationText(*o.recordedDurationNs);
-      } else if (o.recordedDurationNs) {
-        result += "  recorded " + durationText(*o.recordedDurationNs);
-      }
-      table.row({std::to_string(o.launchIndex), printable(o.kernel), dim3Text(o.grid[0], o.grid[1], o.grid[2]),
-                 dim3Text(o.block[0], o.block[1], o.block[2]), replay::memoryPathName(o.memory),
-                 o.code.empty() ? "-" : o.code, result});
+    const auto now = std::chrono::steady_clock::now();
+    if (periodic_ && now - lastLine_ >= kInterval) {
+      lastLine_ = now;
+      std::cerr << "kcap replay: " << done_ << " of " << selected_ << " done (" << what << ": "
+                << replay::verdictName(o.verdict) << "), "
+                << std::chrono::duration_cast<std::chrono::seconds>(now - start_).count() << " s\n"
+                << std::flush;
     }
-    if (!std::all_of(outcomes_.begin(), outcomes_.end(), [](const auto& o) { return o.graph; })) {
-      std::cout << table.render("");
-    }
-    printGraphLaunches();
-    for (const auto& o : outcomes_) {
-      if (o.graph) continue;
-      const bool interesting = o.verdict != Verdict::kReproduced || opt_.verbose || !o.checks.empty();
-      if (!interesting) continue;
-      std::cout << "\nlaunch " << o.launchIndex << " (" << printable(o.kernel)
-                << "): " << replay::verdictName(o.verdict);
-      if (!o.detail.empty()) std::cout << ": " << printable(o.detail);
-      std::cout << "\n";
-      for (const auto& b : o.buffers) {
-        if (b.differingBytes != 0 || opt_.verbose) std::cout << "  " << bufferLine(b) << "\n";
-      }
-      for (const auto& c : o.checks) {
-        std::cout << "  check " << c.name << ": " << replay::checkStatusName(c.status);
-        if (!c.summary.empty()) std::cout << ": " << printable(c.summary);
-        std::cout << "\n";
-        for (const auto& d : c.details) std::cout << "    " << printable(d) << "\n";
-      }
-      if (o.verdict == Verdict::kDiffers || o.verdict == Verdict::kFault || o.verdict == Verdict::kHang) {
-        std::cout << "  alone: kcap replay " << word(opt_.path) << " --launch " << o.launchIndex << "\n";
-      }
-    }
-    std::cout << "\n" << summary() << "\n" << verdict() << "\n";
-  }
-
-  // One sentence a user reads first.
-  std::string verdict() const {
-    size_t reproduced = 0, tolerated = 0, differs = 0, failed = 0, other = 0;
-    for (const auto& o : outcomes_) {
-      switch (o.verdict) {
-        case Verdict::kReproduced: {
-          const bool loose =
-              std::any_of(o.buffers.begin(), o.buffers.end(), [](const auto& b) { return b.differingBytes != 0; });
-          ++(loose ? tolerated : reproduced);
-          break;
-        }
-        case Verdict::kDiffers:
-          ++differs;
-          break;
-        case Verdict::kFault:
-        case Verdict::kHang:
-          ++failed;
-          break;
-        default:
-          ++other;
-          break;
-      }
-    }
-    const size_t n = outcomes_.size();
-    const size_t graphs =
-        static_cast<size_t>(std::count_if(outcomes_.begin(), outcomes_.end(), [](const auto& o) { return o.graph; }));
-    // "launches", "graph launches", or both counted together.
-    const std::string noun = graphs == 0   ? "launches"
-                             : graphs == n ? "graph launches"
-                                           : "launches (graph launches included)";
-    if (failed != 0)
-      return "Verdict: " + std::to_string(failed) + " of " + std::to_string(n) + " " + noun + " faulted or hung here.";
-    if (differs != 0)
-      return "Verdict: " + std::to_string(differs) + " of " + std::to_string(n) + " " + noun +
-             " differ from the recording.";
-    if (other != 0)
-      return "Verdict: " + std::to_string(n - other) + " of " + std::to_string(n) + " " + noun + " ran as recorded; " +
-             std::to_string(other) + " could not be verified or replayed (see above).";
-    if (tolerated != 0)
-      return "Verdict: all " + std::to_string(n) + " " + noun + " reproduced, " + std::to_string(tolerated) +
-             " within --tolerance.";
-    if (n == 1)
-      return graphs == 1 ? "Verdict: the graph launch reproduced bit-exactly as recorded."
-                         : "Verdict: the launch reproduced bit-exactly as recorded.";
-    return "Verdict: all " + std::to_string(n) + " " + noun + " reproduced bit-exactly as recorded.";
-  }
-
-  void printJson() const {
-    Json launches = Json::array();
-    for (const auto& o : outcomes_) {
-      if (o.graph) continue;
-      Json launch = {{"launchIndex", o.launchIndex},
-                     {"kernel", o.kernel},
-                     {"verdict", replay::verdictName(o.verdict)},
-                     {"detail", o.detail},
-                     {"memory", replay::memoryPathName(o.memory)},
-                     {"code", o.code},
-                     {"grid", {o.grid[0], o.grid[1], o.grid[2]}},
-                     {"block", {o.block[0], o.block[1], o.block[2]}},
-                     {"sharedMemBytes", o.sharedMemBytes},
-                     {"buffers", buffersJson(o.buffers)}};
-      if (const auto t = timing(o)) {
-        launch["timeNs"] = {{"median", t->median},
-                            {"min", t->min},
-                            {"max", t->max},
-                            {"repeats", static_cast<uint64_t>(o.timesNs.size())}};
-      }
-      if (o.recordedDurationNs) launch["recordedDurationNs"] = *o.recordedDurationNs;
-      launch["restoredBytes"] = o.restoredBytes;
-      launch["restoreNs"] = o.restoreNs;
-      launch["placeNs"] = o.placeNs;
-      launch["restoreWaitNs"] = o.restoreWaitNs;
-      if (!o.checks.empty()) {
-        Json checks = Json::array();
-        for (const auto& c : o.checks) {
-          checks.push_back({{"name", c.name},
-                            {"status", replay::checkStatusName(c.status)},
-                            {"summary", c.summary},
-                            {"details", c.details}});
-        }
-        launch["checks"] = std::move(checks);
-      }
-      launches.push_back(std::move(launch));
-    }
-    const Json document = {{"trace", opt_.path},
-                           {"device",
-                            {{"ordinal", static_cast<int64_t>(device.ordinal)},
-                             {"name", device.name},
-                             {"sm", static_cast<int64_t>(device.sm)},
-                             {"driverVersion", static_cast<int64_t>(device.driverVersion)}}},
-                           {"launches", std::move(launches)},
-                           {"graphLaunches", graphLaunchesJson(outcomes_)},
-                           {"summary", summary()},
-                           {"exitCode", static_cast<int64_t>(exitCode())}};
-    std::cout << jsonText(document) << "\n";
   }
 
  private:
-  // "4 launches: 4 REPRODUCED; 2 graph launches: 1 REPRODUCED, 1 DIFFERS"
-  std::string summary() const {
-    std::string text;
-    for (const bool graph : {false, true}) {
-      std::map<std::string, size_t> counts;
-      size_t total = 0;
-      for (const auto& o : outcomes_) {
-        if (o.graph != graph) continue;
-        ++counts[replay::verdictName(o.verdict)];
-        ++total;
-      }
-      if (total == 0 && (graph || !outcomes_.empty())) continue;
-      const std::string noun = graph ? " graph launch" : " launch";
-      text += (text.empty() ? "" : "; ") + std::to_string(total) + noun + (total == 1 ? "" : "es") + ":";
-      bool first = true;
-      for (const auto& [name, n] : counts) {
-        text += (first ? " " : ", ") + std::to_string(n) + " " + name;
-        first = false;
-      }
-    }
-    return text;
-  }
-
-  void printGraphLaunches() const {
-    for (const auto& o : outcomes_) {
-      if (!o.graph) continue;
-      std::cout << "\n" << graphLaunchLine(o) << "\n";
-      for (const auto& line : o.nodeLines) std::cout << "  " << printable(line) << "\n";
-      for (const auto& b : o.buffers) {
-        if (b.differingBytes != 0 || opt_.verbose) std::cout << "  " << bufferLine(b) << "\n";
-      }
-      if (o.verdict == Verdict::kDiffers || o.verdict == Verdict::kFault || o.verdict == Verdict::kHang) {
-        std::cout << "  alone: kcap replay " << word(opt_.path) << " --graph-launch " << o.launchIndex << "\n";
-      }
-    }
-  }
-
-  const Options& opt_;
-  std::vector<LaunchOutcome> outcomes_;
+  static constexpr std::chrono::seconds kInterval{5};
+  const size_t selected_;
+  const bool live_;
+  const bool periodic_;
+  bool shown_ = false;
+  size_t done_ = 0;
+  const std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+  std::chrono::steady_clock::time_point lastLine_ = start_;
 };
 
 // A checkpoint trace is re-executed from its checkpoints (replay_checkpoint.cpp):
@@ -519,17 +310,12 @@ int runReplay(const Options& opt) {
                 << (model.graphLaunchRecords().empty() ? ", none of which the trace holds" : ", replayed as such")
                 << ")\n";
     }
-    Report report(opt);
-    const size_t selected = selection.launchIndices.size() + selection.graphLaunchIndices.size();
-    const bool progress = !opt.json && selected > 1 && isatty(STDERR_FILENO);
-    size_t done = 0;
+    ReplayReport report({opt.path, opt.json, opt.verbose}, model, selection);
+    Progress progress(selection.launchIndices.size() + selection.graphLaunchIndices.size(), opt.json);
     const auto onOutcome = [&](const LaunchOutcome& o) {
+      progress.clear();
       report.add(o);
-      ++done;
-      if (progress) {
-        std::cerr << "\r[" << done << "/" << selected << "] " << (o.graph ? "graph launch " : "launch ")
-                  << o.launchIndex << " " << replay::verdictName(o.verdict) << "\033[K" << std::flush;
-      }
+      progress.update(o);
     };
     try {
       if (options.isolate) {
@@ -538,11 +324,11 @@ int runReplay(const Options& opt) {
         replay::replayInProcess(model, options, selection, onOutcome, &report.device);
       }
     } catch (const replay::ReplayError& e) {
-      if (progress) std::cerr << "\r\033[K";
+      progress.clear();
       std::cerr << "kcap replay: " << e.what() << "\n";
       return kExitTrace;
     }
-    if (progress) std::cerr << "\r\033[K" << std::flush;
+    progress.clear();
     report.completeChecks(options);
     if (opt.json)
       report.printJson();
