@@ -89,6 +89,7 @@ bool compareSides(const TraceModel& model, LaunchOutcome& b, const std::string& 
   std::string prefix = "/" + std::to_string(b.launchIndex) + "-";
   if (b.graph) {
     const GraphLaunchRecord* g = model.graphLaunch(b.launchIndex);
+    if (g == nullptr) return false;
     ranges = g->event().getPre();
     if (g->end != nullptr && g->end->get().getGraphLaunchEnd().getPost().size() != 0) {
       ranges = g->end->get().getGraphLaunchEnd().getPost();
@@ -352,7 +353,12 @@ void descend(const Search& s, const TwoSides& sides, Divergence& d) {
     return;
   }
   d.reproduce += " --graph-nodes";
-  const GraphRun run = s.model.graphRun(*s.model.graphLaunch(g));
+  std::optional<GraphRun> run;  // to name the ranges by the parameters pointing into them
+  try {
+    run = s.model.graphRun(*s.model.graphLaunch(g));
+  } catch (const std::exception&) {
+    run.reset();
+  }
   for (uint64_t k = 0;; ++k) {
     const std::string stem = "/g" + std::to_string(g) + "-n" + std::to_string(k);
     const auto nodeA = readNode(sides.dirA + stem + ".node"), nodeB = readNode(sides.dirB + stem + ".node");
@@ -366,7 +372,7 @@ void descend(const Search& s, const TwoSides& sides, Divergence& d) {
       d.node = std::move(n);
       return;
     }
-    const GraphNodeRun* node = findGraphNode(run.root, saved.path);
+    const GraphNodeRun* node = run ? findGraphNode(run->root, saved.path) : nullptr;
     std::vector<std::string> names;
     std::error_code ignored;
     const std::string prefix = stem.substr(1) + "-";
@@ -379,7 +385,8 @@ void descend(const Search& s, const TwoSides& sides, Divergence& d) {
     for (const std::string& name : names) {
       BufferReport report;
       report.address = std::strtoull(name.c_str() + prefix.size(), nullptr, 16);
-      report.size = fs::file_size(sides.dirA + "/" + name, ignored);
+      const uintmax_t size = fs::file_size(sides.dirA + "/" + name, ignored);
+      report.size = ignored ? 0 : static_cast<uint64_t>(size);
       const auto param = node != nullptr && node->params.isKernel()
                              ? parameterPointingInto(node->params.getKernel(), report.address, report.size)
                              : std::optional<uint32_t>();

@@ -521,7 +521,12 @@ int runBisect(const Options& opt) {
                       ? ""
                       : " and " + std::to_string(selected.graphLaunches.size()) + " graph launches")
               << (options.sequence ? " as one sequence" : ", each from its recorded pre-state") << "; comparing "
-              << sideB << " with " << sideA << "\n\n";
+              << sideB << " with " << sideA << "\n";
+    if (selected.graphLaunches.empty() && !model.graphLaunchRecords().empty()) {
+      std::cout << model.graphLaunchRecords().size()
+                << " graph launches not compared: --kernel, --range, --sequence and --perf select launches only\n";
+    }
+    std::cout << "\n";
     if (options.perf) {
       if (result.timed == 0 && options.against == Against::kRecorded) {
         std::cout << "No launch could be timed against the recording: the trace holds no recorded durations "
