@@ -91,6 +91,7 @@ GraphNodeExtract extractGraphNode(const TraceModel& model, uint64_t graphLaunchI
                             std::to_string(graphLaunchIndex) + " --graph-nodes` lists its nodes)");
   }
   if (!node->params.isKernel()) throw ExtractUsageError(where + ": " + path + " is not a kernel node");
+  if (!node->enabled) throw ExtractUsageError(where + ": " + path + " is disabled there: it did not run");
   const auto kernel = node->params.getKernel();
 
   // The graph launch's ranges the node reaches.
@@ -123,6 +124,8 @@ GraphNodeExtract extractGraphNode(const TraceModel& model, uint64_t graphLaunchI
     out.notCompared = where + " has no recorded post-state";
   } else if (reached.empty()) {
     out.notCompared = path + " reaches none of the memory recorded with " + where;
+  } else if (path.find("body") != std::string::npos) {
+    out.notCompared = path + " is in a conditional node's body: whether it ran, and how often, was decided on the GPU";
   }
   for (const unsigned i : reached) {
     if (!out.notCompared.empty()) break;
