@@ -164,6 +164,28 @@ TEST_F(Bisect, ADivergentGraphLaunchNamesItsFirstDivergentNode) {
   EXPECT_TRUE(has(text.out, "1 of 4,096 bytes differ, first at offset 400")) << text.out;
   EXPECT_TRUE(has(text.out, "3 of 3 launches (graph launches included) compared before it was found.")) << text.out;
 
+  // Against the recording the graph launch is named, not descended into:
+  // the trace holds no memory between its nodes. (Graph launch 1 damaged
+  // to say it was refused: here it runs, which differs.)
+  const std::string refused = file("graph-decode-refused.kcap");
+  ASSERT_NE(kcap::test::rewriteEvents(decode(), refused,
+                                      [](kcap::schema::Event::Builder e) {
+                                        if (!e.isGraphLaunchEnd() || e.getGraphLaunchEnd().getGraphLaunchIndex() != 1)
+                                          return false;
+                                        e.getGraphLaunchEnd().setResult(700);
+                                        return true;
+                                      }),
+            0u);
+  const Outcome againstRecording = kcap({"bisect", refused, "--json"});
+  EXPECT_EQ(againstRecording.exitCode, kExitDiverges) << againstRecording.describe();
+  EXPECT_TRUE(has(againstRecording.out, "\"first\":{\"launchIndex\":null,\"graphLaunchIndex\":1,\"kernel\":null"))
+      << againstRecording.out;
+  EXPECT_TRUE(has(againstRecording.out,
+                  "\"descent\":\"the recording holds the graph launch's memory before and after it, not "
+                  "after each node"))
+      << againstRecording.out;
+  EXPECT_TRUE(has(againstRecording.out, "\"examined\":3,")) << againstRecording.out;
+
   // --kernel selects plain launches only: launch 0 agrees.
   const Outcome kernels = kcap({"bisect", decode(), "--against", changedAxpy(), "--kernel", "axpy", "--json"});
   EXPECT_EQ(kernels.exitCode, kExitOk) << kernels.describe();
