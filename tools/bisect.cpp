@@ -1,7 +1,8 @@
 // kcap bisect FILE [--against recorded|force-ptx|override:KERNEL=IMAGE] [--devices A,B]
 //                  [--perf [--threshold PCT]] [--sequence] ...:
-// the first launch whose outputs diverge, and why (replay/bisect.h does the
-// search; this file selects, prints and exits). A checkpoint trace is
+// the first launch whose outputs diverge, and why; in a divergent graph
+// launch, its first divergent kernel node (replay/bisect.h does the search;
+// this file selects, prints and exits). A checkpoint trace is
 // re-executed from its checkpoints instead (replay/bisect_checkpoint.h).
 //
 // Exit codes: 0 no launch diverges (with --perf: none is slower than the
