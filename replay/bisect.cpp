@@ -59,38 +59,63 @@ std::vector<uint8_t> readFile(const std::string& path) {
   return std::vector<uint8_t>((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
-// Compares side B's saved outputs of one launch with side A's. Fills
-// b.buffers (expected: side A) and returns whether any byte differs.
+// One saved range, side B's file against side A's (`name` in both
+// directories): fills `report` (address, size and label set) and says
+// whether any byte differs. A file missing or cut short differs whole.
+bool compareSaved(BufferReport& report, const std::string& dirA, const std::string& dirB, const std::string& name,
+                  std::optional<uint32_t> param, const ReplayOptions& options) {
+  const std::vector<uint8_t> expected = readFile(dirA + name);
+  const std::vector<uint8_t> actual = readFile(dirB + name);
+  if (expected.size() != report.size || actual.size() != report.size) {
+    report.differingBytes = report.size;
+    report.firstOffset = 0;
+    return true;
+  }
+  return compareRange(report, expected.data(), actual.data(), expected.size(), param, options);
+}
+
+std::string hexDigits(uint64_t value) {
+  char text[24];
+  std::snprintf(text, sizeof text, "%llx", static_cast<unsigned long long>(value));
+  return text;
+}
+
+// Compares side B's saved outputs of one launch (or graph launch) with side
+// A's. Fills b.buffers (expected: side A) and returns whether any byte differs.
 bool compareSides(const TraceModel& model, LaunchOutcome& b, const std::string& dirA, const std::string& dirB,
                   const ReplayOptions& options) {
-  const LaunchRecord* launch = model.launch(b.launchIndex);
-  auto ranges = launch->event().getPre();
-  if (launch->end != nullptr && launch->end->get().getLaunchEnd().getPost().size() != 0) {
-    ranges = launch->end->get().getLaunchEnd().getPost();
+  capnp::List<schema::MemoryRange>::Reader ranges;
+  std::optional<schema::Launch::Reader> launch;
+  std::string prefix = "/" + std::to_string(b.launchIndex) + "-";
+  if (b.graph) {
+    const GraphLaunchRecord* g = model.graphLaunch(b.launchIndex);
+    if (g == nullptr) return false;
+    ranges = g->event().getPre();
+    if (g->end != nullptr && g->end->get().getGraphLaunchEnd().getPost().size() != 0) {
+      ranges = g->end->get().getGraphLaunchEnd().getPost();
+    }
+    prefix = "/g" + std::to_string(b.launchIndex) + "-";
+  } else {
+    const LaunchRecord* l = model.launch(b.launchIndex);
+    launch = l->event();
+    ranges = l->event().getPre();
+    if (l->end != nullptr && l->end->get().getLaunchEnd().getPost().size() != 0) {
+      ranges = l->end->get().getLaunchEnd().getPost();
+    }
   }
   b.buffers.clear();
   bool differs = false;
   for (const auto range : ranges) {
-    char name[64];
-    std::snprintf(name, sizeof name, "/%llu-%llx.bin", static_cast<unsigned long long>(b.launchIndex),
-                  static_cast<unsigned long long>(range.getAddress()));
-    const std::vector<uint8_t> expected = readFile(dirA + name);
-    const std::vector<uint8_t> actual = readFile(dirB + name);
     BufferReport report;
     report.address = range.getAddress();
     report.size = range.getContent().getSize();
-    const auto param = parameterPointingInto(launch->event(), range.getAddress(), report.size);
+    const auto param =
+        launch ? parameterPointingInto(*launch, range.getAddress(), report.size) : std::optional<uint32_t>();
     report.label = range.getKind() == schema::MemoryKind::MODULE_GLOBAL ? "global"
                    : param                                              ? "param " + std::to_string(*param)
                                                                         : "buffer";
-    if (expected.size() != report.size || actual.size() != report.size) {
-      report.differingBytes = report.size;
-      report.firstOffset = 0;
-      differs = true;
-      b.buffers.push_back(report);
-      continue;
-    }
-    differs = compareRange(report, expected.data(), actual.data(), expected.size(), param, options) || differs;
+    differs =
+        compareSaved(report, dirA, dirB, prefix + hexDigits(range.getAddress()) + ".bin", param, options) || differs;
     b.buffers.push_back(std::move(report));
   }
   return differs;
@@ -102,14 +127,32 @@ uint64_t median(std::vector<uint64_t> values) {
   return values[values.size() / 2];
 }
 
-// The launches in batches of `size`, one replay process each, in order,
-// until `step` says to stop.
-void inBatches(const std::vector<uint64_t>& launches, size_t size, const std::function<bool(const Selection&)>& step) {
-  for (size_t at = 0; at < launches.size(); at += size) {
-    const auto first = launches.begin() + static_cast<std::ptrdiff_t>(at);
-    const auto last = launches.begin() + static_cast<std::ptrdiff_t>(std::min(launches.size(), at + size));
-    if (step(Selection{std::vector<uint64_t>(first, last), false})) return;
+// A launch or a graph launch: what the independent search compares, in
+// trace order.
+struct Unit {
+  bool graph = false;
+  uint64_t index = 0;  // launchIndex or graphLaunchIndex
+  uint64_t key() const { return graph ? index | kGraphLaunchKey : index; }
+};
+
+// The units in batches of `size`, one replay process each, in order, until
+// `step` says to stop.
+void inBatches(const std::vector<Unit>& units, size_t size,
+               const std::function<bool(const Selection&, const std::vector<Unit>&)>& step) {
+  for (size_t at = 0; at < units.size(); at += size) {
+    const std::vector<Unit> batch(units.begin() + static_cast<std::ptrdiff_t>(at),
+                                  units.begin() + static_cast<std::ptrdiff_t>(std::min(units.size(), at + size)));
+    Selection selection;
+    for (const Unit& u : batch) (u.graph ? selection.graphLaunchIndices : selection.launchIndices).push_back(u.index);
+    if (step(selection, batch)) return;
   }
+}
+
+// Outcomes by key: a replay process reports launches before graph launches.
+std::map<uint64_t, LaunchOutcome> byKey(std::vector<LaunchOutcome> outcomes) {
+  std::map<uint64_t, LaunchOutcome> keyed;
+  for (auto& o : outcomes) keyed.emplace(outcomeKey(o), std::move(o));
+  return keyed;
 }
 
 // The halving step: the first m in [lo, hi] for which `holds(m)`, where
@@ -130,24 +173,30 @@ size_t firstHolding(size_t lo, size_t hi, const std::function<bool(size_t)>& hol
 struct Search {
   const TraceModel& model;
   const std::vector<uint64_t>& launches;
+  const std::vector<Unit>& units;  // launches and graph launches, trace order (launches only: sequence, perf)
   const BisectOptions& options;
   const std::function<void(uint64_t, uint64_t)>& progress;
 
   void reportProgress(uint64_t done) const {
-    if (progress) progress(done, launches.size());
+    if (progress) progress(done, options.sequence ? launches.size() : units.size());
   }
-  // The kcap replay command that shows launch `index` diverging alone.
-  std::string reproduce(uint64_t index) const {
+  // The kcap replay command that shows the launch (or graph launch) diverging alone.
+  std::string reproduce(const LaunchOutcome& o) const {
     const std::string& trace = options.base.tracePath;
+    const std::string index = std::to_string(o.launchIndex);
+    if (o.graph) return "kcap replay " + trace + " --graph-launch " + index + sideBReplayFlags(options);
     if (options.sequence && !launches.empty()) {
-      return "kcap replay " + trace + " --range " + std::to_string(launches.front()) + ".." + std::to_string(index) +
+      return "kcap replay " + trace + " --range " + std::to_string(launches.front()) + ".." + index +
              sideBReplayFlags(options);
     }
-    return "kcap replay " + trace + " --launch " + std::to_string(index) + sideBReplayFlags(options);
+    return "kcap replay " + trace + " --launch " + index + sideBReplayFlags(options);
   }
   Divergence divergence(LaunchOutcome outcome, std::string why) const {
-    const uint64_t index = outcome.launchIndex;
-    return Divergence{std::move(outcome), std::move(why), reproduce(index)};
+    Divergence d;
+    d.reproduce = reproduce(outcome);
+    d.outcome = std::move(outcome);
+    d.why = std::move(why);
+    return d;
   }
 };
 
@@ -160,7 +209,7 @@ BisectResult timeSides(const Search& s) {
   a.repeat = s.options.perfRepeat;
   ReplayOptions b = sideB(s.options);
   b.repeat = s.options.perfRepeat;
-  inBatches(s.launches, s.options.batch, [&](const Selection& batch) {
+  inBatches(s.units, s.options.batch, [&](const Selection& batch, const std::vector<Unit>& /*units*/) {
     const auto outA = replayAll(s.model, a, batch);
     const auto outB = twoSided ? replayAll(s.model, b, batch) : outA;
     for (size_t i = 0; i < outA.size() && i < outB.size(); ++i) {
@@ -185,26 +234,35 @@ BisectResult timeSides(const Search& s) {
 // batch by batch, up to the first launch that differs, faults or hangs.
 BisectResult againstRecording(const Search& s) {
   BisectResult result;
-  const auto firstDiverging = [&](const std::vector<LaunchOutcome>& outcomes) {
-    for (const auto& o : outcomes) {
-      ++result.examined;
-      if (diverged(o.verdict)) {
-        result.first = s.divergence(
-            o, o.verdict == Verdict::kDiffers
-                   ? "its outputs differ from the recorded ones"
-                   : std::string("it ") + (o.verdict == Verdict::kHang ? "hangs" : "faults") + " here: " + o.detail);
-        return true;
-      }
+  const auto divergesHere = [&](const LaunchOutcome& o) {
+    ++result.examined;
+    if (o.graph) ++result.graphsExamined;
+    if (!diverged(o.verdict)) return false;
+    result.first = s.divergence(
+        o, o.verdict == Verdict::kDiffers
+               ? "its outputs differ from the recorded ones"
+               : std::string("it ") + (o.verdict == Verdict::kHang ? "hangs" : "faults") + " here: " + o.detail);
+    if (o.graph) {
+      result.first->descent =
+          "the recording holds the graph launch's memory before and after it, not after each node: to name the node, "
+          "compare two sides (--against force-ptx, --against override:KERNEL=IMAGE or --devices A,B)";
     }
-    return false;
+    return true;
   };
   if (s.options.sequence) {
-    firstDiverging(replayAll(s.model, s.options.base, Selection{s.launches, true}));
+    for (const auto& o : replayAll(s.model, s.options.base, Selection{s.launches, true})) {
+      if (divergesHere(o)) break;
+    }
     s.reportProgress(result.examined);
     return result;
   }
-  inBatches(s.launches, s.options.batch, [&](const Selection& batch) {
-    const bool stop = firstDiverging(replayAll(s.model, s.options.base, batch));
+  inBatches(s.units, s.options.batch, [&](const Selection& batch, const std::vector<Unit>& units) {
+    const auto outcomes = byKey(replayAll(s.model, s.options.base, batch));
+    bool stop = false;
+    for (size_t i = 0; i < units.size() && !stop; ++i) {
+      const auto it = outcomes.find(units[i].key());
+      stop = it != outcomes.end() && divergesHere(it->second);
+    }
     s.reportProgress(result.examined);
     return stop;
   });
@@ -255,20 +313,123 @@ std::optional<Divergence> judge(const Search& s, const TwoSides& sides, const La
   return std::nullopt;
 }
 
-// Independent launches between two sides: batch by batch, launch by launch,
-// up to the first divergence.
+// What a .node file of a side's node-by-node run says (Replayer::saveNodeOutputs).
+struct SavedNode {
+  uint64_t index = 0;
+  std::string path, kernel;
+};
+std::optional<SavedNode> readNode(const std::string& file) {
+  const std::vector<uint8_t> bytes = readFile(file);
+  const std::string text(bytes.begin(), bytes.end());
+  const size_t first = text.find('\n');
+  const size_t second = first == std::string::npos ? first : text.find('\n', first + 1);
+  if (second == std::string::npos) return std::nullopt;
+  SavedNode node;
+  node.index = std::strtoull(text.c_str(), nullptr, 10);
+  node.path = text.substr(first + 1, second - first - 1);
+  node.kernel = text.substr(second + 1);
+  if (!node.kernel.empty() && node.kernel.back() == '\n') node.kernel.pop_back();
+  return node;
+}
+
+// A graph launch that diverges between the sides: its nodes again, one by
+// one on each side, the memory each kernel node reaches saved after it; the
+// first kernel node whose saved ranges differ is named.
+void descend(const Search& s, const TwoSides& sides, Divergence& d) {
+  const uint64_t g = d.outcome.launchIndex;
+  sides.clear();
+  ReplayOptions a = sides.a, b = sides.b;
+  a.graphNodes = b.graphNodes = true;
+  const Selection one{{}, false, {g}};
+  const auto outA = replayAll(s.model, a, one), outB = replayAll(s.model, b, one);
+  if (outA.empty() || outB.empty()) {
+    d.descent = "its nodes could not be run one by one: a replay process reported nothing";
+    return;
+  }
+  const LaunchOutcome &oa = outA.front(), &ob = outB.front();
+  if (oa.verdict == Verdict::kError || ob.verdict == Verdict::kError) {
+    d.descent = "its nodes cannot be run one by one, so no node is named: " +
+                (oa.verdict == Verdict::kError ? oa.detail : ob.detail);
+    return;
+  }
+  d.reproduce += " --graph-nodes";
+  std::optional<GraphRun> run;  // to name the ranges by the parameters pointing into them
+  try {
+    run = s.model.graphRun(*s.model.graphLaunch(g));
+  } catch (const std::exception&) {
+    run.reset();
+  }
+  for (uint64_t k = 0;; ++k) {
+    const std::string stem = "/g" + std::to_string(g) + "-n" + std::to_string(k);
+    const auto nodeA = readNode(sides.dirA + stem + ".node"), nodeB = readNode(sides.dirB + stem + ".node");
+    if (!nodeA && !nodeB) break;
+    const SavedNode& saved = nodeA ? *nodeA : *nodeB;
+    NodeDivergence n{saved.path, saved.index, k, saved.kernel, Verdict::kDiffers, {}};
+    if (!nodeA || !nodeB) {
+      // One side stopped before this node's outputs were saved: it failed here.
+      n.verdict = failed(ob.verdict) ? ob.verdict : oa.verdict;
+      d.why = whyTheyDiffer(s.options, oa, ob);
+      d.node = std::move(n);
+      return;
+    }
+    const GraphNodeRun* node = run ? findGraphNode(run->root, saved.path) : nullptr;
+    std::vector<std::string> names;
+    std::error_code ignored;
+    const std::string prefix = stem.substr(1) + "-";
+    for (const auto& entry : fs::directory_iterator(sides.dirA, ignored)) {
+      const std::string name = entry.path().filename().string();
+      if (name.rfind(prefix, 0) == 0) names.push_back(name);
+    }
+    std::sort(names.begin(), names.end());
+    bool differs = false;
+    for (const std::string& name : names) {
+      BufferReport report;
+      report.address = std::strtoull(name.c_str() + prefix.size(), nullptr, 16);
+      const uintmax_t size = fs::file_size(sides.dirA + "/" + name, ignored);
+      report.size = ignored ? 0 : static_cast<uint64_t>(size);
+      const auto param = node != nullptr && node->params.isKernel()
+                             ? parameterPointingInto(node->params.getKernel(), report.address, report.size)
+                             : std::optional<uint32_t>();
+      report.label = param ? "param " + std::to_string(*param) : "global";
+      differs = compareSaved(report, sides.dirA, sides.dirB, "/" + name, param, s.options.base) || differs;
+      n.buffers.push_back(std::move(report));
+    }
+    if (differs) {
+      d.node = std::move(n);
+      return;
+    }
+    d.nodesAgreeing.push_back(saved.path + " (" + saved.kernel + ")");
+  }
+  if (failed(oa.verdict) || failed(ob.verdict)) {
+    d.descent = "every kernel node's outputs agree, but a node that is no kernel fails: " +
+                (failed(ob.verdict) ? ob.detail : oa.detail);
+    return;
+  }
+  d.descent = "no kernel node's outputs differ when the nodes run one by one (" +
+              std::to_string(d.nodesAgreeing.size()) +
+              " compared, as far as each one's pointer parameters reach): a node writes memory its parameters do "
+              "not point to, or nodes the graph lets run at the same time race";
+}
+
+// Independent launches and graph launches between two sides: batch by batch,
+// in trace order, up to the first divergence; a divergent graph launch is
+// descended into.
 BisectResult betweenSidesInBatches(const Search& s) {
   BisectResult result;
   TwoSides sides(s.options);
-  inBatches(s.launches, s.options.batch, [&](const Selection& batch) {
-    const auto outA = replayAll(s.model, sides.a, batch);
-    const auto outB = replayAll(s.model, sides.b, batch);
+  inBatches(s.units, s.options.batch, [&](const Selection& batch, const std::vector<Unit>& units) {
+    const auto outA = byKey(replayAll(s.model, sides.a, batch));
+    const auto outB = byKey(replayAll(s.model, sides.b, batch));
     bool stop = false;
-    for (size_t i = 0; i < outA.size() && i < outB.size() && !stop; ++i) {
+    for (size_t i = 0; i < units.size() && !stop; ++i) {
+      const auto a = outA.find(units[i].key()), b = outB.find(units[i].key());
+      if (a == outA.end() || b == outB.end()) continue;
       ++result.examined;
-      result.first = judge(s, sides, outA[i], outB[i], result);
+      if (units[i].graph) ++result.graphsExamined;
+      result.first = judge(s, sides, a->second, b->second, result);
       stop = result.first.has_value();
     }
+    if (stop && result.first->outcome.graph) descend(s, sides, *result.first);
     sides.clear();
     s.reportProgress(result.examined);
     return stop;
@@ -403,9 +564,23 @@ std::string describeSide(const BisectOptions& options, bool b) {
   return "?";
 }
 
-BisectResult bisect(const TraceModel& model, const std::vector<uint64_t>& launches, const BisectOptions& options,
+BisectResult bisect(const TraceModel& model, const std::vector<uint64_t>& launches,
+                    const std::vector<uint64_t>& graphLaunches, const BisectOptions& options,
                     const std::function<void(uint64_t, uint64_t)>& progress) {
-  const Search search{model, launches, options, progress};
+  // Launches and graph launches merged by where they are in the trace.
+  std::vector<std::pair<uint64_t, Unit>> ordered;
+  for (const uint64_t index : launches) {
+    if (const LaunchRecord* l = model.launch(index)) ordered.push_back({l->seq(), Unit{false, index}});
+  }
+  if (!options.sequence && !options.perf) {
+    for (const uint64_t index : graphLaunches) {
+      if (const GraphLaunchRecord* g = model.graphLaunch(index)) ordered.push_back({g->seq(), Unit{true, index}});
+    }
+  }
+  std::stable_sort(ordered.begin(), ordered.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+  std::vector<Unit> units;
+  for (const auto& entry : ordered) units.push_back(entry.second);
+  const Search search{model, launches, units, options, progress};
   if (options.perf) return timeSides(search);
   if (options.against == Against::kRecorded) return againstRecording(search);
   return options.sequence ? betweenSidesInSequence(search) : betweenSidesInBatches(search);

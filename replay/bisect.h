@@ -7,7 +7,14 @@
 //
 // Independent launches (the default) each start from their own recorded
 // pre-state: they are replayed in batches, in order, and the search stops at
-// the first batch holding a divergence. Dependent launches (--sequence) run
+// the first batch holding a divergence. Graph launches take their place among
+// them, in trace order, each from its own recorded pre-state; when one
+// diverges between two sides, the search descends into it: its nodes run one
+// by one on each side, in the same order that respects the graph's edges
+// (kcap replay --graph-nodes), and the first kernel node after which the
+// memory it reaches differs between the sides is named. Against the
+// recording there is nothing to descend with: the trace holds a graph
+// launch's memory before and after it, not after each node. Dependent launches (--sequence) run
 // as one sequence from the first launch's pre-state: against the recording,
 // one pass compares every launch with its recorded post-state; between two
 // sides, a bisection over prefixes [first..m] (each compared in full: every
@@ -47,10 +54,27 @@ std::string describeSide(const BisectOptions& options, bool b);  // "SASS as rec
 // The flags that make `kcap replay` run as side B does (" --force-ptx", ...).
 std::string sideBReplayFlags(const BisectOptions& options);
 
+// The first kernel node of a divergent graph launch whose outputs differ
+// between the sides when its nodes run one by one.
+struct NodeDivergence {
+  std::string path;                     // "node 2", "node 3 > node 0": the node in messages
+  uint64_t index = 0;                   // its index in its graph's (or body's) node list
+  uint64_t ordinal = 0;                 // among the graph launch's kernel nodes, in the order they ran
+  std::string kernel;                   // its kernel's name
+  Verdict verdict = Verdict::kDiffers;  // kDiffers, or kFault / kHang when it failed on a side
+  std::vector<BufferReport> buffers;    // the ranges it reaches, side B against side A
+};
+
 struct Divergence {
   LaunchOutcome outcome;  // side B's outcome; buffers compare side B with side A (or the recording)
   std::string why;        // one sentence
   std::string reproduce;  // the kcap replay command that shows it alone
+  // A graph launch (outcome.graph; outcome.launchIndex is its graphLaunchIndex):
+  // the node found by descending into it, the kernel nodes before it whose
+  // outputs agree ("node 0 (axpy)"), and why no node was named when none was.
+  std::optional<NodeDivergence> node;
+  std::vector<std::string> nodesAgreeing;
+  std::string descent;
 };
 
 struct PerfRegression {
@@ -63,16 +87,20 @@ struct PerfRegression {
 
 struct BisectResult {
   std::optional<Divergence> first;
-  uint64_t examined = 0;       // launches compared
-  uint64_t probes = 0;         // --sequence between two sides: prefixes replayed
-  uint64_t notComparable = 0;  // launches that could not be replayed on one side (ERROR there)
+  uint64_t examined = 0;        // launches compared (graph launches included)
+  uint64_t graphsExamined = 0;  // of those, graph launches
+  uint64_t probes = 0;          // --sequence between two sides: prefixes replayed
+  uint64_t notComparable = 0;   // launches that could not be replayed on one side (ERROR there)
   std::vector<PerfRegression> slower;
   uint64_t timed = 0;  // --perf: launches timed on both sides
 };
 
-// `launches`: launch indices in trace order. `progress(done, total)` is
-// called as batches complete. Throws ReplayError when no replay can run.
-BisectResult bisect(const TraceModel& model, const std::vector<uint64_t>& launches, const BisectOptions& options,
+// `launches`: launch indices in trace order; `graphLaunches`: graph launch
+// indices, compared among them in trace order (independent launches only:
+// --sequence and --perf take none). `progress(done, total)` is called as
+// batches complete. Throws ReplayError when no replay can run.
+BisectResult bisect(const TraceModel& model, const std::vector<uint64_t>& launches,
+                    const std::vector<uint64_t>& graphLaunches, const BisectOptions& options,
                     const std::function<void(uint64_t, uint64_t)>& progress);
 
 }  // namespace kcap::replay

@@ -18,6 +18,7 @@
 
 #include "driver.h"
 #include "event_visitor.h"
+#include "extract_graph_node.h"
 #include "extract_rebuild.h"
 #include "errors.h"
 #include "kcap.capnp.h"
@@ -252,7 +253,19 @@ ExtractResult extract(const ExtractRequest& request) {
   ExtractResult result;
   auto reader = format::TraceReader::open(request.source);
   const TraceModel model = TraceModel::load(*reader);
-  const std::vector<const LaunchRecord*> selected = select(request, model, result.selection);
+  std::optional<GraphNodeExtract> graphNode;
+  std::vector<const LaunchRecord*> selected;
+  if (request.graphLaunch) {
+    if (!request.launches.empty() || request.range) {
+      throw ExtractUsageError("--graph-launch extracts one graph node: not with --launch or --range");
+    }
+    graphNode = extractGraphNode(model, *request.graphLaunch, request.node);
+    selected.push_back(&graphNode->record);
+    result.selection = graphNode->selection;
+    result.notCompared = graphNode->notCompared;
+  } else {
+    selected = select(request, model, result.selection);
+  }
   const bool checkpointTrace = isCheckpointTrace(model);
   if (checkpointTrace && (selected.size() != 1 || request.range)) {
     throw ExtractUsageError("from a checkpoint trace, one launch at a time: its memory is rebuilt by re-execution");
@@ -263,7 +276,7 @@ ExtractResult extract(const ExtractRequest& request) {
   std::set<uint64_t> indices;
   for (const LaunchRecord* l : selected) {
     result.launches.push_back(l->launchIndex);
-    indices.insert(l->launchIndex);
+    if (!graphNode) indices.insert(l->launchIndex);  // a graph node's kernel was not timed
     kept[l->seq()] = l->launch.get();
     if (l->end != nullptr) kept[l->end->seq()] = l->end.get();
     try {
@@ -328,8 +341,9 @@ ExtractResult extract(const ExtractRequest& request) {
     for (const std::string& note : rebuilt->notes) result.rebuildNotes.push_back(note);
     result.rebuiltVerification = rebuilt->verification;
   }
-  const std::string origin = "launch" + std::string(selected.size() == 1 && !request.range ? " " : "es ") +
-                             result.selection + " of " + request.source;
+  const std::string origin =
+      (graphNode ? "" : "launch" + std::string(selected.size() == 1 && !request.range ? " " : "es ")) +
+      result.selection + " of " + request.source;
 
   // traceBegin: the recorded environment, and where this trace came from.
   {
@@ -344,7 +358,8 @@ ExtractResult extract(const ExtractRequest& request) {
     std::vector<std::pair<std::string, std::string>> entries;
     for (const auto kv : begin.asReader().getOptions()) entries.emplace_back(kv.getKey(), kv.getValue());
     entries.emplace_back("extractedFrom", request.source);
-    entries.emplace_back("extractedLaunches", result.selection);
+    entries.emplace_back(graphNode ? "extractedGraphNode" : "extractedLaunches", result.selection);
+    if (graphNode && !graphNode->notCompared.empty()) entries.emplace_back("notCompared", graphNode->notCompared);
     if (rebuilt) {
       // A full-mode trace now: the launch's memory before and after it.
       begin.setCaptureMode(schema::CaptureMode::FULL);

@@ -12,7 +12,8 @@
 // so every content hash stays the same. Pure host code: no driver, except
 // for a checkpoint trace (capture mode checkpoint), whose launch's memory
 // is rebuilt by re-execution on a GPU (extract_rebuild.h) and written as a
-// full-mode trace: one launch at a time.
+// full-mode trace: one launch at a time. A kernel node of a graph launch is
+// extracted as a plain launch (extract_graph_node.h says with which memory).
 #pragma once
 
 #include <cstdint>
@@ -31,6 +32,9 @@ struct ExtractRequest {
   std::optional<std::pair<uint64_t, uint64_t>> range;  // --range A..B: a sequence
   int zstdLevel = 3;                                   // for the record chunks (pieces are copied as stored)
   int device = 0;                                      // checkpoint traces: the GPU that rebuilds the launch
+  // --graph-launch G --node K: that kernel node as launch 0 (extract_graph_node.h).
+  std::optional<uint64_t> graphLaunch;
+  std::string node;  // "3", or a nested node's path ("node 3 > node 0")
 };
 
 struct ExtractResult {
@@ -47,6 +51,8 @@ struct ExtractResult {
   // in, and what re-execution said on the way.
   std::string rebuiltVerification;
   std::vector<std::string> rebuildNotes;
+  // A graph node: why the extract holds no post-state to compare with; empty when it holds one.
+  std::string notCompared;
 };
 
 // The request cannot be done as asked (an unknown launch, the output is the

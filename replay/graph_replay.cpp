@@ -159,13 +159,14 @@ LaunchOutcome Replayer::replayGraphLaunch(const GraphLaunchRecord& g, ReplayList
     listener.launchStarting(o);
     launched = true;
     if (options_.graphNodes) {
-      GraphNodesRun nodes{graph, o.launchIndex, kernels, conditionalsSet(run.root)};
+      GraphNodesRun nodes{graph, g, kernels, globals, conditionalsSet(run.root)};
       runGraphNodes(run.root, nodes, o);
     } else {
       check(driver_.cuGraphLaunch(graph.exec(), stream_), "cuGraphLaunch");
       check(driver_.cuStreamSynchronize(stream_), "the graph launch");
     }
     listener.launchDone(o.launchIndex);
+    if (!options_.saveOutputsDir.empty()) saveGraphOutputs(g, globals);
     if (g.end != nullptr && g.end->get().getGraphLaunchEnd().getResult() != 0) {
       o.verdict = Verdict::kDiffers;
       o.detail = "the recorded graph launch was refused with CUresult " +
@@ -198,7 +199,7 @@ LaunchOutcome Replayer::replayGraphLaunch(const GraphLaunchRecord& g, ReplayList
 
 // --graph-nodes: each node alone, in an order that respects the edges, the
 // stream drained after each, a line for each. A fault names its node.
-void Replayer::runGraphNodes(const GraphBodyRun& body, const GraphNodesRun& run, LaunchOutcome& o) {
+void Replayer::runGraphNodes(const GraphBodyRun& body, GraphNodesRun& run, LaunchOutcome& o) {
   RebuiltGraph& graph = run.graph;
   const std::string where = body.nodes.empty() ? "the graph" : body.nodes[0].path;
   for (const size_t i : topologicalOrder(body, where)) {
@@ -214,7 +215,7 @@ void Replayer::runGraphNodes(const GraphBodyRun& body, const GraphNodesRun& run,
       switch (p.which()) {
         case schema::GraphNode::KERNEL: {
           KernelNodeCode code = graph.kernelOf(node);
-          launchOnce(graphNodeLaunch(node, run.graphLaunchIndex), run.kernels.at(&node), code.params);
+          launchOnce(graphNodeLaunch(node, run.launch.graphLaunchIndex), run.kernels.at(&node), code.params);
           break;
         }
         case schema::GraphNode::MEMCPY: {
@@ -287,12 +288,66 @@ void Replayer::runGraphNodes(const GraphBodyRun& body, const GraphNodesRun& run,
           throw NotReplayable(node.path + ": a node kind this replay does not know");
       }
       check(driver_.cuStreamSynchronize(stream_), node.path.c_str());
+      if (p.isKernel() && !options_.saveOutputsDir.empty()) saveNodeOutputs(node, i, run);
       o.nodeLines.push_back(line + ": " + what);
     } catch (const CudaError& error) {
       o.nodeLines.push_back(line + ": FAULT: " + error.what());
       throw;
     }
   }
+}
+
+// The replayed bytes of the graph launch's ranges (those of its recorded
+// post-state, or of its pre-state when the trace has none), to
+// DIR/g<graphLaunchIndex>-<recorded address in hex>.bin.
+void Replayer::saveGraphOutputs(const GraphLaunchRecord& g, const LoadedKernel& globals) {
+  auto ranges = g.event().getPre();
+  if (g.end != nullptr && g.end->get().getGraphLaunchEnd().getPost().size() != 0) {
+    ranges = g.end->get().getGraphLaunchEnd().getPost();
+  }
+  for (const auto range : ranges) {
+    const auto src = translate(range.getAddress(), globals);
+    if (!src) continue;
+    const uint64_t size = range.getContent().getSize();
+    uint8_t* bytes = staging(size);
+    copyFromDevice(bytes, *src, size);
+    char name[80];
+    std::snprintf(name, sizeof name, "/g%llu-%llx.bin", static_cast<unsigned long long>(g.graphLaunchIndex),
+                  static_cast<unsigned long long>(range.getAddress()));
+    writeFile(options_.saveOutputsDir + name, bytes, size);
+  }
+}
+
+// Node by node, right after kernel node number k (of those run, in order):
+// the ranges of the graph launch's memory it reaches (a parameter points
+// into it, or it is a global of the node's module) to
+// DIR/g<graphLaunchIndex>-n<k>-<address>.bin, and what the node is to
+// DIR/g<graphLaunchIndex>-n<k>.node: its index in its graph, its path and
+// its kernel, a line each. `kcap bisect` compares the two sides' files.
+void Replayer::saveNodeOutputs(const GraphNodeRun& node, size_t index, GraphNodesRun& run) {
+  const uint64_t k = run.kernelNodesRun++;
+  const auto kernel = node.params.getKernel();
+  const LoadedKernel& loaded = run.kernels.at(&node);
+  char prefix[64];
+  std::snprintf(prefix, sizeof prefix, "/g%llu-n%llu", static_cast<unsigned long long>(run.launch.graphLaunchIndex),
+                static_cast<unsigned long long>(k));
+  for (const auto range : run.launch.event().getPre()) {
+    const uint64_t size = range.getContent().getSize();
+    bool reached = parameterPointingInto(kernel, range.getAddress(), size).has_value();
+    if (range.getKind() == schema::MemoryKind::MODULE_GLOBAL) {
+      reached = false;
+      for (const GlobalPlacement& global : loaded.globals)
+        reached = reached || global.recordedAddress == range.getAddress();
+    }
+    if (!reached) continue;
+    const auto src = translate(range.getAddress(), run.globals);
+    if (!src) continue;
+    uint8_t* bytes = staging(size);
+    copyFromDevice(bytes, *src, size);
+    writeFile(options_.saveOutputsDir + prefix + "-" + hexText(range.getAddress()).substr(2) + ".bin", bytes, size);
+  }
+  const std::string about = std::to_string(index) + "\n" + node.path + "\n" + kernel.getKernelName().cStr() + "\n";
+  writeFile(options_.saveOutputsDir + prefix + ".node", reinterpret_cast<const uint8_t*>(about.data()), about.size());
 }
 
 void Replayer::compareGraph(const GraphLaunchRecord& g, const GraphRun& run, const LoadedKernel& globals,

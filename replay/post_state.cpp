@@ -23,6 +23,13 @@ void Replayer::compare(LaunchRun& run, const std::set<uint64_t>& comparedLater) 
     outcome.verdict = Verdict::kUnverified;
     outcome.detail = launch.end == nullptr ? "the trace has no end of this launch (the recorded run ended first)"
                                            : "no post-launch memory recorded (--mode pre)";
+    // An extract that left the post-state out on purpose says why (kcap extract --graph-launch).
+    if (launch.end == nullptr && model_.traceBegin() != nullptr) {
+      for (const auto option : model_.traceBegin()->get().getTraceBegin().getOptions()) {
+        if (option.getKey() == "notCompared")
+          outcome.detail = std::string("nothing compared: ") + option.getValue().cStr();
+      }
+    }
     return;
   }
   const auto e = launch.event();

@@ -159,11 +159,17 @@ class Replayer {
   // What --graph-nodes needs besides the body it runs.
   struct GraphNodesRun {
     RebuiltGraph& graph;
-    uint64_t graphLaunchIndex;
+    const GraphLaunchRecord& launch;
     const std::map<const GraphNodeRun*, LoadedKernel>& kernels;
+    const LoadedKernel& globals;    // every kernel node's module globals
     std::set<uint64_t> handlesSet;  // conditional handles a kernel of the graph may set
+    uint64_t kernelNodesRun = 0;    // with saveOutputsDir: numbers the saved kernel nodes
   };
-  void runGraphNodes(const GraphBodyRun& body, const GraphNodesRun& run, LaunchOutcome& outcome);
+  void runGraphNodes(const GraphBodyRun& body, GraphNodesRun& run, LaunchOutcome& outcome);
+  // With saveOutputsDir: the graph launch's ranges once it ran, and (node by
+  // node) those a kernel node reaches right after it (graph_replay.cpp says how).
+  void saveGraphOutputs(const GraphLaunchRecord& launch, const LoadedKernel& globals);
+  void saveNodeOutputs(const GraphNodeRun& node, size_t index, GraphNodesRun& run);
   void compareGraph(const GraphLaunchRecord& launch, const GraphRun& run, const LoadedKernel& globals,
                     LaunchOutcome& outcome);
 

@@ -94,6 +94,9 @@ constexpr uint64_t kMaxGraphNodes = 1u << 20;
 // ready, the first listed); throws ReplayError naming `where` on a cycle.
 std::vector<size_t> topologicalOrder(const GraphBodyRun& body, const std::string& where);
 
+// The node of `body` (at any depth) whose path is `path`; nullptr if none.
+const GraphNodeRun* findGraphNode(const GraphBodyRun& body, const std::string& path);
+
 // A kernel node as a launch: codeFor, buildParams and launchOnce take it as
 // they take a recorded launch. `graphLaunchIndex` numbers it in outcomes.
 LaunchRecord graphNodeLaunch(const GraphNodeRun& node, uint64_t graphLaunchIndex);

@@ -204,6 +204,16 @@ std::vector<size_t> topologicalOrder(const GraphBodyRun& body, const std::string
   return order;
 }
 
+const GraphNodeRun* findGraphNode(const GraphBodyRun& body, const std::string& path) {
+  for (const GraphNodeRun& node : body.nodes) {
+    if (node.path == path) return &node;
+    for (const GraphBodyRun& nested : node.bodies) {
+      if (const GraphNodeRun* found = findGraphNode(nested, path)) return found;
+    }
+  }
+  return nullptr;
+}
+
 LaunchRecord graphNodeLaunch(const GraphNodeRun& node, uint64_t graphLaunchIndex) {
   LaunchRecord record;
   record.launchIndex = graphLaunchIndex;

@@ -1,7 +1,8 @@
 // kcap bisect FILE [--against recorded|force-ptx|override:KERNEL=IMAGE] [--devices A,B]
 //                  [--perf [--threshold PCT]] [--sequence] ...:
-// the first launch whose outputs diverge, and why (replay/bisect.h does the
-// search; this file selects, prints and exits). A checkpoint trace is
+// the first launch whose outputs diverge, and why; in a divergent graph
+// launch, its first divergent kernel node (replay/bisect.h does the search;
+// this file selects, prints and exits). A checkpoint trace is
 // re-executed from its checkpoints instead (replay/bisect_checkpoint.h).
 //
 // Exit codes: 0 no launch diverges (with --perf: none is slower than the
@@ -110,7 +111,14 @@ replay::BisectOptions bisectOptions(const Options& o) {
   return b;
 }
 
-std::vector<uint64_t> select(const Options& o, const replay::TraceModel& model) {
+// The launches to compare, and the graph launches: every one, unless
+// --kernel or --range select launches, or --sequence or --perf (which
+// compare launches only) are given.
+struct Selected {
+  std::vector<uint64_t> launches, graphLaunches;
+};
+
+Selected select(const Options& o, const replay::TraceModel& model) {
   std::optional<replay::KernelPattern> pattern;
   if (!o.kernel.empty()) {
     try {
@@ -125,15 +133,35 @@ std::vector<uint64_t> select(const Options& o, const replay::TraceModel& model) 
     if (!range) throw UsageError("--range " + o.range + ": expected A..B with A <= B");
     std::tie(first, last) = *range;
   }
-  std::vector<uint64_t> launches;
+  Selected selected;
   for (const auto& l : model.launches()) {
     if (l.event().getCapturing() || l.launchIndex < first || l.launchIndex > last) continue;
     const auto name = l.event().getKernelName();
     if (pattern && !pattern->search(std::string_view(name.cStr(), name.size()))) continue;
-    launches.push_back(l.launchIndex);
+    selected.launches.push_back(l.launchIndex);
   }
-  if (launches.empty()) throw UsageError("no launch of " + o.path + " matches the selection");
-  return launches;
+  if (o.kernel.empty() && o.range.empty() && !o.sequence && !o.perf) {
+    for (const auto& g : model.graphLaunchRecords()) selected.graphLaunches.push_back(g.graphLaunchIndex);
+  }
+  if (selected.launches.empty() && selected.graphLaunches.empty()) {
+    throw UsageError("no launch of " + o.path + " matches the selection");
+  }
+  return selected;
+}
+
+// A divergent graph launch's node: its shape and parameters as recorded.
+const replay::GraphNodeRun* divergentNode(const replay::TraceModel& model, const replay::Divergence& d,
+                                          std::optional<replay::GraphRun>& run) {
+  if (!d.node || !d.outcome.graph) return nullptr;
+  const auto* g = model.graphLaunch(d.outcome.launchIndex);
+  if (g == nullptr) return nullptr;
+  try {
+    run = model.graphRun(*g);
+  } catch (const replay::ReplayError&) {
+    return nullptr;
+  }
+  const auto* node = replay::findGraphNode(run->root, d.node->path);
+  return node != nullptr && node->params.isKernel() ? node : nullptr;
 }
 
 // The launch's parameters as the recording has them: one line each.
@@ -168,6 +196,90 @@ std::vector<std::string> parameterLines(const replay::LaunchRecord& launch) {
     lines.push_back(line);
   }
   return lines;
+}
+
+// A divergent graph launch in --json: graphLaunchIndex, and the node the
+// descent named (null when none: `descent` says why).
+Json graphDivergenceJson(const replay::TraceModel& model, const replay::Divergence& d) {
+  const auto& o = d.outcome;
+  Json first = {{"launchIndex", nullptr},
+                {"graphLaunchIndex", o.launchIndex},
+                {"kernel", d.node ? Json(d.node->kernel) : Json(nullptr)},
+                {"graph", o.kernel},
+                {"verdict", replay::verdictName(o.verdict)},
+                {"why", d.why},
+                {"detail", o.detail},
+                {"code", o.code},
+                {"buffers", buffersJson(o.buffers)},
+                {"nodesAgreeing", d.nodesAgreeing}};
+  if (d.node) {
+    std::optional<replay::GraphRun> run;
+    Json node = {{"index", d.node->index},
+                 {"path", d.node->path},
+                 {"ordinal", d.node->ordinal},
+                 {"kernel", d.node->kernel},
+                 {"verdict", replay::verdictName(d.node->verdict)}};
+    if (const auto* n = divergentNode(model, d, run)) {
+      const auto k = n->params.getKernel();
+      Json parameters = Json::array();
+      for (const auto& line : parameterLines(replay::graphNodeLaunch(*n, o.launchIndex))) parameters.push_back(line);
+      node["grid"] = {k.getGridX(), k.getGridY(), k.getGridZ()};
+      node["block"] = {k.getBlockX(), k.getBlockY(), k.getBlockZ()};
+      node["sharedMemBytes"] = k.getSharedMemBytes();
+      node["parameters"] = std::move(parameters);
+    }
+    node["buffers"] = buffersJson(d.node->buffers);
+    first["node"] = std::move(node);
+  } else {
+    first["node"] = nullptr;
+  }
+  first["descent"] = d.descent;
+  first["reproduce"] = d.reproduce;
+  return first;
+}
+
+// A divergent graph launch in text: the node the descent named, the kernel
+// nodes before it that agree, the node's shape, parameters and differing
+// ranges; or why no node was named, and the graph launch's differing ranges.
+void printGraphDivergence(const replay::TraceModel& model, const replay::Divergence& d, const char* expected,
+                          const char* actual) {
+  const auto& o = d.outcome;
+  std::cout << "First divergent launch: graph launch " << o.launchIndex;
+  if (d.node) std::cout << " " << d.node->path << " (kernel " << printable(d.node->kernel) << ")";
+  std::cout << "\n  graph launch " << o.launchIndex << ": " << printable(o.kernel) << "\n";
+  std::cout << "  " << replay::verdictName(o.verdict) << ": " << printable(d.why) << "\n";
+  const auto differing = [&](const std::vector<replay::BufferReport>& buffers, const std::string& heading) {
+    bool any = false;
+    for (const auto& b : buffers) {
+      if (b.differingBytes == 0) continue;
+      if (!any) std::cout << heading;
+      any = true;
+      std::cout << "    " << bufferLine(b, expected, actual) << "\n";
+    }
+  };
+  if (!d.node) {
+    if (!d.descent.empty()) std::cout << "  no node named: " << printable(d.descent) << "\n";
+    differing(o.buffers, "  ranges of the graph launch that differ:\n");
+    std::cout << "  reproduce it alone: " << d.reproduce << "\n";
+    return;
+  }
+  std::cout << "  its kernel nodes, run one by one on each side in the same order:\n";
+  for (const auto& agreeing : d.nodesAgreeing) std::cout << "    " << printable(agreeing) << ": outputs agree\n";
+  std::cout << "    " << d.node->path << " (" << printable(d.node->kernel)
+            << "): " << replay::verdictName(d.node->verdict) << "\n";
+  std::optional<replay::GraphRun> run;
+  if (const auto* n = divergentNode(model, d, run)) {
+    const auto k = n->params.getKernel();
+    std::cout << "  " << d.node->path << ": grid " << dim3Text(k.getGridX(), k.getGridY(), k.getGridZ()) << ", block "
+              << dim3Text(k.getBlockX(), k.getBlockY(), k.getBlockZ()) << ", " << k.getSharedMemBytes()
+              << " bytes of dynamic shared memory\n";
+    std::cout << "  parameters:\n";
+    for (const auto& line : parameterLines(replay::graphNodeLaunch(*n, o.launchIndex))) {
+      std::cout << "    " << line << "\n";
+    }
+  }
+  differing(d.node->buffers, "  buffers of " + d.node->path + " that differ:\n");
+  std::cout << "  reproduce it alone: " << d.reproduce << "\n";
 }
 
 // A checkpoint trace (--mode checkpoint) holds no per-launch memory: its
@@ -317,10 +429,10 @@ int runBisect(const Options& opt) {
     }
     if (replay::isCheckpointTrace(model)) return runCheckpointBisect(opt, model);
     replay::BisectOptions options;
-    std::vector<uint64_t> launches;
+    Selected selected;
     try {
       options = bisectOptions(opt);
-      launches = select(opt, model);
+      selected = select(opt, model);
     } catch (const UsageError& e) {
       std::cerr << "kcap bisect: " << e.what() << "\n";
       return kExitUsage;
@@ -328,9 +440,10 @@ int runBisect(const Options& opt) {
     const bool progress = !opt.json && isatty(STDERR_FILENO);
     replay::BisectResult result;
     try {
-      result = replay::bisect(model, launches, options, [&](uint64_t done, uint64_t total) {
-        if (progress) std::cerr << "\r[" << done << "/" << total << "] launches compared\033[K" << std::flush;
-      });
+      result =
+          replay::bisect(model, selected.launches, selected.graphLaunches, options, [&](uint64_t done, uint64_t total) {
+            if (progress) std::cerr << "\r[" << done << "/" << total << "] launches compared\033[K" << std::flush;
+          });
     } catch (const replay::ReplayError& e) {
       if (progress) std::cerr << "\r\033[K";
       std::cerr << "kcap bisect: " << e.what() << "\n";
@@ -349,6 +462,9 @@ int runBisect(const Options& opt) {
     const std::string sideB = replay::describeSide(options, true);
     const char* expected = options.against == Against::kRecorded ? "recorded" : "side A";
     const char* actual = options.against == Against::kRecorded ? "replayed" : "side B";
+    const uint64_t total = selected.launches.size() + selected.graphLaunches.size();
+    // "launches", or "launches (graph launches included)"
+    const std::string units = selected.graphLaunches.empty() ? "launches" : "launches (graph launches included)";
 
     if (opt.json) {
       Json document = {{"trace", opt.path},
@@ -358,7 +474,8 @@ int runBisect(const Options& opt) {
                        {"examined", result.examined},
                        {"notComparable", result.notComparable},
                        {"probes", result.probes},
-                       {"total", static_cast<uint64_t>(launches.size())}};
+                       {"total", total},
+                       {"graphLaunchesExamined", result.graphsExamined}};
       if (options.perf) {
         document["thresholdPercent"] = options.thresholdPercent;
         document["timed"] = result.timed;
@@ -372,7 +489,9 @@ int runBisect(const Options& opt) {
         }
         document["slower"] = std::move(slower);
       }
-      if (result.first) {
+      if (result.first && result.first->outcome.graph) {
+        document["first"] = graphDivergenceJson(model, *result.first);
+      } else if (result.first) {
         const auto& o = result.first->outcome;
         Json parameters = Json::array();
         if (const auto* l = model.launch(o.launchIndex)) {
@@ -398,9 +517,17 @@ int runBisect(const Options& opt) {
       return code;
     }
 
-    std::cout << "kcap bisect " << opt.path << ": " << launches.size() << " launches"
+    std::cout << "kcap bisect " << opt.path << ": " << selected.launches.size() << " launches"
+              << (selected.graphLaunches.empty()
+                      ? ""
+                      : " and " + std::to_string(selected.graphLaunches.size()) + " graph launches")
               << (options.sequence ? " as one sequence" : ", each from its recorded pre-state") << "; comparing "
-              << sideB << " with " << sideA << "\n\n";
+              << sideB << " with " << sideA << "\n";
+    if (selected.graphLaunches.empty() && !model.graphLaunchRecords().empty()) {
+      std::cout << model.graphLaunchRecords().size()
+                << " graph launches not compared: --kernel, --range, --sequence and --perf select launches only\n";
+    }
+    std::cout << "\n";
     if (options.perf) {
       if (result.timed == 0 && options.against == Against::kRecorded) {
         std::cout << "No launch could be timed against the recording: the trace holds no recorded durations "
@@ -419,7 +546,8 @@ int runBisect(const Options& opt) {
       return code;
     }
     if (!result.first) {
-      std::cout << "No launch diverges: all " << result.examined - result.notComparable << " compared launches agree.";
+      std::cout << "No launch diverges: all " << result.examined - result.notComparable << " compared " << units
+                << " agree.";
       if (result.notComparable != 0) {
         std::cout << " " << result.notComparable << " could not be replayed on one side (see kcap replay).";
       }
@@ -428,6 +556,11 @@ int runBisect(const Options& opt) {
     }
     const auto& d = *result.first;
     const auto& o = d.outcome;
+    if (o.graph) {
+      printGraphDivergence(model, d, expected, actual);
+      std::cout << "\n" << result.examined << " of " << total << " " << units << " compared before it was found.\n";
+      return code;
+    }
     std::cout << "First divergent launch: " << o.launchIndex << " (" << printable(o.kernel) << "), grid "
               << dim3Text(o.grid[0], o.grid[1], o.grid[2]) << ", block " << dim3Text(o.block[0], o.block[1], o.block[2])
               << ", " << o.sharedMemBytes << " bytes of dynamic shared memory\n";
@@ -445,10 +578,10 @@ int runBisect(const Options& opt) {
     }
     std::cout << "  reproduce it alone: " << d.reproduce << "\n";
     if (result.probes != 0) {
-      std::cout << "\nFound by bisection: " << result.probes << " prefixes of the " << launches.size()
+      std::cout << "\nFound by bisection: " << result.probes << " prefixes of the " << total
                 << "-launch sequence replayed on each side.\n";
     } else {
-      std::cout << "\n" << result.examined << " of " << launches.size() << " launches compared before it was found.\n";
+      std::cout << "\n" << result.examined << " of " << total << " " << units << " compared before it was found.\n";
     }
     return code;
   });

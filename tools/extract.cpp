@@ -1,6 +1,7 @@
-// kcap extract FILE (--launch N | --range A..B) -o OUT: writes a minimal,
-// self-contained trace of the selected launches (replay/extract.h does the
-// work; this file parses, prints and exits).
+// kcap extract FILE (--launch N | --range A..B | --graph-launch G --node K)
+// -o OUT: writes a minimal, self-contained trace of the selected launches, or
+// of one kernel node of a graph launch as a plain launch (replay/extract.h
+// does the work; this file parses, prints and exits).
 //
 // Exit codes: 0 written (what a damaged source could not give is listed on
 // stderr), 1 the source cannot be read or the output cannot be written,
@@ -22,6 +23,8 @@ struct Options {
   std::vector<uint64_t> launches;
   std::string range;
   int device = 0;
+  std::optional<uint64_t> graphLaunch;
+  std::string node;
 };
 
 int runExtract(const Options& opt) {
@@ -37,8 +40,15 @@ int runExtract(const Options& opt) {
       return kExitUsage;
     }
   }
-  if (opt.launches.empty() == opt.range.empty()) {
-    std::cerr << "kcap extract: choose one of --launch N and --range A..B\n";
+  request.graphLaunch = opt.graphLaunch;
+  request.node = opt.node;
+  const int ways = (!opt.launches.empty()) + (!opt.range.empty()) + (opt.graphLaunch ? 1 : 0);
+  if (ways != 1) {
+    std::cerr << "kcap extract: choose one of --launch N and --range A..B (or --graph-launch G --node K)\n";
+    return kExitUsage;
+  }
+  if (opt.graphLaunch.has_value() == opt.node.empty()) {
+    std::cerr << "kcap extract: --graph-launch G and --node K go together\n";
     return kExitUsage;
   }
   return guarded(opt.path, [&]() -> int {
@@ -54,6 +64,17 @@ int runExtract(const Options& opt) {
       std::cerr << "kcap extract: " << opt.path << ": skipped: " << text << "\n";
     if (!r.rebuiltVerification.empty()) {
       std::cout << "rebuilt by re-execution from the checkpoints; " << r.rebuiltVerification << "\n";
+    }
+    if (opt.graphLaunch) {
+      std::cout << "extracted " << r.selection << " of " << opt.path << " as launch 0: " << withCommas(r.events)
+                << " events, " << withCommas(r.bytes) << " bytes\n";
+      if (r.notCompared.empty()) {
+        std::cout << "its post-state is the graph launch's: every range it reaches is reached by no other node, or "
+                     "unchanged by the graph launch\n";
+      } else {
+        std::cout << "no post-state: a replay of it compares nothing (" << r.notCompared << ")\n";
+      }
+      return kExitOk;
     }
     const size_t n = r.launches.size();
     const bool plural = n != 1 || request.range.has_value();
@@ -77,6 +98,12 @@ Run setupExtract(CLI::App& cmd) {
   cmd.add_option("--launch", opt->launches, "Extract launch N (a launchIndex; repeatable), to replay on its own");
   cmd.add_option("--range", opt->range,
                  "Extract launches A..B and the copies and memsets between them, to replay as a sequence");
+  cmd.add_option("--graph-launch", opt->graphLaunch,
+                 "With --node: extract a kernel node of graph launch G (a full-mode trace) as a plain launch")
+      ->type_name("G");
+  cmd.add_option("--node", opt->node,
+                 "The node of --graph-launch: its index in the graph, or a nested node's path (\"node 3 > node 0\")")
+      ->type_name("K");
   cmd.add_option("--device", opt->device,
                  "A checkpoint trace: the GPU that rebuilds the launch's memory by re-execution [default: 0]")
       ->type_name("N");

@@ -27,6 +27,9 @@ class Bisect : public RecordedTraces<Bisect> {
   // replay_scenarios sequence: axpy x4, reduce_sum, each reading the last one's output.
   static std::string sequence() { return scenario("sequence"); }
   static std::string changedAxpy() { return "override:axpy=" + kernelFile("axpy_changed.fatbin"); }
+  // graph_scenarios decode: launch 0 axpy over 100 elements; graph launch 0
+  // (that axpy); graph launch 1 (that axpy -> axpy over all 1024).
+  static std::string decode() { return recorded("graph-decode.kcap", graphProgram(), {"decode"}); }
 };
 
 TEST_F(Bisect, AgainstTheRecordingEveryLaunchAgrees) {
@@ -124,6 +127,82 @@ TEST_F(Bisect, PerfListsLaunchesPastTheThreshold) {
   const Outcome recorded = kcap({"bisect", directLaunch(), "--perf", "--repeat", "2"});
   EXPECT_EQ(recorded.exitCode, kExitTrace) << recorded.describe();
   EXPECT_TRUE(has(recorded.out, "record with `kcap record --timing`")) << recorded.out;
+}
+
+// A divergent graph launch is descended into: its nodes run one by one on
+// each side, and the first kernel node whose outputs differ is named. The
+// launch and the graph launch before it, and the node before it, agree (the
+// changed axpy differs from element 100 on, which they do not reach).
+TEST_F(Bisect, ADivergentGraphLaunchNamesItsFirstDivergentNode) {
+  const Outcome same = kcap({"bisect", decode(), "--json"});
+  EXPECT_EQ(same.exitCode, kExitOk) << same.describe();
+  EXPECT_TRUE(has(same.out, "\"examined\":3,")) << same.out;
+  EXPECT_TRUE(has(same.out, "\"graphLaunchesExamined\":2")) << same.out;
+
+  const Outcome run = kcap({"bisect", decode(), "--against", changedAxpy(), "--json"});
+  ASSERT_EQ(run.exitCode, kExitDiverges) << run.describe();
+  EXPECT_TRUE(has(run.out, "\"first\":{\"launchIndex\":null,\"graphLaunchIndex\":1,\"kernel\":\"axpy\"")) << run.out;
+  EXPECT_TRUE(has(run.out, "\"nodesAgreeing\":[\"node 0 (axpy)\"]")) << run.out;
+  EXPECT_TRUE(has(run.out, "\"node\":{\"index\":1,\"path\":\"node 1\",\"ordinal\":1,\"kernel\":\"axpy\"")) << run.out;
+  // y (param 2) differs in one byte, at element 100; launch 0 and graph launch 0 agreed first.
+  EXPECT_TRUE(has(run.out, "\"label\":\"param 2\",")) << run.out;
+  EXPECT_TRUE(has(run.out, "\"differingBytes\":1,\"firstDifferingOffset\":400")) << run.out;
+  EXPECT_TRUE(has(run.out, "\"examined\":3,")) << run.out;
+  EXPECT_TRUE(has(run.out, "\"graphLaunchesExamined\":2")) << run.out;
+  EXPECT_TRUE(has(run.out, "\"descent\":\"\"")) << run.out;
+  EXPECT_TRUE(
+      has(run.out, "--graph-launch 1 --override 'axpy=" + kernelFile("axpy_changed.fatbin") + "' --graph-nodes"))
+      << run.out;
+
+  const Outcome text = kcap({"bisect", decode(), "--against", changedAxpy()});
+  EXPECT_EQ(text.exitCode, kExitDiverges) << text.describe();
+  EXPECT_TRUE(has(text.out, "1 launches and 2 graph launches, each from its recorded pre-state")) << text.out;
+  EXPECT_TRUE(has(text.out, "First divergent launch: graph launch 1 node 1 (kernel axpy)\n")) << text.out;
+  EXPECT_TRUE(has(text.out, "    node 0 (axpy): outputs agree\n    node 1 (axpy): DIFFERS\n")) << text.out;
+  EXPECT_TRUE(has(text.out, "  node 1: grid (4,1,1), block (256,1,1)")) << text.out;
+  EXPECT_TRUE(has(text.out, "param 3: offset 24, 4 bytes = 0x400 (int 1024")) << text.out;  // n
+  EXPECT_TRUE(has(text.out, "1 of 4,096 bytes differ, first at offset 400")) << text.out;
+  EXPECT_TRUE(has(text.out, "3 of 3 launches (graph launches included) compared before it was found.")) << text.out;
+
+  // Against the recording the graph launch is named, not descended into:
+  // the trace holds no memory between its nodes. (Graph launch 1 damaged
+  // to say it was refused: here it runs, which differs.)
+  const std::string refused = file("graph-decode-refused.kcap");
+  ASSERT_NE(kcap::test::rewriteEvents(decode(), refused,
+                                      [](kcap::schema::Event::Builder e) {
+                                        if (!e.isGraphLaunchEnd() || e.getGraphLaunchEnd().getGraphLaunchIndex() != 1)
+                                          return false;
+                                        e.getGraphLaunchEnd().setResult(700);
+                                        return true;
+                                      }),
+            0u);
+  const Outcome againstRecording = kcap({"bisect", refused, "--json"});
+  EXPECT_EQ(againstRecording.exitCode, kExitDiverges) << againstRecording.describe();
+  EXPECT_TRUE(has(againstRecording.out, "\"first\":{\"launchIndex\":null,\"graphLaunchIndex\":1,\"kernel\":null"))
+      << againstRecording.out;
+  EXPECT_TRUE(has(againstRecording.out,
+                  "\"descent\":\"the recording holds the graph launch's memory before and after it, not "
+                  "after each node"))
+      << againstRecording.out;
+  EXPECT_TRUE(has(againstRecording.out, "\"examined\":3,")) << againstRecording.out;
+
+  // --kernel selects plain launches only: launch 0 agrees.
+  const Outcome kernels = kcap({"bisect", decode(), "--against", changedAxpy(), "--kernel", "axpy", "--json"});
+  EXPECT_EQ(kernels.exitCode, kExitOk) << kernels.describe();
+  EXPECT_TRUE(has(kernels.out, "\"graphLaunchesExamined\":0")) << kernels.out;
+
+  // A loop whose condition a kernel sets cannot run node by node: the graph
+  // launch is named, with why no node is.
+  const std::string loop = recorded("graph-while.kcap", graphProgram(), {"while"});
+  const Outcome unnamed = kcap({"bisect", loop, "--against", changedAxpy(), "--json"});
+  EXPECT_EQ(unnamed.exitCode, kExitDiverges) << unnamed.describe();
+  EXPECT_TRUE(has(unnamed.out, "\"first\":{\"launchIndex\":null,\"graphLaunchIndex\":0,\"kernel\":null"))
+      << unnamed.out;
+  EXPECT_TRUE(has(unnamed.out, "\"node\":null")) << unnamed.out;
+  EXPECT_TRUE(has(unnamed.out,
+                  "its nodes cannot be run one by one, so no node is named: NOT REPLAYABLE: node 0 is a "
+                  "conditional node whose condition is set on the GPU"))
+      << unnamed.out;
 }
 
 TEST_F(Bisect, UsageErrorsAndMissingDevices) {

@@ -334,6 +334,76 @@ TEST_F(Extract, ALaunchKeepsTheEncodeOfItsTensorMapAndIsReEncodedFromIt) {
       << launch;
 }
 
+// A kernel node of a graph launch, cut out as launch 0 with the graph
+// launch's memory it reaches. The single node of graph_scenarios
+// during-capture's first graph is the only one to reach x and y, so the
+// graph's post-state is its own: the extract reproduces, with both buffers
+// compared (and a changed build differs). In decode's step graph node 0
+// also writes y: what node 1 alone leaves there is recorded nowhere, so
+// its extract holds no post-state and its replay compares nothing.
+TEST_F(Extract, AGraphKernelNodeIsExtractedAsALaunchComparedOnlyWhereTheRecordingKnows) {
+  const std::string single = recorded("graph-during-capture.kcap", graphProgram(), {"during-capture"});
+  const std::string out = file("node.kcap");
+  const Outcome extracted = kcap({"extract", single, "--graph-launch", "0", "--node", "0", "-o", out});
+  ASSERT_EQ(extracted.exitCode, kExitOk) << extracted.describe();
+  EXPECT_NE(extracted.out.find("extracted graph launch 0 node 0 of " + single + " as launch 0: "), std::string::npos)
+      << extracted.out;
+  EXPECT_NE(extracted.out.find("its post-state is the graph launch's"), std::string::npos) << extracted.out;
+  EXPECT_EQ(kcap({"check", out}).exitCode, kExitOk);
+  const auto events = kcap::test::readAllEvents(out);
+  EXPECT_EQ(count(events, Event::LAUNCH), 1u);
+  EXPECT_EQ(count(events, Event::LAUNCH_END), 1u);
+  EXPECT_EQ(count(events, Event::MODULE_LOAD), 1u);
+  EXPECT_EQ(count(events, Event::GRAPH_LAUNCH) + count(events, Event::GRAPH_DEFINE), 0u);
+  const Outcome replay = kcap({"replay", out, "--json"});
+  EXPECT_EQ(replay.exitCode, kExitOk) << replay.describe();
+  const std::string launch = jsonLaunch(replay.out, 0);
+  EXPECT_NE(launch.find("\"kernel\":\"axpy\",\"verdict\":\"REPRODUCED\""), std::string::npos) << replay.out;
+  EXPECT_NE(launch.find("{\"label\":\"param 1\""), std::string::npos) << launch;
+  EXPECT_NE(launch.find("{\"label\":\"param 2\""), std::string::npos) << launch;
+  const Outcome changed = kcap({"replay", out, "--override", "axpy=" + kernelFile("axpy_changed.fatbin")});
+  EXPECT_EQ(changed.exitCode, kExitDiffers) << changed.describe();
+  EXPECT_NE(changed.out.find("1 of 4,096 bytes differ, first at offset 400"), std::string::npos) << changed.out;
+
+  const std::string decode = recorded("graph-decode.kcap", graphProgram(), {"decode"});
+  const std::string second = file("second-node.kcap");
+  const Outcome cut = kcap({"extract", decode, "--graph-launch", "1", "--node", "1", "-o", second});
+  ASSERT_EQ(cut.exitCode, kExitOk) << cut.describe();
+  EXPECT_NE(cut.out.find("no post-state: a replay of it compares nothing (the graph launch changes 0x"),
+            std::string::npos)
+      << cut.out;
+  EXPECT_NE(cut.out.find(", which node 0 reaches too"), std::string::npos) << cut.out;
+  EXPECT_EQ(count(kcap::test::readAllEvents(second), Event::LAUNCH_END), 0u);
+  const Outcome nothing = kcap({"replay", second});
+  EXPECT_EQ(nothing.exitCode, kExitOk) << nothing.describe();
+  EXPECT_NE(nothing.out.find("RAN (not verified): nothing compared: the graph launch changes 0x"), std::string::npos)
+      << nothing.out;
+  EXPECT_EQ(nothing.out.find("REPRODUCED"), std::string::npos) << nothing.out;
+
+  // What cannot be extracted, each a usage error that writes nothing.
+  const std::string none = file("no-node.kcap");
+  const std::string explicitGraph = recorded("graph-explicit.kcap", graphProgram(), {"explicit"});
+  const std::string checkpoint = file("graph-checkpoint.kcap");
+  ASSERT_EQ(
+      run({graphProgram(), {"updated"}, {{"KCAP_OUTPUT", checkpoint}, {"KCAP_MODE", "checkpoint"}}, true}).exitCode, 0);
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{decode, "--graph-launch", "5", "--node", "0"}, "graph launch 5 is not in the trace (it has 2 graph launches;"},
+      {{decode, "--graph-launch", "1", "--node", "7"}, "graph launch 1 has no node 7"},
+      {{explicitGraph, "--graph-launch", "0", "--node", "0"}, "graph launch 0: node 0 is not a kernel node"},
+      {{decode, "--graph-launch", "1"}, "--graph-launch G and --node K go together"},
+      {{decode, "--graph-launch", "1", "--node", "0", "--launch", "0"}, "choose one of --launch N and --range A..B"},
+      {{checkpoint, "--graph-launch", "0", "--node", "2"}, "only a trace recorded in full mode holds"},
+  };
+  for (const auto& [args, message] : cases) {
+    std::vector<std::string> all = {"extract", "-o", none};
+    all.insert(all.end(), args.begin(), args.end());
+    const Outcome refused = kcap(all);
+    EXPECT_EQ(refused.exitCode, kExitUsage) << refused.describe();
+    EXPECT_NE(refused.err.find(message), std::string::npos) << refused.describe();
+    EXPECT_NE(access(none.c_str(), F_OK), 0) << "an output was written";
+  }
+}
+
 TEST_F(Extract, UnknownLaunchesAndBadSelectionsAreUsageErrorsAndWriteNothing) {
   const std::string source = directLaunch(), out = file("nothing.kcap");
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {

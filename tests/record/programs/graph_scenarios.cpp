@@ -30,6 +30,12 @@
 //             stream while another stream captures an axpy(1, x, y) in
 //             global mode: the capture must survive whatever the recorder
 //             synchronizes; then the captured graph launched (y = 4i).
+//   decode    a decode step as a graph, for bisect: a plain launch of
+//             axpy(1, x, y) over the first 100 elements; a graph of that
+//             same axpy launched; then a graph of it -> axpy(1, x, y) over
+//             all elements, launched (y = 6i below element 100, 3i from
+//             it). kernels/axpy_changed.cu changes element 100 only, so
+//             with it only the last graph's second node diverges.
 #include "driver_program.h"
 
 #include <cudaTypedefs.h>
@@ -425,6 +431,50 @@ int duringCapture() {
   return 0;
 }
 
+// y[i] = (i < 100 ? below : from) * i.
+void expectSplit(CUdeviceptr device, float below, float from) {
+  std::vector<float> values(kN);
+  DRIVER(cuMemcpyDtoH, values.data(), device, kN * sizeof(float));
+  for (int i = 0; i < kN; ++i) {
+    CHECK(values[static_cast<std::size_t>(i)] == (i < 100 ? below : from) * static_cast<float>(i));
+  }
+  std::printf("result decode %.1f %.1f %.1f\n", static_cast<double>(values[1]), static_cast<double>(values[100]),
+              static_cast<double>(values[kN - 1]));
+}
+
+int decode() {
+  Program p;
+  int head = 100;
+  void* headParams[] = {&p.a, &p.x, &p.y, &head};
+  DRIVER(cuLaunchKernel, p.axpy, kN / 256, 1, 1, 256, 1, 1, 0, nullptr, headParams, nullptr);
+  test::launchesMade().add("axpy");
+  const auto addHead = [&](CUgraph graph, std::vector<CUgraphNode> deps) {
+    const CUDA_KERNEL_NODE_PARAMS k = p.axpyParams(headParams);
+    CUgraphNode node = nullptr;
+    DRIVER(cuGraphAddKernelNode, &node, graph, deps.data(), deps.size(), &k);
+    return node;
+  };
+  CUgraph warm = nullptr;
+  DRIVER(cuGraphCreate, &warm, 0);
+  addHead(warm, {});
+  CUgraph step = nullptr;
+  DRIVER(cuGraphCreate, &step, 0);
+  p.addAxpy(step, {addHead(step, {})}, 1.0f, p.x);
+  CUgraphExec warmExec = nullptr, stepExec = nullptr;
+  DRIVER(cuGraphInstantiate, &warmExec, warm, 0);
+  DRIVER(cuGraphInstantiate, &stepExec, step, 0);
+  DRIVER(cuGraphLaunch, warmExec, nullptr);
+  DRIVER(cuGraphLaunch, stepExec, nullptr);
+  DRIVER(cuStreamSynchronize, nullptr);
+  expectSplit(p.y, 6.0f, 3.0f);
+  DRIVER(cuGraphExecDestroy, stepExec);
+  DRIVER(cuGraphExecDestroy, warmExec);
+  DRIVER(cuGraphDestroy, step);
+  DRIVER(cuGraphDestroy, warm);
+  test::printMade();
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -434,6 +484,7 @@ int main(int argc, char** argv) {
   if (scenario == "updated") return updated();
   if (scenario == "while") return whileLoop();
   if (scenario == "during-capture") return duringCapture();
-  std::fprintf(stderr, "usage: graph_scenarios explicit|captured|updated|while|during-capture\n");
+  if (scenario == "decode") return decode();
+  std::fprintf(stderr, "usage: graph_scenarios explicit|captured|updated|while|during-capture|decode\n");
   return 2;
 }
