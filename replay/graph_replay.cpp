@@ -305,17 +305,7 @@ void Replayer::saveGraphOutputs(const GraphLaunchRecord& g, const LoadedKernel& 
   if (g.end != nullptr && g.end->get().getGraphLaunchEnd().getPost().size() != 0) {
     ranges = g.end->get().getGraphLaunchEnd().getPost();
   }
-  for (const auto range : ranges) {
-    const auto src = translate(range.getAddress(), globals);
-    if (!src) continue;
-    const uint64_t size = range.getContent().getSize();
-    uint8_t* bytes = staging(size);
-    copyFromDevice(bytes, *src, size);
-    char name[80];
-    std::snprintf(name, sizeof name, "/g%llu-%llx.bin", static_cast<unsigned long long>(g.graphLaunchIndex),
-                  static_cast<unsigned long long>(range.getAddress()));
-    writeFile(options_.saveOutputsDir + name, bytes, size);
-  }
+  saveRanges(ranges, globals, "g", g.graphLaunchIndex);
 }
 
 // Node by node, right after kernel node number k (of those run, in order):

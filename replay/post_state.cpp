@@ -99,14 +99,19 @@ void Replayer::saveOutputs(const LaunchRecord& launch, const LoadedKernel& kerne
   if (launch.end != nullptr && launch.end->get().getLaunchEnd().getPost().size() != 0) {
     ranges = launch.end->get().getLaunchEnd().getPost();
   }
+  saveRanges(ranges, kernel, "", launch.launchIndex);
+}
+
+void Replayer::saveRanges(capnp::List<schema::MemoryRange>::Reader ranges, const LoadedKernel& kernel,
+                          const char* prefix, uint64_t index) {
   for (const auto range : ranges) {
     const auto src = translate(range.getAddress(), kernel);
     if (!src) continue;
     const uint64_t size = range.getContent().getSize();
     uint8_t* bytes = staging(size);
     copyFromDevice(bytes, *src, size);
-    char name[64];
-    std::snprintf(name, sizeof name, "/%llu-%llx.bin", static_cast<unsigned long long>(launch.launchIndex),
+    char name[80];
+    std::snprintf(name, sizeof name, "/%s%llu-%llx.bin", prefix, static_cast<unsigned long long>(index),
                   static_cast<unsigned long long>(range.getAddress()));
     writeFile(options_.saveOutputsDir + name, bytes, size);
   }

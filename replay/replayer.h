@@ -200,6 +200,9 @@ class Replayer {
   // post_state.cpp
   void compare(LaunchRun& run, const std::set<uint64_t>& comparedLater);
   void saveOutputs(const LaunchRecord& launch, const LoadedKernel& kernel);
+  // Each range's replayed bytes to DIR/<prefix><index>-<address in hex>.bin.
+  void saveRanges(capnp::List<schema::MemoryRange>::Reader ranges, const LoadedKernel& kernel, const char* prefix,
+                  uint64_t index);
   void saveRegions(const std::vector<Region>& regions);
   void writeFile(const std::string& path, const uint8_t* bytes, uint64_t size);
 
