@@ -1,9 +1,10 @@
 // `kcap ranks` end to end, without a GPU (ctest label "ranks"): the replay
-// scenario programs recorded against the driver double as the ranks of a
-// job (RANK and WORLD_SIZE, or Slurm's variables, in their environment), and
-// the set compared: ranks in order, the same launches or the first launch
-// that differs, a rank claimed twice, ranks missing, world sizes that
-// disagree, a truncated trace and a file that cannot be read.
+// and record scenario programs recorded against the driver double as the
+// ranks of a job (RANK and WORLD_SIZE, or Slurm's variables, in their
+// environment), and the set compared: ranks in order, the same launches
+// (captured into a graph or not) or the first launch that differs, a rank
+// claimed twice, ranks missing, world sizes that disagree, a truncated trace
+// and a file that cannot be read.
 #include "process_runner.h"
 #include "recorded_traces.h"
 #include "trace_files.h"
@@ -138,6 +139,22 @@ TEST_F(RanksCli, ARankThatLaunchedFewerKernelsHasEnded) {
 
   const Outcome text = ranks({rank0, rank1});
   EXPECT_TRUE(has(text.out, "ended (3 launches)")) << text.out;
+}
+
+TEST_F(RanksCli, LaunchesCapturedIntoAGraphAreCompared) {
+  // record_scenarios capture: four launches of one kernel, two of them into a
+  // stream capturing into a graph.
+  std::vector<std::string> paths;
+  for (const int rank : {0, 1}) {
+    const std::string path = file("capture-" + std::to_string(rank) + ".kcap");
+    recordWithKcap(path, scenarioProgram(), {"capture"}, {{"RANK", std::to_string(rank)}, {"WORLD_SIZE", "2"}});
+    paths.push_back(path);
+  }
+  const json j = ranksJson(paths);
+  EXPECT_EQ(j["traces"][0]["launches"], 4) << j;
+  EXPECT_EQ(j["divergence"]["differs"], false) << j;
+  EXPECT_EQ(j["divergence"]["agreed"], 4) << j;
+  EXPECT_EQ(j["divergence"]["capturedIncluded"], true) << j;
 }
 
 TEST_F(RanksCli, ARankClaimedTwiceAndARankMissing) {
