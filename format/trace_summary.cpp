@@ -281,10 +281,11 @@ std::optional<schema::TraceBegin::Reader> TraceSummary::traceBegin() const {
   return begin->getRoot<schema::TraceBegin>().asReader();
 }
 
-TraceSummary summarizeTrace(TraceReader& reader) {
+TraceSummary summarizeTrace(TraceReader& reader, const std::function<void(schema::Event::Reader)>& alsoEach) {
   SummaryBuilder builder;
   reader.forEachEvent([&](const EventRef& ref) {
     builder.add(ref.event);
+    if (alsoEach) alsoEach(ref.event);
     return true;
   });
   builder.addChunks(reader);

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -139,8 +140,10 @@ struct TraceSummary {
   std::optional<schema::TraceBegin::Reader> traceBegin() const;
 };
 
-// Reads every event of `reader` and its chunk list.
-TraceSummary summarizeTrace(TraceReader& reader);
+// Reads every event of `reader` and its chunk list. `alsoEach`, when set,
+// is handed every event too: a consumer that needs more than the summary
+// (each rank's launch order, for `kcap ranks`) still reads the trace once.
+TraceSummary summarizeTrace(TraceReader& reader, const std::function<void(schema::Event::Reader)>& alsoEach = {});
 
 // Kernels, most launches first (first launched first among equals).
 std::vector<const KernelSummary*> kernelsByCount(const TraceSummary& summary);

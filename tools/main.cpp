@@ -35,6 +35,8 @@ constexpr Subcommand kSubcommands[] = {
      setupDoctor},
     {"export", "Write a trace as a timeline: kcap export --perfetto OUT.json FILE (ui.perfetto.dev, chrome://tracing)",
      setupExport},
+    {"ranks", "Compare the traces of a multi-process job, one per rank: who ran where, and where their launches part",
+     setupRanks},
 };
 
 constexpr int kUsage = 2;

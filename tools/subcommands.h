@@ -31,5 +31,6 @@ Run setupBisect(CLI::App& cmd);   // bisect.cpp
 Run setupExtract(CLI::App& cmd);  // extract.cpp
 Run setupDoctor(CLI::App& cmd);   // doctor.cpp
 Run setupExport(CLI::App& cmd);   // export.cpp
+Run setupRanks(CLI::App& cmd);    // ranks.cpp
 
 }  // namespace kcap::tools

@@ -48,9 +48,10 @@ std::vector<std::string> commandLine() {
 bool selectedVariable(std::string_view name) {
   static constexpr std::string_view kPrefixes[] = {"CUDA_", "CUBLAS",   "CUDNN",  "NVIDIA_", "NCCL_",
                                                    "KCAP_", "PYTORCH_", "TORCH_", "TRITON_", "XLA_"};
-  static constexpr std::string_view kNames[] = {"LD_PRELOAD",   "LD_LIBRARY_PATH",      "RANK",
-                                                "LOCAL_RANK",   "WORLD_SIZE",           "LOCAL_WORLD_SIZE",
-                                                "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "OMP_NUM_THREADS"};
+  static constexpr std::string_view kNames[] = {"LD_PRELOAD",           "LD_LIBRARY_PATH", "RANK",
+                                                "LOCAL_RANK",           "WORLD_SIZE",      "LOCAL_WORLD_SIZE",
+                                                "SLURM_PROCID",         "SLURM_NTASKS",    "OMPI_COMM_WORLD_RANK",
+                                                "OMPI_COMM_WORLD_SIZE", "OMP_NUM_THREADS"};
   for (const std::string_view prefix : kPrefixes) {
     if (name.starts_with(prefix)) {
       return true;

@@ -1,4 +1,4 @@
-// Every command that reads a trace, and replay against the driver double,
+// Every command that reads a trace (ranks on each file alone), and replay against the driver double,
 // over the hostile-trace corpus (tests/support/hostile_traces.h), each run
 // under a memory limit (1 GiB: address space, or under AddressSanitizer its
 // resident-memory and allocation limits) and a time limit. For every file:
@@ -82,6 +82,8 @@ TEST_F(HostileCorpus, Info) { overCorpus("info", {}, anyOf01); }
 TEST_F(HostileCorpus, InfoJson) { overCorpus("info", {"--json"}, anyOf01); }
 TEST_F(HostileCorpus, Dump) { overCorpus("dump", {}, anyOf01); }
 TEST_F(HostileCorpus, DumpJson) { overCorpus("dump", {"--json"}, anyOf01); }
+TEST_F(HostileCorpus, Ranks) { overCorpus("ranks", {}, anyOf01); }
+TEST_F(HostileCorpus, RanksJson) { overCorpus("ranks", {"--json"}, anyOf01); }
 TEST_F(HostileCorpus, ExportPerfetto) {
   overCorpus("export", {"--perfetto", file("hostile-timeline.json"), "--force"}, anyOf01);
 }
