@@ -138,7 +138,8 @@ struct TraceBegin {
   kcapVersion @9 :Text;
   captureMode @10 :CaptureMode;
   options @11 :List(KeyValue);      # the effective capture options, for the record
-  libraries @12 :List(KeyValue);    # name -> version of relevant libraries (torch, triton, cublas, ...)
+  libraries @12 :List(KeyValue);    # name -> version of relevant libraries (torch, triton, cublas, ...);
+                                    # reserved: this recorder leaves it empty, readers show it when present
 }
 
 enum CaptureMode {
