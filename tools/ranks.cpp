@@ -37,6 +37,7 @@
 #include "common.h"
 #include "errors.h"
 #include "event_visitor.h"
+#include "job_environment.h"
 #include "launch_table.h"
 #include "subcommands.h"
 #include "trace_reader.h"
@@ -49,9 +50,6 @@ struct Options {
   std::vector<std::string> paths;
   bool json = false;
 };
-
-constexpr const char* kRankVariables[] = {"RANK", "LOCAL_RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK"};
-constexpr const char* kWorldVariables[] = {"WORLD_SIZE", "SLURM_NTASKS", "OMPI_COMM_WORLD_SIZE"};
 
 // A recorded variable that names a rank or a world size.
 struct Recorded {
@@ -161,8 +159,8 @@ void describeBegin(RankTrace& t, schema::TraceBegin::Reader b, const std::set<in
   t.host = b.getHostName().cStr();
   t.pid = b.getProcessId();
   t.captureMode = enumName(b.getCaptureMode());
-  t.rank = firstOf(b.getEnvironment(), kRankVariables);
-  t.worldSize = firstOf(b.getEnvironment(), kWorldVariables);
+  t.rank = firstOf(b.getEnvironment(), format::kRankVariables);
+  t.worldSize = firstOf(b.getEnvironment(), format::kWorldSizeVariables);
   for (const auto kv : b.getLibraries()) {
     const std::string key = lowercase(kv.getKey().cStr());
     if (key == "nccl" || key.starts_with("libnccl")) {

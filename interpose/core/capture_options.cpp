@@ -1,6 +1,7 @@
 #include "capture_options.h"
 
 #include "container.h"
+#include "job_environment.h"
 
 #include <zstd.h>
 
@@ -397,7 +398,7 @@ std::optional<CaptureOptions> readCaptureOptions(const VariableLookup& lookup) {
 }
 
 std::string rankFromEnvironment(const VariableLookup& lookup) {
-  for (const char* name : {"RANK", "LOCAL_RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK"}) {
+  for (const char* name : format::kRankVariables) {
     const char* value = lookup(name);
     if (value != nullptr && value[0] != '\0') {
       return value;

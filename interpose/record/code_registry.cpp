@@ -229,8 +229,8 @@ void CodeRegistry::recordedBind(uint64_t handle, const FunctionInfo& info, const
     kernelNames_[handle] = *kernelName;
   }
   const auto [it, inserted] = functions_.try_emplace(handle, info);
-  if (!inserted &&
-      (it->second.owner != info.owner || it->second.isKernel != info.isKernel || it->second.layout != info.layout)) {
+  if (!inserted && (it->second.owner != info.owner || it->second.isKernel != info.isKernel ||
+                    it->second.layout != info.layout || it->second.layoutAskedAtLaunch != info.layoutAskedAtLaunch)) {
     it->second = info;
     codeChanged();
   }

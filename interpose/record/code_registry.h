@@ -64,6 +64,9 @@ struct FunctionInfo {
   // nullptr: the driver could not say. Layouts are interned and never
   // freed (a few per kernel signature), so the pointer may be cached.
   const std::vector<ParamSlot>* layout = nullptr;
+  // A function without a layout is loaded and asked again at its first
+  // launch (Recorder::layoutAtLaunch), once: later launches take the answer.
+  bool layoutAskedAtLaunch = false;
 };
 
 class CodeRegistry {

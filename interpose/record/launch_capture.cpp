@@ -319,7 +319,7 @@ bool Recorder::launchStarting(const LaunchCall& call, PendingLaunch& launch) {
     checkpoints_->streamUsed(call.perThreadStream && call.stream == nullptr ? CU_STREAM_PER_THREAD : call.stream);
   }
   LaunchTarget target = launchTarget(call.function);
-  if (target.info.layout == nullptr && !target.info.isKernel) [[unlikely]] {
+  if (target.info.layout == nullptr && !target.info.isKernel && !target.info.layoutAskedAtLaunch) [[unlikely]] {
     target.info.layout = layoutAtLaunch(call.function, target.info);
   }
   const std::string_view kernelName = target.kernelName;

@@ -315,15 +315,15 @@ const std::vector<ParamSlot>* Recorder::layoutAtLaunch(CUfunction function, Func
   // Under lazy loading a function's code, and with it what the driver can
   // say of its parameters, is loaded by its first launch. It is being
   // launched: loading it a moment earlier changes nothing the program sees.
+  // Asked once: what the driver answers now is kept for every later launch
+  // (the registry's change reaches each thread's cache).
   const auto handle = reinterpret_cast<uint64_t>(function);
   const auto load = driverApi().funcLoad;
-  if (functionLoaded(handle) || load == nullptr || load(function) != CUDA_SUCCESS) {
-    return nullptr;
+  if (!functionLoaded(handle) && load != nullptr && load(function) == CUDA_SUCCESS) {
+    info.layout = queryLayout(handle, false);
   }
-  info.layout = queryLayout(handle, false);
-  if (info.layout != nullptr) {
-    CodeRegistry::instance().recordedBind(handle, info, nullptr);
-  }
+  info.layoutAskedAtLaunch = true;
+  CodeRegistry::instance().recordedBind(handle, info, nullptr);
   return info.layout;
 }
 

@@ -486,7 +486,8 @@ class Recorder {
   LaunchTarget launchTarget(CUfunction function);  // cached per thread
   FunctionInfo lookupFunction(CUfunction function);
   // The layout of a function being launched that had none when bound
-  // (not loaded yet); nullptr when the driver still cannot tell.
+  // (not loaded yet); nullptr when the driver still cannot tell. Called
+  // once a handle: the answer is kept in the code registry.
   const std::vector<ParamSlot>* layoutAtLaunch(CUfunction function, FunctionInfo info);
   void noteOnce(std::atomic<bool>& flag, schema::Message::Level level, const std::string& text);
   // record_memory.cpp: a copy's direction, a unified side resolved (then
