@@ -21,17 +21,6 @@ bool inRange(schema::MemoryRange::Reader range, uint64_t address) {
   return address >= range.getAddress() && address - range.getAddress() < range.getContent().getSize();
 }
 
-// Same size and same pieces: the same bytes.
-bool sameContent(schema::Content::Reader a, schema::Content::Reader b) {
-  if (a.getSize() != b.getSize() || a.getPieceSize() != b.getPieceSize()) return false;
-  const auto pa = a.getPieces(), pb = b.getPieces();
-  if (pa.size() != pb.size()) return false;
-  for (unsigned i = 0; i < pa.size(); ++i) {
-    if (pa[i].getHigh() != pb[i].getHigh() || pa[i].getLow() != pb[i].getLow()) return false;
-  }
-  return true;
-}
-
 // Whether the node (a kernel node: as a parameter reaches it; a copy or
 // memset node: as it writes there) may touch the range. A node whose
 // parameters were not recorded may touch anything.

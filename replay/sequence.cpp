@@ -18,20 +18,6 @@
 namespace kcap::replay {
 namespace {
 
-bool sameContent(schema::Content::Reader a, schema::Content::Reader b) {
-  if (a.getSize() != b.getSize() || a.getPieceSize() != b.getPieceSize() ||
-      a.getPieces().size() != b.getPieces().size()) {
-    return false;
-  }
-  for (unsigned i = 0; i < a.getPieces().size(); ++i) {
-    if (a.getPieces()[i].getHigh() != b.getPieces()[i].getHigh() ||
-        a.getPieces()[i].getLow() != b.getPieces()[i].getLow()) {
-      return false;
-    }
-  }
-  return true;
-}
-
 // Passes launch starts and ends on to another listener, and outcomes to `take`.
 class OutcomesTo : public ReplayListener {
  public:

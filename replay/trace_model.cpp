@@ -44,6 +44,16 @@ std::optional<CopyRows> copyRows(schema::Memcpy::Reader copy) {
   return r;
 }
 
+bool sameContent(schema::Content::Reader a, schema::Content::Reader b) {
+  if (a.getSize() != b.getSize() || a.getPieceSize() != b.getPieceSize()) return false;
+  const auto pa = a.getPieces(), pb = b.getPieces();
+  if (pa.size() != pb.size()) return false;
+  for (unsigned i = 0; i < pa.size(); ++i) {
+    if (pa[i].getHigh() != pb[i].getHigh() || pa[i].getLow() != pb[i].getLow()) return false;
+  }
+  return true;
+}
+
 std::optional<uint32_t> parameterPointingInto(schema::Launch::Reader launch, uint64_t base, uint64_t size) {
   for (const auto word : launch.getPointers()) {
     if (word.getValue() < base || word.getValue() - base >= size) continue;

@@ -116,6 +116,10 @@ struct CodeRef {
 // pointer into [base, base + size), if any: names a compared range.
 std::optional<uint32_t> parameterPointingInto(schema::Launch::Reader launch, uint64_t base, uint64_t size);
 
+// Same size and the same pieces: the same bytes (compared by their hashes,
+// nothing read from the trace).
+bool sameContent(schema::Content::Reader a, schema::Content::Reader b);
+
 // The rows of a recorded 2D or 3D copy (width != 0): `slices` slices (1 for
 // a 2D copy) of `rows` rows of `width` bytes. Row y of slice z starts
 // dstAt(y, z) bytes past the copy's dst, srcAt(y, z) past its src, and
