@@ -66,6 +66,7 @@ DriverApi load() noexcept {
   resolve(api.kernelGetParamInfo, "cuKernelGetParamInfo");
   resolve(api.funcIsLoaded, "cuFuncIsLoaded");
   resolve(api.funcLoad, "cuFuncLoad");
+  resolve(api.kernelGetFunction, "cuKernelGetFunction");
   resolve(api.moduleGetGlobal, "cuModuleGetGlobal_v2");
   resolve(api.libraryGetGlobal, "cuLibraryGetGlobal");
   return api;

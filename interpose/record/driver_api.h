@@ -69,6 +69,7 @@ struct DriverApi {
   PFN_cuKernelGetParamInfo_v12040 kernelGetParamInfo = nullptr;
   PFN_cuFuncIsLoaded_v12040 funcIsLoaded = nullptr;
   PFN_cuFuncLoad_v12040 funcLoad = nullptr;
+  PFN_cuKernelGetFunction_v12000 kernelGetFunction = nullptr;
   PFN_cuModuleGetGlobal_v3020 moduleGetGlobal = nullptr;
   PFN_cuLibraryGetGlobal_v12000 libraryGetGlobal = nullptr;
 };

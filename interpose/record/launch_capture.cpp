@@ -319,8 +319,9 @@ bool Recorder::launchStarting(const LaunchCall& call, PendingLaunch& launch) {
     checkpoints_->streamUsed(call.perThreadStream && call.stream == nullptr ? CU_STREAM_PER_THREAD : call.stream);
   }
   LaunchTarget target = launchTarget(call.function);
-  if (target.info.layout == nullptr && !target.info.isKernel && !target.info.layoutAskedAtLaunch) [[unlikely]] {
-    target.info.layout = layoutAtLaunch(call.function, target.info);
+  std::string noLayoutWhy;
+  if (target.info.layout == nullptr && !target.info.layoutAskedAtLaunch) [[unlikely]] {
+    target.info.layout = layoutAtLaunch(call.function, target.info, noLayoutWhy);
   }
   const std::string_view kernelName = target.kernelName;
   if ((options_.includePattern || options_.excludePattern) && !selects(kernelName)) {
@@ -364,9 +365,9 @@ bool Recorder::launchStarting(const LaunchCall& call, PendingLaunch& launch) {
   assembleParams(info.layout, call.kernelParams, call.extra, data->params);
   if (!data->params.complete) {
     noteOnce(notedNoLayout_, schema::Message::Level::WARNING,
-             "the driver gave no parameter layout for " + std::string(kernelName) +
-                 " (cuFuncGetParamInfo / cuKernelGetParamInfo); launches passing kernelParams are "
-                 "recorded without parameters");
+             "the driver gave no parameter layout for " + std::string(kernelName) + " (" +
+                 (noLayoutWhy.empty() ? std::string("cuFuncGetParamInfo / cuKernelGetParamInfo") : noLayoutWhy) +
+                 "); launches passing kernelParams are recorded without parameters");
   }
   scanParams(data->params.bytes.data(), data->params.bytes.size(), data->params.layout(), allocations_, tensorMaps_,
              data->pointers);

@@ -98,9 +98,11 @@ bool functionLoaded(uint64_t handle) {
 
 // The parameter layout of a launch handle, from the driver. A CUkernel needs
 // cuKernelGetParamInfo (cuFuncGetParamInfo rejects it, CUDA-NOTES).
-const std::vector<ParamSlot>* queryLayout(uint64_t handle, bool isKernel) {
+// `firstAnswer`, when given, receives the driver's answer for parameter 0.
+const std::vector<ParamSlot>* queryLayout(uint64_t handle, bool isKernel, CUresult* firstAnswer = nullptr) {
   const DriverApi& api = driverApi();
   if (isKernel ? api.kernelGetParamInfo == nullptr : api.funcGetParamInfo == nullptr) {
+    if (firstAnswer != nullptr) *firstAnswer = CUDA_ERROR_NOT_SUPPORTED;
     return nullptr;
   }
   std::vector<ParamSlot> slots;
@@ -111,6 +113,7 @@ const std::vector<ParamSlot>* queryLayout(uint64_t handle, bool isKernel) {
     size_t size = 0;
     const CUresult r = isKernel ? api.kernelGetParamInfo(reinterpret_cast<CUkernel>(handle), i, &offset, &size)
                                 : api.funcGetParamInfo(reinterpret_cast<CUfunction>(handle), i, &offset, &size);
+    if (i == 0 && firstAnswer != nullptr) *firstAnswer = r;
     if (r != CUDA_SUCCESS) {
       // Past the last parameter the driver says INVALID_VALUE; any other
       // answer for the first one means it cannot tell. So does
@@ -311,19 +314,51 @@ FunctionInfo Recorder::lookupFunction(CUfunction function) {
   return CodeRegistry::instance().rememberFunction(handle, std::move(info));
 }
 
-const std::vector<ParamSlot>* Recorder::layoutAtLaunch(CUfunction function, FunctionInfo info) {
+const std::vector<ParamSlot>* Recorder::layoutAtLaunch(CUfunction handle, FunctionInfo info, std::string& why) {
   // Under lazy loading a function's code, and with it what the driver can
   // say of its parameters, is loaded by its first launch. It is being
   // launched: loading it a moment earlier changes nothing the program sees.
-  // Asked once: what the driver answers now is kept for every later launch
-  // (the registry's change reaches each thread's cache).
-  const auto handle = reinterpret_cast<uint64_t>(function);
-  const auto load = driverApi().funcLoad;
-  if (!functionLoaded(handle) && load != nullptr && load(function) == CUDA_SUCCESS) {
-    info.layout = queryLayout(handle, false);
+  // Asked again whether or not this loads it: something else (an attribute
+  // or occupancy query) may have loaded it since it was bound. A CUkernel
+  // is asked as itself, then through its function in this context. Asked
+  // once: what the driver answers now is kept for every later launch (the
+  // registry's change reaches each thread's cache).
+  const DriverApi& api = driverApi();
+  char name[32];
+  CUfunction function = handle;
+  if (info.isKernel) {
+    CUresult answer = CUDA_SUCCESS;
+    info.layout = queryLayout(reinterpret_cast<uint64_t>(handle), true, &answer);
+    why = std::string("cuKernelGetParamInfo answered ") + resultName(answer, name) + " for parameter 0";
+    function = nullptr;
+    if (info.layout == nullptr && api.kernelGetFunction != nullptr) {
+      const CUresult got = api.kernelGetFunction(&function, reinterpret_cast<CUkernel>(handle));
+      if (got != CUDA_SUCCESS) {
+        why += std::string(", cuKernelGetFunction ") + resultName(got, name);
+        function = nullptr;
+      }
+    }
   }
+  if (function != nullptr) {
+    const auto functionHandle = reinterpret_cast<uint64_t>(function);
+    const bool wasLoaded = functionLoaded(functionHandle);
+    CUresult loaded = CUDA_SUCCESS;
+    if (!wasLoaded && api.funcLoad != nullptr) loaded = api.funcLoad(function);
+    CUresult answer = CUDA_SUCCESS;
+    info.layout = queryLayout(functionHandle, false, &answer);
+    if (!why.empty()) why += "; its function: ";
+    why += std::string("cuFuncGetParamInfo answered ") + resultName(answer, name) + " for parameter 0, the function ";
+    if (wasLoaded) {
+      why += "was loaded";
+    } else if (api.funcLoad == nullptr) {
+      why += "was not loaded and this driver has no cuFuncLoad";
+    } else {
+      why += std::string("was not loaded, cuFuncLoad answered ") + resultName(loaded, name);
+    }
+  }
+  if (info.layout != nullptr) why.clear();
   info.layoutAskedAtLaunch = true;
-  CodeRegistry::instance().recordedBind(handle, info, nullptr);
+  CodeRegistry::instance().recordedBind(reinterpret_cast<uint64_t>(handle), info, nullptr);
   return info.layout;
 }
 

@@ -485,10 +485,11 @@ class Recorder {
   bool selects(std::string_view kernelName);       // with a filter set: the caller tests that
   LaunchTarget launchTarget(CUfunction function);  // cached per thread
   FunctionInfo lookupFunction(CUfunction function);
-  // The layout of a function being launched that had none when bound
-  // (not loaded yet); nullptr when the driver still cannot tell. Called
-  // once a handle: the answer is kept in the code registry.
-  const std::vector<ParamSlot>* layoutAtLaunch(CUfunction function, FunctionInfo info);
+  // The layout of a function or kernel being launched that had none when
+  // bound (not loaded yet); nullptr when the driver still cannot tell, `why`
+  // then says what it answered. Called once a handle: the answer is kept
+  // in the code registry.
+  const std::vector<ParamSlot>* layoutAtLaunch(CUfunction function, FunctionInfo info, std::string& why);
   void noteOnce(std::atomic<bool>& flag, schema::Message::Level level, const std::string& text);
   // record_memory.cpp: a copy's direction, a unified side resolved (then
   // `hostSource` is set when the source is host memory).

@@ -144,8 +144,12 @@ CUresult setFunctionAttribute(CUfunction function) {
   }
   State& s = state();
   Lock lock(s.mutex);
-  return s.launchables.count(reinterpret_cast<const Launchable*>(function)) != 0 ? CUDA_SUCCESS
-                                                                                 : CUDA_ERROR_INVALID_HANDLE;
+  auto* launchable = reinterpret_cast<Launchable*>(function);
+  if (s.launchables.count(launchable) == 0) {
+    return CUDA_ERROR_INVALID_HANDLE;
+  }
+  launchable->loaded = true;  // changing an attribute loads the code
+  return CUDA_SUCCESS;
 }
 
 }  // namespace
@@ -392,9 +396,15 @@ DOUBLE_API CUresult cuKernelGetName(const char** name, CUkernel kernel) {
 
 // KCAP_DOUBLE_NO_PARAM_INFO=1: a driver that cannot tell a kernel's
 // parameters (the recording then has no layout for its launches).
+// KCAP_DOUBLE_NO_KERNEL_PARAM_INFO=1: one that cannot tell a CUkernel's,
+// only those of its function in a context.
 namespace {
 bool noParamInfo() {
   static const bool refuse = std::getenv("KCAP_DOUBLE_NO_PARAM_INFO") != nullptr;
+  return refuse;
+}
+bool noKernelParamInfo() {
+  static const bool refuse = std::getenv("KCAP_DOUBLE_NO_KERNEL_PARAM_INFO") != nullptr;
   return refuse;
 }
 }  // namespace
@@ -408,14 +418,46 @@ DOUBLE_API CUresult cuFuncGetParamInfo(CUfunction function, std::size_t index, s
   }
   State& s = state();
   Lock lock(s.mutex);
-  return paramInfo(findLaunchable(s, function, Launchable::Kind::kFunction), index, offset, size);
+  const Launchable* launchable = findLaunchable(s, function, Launchable::Kind::kFunction);
+  if (launchable != nullptr && !launchable->loaded) {
+    return CUDA_ERROR_INVALID_VALUE;  // what the real driver says of code not loaded yet
+  }
+  return paramInfo(launchable, index, offset, size);
+}
+
+DOUBLE_API CUresult cuFuncIsLoaded(CUfunctionLoadingState* state, CUfunction function) {
+  if (const CUresult r = needInit(); r != CUDA_SUCCESS) {
+    return r;
+  }
+  State& s = kcap_double::state();
+  Lock lock(s.mutex);
+  const Launchable* launchable = findLaunchable(s, function, Launchable::Kind::kFunction);
+  if (launchable == nullptr || state == nullptr) {
+    return launchable == nullptr ? CUDA_ERROR_INVALID_HANDLE : CUDA_ERROR_INVALID_VALUE;
+  }
+  *state = launchable->loaded ? CU_FUNCTION_LOADING_STATE_LOADED : CU_FUNCTION_LOADING_STATE_UNLOADED;
+  return CUDA_SUCCESS;
+}
+
+DOUBLE_API CUresult cuFuncLoad(CUfunction function) {
+  if (const CUresult r = needInit(); r != CUDA_SUCCESS) {
+    return r;
+  }
+  State& s = state();
+  Lock lock(s.mutex);
+  auto* launchable = const_cast<Launchable*>(findLaunchable(s, function, Launchable::Kind::kFunction));
+  if (launchable == nullptr) {
+    return CUDA_ERROR_INVALID_HANDLE;
+  }
+  launchable->loaded = true;
+  return CUDA_SUCCESS;
 }
 
 DOUBLE_API CUresult cuKernelGetParamInfo(CUkernel kernel, std::size_t index, std::size_t* offset, std::size_t* size) {
   if (const CUresult r = needInit(); r != CUDA_SUCCESS) {
     return r;
   }
-  if (noParamInfo()) {
+  if (noParamInfo() || noKernelParamInfo()) {
     return CUDA_ERROR_NOT_SUPPORTED;
   }
   State& s = state();

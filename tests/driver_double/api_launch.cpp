@@ -112,10 +112,11 @@ CUresult launch(CUfunction f, const LaunchShape& shape, CUstream stream, void** 
   {
     State& s = state();
     Lock lock(s.mutex);
-    const auto* launchable = reinterpret_cast<const Launchable*>(f);
+    auto* launchable = reinterpret_cast<Launchable*>(f);
     if (s.launchables.count(launchable) == 0 || !validStream(s, stream)) {
       return CUDA_ERROR_INVALID_HANDLE;
     }
+    launchable->loaded = true;
     def = launchable->def;
     module = launchable->module;
   }

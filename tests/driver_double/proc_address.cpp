@@ -75,6 +75,8 @@ const Entry* entries(std::size_t& count) {
       ENTRY(cuFuncGetName, 12030, false, cuFuncGetName),
       ENTRY(cuKernelGetName, 12030, false, cuKernelGetName),
       ENTRY(cuFuncGetParamInfo, 12040, false, cuFuncGetParamInfo),
+      ENTRY(cuFuncIsLoaded, 12040, false, cuFuncIsLoaded),
+      ENTRY(cuFuncLoad, 12040, false, cuFuncLoad),
       ENTRY(cuKernelGetParamInfo, 12040, false, cuKernelGetParamInfo),
       ENTRY(cuFuncSetAttribute, 9000, false, cuFuncSetAttribute),
       ENTRY(cuFuncSetCacheConfig, 3000, false, cuFuncSetCacheConfig),

@@ -120,7 +120,8 @@ CUresult State::loadModule(const void* image, Module*& module) {
 Launchable* State::functionFor(Module* module, const KernelDef* def) {
   Launchable*& function = module->functions[def];
   if (function == nullptr) {
-    function = new Launchable{Launchable::Kind::kFunction, def, module};
+    static const bool lazy = std::getenv("KCAP_DOUBLE_LAZY_LOADING") != nullptr;
+    function = new Launchable{Launchable::Kind::kFunction, def, module, !lazy};
     launchables.insert(function);
   }
   return function;

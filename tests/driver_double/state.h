@@ -48,6 +48,10 @@ struct Launchable {
   Kind kind;
   const KernelDef* def;
   Module* module;
+  // KCAP_DOUBLE_LAZY_LOADING=1: a CUfunction's code is loaded by its first
+  // launch, attribute change or cuFuncLoad, as under the real driver's lazy
+  // loading; until then cuFuncGetParamInfo answers INVALID_VALUE.
+  bool loaded = true;
 };
 
 struct Library {

@@ -53,7 +53,11 @@ With --kcap, the program is also recorded (`kcap record`, --record-mode) and
      naming the buffers it compared
      (bit-exact against the recorded post-state); in the first, every
      launch kept its recorded addresses or says what the driver answered
-     instead; the second relocated every one.
+     instead; the second relocated every one. Graph launches are held to
+     the same: each REPRODUCED, naming the ranges it compared; and a trace
+     with graph launches is replayed once more with --graph-nodes (each
+     graph's nodes run one by one in a topological order), where every
+     graph launch must reproduce too, with nodes run and none faulted.
  11b. with --force-ptx-code REGEX: `kcap replay TRACE --force-ptx --json`
      also reproduces every launch, and each launch's code (what ran, e.g.
      "relocatable device code linked here ...") matches REGEX.
@@ -351,7 +355,8 @@ def check_replay(kcap, traces, log_dir, timeout, force_ptx_code=None, detail=Non
     if force_ptx_code:
         variants.append(("force-ptx", ["--force-ptx"]))
     for trace in traces:
-        for label, extra in variants:
+        graphs = graph_launch_count(kcap, trace)
+        for label, extra in variants + ([("graph-nodes", ["--graph-nodes"])] if graphs else []):
             command = [kcap, "replay", str(trace), "--json"] + extra
             try:
                 done = subprocess.run(command, capture_output=True, text=True, errors="replace", timeout=timeout)
@@ -363,8 +368,14 @@ def check_replay(kcap, traces, log_dir, timeout, force_ptx_code=None, detail=Non
             try:
                 report = json.loads(done.stdout)
                 launches = report["launches"]
+                graph_launches = report.get("graphLaunches", [])
             except (ValueError, KeyError, TypeError) as e:
                 failures.append(f"{' '.join(command)}: exit {done.returncode}, no JSON report ({e}):\n{done.stderr}")
+                continue
+            failures += graph_failures(" ".join(command), graph_launches, graphs, label == "graph-nodes")
+            if label == "graph-nodes":
+                if done.returncode != 0:
+                    failures.append(f"{' '.join(command)}: exit {done.returncode}")
                 continue
             bad = [f"#{l['launchIndex']} {l['kernel']}: {l['verdict']} {l.get('detail', '')}"
                    for l in launches if l["verdict"] != "REPRODUCED"]
@@ -373,7 +384,7 @@ def check_replay(kcap, traces, log_dir, timeout, force_ptx_code=None, detail=Non
             if done.returncode != 0 or bad:
                 failures.append(f"{' '.join(command)}: exit {done.returncode}; not reproduced:\n  "
                                 + "\n  ".join(bad[:20]))
-            if not launches:
+            if not launches and not graph_launches:
                 failures.append(f"{' '.join(command)}: replayed no launch")
             # A verdict is only as good as what it compared: every reproduced
             # launch must name the buffers it held to the recording, except a
@@ -407,6 +418,45 @@ def check_replay(kcap, traces, log_dir, timeout, force_ptx_code=None, detail=Non
                                    for l in launches if "recorded addresses not granted: " in l.get("detail", ""))
                 print(f"  fixed-va granted for {paths['fixed-va'] + paths['fixed-va+relocated']} of {len(launches)} "
                       f"launches; first refusal: {next(iter(refusals), 'none')}")
+    return failures
+
+
+def graph_launch_count(kcap, trace):
+    """How many graph launches `kcap info --json` counts in TRACE."""
+    done = subprocess.run([kcap, "info", str(trace), "--json"], capture_output=True, text=True, errors="replace")
+    try:
+        return int(json.loads(done.stdout)["events"]["byType"].get("graphLaunch", 0))
+    except (ValueError, KeyError, TypeError):
+        return 0
+
+
+def graph_failures(command, graph_launches, expected, node_by_node):
+    """What is wrong with a replay's graph launches: each must be REPRODUCED
+    with the ranges it compared named; node by node, each must also list its
+    nodes, some run and none faulted."""
+    failures = []
+    if len(graph_launches) != expected:
+        failures.append(f"{command}: {len(graph_launches)} graph launches replayed, the trace has {expected}")
+    bad = [f"graph launch {g['graphLaunchIndex']}: {g['verdict']} {g.get('detail', '')}"
+           for g in graph_launches if g["verdict"] != "REPRODUCED"]
+    if bad:
+        failures.append(f"{command}: not reproduced:\n  " + "\n  ".join(bad[:20]))
+    vacuous = [g["graphLaunchIndex"] for g in graph_launches if g["verdict"] == "REPRODUCED" and not g.get("buffers")]
+    if vacuous:
+        failures.append(f"{command}: graph launches REPRODUCED without a range compared: {vacuous[:10]}")
+    if node_by_node:
+        # A node line: "node 3 (axpy): ran", "node 3 > node 0 (memcpy): ran",
+        # "node 7 (host function): a host function, not called".
+        for g in graph_launches:
+            lines = g.get("nodes", [])
+            ran = [l for l in lines if l.endswith(": ran")]
+            faulted = [l for l in lines if ": FAULT" in l]
+            if not ran:
+                failures.append(f"{command}: graph launch {g['graphLaunchIndex']}: no node ran: {lines[:5]}")
+            if faulted:
+                failures.append(f"{command}: graph launch {g['graphLaunchIndex']}: nodes faulted: {faulted[:5]}")
+        print(f"  node by node: {sum(len(g.get('nodes', [])) for g in graph_launches)} node lines in "
+              f"{len(graph_launches)} graph launches")
     return failures
 
 

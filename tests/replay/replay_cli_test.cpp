@@ -230,6 +230,31 @@ TEST_F(Replay, ALaunchRecordedWithoutItsParametersIsAnErrorNotAFault) {
   EXPECT_NE(run.out.find("launch 5 (poly_eval): ERROR: recorded without its parameters"), std::string::npos) << run.out;
 }
 
+TEST_F(Replay, LazilyLoadedFunctionsAreRecordedWithTheirParameters) {
+  // Under lazy loading the driver cannot tell a function's parameters until
+  // its code is loaded: not when it is bound. axpy is loaded by an attribute
+  // change before its first launch, the others by nothing before theirs;
+  // either way each launch is recorded with its parameters and replays.
+  const std::string path = file("lazy.kcap");
+  recordWithKcap(path, interposeProgram("direct_launch"), {}, {{"KCAP_DOUBLE_LAZY_LOADING", "1"}});
+  const Outcome run = replay({path});
+  EXPECT_EQ(run.exitCode, kExitOk) << run.describe();
+  for (uint64_t i = 0; i < kDirectKernels.size(); ++i) {
+    EXPECT_NE(row(run.out, i).find("REPRODUCED"), std::string::npos) << i << ": " << run.out;
+  }
+
+  // CUkernel launches where the driver tells only a loaded function's
+  // parameters, not the kernel's: asked through the kernel's function.
+  const std::string kernels = file("lazy-kernels.kcap");
+  recordWithKcap(kernels, scenarioProgram(), {"library"},
+                 {{"KCAP_DOUBLE_LAZY_LOADING", "1"}, {"KCAP_DOUBLE_NO_KERNEL_PARAM_INFO", "1"}});
+  const Outcome library = replay({kernels});
+  for (const uint64_t i : {0u, 1u, 3u}) {
+    EXPECT_NE(row(library.out, i).find("REPRODUCED"), std::string::npos) << i << ": " << library.out;
+  }
+  EXPECT_EQ(library.out.find("recorded without its parameters"), std::string::npos) << library.out;
+}
+
 TEST_F(Replay, RecordScenariosLibraryReproducesAndLinksRelocatableDeviceCode) {
   // CUkernel launches, cuLaunchKernelEx with attributes, a pointer array,
   // cudart's fatbin wrappers; launch 2 comes from a relocatable-device-code
