@@ -77,6 +77,7 @@ namespace kcap::replay {
   X(cuGraphCreate)                        \
   X(cuGraphDestroy)                       \
   X(cuGraphAddKernelNode)                 \
+  X(cuGraphKernelNodeSetAttribute)       \
   X(cuGraphAddMemcpyNode)                 \
   X(cuGraphAddMemsetNode)                 \
   X(cuGraphAddEmptyNode)                  \

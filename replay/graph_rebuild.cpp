@@ -5,6 +5,7 @@
 #include "graph_rebuild.h"
 
 #include <algorithm>
+#include <cstring>
 #include <map>
 
 namespace kcap::replay {
@@ -165,6 +166,32 @@ std::optional<uint64_t> RebuiltGraph::allocationAt(uint64_t recorded) const {
   return it->second.second;
 }
 
+// The kernel node attributes the recording found set (cluster shape,
+// cooperative, priority, memory synchronization domain): a cluster kernel
+// rebuilt without its cluster shape would compute something else. Two are
+// left out, each with a note: the access policy window, a cache hint that
+// names recorded addresses, and device updatability, which asks for a graph
+// instantiated for device launch.
+void RebuiltGraph::applyAttributes(const GraphNodeRun& node, CUgraphNode made) {
+  for (const auto recorded : node.params.getKernel().getAttributes()) {
+    const int32_t id = recorded.getId();
+    if (id == CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW || id == CU_LAUNCH_ATTRIBUTE_DEVICE_UPDATABLE_KERNEL_NODE) {
+      notes_.push_back(node.path + ": kernel node attribute " + std::to_string(id) +
+                       (id == CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW ? " (access policy window)"
+                                                                       : " (device updatable)") +
+                       " not applied");
+      continue;
+    }
+    if (driver_.cuGraphKernelNodeSetAttribute == nullptr) {
+      throw ReplayError(node.path + " has kernel node attributes, and this driver lacks cuGraphKernelNodeSetAttribute");
+    }
+    CUkernelNodeAttrValue value{};
+    std::memcpy(&value, recorded.getValue().begin(), std::min(sizeof value, recorded.getValue().size()));
+    check(driver_.cuGraphKernelNodeSetAttribute(made, static_cast<CUkernelNodeAttrID>(id), &value),
+          "cuGraphKernelNodeSetAttribute(" + std::to_string(id) + ") for " + node.path);
+  }
+}
+
 uint8_t* RebuiltGraph::pinned(uint64_t size) {
   void* p = nullptr;
   check(driver_.cuMemAllocHost(&p, std::max<uint64_t>(size, 1)),
@@ -260,9 +287,7 @@ CUgraphNode RebuiltGraph::addNode(const GraphNodeRun& node, CUgraph graph, const
       k.extra = useExtra ? extra : nullptr;
       k.ctx = context_.context;
       check(driver_.cuGraphAddKernelNode(&made, graph, dep, count, &k), "cuGraphAddKernelNode for " + node.path);
-      if (e.getAttributes().size() != 0) {
-        notes_.push_back(node.path + ": its kernel node attributes were not applied");
-      }
+      applyAttributes(node, made);
       break;
     }
     case schema::GraphNode::MEMCPY: {

@@ -87,6 +87,7 @@ class RebuiltGraph {
   void buildBody(const GraphBodyRun& body, CUgraph graph, unsigned depth);
   CUgraphNode addNode(const GraphNodeRun& node, CUgraph graph, const std::vector<CUgraphNode>& deps, unsigned depth);
   uint8_t* pinned(uint64_t size);
+  void applyAttributes(const GraphNodeRun& node, CUgraphNode made);
   std::optional<uint64_t> translateExtent(uint64_t recorded, uint64_t extent) const;
 
   const GraphRebuildContext& context_;

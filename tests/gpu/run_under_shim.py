@@ -57,7 +57,10 @@ With --kcap, the program is also recorded (`kcap record`, --record-mode) and
      the same: each REPRODUCED, naming the ranges it compared; and a trace
      with graph launches is replayed once more with --graph-nodes (each
      graph's nodes run one by one in a topological order), where every
-     graph launch must reproduce too, with nodes run and none faulted.
+     graph launch must reproduce too, with nodes run and none faulted;
+     with --graph-nodes-refused REGEX, node by node must instead refuse
+     every graph launch (ERROR, exit 1) saying why (REGEX: a loop whose
+     condition a kernel sets cannot run node by node).
  11b. with --force-ptx-code REGEX: `kcap replay TRACE --force-ptx --json`
      also reproduces every launch, and each launch's code (what ran, e.g.
      "relocatable device code linked here ...") matches REGEX.
@@ -118,6 +121,8 @@ def parse_args():
                         help="with --replay: also replay with --force-ptx; what ran must match REGEX (see 11b.)")
     parser.add_argument("--replay-range", metavar="A..B",
                         help="also replay launches A..B as one sequence: each must reproduce bit-exactly")
+    parser.add_argument("--graph-nodes-refused", metavar="REGEX",
+                        help="with --replay: --graph-nodes must refuse every graph launch, saying REGEX")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
     args = parser.parse_args()
     if args.replay_range is not None and not re.fullmatch(r"\d+\.\.\d+", args.replay_range):
@@ -348,7 +353,7 @@ def check_timing(kcap, recorded, traces, mode):
     return failures
 
 
-def check_replay(kcap, traces, log_dir, timeout, force_ptx_code=None, detail=None):
+def check_replay(kcap, traces, log_dir, timeout, force_ptx_code=None, detail=None, graph_nodes_refused=None):
     """Failures of replaying every launch of the traces, twice (11. above)."""
     failures = []
     variants = [("fixed", []), ("relocated", ["--no-fixed-va"])]
@@ -371,6 +376,15 @@ def check_replay(kcap, traces, log_dir, timeout, force_ptx_code=None, detail=Non
                 graph_launches = report.get("graphLaunches", [])
             except (ValueError, KeyError, TypeError) as e:
                 failures.append(f"{' '.join(command)}: exit {done.returncode}, no JSON report ({e}):\n{done.stderr}")
+                continue
+            if label == "graph-nodes" and graph_nodes_refused:
+                unrefused = [f"graph launch {g['graphLaunchIndex']}: {g['verdict']} {g.get('detail', '')}"
+                             for g in graph_launches
+                             if g["verdict"] != "ERROR" or not re.search(graph_nodes_refused, g.get("detail", ""))]
+                print(f"  node by node: {len(graph_launches) - len(unrefused)} of {graphs} graph launches refused")
+                if done.returncode != 1 or unrefused or len(graph_launches) != graphs:
+                    failures.append(f"{' '.join(command)}: exit {done.returncode}, expected every graph launch "
+                                    f"refused with {graph_nodes_refused!r}: " + "; ".join(unrefused[:5]))
                 continue
             failures += graph_failures(" ".join(command), graph_launches, graphs, label == "graph-nodes")
             if label == "graph-nodes":
@@ -595,7 +609,8 @@ def main():
         if args.timing and recorded.ok() and traces:
             failures += check_timing(args.kcap, recorded, traces, args.timing)
         if args.replay and recorded.ok() and traces:
-            failures += check_replay(args.kcap, traces, log_dir, args.timeout, args.force_ptx_code, args.replay_detail)
+            failures += check_replay(args.kcap, traces, log_dir, args.timeout, args.force_ptx_code, args.replay_detail,
+                                     args.graph_nodes_refused)
         if args.replay_range and recorded.ok() and traces:
             failures += check_replay_range(args.kcap, traces, log_dir, args.timeout, args.replay_range)
         if args.replay_checkpoints is not None and recorded.ok() and traces:

@@ -2,7 +2,8 @@
 // block writes its rank in its cluster and the cluster's size, so the result
 // shows that the launch really ran as clusters. Launched through the C++
 // template and through cudaLaunchKernelExC, then once more without clusters
-// through <<<>>>.
+// through <<<>>>; then captured into a CUDA graph (a kernel node with the
+// cluster dimension as its attribute) launched twice.
 #include "runtime_program.h"
 
 #include <cooperative_groups.h>
@@ -69,6 +70,27 @@ int main() {
   made.launch("cluster_ids");
   std::printf("result no_cluster %d\n", check_clusters(out, 1));
   made.call("cuLaunchKernel", 1);
+
+  cudaStream_t stream = nullptr;
+  CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  cudaGraph_t graph = nullptr;
+  CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+  config.stream = stream;
+  CUDA_CHECK(cudaLaunchKernelEx(&config, cluster_ids, out));
+  made.launch("cluster_ids");
+  made.call("cuLaunchKernelEx", 1);
+  CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+  cudaGraphExec_t exec = nullptr;
+  CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  for (int i = 0; i < 2; ++i) {
+    CUDA_CHECK(cudaMemsetAsync(out, 0, kBlocks * sizeof(int), stream));
+    CUDA_CHECK(cudaGraphLaunch(exec, stream));
+    CUDA_CHECK(cudaStreamSynchronize(stream));
+    std::printf("result graph%d %d\n", i, check_clusters(out, 2));
+  }
+  CUDA_CHECK(cudaGraphExecDestroy(exec));
+  CUDA_CHECK(cudaGraphDestroy(graph));
+  CUDA_CHECK(cudaStreamDestroy(stream));
 
   CUDA_CHECK(cudaFree(out));
   made.print();
