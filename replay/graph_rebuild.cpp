@@ -176,10 +176,10 @@ void RebuiltGraph::applyAttributes(const GraphNodeRun& node, CUgraphNode made) {
   for (const auto recorded : node.params.getKernel().getAttributes()) {
     const int32_t id = recorded.getId();
     if (id == CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW || id == CU_LAUNCH_ATTRIBUTE_DEVICE_UPDATABLE_KERNEL_NODE) {
-      notes_.push_back(node.path + ": kernel node attribute " + std::to_string(id) +
-                       (id == CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW ? " (access policy window)"
-                                                                       : " (device updatable)") +
-                       " not applied");
+      notes_.push_back(
+          node.path + ": kernel node attribute " + std::to_string(id) +
+          (id == CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW ? " (access policy window)" : " (device updatable)") +
+          " not applied");
       continue;
     }
     if (driver_.cuGraphKernelNodeSetAttribute == nullptr) {

@@ -211,6 +211,13 @@ void Recorder::graphDefined(const GraphDefineCall& call) {
                        call.api == schema::GraphDefineApi::EXEC_UPDATE);
   }
   append(message);
+  if (call.result == CUDA_SUCCESS && (call.flags & CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH) != 0) {
+    // A kernel can launch it (cudaGraphLaunch on the device): no host call
+    // says when, so those launches are not in the trace.
+    noteOnce(notedDeviceLaunch_, schema::Message::Level::WARNING,
+             "a graph was instantiated for device launch (CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH): its launches "
+             "from kernels are not seen, so not recorded; its launches from the host are");
+  }
 }
 
 void Recorder::graphNodeUpdated(const GraphNodeUpdateCall& call) {

@@ -562,6 +562,7 @@ class Recorder {
   std::atomic<bool> notedNoSync_{false};
   std::atomic<bool> notedSnapshotFailed_{false};
   std::atomic<bool> notedOtherDevices_{false};
+  std::atomic<bool> notedDeviceLaunch_{false};
 };
 
 }  // namespace kcap

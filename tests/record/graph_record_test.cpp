@@ -357,5 +357,22 @@ TEST(GraphDuringCapture, AFullModeGraphLaunchLeavesACaptureElsewhereValid) {
   EXPECT_EQ(r.of(Event::GRAPH_DEFINE).size(), 2u);
 }
 
+// A graph instantiated for device launch: a kernel may launch it, which no
+// host call shows, and the trace says so (once).
+TEST(DeviceLaunchableGraph, TheTraceSaysItsLaunchesFromKernelsAreNotSeen) {
+  const Recorded r("decode", "full");
+  const auto defines = r.of(Event::GRAPH_DEFINE);
+  ASSERT_EQ(defines.size(), 2u);
+  EXPECT_EQ(defines[0].getGraphDefine().getFlags(), 4u);  // CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH
+  EXPECT_EQ(defines[1].getGraphDefine().getFlags(), 0u);
+  size_t notes = 0;
+  for (const auto message : r.of(Event::MESSAGE)) {
+    const std::string text = message.getMessage().getText().cStr();
+    if (text.find("instantiated for device launch") != std::string::npos) ++notes;
+  }
+  EXPECT_EQ(notes, 1u);
+  EXPECT_EQ(r.of(Event::GRAPH_LAUNCH).size(), 2u);
+}
+
 }  // namespace
 }  // namespace kcap_test

@@ -461,7 +461,8 @@ int decode() {
   DRIVER(cuGraphCreate, &step, 0);
   p.addAxpy(step, {addHead(step, {})}, 1.0f, p.x);
   CUgraphExec warmExec = nullptr, stepExec = nullptr;
-  DRIVER(cuGraphInstantiate, &warmExec, warm, 0);
+  // The warm-up graph may also be launched from a kernel (never here).
+  DRIVER(cuGraphInstantiate, &warmExec, warm, CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH);
   DRIVER(cuGraphInstantiate, &stepExec, step, 0);
   DRIVER(cuGraphLaunch, warmExec, nullptr);
   DRIVER(cuGraphLaunch, stepExec, nullptr);
