@@ -417,6 +417,13 @@ struct Launch {
   syncResult @24 :Int32;
   # CUresult of the synchronization before the `pre` snapshot (0: success or
   # not synchronized, as in metadata mode and for capturing launches).
+  noSnapshotReason @25 :Text;
+  # Full and pre modes: why this launch was recorded without memory though
+  # the mode takes it (`pre` empty, its LaunchEnd without `post`): it waits
+  # for its peers (NCCL) or for the host, or it was queued behind a kernel
+  # that waits for the host and may still be running, which synchronizing
+  # would hold back. Empty when its memory was taken (or tried: syncResult,
+  # snapshotError) and in the other modes. Replay cannot run such a launch.
 }
 
 enum LaunchApi {
@@ -593,6 +600,9 @@ struct GraphLaunch {
   # Full and checkpoint modes: what each memcpy node with a host source read
   # at this launch (a host source is read each time the graph runs; the
   # graph's definition holds only its address).
+  noSnapshotReason @9 :Text;
+  # Full and pre modes: why this graph launch was recorded without memory
+  # (as Launch.noSnapshotReason); no graphLaunchEnd `post` follows then.
 }
 
 struct GraphHostCopy {

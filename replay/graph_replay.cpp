@@ -100,6 +100,9 @@ LaunchOutcome Replayer::replayGraphLaunch(const GraphLaunchRecord& g, ReplayList
     }
     const GraphRun run = model_.graphRun(g);
     o.kernel += ", " + graphNodeSummary(run.root);
+    if (const auto why = g.event().getNoSnapshotReason(); why.size() != 0) {
+      throw NotReplayable(std::string("recorded without its memory: ") + why.cStr());
+    }
 
     // Memory first, then the code: a module's own memory must not take a
     // recorded address first.

@@ -277,6 +277,9 @@ void Replayer::replayLaunch(LaunchRun& run, const std::function<void()>& place,
       throw ReplayError("the trace was recorded with --mode metadata: it holds no memory to replay from");
     }
     if (l.event().getCapturing()) throw ReplayError("captured into a CUDA graph: it never ran as a launch");
+    if (const auto why = l.event().getNoSnapshotReason(); why.size() != 0) {
+      throw ReplayError(std::string("NOT REPLAYABLE: recorded without its memory: ") + why.cStr());
+    }
     if (const std::string bad = format::launchParamProblem(l.event()); !bad.empty()) {
       throw ReplayError("the trace is malformed at event #" + std::to_string(l.seq()) + ": " + bad);
     }

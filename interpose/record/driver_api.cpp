@@ -39,6 +39,7 @@ DriverApi load() noexcept {
   resolve(api.eventCreate, "cuEventCreate");
   resolve(api.eventRecord, "cuEventRecord");
   resolve(api.eventQuery, "cuEventQuery");
+  resolve(api.eventDestroy, "cuEventDestroy_v2");
   resolve(api.memHostAlloc, "cuMemHostAlloc");
   resolve(api.memFreeHost, "cuMemFreeHost");
   resolve(api.memHostRegister, "cuMemHostRegister_v2");

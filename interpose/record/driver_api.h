@@ -37,6 +37,7 @@ struct DriverApi {
   PFN_cuEventCreate_v2000 eventCreate = nullptr;
   PFN_cuEventRecord_v2000 eventRecord = nullptr;
   PFN_cuEventQuery_v2000 eventQuery = nullptr;
+  PFN_cuEventDestroy_v4000 eventDestroy = nullptr;
   PFN_cuMemHostAlloc_v2020 memHostAlloc = nullptr;
   PFN_cuMemFreeHost_v2000 memFreeHost = nullptr;
   PFN_cuMemHostRegister_v6050 memHostRegister = nullptr;

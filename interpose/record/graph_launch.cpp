@@ -84,7 +84,7 @@ bool Recorder::graphLaunchStarting(const GraphLaunchCall& call, PendingGraphLaun
   }
   const CUstream stream = call.perThreadStream && call.stream == nullptr ? CU_STREAM_PER_THREAD : call.stream;
   if (checkpoints_ != nullptr) {
-    if (checkpointDue()) {
+    if (checkpointDue() && !hostWaiters_.pending()) {
       checkpointNow(schema::CheckpointReason::INTERVAL, std::chrono::milliseconds(100));
     }
     checkpoints_->streamUsed(stream);
@@ -126,6 +126,12 @@ bool Recorder::graphLaunchStarting(const GraphLaunchCall& call, PendingGraphLaun
   if (perLaunchMetadataOnly(options_.mode)) {
     pending.event = std::move(message);
     return true;
+  }
+  if (hostWaiters_.pending()) {
+    launch.setNoSnapshotReason(
+        "it was queued while a kernel that waits for the host may still run: synchronizing would hold that back");
+    append(*message);
+    return true;  // no post-state: postSnapshot stays false
   }
 
   // Full and pre modes: the memory the nodes reach, before the graph runs.

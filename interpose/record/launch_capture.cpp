@@ -84,7 +84,8 @@ struct LaunchEventData final : format::DeferredEvent {
   ParamBuffer params;
   std::vector<ParamPointer> pointers;
   bool capturing = false;
-  bool synchronized = false;  // snapshots were attempted: syncResult and pre are meaningful
+  bool synchronized = false;               // snapshots were attempted: syncResult and pre are meaningful
+  const char* noSnapshotReason = nullptr;  // a static string: why a snapshotting mode took none
   CUresult syncResult = CUDA_SUCCESS;
   CUresult snapshotError = CUDA_SUCCESS;
   std::vector<TakenRange> pre;
@@ -113,6 +114,7 @@ struct LaunchEventData final : format::DeferredEvent {
     pointers.clear();
     capturing = false;
     synchronized = false;
+    noSnapshotReason = nullptr;
     syncResult = CUDA_SUCCESS;
     snapshotError = CUDA_SUCCESS;
     pre.clear();
@@ -181,6 +183,9 @@ struct LaunchEventData final : format::DeferredEvent {
     }
     writeLaunchParams(launch, params, pointers);
     launch.setCapturing(capturing);
+    if (noSnapshotReason != nullptr) {
+      launch.setNoSnapshotReason(noSnapshotReason);
+    }
     if (synchronized) {
       launch.setSyncResult(syncResult);
       if (snapshotError != CUDA_SUCCESS) {
@@ -313,7 +318,7 @@ bool Recorder::launchStarting(const LaunchCall& call, PendingLaunch& launch) {
     return false;
   }
   if (checkpoints_ != nullptr) [[unlikely]] {
-    if (checkpointDue()) {
+    if (checkpointDue() && !hostWaiters_.pending()) {
       checkpointNow(schema::CheckpointReason::INTERVAL, std::chrono::milliseconds(100));
     }
     checkpoints_->streamUsed(call.perThreadStream && call.stream == nullptr ? CU_STREAM_PER_THREAD : call.stream);
@@ -379,11 +384,24 @@ bool Recorder::launchStarting(const LaunchCall& call, PendingLaunch& launch) {
   data->capturing = capturing;
   pending->executes = !capturing;
   bool snapshots = !perLaunchMetadataOnly(options_.mode) && !capturing;
+  pending->waitsForHost = !capturing && waitsForHost(kernelName);
   if (snapshots && waitsForPeers(kernelName)) {
     snapshots = false;
+    data->noSnapshotReason = "it waits for its peers (NCCL): synchronizing could hold them back";
     noteOnce(notedNoSync_, schema::Message::Level::INFO,
              "kernels that wait for their peers (" + std::string(kernelName) +
                  ") are recorded without synchronizing and without memory snapshots");
+  } else if (snapshots && pending->waitsForHost) {
+    snapshots = false;
+    data->noSnapshotReason = "it waits for the host to release it after more work is queued behind it";
+    noteOnce(notedWaitsForHost_, schema::Message::Level::INFO,
+             "kernels that wait for the host (" + std::string(kernelName) +
+                 ") and the launches queued while one runs are recorded without memory snapshots: "
+                 "synchronizing would hold it back");
+  } else if (snapshots && hostWaiters_.pending()) {
+    snapshots = false;
+    data->noSnapshotReason =
+        "it was queued while a kernel that waits for the host may still run: synchronizing would hold that back";
   }
 
   if (checkpoints_ != nullptr && !capturing) {
@@ -485,6 +503,9 @@ void Recorder::launchFinished(PendingLaunch& pending, CUresult result) {
   }
   if (pending.readsHostMemory && result == CUDA_SUCCESS && checkpoints_ != nullptr) {
     checkpoints_->hostReadingLaunch(pending.syncStream);
+  }
+  if (pending.waitsForHost && result == CUDA_SUCCESS) {
+    hostWaiters_.launched(pending.syncStream);
   }
   if (pending.launchEvent) {
     auto* launch = static_cast<LaunchEventData*>(pending.launchEvent.get());

@@ -43,6 +43,7 @@
 #include "record/checkpoint.h"
 #include "record/code_registry.h"
 #include "record/graph_reach.h"
+#include "record/host_waiters.h"
 #include "record/memory_snapshot.h"
 
 #include "kcap.capnp.h"
@@ -300,6 +301,7 @@ struct PendingLaunch {
   bool executes = false;              // not captured into a graph: its duration is wanted
   bool timed = false;                 // a CUPTI correlation id was pushed around the real call
   bool readsHostMemory = false;       // checkpoint mode: it can reach page-locked host memory
+  bool waitsForHost = false;          // a kernel that waits for the host (host_waiters.h)
   std::vector<SnapshotRange> ranges;  // what `pre` covered
   // Metadata mode: the Launch event, handed to the writer with its end
   // after the call (one hand-over a launch).
@@ -313,6 +315,7 @@ struct PendingLaunch {
     executes = false;
     timed = false;
     readsHostMemory = false;
+    waitsForHost = false;
     ranges.clear();
     launchEvent.reset();
   }
@@ -563,6 +566,9 @@ class Recorder {
   std::atomic<bool> notedSnapshotFailed_{false};
   std::atomic<bool> notedOtherDevices_{false};
   std::atomic<bool> notedDeviceLaunch_{false};
+  std::atomic<bool> notedWaitsForHost_{false};
+
+  HostWaiters hostWaiters_;
 };
 
 }  // namespace kcap

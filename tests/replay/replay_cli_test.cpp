@@ -230,6 +230,29 @@ TEST_F(Replay, ALaunchRecordedWithoutItsParametersIsAnErrorNotAFault) {
   EXPECT_NE(run.out.find("launch 5 (poly_eval): ERROR: recorded without its parameters"), std::string::npos) << run.out;
 }
 
+// A launch the recording took no memory for (it waited for the host or
+// its peers, or ran behind such a kernel) is not run: ERROR with the
+// recorded reason, never a REPRODUCED that compared nothing; the others
+// still reproduce.
+TEST_F(Replay, ALaunchRecordedWithoutItsMemorySaysWhyAndIsNotRun) {
+  const std::string path = file("no-memory.kcap");
+  ASSERT_NE(kcap::test::rewriteEvents(directLaunch(), path,
+                                      [](kcap::schema::Event::Builder e) {
+                                        if (!e.isLaunch() || e.getLaunch().getLaunchIndex() != 3) return false;
+                                        e.getLaunch().setNoSnapshotReason("it waits for the host");
+                                        e.getLaunch().initPre(0);
+                                        return true;
+                                      }),
+            0u);
+  const Outcome run = replay({path});
+  EXPECT_EQ(run.exitCode, kExitTrace) << run.describe();
+  EXPECT_NE(run.out.find("launch 3 (reduce_sum): ERROR: NOT REPLAYABLE: recorded without its memory: it waits for "
+                         "the host"),
+            std::string::npos)
+      << run.out;
+  EXPECT_NE(run.out.find("6 launches: 1 ERROR, 5 REPRODUCED"), std::string::npos) << run.out;
+}
+
 TEST_F(Replay, LazilyLoadedFunctionsAreRecordedWithTheirParameters) {
   // Under lazy loading the driver cannot tell a function's parameters until
   // its code is loaded: not when it is bound. axpy is loaded by an attribute
