@@ -408,6 +408,27 @@ DOUBLE_API CUresult cuGraphKernelNodeGetParams(CUgraphNode node, CUDA_KERNEL_NOD
     return CUDA_SUCCESS;
   });
 }
+DOUBLE_API CUresult cuGraphKernelNodeSetAttribute(CUgraphNode node, CUkernelNodeAttrID id,
+                                                  const CUkernelNodeAttrValue* value) {
+  return withNode(node, CU_GRAPH_NODE_TYPE_KERNEL, [id, value](State&, GraphNode& n) {
+    if (value == nullptr) {
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+    n.attributes[static_cast<int>(id)] = *value;
+    return CUDA_SUCCESS;
+  });
+}
+DOUBLE_API CUresult cuGraphKernelNodeGetAttribute(CUgraphNode node, CUkernelNodeAttrID id,
+                                                  CUkernelNodeAttrValue* value) {
+  return withNode(node, CU_GRAPH_NODE_TYPE_KERNEL, [id, value](State&, GraphNode& n) {
+    if (value == nullptr) {
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+    const auto it = n.attributes.find(static_cast<int>(id));
+    *value = it != n.attributes.end() ? it->second : CUkernelNodeAttrValue{};
+    return CUDA_SUCCESS;
+  });
+}
 DOUBLE_API CUresult cuGraphKernelNodeGetParams_v2(CUgraphNode node, CUDA_KERNEL_NODE_PARAMS* params) {
   return withNode(node, CU_GRAPH_NODE_TYPE_KERNEL, [params](State&, GraphNode& n) {
     if (params == nullptr) {

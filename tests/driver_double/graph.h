@@ -37,7 +37,8 @@ struct GraphNode {
   CUkernel kern = nullptr;
   CUcontext ctx = nullptr;
   CapturedLaunch launch;
-  std::vector<void*> paramPointers;  // what KernelNodeGetParams hands out
+  std::vector<void*> paramPointers;                 // what KernelNodeGetParams hands out
+  std::map<int, CUkernelNodeAttrValue> attributes;  // cuGraphKernelNodeSetAttribute; unset ones read as zeros
 
   CUDA_MEMCPY3D copy{};
   CUDA_MEMSET_NODE_PARAMS memset{};

@@ -198,6 +198,8 @@ const Entry* entries(std::size_t& count) {
       ENTRY(cuGraphAddKernelNode, 12000, false, cuGraphAddKernelNode_v2),
       ENTRY(cuGraphKernelNodeGetParams, 10000, false, cuGraphKernelNodeGetParams),
       ENTRY(cuGraphKernelNodeGetParams, 12000, false, cuGraphKernelNodeGetParams_v2),
+      ENTRY(cuGraphKernelNodeGetAttribute, 11000, false, cuGraphKernelNodeGetAttribute),
+      ENTRY(cuGraphKernelNodeSetAttribute, 11000, false, cuGraphKernelNodeSetAttribute),
       ENTRY(cuGraphKernelNodeSetParams, 10000, false, cuGraphKernelNodeSetParams),
       ENTRY(cuGraphKernelNodeSetParams, 12000, false, cuGraphKernelNodeSetParams_v2),
       ENTRY(cuGraphAddMemcpyNode, 10000, false, cuGraphAddMemcpyNode),
