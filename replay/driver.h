@@ -77,7 +77,7 @@ namespace kcap::replay {
   X(cuGraphCreate)                        \
   X(cuGraphDestroy)                       \
   X(cuGraphAddKernelNode)                 \
-  X(cuGraphKernelNodeSetAttribute)       \
+  X(cuGraphKernelNodeSetAttribute)        \
   X(cuGraphAddMemcpyNode)                 \
   X(cuGraphAddMemsetNode)                 \
   X(cuGraphAddEmptyNode)                  \
