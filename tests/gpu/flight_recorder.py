@@ -14,15 +14,10 @@ recorded with `kcap record --mode checkpoint --trigger error --ring 2`.
 """
 import argparse
 import json
-import subprocess
 import sys
 from pathlib import Path
 
-
-def run(command, log, timeout=300):
-    done = subprocess.run(command, capture_output=True, text=True, errors="replace", timeout=timeout)
-    log.write_text(f"$ {' '.join(command)}\nexit {done.returncode}\n--- stdout\n{done.stdout}\n--- stderr\n{done.stderr}")
-    return done
+from script_support import run
 
 
 def main():

@@ -22,15 +22,10 @@ in full mode, then
 import argparse
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
-
-def run(command, log, env=None, timeout=300):
-    done = subprocess.run(command, capture_output=True, text=True, errors="replace", timeout=timeout, env=env)
-    log.write_text(f"$ {' '.join(command)}\nexit {done.returncode}\n--- stdout\n{done.stdout}\n--- stderr\n{done.stderr}")
-    return done
+from script_support import run
 
 
 def json_of(done):
