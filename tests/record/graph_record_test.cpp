@@ -357,6 +357,25 @@ TEST(GraphDuringCapture, AFullModeGraphLaunchLeavesACaptureElsewhereValid) {
   EXPECT_EQ(r.of(Event::GRAPH_DEFINE).size(), 2u);
 }
 
+// A capture in each mode stays valid while full mode records, on another
+// stream, a graph launch and a plain launch (each with its memory): the
+// program's captures end and run as without the shim (Recorded compares).
+TEST(GraphDuringCapture, EveryCaptureModeSurvivesFullModeRecording) {
+  const Recorded r("capture-modes", "full");
+  ASSERT_EQ(r.of(Event::GRAPH_LAUNCH).size(), 6u);  // per mode: the graph, then the captured one
+  ASSERT_EQ(r.of(Event::GRAPH_LAUNCH_END).size(), 6u);
+  size_t captured = 0, snapshotted = 0;
+  for (const auto launch : r.of(Event::LAUNCH)) {
+    if (launch.getLaunch().getCapturing()) {
+      ++captured;
+    } else if (launch.getLaunch().getPre().size() != 0) {
+      ++snapshotted;
+    }
+  }
+  EXPECT_EQ(captured, 3u);
+  EXPECT_EQ(snapshotted, 3u);
+}
+
 // A graph instantiated for device launch: a kernel may launch it, which no
 // host call shows, and the trace says so (once).
 TEST(DeviceLaunchableGraph, TheTraceSaysItsLaunchesFromKernelsAreNotSeen) {

@@ -30,6 +30,10 @@
 //             stream while another stream captures an axpy(1, x, y) in
 //             global mode: the capture must survive whatever the recorder
 //             synchronizes; then the captured graph launched (y = 4i).
+//   capture-modes  during-capture in each stream capture mode (global,
+//             thread-local, relaxed), with a plain axpy(1, x, y) launched
+//             on the other stream too while the capture is open; y reset
+//             to 2i before each (y = 5i after each).
 //   decode    a decode step as a graph, for bisect: a plain launch of
 //             axpy(1, x, y) over the first 100 elements; a graph of that
 //             same axpy launched; then a graph of it -> axpy(1, x, y) over
@@ -431,6 +435,46 @@ int duringCapture() {
   return 0;
 }
 
+int captureModes() {
+  Program p;
+  CUgraph graph = nullptr;
+  DRIVER(cuGraphCreate, &graph, 0);
+  p.addAxpy(graph, {}, 1.0f, p.x);
+  CUgraphExec exec = nullptr;
+  DRIVER(cuGraphInstantiate, &exec, graph, 0);
+  CUstream capturing = nullptr;
+  CUstream other = nullptr;
+  DRIVER(cuStreamCreate, &capturing, CU_STREAM_NON_BLOCKING);
+  DRIVER(cuStreamCreate, &other, CU_STREAM_NON_BLOCKING);
+  const std::vector<float> start = ramp(2.0f);
+  const std::pair<CUstreamCaptureMode, const char*> modes[] = {{CU_STREAM_CAPTURE_MODE_GLOBAL, "global"},
+                                                               {CU_STREAM_CAPTURE_MODE_THREAD_LOCAL, "thread_local"},
+                                                               {CU_STREAM_CAPTURE_MODE_RELAXED, "relaxed"}};
+  for (const auto& [mode, name] : modes) {
+    DRIVER(cuMemcpyHtoD, p.y, start.data(), kN * sizeof(float));
+    DRIVER(cuStreamBeginCapture, capturing, mode);
+    void* params[] = {&p.a, &p.x, &p.y, &p.n};
+    DRIVER(cuLaunchKernel, p.axpy, kN / 256, 1, 1, 256, 1, 1, 0, capturing, params, nullptr);
+    DRIVER(cuGraphLaunch, exec, other);                                                    // y = 3i
+    DRIVER(cuLaunchKernel, p.axpy, kN / 256, 1, 1, 256, 1, 1, 0, other, params, nullptr);  // y = 4i
+    test::launchesMade().add("axpy", 2);
+    CUgraph captured = nullptr;
+    DRIVER(cuStreamEndCapture, capturing, &captured);  // fails if the capture was invalidated
+    DRIVER(cuStreamSynchronize, other);
+    CUgraphExec capturedExec = nullptr;
+    DRIVER(cuGraphInstantiate, &capturedExec, captured, 0);
+    DRIVER(cuGraphLaunch, capturedExec, capturing);
+    DRIVER(cuStreamSynchronize, capturing);
+    expectRamp((std::string("capture_modes_") + name).c_str(), p.y, 5.0f);
+    DRIVER(cuGraphExecDestroy, capturedExec);
+    DRIVER(cuGraphDestroy, captured);
+  }
+  DRIVER(cuGraphExecDestroy, exec);
+  DRIVER(cuGraphDestroy, graph);
+  test::printMade();
+  return 0;
+}
+
 // y[i] = (i < 100 ? below : from) * i.
 void expectSplit(CUdeviceptr device, float below, float from) {
   std::vector<float> values(kN);
@@ -486,6 +530,7 @@ int main(int argc, char** argv) {
   if (scenario == "while") return whileLoop();
   if (scenario == "during-capture") return duringCapture();
   if (scenario == "decode") return decode();
-  std::fprintf(stderr, "usage: graph_scenarios explicit|captured|updated|while|during-capture|decode\n");
+  if (scenario == "capture-modes") return captureModes();
+  std::fprintf(stderr, "usage: graph_scenarios explicit|captured|updated|while|during-capture|capture-modes|decode\n");
   return 2;
 }
