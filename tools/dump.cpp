@@ -304,6 +304,7 @@ void formatLaunch(Line& l, schema::Launch::Reader k, const TensorMapIndex* maps)
   l.flag("ptsz", k.getPerThreadStream())
       .flag("capturing", k.getCapturing())
       .flag("paramsFromExtra", k.getParamsFromExtra());
+  if (k.getNoSnapshotReason().size() != 0) l.kv("noSnapshot", printable(k.getNoSnapshotReason().cStr(), true));
   l.addr("function", k.getFunction());
 }
 
@@ -472,6 +473,9 @@ void formatEvent(std::string& out, const Event::Reader& e, const TensorMapIndex*
                    .result(g.getSyncResult(), "syncResult")
                    .flag("ptsz", g.getPerThreadStream());
                if (g.hasPre()) l.kv("pre", rangesText(g.getPre()));
+               if (g.getNoSnapshotReason().size() != 0) {
+                 l.kv("noSnapshot", printable(g.getNoSnapshotReason().cStr(), true));
+               }
              },
              [&](schema::GraphLaunchEnd::Reader g) {
                l.add("#" + std::to_string(g.getGraphLaunchIndex()))

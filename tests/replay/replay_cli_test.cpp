@@ -251,6 +251,8 @@ TEST_F(Replay, ALaunchRecordedWithoutItsMemorySaysWhyAndIsNotRun) {
             std::string::npos)
       << run.out;
   EXPECT_NE(run.out.find("6 launches: 1 ERROR, 5 REPRODUCED"), std::string::npos) << run.out;
+  const Outcome dump = kcapOnDouble({"dump", path, "--type", "launch"});
+  EXPECT_NE(dump.out.find("noSnapshot=\"it waits for the host\""), std::string::npos) << dump.out;
 }
 
 TEST_F(Replay, LazilyLoadedFunctionsAreRecordedWithTheirParameters) {
