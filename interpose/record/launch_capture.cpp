@@ -384,7 +384,7 @@ bool Recorder::launchStarting(const LaunchCall& call, PendingLaunch& launch) {
   data->capturing = capturing;
   pending->executes = !capturing;
   bool snapshots = !perLaunchMetadataOnly(options_.mode) && !capturing;
-  pending->waitsForHost = !capturing && waitsForHost(kernelName);
+  pending->waitsForHost = !capturing && target.waitsForHost;
   if (snapshots && waitsForPeers(kernelName)) {
     snapshots = false;
     data->noSnapshotReason = "it waits for its peers (NCCL): synchronizing could hold them back";

@@ -293,7 +293,8 @@ LaunchTarget Recorder::launchTarget(CUfunction function) {
   if (cached.handle == function && cached.generation == generation && cached.recorder == this) {
     return cached.target;
   }
-  const LaunchTarget target{CodeRegistry::instance().nameOf(function), lookupFunction(function)};
+  LaunchTarget target{CodeRegistry::instance().nameOf(function), lookupFunction(function)};
+  target.waitsForHost = waitsForHost(target.kernelName);
   cached = {function, generation, this, target};
   return target;
 }

@@ -90,6 +90,7 @@ class EventMessage {
 struct LaunchTarget {
   std::string_view kernelName;  // interned by the code registry: lives as long as the process
   FunctionInfo info;
+  bool waitsForHost = false;  // host_waiters.h: found by name once per handle, not per launch
 };
 
 // ---- calls, as the observers hand them over -----------------------------------
