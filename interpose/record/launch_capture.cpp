@@ -384,7 +384,9 @@ bool Recorder::launchStarting(const LaunchCall& call, PendingLaunch& launch) {
   data->capturing = capturing;
   pending->executes = !capturing;
   bool snapshots = !perLaunchMetadataOnly(options_.mode) && !capturing;
-  pending->waitsForHost = !capturing && target.waitsForHost;
+  // Tracked only where something synchronizes (snapshots, checkpoints):
+  // there alone can the recorder hold such a kernel back.
+  pending->waitsForHost = !capturing && target.waitsForHost && (snapshots || checkpoints_ != nullptr);
   if (snapshots && waitsForPeers(kernelName)) {
     snapshots = false;
     data->noSnapshotReason = "it waits for its peers (NCCL): synchronizing could hold them back";
