@@ -275,17 +275,52 @@ std::optional<Tolerance> parseTolerance(std::string_view text) {
 
 bool compareRange(BufferReport& report, const uint8_t* expected, const uint8_t* actual, uint64_t size,
                   std::optional<uint32_t> param, const ReplayOptions& options) {
-  const ByteDiff diff = compareBytes(expected, actual, size);
-  report.differingBytes = diff.differingBytes;
-  report.firstOffset = diff.firstOffset;
-  if (diff.same()) return false;
-  std::optional<DType> type = options.dtype;
+  RangeComparison comparison(report, size, param, options);
+  comparison.add(expected, actual, size, 0);
+  return comparison.finish();
+}
+
+RangeComparison::RangeComparison(BufferReport& report, uint64_t size, std::optional<uint32_t> param,
+                                 const ReplayOptions& options)
+    : report_(report), size_(size), type_(options.dtype), options_(options) {
   if (param) {
-    if (const auto it = options.paramDtypes.find(*param); it != options.paramDtypes.end()) type = it->second;
+    if (const auto it = options.paramDtypes.find(*param); it != options.paramDtypes.end()) type_ = it->second;
   }
-  if (type) report.stats = elementStats(*type, expected, actual, size);
-  report.withinTolerance = options.tolerance && report.stats && options.tolerance->accepts(*report.stats);
-  return !report.withinTolerance;
+  report_.differingBytes = 0;
+  report_.firstOffset.reset();
+  report_.stats.reset();
+}
+
+void RangeComparison::add(const uint8_t* expected, const uint8_t* actual, uint64_t size, uint64_t offset) {
+  const ByteDiff diff = compareBytes(expected, actual, size);
+  if (diff.same()) return;
+  report_.differingBytes += diff.differingBytes;
+  if (!report_.firstOffset) report_.firstOffset = offset + *diff.firstOffset;
+  if (!type_) return;
+  const ElementStats part = elementStats(*type_, expected, actual, size);
+  if (!report_.stats) {
+    report_.stats = part;
+    if (part.worstElement) report_.stats->worstElement = offset / dtypeSize(*type_) + *part.worstElement;
+    return;
+  }
+  ElementStats& all = *report_.stats;
+  // The first element of the largest error, as one pass over the range would find it.
+  if (part.worstElement && (!all.worstElement || part.maxAbsError > all.maxAbsError)) {
+    all.worstElement = offset / dtypeSize(*type_) + *part.worstElement;
+  }
+  all.mismatches += part.mismatches;
+  all.maxAbsError = std::max(all.maxAbsError, part.maxAbsError);
+  all.maxRelError = std::max(all.maxRelError, part.maxRelError);
+  all.maxUlp = std::max(all.maxUlp, part.maxUlp);
+  all.nanExpected += part.nanExpected, all.nanActual += part.nanActual;
+  all.infExpected += part.infExpected, all.infActual += part.infActual;
+}
+
+bool RangeComparison::finish() {
+  if (report_.differingBytes == 0) return false;
+  if (report_.stats) report_.stats->elements = size_ / dtypeSize(report_.stats->type);
+  report_.withinTolerance = options_.tolerance && report_.stats && options_.tolerance->accepts(*report_.stats);
+  return !report_.withinTolerance;
 }
 
 }  // namespace kcap::replay

@@ -63,4 +63,24 @@ struct ReplayOptions;  // replay_options.h
 bool compareRange(BufferReport& report, const uint8_t* expected, const uint8_t* actual, uint64_t size,
                   std::optional<uint32_t> param, const ReplayOptions& options);
 
+// The same for a range compared in parts: those pieces of it whose hashes
+// on the device differ from the recorded ones (post_state.cpp). Each part is
+// added at its byte offset in the range (a multiple of the element size),
+// in increasing order; the others are known equal. Element statistics then
+// cover the parts compared: NaNs and infinities in the pieces left out are
+// on both sides alike and not counted.
+class RangeComparison {
+ public:
+  RangeComparison(BufferReport& report, uint64_t size, std::optional<uint32_t> param, const ReplayOptions& options);
+  void add(const uint8_t* expected, const uint8_t* actual, uint64_t size, uint64_t offset);
+  // True when the range counts as differing (as compareRange).
+  bool finish();
+
+ private:
+  BufferReport& report_;
+  uint64_t size_;
+  std::optional<DType> type_;
+  const ReplayOptions& options_;
+};
+
 }  // namespace kcap::replay

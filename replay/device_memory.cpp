@@ -24,6 +24,19 @@ DeviceMemory::~DeviceMemory() {
   }
 }
 
+bool DeviceMemory::holds(const std::vector<Region>& regions) const {
+  if (mappings_.empty()) return false;
+  for (const Region& region : regions) {
+    uint64_t last = 0;
+    if (region.size == 0) continue;
+    if (__builtin_add_overflow(region.address, region.size - 1, &last)) return false;
+    const auto first = addresses_.translate(region.address);
+    const auto end = addresses_.translate(last);
+    if (!first || !end || *end != *first + (region.size - 1)) return false;
+  }
+  return true;
+}
+
 uint64_t DeviceMemory::granule() {
   if (granule_ != 0) return granule_;
   granule_ = uint64_t{2} << 20;  // the driver's usual minimum; asked below when VMM is there

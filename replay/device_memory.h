@@ -26,6 +26,9 @@ class DeviceMemory {
   // Places `regions` (once per replay: call release() before placing again).
   void place(const std::vector<Region>& regions);
   void release();
+  // Whether every region lies whole inside memory placed already: one
+  // placed span each, so that its bytes are contiguous here too.
+  bool holds(const std::vector<Region>& regions) const;
 
   // For the overrun check (checkers.h): every recorded region (overlapping
   // ones merged) in a VMM reservation of its own, placed so that its end

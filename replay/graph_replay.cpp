@@ -8,6 +8,7 @@
 #include <set>
 
 #include "driver.h"
+#include "piece_hashes.h"
 #include "graph_rebuild.h"
 #include "replayer.h"
 
@@ -143,6 +144,7 @@ LaunchOutcome Replayer::replayGraphLaunch(const GraphLaunchRecord& g, ReplayList
     restoreRanges(g.event().getPre(), globals, stats);
     o.restoreNs = nsSince(restoreStart);
     o.restoredBytes = stats.bytes;
+    o.uploadedBytes = stats.uploadedBytes;
     o.restoreWaitNs = stats.waitNs;
     o.memory = memory_->path();
 
@@ -389,9 +391,15 @@ void Replayer::compareGraph(const GraphLaunchRecord& g, const GraphRun& run, con
       throw ReplayError("recorded post-state at " + hexText(range.getAddress()) + " (" + std::to_string(size) +
                         " bytes) has no place in this replay");
     }
+    if (hasher_->suits(*src, size, content.getPieceSize())) {
+      differs = compareByPieces(content, *src, report, std::nullopt, o) || differs;
+      o.buffers.push_back(std::move(report));
+      continue;
+    }
     const std::vector<uint8_t> expected = reader_.readContent(content);
     uint8_t* actual = staging(size);
     copyFromDevice(actual, *src, size);
+    o.readBackBytes += size;
     differs = compareRange(report, expected.data(), actual, size, std::nullopt, options_) || differs;
     o.buffers.push_back(std::move(report));
   }

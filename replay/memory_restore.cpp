@@ -11,6 +11,7 @@
 #include <set>
 
 #include "driver.h"
+#include "piece_hashes.h"
 
 namespace kcap::replay {
 
@@ -52,53 +53,104 @@ void Replayer::restoreRanges(capnp::List<schema::MemoryRange>::Reader ranges, co
   }
 }
 
-// Large contents go in 32 MiB windows of whole pieces through a ring of
-// page-locked buffers: decoding window k+1 (checking and decompressing the
-// trace's pieces, on the reader's threads) overlaps the copy of window k to
-// the GPU, and a copy that runs late delays the decoding only once every
-// buffer is waiting for one. Pinned memory stays at kRestoreWindows * kRestoreWindow.
+// Pieces [first, first + count) of `content` as a Content of their own (in
+// `message`): the same pieces, a shorter run.
+schema::Content::Reader contentPart(capnp::MallocMessageBuilder& message, schema::Content::Reader content,
+                                    uint64_t first, uint64_t count) {
+  const uint64_t pieceSize = content.getPieceSize();
+  const uint64_t size = content.getSize();
+  const auto pieces = content.getPieces();
+  auto part = message.initRoot<schema::Content>();
+  part.setSize(std::min(count * pieceSize, size - first * pieceSize));
+  part.setPieceSize(static_cast<uint32_t>(pieceSize));
+  auto list = part.initPieces(static_cast<unsigned>(count));
+  for (uint64_t i = 0; i < count; ++i)
+    list.setWithCaveats(static_cast<unsigned>(i), pieces[static_cast<unsigned>(first + i)]);
+  return part.asReader();
+}
+
+// A content of more than one piece, where the GPU can hash (piece_hashes.h),
+// is restored by difference: the pieces the device already holds (memory
+// left by the launch before, zeros of fresh memory) stay, and only the rest
+// are copied. Otherwise every byte is copied: large contents in 32 MiB
+// windows of whole pieces through a ring of page-locked buffers, decoding
+// window k+1 (checking and decompressing the trace's pieces, on the reader's
+// threads) while window k is copied to the GPU; a copy that runs late delays
+// the decoding only once every buffer is waiting for one. Pinned memory stays
+// at kRestoreWindows * kRestoreWindow.
 void Replayer::restoreContent(schema::Content::Reader content, CUdeviceptr dst, RestoreStats& stats) {
   const uint64_t size = content.getSize();
   const uint64_t pieceSize = content.getPieceSize();
+  if (pieceSize <= kRestoreWindow && hasher_->suits(dst, size, pieceSize)) {
+    const std::vector<format::Hash128> hashes = hasher_->hash(dst, size, content.getPieceSize());
+    const auto pieces = content.getPieces();
+    if (hashes.size() != pieces.size()) {
+      throw ReplayError("a recorded range of " + std::to_string(size) + " bytes lists " +
+                        std::to_string(pieces.size()) + " pieces, not " + std::to_string(hashes.size()));
+    }
+    const auto held = [&](uint64_t i) {
+      const auto piece = pieces[static_cast<unsigned>(i)];
+      return PieceHasher::hashed(size, pieceSize, i) && hashes[i] == format::Hash128{piece.getHigh(), piece.getLow()};
+    };
+    uint64_t window = 0;
+    for (uint64_t i = 0; i < hashes.size();) {
+      if (held(i)) {
+        ++i;
+        continue;
+      }
+      uint64_t end = i + 1;
+      while (end < hashes.size() && !held(end)) ++end;
+      uploadPieces(content, dst, i, end - i, window, stats);
+      i = end;
+    }
+    waitForUploads(stats);
+    return;
+  }
   if (!throughWindows(content)) {
     uint8_t* buffer = staging(size);
     reader_.readContentInto(content, buffer, size);
     const auto start = std::chrono::steady_clock::now();
     copyToDevice(dst, buffer, size);
     stats.waitNs += nsSince(start);
+    stats.uploadedBytes += size;
     return;
   }
-  const uint64_t piecesPerWindow = kRestoreWindow / pieceSize;
-  const uint64_t windowBytes = piecesPerWindow * pieceSize;
-  allocateWindows();
-  const auto pieces = content.getPieces();
-  auto waitFor = [&](auto&& wait) {
-    const auto start = std::chrono::steady_clock::now();
-    wait();
-    stats.waitNs += nsSince(start);
-  };
   uint64_t window = 0;
-  for (uint64_t offset = 0; offset < size; offset += windowBytes, ++window) {
-    const uint64_t bytes = std::min(windowBytes, size - offset);
-    const uint64_t first = offset / pieceSize;
-    const uint64_t count = (bytes + pieceSize - 1) / pieceSize;
-    // The window as a Content of its own: the same pieces, a shorter run.
+  uploadPieces(content, dst, 0, content.getPieces().size(), window, stats);
+  waitForUploads(stats);
+}
+
+// Pieces [first, first + count) copied to their place through the windows;
+// `window` counts the windows used so far (the ring's position). The copies
+// are queued: waitForUploads() waits for them.
+void Replayer::uploadPieces(schema::Content::Reader content, CUdeviceptr dst, uint64_t first, uint64_t count,
+                            uint64_t& window, RestoreStats& stats) {
+  const uint64_t pieceSize = content.getPieceSize();
+  const uint64_t piecesPerWindow = kRestoreWindow / pieceSize;
+  allocateWindows();
+  for (uint64_t at = first; at < first + count; at += piecesPerWindow, ++window) {
+    const uint64_t pieces = std::min(piecesPerWindow, first + count - at);
     capnp::MallocMessageBuilder message;
-    auto part = message.initRoot<schema::Content>();
-    part.setSize(bytes);
-    part.setPieceSize(static_cast<uint32_t>(pieceSize));
-    auto list = part.initPieces(static_cast<unsigned>(count));
-    for (uint64_t i = 0; i < count; ++i)
-      list.setWithCaveats(static_cast<unsigned>(i), pieces[static_cast<unsigned>(first + i)]);
+    const auto part = contentPart(message, content, at, pieces);
+    const uint64_t bytes = part.getSize();
     const size_t slot = window % kRestoreWindows;
     if (window >= kRestoreWindows) {
-      waitFor([&] { check(driver_.cuEventSynchronize(windowDone_[slot]), "waiting for a restore copy"); });
+      const auto start = std::chrono::steady_clock::now();
+      check(driver_.cuEventSynchronize(windowDone_[slot]), "waiting for a restore copy");
+      stats.waitNs += nsSince(start);
     }
-    reader_.readContentInto(part.asReader(), windows_[slot], bytes);
-    check(driver_.cuMemcpyHtoDAsync(dst + offset, windows_[slot], bytes, stream_), "restoring a window of memory");
+    reader_.readContentInto(part, windows_[slot], bytes);
+    check(driver_.cuMemcpyHtoDAsync(dst + at * pieceSize, windows_[slot], bytes, stream_),
+          "restoring a window of memory");
     check(driver_.cuEventRecord(windowDone_[slot], stream_), "cuEventRecord");
+    stats.uploadedBytes += bytes;
   }
-  waitFor([&] { check(driver_.cuStreamSynchronize(stream_), "restoring memory"); });
+}
+
+void Replayer::waitForUploads(RestoreStats& stats) {
+  const auto start = std::chrono::steady_clock::now();
+  check(driver_.cuStreamSynchronize(stream_), "restoring memory");
+  stats.waitNs += nsSince(start);
 }
 
 // Contents over a window that are split into pieces go through the

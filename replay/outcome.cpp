@@ -217,6 +217,8 @@ std::string encodeOutcome(const LaunchOutcome& o) {
                   {"code", bytesAsUtf8(o.code)},
                   {"detail", bytesAsUtf8(o.detail)},
                   {"restoredBytes", o.restoredBytes},
+                  {"uploadedBytes", o.uploadedBytes},
+                  {"readBackBytes", o.readBackBytes},
                   {"restoreNs", o.restoreNs},
                   {"placeNs", o.placeNs},
                   {"restoreWaitNs", o.restoreWaitNs},
@@ -270,6 +272,8 @@ std::optional<LaunchOutcome> decodeOutcome(const std::string& text) {
     o.code = textFrom(outcome, "code");
     o.detail = textFrom(outcome, "detail");
     o.restoredBytes = uintFrom<uint64_t>(outcome, "restoredBytes");
+    o.uploadedBytes = uintFrom<uint64_t>(outcome, "uploadedBytes");
+    o.readBackBytes = uintFrom<uint64_t>(outcome, "readBackBytes");
     o.restoreNs = uintFrom<uint64_t>(outcome, "restoreNs");
     o.placeNs = uintFrom<uint64_t>(outcome, "placeNs");
     o.restoreWaitNs = uintFrom<uint64_t>(outcome, "restoreWaitNs");

@@ -65,7 +65,13 @@ struct LaunchOutcome {
   // part of restoreNs spent waiting for copies to the GPU (the rest reads
   // and decodes the trace): close to restoreNs, the restore is bound by the
   // bus; close to zero, by reading the trace.
+  // uploadedBytes: of restoredBytes, those copied to the GPU (pieces whose
+  // hashes on the device matched were left as they were: piece_hashes.h).
+  // readBackBytes: bytes of the post-state read back to compare (all of it,
+  // or the pieces whose hashes differ).
   uint64_t restoredBytes = 0;
+  uint64_t uploadedBytes = 0;
+  uint64_t readBackBytes = 0;
   uint64_t restoreNs = 0;
   uint64_t restoreWaitNs = 0;
   uint64_t placeNs = 0;

@@ -10,6 +10,7 @@
 #include "checkers.h"
 #include "driver.h"
 #include "message_check.h"
+#include "piece_hashes.h"
 
 namespace kcap::replay {
 namespace {
@@ -113,11 +114,13 @@ Replayer::Replayer(const TraceModel& model, format::TraceReader& reader, const R
   check(driver_.cuStreamCreate(&stream_, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
   memory_ = std::make_unique<DeviceMemory>(driver_, device_, options_.fixedAddresses);
   code_ = std::make_unique<CodeCache>(driver_, reader_, sm_, options_);
+  hasher_ = std::make_unique<PieceHasher>(driver_, stream_);
 }
 
 Replayer::~Replayer() {
   memory_.reset();
   code_.reset();
+  hasher_.reset();
   if (staging_ != nullptr) driver_.cuMemFreeHost(staging_);
   for (uint8_t* buffer : windows_) {
     if (buffer != nullptr) driver_.cuMemFreeHost(buffer);
@@ -299,6 +302,7 @@ void Replayer::replayLaunch(LaunchRun& run, const std::function<void()>& place,
     prepare(run);
     o.restoreNs = nsSince(restoreStart);
     o.restoredBytes = run.restore.bytes;
+    o.uploadedBytes = run.restore.uploadedBytes;
     o.restoreWaitNs = run.restore.waitNs;
     o.memory = memory_->path();
     if (options_.fixedAddresses && !memory_->refusal().empty()) {
@@ -389,8 +393,13 @@ void Replayer::run(const Selection& selection, ReplayListener& listener) {
     replayLaunch(
         run,
         [&] {
+          // Memory placed for an earlier launch that holds every range of
+          // this one stays: its restore then copies only what differs
+          // (a pool every launch reaches is placed once, not per launch).
+          const std::vector<Region> regions = regionsOf(*l);
+          if (memory_->holds(regions)) return;
           memory_->release();
-          memory_->place(regionsOf(*l));
+          memory_->place(regions);
         },
         [&](LaunchRun& r) { restore(*l, r.kernel, r.restore); }, listener);
     listener.outcome(run.outcome);

@@ -19,6 +19,7 @@
 // (reexecute.h), on these same parts.
 #pragma once
 
+#include <capnp/message.h>
 #include <cuda.h>
 
 #include <chrono>
@@ -40,6 +41,7 @@ namespace kcap::replay {
 
 struct Driver;
 class RebuiltGraph;
+class PieceHasher;
 
 // An outcome naming the launch as recorded (kernel, grid, block, shared
 // memory, recorded duration), its verdict still to be decided.
@@ -89,9 +91,15 @@ struct KeptOutput {
 
 // What restoring a launch's memory took, for its outcome.
 struct RestoreStats {
-  uint64_t bytes = 0;   // restored
-  uint64_t waitNs = 0;  // spent waiting for copies to the GPU
+  uint64_t bytes = 0;          // restored
+  uint64_t uploadedBytes = 0;  // of those, copied to the GPU (the rest it held already)
+  uint64_t waitNs = 0;         // spent waiting for copies to the GPU
 };
+
+// Pieces [first, first + count) of `content` as a Content of their own,
+// built in `message` (memory_restore.cpp).
+schema::Content::Reader contentPart(capnp::MallocMessageBuilder& message, schema::Content::Reader content,
+                                    uint64_t first, uint64_t count);
 
 // The parameter bytes a launch is submitted with.
 struct LaunchParams {
@@ -180,6 +188,9 @@ class Replayer {
   void restore(const LaunchRecord& launch, const LoadedKernel& kernel, RestoreStats& stats,
                std::set<uint64_t>* restoredBefore = nullptr);
   void restoreContent(schema::Content::Reader content, CUdeviceptr dst, RestoreStats& stats);
+  void uploadPieces(schema::Content::Reader content, CUdeviceptr dst, uint64_t first, uint64_t count, uint64_t& window,
+                    RestoreStats& stats);
+  void waitForUploads(RestoreStats& stats);
   static bool throughWindows(schema::Content::Reader content);
   void allocateRestoreBuffers(const LaunchRecord& launch);
   void allocateWindows();
@@ -199,6 +210,8 @@ class Replayer {
 
   // post_state.cpp
   void compare(LaunchRun& run, const std::set<uint64_t>& comparedLater);
+  bool compareByPieces(schema::Content::Reader content, CUdeviceptr src, BufferReport& report,
+                       std::optional<uint32_t> param, LaunchOutcome& outcome);
   void saveOutputs(const LaunchRecord& launch, const LoadedKernel& kernel);
   // Each range's replayed bytes to DIR/<prefix><index>-<address in hex>.bin.
   void saveRanges(capnp::List<schema::MemoryRange>::Reader ranges, const LoadedKernel& kernel, const char* prefix,
@@ -217,6 +230,7 @@ class Replayer {
   std::string deviceName_;
   std::unique_ptr<DeviceMemory> memory_;
   std::unique_ptr<CodeCache> code_;
+  std::unique_ptr<PieceHasher> hasher_;  // restores and compares ranges by their pieces' hashes
   // Module globals the recorded copies and memsets may write (a copy to a
   // symbol): empty but for re-execution, which loads every module first.
   LoadedKernel opGlobals_;

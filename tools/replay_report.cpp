@@ -81,6 +81,8 @@ Json graphLaunchesJson(const std::vector<replay::LaunchOutcome>& outcomes) {
                     {"nodes", o.nodeLines},
                     {"buffers", buffersJson(o.buffers)},
                     {"restoredBytes", o.restoredBytes},
+                    {"uploadedBytes", o.uploadedBytes},
+                    {"readBackBytes", o.readBackBytes},
                     {"restoreNs", o.restoreNs},
                     {"placeNs", o.placeNs}});
   }
@@ -263,6 +265,8 @@ void ReplayReport::printJson() const {
     }
     if (o.recordedDurationNs) launch["recordedDurationNs"] = *o.recordedDurationNs;
     launch["restoredBytes"] = o.restoredBytes;
+    launch["uploadedBytes"] = o.uploadedBytes;
+    launch["readBackBytes"] = o.readBackBytes;
     launch["restoreNs"] = o.restoreNs;
     launch["placeNs"] = o.placeNs;
     launch["restoreWaitNs"] = o.restoreWaitNs;

@@ -415,7 +415,9 @@ def check_replay(kcap, traces, log_dir, timeout, force_ptx_code=None, detail=Non
                 if not any(l["verdict"] == "REPRODUCED" for l in launches):
                     failures.append(f"{' '.join(command)}: no launch reproduced")
             paths = Counter(l["memory"] for l in launches)
-            print(f"replay {trace.name} ({label}): {report.get('summary')}; memory {dict(paths)}")
+            moved = {key: sum(l.get(key, 0) for l in launches)
+                     for key in ("restoredBytes", "uploadedBytes", "readBackBytes")}
+            print(f"replay {trace.name} ({label}): {report.get('summary')}; memory {dict(paths)}; bytes {moved}")
             if done.returncode != (1 if excused else 0) or bad:
                 failures.append(f"{' '.join(command)}: exit {done.returncode}; not reproduced:\n  "
                                 + "\n  ".join(bad[:20]))

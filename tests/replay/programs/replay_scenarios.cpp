@@ -73,6 +73,13 @@
 //                 volume shaped like v; 2 slices of 3 rows of 32 floats
 //                 from (0, 0, 0) to (32, 1, 0)
 //               2 axpy a=1
+//   pool      three launches of axpy into one 64 KiB allocation (a pool
+//             every launch reaches), each changing one 4 KiB slice of it
+//             (recorded with 4 KiB pieces: 16 pieces of the pool):
+//                 x = i, pool = i / 2 (16384 floats)
+//               0 axpy a=1 (x, pool)             floats 0..1023
+//               1 axpy a=2 (x, pool + 32 KiB)    floats 8192..9215
+//               2 axpy a=1 (x, pool)             floats 0..1023
 //   hang      one ordinary launch, then one that never returns (the double's
 //             kPoisonHang parameter); a watchdog thread kills the process
 //             (SIGKILL) a second later, as a user would
@@ -494,6 +501,24 @@ int pdl() {
   return 0;
 }
 
+int pool() {
+  start();
+  Axpy axpy;
+  const CUdeviceptr x = upload(iota(1.0f));
+  std::vector<float> halves(16 * kN);
+  for (std::size_t i = 0; i < halves.size(); ++i) halves[i] = 0.5f * static_cast<float>(i);
+  const CUdeviceptr pool = upload(halves);
+  const CUdeviceptr middle = pool + 8 * kN * sizeof(float);
+  DRIVER(axpy.launch, 1.0f, x, pool);
+  DRIVER(axpy.launch, 2.0f, x, middle);
+  DRIVER(axpy.launch, 1.0f, x, pool);
+  std::vector<float> out(halves.size());
+  DRIVER(cuMemcpyDtoH, out.data(), pool, out.size() * sizeof(float));
+  CHECK(out[100] == 50.0f + 200.0f && out[8192 + 100] == 4146.0f + 200.0f);
+  std::printf("result pool %.1f %.1f\n", static_cast<double>(out[100]), static_cast<double>(out[8192 + 100]));
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -518,6 +543,9 @@ int main(int argc, char** argv) {
   }
   if (scenario == "volume") {
     return volume();
+  }
+  if (scenario == "pool") {
+    return pool();
   }
   test::fail("unknown scenario '%s'", scenario.c_str());
 }
