@@ -64,6 +64,9 @@ With --kcap, the program is also recorded (`kcap record`, --record-mode) and
  5b. with --forbid-stderr REGEX: no run (plain, shim, recorded) printed a
      line matching REGEX on stderr (a framework's own warning that capture
      disturbed it, e.g. XLA's "Delay kernel timed out").
+ 11e. with --fixed-va-only WHY: step 11 replays at the recorded addresses
+     only, saying WHY (a trace whose launches read pointers stored where
+     the recorder does not look for them, which relocation cannot rewrite).
  11d. with --without-memory REGEX: launches the recording took no memory
      for, saying why (e.g. queued behind a kernel that waits for the host),
      may be ERROR "recorded without its memory: ..." when the reason
@@ -130,6 +133,8 @@ def parse_args():
     parser.add_argument("--replay-range", metavar="A..B",
                         help="also replay launches A..B as one sequence: each must reproduce bit-exactly")
     parser.add_argument("--forbid-stderr", metavar="REGEX", help="no run may print a line matching REGEX on stderr")
+    parser.add_argument("--fixed-va-only", metavar="WHY",
+                        help="with --replay: replay at the recorded addresses only, not relocated, because WHY")
     parser.add_argument("--without-memory", metavar="REGEX",
                         help="with --replay: launches recorded without memory for a reason matching REGEX may be ERROR")
     parser.add_argument("--graph-nodes-refused", metavar="REGEX",
@@ -365,10 +370,12 @@ def check_timing(kcap, recorded, traces, mode):
 
 
 def check_replay(kcap, traces, log_dir, timeout, force_ptx_code=None, detail=None, graph_nodes_refused=None,
-                 without_memory=None):
+                 without_memory=None, fixed_va_only=None):
     """Failures of replaying every launch of the traces, twice (11. above)."""
     failures = []
-    variants = [("fixed", []), ("relocated", ["--no-fixed-va"])]
+    variants = [("fixed", [])] + ([] if fixed_va_only else [("relocated", ["--no-fixed-va"])])
+    if fixed_va_only:
+        print(f"  not replayed relocated: {fixed_va_only}")
     if force_ptx_code:
         variants.append(("force-ptx", ["--force-ptx"]))
     for trace in traces:
@@ -633,7 +640,7 @@ def main():
             failures += check_timing(args.kcap, recorded, traces, args.timing)
         if args.replay and recorded.ok() and traces:
             failures += check_replay(args.kcap, traces, log_dir, args.timeout, args.force_ptx_code, args.replay_detail,
-                                     args.graph_nodes_refused, args.without_memory)
+                                     args.graph_nodes_refused, args.without_memory, args.fixed_va_only)
         if args.replay_range and recorded.ok() and traces:
             failures += check_replay_range(args.kcap, traces, log_dir, args.timeout, args.replay_range)
         if args.replay_checkpoints is not None and recorded.ok() and traces:
