@@ -47,10 +47,15 @@ class ScratchDir {
   std::string path_;
 };
 
-std::vector<LaunchOutcome> replayAll(const TraceModel& model, const ReplayOptions& options,
-                                     const Selection& selection) {
+// With `device`, the device a replay process ran on is kept there (the
+// first one known).
+std::vector<LaunchOutcome> replayAll(const TraceModel& model, const ReplayOptions& options, const Selection& selection,
+                                     std::optional<ReplayDevice>* device = nullptr) {
   std::vector<LaunchOutcome> outcomes;
-  replayIsolated(model, options, selection, [&](const LaunchOutcome& o) { outcomes.push_back(o); });
+  ReplayDevice ran;
+  replayIsolated(
+      model, options, selection, [&](const LaunchOutcome& o) { outcomes.push_back(o); }, &ran);
+  if (device != nullptr && !*device && !ran.name.empty()) *device = ran;
   return outcomes;
 }
 
@@ -176,6 +181,7 @@ struct Search {
   const std::vector<Unit>& units;  // launches and graph launches, trace order (launches only: sequence, perf)
   const BisectOptions& options;
   const std::function<void(uint64_t, uint64_t)>& progress;
+  mutable std::optional<ReplayDevice> deviceA, deviceB;  // where each side's replays ran
 
   void reportProgress(uint64_t done) const {
     if (progress) progress(done, options.sequence ? launches.size() : units.size());
@@ -210,8 +216,8 @@ BisectResult timeSides(const Search& s) {
   ReplayOptions b = sideB(s.options);
   b.repeat = s.options.perfRepeat;
   inBatches(s.units, s.options.batch, [&](const Selection& batch, const std::vector<Unit>& /*units*/) {
-    const auto outA = replayAll(s.model, a, batch);
-    const auto outB = twoSided ? replayAll(s.model, b, batch) : outA;
+    const auto outA = replayAll(s.model, a, batch, &s.deviceA);
+    const auto outB = twoSided ? replayAll(s.model, b, batch, &s.deviceB) : outA;
     for (size_t i = 0; i < outA.size() && i < outB.size(); ++i) {
       const uint64_t base = twoSided ? median(outA[i].timesNs) : outA[i].recordedDurationNs.value_or(0);
       const uint64_t other = median(outB[i].timesNs);
@@ -250,14 +256,14 @@ BisectResult againstRecording(const Search& s) {
     return true;
   };
   if (s.options.sequence) {
-    for (const auto& o : replayAll(s.model, s.options.base, Selection{s.launches, true})) {
+    for (const auto& o : replayAll(s.model, s.options.base, Selection{s.launches, true}, &s.deviceA)) {
       if (divergesHere(o)) break;
     }
     s.reportProgress(result.examined);
     return result;
   }
   inBatches(s.units, s.options.batch, [&](const Selection& batch, const std::vector<Unit>& units) {
-    const auto outcomes = byKey(replayAll(s.model, s.options.base, batch));
+    const auto outcomes = byKey(replayAll(s.model, s.options.base, batch, &s.deviceA));
     bool stop = false;
     for (size_t i = 0; i < units.size() && !stop; ++i) {
       const auto it = outcomes.find(units[i].key());
@@ -418,8 +424,8 @@ BisectResult betweenSidesInBatches(const Search& s) {
   BisectResult result;
   TwoSides sides(s.options);
   inBatches(s.units, s.options.batch, [&](const Selection& batch, const std::vector<Unit>& units) {
-    const auto outA = byKey(replayAll(s.model, sides.a, batch));
-    const auto outB = byKey(replayAll(s.model, sides.b, batch));
+    const auto outA = byKey(replayAll(s.model, sides.a, batch, &s.deviceA));
+    const auto outB = byKey(replayAll(s.model, sides.b, batch, &s.deviceB));
     bool stop = false;
     for (size_t i = 0; i < units.size() && !stop; ++i) {
       const auto a = outA.find(units[i].key()), b = outB.find(units[i].key());
@@ -454,8 +460,8 @@ BisectResult betweenSidesInSequence(const Search& s) {
   const auto probe = [&](size_t m) {
     if (const auto it = probed.find(m); it != probed.end()) return it->second;
     sides.clear();
-    const auto outA = replayAll(s.model, sides.a, prefixOf(m));
-    const auto outB = replayAll(s.model, sides.b, prefixOf(m));
+    const auto outA = replayAll(s.model, sides.a, prefixOf(m), &s.deviceA);
+    const auto outB = replayAll(s.model, sides.b, prefixOf(m), &s.deviceB);
     ++result.probes;
     for (const auto* side : {&outA, &outB}) {
       for (const auto& o : *side) {
@@ -488,8 +494,8 @@ BisectResult betweenSidesInSequence(const Search& s) {
   // The answer: the sides' outputs of that launch, compared range by range.
   sides.clear();
   sides.a.saveSequenceEnd = sides.b.saveSequenceEnd = false;
-  const auto outA = replayAll(s.model, sides.a, prefixOf(parted));
-  const auto outB = replayAll(s.model, sides.b, prefixOf(parted));
+  const auto outA = replayAll(s.model, sides.a, prefixOf(parted), &s.deviceA);
+  const auto outB = replayAll(s.model, sides.b, prefixOf(parted), &s.deviceB);
   result.examined = parted + 1;
   if (!outA.empty() && !outB.empty()) result.first = judge(s, sides, outA.back(), outB.back(), result);
   if (!result.first) {
@@ -519,6 +525,7 @@ std::string sideBReplayFlags(const BisectOptions& options) {
     case Against::kOtherDevice:
       flags =
           " --device " + std::to_string(options.otherDevice) + (options.base.fixedAddresses ? "" : " --no-fixed-va");
+      for (const auto& o : options.overrides) flags += " --override '" + o.kernelPattern + "=" + o.imagePath + "'";
       break;
   }
   if (options.base.dtype) flags += " --dtype " + dtypeName(*options.base.dtype);
@@ -538,10 +545,21 @@ ReplayOptions sideB(const BisectOptions& options) {
       break;
     case Against::kOtherDevice:
       b.device = options.otherDevice;
+      b.overrides = options.overrides;
       break;
   }
   return b;
 }
+
+namespace {
+
+std::string overrideText(const BisectOptions& options) {
+  std::string text = "the override build";
+  for (const auto& o : options.overrides) text += " " + o.imagePath + " for /" + o.kernelPattern + "/";
+  return text;
+}
+
+}  // namespace
 
 std::string describeSide(const BisectOptions& options, bool b) {
   if (!b) {
@@ -553,13 +571,11 @@ std::string describeSide(const BisectOptions& options, bool b) {
       return "the recording";
     case Against::kForcePtx:
       return "the image's PTX, JIT-compiled (--force-ptx)";
-    case Against::kOverride: {
-      std::string text = "the override build";
-      for (const auto& o : options.overrides) text += " " + o.imagePath + " for /" + o.kernelPattern + "/";
-      return text;
-    }
+    case Against::kOverride:
+      return overrideText(options);
     case Against::kOtherDevice:
-      return "GPU " + std::to_string(options.otherDevice);
+      return "GPU " + std::to_string(options.otherDevice) +
+             (options.overrides.empty() ? std::string() : " with " + overrideText(options));
   }
   return "?";
 }
@@ -580,10 +596,14 @@ BisectResult bisect(const TraceModel& model, const std::vector<uint64_t>& launch
   std::stable_sort(ordered.begin(), ordered.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
   std::vector<Unit> units;
   for (const auto& entry : ordered) units.push_back(entry.second);
-  const Search search{model, launches, units, options, progress};
-  if (options.perf) return timeSides(search);
-  if (options.against == Against::kRecorded) return againstRecording(search);
-  return options.sequence ? betweenSidesInSequence(search) : betweenSidesInBatches(search);
+  const Search search{model, launches, units, options, progress, {}, {}};
+  BisectResult result = options.perf                            ? timeSides(search)
+                        : options.against == Against::kRecorded ? againstRecording(search)
+                        : options.sequence                      ? betweenSidesInSequence(search)
+                                                                : betweenSidesInBatches(search);
+  result.deviceA = search.deviceA;
+  result.deviceB = search.deviceB;
+  return result;
 }
 
 }  // namespace kcap::replay

@@ -28,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "isolation.h"
 #include "outcome.h"
 #include "replay_options.h"
 #include "trace_model.h"
@@ -39,7 +40,7 @@ enum class Against { kRecorded, kForcePtx, kOverride, kOtherDevice };
 struct BisectOptions {
   ReplayOptions base;  // side A (and what both sides share: dtype, tolerance, timeout)
   Against against = Against::kRecorded;
-  std::vector<KernelOverride> overrides;  // Against::kOverride
+  std::vector<KernelOverride> overrides;  // side B's: Against::kOverride, or kOtherDevice with another build
   int otherDevice = 1;                    // Against::kOtherDevice
   bool sequence = false;
   bool perf = false;             // time both sides instead of comparing outputs
@@ -93,6 +94,9 @@ struct BisectResult {
   uint64_t notComparable = 0;   // launches that could not be replayed on one side (ERROR there)
   std::vector<PerfRegression> slower;
   uint64_t timed = 0;  // --perf: launches timed on both sides
+  // Where side A's and side B's replays ran, as their replay processes
+  // reported (side B: none when compared against the recording).
+  std::optional<ReplayDevice> deviceA, deviceB;
 };
 
 // `launches`: launch indices in trace order; `graphLaunches`: graph launch

@@ -28,6 +28,8 @@ namespace kcap::replay {
   X(cuDevicePrimaryCtxRetain)             \
   X(cuCtxSetCurrent)                      \
   X(cuCtxSynchronize)                     \
+  X(cuCtxGetDevice)                       \
+  X(cuDeviceGetPCIBusId)                  \
   X(cuModuleLoadDataEx)                   \
   X(cuModuleUnload)                       \
   X(cuModuleGetFunction)                  \

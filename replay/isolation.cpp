@@ -68,6 +68,7 @@ class ReportListener : public ReplayListener {
     auto reader = format::TraceReader::open(options.tracePath);
     Replayer replayer(model, *reader, options);
     writeAll(fd, "device " + std::to_string(replayer.smVersion()) + " " + std::to_string(driver().version) + " " +
+                     (replayer.pciBusId().empty() ? "?" : oneLine(replayer.pciBusId())) + " " +
                      oneLine(replayer.deviceName()) + "\n");
     PipeListener listener(fd);
     replayer.run(batch, listener);
@@ -118,7 +119,8 @@ void replayInProcess(const TraceModel& model, const ReplayOptions& options, cons
                      const std::function<void(const LaunchOutcome&)>& report, ReplayDevice* device) {
   auto reader = format::TraceReader::open(options.tracePath);
   Replayer replayer(model, *reader, options);
-  if (device != nullptr) *device = {options.device, replayer.deviceName(), replayer.smVersion(), driver().version};
+  if (device != nullptr)
+    *device = {options.device, replayer.deviceName(), replayer.smVersion(), driver().version, replayer.pciBusId()};
   ReportListener listener(report);
   try {
     replayer.run(selection, listener);
@@ -211,7 +213,8 @@ void replayIsolated(const TraceModel& model, const ReplayOptions& options, const
           if (device != nullptr) {
             std::istringstream in(line.substr(7));
             device->ordinal = options.device;
-            in >> device->sm >> device->driverVersion;
+            in >> device->sm >> device->driverVersion >> device->pciBusId;
+            if (device->pciBusId == "?") device->pciBusId.clear();
             std::getline(in >> std::ws, device->name);
           }
         } else if (line.rfind("fatal ", 0) == 0) {

@@ -23,6 +23,7 @@ struct ReplayDevice {
   std::string name;  // "NVIDIA H200"
   int sm = 0;        // 90
   int driverVersion = 0;
+  std::string pciBusId;  // "0000:19:00.0": of the device the replay's context was on, as the driver said
 };
 
 // Replays `selection` of the trace at options.tracePath, handing every

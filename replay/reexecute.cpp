@@ -392,7 +392,7 @@ void reexecuteInProcess(const TraceModel& model, const ReplayOptions& options, c
   auto reader = format::TraceReader::open(options.tracePath);
   Reexecutor reexecutor(model, *reader, options);
   const ReplayDevice here{options.device, reexecutor.replayer().deviceName(), reexecutor.replayer().smVersion(),
-                          driver().version};
+                          driver().version, reexecutor.replayer().pciBusId()};
   if (device != nullptr) *device = here;
   listener.started(here);
   try {

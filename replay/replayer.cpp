@@ -111,6 +111,14 @@ Replayer::Replayer(const TraceModel& model, format::TraceReader& reader, const R
   if (driver_.cuDeviceGetName(name, sizeof name - 1, device_) == CUDA_SUCCESS) deviceName_ = name;
   check(driver_.cuDevicePrimaryCtxRetain(&context_, device_), "cuDevicePrimaryCtxRetain");
   check(driver_.cuCtxSetCurrent(context_), "cuCtxSetCurrent");
+  // The device the context is on, as the driver tells it (kcap bisect
+  // --devices shows that the two sides ran on two GPUs).
+  CUdevice current = 0;
+  char bus[32] = {};
+  if (driver_.cuCtxGetDevice(&current) == CUDA_SUCCESS &&
+      driver_.cuDeviceGetPCIBusId(bus, sizeof bus - 1, current) == CUDA_SUCCESS) {
+    pciBusId_ = bus;
+  }
   check(driver_.cuStreamCreate(&stream_, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
   memory_ = std::make_unique<DeviceMemory>(driver_, device_, options_.fixedAddresses);
   code_ = std::make_unique<CodeCache>(driver_, reader_, sm_, options_);

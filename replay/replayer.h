@@ -137,6 +137,7 @@ class Replayer {
 
   int smVersion() const { return sm_; }
   const std::string& deviceName() const { return deviceName_; }
+  const std::string& pciBusId() const { return pciBusId_; }  // of the device its context is on
 
  private:
   friend class LaunchCheckTarget;  // checkers.h: --check replays the launch again
@@ -228,6 +229,7 @@ class Replayer {
   CUstream stream_ = nullptr;
   int sm_ = 0;
   std::string deviceName_;
+  std::string pciBusId_;
   std::unique_ptr<DeviceMemory> memory_;
   std::unique_ptr<CodeCache> code_;
   std::unique_ptr<PieceHasher> hasher_;  // restores and compares ranges by their pieces' hashes

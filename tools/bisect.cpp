@@ -77,18 +77,7 @@ replay::BisectOptions bisectOptions(const Options& o) {
     if (!b.base.tolerance) throw UsageError("--tolerance " + o.tolerance + ": expected e.g. 1e-3, rel=1e-2, ulp=4");
     if (!b.base.dtype) throw UsageError("--tolerance needs --dtype");
   }
-  if (!o.devices.empty()) {
-    if (o.against != "recorded") throw UsageError("--devices and --against are exclusive");
-    int first = -1, second = -1;
-    char extra = 0;
-    if (std::sscanf(o.devices.c_str(), "%d,%d%c", &first, &second, &extra) != 2 || first < 0 || second < 0 ||
-        first == second) {
-      throw UsageError("--devices " + o.devices + ": expected two different GPU ordinals, e.g. 0,1");
-    }
-    b.against = Against::kOtherDevice;
-    b.base.device = first;
-    b.otherDevice = second;
-  } else if (o.against == "recorded") {
+  if (o.against == "recorded") {
     b.against = Against::kRecorded;
   } else if (o.against == "force-ptx") {
     b.against = Against::kForcePtx;
@@ -107,6 +96,22 @@ replay::BisectOptions bisectOptions(const Options& o) {
     b.overrides.push_back({spec.substr(0, eq), spec.substr(eq + 1)});
   } else {
     throw UsageError("--against " + o.against + ": expected recorded, force-ptx or override:KERNEL=IMAGE");
+  }
+  if (!o.devices.empty()) {
+    // Side B may also run another build (override): a case that must
+    // diverge, for a test of two GPUs that could otherwise pass vacuously.
+    if (b.against == Against::kForcePtx) {
+      throw UsageError("--devices takes no --against but override:KERNEL=IMAGE (side B's build)");
+    }
+    int first = -1, second = -1;
+    char extra = 0;
+    if (std::sscanf(o.devices.c_str(), "%d,%d%c", &first, &second, &extra) != 2 || first < 0 || second < 0 ||
+        first == second) {
+      throw UsageError("--devices " + o.devices + ": expected two different GPU ordinals, e.g. 0,1");
+    }
+    b.against = Against::kOtherDevice;
+    b.base.device = first;
+    b.otherDevice = second;
   }
   return b;
 }
@@ -457,6 +462,8 @@ int runBisect(const Options& opt) {
     } else if (result.first) {
       const auto v = result.first->outcome.verdict;
       code = (v == replay::Verdict::kFault || v == replay::Verdict::kHang) ? kExitFault : kExitDiverges;
+    } else if (result.examined == result.notComparable) {
+      code = kExitTrace;  // nothing compared: never "no launch diverges"
     }
     const std::string sideA = replay::describeSide(options, false);
     const std::string sideB = replay::describeSide(options, true);
@@ -476,6 +483,10 @@ int runBisect(const Options& opt) {
                        {"probes", result.probes},
                        {"total", total},
                        {"graphLaunchesExamined", result.graphsExamined}};
+      const auto deviceJson = [](const std::optional<replay::ReplayDevice>& d) {
+        return d ? Json{{"ordinal", d->ordinal}, {"name", d->name}, {"pciBusId", d->pciBusId}} : Json(nullptr);
+      };
+      document["devices"] = {{"sideA", deviceJson(result.deviceA)}, {"sideB", deviceJson(result.deviceB)}};
       if (options.perf) {
         document["thresholdPercent"] = options.thresholdPercent;
         document["timed"] = result.timed;
@@ -523,6 +534,14 @@ int runBisect(const Options& opt) {
                       : " and " + std::to_string(selected.graphLaunches.size()) + " graph launches")
               << (options.sequence ? " as one sequence" : ", each from its recorded pre-state") << "; comparing "
               << sideB << " with " << sideA << "\n";
+    if (options.against == Against::kOtherDevice) {
+      const auto where = [](const std::optional<replay::ReplayDevice>& d) {
+        return d ? "GPU " + std::to_string(d->ordinal) + " (" + printable(d->name) +
+                       (d->pciBusId.empty() ? "" : ", PCI " + d->pciBusId) + ")"
+                 : std::string("no GPU (no replay ran)");
+      };
+      std::cout << "side A ran on " << where(result.deviceA) << ", side B on " << where(result.deviceB) << "\n";
+    }
     if (selected.graphLaunches.empty() && !model.graphLaunchRecords().empty()) {
       std::cout << model.graphLaunchRecords().size()
                 << " graph launches not compared: --kernel, --range, --sequence and --perf select launches only\n";
@@ -543,6 +562,12 @@ int runBisect(const Options& opt) {
                    strf("%.1f us", static_cast<double>(s.otherNs) / 1e3), strf("%+.1f%%", s.percent)});
       }
       if (!table.empty()) std::cout << table.render();
+      return code;
+    }
+    if (!result.first && result.examined == result.notComparable) {
+      std::cout << "Nothing compared: "
+                << (result.examined == 0 ? "no launch was selected" : "no launch replayed on both sides")
+                << " (see kcap replay).\n";
       return code;
     }
     if (!result.first) {

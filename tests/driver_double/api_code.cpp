@@ -475,7 +475,7 @@ DOUBLE_API CUresult cuKernelSetAttribute(CUfunction_attribute, int, CUkernel ker
   if (const CUresult r = needInit(); r != CUDA_SUCCESS) {
     return r;
   }
-  if (device != 0) {
+  if (!knownDevice(device)) {
     return CUDA_ERROR_INVALID_DEVICE;
   }
   State& s = state();

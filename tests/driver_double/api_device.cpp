@@ -44,7 +44,7 @@ CUresult deviceUuid(CUuuid* uuid, CUdevice device) {
   if (const CUresult r = needInit(); r != CUDA_SUCCESS) {
     return r;
   }
-  if (device != 0) {
+  if (!knownDevice(device)) {
     return CUDA_ERROR_INVALID_DEVICE;
   }
   if (uuid == nullptr) {
@@ -100,7 +100,7 @@ DOUBLE_API CUresult cuDeviceGetCount(int* count) {
   if (count == nullptr) {
     return CUDA_ERROR_INVALID_VALUE;
   }
-  *count = 1;
+  *count = deviceCount();
   return CUDA_SUCCESS;
 }
 
@@ -111,10 +111,10 @@ DOUBLE_API CUresult cuDeviceGet(CUdevice* device, int ordinal) {
   if (device == nullptr) {
     return CUDA_ERROR_INVALID_VALUE;
   }
-  if (ordinal != 0) {
+  if (!knownDevice(ordinal)) {
     return CUDA_ERROR_INVALID_DEVICE;
   }
-  *device = 0;
+  *device = ordinal;
   return CUDA_SUCCESS;
 }
 
@@ -122,7 +122,7 @@ DOUBLE_API CUresult cuDeviceGetName(char* name, int length, CUdevice device) {
   if (const CUresult r = needInit(); r != CUDA_SUCCESS) {
     return r;
   }
-  if (device != 0) {
+  if (!knownDevice(device)) {
     return CUDA_ERROR_INVALID_DEVICE;
   }
   if (name == nullptr || length <= 0) {
@@ -136,7 +136,7 @@ DOUBLE_API CUresult cuDeviceGetAttribute(int* value, CUdevice_attribute attribut
   if (const CUresult r = needInit(); r != CUDA_SUCCESS) {
     return r;
   }
-  if (device != 0) {
+  if (!knownDevice(device)) {
     return CUDA_ERROR_INVALID_DEVICE;
   }
   if (value == nullptr) {
@@ -178,7 +178,7 @@ DOUBLE_API CUresult cuDeviceTotalMem_v2(std::size_t* bytes, CUdevice device) {
   if (const CUresult r = needInit(); r != CUDA_SUCCESS) {
     return r;
   }
-  if (device != 0) {
+  if (!knownDevice(device)) {
     return CUDA_ERROR_INVALID_DEVICE;
   }
   if (bytes == nullptr) {
@@ -192,13 +192,13 @@ DOUBLE_API CUresult cuDeviceGetPCIBusId(char* bus, int length, CUdevice device) 
   if (const CUresult r = needInit(); r != CUDA_SUCCESS) {
     return r;
   }
-  if (device != 0) {
+  if (!knownDevice(device)) {
     return CUDA_ERROR_INVALID_DEVICE;
   }
   if (bus == nullptr || length <= 0) {
     return CUDA_ERROR_INVALID_VALUE;
   }
-  std::snprintf(bus, static_cast<std::size_t>(length), "0000:3b:00.0");
+  std::snprintf(bus, static_cast<std::size_t>(length), "0000:%02x:00.0", 0x3b + device);
   return CUDA_SUCCESS;
 }
 
@@ -211,7 +211,7 @@ DOUBLE_API CUresult cuDevicePrimaryCtxRetain(CUcontext* context, CUdevice device
   if (const CUresult r = needInit(); r != CUDA_SUCCESS) {
     return r;
   }
-  if (device != 0) {
+  if (!knownDevice(device)) {
     return CUDA_ERROR_INVALID_DEVICE;
   }
   if (context == nullptr) {
@@ -220,6 +220,7 @@ DOUBLE_API CUresult cuDevicePrimaryCtxRetain(CUcontext* context, CUdevice device
   State& s = state();
   Lock lock(s.mutex);
   ++s.primaryRetains;
+  s.primaryContext.device = device;  // (one primary context: a process here uses one device)
   *context = reinterpret_cast<CUcontext>(&s.primaryContext);
   return CUDA_SUCCESS;
 }
@@ -228,7 +229,7 @@ DOUBLE_API CUresult cuDevicePrimaryCtxRelease_v2(CUdevice device) {
   if (const CUresult r = needInit(); r != CUDA_SUCCESS) {
     return r;
   }
-  if (device != 0) {
+  if (!knownDevice(device)) {
     return CUDA_ERROR_INVALID_DEVICE;
   }
   State& s = state();
@@ -244,7 +245,7 @@ DOUBLE_API CUresult cuCtxCreate_v4(CUcontext* context, CUctxCreateParams*, unsig
   if (const CUresult r = needInit(); r != CUDA_SUCCESS) {
     return r;
   }
-  if (device != 0) {
+  if (!knownDevice(device)) {
     return CUDA_ERROR_INVALID_DEVICE;
   }
   if (context == nullptr) {

@@ -113,7 +113,7 @@ DOUBLE_API CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, std::size_
   if (handle == nullptr || prop == nullptr || size == 0 || size % kGranularity != 0) {
     return CUDA_ERROR_INVALID_VALUE;
   }
-  if (prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE || prop->location.id != 0) {
+  if (prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE || !knownDevice(prop->location.id)) {
     return CUDA_ERROR_INVALID_DEVICE;
   }
   State& s = state();

@@ -55,6 +55,17 @@ bool State::release(CUdeviceptr base) {
   return true;
 }
 
+int deviceCount() {
+  static const int count = [] {
+    const char* value = std::getenv("KCAP_DOUBLE_DEVICES");
+    const long n = value != nullptr ? std::strtol(value, nullptr, 10) : 1;
+    return n >= 1 && n <= 8 ? static_cast<int>(n) : 1;
+  }();
+  return count;
+}
+
+bool knownDevice(int device) { return device >= 0 && device < deviceCount(); }
+
 bool State::takeDeviceMemory(std::size_t bytes) {
   static const std::size_t capacity = [] {
     const char* value = std::getenv("KCAP_DOUBLE_DEVICE_MEMORY");

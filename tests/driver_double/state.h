@@ -169,6 +169,10 @@ inline CUresult needInit() { return state().initialized.load() ? CUDA_SUCCESS : 
 // (Everything else still runs within its call, so the order of work on a
 // stream is kept: the pending copies run before whatever comes next.)
 bool deferCopies();
+// KCAP_DOUBLE_DEVICES=N (1 to 8, default 1): the devices the double says it
+// has, alike but for their ordinal and PCI bus id (kcap bisect --devices).
+int deviceCount();
+bool knownDevice(int device);
 void runDeferredCopies();
 extern std::atomic<bool> g_deferredCopies;  // some copy is pending
 

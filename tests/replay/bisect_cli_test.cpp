@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -212,7 +213,7 @@ TEST_F(Bisect, UsageErrorsAndMissingDevices) {
            {"--against", "override:axpy"},
            {"--devices", "0,0"},
            {"--devices", "0"},
-           {"--devices", "0,1", "--against", "force-ptx"},
+           {"--devices", "0,1", "--against", "force-ptx"},  // side B's other build: an override only
            {"--range", "5..2"},
            {"--kernel", "no_such_kernel"},
            {"--tolerance", "1e-3"},
@@ -227,6 +228,47 @@ TEST_F(Bisect, UsageErrorsAndMissingDevices) {
   const Outcome two = kcap({"bisect", trace, "--devices", "0,1"});
   EXPECT_EQ(two.exitCode, kExitTrace) << two.describe();
   EXPECT_TRUE(has(two.err, "--device 1: this machine has 1 GPU(s)")) << two.err;
+}
+
+// Two devices (the double told to have two): each side's replay process
+// says which device its context was on, and the report says so per side;
+// a build that differs on side B must diverge, or a test of two GPUs
+// could pass by comparing a device with itself.
+TEST_F(Bisect, TwoDevicesRunOneSideEachAndAnOverrideOnOneSideDiverges) {
+  const std::string trace = directLaunch();
+  const std::map<std::string, std::string> two = {{"KCAP_DOUBLE_DEVICES", "2"}};
+  const Outcome same = kcapOnDouble({"bisect", trace, "--devices", "0,1", "--json"}, two);
+  EXPECT_EQ(same.exitCode, kExitOk) << same.describe();
+  EXPECT_TRUE(has(same.out, R"("devices":{"sideA":{"ordinal":0,"name":"kcap driver double","pciBusId":"0000:3b:00.0"},)"
+                            R"("sideB":{"ordinal":1,"name":"kcap driver double","pciBusId":"0000:3c:00.0"}})"))
+      << same.out;
+  EXPECT_TRUE(has(same.out, "\"examined\":6,\"notComparable\":0,")) << same.out;
+  EXPECT_TRUE(has(same.out, "\"first\":null")) << same.out;
+
+  const Outcome text = kcapOnDouble({"bisect", trace, "--devices", "1,0"}, two);
+  EXPECT_EQ(text.exitCode, kExitOk) << text.describe();
+  EXPECT_TRUE(has(text.out,
+                  "side A ran on GPU 1 (kcap driver double, PCI 0000:3c:00.0), side B on GPU 0 "
+                  "(kcap driver double, PCI 0000:3b:00.0)"))
+      << text.out;
+
+  const Outcome differs =
+      kcapOnDouble({"bisect", trace, "--devices", "0,1", "--against", changedAxpy(), "--json"}, two);
+  EXPECT_EQ(differs.exitCode, kExitDiverges) << differs.describe();
+  EXPECT_TRUE(has(differs.out, R"("first":{"launchIndex":0,"kernel":"axpy","verdict":"DIFFERS")")) << differs.out;
+  EXPECT_TRUE(has(differs.out, "\"sideB\":\"GPU 1 with the override build ")) << differs.out;
+  EXPECT_TRUE(has(differs.out, "--device 1 --override 'axpy=")) << differs.out;
+}
+
+// A bisect in which no launch replayed on both sides compared nothing: it
+// must not say that no launch diverges, nor exit 0.
+TEST_F(Bisect, NothingComparedIsNotAnAgreement) {
+  const std::string trace = file("metadata.kcap");
+  recordWithKcap(trace, interposeProgram("direct_launch"), {}, {{"KCAP_MODE", "metadata"}});
+  const Outcome run = kcapOnDouble({"bisect", trace, "--devices", "0,1"}, {{"KCAP_DOUBLE_DEVICES", "2"}});
+  EXPECT_EQ(run.exitCode, kExitTrace) << run.describe();
+  EXPECT_TRUE(has(run.out, "Nothing compared: no launch replayed on both sides")) << run.out;
+  EXPECT_FALSE(has(run.out, "No launch diverges")) << run.out;
 }
 
 }  // namespace
