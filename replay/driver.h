@@ -28,8 +28,6 @@ namespace kcap::replay {
   X(cuDevicePrimaryCtxRetain)             \
   X(cuCtxSetCurrent)                      \
   X(cuCtxSynchronize)                     \
-  X(cuCtxGetDevice)                       \
-  X(cuDeviceGetPCIBusId)                  \
   X(cuModuleLoadDataEx)                   \
   X(cuModuleUnload)                       \
   X(cuModuleGetFunction)                  \
@@ -58,6 +56,8 @@ namespace kcap::replay {
 // Functions only some replays need; null when the driver lacks them, and the
 // replay that needs one says so.
 #define KCAP_REPLAY_OPTIONAL_FUNCTIONS(X) \
+  X(cuCtxGetDevice)                       \
+  X(cuDeviceGetPCIBusId)                  \
   X(cuMemGetAllocationGranularity)        \
   X(cuMemAddressReserve)                  \
   X(cuMemAddressFree)                     \

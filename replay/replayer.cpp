@@ -115,7 +115,8 @@ Replayer::Replayer(const TraceModel& model, format::TraceReader& reader, const R
   // --devices shows that the two sides ran on two GPUs).
   CUdevice current = 0;
   char bus[32] = {};
-  if (driver_.cuCtxGetDevice(&current) == CUDA_SUCCESS &&
+  if (driver_.cuCtxGetDevice != nullptr && driver_.cuDeviceGetPCIBusId != nullptr &&
+      driver_.cuCtxGetDevice(&current) == CUDA_SUCCESS &&
       driver_.cuDeviceGetPCIBusId(bus, sizeof bus - 1, current) == CUDA_SUCCESS) {
     pciBusId_ = bus;
   }
