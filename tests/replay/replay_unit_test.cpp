@@ -316,6 +316,58 @@ TEST(Tolerance, Accepts) {
   EXPECT_FALSE((Tolerance{1e9, {}, {}}.accepts(inf)));
 }
 
+// ---- a range compared by its differing pieces (RangeComparison) ---------------------------------
+
+// Four pieces of 16 floats; pieces 1 and 3 differ by 2.0 each (the first
+// of them must be the worst element), piece 0 holds a NaN on both sides.
+TEST(RangeComparison, PiecesGiveTheWholeRangesReportButForTheNaNsLeftOut) {
+  constexpr size_t kFloats = 64, kPiece = 16 * sizeof(float);
+  std::vector<float> e(kFloats), a;
+  for (size_t i = 0; i < kFloats; ++i) e[i] = static_cast<float>(i);
+  e[3] = std::numeric_limits<float>::quiet_NaN();
+  a = e;
+  a[20] += 2.0f;
+  a[50] -= 2.0f;
+  const auto* eb = reinterpret_cast<const uint8_t*>(e.data());
+  const auto* ab = reinterpret_cast<const uint8_t*>(a.data());
+  ReplayOptions options;
+  options.dtype = DType::kF32;
+
+  BufferReport whole;
+  EXPECT_TRUE(compareRange(whole, eb, ab, kFloats * sizeof(float), std::nullopt, options));
+  BufferReport pieces;
+  RangeComparison comparison(pieces, kFloats * sizeof(float), std::nullopt, options);
+  for (const size_t piece : {1, 3}) comparison.add(eb + piece * kPiece, ab + piece * kPiece, kPiece, piece * kPiece);
+  EXPECT_TRUE(comparison.finish());
+
+  EXPECT_EQ(pieces.differingBytes, whole.differingBytes);
+  EXPECT_EQ(pieces.firstOffset, std::optional<uint64_t>(82));  // element 20, its third byte
+  EXPECT_EQ(pieces.firstOffset, whole.firstOffset);
+  ASSERT_TRUE(whole.stats && pieces.stats);
+  EXPECT_EQ(pieces.stats->elements, 64u);
+  EXPECT_EQ(pieces.stats->mismatches, 2u);
+  EXPECT_EQ(pieces.stats->mismatches, whole.stats->mismatches);
+  EXPECT_EQ(pieces.stats->maxAbsError, 2.0);
+  EXPECT_EQ(pieces.stats->maxUlp, whole.stats->maxUlp);
+  EXPECT_EQ(pieces.stats->worstElement, std::optional<uint64_t>(20));
+  EXPECT_EQ(pieces.stats->worstElement, whole.stats->worstElement);
+  EXPECT_EQ(whole.stats->nanExpected, 1u);  // the pieces left out are equal, their NaNs uncounted
+  EXPECT_EQ(pieces.stats->nanExpected, 0u);
+
+  // --tolerance decides alike; nothing added is a range that does not differ.
+  options.tolerance = parseTolerance("3");
+  BufferReport tolerated;
+  RangeComparison within(tolerated, kFloats * sizeof(float), std::nullopt, options);
+  within.add(eb + 3 * kPiece, ab + 3 * kPiece, kPiece, 3 * kPiece);
+  EXPECT_FALSE(within.finish());
+  EXPECT_TRUE(tolerated.withinTolerance);
+  BufferReport same;
+  RangeComparison none(same, kFloats * sizeof(float), std::nullopt, options);
+  EXPECT_FALSE(none.finish());
+  EXPECT_EQ(same.differingBytes, 0u);
+  EXPECT_FALSE(same.firstOffset);
+}
+
 // ---- memory plan ------------------------------------------------------------------------------
 
 constexpr uint64_t kGranule = 0x1000;
