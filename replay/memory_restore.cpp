@@ -82,24 +82,15 @@ void Replayer::restoreContent(schema::Content::Reader content, CUdeviceptr dst, 
   const uint64_t size = content.getSize();
   const uint64_t pieceSize = content.getPieceSize();
   if (pieceSize <= kRestoreWindow && hasher_->suits(dst, size, pieceSize)) {
-    const std::vector<format::Hash128> hashes = hasher_->hash(dst, size, content.getPieceSize());
-    const auto pieces = content.getPieces();
-    if (hashes.size() != pieces.size()) {
-      throw ReplayError("a recorded range of " + std::to_string(size) + " bytes lists " +
-                        std::to_string(pieces.size()) + " pieces, not " + std::to_string(hashes.size()));
-    }
-    const auto held = [&](uint64_t i) {
-      const auto piece = pieces[static_cast<unsigned>(i)];
-      return PieceHasher::hashed(size, pieceSize, i) && hashes[i] == format::Hash128{piece.getHigh(), piece.getLow()};
-    };
+    const std::vector<bool> differs = hasher_->differing(dst, content);
     uint64_t window = 0;
-    for (uint64_t i = 0; i < hashes.size();) {
-      if (held(i)) {
+    for (uint64_t i = 0; i < differs.size();) {
+      if (!differs[i]) {
         ++i;
         continue;
       }
       uint64_t end = i + 1;
-      while (end < hashes.size() && !held(end)) ++end;
+      while (end < differs.size() && differs[end]) ++end;
       uploadPieces(content, dst, i, end - i, window, stats);
       i = end;
     }

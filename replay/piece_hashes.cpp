@@ -1,7 +1,7 @@
 #include "piece_hashes.h"
 
 #include <algorithm>
-#include <cstring>
+#include <string>
 
 #include "driver.h"
 #include "reexecute.h"
@@ -73,6 +73,23 @@ std::vector<format::Hash128> PieceHasher::hash(CUdeviceptr address, uint64_t siz
   std::vector<format::Hash128> hashes(pieces);
   for (uint64_t i = 0; i < pieces; ++i) hashes[i] = {out_[2 * i], out_[2 * i + 1]};
   return hashes;
+}
+
+std::vector<bool> PieceHasher::differing(CUdeviceptr address, schema::Content::Reader content) {
+  const uint64_t size = content.getSize();
+  const uint32_t pieceSize = content.getPieceSize();
+  const auto recorded = content.getPieces();
+  const std::vector<format::Hash128> here = hash(address, size, pieceSize);
+  if (here.size() != recorded.size()) {
+    throw ReplayError("a recorded range of " + std::to_string(size) + " bytes lists " +
+                      std::to_string(recorded.size()) + " pieces, not " + std::to_string(here.size()));
+  }
+  std::vector<bool> differs(here.size());
+  for (uint64_t i = 0; i < here.size(); ++i) {
+    const auto piece = recorded[static_cast<unsigned>(i)];
+    differs[i] = !hashed(size, pieceSize, i) || here[i] != format::Hash128{piece.getHigh(), piece.getLow()};
+  }
+  return differs;
 }
 
 }  // namespace kcap::replay

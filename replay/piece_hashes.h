@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "hash.h"
+#include "kcap.capnp.h"
 
 namespace kcap::replay {
 
@@ -35,15 +36,21 @@ class PieceHasher {
   // nvcc). Loads the kernel into the current context the first time.
   bool suits(CUdeviceptr address, uint64_t size, uint64_t pieceSize);
 
+  // Which pieces of `content`, placed at `address` (a range that suits()),
+  // the device does not hold as recorded: their hashes here differ from
+  // the recorded ones, or are not computed on the device (pieces too short).
+  // Throws ReplayError when the content lists another number of pieces
+  // than its size makes, CudaError when hashing fails.
+  std::vector<bool> differing(CUdeviceptr address, schema::Content::Reader content);
+
+ private:
   // Each piece's hash, once the GPU computed it (the stream is waited for).
   // A piece shorter than XXH3's long-input threshold is not hashed on the
   // device: see `hashed`. Throws CudaError.
   std::vector<format::Hash128> hash(CUdeviceptr address, uint64_t size, uint32_t pieceSize);
-
   // Whether hash() computed piece `index`'s hash (false: compare its bytes).
   static bool hashed(uint64_t size, uint64_t pieceSize, uint64_t index);
 
- private:
   bool load();
 
   Driver& driver_;

@@ -115,18 +115,10 @@ bool Replayer::compareByPieces(schema::Content::Reader content, CUdeviceptr src,
                                std::optional<uint32_t> param, LaunchOutcome& outcome) {
   const uint64_t size = content.getSize();
   const uint32_t pieceSize = content.getPieceSize();
-  const auto recorded = content.getPieces();
-  const std::vector<format::Hash128> hashes = hasher_->hash(src, size, pieceSize);
-  if (hashes.size() != recorded.size()) {
-    throw ReplayError("a recorded range of " + std::to_string(size) + " bytes lists " +
-                      std::to_string(recorded.size()) + " pieces, not " + std::to_string(hashes.size()));
-  }
+  const std::vector<bool> differs = hasher_->differing(src, content);
   RangeComparison comparison(report, size, param, options_);
-  for (uint64_t i = 0; i < hashes.size(); ++i) {
-    const auto piece = recorded[static_cast<unsigned>(i)];
-    if (PieceHasher::hashed(size, pieceSize, i) && hashes[i] == format::Hash128{piece.getHigh(), piece.getLow()}) {
-      continue;
-    }
+  for (uint64_t i = 0; i < differs.size(); ++i) {
+    if (!differs[i]) continue;
     const uint64_t offset = i * pieceSize, bytes = std::min<uint64_t>(pieceSize, size - offset);
     capnp::MallocMessageBuilder message;
     const std::vector<uint8_t> expected = reader_.readContent(contentPart(message, content, i, 1));
