@@ -60,6 +60,12 @@ schema::Content::Reader contentPart(capnp::MallocMessageBuilder& message, schema
   const uint64_t pieceSize = content.getPieceSize();
   const uint64_t size = content.getSize();
   const auto pieces = content.getPieces();
+  // The trace's own numbers: checked before any piece is picked by index.
+  const uint64_t whole = pieceSize == 0 ? 0 : size / pieceSize + (size % pieceSize != 0);
+  if (pieceSize == 0 || pieces.size() != whole || first > whole || count > whole - first) {
+    throw ReplayError("a recorded range of " + std::to_string(size) + " bytes lists " + std::to_string(pieces.size()) +
+                      " pieces of " + std::to_string(pieceSize) + " bytes");
+  }
   auto part = message.initRoot<schema::Content>();
   part.setSize(std::min(count * pieceSize, size - first * pieceSize));
   part.setPieceSize(static_cast<uint32_t>(pieceSize));
