@@ -57,6 +57,12 @@ enum MemoryKind {
   managed @3;         # cuMemAllocManaged
   vmm @4;             # a mapped VMM range (cuMemCreate + cuMemMap)
   hostMapped @5;      # pinned host memory mapped into the device address space
+  imported @6;
+  # device memory another process owns and writes, mapped here through
+  # cuIpcOpenMemHandle (ipcImport). Checkpoint mode cannot recompute what that
+  # process writes: like hostMapped, its content is logged in the `pre` of
+  # each launch that reaches it, as the launch saw it, and checkpoints leave
+  # it out.
 }
 
 struct KeyValue {
@@ -291,6 +297,11 @@ enum AllocKind {
   vmmReserve @7;      # cuMemAddressReserve: address space only
   vmmCreate @8;       # cuMemCreate: physical memory, no address
   vmmMap @9;          # cuMemMap: physical memory at `address`
+  ipcImport @10;
+  # cuIpcOpenMemHandle: another process's allocation mapped at `address`
+  # (`size` from cuMemGetAddressRange; `flags` the open flags). Its Free
+  # (cuIpcCloseMemHandle) has this kind too. Launches reaching it see memory
+  # memoryKind `imported`.
 }
 
 struct Free {

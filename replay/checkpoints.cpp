@@ -45,6 +45,10 @@ std::string CheckpointInfo::name() const {
   return "checkpoint " + std::to_string(ordinal) + " at event #" + std::to_string(seq);
 }
 
+bool isLoggedInput(schema::MemoryKind kind) {
+  return kind == schema::MemoryKind::HOST_MAPPED || kind == schema::MemoryKind::IMPORTED;
+}
+
 bool isDeviceAllocation(schema::AllocKind kind) {
   switch (kind) {
     case schema::AllocKind::MEM_ALLOC:
@@ -119,16 +123,16 @@ CheckpointPlan CheckpointPlan::build(const TraceModel& model, const format::Trac
     }
     plan.regions_.push_back({alloc.getAddress(), alloc.getSize()});
   }
-  // Page-locked host memory launches read (checkpoint mode logs its content
-  // with each launch that reaches it): placed as device memory, written with
-  // what each launch saw before it runs (Reexecutor::writeHostInputs).
+  // Page-locked host memory and other processes' memory launches read
+  // (checkpoint mode logs its content with each launch that reaches it):
+  // placed as device memory, written with what each launch saw before it
+  // runs (Reexecutor::writeLoggedInputs).
   std::set<std::pair<uint64_t, uint64_t>> hostInputs;
   for (const auto& launch : model.launches()) {
     for (const auto range : launch.event().getPre()) {
       const uint64_t size = range.getContent().getSize();
       uint64_t end = 0;
-      if (range.getKind() != schema::MemoryKind::HOST_MAPPED || size == 0 ||
-          __builtin_add_overflow(range.getAddress(), size, &end)) {
+      if (!isLoggedInput(range.getKind()) || size == 0 || __builtin_add_overflow(range.getAddress(), size, &end)) {
         continue;
       }
       if (hostInputs.insert({range.getAddress(), size}).second) plan.regions_.push_back({range.getAddress(), size});

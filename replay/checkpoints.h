@@ -53,6 +53,10 @@ std::string checkpointProblem(schema::Checkpoint::Reader checkpoint);
 // Whether an Alloc of this kind is device memory a launch can reach at its
 // recorded address (not host memory, not bare address space or handles).
 bool isDeviceAllocation(schema::AllocKind kind);
+// Memory whose content checkpoint mode logs with each launch that reaches
+// it (page-locked host memory, another process's memory): re-execution
+// writes it before the launch instead of recomputing it.
+bool isLoggedInput(schema::MemoryKind kind);
 
 class CheckpointPlan {
  public:

@@ -40,7 +40,7 @@ bool Reexecutor::runLaunch(const LaunchRecord& launch, IntervalReport& report, R
                            (it != launchCodeError_.end() ? it->second : std::string(": its code was not loaded"))};
   }
   r_.buildParamsInto(launch, *kernel, params_);
-  writeHostInputs(launch, listener);
+  writeLoggedInputs(launch, listener);
   const bool around = around_ && aroundIndex_ == launch.launchIndex;
   // One at a time when something looks at the memory right after a launch.
   const bool wait = synchronized_ || around || afterLaunch_;
@@ -77,19 +77,20 @@ bool Reexecutor::runLaunch(const LaunchRecord& launch, IntervalReport& report, R
   return true;
 }
 
-// The page-locked host memory the launch reads, as the launch saw it when
-// it was recorded: the host may have rewritten it between launches without
-// a CUDA call, so it is logged with every launch that reaches it and
-// written, stream-ordered, right before the launch.
-void Reexecutor::writeHostInputs(const LaunchRecord& launch, ReexecutionListener& listener) {
+// The page-locked host memory and other processes' memory the launch
+// reads, as the launch saw it when it was recorded: the host or another
+// process may have rewritten it between launches without a CUDA call of
+// this one, so it is logged with every launch that reaches it and written,
+// stream-ordered, right before the launch.
+void Reexecutor::writeLoggedInputs(const LaunchRecord& launch, ReexecutionListener& listener) {
   for (const auto range : launch.event().getPre()) {
-    if (range.getKind() != schema::MemoryKind::HOST_MAPPED) continue;
+    if (!isLoggedInput(range.getKind())) continue;
     const auto content = range.getContent();
     const uint64_t size = content.getSize();
     if (size == 0) continue;
     const auto stop = [&](const std::string& why) {
       throw IntervalStop{IntervalVerdict::kNotReexecutable, "launch " + std::to_string(launch.launchIndex) +
-                                                                "'s host input at " + hexText(range.getAddress()) +
+                                                                "'s logged input at " + hexText(range.getAddress()) +
                                                                 ": " + why};
     };
     if (coverage(range.getAddress(), size) != Coverage::kInside) stop("not placed");
@@ -98,7 +99,7 @@ void Reexecutor::writeHostInputs(const LaunchRecord& launch, ReexecutionListener
       uint8_t* bytes = synchronized_ || afterLaunch_ ? nullptr : hostBytes(size, listener);
       if (bytes != nullptr) {
         reader_.readContentInto(content, bytes, size);
-        check(r_.driver_.cuMemcpyHtoDAsync(dst, bytes, size, r_.stream_), "writing a launch's host input");
+        check(r_.driver_.cuMemcpyHtoDAsync(dst, bytes, size, r_.stream_), "writing a launch's logged input");
       } else {
         drain(listener);
         const std::vector<uint8_t> data = reader_.readContent(content);

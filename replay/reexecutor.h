@@ -80,7 +80,7 @@ class Reexecutor {
   // addresses, waited for. IntervalStop when it cannot be rebuilt.
   void runGraphLaunch(const StoredEvent& launch, ReexecutionListener& listener);
   // Writes the page-locked host memory `launch` read, as logged with it.
-  void writeHostInputs(const LaunchRecord& launch, ReexecutionListener& listener);
+  void writeLoggedInputs(const LaunchRecord& launch, ReexecutionListener& listener);
   // Issues a checked copy or memset on the replay stream, in order with the launches before it.
   void issueMemoryOp(const StoredEvent& op, ReexecutionListener& listener);
   // Page-locked bytes for a host-to-device copy's source that stay untouched

@@ -33,6 +33,7 @@ enum class AllocationKind : uint8_t {
   kManaged,     // cuMemAllocManaged
   kVmm,         // a cuMemMap of physical memory into a reserved range
   kHostMapped,  // page-locked host memory visible to the device
+  kImported,    // another process's device memory, mapped here (cuIpcOpenMemHandle)
 };
 
 struct Allocation {

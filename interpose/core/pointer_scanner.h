@@ -41,7 +41,9 @@ struct ParamPointer {
   uint64_t value = 0;           // the address it holds
   uint64_t allocationBase = 0;  // the allocation it points into
   bool inTensorMap = false;
-  bool hostMapped = false;  // the allocation is page-locked host memory (AllocationKind::kHostMapped)
+  // The allocation holds what re-execution cannot recompute: page-locked
+  // host memory (the host writes it) or another process's memory.
+  bool loggedInput = false;
 };
 
 struct IndirectPointer {

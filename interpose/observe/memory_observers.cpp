@@ -200,6 +200,23 @@ void Observer<HookId::cuMemUnmap_hook>::after(HookId, CUresult result, CUdevicep
   freeAfter({.kind = schema::AllocKind::VMM_MAP, .result = result, .address = address, .size = size});
 }
 
+// The mapping's size is the recorder's to ask (cuMemGetAddressRange).
+void Observer<HookId::cuIpcOpenMemHandle_v2_hook>::after(HookId, CUresult result, CUdeviceptr* address, CUipcMemHandle,
+                                                         unsigned flags) {
+  recordAlloc({.kind = schema::AllocKind::IPC_IMPORT,
+               .result = result,
+               .address = madeAddress(result, address),
+               .flags = flags});
+}
+
+void Observer<HookId::cuIpcCloseMemHandle_hook>::before(HookId, CUdeviceptr address) {
+  freeBefore(schema::AllocKind::IPC_IMPORT, address, 0);
+}
+
+void Observer<HookId::cuIpcCloseMemHandle_hook>::after(HookId, CUresult result, CUdeviceptr address) {
+  freeAfter({.kind = schema::AllocKind::IPC_IMPORT, .result = result, .address = address});
+}
+
 void Observer<HookId::cuMemAllocHost_v2_hook>::after(HookId, CUresult result, void** pointer, size_t size) {
   recordAlloc(
       {.kind = schema::AllocKind::HOST_ALLOC, .result = result, .address = madeAddress(result, pointer), .size = size});

@@ -233,7 +233,8 @@ CheckpointTaker::Result CheckpointTaker::take(const std::vector<Allocation>& all
   result.device = currentDevice();
   std::vector<SnapshotRange> ranges;
   for (const Allocation& a : allocations) {
-    if (a.kind == AllocationKind::kHostMapped) continue;  // host memory: logged at the launches that reach it
+    // Host memory and other processes' memory: logged at the launches that reach it.
+    if (a.kind == AllocationKind::kHostMapped || a.kind == AllocationKind::kImported) continue;
     if (a.device >= 0 && result.device >= 0 && a.device != result.device) {
       ++result.otherDeviceRanges;
       continue;

@@ -203,29 +203,43 @@ struct LaunchEventData final : format::DeferredEvent {
   }
 };
 
-// Checkpoint mode: page-locked host memory a launch can reach is an input
-// re-execution cannot recompute (the host writes it), so its content at the
-// launch goes into the launch's `pre` (identical pieces are stored once).
-bool captureHostInputs(LaunchEventData& data, const AllocationMap& allocations, format::TraceWriter& writer,
-                       StagingPool& staging) {
-  bool reaches = false;
+// Checkpoint mode: page-locked host memory and another process's memory a
+// launch can reach are inputs re-execution cannot recompute (the host or
+// that process writes them), so their content at the launch goes into the
+// launch's `pre` (identical pieces are stored once). Another process's
+// writes reach this one through the launch's stream (an IPC event waited
+// for, or the host's synchronization): the stream is synchronized before
+// such memory is read, so that it is read as the launch will see it.
+// Returns whether the launch reaches page-locked host memory.
+bool captureLoggedInputs(LaunchEventData& data, const AllocationMap& allocations, format::TraceWriter& writer,
+                         StagingPool& staging, CUstream stream) {
+  bool readsHost = false;
+  bool synchronized = false;
   std::set<uint64_t> seen;
   for (const ParamPointer& pointer : data.pointers) {
-    if (!pointer.hostMapped) {
+    if (!pointer.loggedInput) {
       continue;
     }
-    reaches = true;
     const auto extent = allocations.findExtent(pointer.value);
     if (!extent || !seen.insert(extent->base).second) {
       continue;
     }
-    TakenRange entry{{extent->base, extent->size, extent->base, schema::MemoryKind::HOST_MAPPED}, {}};
+    const bool imported = extent->kind == AllocationKind::kImported;
+    readsHost = readsHost || !imported;
+    if (imported && !synchronized) {
+      const RelaxedCaptureMode relaxed;
+      if (driverApi().streamSynchronize == nullptr || driverApi().streamSynchronize(stream) != CUDA_SUCCESS) {
+        continue;  // not logged: re-execution says the launch's input is not placed
+      }
+      synchronized = true;
+    }
+    TakenRange entry{{extent->base, extent->size, extent->base, memoryKind(extent->kind)}, {}};
     if (snapshot(writer, staging, entry.range, entry.content, nullptr, false) == CUDA_SUCCESS) {
       data.pre.push_back(std::move(entry));
       data.synchronized = true;  // `pre` is meaningful
     }
   }
-  return reaches;
+  return readsHost;
 }
 
 // A LaunchEnd event, the same way.
@@ -407,7 +421,7 @@ bool Recorder::launchStarting(const LaunchCall& call, PendingLaunch& launch) {
   }
 
   if (checkpoints_ != nullptr && !capturing) {
-    pending->readsHostMemory = captureHostInputs(*data, allocations_, *writer_, staging_);
+    pending->readsHostMemory = captureLoggedInputs(*data, allocations_, *writer_, staging_, pending->syncStream);
   }
 
   if (snapshots) {

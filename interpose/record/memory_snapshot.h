@@ -93,6 +93,8 @@ inline schema::MemoryKind memoryKind(AllocationKind kind) {
       return schema::MemoryKind::VMM;
     case AllocationKind::kHostMapped:
       return schema::MemoryKind::HOST_MAPPED;
+    case AllocationKind::kImported:
+      return schema::MemoryKind::IMPORTED;
   }
   return schema::MemoryKind::UNKNOWN;
 }

@@ -22,9 +22,23 @@ AllocationKind mapKind(schema::AllocKind kind) {
       return AllocationKind::kHostMapped;
     case schema::AllocKind::VMM_MAP:
       return AllocationKind::kVmm;
+    case schema::AllocKind::IPC_IMPORT:
+      return AllocationKind::kImported;
     default:
       return AllocationKind::kDevice;
   }
+}
+
+// The size of the allocation `address` starts (cuIpcOpenMemHandle says
+// only where it mapped one); 0 when the driver does not say.
+uint64_t allocationSize(uint64_t address) {
+  const auto query = driverApi().memGetAddressRange;
+  CUdeviceptr base = 0;
+  size_t size = 0;
+  if (query == nullptr || query(&base, &size, address) != CUDA_SUCCESS || base != address) {
+    return 0;
+  }
+  return size;
 }
 
 }  // namespace
@@ -38,6 +52,8 @@ void Recorder::allocated(const AllocCall& call) {
     return;
   }
   int device = call.device >= 0 ? call.device : currentDevice();
+  const uint64_t size =
+      call.kind == schema::AllocKind::IPC_IMPORT && call.size == 0 ? allocationSize(call.address) : call.size;
   switch (call.kind) {
     case schema::AllocKind::VMM_RESERVE:
       allocations_.addReservation(call.address, call.size);
@@ -58,14 +74,14 @@ void Recorder::allocated(const AllocCall& call) {
       break;
     }
     default:
-      allocations_.add({call.address, call.size, mapKind(call.kind), device, 0});
+      allocations_.add({call.address, size, mapKind(call.kind), device, 0});
       break;
   }
   EventMessage message(*this);
   auto alloc = message.event().initAlloc();
   alloc.setKind(call.kind);
   alloc.setAddress(call.address);
-  alloc.setSize(call.size);
+  alloc.setSize(size);
   alloc.setPitch(call.pitch);
   alloc.setDevice(device);
   alloc.setContext(currentContext());

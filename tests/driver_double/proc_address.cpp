@@ -92,6 +92,8 @@ const Entry* entries(std::size_t& count) {
       ENTRY(cuMemRelease, 10020, false, cuMemRelease),
       ENTRY(cuMemMap, 10020, false, cuMemMap),
       ENTRY(cuMemUnmap, 10020, false, cuMemUnmap),
+      ENTRY(cuIpcOpenMemHandle, 11000, false, cuIpcOpenMemHandle_v2),
+      ENTRY(cuIpcCloseMemHandle, 4010, false, cuIpcCloseMemHandle),
       ENTRY(cuMemSetAccess, 10020, false, cuMemSetAccess),
       ENTRY(cuMemHostAlloc, 2020, false, cuMemHostAlloc),
       ENTRY(cuMemFreeHost, 2000, false, cuMemFreeHost),

@@ -43,7 +43,7 @@ CUdeviceptr State::allocate(std::size_t bytes) {
 
 bool State::release(CUdeviceptr base) {
   const auto it = allocations.find(base);
-  if (it == allocations.end()) {
+  if (it == allocations.end() || ipcMappings.count(base) != 0) {  // a mapping is closed, not freed
     return false;
   }
   // An allocation node's address outlives the allocation (graph.h).

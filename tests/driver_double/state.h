@@ -120,6 +120,7 @@ class State {
   std::map<std::uintptr_t, std::size_t> allocations;        // base -> size
   std::map<std::uintptr_t, std::size_t> hostAllocations;    // page-locked host memory: base -> size
   std::map<std::uintptr_t, std::size_t> hostRegistrations;  // cuMemHostRegister: base -> size
+  std::map<std::uintptr_t, std::size_t> ipcMappings;        // cuIpcOpenMemHandle (also in allocations): base -> size
 
   // A kernel "faulted" (a poison parameter, see api_launch.cpp): like the
   // driver's sticky error, every later call that needs the context fails.

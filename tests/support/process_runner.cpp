@@ -141,6 +141,7 @@ std::string symbolicDoubleDir() { return KCAP_TEST_SYMBOLIC_DOUBLE_DIR; }
 std::string kcapBinary() { return KCAP_TEST_KCAP; }
 std::string scenarioProgram() { return std::string(KCAP_TEST_RECORD_PROGRAMS_DIR) + "/record_scenarios"; }
 std::string graphProgram() { return std::string(KCAP_TEST_RECORD_PROGRAMS_DIR) + "/graph_scenarios"; }
+std::string ipcImportProgram() { return std::string(KCAP_TEST_RECORD_PROGRAMS_DIR) + "/ipc_import"; }
 std::string threadsProgram() { return std::string(KCAP_TEST_RECORD_PROGRAMS_DIR) + "/record_threads"; }
 std::string interposeProgram(const std::string& name) {
   return std::string(KCAP_TEST_INTERPOSE_PROGRAMS_DIR) + "/" + name;

@@ -23,6 +23,7 @@ std::string kcapBinary();
 std::string scenarioProgram();                          // tests/record/programs/record_scenarios
 std::string threadsProgram();                           // tests/record/programs/record_threads
 std::string graphProgram();                             // tests/record/programs/graph_scenarios
+std::string ipcImportProgram();                         // tests/record/programs/ipc_import
 std::string interposeProgram(const std::string& name);  // tests/interpose/programs/<name>
 std::string kernelFile(const std::string& name);        // kernels/<name>
 

@@ -1,0 +1,131 @@
+// Memory another process writes (CUDA IPC), recorded against the driver
+// double and replayed: the importing process's launches read an allocation
+// that the exporting process rewrites between them without a CUDA call of
+// this one (tests/record/programs/ipc_import.cpp). Checkpoint mode cannot
+// recompute those writes, so each launch that reaches the memory logs it as
+// the launch saw it; re-execution writes it back before the launch.
+#include "process_runner.h"
+
+#include "trace_files.h"
+#include "trace_reader.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace kcap_test {
+namespace {
+
+using kcap::schema::Event;
+namespace schema = kcap::schema;
+
+constexpr int kN = 1024;
+constexpr int kRounds = 6;
+
+struct Recording {
+  Outcome plain;
+  Outcome shimmed;
+  std::vector<kcap::test::OwnedEvent> events;
+};
+
+Recording record(kcap::test::TempDir& dir, const std::string& mode, const std::string& path,
+                 std::map<std::string, std::string> env = {}) {
+  Recording r;
+  const std::string shared = dir.file("exported-x");
+  r.plain = run({ipcImportProgram(), {shared}, {}, false});
+  env["KCAP_OUTPUT"] = path;
+  env["KCAP_MODE"] = mode;
+  r.shimmed = run({ipcImportProgram(), {shared}, std::move(env), true});
+  r.events = kcap::test::readAllEvents(path);
+  EXPECT_EQ(r.plain.exitCode, 0) << r.plain.describe();
+  EXPECT_EQ(r.shimmed.exitCode, 0) << r.shimmed.describe();
+  EXPECT_EQ(r.shimmed.err, "") << r.shimmed.describe();
+  EXPECT_EQ(r.shimmed.out, r.plain.out);
+  EXPECT_NE(r.plain.out.find("result ipc_y_sum "), std::string::npos) << r.plain.describe();
+  return r;
+}
+
+// What the exporter wrote into x before round `round` (ipc_import.cpp).
+float exportedX(int round, int i) { return static_cast<float>((i * (round + 3)) % 29); }
+
+// The import is an allocation of its own kind, with the mapping's size, and
+// its close a Free of that kind.
+void expectImportEvents(const Recording& r) {
+  int opened = 0;
+  int closed = 0;
+  for (const auto& e : r.events) {
+    if (e.get().which() == Event::ALLOC && e.get().getAlloc().getKind() == schema::AllocKind::IPC_IMPORT) {
+      EXPECT_EQ(e.get().getAlloc().getSize(), kN * sizeof(float));
+      EXPECT_NE(e.get().getAlloc().getAddress(), 0u);
+      ++opened;
+    }
+    if (e.get().which() == Event::FREE && e.get().getFree().getKind() == schema::AllocKind::IPC_IMPORT) ++closed;
+  }
+  EXPECT_EQ(opened, 1);
+  EXPECT_EQ(closed, 1);
+}
+
+TEST(IpcRecord, CheckpointModeLogsWhatEachLaunchReadOfAnotherProcesssMemory) {
+  kcap::test::TempDir dir("kcap-ipc");
+  const std::string path = dir.file("checkpoint.kcap");
+  // A checkpoint every other launch: intervals of two launches, each
+  // reading x as the exporter last wrote it.
+  const Recording r = record(dir, "checkpoint", path, {{"KCAP_CHECKPOINT_EVERY", "2launches"}});
+  expectImportEvents(r);
+  auto reader = kcap::format::TraceReader::open(path);
+  int round = 0;
+  for (const auto& e : r.events) {
+    if (e.get().which() == Event::CHECKPOINT) {
+      for (const auto range : e.get().getCheckpoint().getRanges()) {
+        EXPECT_NE(range.getKind(), schema::MemoryKind::IMPORTED) << "checkpoints leave another process's memory out";
+      }
+    }
+    if (e.get().which() != Event::LAUNCH) continue;
+    const auto pre = e.get().getLaunch().getPre();
+    ASSERT_EQ(pre.size(), 1u) << "launch " << round;
+    EXPECT_EQ(pre[0].getKind(), schema::MemoryKind::IMPORTED);
+    const std::vector<uint8_t> bytes = reader->readContent(pre[0].getContent());
+    ASSERT_EQ(bytes.size(), kN * sizeof(float));
+    for (int i = 0; i < kN; ++i) {
+      float x = 0;
+      std::memcpy(&x, bytes.data() + static_cast<size_t>(i) * sizeof x, sizeof x);
+      ASSERT_EQ(x, exportedX(round, i)) << "launch " << round << " element " << i;
+    }
+    ++round;
+  }
+  EXPECT_EQ(round, kRounds);
+
+  // Re-execution writes each launch's x before it: every interval as recorded.
+  const Outcome replay = kcapOnDouble({"replay", path});
+  EXPECT_EQ(replay.exitCode, 0) << replay.describe();
+  EXPECT_NE(replay.out.find("Verdict: all 3 intervals reproduced as recorded."), std::string::npos)
+      << replay.describe();
+}
+
+// Full mode needs nothing of its own: the imported allocation is reachable
+// memory like any other, snapshotted before and after each launch.
+TEST(IpcRecord, FullModeSnapshotsAnotherProcesssMemoryAndReplays) {
+  kcap::test::TempDir dir("kcap-ipc");
+  const std::string path = dir.file("full.kcap");
+  const Recording r = record(dir, "full", path);
+  expectImportEvents(r);
+  int launches = 0;
+  for (const auto& e : r.events) {
+    if (e.get().which() != Event::LAUNCH) continue;
+    bool imported = false;
+    for (const auto range : e.get().getLaunch().getPre()) imported |= range.getKind() == schema::MemoryKind::IMPORTED;
+    EXPECT_TRUE(imported) << "launch " << launches;
+    ++launches;
+  }
+  EXPECT_EQ(launches, kRounds);
+  const Outcome replay = kcapOnDouble({"replay", path});
+  EXPECT_EQ(replay.exitCode, 0) << replay.describe();
+  EXPECT_NE(replay.out.find("6 REPRODUCED"), std::string::npos) << replay.describe();
+}
+
+}  // namespace
+}  // namespace kcap_test
