@@ -144,8 +144,11 @@ struct TraceBegin {
   kcapVersion @9 :Text;
   captureMode @10 :CaptureMode;
   options @11 :List(KeyValue);      # the effective capture options, for the record
-  libraries @12 :List(KeyValue);    # name -> version of relevant libraries (torch, triton, cublas, ...);
-                                    # reserved: this recorder leaves it empty, readers show it when present
+  libraries @12 :List(KeyValue);
+  # name -> version ("major.minor.patch") of the CUDA libraries the process
+  # had loaded when the trace began: nccl, cudnn, cublasLt, cudart (each
+  # asked by its own version function). One loaded later is not listed;
+  # traces of older recorders leave the list empty.
 }
 
 enum CaptureMode {

@@ -3,6 +3,7 @@
 #include "record/recorder.h"
 
 #include "record/driver_api.h"
+#include "core/library_versions.h"
 #include "version.h"
 
 #include <unistd.h>
@@ -153,6 +154,10 @@ void Recorder::writeTraceBegin() {
   for (int i = 0; i < deviceCount; ++i) {
     describeDevice(api, i, devices[static_cast<unsigned>(i)]);
   }
+
+  const LibraryVersions libraries = loadedLibraryVersions();
+  setPairs(begin.initLibraries(static_cast<unsigned>(libraries.libraries.size())), libraries.libraries);
+  begin.setRuntimeVersion(libraries.runtimeVersion);
 
   begin.setStartUnixNs(startUnixNs_);
   begin.setStartMonotonicNs(clock_.startMonotonicNs());
