@@ -11,6 +11,7 @@
 #include "change_hash.h"
 #include "checkpoints.h"
 #include "driver.h"
+#include "job_environment.h"
 #include "message_check.h"
 #include "reexecutor.h"
 #include "replayer.h"
@@ -112,6 +113,12 @@ void Reexecutor::loadCode(uint64_t afterSeq) {
     }
     try {
       const CodeRef code = model_.codeFor(launch);
+      if (format::isNcclKernel(code.kernelName)) {
+        launchCodeError_[launch.launchIndex] = " (" + code.kernelName +
+                                               ") is an NCCL collective: it waits for its peers, which re-execution "
+                                               "does not run, and checkpoint mode does not log what it writes";
+        continue;
+      }
       std::string key = std::to_string(code.load->seq()) + " " + code.kernelName;
       for (const auto& attribute : code.attributes) key += " " + std::to_string(attribute->seq());
       auto it = kernels_.find(key);

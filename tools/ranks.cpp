@@ -121,10 +121,6 @@ struct Divergence {
   bool differs = false;
 };
 
-bool isNcclKernel(const std::string& name) {
-  return name.starts_with("ncclKernel") || name.starts_with("ncclDevKernel");
-}
-
 std::string lowercase(std::string text) {
   for (char& c : text) {
     if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
@@ -190,7 +186,7 @@ RankTrace readTrace(const std::string& path, Names& names) {
     format::visitEvent(event, format::Overloaded{
                                   [&](schema::Launch::Reader l) {
                                     const std::string name = format::launchKernelName(l);
-                                    if (isNcclKernel(name)) ++t.ncclLaunches;
+                                    if (format::isNcclKernel(name)) ++t.ncclLaunches;
                                     ordinals.insert(l.getDevice());
                                     t.sequence.emplace_back(l.getLaunchIndex(), names.intern(name));
                                   },

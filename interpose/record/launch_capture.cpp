@@ -26,6 +26,7 @@
 
 #include "core/event_recycler.h"
 #include "core/param_buffer.h"
+#include "job_environment.h"
 #include "record/driver_api.h"
 
 #include <algorithm>
@@ -38,10 +39,6 @@ namespace {
 // Buffers at most this large that pointer words hit are scanned for more
 // pointers (pointer arrays of grouped kernels); one level deep.
 constexpr uint64_t kIndirectScanLimit = 64u << 10;
-
-bool waitsForPeers(std::string_view kernelName) {
-  return kernelName.starts_with("ncclKernel") || kernelName.starts_with("ncclDevKernel");
-}
 
 size_t rangesHint(const std::vector<TakenRange>& taken) {
   size_t bytes = 0;
@@ -401,7 +398,7 @@ bool Recorder::launchStarting(const LaunchCall& call, PendingLaunch& launch) {
   // Tracked only where something synchronizes (snapshots, checkpoints):
   // there alone can the recorder hold such a kernel back.
   pending->waitsForHost = !capturing && target.waitsForHost && (snapshots || checkpoints_ != nullptr);
-  if (snapshots && waitsForPeers(kernelName)) {
+  if (snapshots && format::isNcclKernel(kernelName)) {
     snapshots = false;
     data->noSnapshotReason = "it waits for its peers (NCCL): synchronizing could hold them back";
     noteOnce(notedNoSync_, schema::Message::Level::INFO,

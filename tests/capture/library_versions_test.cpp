@@ -12,16 +12,17 @@ namespace kcap {
 namespace {
 
 const std::string* find(const LibraryVersions& v, const std::string& name) {
-  const auto it = std::find_if(v.libraries.begin(), v.libraries.end(), [&](const auto& kv) { return kv.first == name; });
+  const auto it =
+      std::find_if(v.libraries.begin(), v.libraries.end(), [&](const auto& kv) { return kv.first == name; });
   return it != v.libraries.end() ? &it->second : nullptr;
 }
 
 TEST(LibraryVersions, VersionCodesAsText) {
-  EXPECT_EQ(versionText(22703), "2.27.3");            // NCCL from 2.9
-  EXPECT_EQ(versionText(2708, true), "2.7.8");        // NCCL before 2.9
-  EXPECT_EQ(versionText(91000), "9.10.0");            // cuDNN 9
-  EXPECT_EQ(versionText(8907, true), "8.9.7");        // cuDNN 8
-  EXPECT_EQ(versionText(130100), "13.1.0");           // cuBLASLt
+  EXPECT_EQ(versionText(22703), "2.27.3");      // NCCL from 2.9
+  EXPECT_EQ(versionText(2708, true), "2.7.8");  // NCCL before 2.9
+  EXPECT_EQ(versionText(91000), "9.10.0");      // cuDNN 9
+  EXPECT_EQ(versionText(8907, true), "8.9.7");  // cuDNN 8
+  EXPECT_EQ(versionText(130100), "13.1.0");     // cuBLASLt
   EXPECT_EQ(versionText(0), "");
   EXPECT_EQ(versionText(-1), "");
 }

@@ -33,7 +33,7 @@ constexpr int kExitOk = 0, kExitTrace = 1, kExitUsage = 2, kExitDiffers = 3;
 constexpr uint64_t kX = 0x7e1000000000ull;  // two granules apart: two groups
 constexpr uint64_t kY = 0x7e1000400000ull;
 constexpr uint64_t kHost = 0x7f3a12340000ull;  // page-locked host memory the device reads
-constexpr uint64_t kModule = 0x55d0c8a10000ull, kFunction = 0x55d0c8a1f1a0ull;
+constexpr uint64_t kModule = 0x55d0c8a10000ull, kFunction = 0x55d0c8a1f1a0ull, kNcclKernel = 0x55d0c8a1f2b0ull;
 constexpr uint64_t kChecksModule = 0x55d0c8a20000ull, kRacySum = 0x55d0c8a2f1a0ull;
 constexpr uint64_t kConstantModule = 0x55d0c8a30000ull, kPolyEval = 0x55d0c8a3f1a0ull;
 constexpr uint64_t kCoeffs = 0x7e2000000000ull, kCallCount = 0x7e2000000100ull;  // where the recording had them
@@ -196,6 +196,16 @@ class CheckpointTrace {
     launch(kFunction, "axpy", params, {{0, 4}, {8, 8}, {16, 8}, {24, 4}}, {{8, kHost}, {16, kY}}, &x);
   }
 
+  // An NCCL all-reduce of y in place (the name NCCL gives such a kernel,
+  // bound in axpy's module, which does not have it: it is never loaded).
+  void ncclAllReduce() {
+    if (!ncclBound_) bind(kNcclKernel, kModule, "ncclDevKernel_AllReduce_Sum_f32_RING_LL");
+    ncclBound_ = true;
+    std::vector<uint8_t> params(8, 0);
+    std::memcpy(params.data(), &kY, 8);
+    launch(kNcclKernel, "ncclDevKernel_AllReduce_Sum_f32_RING_LL", params, {{0, 8}}, {{0, kY}});
+  }
+
   // poly_eval(x, y, kElements).
   void polyEval() {
     std::vector<uint8_t> params(24, 0);
@@ -313,6 +323,7 @@ class CheckpointTrace {
   std::unique_ptr<kcap::format::TraceWriter> writer_;
   uint64_t checkpoints_ = 0, launches_ = 0;
   bool hostAllocated_ = false;
+  bool ncclBound_ = false;
 };
 
 // The program the traces record: x = 0, 1, 2, ...; y = 1, 1, ...; each
@@ -569,6 +580,37 @@ TEST_F(CheckpointReplay, GraphLaunchEndsItsInterval) {
       std::regex("interval 0 \\(launch 0, checkpoint 0 -> 1\\): NOT RE-EXECUTABLE \\(graph launch at event #")))
       << run.out;
   EXPECT_NE(run.out.find("interval 1 (launch 1, checkpoint 1 -> 2): REPRODUCED"), std::string::npos) << run.out;
+}
+
+// An NCCL collective waits for its peers, which re-execution does not run,
+// and what it wrote is not logged: its interval says so instead of hanging,
+// and replay goes on from the next checkpoint.
+TEST_F(CheckpointReplay, NcclCollectiveEndsItsInterval) {
+  const std::string path = dir_.file("nccl.kcap");
+  Program p;
+  CheckpointTrace t(path);
+  t.checkpoint(0, p.state());
+  t.axpy();
+  p.axpy();
+  t.checkpoint(1, p.state());
+  t.ncclAllReduce();
+  for (float& v : p.y) v *= 2;  // the sum over two ranks of equal y
+  t.axpy();
+  p.axpy();
+  t.checkpoint(3, p.state());
+  t.axpy();
+  p.axpy();
+  t.checkpoint(4, p.state());
+  t.close();
+
+  const Outcome run = replay({path});
+  EXPECT_EQ(run.exitCode, kExitTrace) << run.describe();
+  EXPECT_NE(run.out.find("interval 0 (launch 0, checkpoint 0 -> 1): REPRODUCED"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("interval 1 (launches 1..2, checkpoint 1 -> 2): NOT RE-EXECUTABLE (launch 1 "
+                         "(ncclDevKernel_AllReduce_Sum_f32_RING_LL) is an NCCL collective: it waits for its peers"),
+            std::string::npos)
+      << run.out;
+  EXPECT_NE(run.out.find("interval 2 (launch 3, checkpoint 2 -> 3): REPRODUCED"), std::string::npos) << run.out;
 }
 
 // (g) the recorded addresses refused: re-execution cannot relocate.
