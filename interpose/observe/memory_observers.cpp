@@ -293,6 +293,31 @@ void Observer<HookId::cuMemcpyDtoDAsync_v2_hook>::after(HookId, CUresult result,
              nullptr);
 }
 
+// Between two contexts, usually of two devices: the recorder decides
+// whether the sides lie on different devices.
+void Observer<HookId::cuMemcpyPeer_hook>::after(HookId id, CUresult result, CUdeviceptr dst, CUcontext, CUdeviceptr src,
+                                                CUcontext, size_t size) {
+  recordCopy({.direction = schema::CopyDirection::DEVICE_TO_DEVICE,
+              .result = result,
+              .dst = dst,
+              .src = src,
+              .size = size,
+              .stream = spec(id).perThread ? word(CU_STREAM_PER_THREAD) : 0},
+             nullptr);
+}
+
+void Observer<HookId::cuMemcpyPeerAsync_hook>::after(HookId, CUresult result, CUdeviceptr dst, CUcontext,
+                                                     CUdeviceptr src, CUcontext, size_t size, CUstream stream) {
+  recordCopy({.direction = schema::CopyDirection::DEVICE_TO_DEVICE,
+              .result = result,
+              .dst = dst,
+              .src = src,
+              .size = size,
+              .stream = word(stream),
+              .isAsync = true},
+             nullptr);
+}
+
 void Observer<HookId::cuMemcpyDtoH_v2_hook>::after(HookId, CUresult result, void*, CUdeviceptr src, size_t size) {
   recordCopy({.direction = schema::CopyDirection::DEVICE_TO_HOST, .result = result, .src = src, .size = size}, nullptr);
 }

@@ -183,6 +183,10 @@ KCAP_OBSERVE_AFTER(cuMemcpyHtoD_v2_hook, CUdeviceptr dst, const void* src, size_
 KCAP_OBSERVE_AFTER(cuMemcpyHtoDAsync_v2_hook, CUdeviceptr dst, const void* src, size_t size, CUstream stream)
 KCAP_OBSERVE_AFTER(cuMemcpyDtoD_v2_hook, CUdeviceptr dst, CUdeviceptr src, size_t size)
 KCAP_OBSERVE_AFTER(cuMemcpyDtoDAsync_v2_hook, CUdeviceptr dst, CUdeviceptr src, size_t size, CUstream stream)
+KCAP_OBSERVE_AFTER(cuMemcpyPeer_hook, CUdeviceptr dst, CUcontext dstContext, CUdeviceptr src, CUcontext srcContext,
+                   size_t size)
+KCAP_OBSERVE_AFTER(cuMemcpyPeerAsync_hook, CUdeviceptr dst, CUcontext dstContext, CUdeviceptr src, CUcontext srcContext,
+                   size_t size, CUstream stream)
 KCAP_OBSERVE_AFTER(cuMemcpyDtoH_v2_hook, void* dst, CUdeviceptr src, size_t size)
 KCAP_OBSERVE_AFTER(cuMemcpyDtoHAsync_v2_hook, void* dst, CUdeviceptr src, size_t size, CUstream stream)
 KCAP_OBSERVE_AFTER(cuMemcpy_hook, CUdeviceptr dst, CUdeviceptr src, size_t size)

@@ -214,6 +214,43 @@ void writeCopyShape(schema::Memcpy::Builder copy, const CopyCall& call, schema::
   copy.setSrcHeight(call.srcHeight);
 }
 
+// The device a device address lies on: the tracked allocation's, else the
+// driver's answer; -1 when neither says.
+int Recorder::deviceOfAddress(uint64_t address) {
+  if (const auto allocation = allocations_.find(address); allocation && allocation->device >= 0) {
+    return allocation->device;
+  }
+  const auto query = driverApi().pointerGetAttribute;
+  int ordinal = -1;
+  if (query == nullptr || query(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, address) != CUDA_SUCCESS) {
+    return -1;
+  }
+  return ordinal;
+}
+
+// What a copy from another device wrote, once it is done: the source is
+// memory a replay of this device's work does not hold. The copy's stream is
+// waited for (a synchronous device-to-device copy too may return before it
+// is done); not while the stream captures into a graph, where nothing ran.
+void Recorder::storeCrossDeviceWrite(const CopyCall& call, schema::Memcpy::Builder copy) {
+  const auto stream = reinterpret_cast<CUstream>(call.stream);
+  if (activeCaptures_.load(std::memory_order_relaxed) > 0 && isCapturing(stream)) {
+    return;
+  }
+  const RelaxedCaptureMode relaxed;
+  const DriverApi& api = driverApi();
+  if (api.streamSynchronize == nullptr || api.streamSynchronize(stream) != CUDA_SUCCESS) {
+    return;
+  }
+  const auto allocation = allocations_.findExtent(call.dst);
+  const SnapshotRange range{call.dst, call.size, allocation ? allocation->base : 0,
+                            allocation ? memoryKind(allocation->kind) : schema::MemoryKind::UNKNOWN};
+  StoredContent stored;
+  if (snapshot(*writer_, staging_, range, stored, nullptr, false) == CUDA_SUCCESS) {
+    stored.writeTo(copy.initData());
+  }
+}
+
 void Recorder::copied(const CopyCall& call, const void* hostSource) {
   if (call.result != CUDA_SUCCESS) {
     return;
@@ -233,6 +270,14 @@ void Recorder::copied(const CopyCall& call, const void* hostSource) {
       options_.mode != CaptureMode::kMetadata) {
     std::vector<uint8_t> packed;
     writer_->storeContent(packHostRows(hostSource, hostRowsOf(call), packed), call.size, copy.initData());
+  }
+  if (direction == schema::CopyDirection::DEVICE_TO_DEVICE && call.width == 0 && call.size != 0) {
+    const int dstDevice = deviceOfAddress(call.dst);
+    const int srcDevice = deviceOfAddress(call.src);
+    if (dstDevice >= 0 && srcDevice >= 0 && dstDevice != srcDevice) {
+      copy.setCrossDevice(true);
+      if (options_.mode != CaptureMode::kMetadata) storeCrossDeviceWrite(call, copy);
+    }
   }
   append(message);
 }

@@ -498,6 +498,8 @@ class Recorder {
   // record_memory.cpp: a copy's direction, a unified side resolved (then
   // `hostSource` is set when the source is host memory).
   schema::CopyDirection copyDirection(const CopyCall& call, const void*& hostSource);
+  int deviceOfAddress(uint64_t address);
+  void storeCrossDeviceWrite(const CopyCall& call, schema::Memcpy::Builder copy);
 
   // Graphs (record_graph.cpp): a graph read through the driver's queries
   // into `body`; `walk` gathers each node's reach, and its completeness

@@ -568,6 +568,23 @@ DOUBLE_API CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, std::size_t 
 DOUBLE_API CUresult cuMemcpyAsync_ptsz(CUdeviceptr dst, CUdeviceptr src, std::size_t bytes, CUstream stream) {
   return copyUnified(dst, src, bytes, stream);
 }
+// Peer copies: the double's devices share one host memory, so a copy
+// between two contexts is a plain copy.
+DOUBLE_API CUresult cuMemcpyPeer(CUdeviceptr dst, CUcontext, CUdeviceptr src, CUcontext, std::size_t bytes) {
+  return copyDtod(dst, src, bytes, nullptr);
+}
+DOUBLE_API CUresult cuMemcpyPeer_ptds(CUdeviceptr dst, CUcontext, CUdeviceptr src, CUcontext, std::size_t bytes) {
+  return copyDtod(dst, src, bytes, nullptr);
+}
+DOUBLE_API CUresult cuMemcpyPeerAsync(CUdeviceptr dst, CUcontext, CUdeviceptr src, CUcontext, std::size_t bytes,
+                                      CUstream stream) {
+  return copyDtod(dst, src, bytes, stream);
+}
+DOUBLE_API CUresult cuMemcpyPeerAsync_ptsz(CUdeviceptr dst, CUcontext, CUdeviceptr src, CUcontext, std::size_t bytes,
+                                           CUstream stream) {
+  return copyDtod(dst, src, bytes, stream);
+}
+
 DOUBLE_API CUresult cuMemsetD16_v2(CUdeviceptr dst, unsigned short value, std::size_t count) {
   return fill(dst, value, count, nullptr);
 }

@@ -24,6 +24,7 @@ std::string scenarioProgram();                          // tests/record/programs
 std::string threadsProgram();                           // tests/record/programs/record_threads
 std::string graphProgram();                             // tests/record/programs/graph_scenarios
 std::string ipcImportProgram();                         // tests/record/programs/ipc_import
+std::string peerCopyProgram();                          // tests/record/programs/peer_copy
 std::string interposeProgram(const std::string& name);  // tests/interpose/programs/<name>
 std::string kernelFile(const std::string& name);        // kernels/<name>
 

@@ -1,9 +1,14 @@
-// Memory another process writes (CUDA IPC), recorded against the driver
-// double and replayed: the importing process's launches read an allocation
-// that the exporting process rewrites between them without a CUDA call of
-// this one (tests/record/programs/ipc_import.cpp). Checkpoint mode cannot
-// recompute those writes, so each launch that reaches the memory logs it as
-// the launch saw it; re-execution writes it back before the launch.
+// Memory written by something kcap does not re-execute, recorded against
+// the driver double and replayed:
+// - another process (CUDA IPC): the importing process's launches read an
+//   allocation that the exporting process rewrites between them without a
+//   CUDA call of this one (tests/record/programs/ipc_import.cpp). Checkpoint
+//   mode cannot recompute those writes, so each launch that reaches the
+//   memory logs it as the launch saw it; re-execution writes it back before
+//   the launch;
+// - another device: copies from a second device's memory, which the
+//   checkpoints (of the launching device) do not hold
+//   (tests/record/programs/peer_copy.cpp): each logs what it wrote.
 #include "process_runner.h"
 
 #include "trace_files.h"
@@ -125,6 +130,62 @@ TEST(IpcRecord, FullModeSnapshotsAnotherProcesssMemoryAndReplays) {
   const Outcome replay = kcapOnDouble({"replay", path});
   EXPECT_EQ(replay.exitCode, 0) << replay.describe();
   EXPECT_NE(replay.out.find("6 REPRODUCED"), std::string::npos) << replay.describe();
+}
+
+// What a copy from another device wrote: logged with the copy, as the
+// checkpoints hold only the launching device's memory.
+TEST(PeerCopyRecord, CopiesFromAnotherDeviceLogWhatTheyWrote) {
+  kcap::test::TempDir dir("kcap-peer");
+  const std::string path = dir.file("peer.kcap");
+  const std::map<std::string, std::string> twoDevices = {{"KCAP_DOUBLE_DEVICES", "2"}};
+  const Outcome plain = run({peerCopyProgram(), {}, twoDevices, false});
+  std::map<std::string, std::string> env = twoDevices;
+  env["KCAP_OUTPUT"] = path;
+  env["KCAP_MODE"] = "checkpoint";
+  env["KCAP_CHECKPOINT_EVERY"] = "2launches";
+  const Outcome shimmed = run({peerCopyProgram(), {}, env, true});
+  ASSERT_EQ(plain.exitCode, 0) << plain.describe();
+  ASSERT_EQ(shimmed.exitCode, 0) << shimmed.describe();
+  EXPECT_EQ(shimmed.err, "") << shimmed.describe();
+  EXPECT_EQ(shimmed.out, plain.out);
+
+  auto reader = kcap::format::TraceReader::open(path);
+  int crossDevice = 0;
+  for (const auto& e : kcap::test::readAllEvents(path)) {
+    if (e.get().which() != Event::MEMCPY) continue;
+    const auto copy = e.get().getMemcpy();
+    if (copy.getDirection() != schema::CopyDirection::DEVICE_TO_DEVICE) continue;
+    EXPECT_TRUE(copy.getCrossDevice()) << "every device-to-device copy of the program crosses devices";
+    const std::vector<uint8_t> bytes = reader->readContent(copy.getData());
+    ASSERT_EQ(bytes.size(), kN * sizeof(float));
+    for (int i = 0; i < kN; ++i) {
+      float v = 0;
+      std::memcpy(&v, bytes.data() + static_cast<size_t>(i) * sizeof v, sizeof v);
+      ASSERT_EQ(v, static_cast<float>(i % 37)) << "copy " << crossDevice << " element " << i;
+    }
+    ++crossDevice;
+  }
+  EXPECT_EQ(crossDevice, kRounds) << "cuMemcpyPeer, cuMemcpyPeerAsync and a unified copy, twice each";
+
+  // Device 1's buffer is in no checkpoint: re-execution must write what
+  // each copy wrote instead of copying it.
+  const Outcome replay = kcapOnDouble({"replay", path}, twoDevices);
+  EXPECT_EQ(replay.exitCode, 0) << replay.describe();
+  EXPECT_NE(replay.out.find("Verdict: all 3 intervals reproduced as recorded."), std::string::npos)
+      << replay.describe();
+
+  // Metadata mode names the crossing, without the bytes.
+  const std::string metadata = dir.file("metadata.kcap");
+  env["KCAP_OUTPUT"] = metadata;
+  env["KCAP_MODE"] = "metadata";
+  ASSERT_EQ(run({peerCopyProgram(), {}, env, true}).exitCode, 0);
+  int named = 0;
+  for (const auto& e : kcap::test::readAllEvents(metadata)) {
+    if (e.get().which() != Event::MEMCPY || !e.get().getMemcpy().getCrossDevice()) continue;
+    EXPECT_EQ(e.get().getMemcpy().getData().getSize(), 0u);
+    ++named;
+  }
+  EXPECT_EQ(named, kRounds);
 }
 
 }  // namespace
