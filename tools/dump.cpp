@@ -187,6 +187,7 @@ void formatMemcpy(Line& l, schema::Memcpy::Reader m) {
       .addr("src", m.getSrc())
       .num("size", m.getSize())
       .flag("async", m.getIsAsync())
+      .flag("crossDevice", m.getCrossDevice())
       .addr("stream", m.getStream());
   if (m.getWidth() || m.getHeight()) {
     l.num("width", m.getWidth())

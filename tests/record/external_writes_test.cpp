@@ -166,6 +166,15 @@ TEST(PeerCopyRecord, CopiesFromAnotherDeviceLogWhatTheyWrote) {
     ++crossDevice;
   }
   EXPECT_EQ(crossDevice, kRounds) << "cuMemcpyPeer, cuMemcpyPeerAsync and a unified copy, twice each";
+  const Outcome dump = run({kcapBinary(), {"dump", path, "--type", "memcpy"}, {}, false});
+  EXPECT_EQ(dump.exitCode, 0) << dump.describe();
+  size_t dumped = 0;
+  for (size_t at = dump.out.find("deviceToDevice"); at != std::string::npos;
+       at = dump.out.find("deviceToDevice", at + 1)) {
+    const size_t end = dump.out.find('\n', at);
+    dumped += dump.out.substr(at, end - at).find(" crossDevice") != std::string::npos ? 1 : 0;
+  }
+  EXPECT_EQ(dumped, size_t{kRounds}) << dump.out;
 
   // Device 1's buffer is in no checkpoint: re-execution must write what
   // each copy wrote instead of copying it.
