@@ -127,7 +127,7 @@ CheckpointPlan CheckpointPlan::build(const TraceModel& model, const format::Trac
   // (checkpoint mode logs its content with each launch that reaches it):
   // placed as device memory, written with what each launch saw before it
   // runs (Reexecutor::writeLoggedInputs).
-  std::set<std::pair<uint64_t, uint64_t>> hostInputs;
+  std::set<std::pair<uint64_t, uint64_t>> loggedInputs;
   for (const auto& launch : model.launches()) {
     for (const auto range : launch.event().getPre()) {
       const uint64_t size = range.getContent().getSize();
@@ -135,7 +135,7 @@ CheckpointPlan CheckpointPlan::build(const TraceModel& model, const format::Trac
       if (!isLoggedInput(range.getKind()) || size == 0 || __builtin_add_overflow(range.getAddress(), size, &end)) {
         continue;
       }
-      if (hostInputs.insert({range.getAddress(), size}).second) plan.regions_.push_back({range.getAddress(), size});
+      if (loggedInputs.insert({range.getAddress(), size}).second) plan.regions_.push_back({range.getAddress(), size});
     }
   }
 
