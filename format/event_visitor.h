@@ -85,6 +85,8 @@ decltype(auto) visitEvent(schema::Event::Reader event, Visitor&& visitor) {
       return visitor(event.getGraphNodeUpdate());
     case Which::GRAPH_LAUNCH_END:
       return visitor(event.getGraphLaunchEnd());
+    case Which::COLLECTIVE:
+      return visitor(event.getCollective());
   }
   return visitor(UnknownEvent{eventKind(event)});
 }

@@ -114,6 +114,7 @@ struct Event {
     graphDefine @23 :GraphDefine;
     graphNodeUpdate @24 :GraphNodeUpdate;
     graphLaunchEnd @25 :GraphLaunchEnd;
+    collective @26 :Collective;
   }
 }
 
@@ -373,6 +374,61 @@ struct Memset {
   result @8 :Int32;
 }
 
+struct Collective {
+  # A call of NCCL's API that moves data between the job's processes
+  # (ranks), recorded when it returned; a call between ncclGroupStart and
+  # ncclGroupEnd when the outermost ncclGroupEnd returned, since NCCL queues
+  # the group's work there. The kernels the call launched come before it in
+  # the trace (Launch.collectiveCall). Their inputs come from other GPUs, so
+  # no replay of this process can recompute what they wrote: in checkpoint
+  # mode `data` holds it, read once the call's stream completed, and
+  # re-execution writes it in place of the kernels.
+  operation @0 :CollectiveOp;
+  comm @1 :UInt64;                  # ncclComm_t
+  stream @2 :UInt64;                # the stream the call was made on
+  sendBuffer @3 :UInt64;            # 0 for recv; the buffer of ncclBcast
+  recvBuffer @4 :UInt64;            # 0 for send; the buffer of ncclBcast
+  count @5 :UInt64;                 # the call's count argument, in elements
+  dataType @6 :Int32;               # ncclDataType_t
+  elementSize @7 :UInt32;           # bytes per element of dataType; 0 unknown
+  reduceOp @8 :Int32;               # ncclRedOp_t of reductions; -1 otherwise
+  root @9 :Int32;                   # root (broadcast, reduce, gather, scatter) or peer (send, recv); -1 otherwise
+  rank @10 :Int32;                  # this process's rank in comm; -1 unknown
+  ranks @11 :Int32;                 # comm's number of ranks; -1 unknown
+  result @12 :Int32;
+  # ncclResult_t of the call, or of the ncclGroupEnd that queued it (the
+  # larger one when both failed). 7 (ncclInProgress): a non-blocking
+  # communicator had not queued the work yet.
+  grouped @13 :Bool;                # made between ncclGroupStart and ncclGroupEnd
+  written @14 :UInt64;
+  # Bytes the call writes at recvBuffer on this rank, by the operation:
+  # count elements (allReduce, broadcast, reduceScatter, scatter, recv,
+  # reduce at its root), count * ranks (allGather, allToAll, gather at its
+  # root), 0 (send; reduce and gather elsewhere than the root). 0 when the
+  # element size or the number of ranks is unknown, or the product
+  # overflows.
+  data @15 :Content;
+  # Checkpoint mode: the `written` bytes at recvBuffer once the call's
+  # stream completed (size == written). Empty in the other modes, when
+  # written is 0, and where `dataMissing` says why.
+  dataMissing @16 :Text;
+  # Checkpoint mode, written > 0 and no data: why (the call failed, its
+  # stream was capturing into a graph, reading the memory failed).
+}
+
+enum CollectiveOp {
+  allReduce @0;
+  broadcast @1;                     # ncclBroadcast and ncclBcast
+  reduce @2;
+  allGather @3;
+  reduceScatter @4;
+  allToAll @5;
+  gather @6;
+  scatter @7;
+  send @8;
+  recv @9;
+}
+
 struct SyncOp {
   # Stream and event ordering the program asked for.
   op @0 :SyncKind;
@@ -444,6 +500,15 @@ struct Launch {
   # that waits for the host and may still be running, which synchronizing
   # would hold back. Empty when its memory was taken (or tried: syncResult,
   # snapshotError) and in the other modes. Replay cannot run such a launch.
+  collectiveCall @26 :Bool;
+  # An NCCL kernel launched while one of NCCL's calls that kcap sees was
+  # running on this thread (ncclAllReduce, ..., ncclGroupEnd): the Collective
+  # events that follow it from the same thread say what that call wrote on
+  # this rank. Re-execution does not run such a kernel (it waits for peers
+  # replay does not run) and writes the collectives' logged data instead.
+  # False for every other launch, and for an NCCL kernel launched elsewhere
+  # (a non-blocking communicator's own thread): what that one wrote is not
+  # known.
 }
 
 enum LaunchApi {

@@ -93,6 +93,11 @@ std::vector<std::pair<uint64_t, uint64_t>> writtenBefore(const TraceModel& model
       } else {
         addInterval(set, c.getDst(), c.getDst() + c.getSize());
       }
+    } else if (event.isCollective()) {
+      const auto c = event.getCollective();
+      if (c.getResult() == 0 && c.getWritten() != 0) {
+        addInterval(set, c.getRecvBuffer(), c.getRecvBuffer() + c.getWritten());
+      }
     } else if (event.isMemset()) {
       const auto m = event.getMemset();
       if (m.getResult() != 0) continue;

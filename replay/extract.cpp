@@ -90,7 +90,7 @@ uint64_t fileSize(const std::string& path) {
 }
 
 // Every Content of the events extract keeps (moduleLoad, launch, launchEnd,
-// memcpy; the others hold none). A Content field added to the schema for
+// memcpy, collective; the others hold none). A Content field added to the schema for
 // one of these events must be added here.
 void forEachContent(schema::Event::Reader event, const std::function<void(schema::Content::Reader)>& fn) {
   format::visitEvent(event, format::Overloaded{
@@ -105,6 +105,7 @@ void forEachContent(schema::Event::Reader event, const std::function<void(schema
                                   for (const auto range : end.getPost()) fn(range.getContent());
                                 },
                                 [&](schema::Memcpy::Reader copy) { fn(copy.getData()); },
+                                [&](schema::Collective::Reader collective) { fn(collective.getData()); },
                                 [](const auto&) {},
                             });
 }
@@ -118,6 +119,7 @@ std::string describe(schema::Event::Reader event) {
           [](schema::Launch::Reader launch) { return "launch " + std::to_string(launch.getLaunchIndex()) + " (pre)"; },
           [](schema::LaunchEnd::Reader end) { return "launch " + std::to_string(end.getLaunchIndex()) + " (post)"; },
           [&](schema::Memcpy::Reader) { return "the memcpy at event #" + seq; },
+          [&](schema::Collective::Reader) { return "the collective at event #" + seq; },
           [&](const auto&) { return "event #" + seq; },
       });
 }

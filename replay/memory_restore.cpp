@@ -223,6 +223,16 @@ void Replayer::applyMemoryOpOnStream(const StoredEvent& op) {
     uint8_t* buffer = staging(data.getSize());
     reader_.readContentInto(data, buffer, data.getSize());
     copyToDevice(*dst, buffer, data.getSize());
+  } else if (event.isCollective()) {
+    // What an NCCL call wrote on this rank, logged: its kernels are not run.
+    const auto collective = event.getCollective();
+    const auto data = collective.getData();
+    if (collective.getResult() != 0 || data.getSize() == 0) return;
+    const auto dst = translate(collective.getRecvBuffer(), globals);
+    if (!dst) return;
+    uint8_t* buffer = staging(data.getSize());
+    reader_.readContentInto(data, buffer, data.getSize());
+    copyToDevice(*dst, buffer, data.getSize());
   } else if (event.isMemset()) {
     const auto set = event.getMemset();
     if (set.getResult() != 0) return;

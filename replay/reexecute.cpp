@@ -100,7 +100,7 @@ uint64_t Reexecutor::here(uint64_t recorded) const {
 // The code of every launch after `afterSeq`, loaded before any restore: the
 // modules' globals must exist to be restored, and a module loaded later
 // could take memory a restore is about to write.
-void Reexecutor::loadCode(uint64_t afterSeq) {
+void Reexecutor::loadCode(uint64_t afterSeq, ReexecutionListener& listener) {
   const std::vector<LaunchRecord>& launches = model_.launches();
   kernelAt_.assign(launches.size(), nullptr);
   for (size_t position = 0; position < launches.size(); ++position) {
@@ -114,9 +114,15 @@ void Reexecutor::loadCode(uint64_t afterSeq) {
     try {
       const CodeRef code = model_.codeFor(launch);
       if (format::isNcclKernel(code.kernelName)) {
-        launchCodeError_[launch.launchIndex] = " (" + code.kernelName +
-                                               ") is an NCCL collective: it waits for its peers, which re-execution "
-                                               "does not run, and checkpoint mode does not log what it writes";
+        // It waits for its peers, which re-execution does not run.
+        if (launch.event().getCollectiveCall()) {
+          passedOver_.insert(launch.launchIndex);
+        } else {
+          launchCodeError_[launch.launchIndex] =
+              " (" + code.kernelName +
+              ") is an NCCL kernel that no NCCL call kcap saw launched: it waits for its peers, which re-execution "
+              "does not run, and what it wrote is not in the trace";
+        }
         continue;
       }
       std::string key = std::to_string(code.load->seq()) + " " + code.kernelName;
@@ -136,6 +142,11 @@ void Reexecutor::loadCode(uint64_t afterSeq) {
     } catch (const std::exception& e) {
       launchCodeError_[launch.launchIndex] = std::string(": ") + e.what();
     }
+  }
+  if (!passedOver_.empty()) {
+    listener.note(std::to_string(passedOver_.size()) +
+                  " NCCL kernel launch(es) are not re-run (they wait for peers that replay does not run): what "
+                  "their NCCL calls wrote on this rank is written from the trace in their place");
   }
   const std::vector<uint8_t> image = changeHashImage();
   if (image.empty()) {
@@ -339,7 +350,7 @@ void Reexecutor::run(const ReexecutionRequest& request, ReexecutionListener& lis
       if (checkpoints[k].seq > target->seq() && checkpoints[k].comparable()) to = &checkpoints[k];
     }
     place(listener);
-    loadCode(from.seq);
+    loadCode(from.seq, listener);
     try {
       restore(from);
     } catch (const CudaError&) {
@@ -367,7 +378,7 @@ void Reexecutor::run(const ReexecutionRequest& request, ReexecutionListener& lis
   }
   if (*start != 0) unverified(checkpoints[0], &checkpoints[*start], "starts at a damaged checkpoint", listener);
   place(listener);
-  loadCode(checkpoints[*start].seq);
+  loadCode(checkpoints[*start].seq, listener);
   size_t current = *start;
   if (!restoreOrSkip(current, listener)) return;
   size_t next = current + 1;

@@ -53,7 +53,7 @@ void Reexecutor::runSide(std::optional<uint64_t> interval, SideRun& out, Reexecu
   // The bisect's process watches each launch (start, done): one at a time.
   synchronized_ = true;
   place(listener);
-  loadCode(checkpoints[plan.front().first].seq);
+  loadCode(checkpoints[plan.front().first].seq, listener);
   for (const auto& [k, n] : plan) {
     const CheckpointInfo& from = checkpoints[k];
     const CheckpointInfo& to = checkpoints[n];

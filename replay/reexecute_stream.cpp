@@ -7,10 +7,13 @@
 // wait after every launch to name the one.
 #include <algorithm>
 #include <chrono>
+#include <optional>
+#include <utility>
 
 #include "driver.h"
 #include "errors.h"
 #include "reexecutor.h"
+#include "schema_names.h"
 
 namespace kcap::replay {
 namespace {
@@ -34,6 +37,7 @@ bool Reexecutor::runLaunch(const LaunchRecord& launch, IntervalReport& report, R
   const size_t position = static_cast<size_t>(&launch - model_.launches().data());
   const LoadedKernel* kernel = position < kernelAt_.size() ? kernelAt_[position] : nullptr;
   if (kernel == nullptr) {
+    if (passedOver_.count(launch.launchIndex) != 0) return false;
     const auto it = launchCodeError_.find(launch.launchIndex);
     throw IntervalStop{IntervalVerdict::kNotReexecutable,
                        "launch " + std::to_string(launch.launchIndex) +
@@ -181,24 +185,38 @@ void Reexecutor::issueMemoryOp(const StoredEvent& op, ReexecutionListener& liste
     return;
   }
   const auto event = op.get();
+  // The bytes a 1D copy or an NCCL call wrote, as the trace holds them.
+  std::optional<std::pair<uint64_t, schema::Content::Reader>> write;
   if (event.isMemcpy()) {
     const auto copy = event.getMemcpy();
-    const auto data = copy.getData();
-    if (copy.getResult() == 0 && data.getSize() != 0) {
-      const uint64_t size = data.getSize();
-      uint8_t* bytes = copy.getWidth() == 0 ? hostBytes(size, listener) : nullptr;
-      if (bytes == nullptr) {
+    if (copy.getResult() == 0 && copy.getData().getSize() != 0) {
+      if (copy.getWidth() != 0) {
         drain(listener);
         r_.applyMemoryOp(op);
         return;
       }
-      const auto dst = r_.translate(copy.getDst(), r_.opGlobals_);
-      if (!dst) return;  // into memory no re-executed launch reaches
-      reader_.readContentInto(data, bytes, size);
-      check(r_.driver_.cuMemcpyHtoDAsync(*dst, bytes, size, r_.stream_), "replaying a recorded host-to-device copy");
-      if (inFlight_) listener.launchesQueued(lastSubmitted_);  // reading the bytes took the host a while
+      write.emplace(copy.getDst(), copy.getData());
+    }
+  } else if (event.isCollective()) {
+    const auto collective = event.getCollective();
+    if (collective.getResult() == 0 && collective.getData().getSize() != 0) {
+      write.emplace(collective.getRecvBuffer(), collective.getData());
+    }
+  }
+  if (write) {
+    const uint64_t size = write->second.getSize();
+    uint8_t* bytes = hostBytes(size, listener);
+    if (bytes == nullptr) {
+      drain(listener);
+      r_.applyMemoryOp(op);
       return;
     }
+    const auto dst = r_.translate(write->first, r_.opGlobals_);
+    if (!dst) return;  // into memory no re-executed launch reaches
+    reader_.readContentInto(write->second, bytes, size);
+    check(r_.driver_.cuMemcpyHtoDAsync(*dst, bytes, size, r_.stream_), "replaying a recorded write");
+    if (inFlight_) listener.launchesQueued(lastSubmitted_);  // reading the bytes took the host a while
+    return;
   }
   r_.applyMemoryOpOnStream(op);
 }
@@ -250,6 +268,23 @@ void Reexecutor::runMemoryOp(const StoredEvent& op, ReexecutionListener& listene
           !writes(copy.getSrc(), span(rows->srcSlicePitch, rows->srcPitch), "the 2D/3D device-to-device copy")) {
         stop("the 2D/3D device-to-device copy" + where() + " reads outside the recorded device memory");
       }
+    }
+  } else if (event.isCollective()) {
+    // What an NCCL call wrote, in place of its kernels (passed over).
+    const auto collective = event.getCollective();
+    if (collective.getResult() != 0 || collective.getWritten() == 0) return;
+    const uint64_t size = collective.getWritten();
+    const auto what = [&] { return "the NCCL " + format::enumName(collective.getOperation()); };
+    if (const auto missing = collective.getDataMissing(); missing.size() != 0) {
+      stop(what() + where() + " wrote " + std::to_string(size) + " bytes the trace does not hold: " +
+           std::string(missing.cStr()));
+    }
+    if (collective.getData().getSize() != size) {
+      stop(what() + where() + " holds " + std::to_string(collective.getData().getSize()) + " bytes of the " +
+           std::to_string(size) + " it wrote");
+    }
+    if (!writes(collective.getRecvBuffer(), size, "the NCCL call")) {
+      stop(what() + where() + " wrote " + hexText(collective.getRecvBuffer()) + ", outside the recorded device memory");
     }
   } else if (event.isMemset()) {
     const auto set = event.getMemset();

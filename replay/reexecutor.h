@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <set>
 #include <optional>
 #include <string>
 #include <vector>
@@ -66,7 +67,9 @@ class Reexecutor {
 
  private:
   void place(ReexecutionListener& listener);
-  void loadCode(uint64_t afterSeq);
+  // Loads the code of the launches after `afterSeq`; says how many NCCL
+  // launches it passes over.
+  void loadCode(uint64_t afterSeq, ReexecutionListener& listener);
   void restore(const CheckpointInfo& checkpoint);
   IntervalReport runInterval(const CheckpointInfo& from, const CheckpointInfo* to, ReexecutionListener& listener,
                              std::optional<uint64_t> reportLaunch = std::nullopt);
@@ -129,6 +132,9 @@ class Reexecutor {
   std::map<std::string, LoadedKernel> kernels_;      // by code (module load, kernel, attributes)
   std::map<uint64_t, GlobalPlacement> globals_;      // every loaded module's, by recorded address
   std::map<uint64_t, std::string> launchCodeError_;  // launchIndex -> why it cannot run (": ...", " is malformed: ...")
+  // NCCL kernels launched by a logged NCCL call (Launch.collectiveCall):
+  // not run; the call's Collective events write what it wrote.
+  std::set<uint64_t> passedOver_;
   // By position in model_.launches(): the kernel loadCode found, null when none.
   std::vector<const LoadedKernel*> kernelAt_;
   bool synchronized_ = false;  // ReexecutionRequest::synchronized

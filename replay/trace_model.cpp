@@ -94,6 +94,7 @@ TraceModel TraceModel::load(format::TraceReader& reader) {
                    },
                    [&](schema::Memcpy::Reader) { model.memoryOps_.push_back(stored()); },
                    [&](schema::Memset::Reader) { model.memoryOps_.push_back(stored()); },
+                   [&](schema::Collective::Reader) { model.memoryOps_.push_back(stored()); },
                    [&](schema::Checkpoint::Reader) { model.checkpoints_.push_back(stored()); },
                    [&](schema::Alloc::Reader) { model.allocations_.push_back(stored()); },
                    [&](schema::Free::Reader) { model.allocations_.push_back(stored()); },

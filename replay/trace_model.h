@@ -195,7 +195,7 @@ class TraceModel {
   std::map<uint64_t, std::vector<std::shared_ptr<StoredEvent>>> loads_;       // ModuleLoad by module/library handle
   std::map<uint64_t, std::vector<std::shared_ptr<StoredEvent>>> binds_;       // FunctionBind by launch handle
   std::map<uint64_t, std::vector<std::shared_ptr<StoredEvent>>> attributes_;  // FunctionAttribute by handle
-  std::vector<std::shared_ptr<StoredEvent>> memoryOps_;                       // Memcpy / Memset, seq order
+  std::vector<std::shared_ptr<StoredEvent>> memoryOps_;                       // Memcpy / Memset / Collective, seq order
   std::vector<std::shared_ptr<StoredEvent>> checkpoints_;                     // seq order
   std::vector<std::shared_ptr<StoredEvent>> allocations_;                     // Alloc / Free, seq order
   std::vector<std::shared_ptr<StoredEvent>> graphLaunches_;                   // seq order

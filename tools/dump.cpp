@@ -211,6 +211,23 @@ void formatMemset(Line& l, schema::Memset::Reader m) {
   l.flag("async", m.getIsAsync()).addr("stream", m.getStream()).result(m.getResult());
 }
 
+void formatCollective(Line& l, schema::Collective::Reader c) {
+  l.add(enumName(c.getOperation()))
+      .addr("comm", c.getComm())
+      .snum("rank", c.getRank())
+      .snum("ranks", c.getRanks())
+      .addr("send", c.getSendBuffer())
+      .addr("recv", c.getRecvBuffer())
+      .num("count", c.getCount())
+      .snum("type", c.getDataType());
+  if (c.getReduceOp() >= 0) l.snum("op", c.getReduceOp());
+  if (c.getRoot() >= 0) l.snum("root", c.getRoot());
+  l.flag("grouped", c.getGrouped()).addr("stream", c.getStream()).num("written", c.getWritten());
+  if (c.hasData()) l.num("data", c.getData().getSize());
+  if (c.getDataMissing().size() != 0) l.kv("dataMissing", printable(c.getDataMissing().cStr(), true));
+  l.result(c.getResult());
+}
+
 void formatSync(Line& l, schema::SyncOp::Reader s) {
   l.add(enumName(s.getOp())).addrIf("stream", s.getStream()).addrIf("event", s.getEvent()).numIf("flags", s.getFlags());
   if (s.getPriority()) l.snum("priority", s.getPriority());
@@ -304,6 +321,7 @@ void formatLaunch(Line& l, schema::Launch::Reader k, const TensorMapIndex* maps)
   }
   l.flag("ptsz", k.getPerThreadStream())
       .flag("capturing", k.getCapturing())
+      .flag("collectiveCall", k.getCollectiveCall())
       .flag("paramsFromExtra", k.getParamsFromExtra());
   if (k.getNoSnapshotReason().size() != 0) l.kv("noSnapshot", printable(k.getNoSnapshotReason().cStr(), true));
   l.addr("function", k.getFunction());
@@ -459,6 +477,7 @@ void formatEvent(std::string& out, const Event::Reader& e, const TensorMapIndex*
              [&](schema::Free::Reader f) { formatFree(l, f); },
              [&](schema::Memcpy::Reader m) { formatMemcpy(l, m); },
              [&](schema::Memset::Reader m) { formatMemset(l, m); },
+             [&](schema::Collective::Reader c) { formatCollective(l, c); },
              [&](schema::SyncOp::Reader s) { formatSync(l, s); },
              [&](schema::Launch::Reader k) { formatLaunch(l, k, maps); },
              [&](schema::LaunchEnd::Reader k) { formatLaunchEnd(l, k); },

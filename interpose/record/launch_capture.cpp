@@ -26,6 +26,7 @@
 
 #include "core/event_recycler.h"
 #include "core/param_buffer.h"
+#include "hooks/nccl_calls.h"
 #include "job_environment.h"
 #include "record/driver_api.h"
 
@@ -81,6 +82,7 @@ struct LaunchEventData final : format::DeferredEvent {
   ParamBuffer params;
   std::vector<ParamPointer> pointers;
   bool capturing = false;
+  bool collectiveCall = false;             // an NCCL kernel launched inside a hooked NCCL call
   bool synchronized = false;               // snapshots were attempted: syncResult and pre are meaningful
   const char* noSnapshotReason = nullptr;  // a static string: why a snapshotting mode took none
   CUresult syncResult = CUDA_SUCCESS;
@@ -110,6 +112,7 @@ struct LaunchEventData final : format::DeferredEvent {
     params.complete = false;
     pointers.clear();
     capturing = false;
+    collectiveCall = false;
     synchronized = false;
     noSnapshotReason = nullptr;
     syncResult = CUDA_SUCCESS;
@@ -180,6 +183,9 @@ struct LaunchEventData final : format::DeferredEvent {
     }
     writeLaunchParams(launch, params, pointers);
     launch.setCapturing(capturing);
+    if (collectiveCall) {
+      launch.setCollectiveCall(true);
+    }
     if (noSnapshotReason != nullptr) {
       launch.setNoSnapshotReason(noSnapshotReason);
     }
@@ -398,7 +404,9 @@ bool Recorder::launchStarting(const LaunchCall& call, PendingLaunch& launch) {
   // Tracked only where something synchronizes (snapshots, checkpoints):
   // there alone can the recorder hold such a kernel back.
   pending->waitsForHost = !capturing && target.waitsForHost && (snapshots || checkpoints_ != nullptr);
-  if (snapshots && format::isNcclKernel(kernelName)) {
+  const bool nccl = format::isNcclKernel(kernelName);
+  data->collectiveCall = nccl && insideCollectiveCall();
+  if (snapshots && nccl) {
     snapshots = false;
     data->noSnapshotReason = "it waits for its peers (NCCL): synchronizing could hold them back";
     noteOnce(notedNoSync_, schema::Message::Level::INFO,

@@ -35,6 +35,7 @@
 
 #include "core/allocation_map.h"
 #include "core/capture_options.h"
+#include "core/collective_call.h"
 #include "core/param_buffer.h"
 #include "core/pointer_scanner.h"
 #include "core/thread_work.h"
@@ -390,6 +391,8 @@ class Recorder {
   void copied(const CopyCall& call, const void* hostSource);
   void memset(const SetCall& call);
   void synchronized(const SyncCall& call);
+  // ---- NCCL (record_collective.cpp): calls NCCL has queued, in call order
+  void collectives(const std::vector<CollectiveCall>& calls);
   // ---- graphs (record_graph.cpp)
   void graphDefined(const GraphDefineCall& call);
   void graphNodeUpdated(const GraphNodeUpdateCall& call);
@@ -500,6 +503,8 @@ class Recorder {
   schema::CopyDirection copyDirection(const CopyCall& call, const void*& hostSource);
   int deviceOfAddress(uint64_t address);
   void storeCrossDeviceWrite(const CopyCall& call, schema::Memcpy::Builder copy);
+  std::string logCollectiveWrite(const CollectiveCall& call, uint64_t written, std::vector<uint64_t>& waited,
+                                 schema::Collective::Builder event);
 
   // Graphs (record_graph.cpp): a graph read through the driver's queries
   // into `body`; `walk` gathers each node's reach, and its completeness

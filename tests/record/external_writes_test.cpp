@@ -8,7 +8,10 @@
 //   the launch;
 // - another device: copies from a second device's memory, which the
 //   checkpoints (of the launching device) do not hold
-//   (tests/record/programs/peer_copy.cpp): each logs what it wrote.
+//   (tests/record/programs/peer_copy.cpp): each logs what it wrote;
+// - other ranks, through NCCL: a two-rank stand-in for NCCL writes what the
+//   other rank sent (tests/record/programs/nccl_collectives.cpp); each
+//   call's Collective event logs what it wrote on this rank.
 #include "process_runner.h"
 
 #include "trace_files.h"
@@ -195,6 +198,108 @@ TEST(PeerCopyRecord, CopiesFromAnotherDeviceLogWhatTheyWrote) {
     ++named;
   }
   EXPECT_EQ(named, kRounds);
+}
+
+// What the other rank of fake_nccl.cpp sends, and the program's x.
+float peerValue(int i) { return static_cast<float>((i * 5) % 11); }
+float programX(int i) { return static_cast<float>(i % 13); }
+
+std::vector<float> floatsOf(const std::vector<uint8_t>& bytes) {
+  std::vector<float> values(bytes.size() / sizeof(float));
+  std::memcpy(values.data(), bytes.data(), values.size() * sizeof(float));
+  return values;
+}
+
+std::vector<const kcap::test::OwnedEvent*> collectivesOf(const std::vector<kcap::test::OwnedEvent>& events) {
+  std::vector<const kcap::test::OwnedEvent*> out;
+  for (const auto& e : events) {
+    if (e.get().which() == Event::COLLECTIVE) out.push_back(&e);
+  }
+  return out;
+}
+
+Outcome recordNccl(const std::string& path, const std::string& mode, const Outcome& plain) {
+  const Outcome shimmed = run({ncclCollectivesProgram(), {}, {{"KCAP_OUTPUT", path}, {"KCAP_MODE", mode}}, true});
+  EXPECT_EQ(shimmed.exitCode, 0) << shimmed.describe();
+  EXPECT_EQ(shimmed.err, "") << shimmed.describe();
+  EXPECT_EQ(shimmed.out, plain.out) << "the program's results under the shim";
+  return shimmed;
+}
+
+// Each call is recorded after NCCL queued it (a group's at ncclGroupEnd),
+// with what it wrote on this rank, and re-execution writes that back: the
+// peer's share is in no checkpoint and no CUDA call of this process.
+TEST(NcclRecord, CheckpointModeLogsWhatEachCollectiveWrote) {
+  kcap::test::TempDir dir("kcap-nccl");
+  const Outcome plain = run({ncclCollectivesProgram(), {}, {}, false});
+  ASSERT_EQ(plain.exitCode, 0) << plain.describe();
+  ASSERT_NE(plain.out.find("result nccl_sums "), std::string::npos) << plain.describe();
+  const std::string path = dir.file("checkpoint.kcap");
+  recordNccl(path, "checkpoint", plain);
+
+  const auto events = kcap::test::readAllEvents(path);
+  const auto calls = collectivesOf(events);
+  ASSERT_EQ(calls.size(), 4u) << "ncclAllReduce, then the group's ncclAllGather, ncclRecv and ncclSend";
+  const schema::CollectiveOp ops[] = {schema::CollectiveOp::ALL_REDUCE, schema::CollectiveOp::ALL_GATHER,
+                                      schema::CollectiveOp::RECV, schema::CollectiveOp::SEND};
+  const uint64_t written[] = {kN * 4, kN * 4, kN * 4, 0};
+  for (size_t k = 0; k < calls.size(); ++k) {
+    const auto c = calls[k]->get().getCollective();
+    EXPECT_EQ(c.getOperation(), ops[k]) << "call " << k;
+    EXPECT_EQ(c.getGrouped(), k != 0) << "call " << k;
+    EXPECT_EQ(c.getRank(), 0) << "call " << k;
+    EXPECT_EQ(c.getRanks(), 2) << "call " << k;
+    EXPECT_EQ(c.getResult(), 0) << "call " << k;
+    EXPECT_EQ(c.getWritten(), written[k]) << "call " << k;
+    EXPECT_EQ(c.getData().getSize(), written[k]) << "call " << k;
+    EXPECT_EQ(std::string(c.getDataMissing().cStr()), "") << "call " << k;
+  }
+  // The group is recorded once the outermost ncclGroupEnd returned, after
+  // the launch before it and before the launch after it.
+  size_t launchesBefore = 0;
+  for (const auto& e : events) {
+    if (e.get().which() == Event::LAUNCH) ++launchesBefore;
+    if (e.get().getSeq() == calls[1]->get().getSeq()) break;
+  }
+  EXPECT_EQ(launchesBefore, 2u);
+
+  auto reader = kcap::format::TraceReader::open(path);
+  const auto reduced = floatsOf(reader->readContent(calls[0]->get().getCollective().getData()));
+  const auto gathered = floatsOf(reader->readContent(calls[1]->get().getCollective().getData()));
+  const auto received = floatsOf(reader->readContent(calls[2]->get().getCollective().getData()));
+  for (int i = 0; i < kN; ++i) {
+    const size_t at = static_cast<size_t>(i);
+    ASSERT_EQ(reduced[at], 1 + 2 * programX(i) + peerValue(i)) << "all-reduce element " << i;
+    const float gather = i < kN / 2 ? 1 + 4 * programX(i) + peerValue(i) : peerValue(i - kN / 2);
+    ASSERT_EQ(gathered[at], gather) << "all-gather element " << i;
+    ASSERT_EQ(received[at], 2 * peerValue(i)) << "recv element " << i;
+  }
+
+  const Outcome dump = run({kcapBinary(), {"dump", path, "--type", "collective"}, {}, false});
+  EXPECT_EQ(dump.exitCode, 0) << dump.describe();
+  EXPECT_NE(dump.out.find("allReduce"), std::string::npos) << dump.out;
+  EXPECT_NE(dump.out.find("rank=0 ranks=2"), std::string::npos) << dump.out;
+
+  const Outcome replay = kcapOnDouble({"replay", path});
+  EXPECT_EQ(replay.exitCode, 0) << replay.describe();
+  EXPECT_NE(replay.out.find("reproduced as recorded"), std::string::npos) << replay.describe();
+}
+
+// Metadata mode records the calls, never their bytes.
+TEST(NcclRecord, MetadataModeNamesTheCallsWithoutTheirData) {
+  kcap::test::TempDir dir("kcap-nccl");
+  const Outcome plain = run({ncclCollectivesProgram(), {}, {}, false});
+  ASSERT_EQ(plain.exitCode, 0) << plain.describe();
+  const std::string path = dir.file("metadata.kcap");
+  recordNccl(path, "metadata", plain);
+  const auto events = kcap::test::readAllEvents(path);
+  const auto calls = collectivesOf(events);
+  ASSERT_EQ(calls.size(), 4u);
+  for (const auto& call : calls) {
+    EXPECT_EQ(call->get().getCollective().getData().getSize(), 0u);
+    EXPECT_EQ(std::string(call->get().getCollective().getDataMissing().cStr()), "");
+  }
+  EXPECT_EQ(calls[0]->get().getCollective().getWritten(), uint64_t{kN * 4});
 }
 
 }  // namespace

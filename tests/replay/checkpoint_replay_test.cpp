@@ -198,12 +198,36 @@ class CheckpointTrace {
 
   // An NCCL all-reduce of y in place (the name NCCL gives such a kernel,
   // bound in axpy's module, which does not have it: it is never loaded).
-  void ncclAllReduce() {
+  // Launched by an ncclAllReduce call the shim saw (Launch.collectiveCall)
+  // when `logged` or `missing` is given: a Collective event follows, with
+  // what the call wrote on this rank, or with why that is not logged.
+  void ncclAllReduce(const std::vector<float>* logged = nullptr, const char* missing = nullptr) {
     if (!ncclBound_) bind(kNcclKernel, kModule, "ncclDevKernel_AllReduce_Sum_f32_RING_LL");
     ncclBound_ = true;
     std::vector<uint8_t> params(8, 0);
     std::memcpy(params.data(), &kY, 8);
+    const bool byCall = logged != nullptr || missing != nullptr;
+    collectiveCall_ = byCall;
     launch(kNcclKernel, "ncclDevKernel_AllReduce_Sum_f32_RING_LL", params, {{0, 8}}, {{0, kY}});
+    collectiveCall_ = false;
+    if (!byCall) return;
+    emit([&](Event::Builder e) {
+      auto c = e.initCollective();
+      c.setOperation(kcap::schema::CollectiveOp::ALL_REDUCE);
+      c.setSendBuffer(kY);
+      c.setRecvBuffer(kY);
+      c.setCount(kElements);
+      c.setDataType(7);  // ncclFloat32
+      c.setElementSize(4);
+      c.setRank(0);
+      c.setRanks(2);
+      c.setWritten(kElements * sizeof(float));
+      if (logged != nullptr) {
+        writer_->storeContent(logged->data(), logged->size() * sizeof(float), c.initData());
+      } else {
+        c.setDataMissing(missing);
+      }
+    });
   }
 
   // poly_eval(x, y, kElements).
@@ -234,6 +258,7 @@ class CheckpointTrace {
     emit([&](Event::Builder e) {
       auto l = e.initLaunch();
       l.setLaunchIndex(index);
+      l.setCollectiveCall(collectiveCall_);
       l.setApi(kcap::schema::LaunchApi::LAUNCH_KERNEL);
       l.setFunction(function);
       l.setKernelName(name);
@@ -324,6 +349,7 @@ class CheckpointTrace {
   uint64_t checkpoints_ = 0, launches_ = 0;
   bool hostAllocated_ = false;
   bool ncclBound_ = false;
+  bool collectiveCall_ = false;
 };
 
 // The program the traces record: x = 0, 1, 2, ...; y = 1, 1, ...; each
@@ -607,10 +633,57 @@ TEST_F(CheckpointReplay, NcclCollectiveEndsItsInterval) {
   EXPECT_EQ(run.exitCode, kExitTrace) << run.describe();
   EXPECT_NE(run.out.find("interval 0 (launch 0, checkpoint 0 -> 1): REPRODUCED"), std::string::npos) << run.out;
   EXPECT_NE(run.out.find("interval 1 (launches 1..2, checkpoint 1 -> 2): NOT RE-EXECUTABLE (launch 1 "
-                         "(ncclDevKernel_AllReduce_Sum_f32_RING_LL) is an NCCL collective: it waits for its peers"),
+                         "(ncclDevKernel_AllReduce_Sum_f32_RING_LL) is an NCCL kernel that no NCCL call kcap saw "
+                         "launched: it waits for its peers"),
             std::string::npos)
       << run.out;
   EXPECT_NE(run.out.find("interval 2 (launch 3, checkpoint 2 -> 3): REPRODUCED"), std::string::npos) << run.out;
+}
+
+// The same all-reduce made through an NCCL call the shim saw, which logged
+// what it wrote on this rank: the kernel is passed over, the logged bytes
+// written in its place, and the interval reproduces. The peers' share
+// (another rank's y) is in no checkpoint: without the log it differs.
+TEST_F(CheckpointReplay, LoggedCollectiveIsWrittenInPlaceOfItsKernel) {
+  const std::string path = dir_.file("nccl-logged.kcap");
+  Program p;
+  CheckpointTrace t(path);
+  t.checkpoint(0, p.state());
+  t.axpy();
+  p.axpy();
+  t.checkpoint(1, p.state());
+  for (uint32_t i = 0; i < kElements; ++i) p.y[i] += static_cast<float>(3 * (i % 7));  // the peer's y
+  t.ncclAllReduce(&p.y);
+  t.axpy();
+  p.axpy();
+  t.checkpoint(3, p.state());
+  t.close();
+
+  const Outcome run = replay({path});
+  EXPECT_EQ(run.exitCode, kExitOk) << run.describe();
+  EXPECT_NE(run.out.find("1 NCCL kernel launch(es) are not re-run"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("interval 1 (launches 1..2, checkpoint 1 -> 2): REPRODUCED"), std::string::npos) << run.out;
+}
+
+// A call whose writes were not logged (its stream captured, say) stops its
+// interval with the reason the recorder gave.
+TEST_F(CheckpointReplay, CollectiveWithoutItsDataEndsItsInterval) {
+  const std::string path = dir_.file("nccl-missing.kcap");
+  Program p;
+  CheckpointTrace t(path);
+  t.checkpoint(0, p.state());
+  t.ncclAllReduce(nullptr, "reading it back failed (CUresult 700)");
+  t.axpy();
+  p.axpy();
+  t.checkpoint(2, p.state());
+  t.close();
+
+  const Outcome run = replay({path});
+  EXPECT_EQ(run.exitCode, kExitTrace) << run.describe();
+  EXPECT_NE(run.out.find("NOT RE-EXECUTABLE (the NCCL allReduce at event #"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("wrote 16384 bytes the trace does not hold: reading it back failed (CUresult 700)"),
+            std::string::npos)
+      << run.out;
 }
 
 // (g) the recorded addresses refused: re-execution cannot relocate.

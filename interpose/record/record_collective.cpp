@@ -1,0 +1,90 @@
+// NCCL's collective and point-to-point calls (hooks/nccl_calls.h): one
+// Collective event each, after the kernels the call launched. In checkpoint
+// mode the event carries what the call wrote on this rank: data from other
+// GPUs, which re-executing this process cannot recompute.
+#include "record/recorder.h"
+
+#include "record/driver_api.h"
+
+#include <algorithm>
+#include <string>
+
+namespace kcap {
+namespace {
+
+std::string ncclResultText(int result) { return "ncclResult_t " + std::to_string(result); }
+
+}  // namespace
+
+void Recorder::collectives(const std::vector<CollectiveCall>& calls) {
+  Operation operation(*this);
+  if (!operation) {
+    return;
+  }
+  // Checkpoint mode alone: full mode snapshots what the next launches read.
+  const bool logs = checkpoints_ != nullptr;
+  std::vector<uint64_t> waited;  // streams waited for already, once each
+  for (const CollectiveCall& call : calls) {
+    EventMessage message(*this);
+    auto event = message.event().initCollective();
+    event.setOperation(call.op);
+    event.setComm(call.comm);
+    event.setStream(call.stream);
+    event.setSendBuffer(call.sendBuffer);
+    event.setRecvBuffer(call.recvBuffer);
+    event.setCount(call.count);
+    event.setDataType(call.dataType);
+    event.setElementSize(ncclElementSize(call.dataType));
+    event.setReduceOp(call.reduceOp);
+    event.setRoot(call.root);
+    event.setRank(call.rank);
+    event.setRanks(call.ranks);
+    event.setResult(call.result);
+    event.setGrouped(call.grouped);
+    const std::optional<uint64_t> written = collectiveWrittenBytes(call);
+    event.setWritten(written.value_or(0));
+    if (logs) {
+      std::string missing;
+      if (!written) {
+        missing = "what it writes is not known: data type " + std::to_string(call.dataType) + ", rank " +
+                  std::to_string(call.rank) + " of " + std::to_string(call.ranks);
+      } else if (*written != 0) {
+        missing = logCollectiveWrite(call, *written, waited, event);
+      }
+      if (!missing.empty()) event.setDataMissing(missing);
+    }
+    append(message);
+  }
+}
+
+// Reads what `call` wrote once its stream completed: the call returned
+// with its work queued, and NCCL's stream semantics order everything it
+// writes before the stream's later work. Returns why it could not, or "".
+std::string Recorder::logCollectiveWrite(const CollectiveCall& call, uint64_t written, std::vector<uint64_t>& waited,
+                                         schema::Collective::Builder event) {
+  if (call.result != 0) {
+    return "the call returned " + ncclResultText(call.result) + ": what it wrote, if anything, is not known";
+  }
+  const auto stream = reinterpret_cast<CUstream>(call.stream);
+  if (activeCaptures_.load(std::memory_order_relaxed) > 0 && isCapturing(stream)) {
+    return "its stream was capturing into a CUDA graph: the call ran nothing then";
+  }
+  const RelaxedCaptureMode relaxed;
+  const DriverApi& api = driverApi();
+  if (std::find(waited.begin(), waited.end(), call.stream) == waited.end()) {
+    const CUresult sync = api.streamSynchronize != nullptr ? api.streamSynchronize(stream) : CUDA_ERROR_NOT_FOUND;
+    if (sync != CUDA_SUCCESS) return "waiting for its stream failed (CUresult " + std::to_string(sync) + ")";
+    waited.push_back(call.stream);
+  }
+  const auto allocation = allocations_.findExtent(call.recvBuffer);
+  const SnapshotRange range{call.recvBuffer, written, allocation ? allocation->base : 0,
+                            allocation ? memoryKind(allocation->kind) : schema::MemoryKind::UNKNOWN};
+  StoredContent stored;
+  if (const CUresult read = snapshot(*writer_, staging_, range, stored, nullptr, false); read != CUDA_SUCCESS) {
+    return "reading it back failed (CUresult " + std::to_string(read) + ")";
+  }
+  stored.writeTo(event.initData());
+  return {};
+}
+
+}  // namespace kcap
