@@ -15,7 +15,13 @@ SCRIPT runs under `torchrun --standalone --nproc-per-node N` and prints one
      but those recorded without memory because they wait for their peers
      (NCCL), which it names; none differs or faults;
   4. checkpoint mode: `kcap replay` of each rank's trace re-executes its
-     intervals, none differing, faulting or hanging, at least one reproduced.
+     intervals, none differing, faulting or hanging, at least one reproduced;
+  5. every mode: each rank's trace holds the NCCL calls it made (`kcap dump
+     --type collective`): the explicit all-reduce of 1024 floats among them,
+     each naming the rank and the world size; in checkpoint mode each call
+     that writes carries what it wrote (data = written bytes), in the other
+     modes none does; every NCCL kernel launched is marked as launched by
+     such a call (collectiveCall).
 With fewer GPUs than ranks it exits 77, which ctest reports as skipped.
 """
 import argparse
@@ -33,6 +39,41 @@ def run(command, env=None, timeout=300):
 
 def results(stdout):
     return sorted(line for line in stdout.splitlines() if line.startswith("result "))
+
+
+def check_collectives(kcap, mode, row, nproc, out):
+    """Check 5 for one rank's trace; returns the failures."""
+    where = f"{mode}: rank {row['rank']} ({Path(row['file']).name})"
+    dump = run([kcap, "dump", row["file"], "--type", "collective,launch"])
+    (out / f"{Path(row['file']).stem}.collectives.txt").write_text(dump.stdout + dump.stderr)
+    if dump.returncode != 0:
+        return [f"{where}: kcap dump exited {dump.returncode}: {dump.stderr[-500:]}"]
+    failures = []
+    calls = []
+    for line in dump.stdout.splitlines():
+        fields = line.split()
+        if len(fields) > 5 and fields[3] == "launch" and fields[5].startswith("nccl") and " collectiveCall" not in line:
+            failures.append(f"{where}: an NCCL kernel not marked as launched by an NCCL call: {line[:200]}")
+        if len(fields) < 5 or fields[3] != "collective":
+            continue
+        kv = dict(f.split("=", 1) for f in fields[5:] if "=" in f)
+        calls.append((fields[4], kv, line))
+    explicit = [c for c in calls if c[0] == "allReduce" and c[1].get("count") == "1024"]
+    if not explicit:
+        failures.append(f"{where}: no allReduce of 1024 elements among its {len(calls)} NCCL calls")
+    for op, kv, line in calls:
+        if kv.get("rank") != str(row["rank"]) or kv.get("ranks") != str(nproc):
+            failures.append(f"{where}: a call names rank {kv.get('rank')} of {kv.get('ranks')}: {line[:200]}")
+        written = int(kv.get("written", "0"))
+        data = int(kv.get("data", "0"))
+        if mode == "checkpoint" and written > 0 and (data != written or "dataMissing" in kv):
+            failures.append(f"{where}: {op} wrote {written} bytes, the trace holds {data}: {line[:300]}")
+        if mode != "checkpoint" and data != 0:
+            failures.append(f"{where}: {op} carries data in {mode} mode")
+    logged = sum(1 for c in calls if int(c[1].get("data", "0")) > 0)
+    print(f"{where}: {len(calls)} NCCL calls ({', '.join(sorted(set(c[0] for c in calls)))}), "
+          f"{logged} with what they wrote")
+    return failures
 
 
 def main():
@@ -121,6 +162,9 @@ def main():
                   f"on {[d['name'] + ' ' + d['pciBusId'] for d in r['devices']]}")
         if summary.get("problems"):
             failures.append(f"{mode}: kcap ranks found problems: {summary['problems']}")
+
+        for r in rows:
+            failures += check_collectives(args.kcap, mode, r, args.nproc, out)
 
         for r in rows:
             trace = r["file"]
