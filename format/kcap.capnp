@@ -288,6 +288,14 @@ struct Alloc {
   offset @8 :UInt64;                # vmmMap: offset into the physical allocation
   flags @9 :UInt64;
   result @10 :Int32;
+  byNccl @11 :Bool;
+  # Made by NCCL for itself: inside one of NCCL's calls (communicator
+  # set-up, collectives, ncclGroupEnd) or on one of the threads NCCL starts
+  # (named "NCCL ..."): its channels' buffers, FIFOs and the mappings of its
+  # peers' buffers, which only NCCL's kernels use and other ranks' kernels
+  # write. Checkpoints leave such memory out (re-execution does not run
+  # NCCL's kernels, so it could not match). ncclMemAlloc's memory is the
+  # program's (not marked).
 }
 
 enum AllocKind {

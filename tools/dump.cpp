@@ -169,6 +169,7 @@ void formatAlloc(Line& l, schema::Alloc::Reader a) {
       .addrIf("handle", a.getHandle())
       .numIf("offset", a.getOffset())
       .addrIf("flags", a.getFlags())
+      .flag("byNccl", a.getByNccl())
       .result(a.getResult());
 }
 

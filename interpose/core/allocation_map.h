@@ -42,6 +42,7 @@ struct Allocation {
   AllocationKind kind = AllocationKind::kDevice;
   int device = -1;
   uint64_t reservation = 0;  // kVmm: base of the enclosing cuMemAddressReserve range, else 0
+  bool byNccl = false;       // NCCL's own memory (Alloc.byNccl): left out of checkpoints
 
   uint64_t end() const { return base + size; }
   bool contains(uint64_t address) const { return address >= base && address - base < size; }

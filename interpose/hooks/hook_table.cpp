@@ -33,6 +33,11 @@ static_assert(!selectForLookup("cuInit", 13000, 0));
 
 }  // namespace
 
+const void*& hookCaller() noexcept {
+  thread_local const void* caller = nullptr;
+  return caller;
+}
+
 bool isOwnWrapper(const void* fn) noexcept {
   if (fn == nullptr) {
     return false;

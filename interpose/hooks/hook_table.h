@@ -83,6 +83,19 @@ constexpr bool changesDeviceMemory(HookId id) {
          api == "cuMemRelease" || api == "cuMemAddressFree" || api == "cuModuleUnload" || api == "cuLibraryUnload";
 }
 
+// Calls that make memory the recorder tracks (an Alloc event): their
+// wrappers note who called (hookCaller), so that the recorder can tell
+// memory NCCL made for itself (Alloc.byNccl).
+constexpr bool makesMemory(HookId id) {
+  const std::string_view api = spec(id).api;
+  return api.starts_with("cuMemAlloc") || api == "cuMemAddressReserve" || api == "cuMemCreate" || api == "cuMemMap" ||
+         api == "cuIpcOpenMemHandle" || api == "cuMemHostAlloc" || api == "cuMemHostRegister";
+}
+
+// The return address of the hooked call this thread is in, where
+// makesMemory(id): an address in the code that called the driver.
+const void*& hookCaller() noexcept;
+
 // ---- compile-time checks of driver_hooks.def -----------------------------------
 
 namespace detail {

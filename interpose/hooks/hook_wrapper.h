@@ -32,6 +32,9 @@ struct GenericWrapper<Id, CUresult(Args...)> {
   static CUresult call(Args... args) noexcept {
     timing::beforeAnyCall();
     countCall(Id);
+    if constexpr (makesMemory(Id)) {
+      hookCaller() = __builtin_return_address(0);  // the trampoline jumped: our caller's
+    }
     using Pfn = typename HookPfn<Id>::type;
     const auto real = reinterpret_cast<Pfn>(realFunction(Id));
     if (real == nullptr) {
@@ -69,6 +72,9 @@ struct GenericWrapper<Id, CUresult(Args...)> {
       if (gate != nullptr) {
         CheckpointGate::leave(*gate);
       }
+    }
+    if constexpr (makesMemory(Id)) {
+      hookCaller() = nullptr;
     }
     return result;
   }

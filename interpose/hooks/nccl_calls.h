@@ -16,4 +16,9 @@ namespace kcap {
 // launches now is the call's (Launch.collectiveCall).
 bool insideCollectiveCall() noexcept;
 
+// Whether the memory the hooked call this thread is in makes is NCCL's own
+// (Alloc.byNccl): the driver was called from code in libnccl, on any
+// thread, and not for ncclMemAlloc, whose memory is the program's.
+bool madeByNccl() noexcept;
+
 }  // namespace kcap

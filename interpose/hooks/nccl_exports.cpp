@@ -5,6 +5,7 @@
 #include "hooks/nccl_calls.h"
 
 #include "core/collective_call.h"
+#include "hooks/hook_table.h"
 #include "hooks/real_driver.h"
 #include "hooks/shim_log.h"
 #include "observe/observer.h"
@@ -15,6 +16,7 @@
 
 #include <atomic>
 #include <cstddef>
+#include <string_view>
 #include <vector>
 
 namespace kcap {
@@ -28,7 +30,10 @@ constexpr Result kInternalError = 3;  // ncclInternalError
 struct ThreadCalls {
   int callDepth = 0;
   int groupDepth = 0;
+  int memAllocDepth = 0;  // inside ncclMemAlloc: the memory is the program's
   std::vector<CollectiveCall> grouped;
+  const void* lastCaller = nullptr;  // madeByNccl's last answer, for this caller
+  bool lastCallerIsNccl = false;
 };
 thread_local ThreadCalls t_calls;
 
@@ -108,6 +113,24 @@ CollectiveCall makeCall(schema::CollectiveOp op, const void* send, const void* r
 }  // namespace
 
 bool insideCollectiveCall() noexcept { return t_calls.callDepth > 0; }
+
+bool madeByNccl() noexcept {
+  ThreadCalls& calls = t_calls;
+  const void* caller = hookCaller();
+  if (calls.memAllocDepth > 0 || caller == nullptr) return false;
+  if (caller != calls.lastCaller) {
+    Dl_info info{};
+    bool nccl = false;
+    if (dladdr(caller, &info) != 0 && info.dli_fname != nullptr) {
+      const std::string_view path = info.dli_fname;
+      const size_t slash = path.rfind('/');
+      nccl = path.substr(slash == std::string_view::npos ? 0 : slash + 1).starts_with("libnccl.so");
+    }
+    calls.lastCaller = caller;
+    calls.lastCallerIsNccl = nccl;
+  }
+  return calls.lastCallerIsNccl;
+}
 
 }  // namespace kcap
 
@@ -198,6 +221,18 @@ KCAP_NCCL_EXPORT int ncclRecv(void* recv, size_t count, int type, int peer, void
   using Fn = int (*)(void*, size_t, int, int, void*, CUstream);
   KCAP_NCCL_CALL("ncclRecv", Fn, recv, count, type, peer, comm, stream)
   return kcap::called(kcap::makeCall(CollectiveOp::RECV, nullptr, recv, count, type, -1, peer, comm, stream), result);
+}
+
+// The memory it makes is the program's, though NCCL calls the driver.
+KCAP_NCCL_EXPORT int ncclMemAlloc(void** pointer, size_t size) {
+  using Fn = int (*)(void**, size_t);
+  static std::atomic<Fn> real{nullptr};
+  const Fn fn = kcap::nccl(real, "ncclMemAlloc");
+  if (fn == nullptr) return kcap::kInternalError;
+  ++kcap::t_calls.memAllocDepth;
+  const int result = fn(pointer, size);
+  --kcap::t_calls.memAllocDepth;
+  return result;
 }
 
 KCAP_NCCL_EXPORT int ncclGroupStart() {

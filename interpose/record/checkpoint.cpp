@@ -235,6 +235,8 @@ CheckpointTaker::Result CheckpointTaker::take(const std::vector<Allocation>& all
   for (const Allocation& a : allocations) {
     // Host memory and other processes' memory: logged at the launches that reach it.
     if (a.kind == AllocationKind::kHostMapped || a.kind == AllocationKind::kImported) continue;
+    // NCCL's own: written by its kernels and its peers', which re-execution does not run.
+    if (a.byNccl) continue;
     if (a.device >= 0 && result.device >= 0 && a.device != result.device) {
       ++result.otherDeviceRanges;
       continue;

@@ -3,6 +3,7 @@
 // stream and event operations, graph launches, API errors.
 #include "record/recorder.h"
 
+#include "hooks/nccl_calls.h"
 #include "record/driver_api.h"
 
 #include <algorithm>
@@ -52,6 +53,8 @@ void Recorder::allocated(const AllocCall& call) {
     return;
   }
   int device = call.device >= 0 ? call.device : currentDevice();
+  const bool byNccl = call.kind != schema::AllocKind::VMM_CREATE && call.kind != schema::AllocKind::VMM_RESERVE &&
+                      madeByNccl();
   const uint64_t size =
       call.kind == schema::AllocKind::IPC_IMPORT && call.size == 0 ? allocationSize(call.address) : call.size;
   switch (call.kind) {
@@ -70,11 +73,12 @@ void Recorder::allocated(const AllocCall& call) {
         device = it != vmmHandleDevice_.end() ? it->second : -1;
       }
       const auto reservation = allocations_.findReservation(call.address);
-      allocations_.add({call.address, call.size, AllocationKind::kVmm, device, reservation ? reservation->first : 0});
+      allocations_.add(
+          {call.address, call.size, AllocationKind::kVmm, device, reservation ? reservation->first : 0, byNccl});
       break;
     }
     default:
-      allocations_.add({call.address, size, mapKind(call.kind), device, 0});
+      allocations_.add({call.address, size, mapKind(call.kind), device, 0, byNccl});
       break;
   }
   EventMessage message(*this);
@@ -90,6 +94,7 @@ void Recorder::allocated(const AllocCall& call) {
   alloc.setOffset(call.offset);
   alloc.setFlags(call.flags);
   alloc.setResult(call.result);
+  alloc.setByNccl(byNccl);
   append(message);
 }
 

@@ -228,7 +228,8 @@ Outcome recordNccl(const std::string& path, const std::string& mode, const Outco
 
 // Each call is recorded after NCCL queued it (a group's at ncclGroupEnd),
 // with what it wrote on this rank, and re-execution writes that back: the
-// peer's share is in no checkpoint and no CUDA call of this process.
+// peer's share is in no checkpoint and no CUDA call of this process. NCCL's
+// own memory, which each call changes too, is left out of the checkpoints.
 TEST(NcclRecord, CheckpointModeLogsWhatEachCollectiveWrote) {
   kcap::test::TempDir dir("kcap-nccl");
   const Outcome plain = run({ncclCollectivesProgram(), {}, {}, false});
@@ -262,6 +263,33 @@ TEST(NcclRecord, CheckpointModeLogsWhatEachCollectiveWrote) {
     if (e.get().getSeq() == calls[1]->get().getSeq()) break;
   }
   EXPECT_EQ(launchesBefore, 2u);
+
+  // NCCL's own memory (made in libnccl, on the calling thread and on the
+  // thread it started) is marked and left out of every checkpoint; what
+  // ncclMemAlloc made is the program's.
+  std::vector<uint64_t> ncclOwn;
+  size_t programs = 0;
+  for (const auto& e : events) {
+    if (e.get().which() != Event::ALLOC) continue;
+    const auto a = e.get().getAlloc();
+    if (a.getByNccl()) {
+      ncclOwn.push_back(a.getAddress());
+    } else {
+      ++programs;
+    }
+  }
+  EXPECT_EQ(ncclOwn.size(), 2u) << "the communicator's buffer and its thread's";
+  EXPECT_EQ(programs, 4u) << "x, y, g and ncclMemAlloc's r";
+  size_t checkpoints = 0;
+  for (const auto& e : events) {
+    if (e.get().which() != Event::CHECKPOINT) continue;
+    ++checkpoints;
+    EXPECT_EQ(e.get().getCheckpoint().getRanges().size(), 4u);
+    for (const auto range : e.get().getCheckpoint().getRanges()) {
+      for (const uint64_t own : ncclOwn) EXPECT_NE(range.getAddress(), own) << "NCCL's own memory checkpointed";
+    }
+  }
+  EXPECT_GE(checkpoints, 2u);
 
   auto reader = kcap::format::TraceReader::open(path);
   const auto reduced = floatsOf(reader->readContent(calls[0]->get().getCollective().getData()));

@@ -7,9 +7,18 @@
 // work when it is queued, so writing at the call is in stream order. Calls
 // between ncclGroupStart and ncclGroupEnd run at the outermost
 // ncclGroupEnd, as NCCL queues a group's work there.
+//
+// Like NCCL it keeps device memory of its own, which every call rewrites
+// (a sequence number, as NCCL's FIFOs change with each collective): one
+// buffer made by ncclCommInitRank, one by a thread it starts (NCCL's proxy
+// thread makes the buffers its peers write). ncclMemAlloc's memory is the
+// caller's.
+#include <cuda.h>
+
 #include <cstddef>
 #include <cstring>
 #include <functional>
+#include <thread>
 #include <vector>
 
 #define FAKE_NCCL_API extern "C" __attribute__((visibility("default")))
@@ -25,11 +34,33 @@ float peerValue(std::size_t i) { return static_cast<float>((i * 5) % 11); }
 int groupDepth = 0;
 std::vector<std::function<void()>> queued;
 
-int run(std::function<void()> work) {
+// The communicator: the memory it keeps for itself.
+struct Comm {
+  CUdeviceptr own = 0;
+  CUdeviceptr proxys = 0;
+  unsigned sequence = 0;
+};
+constexpr std::size_t kOwnBytes = 4096;
+
+void advance(void* comm) {
+  auto* c = static_cast<Comm*>(comm);
+  ++c->sequence;
+  for (const CUdeviceptr buffer : {c->own, c->proxys}) {
+    if (buffer == 0) continue;
+    auto* words = reinterpret_cast<unsigned*>(buffer);
+    for (std::size_t i = 0; i < kOwnBytes / sizeof(unsigned); ++i) words[i] = c->sequence * 7 + static_cast<unsigned>(i);
+  }
+}
+
+int run(void* comm, std::function<void()> work) {
   if (groupDepth > 0) {
-    queued.push_back(std::move(work));
+    queued.push_back([comm, work = std::move(work)] {
+      work();
+      advance(comm);
+    });
   } else {
     work();
+    advance(comm);
   }
   return 0;
 }
@@ -43,6 +74,33 @@ FAKE_NCCL_API int ncclGetVersion(int* version) {
   *version = 22809;
   return 0;
 }
+struct FakeUniqueId {
+  char internal[128];
+};
+
+FAKE_NCCL_API int ncclCommInitRank(void** comm, int, FakeUniqueId, int) {
+  auto* c = new Comm;
+  if (cuMemAlloc(&c->own, kOwnBytes) != CUDA_SUCCESS) return 1;  // ncclUnhandledCudaError
+  CUcontext context = nullptr;
+  cuCtxGetCurrent(&context);
+  CUresult made = CUDA_ERROR_UNKNOWN;
+  std::thread proxy([&] {
+    cuCtxSetCurrent(context);
+    made = cuMemAlloc(&c->proxys, kOwnBytes);
+  });
+  proxy.join();
+  if (made != CUDA_SUCCESS) return 1;
+  *comm = c;
+  return 0;
+}
+
+FAKE_NCCL_API int ncclMemAlloc(void** pointer, std::size_t size) {
+  CUdeviceptr device = 0;
+  if (cuMemAlloc(&device, size) != CUDA_SUCCESS) return 1;
+  *pointer = reinterpret_cast<void*>(device);
+  return 0;
+}
+
 FAKE_NCCL_API int ncclCommCount(const void*, int* count) {
   *count = kRanks;
   return 0;
@@ -53,25 +111,25 @@ FAKE_NCCL_API int ncclCommUserRank(const void*, int* rank) {
 }
 
 // Sum over both ranks.
-FAKE_NCCL_API int ncclAllReduce(const void* send, void* recv, std::size_t count, int type, int, void*, void*) {
+FAKE_NCCL_API int ncclAllReduce(const void* send, void* recv, std::size_t count, int type, int, void* comm, void*) {
   if (type != kFloat32) return kInvalidArgument;
-  return run([=] {
+  return run(comm, [=] {
     for (std::size_t i = 0; i < count; ++i) floats(recv)[i] = floats(send)[i] + peerValue(i);
   });
 }
 
 // Rank 0's count elements, then rank 1's.
-FAKE_NCCL_API int ncclAllGather(const void* send, void* recv, std::size_t count, int type, void*, void*) {
+FAKE_NCCL_API int ncclAllGather(const void* send, void* recv, std::size_t count, int type, void* comm, void*) {
   if (type != kFloat32) return kInvalidArgument;
-  return run([=] {
+  return run(comm, [=] {
     std::memmove(recv, send, count * sizeof(float));
     for (std::size_t i = 0; i < count; ++i) floats(recv)[count + i] = peerValue(i);
   });
 }
 
-FAKE_NCCL_API int ncclRecv(void* recv, std::size_t count, int type, int, void*, void*) {
+FAKE_NCCL_API int ncclRecv(void* recv, std::size_t count, int type, int, void* comm, void*) {
   if (type != kFloat32) return kInvalidArgument;
-  return run([=] {
+  return run(comm, [=] {
     for (std::size_t i = 0; i < count; ++i) floats(recv)[i] = 2 * peerValue(i);
   });
 }

@@ -1,6 +1,8 @@
 // NCCL calls between kernel launches, against the driver double and the
 // two-rank stand-in for NCCL (fake_nccl.cpp), linked as libnccl.so.2 so
-// that the shim's NCCL entry points come first. x = i % 13, y = 1. Round 1:
+// that the shim's NCCL entry points come first. The communicator is made
+// first (with memory of its own), r comes from ncclMemAlloc. x = i % 13,
+// y = 1. Round 1:
 // axpy (y += 2 x), ncclAllReduce of y in place (y += the peer's share),
 // axpy. Round 2, one group: ncclAllGather of y's first half into g,
 // ncclRecv into r, ncclSend of x; then axpy reads r into y. The last line
@@ -11,7 +13,13 @@
 #include <string>
 #include <vector>
 
+struct ncclUniqueId {
+  char internal[128];
+};
+
 extern "C" {
+int ncclCommInitRank(void**, int, ncclUniqueId, int);
+int ncclMemAlloc(void**, std::size_t);
 int ncclAllReduce(const void*, void*, std::size_t, int, int, void*, CUstream);
 int ncclAllGather(const void*, void*, std::size_t, int, void*, CUstream);
 int ncclRecv(void*, std::size_t, int, int, void*, CUstream);
@@ -68,8 +76,12 @@ int main() {
   CUdeviceptr x = upload(xs);
   CUdeviceptr y = upload(std::vector<float>(kN, 1.0f));
   CUdeviceptr g = upload(std::vector<float>(kN, 0.0f));
-  CUdeviceptr r = upload(std::vector<float>(kN, 0.0f));
-  void* comm = &context;  // the stand-in never reads it
+  void* comm = nullptr;
+  NCCL(ncclCommInitRank(&comm, 2, ncclUniqueId{}, 0));
+  void* received = nullptr;
+  NCCL(ncclMemAlloc(&received, kBytes));
+  const auto r = reinterpret_cast<CUdeviceptr>(received);
+  DRIVER(cuMemsetD32, r, 0, kN);
   const auto launchAxpy = [&](CUdeviceptr in) {
     float a = 2.0f;
     int n = kN;
