@@ -21,7 +21,8 @@ SCRIPT runs under `torchrun --standalone --nproc-per-node N` and prints one
      each naming the rank and the world size; in checkpoint mode each call
      that writes carries what it wrote (data = written bytes), in the other
      modes none does; every NCCL kernel launched is marked as launched by
-     such a call (collectiveCall).
+     such a call (collectiveCall); some of the memory made is marked as
+     NCCL's own (byNccl: made from libnccl), not all of it.
 With fewer GPUs than ranks it exits 77, which ctest reports as skipped.
 """
 import argparse
@@ -44,16 +45,20 @@ def results(stdout):
 def check_collectives(kcap, mode, row, nproc, out):
     """Check 5 for one rank's trace; returns the failures."""
     where = f"{mode}: rank {row['rank']} ({Path(row['file']).name})"
-    dump = run([kcap, "dump", row["file"], "--type", "collective,launch"])
+    dump = run([kcap, "dump", row["file"], "--type", "collective,launch,alloc"])
     (out / f"{Path(row['file']).stem}.collectives.txt").write_text(dump.stdout + dump.stderr)
     if dump.returncode != 0:
         return [f"{where}: kcap dump exited {dump.returncode}: {dump.stderr[-500:]}"]
     failures = []
     calls = []
+    own = allocs = 0
     for line in dump.stdout.splitlines():
         fields = line.split()
         if len(fields) > 5 and fields[3] == "launch" and fields[5].startswith("nccl") and " collectiveCall" not in line:
             failures.append(f"{where}: an NCCL kernel not marked as launched by an NCCL call: {line[:200]}")
+        if len(fields) > 4 and fields[3] == "alloc":
+            own += 1 if fields[-1] == "byNccl" or " byNccl" in line else 0
+            allocs += 1
         if len(fields) < 5 or fields[3] != "collective":
             continue
         kv = dict(f.split("=", 1) for f in fields[5:] if "=" in f)
@@ -70,9 +75,11 @@ def check_collectives(kcap, mode, row, nproc, out):
             failures.append(f"{where}: {op} wrote {written} bytes, the trace holds {data}: {line[:300]}")
         if mode != "checkpoint" and data != 0:
             failures.append(f"{where}: {op} carries data in {mode} mode")
+    if own == 0 or own == allocs:
+        failures.append(f"{where}: {own} of {allocs} allocations marked as NCCL's own")
     logged = sum(1 for c in calls if int(c[1].get("data", "0")) > 0)
     print(f"{where}: {len(calls)} NCCL calls ({', '.join(sorted(set(c[0] for c in calls)))}), "
-          f"{logged} with what they wrote")
+          f"{logged} with what they wrote; {own} of {allocs} allocations NCCL's own")
     return failures
 
 
