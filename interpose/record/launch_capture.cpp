@@ -224,7 +224,8 @@ bool captureLoggedInputs(LaunchEventData& data, const AllocationMap& allocations
       continue;
     }
     const auto extent = allocations.findExtent(pointer.value);
-    if (!extent || !seen.insert(extent->base).second) {
+    // NCCL's own memory: only NCCL's kernels, which re-execution does not run, use it.
+    if (!extent || extent->byNccl || !seen.insert(extent->base).second) {
       continue;
     }
     const bool imported = extent->kind == AllocationKind::kImported;
@@ -425,7 +426,7 @@ bool Recorder::launchStarting(const LaunchCall& call, PendingLaunch& launch) {
         "it was queued while a kernel that waits for the host may still run: synchronizing would hold that back";
   }
 
-  if (checkpoints_ != nullptr && !capturing) {
+  if (checkpoints_ != nullptr && !capturing && !nccl) {
     pending->readsHostMemory = captureLoggedInputs(*data, allocations_, *writer_, staging_, pending->syncStream);
   }
 
