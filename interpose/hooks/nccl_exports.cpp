@@ -13,9 +13,12 @@
 
 #include <cuda.h>
 #include <dlfcn.h>
+#include <link.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -37,11 +40,53 @@ struct ThreadCalls {
 };
 thread_local ThreadCalls t_calls;
 
-// NCCL's own definition of `name`: the next one after the shim.
-void* nextDefinition(const char* name) noexcept {
+// The loaded objects but the shim and the program, libnccl's first.
+int listObject(dl_phdr_info* info, size_t, void* data) {
+  auto* paths = static_cast<std::vector<std::string>*>(data);
+  if (info->dlpi_name == nullptr || info->dlpi_name[0] == '\0') return 0;
+  paths->emplace_back(info->dlpi_name);
+  return 0;
+}
+
+bool isNcclFile(std::string_view path) {
+  const size_t slash = path.rfind('/');
+  return path.substr(slash == std::string_view::npos ? 0 : slash + 1).starts_with("libnccl.so");
+}
+
+// `name` in a loaded object other than the shim: NCCL loaded where RTLD_NEXT
+// does not look, as a dependency of a library the program dlopened without
+// RTLD_GLOBAL (Python's extension modules: PyTorch's libtorch_cuda.so),
+// whose references still bind to the shim, which the loader searches first.
+void* definitionInLoadedObjects(real::DlsymFunction lookup, const char* name, void* own) {
+  std::vector<std::string> paths;
+  dl_iterate_phdr(listObject, &paths);  // paths only: nothing is called under the loader's lock
+  std::stable_partition(paths.begin(), paths.end(), [](const std::string& path) { return isNcclFile(path); });
+  Dl_info shim{};
+  const std::string_view shimPath = dladdr(own, &shim) != 0 && shim.dli_fname != nullptr ? shim.dli_fname : "";
+  for (const std::string& path : paths) {
+    if (path == shimPath) continue;
+    void* handle = dlopen(path.c_str(), RTLD_LAZY | RTLD_NOLOAD);
+    if (handle == nullptr) continue;
+    void* fn = lookup(handle, name);
+    dlclose(handle);
+    if (fn != nullptr && fn != own) return fn;
+  }
+  return nullptr;
+}
+
+// NCCL's own definition of `name` (`own`: the shim's): the next one after
+// the shim, else the one a loaded object defines.
+void* nextDefinition(const char* name, void* own) noexcept {
   const real::DlsymFunction lookup = real::libcDlsym();
-  void* fn = lookup != nullptr ? lookup(RTLD_NEXT, name) : nullptr;
-  if (fn == nullptr) KCAP_LOG_ONCE("NCCL's %s was called but no library after the shim defines it", name);
+  if (lookup == nullptr) return nullptr;
+  void* fn = lookup(RTLD_NEXT, name);
+  if (fn == nullptr) {
+    try {
+      fn = definitionInLoadedObjects(lookup, name, own);
+    } catch (...) {  // out of memory: reported below
+    }
+  }
+  if (fn == nullptr) KCAP_LOG_ONCE("NCCL's %s was called but no loaded library defines it", name);
   return fn;
 }
 
@@ -49,7 +94,7 @@ template <class Fn>
 Fn nccl(std::atomic<Fn>& slot, const char* name) noexcept {
   Fn fn = slot.load(std::memory_order_acquire);
   if (fn == nullptr) {
-    fn = reinterpret_cast<Fn>(nextDefinition(name));
+    fn = reinterpret_cast<Fn>(nextDefinition(name, dlsym(RTLD_DEFAULT, name)));
     slot.store(fn, std::memory_order_release);
   }
   return fn;

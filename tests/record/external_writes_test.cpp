@@ -218,8 +218,9 @@ std::vector<const kcap::test::OwnedEvent*> collectivesOf(const std::vector<kcap:
   return out;
 }
 
-Outcome recordNccl(const std::string& path, const std::string& mode, const Outcome& plain) {
-  const Outcome shimmed = run({ncclCollectivesProgram(), {}, {{"KCAP_OUTPUT", path}, {"KCAP_MODE", mode}}, true});
+Outcome recordNccl(const std::string& path, const std::string& mode, const Outcome& plain,
+                   const std::string& program = ncclCollectivesProgram()) {
+  const Outcome shimmed = run({program, {}, {{"KCAP_OUTPUT", path}, {"KCAP_MODE", mode}}, true});
   EXPECT_EQ(shimmed.exitCode, 0) << shimmed.describe();
   EXPECT_EQ(shimmed.err, "") << shimmed.describe();
   EXPECT_EQ(shimmed.out, plain.out) << "the program's results under the shim";
@@ -328,6 +329,24 @@ TEST(NcclRecord, MetadataModeNamesTheCallsWithoutTheirData) {
     EXPECT_EQ(std::string(call->get().getCollective().getDataMissing().cStr()), "");
   }
   EXPECT_EQ(calls[0]->get().getCollective().getWritten(), uint64_t{kN * 4});
+}
+
+// NCCL loaded only in the scope of a library the program dlopened without
+// RTLD_GLOBAL (as Python loads PyTorch): the library's calls still reach the
+// shim first, and the shim must find NCCL there, not fail the call.
+TEST(NcclRecord, NcclInALocalScopeIsFound) {
+  kcap::test::TempDir dir("kcap-nccl");
+  const std::string program = ncclCollectivesProgram() + "_dlopen";
+  const Outcome plain = run({program, {}, {}, false});
+  ASSERT_EQ(plain.exitCode, 0) << plain.describe();
+  ASSERT_NE(plain.out.find("result nccl_sums "), std::string::npos) << plain.describe();
+  const std::string path = dir.file("local.kcap");
+  recordNccl(path, "checkpoint", plain, program);
+  const auto events = kcap::test::readAllEvents(path);
+  EXPECT_EQ(collectivesOf(events).size(), 4u);
+  const Outcome replay = kcapOnDouble({"replay", path});
+  EXPECT_EQ(replay.exitCode, 0) << replay.describe();
+  EXPECT_NE(replay.out.find("reproduced as recorded"), std::string::npos) << replay.describe();
 }
 
 }  // namespace

@@ -1,0 +1,108 @@
+// NCCL calls between kernel launches, against the driver double and the
+// two-rank stand-in for NCCL (fake_nccl.cpp), which this library links as
+// libnccl.so.2: the shim's NCCL entry points come first. Its one function,
+// runNcclCollectives, is the program (nccl_collectives.cpp). The communicator is made
+// first (with memory of its own), r comes from ncclMemAlloc. x = i % 13,
+// y = 1. Round 1:
+// axpy (y += 2 x), ncclAllReduce of y in place (y += the peer's share),
+// axpy. Round 2, one group: ncclAllGather of y's first half into g,
+// ncclRecv into r, ncclSend of x; then axpy reads r into y. The last line
+// prints the sums of y, g and r.
+#include "driver_program.h"
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+struct ncclUniqueId {
+  char internal[128];
+};
+
+extern "C" {
+int ncclCommInitRank(void**, int, ncclUniqueId, int);
+int ncclMemAlloc(void**, std::size_t);
+int ncclAllReduce(const void*, void*, std::size_t, int, int, void*, CUstream);
+int ncclAllGather(const void*, void*, std::size_t, int, void*, CUstream);
+int ncclRecv(void*, std::size_t, int, int, void*, CUstream);
+int ncclSend(const void*, std::size_t, int, int, void*, CUstream);
+int ncclGroupStart();
+int ncclGroupEnd();
+}
+
+namespace {
+
+constexpr int kN = 1024;
+constexpr std::size_t kBytes = kN * sizeof(float);
+constexpr int kFloat32 = 7;
+constexpr int kSum = 0;
+
+#define NCCL(call) CHECK((call) == 0)
+
+CUdeviceptr upload(const std::vector<float>& values) {
+  CUdeviceptr device = 0;
+  DRIVER(cuMemAlloc, &device, values.size() * sizeof(float));
+  DRIVER(cuMemcpyHtoD, device, values.data(), values.size() * sizeof(float));
+  return device;
+}
+
+double sum(CUdeviceptr device, std::size_t count) {
+  std::vector<float> values(count);
+  DRIVER(cuMemcpyDtoH, values.data(), device, count * sizeof(float));
+  double total = 0;
+  for (const float v : values) total += v;
+  return total;
+}
+
+void* pointer(CUdeviceptr device) { return reinterpret_cast<void*>(device); }
+
+}  // namespace
+
+extern "C" [[gnu::visibility("default")]] int runNcclCollectives() {
+  CUdevice device = 0;
+  CUcontext context = nullptr;
+  DRIVER(cuInit, 0);
+  DRIVER(cuDeviceGet, &device, 0);
+  DRIVER(cuDevicePrimaryCtxRetain, &context, device);
+  DRIVER(cuCtxSetCurrent, context);
+  CUmodule module = nullptr;
+  CUfunction axpy = nullptr;
+  const std::string image = test::kernelImage("axpy.fatbin");
+  DRIVER(cuModuleLoadData, &module, image.data());
+  DRIVER(cuModuleGetFunction, &axpy, module, "axpy");
+  CUstream stream = nullptr;
+  DRIVER(cuStreamCreate, &stream, CU_STREAM_NON_BLOCKING);
+
+  std::vector<float> xs(kN);
+  for (int i = 0; i < kN; ++i) xs[static_cast<std::size_t>(i)] = static_cast<float>(i % 13);
+  CUdeviceptr x = upload(xs);
+  CUdeviceptr y = upload(std::vector<float>(kN, 1.0f));
+  CUdeviceptr g = upload(std::vector<float>(kN, 0.0f));
+  void* comm = nullptr;
+  NCCL(ncclCommInitRank(&comm, 2, ncclUniqueId{}, 0));
+  void* received = nullptr;
+  NCCL(ncclMemAlloc(&received, kBytes));
+  const auto r = reinterpret_cast<CUdeviceptr>(received);
+  DRIVER(cuMemsetD32, r, 0, kN);
+  const auto launchAxpy = [&](CUdeviceptr in) {
+    float a = 2.0f;
+    int n = kN;
+    void* params[] = {&a, &in, &y, &n};
+    test::launchesMade().add("axpy");
+    DRIVER(cuLaunchKernel, axpy, kN / 256, 1, 1, 256, 1, 1, 0, stream, params, nullptr);
+  };
+
+  launchAxpy(x);
+  NCCL(ncclAllReduce(pointer(y), pointer(y), kN, kFloat32, kSum, comm, stream));
+  launchAxpy(x);
+
+  NCCL(ncclGroupStart());
+  NCCL(ncclAllGather(pointer(y), pointer(g), kN / 2, kFloat32, comm, stream));
+  NCCL(ncclRecv(pointer(r), kN, kFloat32, 1, comm, stream));
+  NCCL(ncclSend(pointer(x), kN, kFloat32, 1, comm, stream));
+  NCCL(ncclGroupEnd());
+  launchAxpy(r);
+  DRIVER(cuStreamSynchronize, stream);
+
+  std::printf("result nccl_sums %.1f %.1f %.1f\n", sum(y, kN), sum(g, kN), sum(r, kN));
+  return 0;
+}
