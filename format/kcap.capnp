@@ -314,6 +314,12 @@ enum AllocKind {
   # (`size` from cuMemGetAddressRange; `flags` the open flags). Its Free
   # (cuIpcCloseMemHandle) has this kind too. Launches reaching it see memory
   # memoryKind `imported`.
+  vmmImport @11;
+  # cuMemImportFromShareableHandle: physical memory another process made
+  # (`handle`; `flags` the handle type), no address. A vmmMap of it maps that
+  # process's memory: like ipcImport, launches reaching it see memoryKind
+  # `imported`, and checkpoints leave it out. Its release is a Free of kind
+  # vmmCreate, as cuMemRelease does not say which it releases.
 }
 
 struct Free {

@@ -276,8 +276,8 @@ void Reexecutor::runMemoryOp(const StoredEvent& op, ReexecutionListener& listene
     const uint64_t size = collective.getWritten();
     const auto what = [&] { return "the NCCL " + format::enumName(collective.getOperation()); };
     if (const auto missing = collective.getDataMissing(); missing.size() != 0) {
-      stop(what() + where() + " wrote " + std::to_string(size) + " bytes the trace does not hold: " +
-           std::string(missing.cStr()));
+      stop(what() + where() + " wrote " + std::to_string(size) +
+           " bytes the trace does not hold: " + std::string(missing.cStr()));
     }
     if (collective.getData().getSize() != size) {
       stop(what() + where() + " holds " + std::to_string(collective.getData().getSize()) + " bytes of the " +

@@ -89,7 +89,8 @@ constexpr bool changesDeviceMemory(HookId id) {
 constexpr bool makesMemory(HookId id) {
   const std::string_view api = spec(id).api;
   return api.starts_with("cuMemAlloc") || api == "cuMemAddressReserve" || api == "cuMemCreate" || api == "cuMemMap" ||
-         api == "cuIpcOpenMemHandle" || api == "cuMemHostAlloc" || api == "cuMemHostRegister";
+         api == "cuIpcOpenMemHandle" || api == "cuMemImportFromShareableHandle" || api == "cuMemHostAlloc" ||
+         api == "cuMemHostRegister";
 }
 
 // The return address of the hooked call this thread is in, where

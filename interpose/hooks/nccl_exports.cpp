@@ -184,14 +184,14 @@ using kcap::schema::CollectiveOp;
 #define KCAP_NCCL_EXPORT extern "C" [[gnu::visibility("default")]]
 
 // The reductions and the collectives with a root.
-#define KCAP_NCCL_CALL(Name, Fn, ...)                                    \
-  static std::atomic<Fn> real_{nullptr};                                 \
-  const Fn fn = kcap::nccl(real_, Name);                                 \
-  if (fn == nullptr) return kcap::kInternalError;                        \
-  kcap::Result result = 0;                                               \
-  {                                                                      \
-    const kcap::InsideCall inside;                                       \
-    result = fn(__VA_ARGS__);                                            \
+#define KCAP_NCCL_CALL(Name, Fn, ...)             \
+  static std::atomic<Fn> real_{nullptr};          \
+  const Fn fn = kcap::nccl(real_, Name);          \
+  if (fn == nullptr) return kcap::kInternalError; \
+  kcap::Result result = 0;                        \
+  {                                               \
+    const kcap::InsideCall inside;                \
+    result = fn(__VA_ARGS__);                     \
   }
 
 KCAP_NCCL_EXPORT int ncclAllReduce(const void* send, void* recv, size_t count, int type, int op, void* comm,

@@ -175,6 +175,16 @@ void Observer<HookId::cuMemCreate_hook>::after(HookId, CUresult result, CUmemGen
        .device = prop != nullptr && prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE ? prop->location.id : -1});
 }
 
+// Another process's physical memory: mapped, it is that process's to write.
+void Observer<HookId::cuMemImportFromShareableHandle_hook>::after(HookId, CUresult result,
+                                                                  CUmemGenericAllocationHandle* handle, void*,
+                                                                  CUmemAllocationHandleType type) {
+  recordAlloc({.kind = schema::AllocKind::VMM_IMPORT,
+               .result = result,
+               .handle = result == CUDA_SUCCESS && handle != nullptr ? *handle : 0,
+               .flags = static_cast<uint64_t>(type)});
+}
+
 void Observer<HookId::cuMemRelease_hook>::after(HookId, CUresult result, CUmemGenericAllocationHandle handle) {
   if (Recorder* recorder = Recorder::active()) {
     recorder->freed({.kind = schema::AllocKind::VMM_CREATE, .result = result, .handle = handle}, {});

@@ -170,6 +170,8 @@ KCAP_OBSERVE_AFTER(cuMemRelease_hook, CUmemGenericAllocationHandle handle)
 KCAP_OBSERVE_AFTER(cuMemMap_hook, CUdeviceptr address, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
                    unsigned long long flags)
 KCAP_OBSERVE_AROUND(cuMemUnmap_hook, CUdeviceptr address, size_t size)
+KCAP_OBSERVE_AFTER(cuMemImportFromShareableHandle_hook, CUmemGenericAllocationHandle* handle, void* osHandle,
+                   CUmemAllocationHandleType type)
 KCAP_OBSERVE_AFTER(cuIpcOpenMemHandle_v2_hook, CUdeviceptr* address, CUipcMemHandle handle, unsigned flags)
 KCAP_OBSERVE_AROUND(cuIpcCloseMemHandle_hook, CUdeviceptr address)
 KCAP_OBSERVE_AFTER(cuMemAllocHost_v2_hook, void** pointer, size_t size)

@@ -53,28 +53,31 @@ void Recorder::allocated(const AllocCall& call) {
     return;
   }
   int device = call.device >= 0 ? call.device : currentDevice();
-  const bool byNccl = call.kind != schema::AllocKind::VMM_CREATE && call.kind != schema::AllocKind::VMM_RESERVE &&
-                      madeByNccl();
+  const bool byNccl = call.kind != schema::AllocKind::VMM_CREATE && call.kind != schema::AllocKind::VMM_IMPORT &&
+                      call.kind != schema::AllocKind::VMM_RESERVE && madeByNccl();
   const uint64_t size =
       call.kind == schema::AllocKind::IPC_IMPORT && call.size == 0 ? allocationSize(call.address) : call.size;
   switch (call.kind) {
     case schema::AllocKind::VMM_RESERVE:
       allocations_.addReservation(call.address, call.size);
       break;
-    case schema::AllocKind::VMM_CREATE: {
+    case schema::AllocKind::VMM_CREATE:
+    case schema::AllocKind::VMM_IMPORT: {
       std::unique_lock lock(vmmMutex_);
-      vmmHandleDevice_[call.handle] = device;
+      vmmHandles_[call.handle] = {device, call.kind == schema::AllocKind::VMM_IMPORT};
       break;
     }
     case schema::AllocKind::VMM_MAP: {
+      VmmHandle handle;
       {
         std::shared_lock lock(vmmMutex_);
-        const auto it = vmmHandleDevice_.find(call.handle);
-        device = it != vmmHandleDevice_.end() ? it->second : -1;
+        const auto it = vmmHandles_.find(call.handle);
+        if (it != vmmHandles_.end()) handle = it->second;
       }
+      device = handle.device;
       const auto reservation = allocations_.findReservation(call.address);
-      allocations_.add(
-          {call.address, call.size, AllocationKind::kVmm, device, reservation ? reservation->first : 0, byNccl});
+      allocations_.add({call.address, call.size, handle.imported ? AllocationKind::kImported : AllocationKind::kVmm,
+                        device, reservation ? reservation->first : 0, byNccl});
       break;
     }
     default:
@@ -140,7 +143,7 @@ void Recorder::freed(const FreeCall& call, const std::vector<Allocation>& releas
   }
   if (kind == schema::AllocKind::VMM_CREATE) {
     std::unique_lock lock(vmmMutex_);
-    vmmHandleDevice_.erase(call.handle);
+    vmmHandles_.erase(call.handle);
   }
   EventMessage message(*this);
   auto free = message.event().initFree();

@@ -540,7 +540,11 @@ class Recorder {
 
   // What the program's code is (globals, owners, layouts): CodeRegistry.
   std::shared_mutex vmmMutex_;
-  std::unordered_map<uint64_t, int> vmmHandleDevice_;  // cuMemCreate handle -> device
+  struct VmmHandle {
+    int device = -1;
+    bool imported = false;  // cuMemImportFromShareableHandle: another process's memory
+  };
+  std::unordered_map<uint64_t, VmmHandle> vmmHandles_;  // cuMemCreate / import handle -> what it is
 
   std::shared_mutex selectionMutex_;
   std::unordered_map<const char*, bool> selection_;  // interned kernel name -> passes the filters

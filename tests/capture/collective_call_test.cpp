@@ -54,9 +54,9 @@ TEST(CollectiveCall, RootedReductionsAndGathersWriteAtTheirRootOnly) {
 }
 
 TEST(CollectiveCall, WhatCannotBeKnownIsNotGuessed) {
-  EXPECT_FALSE(collectiveWrittenBytes(call(Op::ALL_REDUCE, 100, 12, 0, 2)));      // a newer data type
-  EXPECT_FALSE(collectiveWrittenBytes(call(Op::REDUCE, 100, kFloat32, -1, 2, 0)));  // rank unknown
-  EXPECT_FALSE(collectiveWrittenBytes(call(Op::ALL_GATHER, 100, kFloat32, 0, -1)));  // ranks unknown
+  EXPECT_FALSE(collectiveWrittenBytes(call(Op::ALL_REDUCE, 100, 12, 0, 2)));                   // a newer data type
+  EXPECT_FALSE(collectiveWrittenBytes(call(Op::REDUCE, 100, kFloat32, -1, 2, 0)));             // rank unknown
+  EXPECT_FALSE(collectiveWrittenBytes(call(Op::ALL_GATHER, 100, kFloat32, 0, -1)));            // ranks unknown
   EXPECT_FALSE(collectiveWrittenBytes(call(Op::ALL_TO_ALL, UINT64_MAX / 2, kFloat32, 0, 4)));  // overflows
   EXPECT_FALSE(collectiveWrittenBytes(call(Op::ALL_REDUCE, UINT64_MAX / 2, kFloat32, 0, 4)));
   EXPECT_EQ(collectiveWrittenBytes(call(Op::ALL_REDUCE, 0, 12, 0, 2)), 0u);  // nothing, of any type

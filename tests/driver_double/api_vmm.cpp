@@ -2,12 +2,18 @@
 // memory: a reservation is an inaccessible range of the process's address
 // space, a physical allocation a size, a mapping makes part of a reservation
 // readable and writable (and device memory for copies and kernels). Unlike
-// the driver, two mappings of one physical allocation do not share bytes.
+// the driver, two mappings of one physical allocation do not share bytes,
+// but for an imported one (cuMemImportFromShareableHandle of a file
+// descriptor: another process's memory): its mappings map the file, whose
+// bytes whoever holds it writes.
 #include "driver_exports.h"
 #include "state.h"
 
 #include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <string_view>
 
@@ -20,6 +26,7 @@ constexpr std::size_t kGranularity = std::size_t{2} << 20;
 
 struct Physical {
   std::size_t size;
+  int fd = -1;  // imported: the shared file
 };
 
 std::map<std::uintptr_t, std::size_t>& reservations() {
@@ -127,6 +134,33 @@ DOUBLE_API CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, std::size_
   return CUDA_SUCCESS;
 }
 
+// A POSIX file descriptor (held as the pointer's value): another process's
+// memory, the file's size.
+DOUBLE_API CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle* handle, void* osHandle,
+                                                   CUmemAllocationHandleType type) {
+  if (const CUresult r = needContext(); r != CUDA_SUCCESS) {
+    return r;
+  }
+  if (handle == nullptr || type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  const int fd = static_cast<int>(reinterpret_cast<std::intptr_t>(osHandle));
+  struct stat file {};
+  if (fstat(fd, &file) != 0 || file.st_size <= 0 || static_cast<std::size_t>(file.st_size) % kGranularity != 0) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  const int held = dup(fd);
+  if (held < 0) {
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  State& s = state();
+  Lock lock(s.mutex);
+  auto* made = new Physical{static_cast<std::size_t>(file.st_size), held};
+  physicals().insert(made);
+  *handle = reinterpret_cast<CUmemGenericAllocationHandle>(made);
+  return CUDA_SUCCESS;
+}
+
 DOUBLE_API CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
   if (const CUresult r = needContext(); r != CUDA_SUCCESS) {
     return r;
@@ -137,7 +171,11 @@ DOUBLE_API CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
   if (physicals().erase(found) == 0) {
     return CUDA_ERROR_INVALID_HANDLE;
   }
-  s.giveDeviceMemory(found->size);
+  if (found->fd >= 0) {
+    close(found->fd);
+  } else {
+    s.giveDeviceMemory(found->size);
+  }
   delete found;
   return CUDA_SUCCESS;
 }
@@ -156,7 +194,12 @@ DOUBLE_API CUresult cuMemMap(CUdeviceptr address, std::size_t size, std::size_t 
   if (size == 0 || offset + size > found->size || !insideReservation(address, size) || s.contains(address, 1)) {
     return CUDA_ERROR_INVALID_VALUE;
   }
-  if (mprotect(reinterpret_cast<void*>(address), size, PROT_READ | PROT_WRITE) != 0) {
+  if (found->fd >= 0) {
+    if (mmap(reinterpret_cast<void*>(address), size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, found->fd,
+             static_cast<off_t>(offset)) == MAP_FAILED) {
+      return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+  } else if (mprotect(reinterpret_cast<void*>(address), size, PROT_READ | PROT_WRITE) != 0) {
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
   s.allocations[address] = size;  // device memory from now on
@@ -193,7 +236,8 @@ DOUBLE_API CUresult cuMemUnmap(CUdeviceptr address, std::size_t size) {
   for (auto it = s.allocations.lower_bound(address); it != s.allocations.end() && it->first < address + size;) {
     it = s.allocations.erase(it);
   }
-  madvise(reinterpret_cast<void*>(address), size, MADV_DONTNEED);
-  mprotect(reinterpret_cast<void*>(address), size, PROT_NONE);
+  // Back to reserved, inaccessible and empty (an imported mapping's file too).
+  mmap(reinterpret_cast<void*>(address), size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1,
+       0);
   return CUDA_SUCCESS;
 }

@@ -91,6 +91,7 @@ const Entry* entries(std::size_t& count) {
       ENTRY(cuMemCreate, 10020, false, cuMemCreate),
       ENTRY(cuMemRelease, 10020, false, cuMemRelease),
       ENTRY(cuMemMap, 10020, false, cuMemMap),
+      ENTRY(cuMemImportFromShareableHandle, 10020, false, cuMemImportFromShareableHandle),
       ENTRY(cuMemUnmap, 10020, false, cuMemUnmap),
       ENTRY(cuIpcOpenMemHandle, 11000, false, cuIpcOpenMemHandle_v2),
       ENTRY(cuIpcCloseMemHandle, 4010, false, cuIpcCloseMemHandle),

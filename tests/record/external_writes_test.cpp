@@ -349,5 +349,56 @@ TEST(NcclRecord, NcclInALocalScopeIsFound) {
   EXPECT_NE(replay.out.find("reproduced as recorded"), std::string::npos) << replay.describe();
 }
 
+// Another process's physical memory mapped through a shareable handle
+// (cuMemImportFromShareableHandle, then cuMemMap): as with CUDA IPC, each
+// launch that reaches it logs it as the launch saw it, checkpoints leave it
+// out, and re-execution writes it back before the launch.
+TEST(VmmImportRecord, CheckpointModeLogsWhatEachLaunchReadOfAnotherProcesssMemory) {
+  kcap::test::TempDir dir("kcap-vmm");
+  const std::string shared = dir.file("exported-x");
+  const Outcome plain = run({vmmImportProgram(), {shared}, {}, false});
+  ASSERT_EQ(plain.exitCode, 0) << plain.describe();
+  const std::string path = dir.file("checkpoint.kcap");
+  const Outcome shimmed =
+      run({vmmImportProgram(),
+           {shared},
+           {{"KCAP_OUTPUT", path}, {"KCAP_MODE", "checkpoint"}, {"KCAP_CHECKPOINT_EVERY", "2launches"}},
+           true});
+  ASSERT_EQ(shimmed.exitCode, 0) << shimmed.describe();
+  EXPECT_EQ(shimmed.err, "") << shimmed.describe();
+  EXPECT_EQ(shimmed.out, plain.out);
+
+  auto reader = kcap::format::TraceReader::open(path);
+  int imports = 0, round = 0;
+  for (const auto& e : kcap::test::readAllEvents(path)) {
+    if (e.get().which() == Event::ALLOC && e.get().getAlloc().getKind() == schema::AllocKind::VMM_IMPORT) ++imports;
+    if (e.get().which() == Event::CHECKPOINT) {
+      for (const auto range : e.get().getCheckpoint().getRanges()) {
+        EXPECT_NE(range.getKind(), schema::MemoryKind::IMPORTED) << "checkpoints leave another process's memory out";
+        EXPECT_EQ(range.getContent().getSize(), kN * sizeof(float)) << "y alone";
+      }
+    }
+    if (e.get().which() != Event::LAUNCH) continue;
+    const auto pre = e.get().getLaunch().getPre();
+    ASSERT_EQ(pre.size(), 1u) << "launch " << round;
+    EXPECT_EQ(pre[0].getKind(), schema::MemoryKind::IMPORTED);
+    const std::vector<uint8_t> bytes = reader->readContent(pre[0].getContent());
+    ASSERT_GE(bytes.size(), kN * sizeof(float));
+    const std::vector<float> x = floatsOf(bytes);
+    for (int i = 0; i < kN; ++i) {
+      ASSERT_EQ(x[static_cast<size_t>(i)], static_cast<float>((i * (round + 5)) % 31))
+          << "launch " << round << " element " << i;
+    }
+    ++round;
+  }
+  EXPECT_EQ(imports, 1);
+  EXPECT_EQ(round, kRounds);
+
+  const Outcome replay = kcapOnDouble({"replay", path});
+  EXPECT_EQ(replay.exitCode, 0) << replay.describe();
+  EXPECT_NE(replay.out.find("Verdict: all 3 intervals reproduced as recorded."), std::string::npos)
+      << replay.describe();
+}
+
 }  // namespace
 }  // namespace kcap_test

@@ -143,9 +143,8 @@ std::string scenarioProgram() { return std::string(KCAP_TEST_RECORD_PROGRAMS_DIR
 std::string graphProgram() { return std::string(KCAP_TEST_RECORD_PROGRAMS_DIR) + "/graph_scenarios"; }
 std::string ipcImportProgram() { return std::string(KCAP_TEST_RECORD_PROGRAMS_DIR) + "/ipc_import"; }
 std::string peerCopyProgram() { return std::string(KCAP_TEST_RECORD_PROGRAMS_DIR) + "/peer_copy"; }
-std::string ncclCollectivesProgram() {
-  return std::string(KCAP_TEST_RECORD_PROGRAMS_DIR) + "/nccl_collectives";
-}
+std::string vmmImportProgram() { return std::string(KCAP_TEST_RECORD_PROGRAMS_DIR) + "/vmm_import"; }
+std::string ncclCollectivesProgram() { return std::string(KCAP_TEST_RECORD_PROGRAMS_DIR) + "/nccl_collectives"; }
 std::string threadsProgram() { return std::string(KCAP_TEST_RECORD_PROGRAMS_DIR) + "/record_threads"; }
 std::string interposeProgram(const std::string& name) {
   return std::string(KCAP_TEST_INTERPOSE_PROGRAMS_DIR) + "/" + name;

@@ -48,7 +48,8 @@ void advance(void* comm) {
   for (const CUdeviceptr buffer : {c->own, c->proxys}) {
     if (buffer == 0) continue;
     auto* words = reinterpret_cast<unsigned*>(buffer);
-    for (std::size_t i = 0; i < kOwnBytes / sizeof(unsigned); ++i) words[i] = c->sequence * 7 + static_cast<unsigned>(i);
+    for (std::size_t i = 0; i < kOwnBytes / sizeof(unsigned); ++i)
+      words[i] = c->sequence * 7 + static_cast<unsigned>(i);
   }
 }
 
