@@ -237,7 +237,9 @@ DOUBLE_API CUresult cuMemUnmap(CUdeviceptr address, std::size_t size) {
     it = s.allocations.erase(it);
   }
   // Back to reserved, inaccessible and empty (an imported mapping's file too).
-  mmap(reinterpret_cast<void*>(address), size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1,
-       0);
+  if (mmap(reinterpret_cast<void*>(address), size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE,
+           -1, 0) == MAP_FAILED) {
+    return CUDA_ERROR_UNKNOWN;
+  }
   return CUDA_SUCCESS;
 }

@@ -31,8 +31,8 @@ constexpr int kInvalidArgument = 4;
 
 float peerValue(std::size_t i) { return static_cast<float>((i * 5) % 11); }
 
-int groupDepth = 0;
-std::vector<std::function<void()>> queued;
+int g_groupDepth = 0;
+std::vector<std::function<void()>> g_queued;
 
 // The communicator: the memory it keeps for itself.
 struct Comm {
@@ -54,8 +54,8 @@ void advance(void* comm) {
 }
 
 int run(void* comm, std::function<void()> work) {
-  if (groupDepth > 0) {
-    queued.push_back([comm, work = std::move(work)] {
+  if (g_groupDepth > 0) {
+    g_queued.push_back([comm, work = std::move(work)] {
       work();
       advance(comm);
     });
@@ -140,15 +140,15 @@ FAKE_NCCL_API int ncclSend(const void*, std::size_t, int type, int, void*, void*
 }
 
 FAKE_NCCL_API int ncclGroupStart() {
-  ++groupDepth;
+  ++g_groupDepth;
   return 0;
 }
 
 FAKE_NCCL_API int ncclGroupEnd() {
-  if (groupDepth == 0) return 5;  // ncclInvalidUsage
-  if (--groupDepth == 0) {
-    for (const auto& work : queued) work();
-    queued.clear();
+  if (g_groupDepth == 0) return 5;  // ncclInvalidUsage
+  if (--g_groupDepth == 0) {
+    for (const auto& work : g_queued) work();
+    g_queued.clear();
   }
   return 0;
 }

@@ -14,12 +14,12 @@
 #include <string>
 #include <vector>
 
-struct ncclUniqueId {
+struct UniqueId {  // ncclUniqueId
   char internal[128];
 };
 
 extern "C" {
-int ncclCommInitRank(void**, int, ncclUniqueId, int);
+int ncclCommInitRank(void**, int, UniqueId, int);
 int ncclMemAlloc(void**, std::size_t);
 int ncclAllReduce(const void*, void*, std::size_t, int, int, void*, CUstream);
 int ncclAllGather(const void*, void*, std::size_t, int, void*, CUstream);
@@ -78,7 +78,7 @@ extern "C" [[gnu::visibility("default")]] int runNcclCollectives() {
   CUdeviceptr y = upload(std::vector<float>(kN, 1.0f));
   CUdeviceptr g = upload(std::vector<float>(kN, 0.0f));
   void* comm = nullptr;
-  NCCL(ncclCommInitRank(&comm, 2, ncclUniqueId{}, 0));
+  NCCL(ncclCommInitRank(&comm, 2, UniqueId{}, 0));
   void* received = nullptr;
   NCCL(ncclMemAlloc(&received, kBytes));
   const auto r = reinterpret_cast<CUdeviceptr>(received);
