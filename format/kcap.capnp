@@ -361,10 +361,11 @@ struct Memcpy {
   dstHeight @13 :UInt64;
   srcHeight @14 :UInt64;
   crossDevice @15 :Bool;
-  # A 1D device-to-device copy whose sides lie on two devices (cuMemcpyPeer*,
-  # or a unified copy between two GPUs). The source is another device's
-  # memory, which a replay of this device's work does not hold: in full and
-  # checkpoint mode `data` holds what the copy wrote, read once it completed,
+  # A device-to-device copy whose sides lie on two devices (cuMemcpyPeer*,
+  # cuMemcpy3DPeer*, or a unified 1D, 2D or 3D copy between two GPUs). The
+  # source is another device's memory, which a replay of this device's work
+  # does not hold: in full and checkpoint mode `data` holds what the copy
+  # wrote (a 2D/3D copy's rows packed, as above), read once it completed,
   # and replay writes that instead of copying.
 }
 

@@ -77,6 +77,37 @@ void recordCopy3D(CUresult result, const CUDA_MEMCPY3D* p, CUstream stream, bool
   recordCopy(call, hostSource);
 }
 
+// A peer copy's description is a 3D copy's with each side's context in
+// place of the reserved words: the same copy, which the memory types and
+// the recorder's devices place.
+CUDA_MEMCPY3D withoutContexts(const CUDA_MEMCPY3D_PEER& p) {
+  CUDA_MEMCPY3D c{};
+  c.srcXInBytes = p.srcXInBytes;
+  c.srcY = p.srcY;
+  c.srcZ = p.srcZ;
+  c.srcLOD = p.srcLOD;
+  c.srcMemoryType = p.srcMemoryType;
+  c.srcHost = p.srcHost;
+  c.srcDevice = p.srcDevice;
+  c.srcArray = p.srcArray;
+  c.srcPitch = p.srcPitch;
+  c.srcHeight = p.srcHeight;
+  c.dstXInBytes = p.dstXInBytes;
+  c.dstY = p.dstY;
+  c.dstZ = p.dstZ;
+  c.dstLOD = p.dstLOD;
+  c.dstMemoryType = p.dstMemoryType;
+  c.dstHost = p.dstHost;
+  c.dstDevice = p.dstDevice;
+  c.dstArray = p.dstArray;
+  c.dstPitch = p.dstPitch;
+  c.dstHeight = p.dstHeight;
+  c.WidthInBytes = p.WidthInBytes;
+  c.Height = p.Height;
+  c.Depth = p.Depth;
+  return c;
+}
+
 void recordSet(const SetCall& call) {
   if (Recorder* recorder = Recorder::active()) {
     recorder->memset(call);
@@ -495,6 +526,19 @@ void Observer<HookId::cuMemcpy3D_v2_hook>::after(HookId, CUresult result, const 
 void Observer<HookId::cuMemcpy3DAsync_v2_hook>::after(HookId, CUresult result, const CUDA_MEMCPY3D* copy,
                                                       CUstream stream) {
   recordCopy3D(result, copy, stream, true);
+}
+
+void Observer<HookId::cuMemcpy3DPeer_hook>::after(HookId, CUresult result, const CUDA_MEMCPY3D_PEER* copy) {
+  if (copy == nullptr) return;  // the call failed: apiError has it
+  const CUDA_MEMCPY3D plain = withoutContexts(*copy);
+  recordCopy3D(result, &plain, nullptr, false);
+}
+
+void Observer<HookId::cuMemcpy3DPeerAsync_hook>::after(HookId, CUresult result, const CUDA_MEMCPY3D_PEER* copy,
+                                                       CUstream stream) {
+  if (copy == nullptr) return;
+  const CUDA_MEMCPY3D plain = withoutContexts(*copy);
+  recordCopy3D(result, &plain, stream, true);
 }
 
 // ---- tensor maps ----------------------------------------------------------------

@@ -215,6 +215,8 @@ KCAP_OBSERVE_AFTER(cuMemsetD2D32Async_hook, CUdeviceptr dst, size_t pitch, unsig
                    CUstream stream)
 KCAP_OBSERVE_AFTER(cuMemcpy3D_v2_hook, const CUDA_MEMCPY3D* copy)
 KCAP_OBSERVE_AFTER(cuMemcpy3DAsync_v2_hook, const CUDA_MEMCPY3D* copy, CUstream stream)
+KCAP_OBSERVE_AFTER(cuMemcpy3DPeer_hook, const CUDA_MEMCPY3D_PEER* copy)
+KCAP_OBSERVE_AFTER(cuMemcpy3DPeerAsync_hook, const CUDA_MEMCPY3D_PEER* copy, CUstream stream)
 
 // Streams, events, synchronization, graph capture
 KCAP_OBSERVE_AFTER(cuStreamCreate_hook, CUstream* stream, unsigned flags)

@@ -35,6 +35,7 @@ DriverApi load() noexcept {
   resolve(api.threadExchangeStreamCaptureMode, "cuThreadExchangeStreamCaptureMode");
   resolve(api.memcpyDtoH, "cuMemcpyDtoH_v2");
   resolve(api.memcpyDtoHAsync, "cuMemcpyDtoHAsync_v2");
+  resolve(api.memcpy3D, "cuMemcpy3D_v2");
   resolve(api.streamCreate, "cuStreamCreate");
   resolve(api.eventCreate, "cuEventCreate");
   resolve(api.eventRecord, "cuEventRecord");

@@ -250,12 +250,43 @@ void Recorder::storeCrossDeviceWrite(const CopyCall& call, schema::Memcpy::Build
   if (api.streamSynchronize == nullptr || api.streamSynchronize(stream) != CUDA_SUCCESS) {
     return;
   }
+  if (call.width != 0) {
+    storeCrossDeviceRows(call, copy);
+    return;
+  }
   const auto allocation = allocations_.findExtent(call.dst);
   const SnapshotRange range{call.dst, call.size, allocation ? allocation->base : 0,
                             allocation ? memoryKind(allocation->kind) : schema::MemoryKind::UNKNOWN};
   StoredContent stored;
   if (snapshot(*writer_, staging_, range, stored, nullptr, false) == CUDA_SUCCESS) {
     stored.writeTo(copy.initData());
+  }
+}
+
+// A 2D or 3D copy's destination rows, read back packed as the trace holds a
+// copy's rows (Memcpy.data): one 3D copy from the device into host memory.
+void Recorder::storeCrossDeviceRows(const CopyCall& call, schema::Memcpy::Builder copy) {
+  const uint64_t rows = std::max<uint64_t>(call.height, 1), slices = std::max<uint64_t>(call.depth, 1);
+  uint64_t bytes = 0;
+  if (__builtin_mul_overflow(call.width, rows, &bytes) || __builtin_mul_overflow(bytes, slices, &bytes) ||
+      bytes != call.size || driverApi().memcpy3D == nullptr) {
+    return;
+  }
+  std::vector<uint8_t> packed(bytes);
+  CUDA_MEMCPY3D p{};
+  p.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+  p.srcDevice = call.dst;
+  p.srcPitch = call.dstPitch;
+  p.srcHeight = call.dstHeight != 0 ? call.dstHeight : rows;
+  p.dstMemoryType = CU_MEMORYTYPE_HOST;
+  p.dstHost = packed.data();
+  p.dstPitch = call.width;
+  p.dstHeight = rows;
+  p.WidthInBytes = call.width;
+  p.Height = rows;
+  p.Depth = slices;
+  if (driverApi().memcpy3D(&p) == CUDA_SUCCESS) {
+    writer_->storeContent(packed.data(), packed.size(), copy.initData());
   }
 }
 
@@ -279,7 +310,7 @@ void Recorder::copied(const CopyCall& call, const void* hostSource) {
     std::vector<uint8_t> packed;
     writer_->storeContent(packHostRows(hostSource, hostRowsOf(call), packed), call.size, copy.initData());
   }
-  if (direction == schema::CopyDirection::DEVICE_TO_DEVICE && call.width == 0 && call.size != 0) {
+  if (direction == schema::CopyDirection::DEVICE_TO_DEVICE && call.size != 0) {
     const int dstDevice = deviceOfAddress(call.dst);
     const int srcDevice = deviceOfAddress(call.src);
     if (dstDevice >= 0 && srcDevice >= 0 && dstDevice != srcDevice) {

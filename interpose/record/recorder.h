@@ -503,6 +503,7 @@ class Recorder {
   schema::CopyDirection copyDirection(const CopyCall& call, const void*& hostSource);
   int deviceOfAddress(uint64_t address);
   void storeCrossDeviceWrite(const CopyCall& call, schema::Memcpy::Builder copy);
+  void storeCrossDeviceRows(const CopyCall& call, schema::Memcpy::Builder copy);
   std::string logCollectiveWrite(const CollectiveCall& call, uint64_t written, std::vector<uint64_t>& waited,
                                  schema::Collective::Builder event);
 

@@ -585,6 +585,54 @@ DOUBLE_API CUresult cuMemcpyPeerAsync_ptsz(CUdeviceptr dst, CUcontext, CUdevicep
   return copyDtod(dst, src, bytes, stream);
 }
 
+namespace {
+// A peer copy's description without its contexts (the double's memory is
+// one address space): the same 3D copy.
+CUDA_MEMCPY3D withoutContexts(const CUDA_MEMCPY3D_PEER& p) {
+  CUDA_MEMCPY3D c{};
+  c.srcXInBytes = p.srcXInBytes;
+  c.srcY = p.srcY;
+  c.srcZ = p.srcZ;
+  c.srcMemoryType = p.srcMemoryType;
+  c.srcHost = p.srcHost;
+  c.srcDevice = p.srcDevice;
+  c.srcArray = p.srcArray;
+  c.srcPitch = p.srcPitch;
+  c.srcHeight = p.srcHeight;
+  c.dstXInBytes = p.dstXInBytes;
+  c.dstY = p.dstY;
+  c.dstZ = p.dstZ;
+  c.dstMemoryType = p.dstMemoryType;
+  c.dstHost = p.dstHost;
+  c.dstDevice = p.dstDevice;
+  c.dstArray = p.dstArray;
+  c.dstPitch = p.dstPitch;
+  c.dstHeight = p.dstHeight;
+  c.WidthInBytes = p.WidthInBytes;
+  c.Height = p.Height;
+  c.Depth = p.Depth;
+  return c;
+}
+CUresult copy3dPeer(const CUDA_MEMCPY3D_PEER* copy, CUstream stream) {
+  if (copy == nullptr) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  const CUDA_MEMCPY3D plain = withoutContexts(*copy);
+  return copy3d(&plain, stream);
+}
+}  // namespace
+
+DOUBLE_API CUresult cuMemcpy3DPeer(const CUDA_MEMCPY3D_PEER* copy) { return copy3dPeer(copy, nullptr); }
+DOUBLE_API CUresult cuMemcpy3DPeer_ptds(const CUDA_MEMCPY3D_PEER* copy) {
+  return copy3dPeer(copy, CU_STREAM_PER_THREAD);
+}
+DOUBLE_API CUresult cuMemcpy3DPeerAsync(const CUDA_MEMCPY3D_PEER* copy, CUstream stream) {
+  return copy3dPeer(copy, stream);
+}
+DOUBLE_API CUresult cuMemcpy3DPeerAsync_ptsz(const CUDA_MEMCPY3D_PEER* copy, CUstream stream) {
+  return copy3dPeer(copy, stream);
+}
+
 DOUBLE_API CUresult cuMemsetD16_v2(CUdeviceptr dst, unsigned short value, std::size_t count) {
   return fill(dst, value, count, nullptr);
 }

@@ -57,6 +57,12 @@ Recording record(kcap::test::TempDir& dir, const std::string& mode, const std::s
   return r;
 }
 
+std::vector<float> floatsOf(const std::vector<uint8_t>& bytes) {
+  std::vector<float> values(bytes.size() / sizeof(float));
+  std::memcpy(values.data(), bytes.data(), values.size() * sizeof(float));
+  return values;
+}
+
 // What the exporter wrote into x before round `round` (ipc_import.cpp).
 float exportedX(int round, int i) { return static_cast<float>((i * (round + 3)) % 29); }
 
@@ -154,12 +160,17 @@ TEST(PeerCopyRecord, CopiesFromAnotherDeviceLogWhatTheyWrote) {
 
   auto reader = kcap::format::TraceReader::open(path);
   int crossDevice = 0;
+  std::vector<std::vector<float>> rowCopies;  // the 2D and the 3D copy's packed rows
   for (const auto& e : kcap::test::readAllEvents(path)) {
     if (e.get().which() != Event::MEMCPY) continue;
     const auto copy = e.get().getMemcpy();
     if (copy.getDirection() != schema::CopyDirection::DEVICE_TO_DEVICE) continue;
     EXPECT_TRUE(copy.getCrossDevice()) << "every device-to-device copy of the program crosses devices";
     const std::vector<uint8_t> bytes = reader->readContent(copy.getData());
+    if (copy.getWidth() != 0) {
+      rowCopies.push_back(floatsOf(bytes));
+      continue;
+    }
     ASSERT_EQ(bytes.size(), kN * sizeof(float));
     for (int i = 0; i < kN; ++i) {
       float v = 0;
@@ -169,6 +180,16 @@ TEST(PeerCopyRecord, CopiesFromAnotherDeviceLogWhatTheyWrote) {
     ++crossDevice;
   }
   EXPECT_EQ(crossDevice, kRounds) << "cuMemcpyPeer, cuMemcpyPeerAsync and a unified copy, twice each";
+  // Their rows as the copies wrote them: source element (row * 64 + column).
+  ASSERT_EQ(rowCopies.size(), 2u) << "a unified 2D copy and a cuMemcpy3DPeer";
+  ASSERT_EQ(rowCopies[0].size(), 16u * 32u);
+  for (size_t at = 0; at < rowCopies[0].size(); ++at) {
+    ASSERT_EQ(rowCopies[0][at], static_cast<float>((at / 32 * 64 + at % 32) % 37)) << "2D element " << at;
+  }
+  ASSERT_EQ(rowCopies[1].size(), 4u * 4u * 16u);
+  for (size_t at = 0; at < rowCopies[1].size(); ++at) {
+    ASSERT_EQ(rowCopies[1][at], static_cast<float>((at / 16 * 64 + at % 16) % 37)) << "3D element " << at;
+  }
   const Outcome dump = run({kcapBinary(), {"dump", path, "--type", "memcpy"}, {}, false});
   EXPECT_EQ(dump.exitCode, 0) << dump.describe();
   size_t dumped = 0;
@@ -177,13 +198,13 @@ TEST(PeerCopyRecord, CopiesFromAnotherDeviceLogWhatTheyWrote) {
     const size_t end = dump.out.find('\n', at);
     dumped += dump.out.substr(at, end - at).find(" crossDevice") != std::string::npos ? 1 : 0;
   }
-  EXPECT_EQ(dumped, size_t{kRounds}) << dump.out;
+  EXPECT_EQ(dumped, size_t{kRounds} + 2) << dump.out;
 
   // Device 1's buffer is in no checkpoint: re-execution must write what
   // each copy wrote instead of copying it.
   const Outcome replay = kcapOnDouble({"replay", path}, twoDevices);
   EXPECT_EQ(replay.exitCode, 0) << replay.describe();
-  EXPECT_NE(replay.out.find("Verdict: all 3 intervals reproduced as recorded."), std::string::npos)
+  EXPECT_NE(replay.out.find("Verdict: all 4 intervals reproduced as recorded."), std::string::npos)
       << replay.describe();
 
   // Metadata mode names the crossing, without the bytes.
@@ -197,18 +218,12 @@ TEST(PeerCopyRecord, CopiesFromAnotherDeviceLogWhatTheyWrote) {
     EXPECT_EQ(e.get().getMemcpy().getData().getSize(), 0u);
     ++named;
   }
-  EXPECT_EQ(named, kRounds);
+  EXPECT_EQ(named, kRounds + 2);
 }
 
 // What the other rank of fake_nccl.cpp sends, and the program's x.
 float peerValue(int i) { return static_cast<float>((i * 5) % 11); }
 float programX(int i) { return static_cast<float>(i % 13); }
-
-std::vector<float> floatsOf(const std::vector<uint8_t>& bytes) {
-  std::vector<float> values(bytes.size() / sizeof(float));
-  std::memcpy(values.data(), bytes.data(), values.size() * sizeof(float));
-  return values;
-}
 
 std::vector<const kcap::test::OwnedEvent*> collectivesOf(const std::vector<kcap::test::OwnedEvent>& events) {
   std::vector<const kcap::test::OwnedEvent*> out;

@@ -3,8 +3,10 @@
 // first launch (so before checkpoint mode's first checkpoint, which holds
 // device 0's memory only); then, on device 0, each round copies s into x
 // (cuMemcpyPeer, cuMemcpyPeerAsync on a stream, and a unified cuMemcpyDtoD
-// between the two devices, in turn) and axpy adds 2 x to y. The last line
-// prints y's sum.
+// between the two devices, in turn) and axpy adds 2 x to y. Then two more
+// rounds copy rows: a unified 2D copy from device 1 (16 rows of 32 floats,
+// both pitches 64 floats) and a cuMemcpy3DPeer (4 slices of 4 rows of 16
+// floats, the same pitches). The last line prints y's sum.
 #include "driver_program.h"
 
 #include <string>
@@ -64,6 +66,44 @@ int main() {
     test::launchesMade().add("axpy");
     DRIVER(cuLaunchKernel, axpy, kN / 256, 1, 1, 256, 1, 1, 0, nullptr, params, nullptr);
   }
+  const auto launchAxpy = [&] {
+    float a = 2.0f;
+    int n = kN;
+    void* params[] = {&a, &x, &y, &n};
+    test::launchesMade().add("axpy");
+    DRIVER(cuLaunchKernel, axpy, kN / 256, 1, 1, 256, 1, 1, 0, nullptr, params, nullptr);
+  };
+  constexpr std::size_t kPitch = 64 * sizeof(float);
+  DRIVER(cuMemsetD32, x, 0, kN);
+  CUDA_MEMCPY2D rows{};
+  rows.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+  rows.srcDevice = s;
+  rows.srcPitch = kPitch;
+  rows.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+  rows.dstDevice = x;
+  rows.dstPitch = kPitch;
+  rows.WidthInBytes = 32 * sizeof(float);
+  rows.Height = 16;
+  DRIVER(cuMemcpy2D, &rows);
+  launchAxpy();
+  DRIVER(cuMemsetD32, x, 0, kN);
+  CUDA_MEMCPY3D_PEER volume{};
+  volume.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+  volume.srcDevice = s;
+  volume.srcContext = context1;
+  volume.srcPitch = kPitch;
+  volume.srcHeight = 4;
+  volume.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+  volume.dstDevice = x;
+  volume.dstContext = context0;
+  volume.dstPitch = kPitch;
+  volume.dstHeight = 4;
+  volume.WidthInBytes = 16 * sizeof(float);
+  volume.Height = 4;
+  volume.Depth = 4;
+  DRIVER(cuMemcpy3DPeer, &volume);
+  launchAxpy();
+
   std::vector<float> result(kN);
   DRIVER(cuMemcpyDtoH, result.data(), y, kBytes);
   double sum = 0;
