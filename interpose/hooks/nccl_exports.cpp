@@ -165,14 +165,8 @@ bool madeByNccl() noexcept {
   if (calls.memAllocDepth > 0 || caller == nullptr) return false;
   if (caller != calls.lastCaller) {
     Dl_info info{};
-    bool nccl = false;
-    if (dladdr(caller, &info) != 0 && info.dli_fname != nullptr) {
-      const std::string_view path = info.dli_fname;
-      const size_t slash = path.rfind('/');
-      nccl = path.substr(slash == std::string_view::npos ? 0 : slash + 1).starts_with("libnccl.so");
-    }
     calls.lastCaller = caller;
-    calls.lastCallerIsNccl = nccl;
+    calls.lastCallerIsNccl = dladdr(caller, &info) != 0 && info.dli_fname != nullptr && isNcclFile(info.dli_fname);
   }
   return calls.lastCallerIsNccl;
 }
