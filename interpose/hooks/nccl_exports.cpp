@@ -40,7 +40,7 @@ struct ThreadCalls {
 };
 thread_local ThreadCalls t_calls;
 
-// The loaded objects but the shim and the program, libnccl's first.
+// Every loaded object's path but the program's.
 int listObject(dl_phdr_info* info, size_t, void* data) {
   auto* paths = static_cast<std::vector<std::string>*>(data);
   if (info->dlpi_name == nullptr || info->dlpi_name[0] == '\0') return 0;
@@ -116,17 +116,20 @@ void record(std::vector<CollectiveCall>& calls) {
 }
 
 // After the real call of a collective or point-to-point operation returned.
+// Nothing thrown here may reach NCCL's C caller: observe() catches it.
 Result called(CollectiveCall call, Result result) {
   if (Recorder::active() == nullptr) return result;  // not recording: nothing kept
   call.result = result;
-  observe([&] { describeComm(call); });
-  if (t_calls.groupDepth > 0) {
-    call.grouped = true;
-    t_calls.grouped.push_back(call);
-    return result;
-  }
-  std::vector<CollectiveCall> one{call};
-  record(one);
+  observe([&] {
+    describeComm(call);
+    if (t_calls.groupDepth > 0) {
+      call.grouped = true;
+      t_calls.grouped.push_back(call);
+      return;
+    }
+    std::vector<CollectiveCall> one{call};
+    if (Recorder* recorder = Recorder::active()) recorder->collectives(one);
+  });
   return result;
 }
 
