@@ -31,10 +31,13 @@ class CheckpointGate {
   static bool armed() noexcept { return armed_.load(std::memory_order_relaxed); }
 
   // The caller's side, around the whole call (its observers included).
+  // Calls nest (NCCL's call holds the gate around the launches it makes):
+  // an inner one passes, its thread being counted inside already.
   static void enter(ThreadWork::Slot& slot) noexcept {
-    slot.gated.store(slot.gated.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    const auto outer = slot.gated.load(std::memory_order_relaxed);
+    slot.gated.store(outer + 1, std::memory_order_relaxed);
     ThreadWork::workerFence();
-    if (closed_.load(std::memory_order_relaxed)) [[unlikely]] {
+    if (outer == 0 && closed_.load(std::memory_order_relaxed)) [[unlikely]] {
       waitWhileClosed(slot);
     }
   }

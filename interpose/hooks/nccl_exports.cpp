@@ -4,7 +4,9 @@
 // cudaStream_t a CUstream.
 #include "hooks/nccl_calls.h"
 
+#include "core/checkpoint_gate.h"
 #include "core/collective_call.h"
+#include "core/thread_work.h"
 #include "hooks/hook_table.h"
 #include "hooks/real_driver.h"
 #include "hooks/shim_log.h"
@@ -140,6 +142,24 @@ struct InsideCall {
   InsideCall& operator=(const InsideCall&) = delete;
 };
 
+// A whole NCCL call, from before NCCL launches its kernels to after its
+// Collective events are handed over, inside the checkpoint gate: no
+// checkpoint falls between a kernel and the event that says what it wrote.
+struct HeldGate {
+  HeldGate() noexcept {
+    if (CheckpointGate::armed()) {
+      slot = ThreadWork::mine();
+      if (slot != nullptr) CheckpointGate::enter(*slot);
+    }
+  }
+  ~HeldGate() {
+    if (slot != nullptr) CheckpointGate::leave(*slot);
+  }
+  HeldGate(const HeldGate&) = delete;
+  HeldGate& operator=(const HeldGate&) = delete;
+  ThreadWork::Slot* slot = nullptr;
+};
+
 uint64_t word(const void* pointer) { return reinterpret_cast<uint64_t>(pointer); }
 uint64_t word(CUstream stream) { return reinterpret_cast<uint64_t>(stream); }
 
@@ -185,6 +205,7 @@ using kcap::schema::CollectiveOp;
   static std::atomic<Fn> real_{nullptr};          \
   const Fn fn = kcap::nccl(real_, Name);          \
   if (fn == nullptr) return kcap::kInternalError; \
+  const kcap::HeldGate gate;                      \
   kcap::Result result = 0;                        \
   {                                               \
     const kcap::InsideCall inside;                \
