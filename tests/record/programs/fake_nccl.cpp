@@ -95,6 +95,13 @@ FAKE_NCCL_API int ncclCommInitRank(void** comm, int, FakeUniqueId, int) {
   return 0;
 }
 
+FAKE_NCCL_API int ncclCommDestroy(void* comm) {
+  auto* c = static_cast<Comm*>(comm);
+  const bool freed = cuMemFree(c->own) == CUDA_SUCCESS && cuMemFree(c->proxys) == CUDA_SUCCESS;
+  delete c;
+  return freed ? 0 : 1;
+}
+
 FAKE_NCCL_API int ncclMemAlloc(void** pointer, std::size_t size) {
   CUdeviceptr device = 0;
   if (cuMemAlloc(&device, size) != CUDA_SUCCESS) return 1;

@@ -21,6 +21,7 @@ struct UniqueId {  // ncclUniqueId
 extern "C" {
 int ncclCommInitRank(void**, int, UniqueId, int);
 int ncclMemAlloc(void**, std::size_t);
+int ncclCommDestroy(void*);
 int ncclAllReduce(const void*, void*, std::size_t, int, int, void*, CUstream);
 int ncclAllGather(const void*, void*, std::size_t, int, void*, CUstream);
 int ncclRecv(void*, std::size_t, int, int, void*, CUstream);
@@ -104,5 +105,6 @@ extern "C" [[gnu::visibility("default")]] int runNcclCollectives() {
   DRIVER(cuStreamSynchronize, stream);
 
   std::printf("result nccl_sums %.1f %.1f %.1f\n", sum(y, kN), sum(g, kN), sum(r, kN));
+  NCCL(ncclCommDestroy(comm));
   return 0;
 }
