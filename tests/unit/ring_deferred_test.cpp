@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <map>
 #include <string>
@@ -54,7 +55,10 @@ TEST(RingDeferred, KeepsEveryEventInSeqOrderAfterWhatReturnedBeforeIt) {
   format::TraceWriter::Options options;
   options.exclusive = true;
   format::RingOptions ring;
-  ring.checkpoints = 1000;  // nothing dropped
+  // Nothing dropped: more than the loop below appends (it waits a little
+  // between checkpoints, so that producers a busy machine holds back do not
+  // let it pass the ring's count).
+  ring.checkpoints = 1u << 20;
   ring.openOutput = [path, options] { return format::TraceWriter::create(path, options); };
   format::RingTraceWriter writer(options, std::move(ring));
 
@@ -80,7 +84,7 @@ TEST(RingDeferred, KeepsEveryEventInSeqOrderAfterWhatReturnedBeforeIt) {
     bool all = true;
     for (const unsigned s : seen) all = all && s == kEach;
     done = all;
-    std::this_thread::yield();
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
   for (auto& t : producers) t.join();
   writer.fire();
