@@ -27,7 +27,6 @@
 #include "core/event_recycler.h"
 #include "core/param_buffer.h"
 #include "hooks/nccl_calls.h"
-#include "job_environment.h"
 #include "record/driver_api.h"
 
 #include <algorithm>
@@ -405,7 +404,7 @@ bool Recorder::launchStarting(const LaunchCall& call, PendingLaunch& launch) {
   // Tracked only where something synchronizes (snapshots, checkpoints):
   // there alone can the recorder hold such a kernel back.
   pending->waitsForHost = !capturing && target.waitsForHost && (snapshots || checkpoints_ != nullptr);
-  const bool nccl = format::isNcclKernel(kernelName);
+  const bool nccl = target.nccl;
   data->collectiveCall = nccl && insideCollectiveCall();
   if (snapshots && nccl) {
     snapshots = false;

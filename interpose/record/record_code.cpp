@@ -3,6 +3,7 @@
 #include "record/recorder.h"
 
 #include "code_image.h"
+#include "job_environment.h"
 #include "record/code_registry.h"
 #include "record/driver_api.h"
 
@@ -295,6 +296,7 @@ LaunchTarget Recorder::launchTarget(CUfunction function) {
   }
   LaunchTarget target{CodeRegistry::instance().nameOf(function), lookupFunction(function)};
   target.waitsForHost = waitsForHost(target.kernelName);
+  target.nccl = format::isNcclKernel(target.kernelName);
   cached = {function, generation, this, target};
   return target;
 }

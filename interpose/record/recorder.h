@@ -92,6 +92,7 @@ struct LaunchTarget {
   std::string_view kernelName;  // interned by the code registry: lives as long as the process
   FunctionInfo info;
   bool waitsForHost = false;  // host_waiters.h: found by name once per handle, not per launch
+  bool nccl = false;          // format::isNcclKernel, the same way
 };
 
 // ---- calls, as the observers hand them over -----------------------------------
@@ -504,6 +505,7 @@ class Recorder {
   int deviceOfAddress(uint64_t address);
   void storeCrossDeviceWrite(const CopyCall& call, schema::Memcpy::Builder copy);
   void storeCrossDeviceRows(const CopyCall& call, schema::Memcpy::Builder copy);
+  CUresult storeWritten(uint64_t address, uint64_t size, StoredContent& out);
   std::string logCollectiveWrite(const CollectiveCall& call, uint64_t written, std::vector<uint64_t>& waited,
                                  schema::Collective::Builder event);
 
