@@ -76,11 +76,8 @@ std::string Recorder::logCollectiveWrite(const CollectiveCall& call, uint64_t wr
     if (sync != CUDA_SUCCESS) return "waiting for its stream failed (CUresult " + std::to_string(sync) + ")";
     waited.push_back(call.stream);
   }
-  const auto allocation = allocations_.findExtent(call.recvBuffer);
-  const SnapshotRange range{call.recvBuffer, written, allocation ? allocation->base : 0,
-                            allocation ? memoryKind(allocation->kind) : schema::MemoryKind::UNKNOWN};
   StoredContent stored;
-  if (const CUresult read = snapshot(*writer_, staging_, range, stored, nullptr, false); read != CUDA_SUCCESS) {
+  if (const CUresult read = storeWritten(call.recvBuffer, written, stored); read != CUDA_SUCCESS) {
     return "reading it back failed (CUresult " + std::to_string(read) + ")";
   }
   stored.writeTo(event.initData());

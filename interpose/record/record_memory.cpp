@@ -254,13 +254,17 @@ void Recorder::storeCrossDeviceWrite(const CopyCall& call, schema::Memcpy::Build
     storeCrossDeviceRows(call, copy);
     return;
   }
-  const auto allocation = allocations_.findExtent(call.dst);
-  const SnapshotRange range{call.dst, call.size, allocation ? allocation->base : 0,
-                            allocation ? memoryKind(allocation->kind) : schema::MemoryKind::UNKNOWN};
   StoredContent stored;
-  if (snapshot(*writer_, staging_, range, stored, nullptr, false) == CUDA_SUCCESS) {
-    stored.writeTo(copy.initData());
-  }
+  if (storeWritten(call.dst, call.size, stored) == CUDA_SUCCESS) stored.writeTo(copy.initData());
+}
+
+// Device memory another agent wrote (a copy from another device, an NCCL
+// call), read back once that write is done and stored in the trace.
+CUresult Recorder::storeWritten(uint64_t address, uint64_t size, StoredContent& out) {
+  const auto allocation = allocations_.findExtent(address);
+  const SnapshotRange range{address, size, allocation ? allocation->base : 0,
+                            allocation ? memoryKind(allocation->kind) : schema::MemoryKind::UNKNOWN};
+  return snapshot(*writer_, staging_, range, out, nullptr, false);
 }
 
 // A 2D or 3D copy's destination rows, read back packed as the trace holds a
