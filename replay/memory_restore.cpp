@@ -197,6 +197,15 @@ void Replayer::applyMemoryOp(const StoredEvent& op) {
   check(driver_.cuStreamSynchronize(stream_), "waiting for a recorded copy or memset");
 }
 
+// Writes a content the trace holds (a copy's or an NCCL call's bytes) at dst,
+// through the staging buffer.
+void Replayer::writeContent(CUdeviceptr dst, schema::Content::Reader data) {
+  if (data.getSize() == 0) return;
+  uint8_t* buffer = staging(data.getSize());
+  reader_.readContentInto(data, buffer, data.getSize());
+  copyToDevice(dst, buffer, data.getSize());
+}
+
 // Issues the op on the replay stream; the caller waits for the stream before
 // the staging buffer is used again.
 void Replayer::applyMemoryOpOnStream(const StoredEvent& op) {
@@ -218,21 +227,12 @@ void Replayer::applyMemoryOpOnStream(const StoredEvent& op) {
       }
       return;
     }
-    const auto data = copy.getData();
-    if (data.getSize() == 0) return;
-    uint8_t* buffer = staging(data.getSize());
-    reader_.readContentInto(data, buffer, data.getSize());
-    copyToDevice(*dst, buffer, data.getSize());
+    writeContent(*dst, copy.getData());
   } else if (event.isCollective()) {
     // What an NCCL call wrote on this rank, logged: its kernels are not run.
     const auto collective = event.getCollective();
-    const auto data = collective.getData();
-    if (collective.getResult() != 0 || data.getSize() == 0) return;
-    const auto dst = translate(collective.getRecvBuffer(), globals);
-    if (!dst) return;
-    uint8_t* buffer = staging(data.getSize());
-    reader_.readContentInto(data, buffer, data.getSize());
-    copyToDevice(*dst, buffer, data.getSize());
+    if (collective.getResult() != 0) return;
+    if (const auto dst = translate(collective.getRecvBuffer(), globals)) writeContent(*dst, collective.getData());
   } else if (event.isMemset()) {
     const auto set = event.getMemset();
     if (set.getResult() != 0) return;

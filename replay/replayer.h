@@ -153,6 +153,7 @@ class Replayer {
   std::optional<uint64_t> translate(uint64_t recorded, const LoadedKernel& kernel) const;
   std::vector<Region> regionsOf(const LaunchRecord& launch) const;
   void copyToDevice(CUdeviceptr dst, const uint8_t* src, uint64_t size);
+  void writeContent(CUdeviceptr dst, schema::Content::Reader data);
   void copyFromDevice(uint8_t* dst, CUdeviceptr src, uint64_t size);
   uint8_t* staging(uint64_t size);
 
