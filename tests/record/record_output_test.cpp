@@ -379,10 +379,10 @@ const SummaryCase kSummaryCases[] = {
      0,
      {"in {trace} (", ", not closed: recording stopped: at byte ", ": write failed: file size limit exceeded (EFBIG)"},
      {"killed"}},
-    // _exit may stop the writer between chunks or inside one: either way
-    // the summary names the exit and its code.
+    // _exit or SIGKILL may stop the writer between chunks or inside one:
+    // either way the summary names how the program ended.
     {"exit-now", 5, {"in {trace} (", ", not closed: the program exited (code 5) "}, {"killed"}},
-    {"sigkill", 128 + SIGKILL, {", not closed: the program was killed by signal 9 (SIGKILL)\n"}},
+    {"sigkill", 128 + SIGKILL, {"in {trace} (", ", not closed: the program was killed by signal 9 (SIGKILL)"}},
     {"sighup", 128 + SIGHUP, {"kcap: recorded "}, {"not closed"}, /*traceChecks=*/true},
 };
 
