@@ -87,6 +87,8 @@ decltype(auto) visitEvent(schema::Event::Reader event, Visitor&& visitor) {
       return visitor(event.getGraphLaunchEnd());
     case Which::COLLECTIVE:
       return visitor(event.getCollective());
+    case Which::WRITTEN_DATA:
+      return visitor(event.getWrittenData());
   }
   return visitor(UnknownEvent{eventKind(event)});
 }

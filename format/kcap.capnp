@@ -115,6 +115,7 @@ struct Event {
     graphNodeUpdate @24 :GraphNodeUpdate;
     graphLaunchEnd @25 :GraphLaunchEnd;
     collective @26 :Collective;
+    writtenData @27 :WrittenData;
   }
 }
 
@@ -367,6 +368,29 @@ struct Memcpy {
   # does not hold: in full and checkpoint mode `data` holds what the copy
   # wrote (a 2D/3D copy's rows packed, as above), read once it completed,
   # and replay writes that instead of copying.
+  dataDeferred @16 :Bool;
+  # A crossDevice 1D copy in checkpoint mode: `data` is in a later
+  # `writtenData` event whose `of` is this event's seq (as
+  # Collective.dataDeferred).
+}
+
+struct WrittenData {
+  # What a call another agent carried out wrote into this process's device
+  # memory (an NCCL call, a copy from another device), read back without
+  # holding the program: the recorder queued a device-to-host copy on the
+  # call's stream right after the call's work and stored the bytes once
+  # that copy completed. It comes after the event it completes (any number
+  # of events later) and belongs at that event's place in the order:
+  # readers fold it into that event's `data`.
+  of @0 :UInt64;
+  # seq of the Collective or Memcpy event (with dataDeferred set) whose
+  # written bytes these are; at most one WrittenData names an event.
+  data @1 :Content;
+  # The bytes the call wrote, as that event's `data` would hold them
+  # (Collective: `written` bytes at recvBuffer; Memcpy: `size` bytes at dst).
+  missing @2 :Text;
+  # Set, and `data` empty, when the bytes could not be read back: why
+  # (the copy back failed, the trace ended before it completed).
 }
 
 enum CopyDirection {
@@ -429,6 +453,12 @@ struct Collective {
   dataMissing @16 :Text;
   # Checkpoint mode, written > 0 and no data: why (the call failed, its
   # stream was capturing into a graph, reading the memory failed).
+  dataDeferred @17 :Bool;
+  # Checkpoint mode: `data` is not in this event. The bytes were copied
+  # back in stream order, right after the call's work, without waiting
+  # for it; a later `writtenData` event whose `of` is this event's seq
+  # holds them, or says why it could not. A trace that ends before that
+  # event (the program crashed first) lacks them.
 }
 
 enum CollectiveOp {

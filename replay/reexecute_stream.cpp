@@ -248,6 +248,10 @@ void Reexecutor::runMemoryOp(const StoredEvent& op, ReexecutionListener& listene
     if (!deviceSource && data == 0 && copy.getSize() != 0) {
       stop("the host-to-device copy" + where() + " was recorded without its data");
     }
+    if (copy.getDataDeferred() && data == 0 && copy.getSize() != 0) {
+      stop("the copy from another device" + where() +
+           " was recorded without what it wrote (its read-back failed, or the trace ends before it)");
+    }
     if (copy.getWidth() == 0) {
       const uint64_t size = copy.getSize();
       if (data != 0 && data != size) {

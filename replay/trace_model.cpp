@@ -67,6 +67,62 @@ std::optional<uint32_t> parameterPointingInto(schema::Launch::Reader launch, uin
   return std::nullopt;
 }
 
+namespace {
+
+bool dataDeferred(schema::Event::Reader event) {
+  return (event.isCollective() && event.getCollective().getDataDeferred()) ||
+         (event.isMemcpy() && event.getMemcpy().getDataDeferred());
+}
+
+// `op` as if its data had been in it: the bytes a later WrittenData read
+// back, or, for an NCCL call, why they are not there.
+std::shared_ptr<StoredEvent> completed(const StoredEvent& op, const schema::Content::Reader* data,
+                                       const std::string& missing) {
+  capnp::MallocMessageBuilder builder;
+  builder.setRoot(op.get());
+  auto event = builder.getRoot<schema::Event>();
+  if (event.isCollective()) {
+    auto collective = event.getCollective();
+    if (data != nullptr) collective.setData(*data);
+    if (!missing.empty()) collective.setDataMissing(missing);
+  } else if (event.isMemcpy() && data != nullptr) {
+    event.getMemcpy().setData(*data);
+  }
+  return std::make_shared<StoredEvent>(event.asReader());
+}
+
+}  // namespace
+
+// A WrittenData event completes the memory op it names, which came before
+// it: the op is replaced by a copy holding the data, so that every consumer
+// (re-execution, restore, extract, the checkers) reads one event.
+void TraceModel::foldWrittenData(schema::WrittenData::Reader written) {
+  const uint64_t of = written.getOf();
+  const auto it =
+      std::lower_bound(memoryOps_.begin(), memoryOps_.end(), of,
+                       [](const std::shared_ptr<StoredEvent>& op, uint64_t seq) { return op->seq() < seq; });
+  if (it == memoryOps_.end() || (*it)->seq() != of || !dataDeferred((*it)->get()) || folded_.count(of) != 0) {
+    return;  // names no op waiting for its data (or one a ring left out): nothing to complete
+  }
+  folded_.insert(of);
+  const std::string missing = written.getMissing();
+  if (!missing.empty() || !written.hasData()) {
+    *it = completed(**it, nullptr, missing.empty() ? "its read-back holds no data" : missing);
+    return;
+  }
+  const schema::Content::Reader data = written.getData();
+  *it = completed(**it, &data, {});
+}
+
+// An op whose WrittenData the trace does not hold: it ended first.
+void TraceModel::markUnreadWrites() {
+  for (auto& op : memoryOps_) {
+    if (dataDeferred(op->get()) && folded_.count(op->seq()) == 0) {
+      op = completed(*op, nullptr, "the trace ends before the bytes it wrote were read back");
+    }
+  }
+}
+
 TraceModel TraceModel::load(format::TraceReader& reader) {
   TraceModel model;
   std::map<uint64_t, uint64_t> durations;  // launchIndex -> ns
@@ -95,6 +151,7 @@ TraceModel TraceModel::load(format::TraceReader& reader) {
                    [&](schema::Memcpy::Reader) { model.memoryOps_.push_back(stored()); },
                    [&](schema::Memset::Reader) { model.memoryOps_.push_back(stored()); },
                    [&](schema::Collective::Reader) { model.memoryOps_.push_back(stored()); },
+                   [&](schema::WrittenData::Reader written) { model.foldWrittenData(written); },
                    [&](schema::Checkpoint::Reader) { model.checkpoints_.push_back(stored()); },
                    [&](schema::Alloc::Reader) { model.allocations_.push_back(stored()); },
                    [&](schema::Free::Reader) { model.allocations_.push_back(stored()); },
@@ -147,6 +204,7 @@ TraceModel TraceModel::load(format::TraceReader& reader) {
                });
     return true;
   });
+  model.markUnreadWrites();
   for (const auto& [index, ns] : durations) {
     if (const auto it = model.byIndex_.find(index); it != model.byIndex_.end()) {
       model.launches_[it->second].recordedDurationNs = ns;

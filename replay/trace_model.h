@@ -15,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -208,6 +209,10 @@ class TraceModel {
   // TensorMapEncode events that succeeded, by the 128 bytes they made, in seq order
   std::map<std::string, std::vector<std::shared_ptr<StoredEvent>>> tensorMaps_;
 
+  std::set<uint64_t> folded_;  // seqs of the memory ops a WrittenData completed
+
+  void foldWrittenData(schema::WrittenData::Reader written);
+  void markUnreadWrites();
   static std::shared_ptr<StoredEvent> latestBefore(const std::vector<std::shared_ptr<StoredEvent>>& events,
                                                    uint64_t seq);
 };

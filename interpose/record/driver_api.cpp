@@ -28,6 +28,7 @@ DriverApi load() noexcept {
   resolve(api.deviceTotalMem, "cuDeviceTotalMem_v2");
   resolve(api.deviceGetPCIBusId, "cuDeviceGetPCIBusId");
   resolve(api.ctxGetCurrent, "cuCtxGetCurrent");
+  resolve(api.ctxSetCurrent, "cuCtxSetCurrent");
   resolve(api.ctxGetDevice, "cuCtxGetDevice");
   resolve(api.ctxSynchronize, "cuCtxSynchronize");
   resolve(api.streamSynchronize, "cuStreamSynchronize");

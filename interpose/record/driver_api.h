@@ -24,6 +24,7 @@ struct DriverApi {
   PFN_cuDeviceGetPCIBusId_v4010 deviceGetPCIBusId = nullptr;
 
   PFN_cuCtxGetCurrent_v4000 ctxGetCurrent = nullptr;
+  PFN_cuCtxSetCurrent_v4000 ctxSetCurrent = nullptr;  // the read-back thread (written_readback.h)
   PFN_cuCtxGetDevice_v2000 ctxGetDevice = nullptr;
   PFN_cuCtxSynchronize_v2000 ctxSynchronize = nullptr;
   PFN_cuStreamSynchronize_v2000 streamSynchronize = nullptr;

@@ -1,7 +1,9 @@
 // NCCL's collective and point-to-point calls (hooks/nccl_calls.h): one
 // Collective event each, after the kernels the call launched. In checkpoint
-// mode the event carries what the call wrote on this rank: data from other
-// GPUs, which re-executing this process cannot recompute.
+// mode what the call wrote on this rank (data from other GPUs, which
+// re-executing this process cannot recompute) is read back in stream order
+// and logged in a later WrittenData event (written_readback.h), or, when
+// that cannot be, waited for and carried by the event itself.
 #include "record/recorder.h"
 
 #include "record/driver_api.h"
@@ -43,28 +45,46 @@ void Recorder::collectives(const std::vector<CollectiveCall>& calls) {
     event.setGrouped(call.grouped);
     const std::optional<uint64_t> written = collectiveWrittenBytes(call);
     event.setWritten(written.value_or(0));
+    bool later = false;
     if (logs) {
       std::string missing;
       if (!written) {
         missing = "what it writes is not known: data type " + std::to_string(call.dataType) + ", rank " +
                   std::to_string(call.rank) + " of " + std::to_string(call.ranks);
+      } else if (*written != 0 && call.result != 0) {
+        missing = "the call returned " + ncclResultText(call.result) + ": what it wrote, if anything, is not known";
       } else if (*written != 0) {
-        missing = logCollectiveWrite(call, *written, waited, event);
+        later = readsBackLater(call.stream, *written);
+        if (later) {
+          event.setDataDeferred(true);
+        } else {
+          missing = logCollectiveWrite(call, *written, waited, event);
+        }
       }
       if (!missing.empty()) event.setDataMissing(missing);
     }
-    append(message);
+    const uint64_t seq = append(message);
+    if (later) {
+      const RelaxedCaptureMode relaxed;
+      readback_->request(seq, reinterpret_cast<CUstream>(call.stream), call.recvBuffer, *written);
+    }
   }
 }
 
-// Reads what `call` wrote once its stream completed: the call returned
-// with its work queued, and NCCL's stream semantics order everything it
-// writes before the stream's later work. Returns why it could not, or "".
+// In checkpoint mode, unless the stream is capturing into a graph (the call
+// ran nothing then: the waiting way says so) or the read-back refuses it.
+bool Recorder::readsBackLater(uint64_t stream, uint64_t size) {
+  if (readback_ == nullptr || !readback_->takes(size)) return false;
+  return activeCaptures_.load(std::memory_order_relaxed) == 0 || !isCapturing(reinterpret_cast<CUstream>(stream));
+}
+
+// Reads what `call` wrote once its stream completed, waiting for it: the
+// call returned with its work queued, and NCCL's stream semantics order
+// everything it writes before the stream's later work. For what the
+// read-back does not take (too large, a capturing stream). Returns why it
+// could not, or "".
 std::string Recorder::logCollectiveWrite(const CollectiveCall& call, uint64_t written, std::vector<uint64_t>& waited,
                                          schema::Collective::Builder event) {
-  if (call.result != 0) {
-    return "the call returned " + ncclResultText(call.result) + ": what it wrote, if anything, is not known";
-  }
   const auto stream = reinterpret_cast<CUstream>(call.stream);
   if (activeCaptures_.load(std::memory_order_relaxed) > 0 && isCapturing(stream)) {
     return "its stream was capturing into a CUDA graph: the call ran nothing then";

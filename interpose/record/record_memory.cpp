@@ -314,15 +314,27 @@ void Recorder::copied(const CopyCall& call, const void* hostSource) {
     std::vector<uint8_t> packed;
     writer_->storeContent(packHostRows(hostSource, hostRowsOf(call), packed), call.size, copy.initData());
   }
+  bool later = false;
   if (direction == schema::CopyDirection::DEVICE_TO_DEVICE && call.size != 0) {
     const int dstDevice = deviceOfAddress(call.dst);
     const int srcDevice = deviceOfAddress(call.src);
     if (dstDevice >= 0 && srcDevice >= 0 && dstDevice != srcDevice) {
       copy.setCrossDevice(true);
-      if (options_.mode != CaptureMode::kMetadata) storeCrossDeviceWrite(call, copy);
+      // Checkpoint mode reads a 1D copy's bytes back without waiting for
+      // it; full mode, and the rows of 2D/3D copies, wait.
+      later = call.width == 0 && readsBackLater(call.stream, call.size);
+      if (later) {
+        copy.setDataDeferred(true);
+      } else if (options_.mode != CaptureMode::kMetadata) {
+        storeCrossDeviceWrite(call, copy);
+      }
     }
   }
-  append(message);
+  const uint64_t seq = append(message);
+  if (later) {
+    const RelaxedCaptureMode relaxed;
+    readback_->request(seq, reinterpret_cast<CUstream>(call.stream), call.dst, call.size);
+  }
 }
 
 void Recorder::memset(const SetCall& call) {

@@ -121,6 +121,19 @@ size_t stagingBytes(uint32_t pieceSize) {
   return (pieces == 0 ? 1 : pieces) * pieceSize;
 }
 
+// The page-locked memory the read-backs of other agents' writes may hold
+// in flight (written_readback.h): a few of a training job's gradient
+// buckets, at most an eighth of the machine's memory.
+size_t readbackBytes() {
+  constexpr size_t kBound = 256u << 20;
+  const long pages = ::sysconf(_SC_PHYS_PAGES);
+  const long pageSize = ::sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || pageSize <= 0) {
+    return kBound;
+  }
+  return std::min<size_t>(kBound, static_cast<size_t>(pages) / 8 * static_cast<size_t>(pageSize));
+}
+
 // The writer's direct memory (page-locked, held for reuse until the trace
 // ends): what it may hold pending, and four staging buffers' worth in flight
 // with its producers, but at most a quarter of the machine's memory.
@@ -266,6 +279,18 @@ void Recorder::note(schema::Message::Level level, const std::string& text) {
   append(message);
 }
 
+void Recorder::writtenDataRead(uint64_t of, const uint8_t* bytes, uint64_t size, const std::string& missing) {
+  EventMessage message(*this, false);
+  auto written = message.event().initWrittenData();
+  written.setOf(of);
+  if (bytes != nullptr) {
+    writer_->storeContent(bytes, size, written.initData());
+  } else {
+    written.setMissing(missing);
+  }
+  append(message);
+}
+
 void Recorder::kernelTimed(uint64_t launchIndex, uint64_t startNs, uint64_t endNs, const std::string& kernelName) {
   EventMessage message(*this, false);
   auto kernel = message.event().initKernelTiming();
@@ -316,6 +341,10 @@ Recorder::Recorder(CaptureOptions options, std::string path, std::unique_ptr<for
   CodeRegistry::instance().recordingStarted();
   if (options_.mode == CaptureMode::kCheckpoint) {
     checkpoints_ = std::make_unique<CheckpointTaker>(*writer_, staging_, options_.hashOnDevice);
+    readback_ = std::make_unique<WrittenReadback>(
+        readbackBytes(), [this](uint64_t of, const uint8_t* bytes, uint64_t size, const std::string& missing) {
+          writtenDataRead(of, bytes, size, missing);
+        });
     CheckpointGate::arm();
     std::atexit(lastCheckpointAtExit);
   }
@@ -363,6 +392,13 @@ void Recorder::end(schema::EndReason reason, int signal, const std::string& mess
   if (checkpoints_ != nullptr && (reason == schema::EndReason::EXIT || reason == schema::EndReason::EXPLICIT) &&
       !lastCheckpointTaken_.exchange(true)) {
     checkpointNow(schema::CheckpointReason::END, std::chrono::milliseconds(1000));
+  }
+  // What other agents wrote, read back after their calls returned: after
+  // the last checkpoint, which waited for the device. Not waited for on a
+  // fatal signal.
+  if (readback_ != nullptr) {
+    const bool orderly = reason == schema::EndReason::EXIT || reason == schema::EndReason::EXPLICIT;
+    readback_->finish(orderly ? std::chrono::milliseconds(5000) : std::chrono::milliseconds(0), orderly);
   }
   CheckpointGate::disarm();
   // Durations CUPTI still holds go in before traceEnd. Not on a fatal

@@ -46,6 +46,7 @@
 #include "record/graph_reach.h"
 #include "record/host_waiters.h"
 #include "record/memory_snapshot.h"
+#include "record/written_readback.h"
 
 #include "kcap.capnp.h"
 #include "ring_trace_writer.h"
@@ -508,6 +509,10 @@ class Recorder {
   CUresult storeWritten(uint64_t address, uint64_t size, StoredContent& out);
   std::string logCollectiveWrite(const CollectiveCall& call, uint64_t written, std::vector<uint64_t>& waited,
                                  schema::Collective::Builder event);
+  // Whether the bytes a call wrote at `size` can be read back later
+  // (readback_), without waiting for `stream` now.
+  bool readsBackLater(uint64_t stream, uint64_t size);
+  void writtenDataRead(uint64_t of, const uint8_t* bytes, uint64_t size, const std::string& missing);
 
   // Graphs (record_graph.cpp): a graph read through the driver's queries
   // into `body`; `walk` gathers each node's reach, and its completeness
@@ -570,6 +575,7 @@ class Recorder {
 
   // Checkpoint mode only (else null).
   std::unique_ptr<CheckpointTaker> checkpoints_;
+  std::unique_ptr<WrittenReadback> readback_;      // what NCCL calls and copies from other devices wrote
   std::atomic<uint64_t> nextCheckpointNs_{0};      // by time: the first is due at once
   std::atomic<uint64_t> nextCheckpointLaunch_{0};  // by launches
   uint64_t checkpointOrdinal_ = 0;                 // under the gate

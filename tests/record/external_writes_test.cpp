@@ -141,6 +141,19 @@ TEST(IpcRecord, FullModeSnapshotsAnotherProcesssMemoryAndReplays) {
   EXPECT_NE(replay.out.find("6 REPRODUCED"), std::string::npos) << replay.describe();
 }
 
+// The WrittenData event that completes the event numbered `of` (null if
+// none does); checks that it is the only one.
+const kcap::test::OwnedEvent* writtenDataOf(const std::vector<kcap::test::OwnedEvent>& events, uint64_t of) {
+  const kcap::test::OwnedEvent* found = nullptr;
+  for (const auto& e : events) {
+    if (e.get().which() != Event::WRITTEN_DATA || e.get().getWrittenData().getOf() != of) continue;
+    EXPECT_EQ(found, nullptr) << "two writtenData events name event #" << of;
+    EXPECT_GT(e.get().getSeq(), of) << "a writtenData event comes after the event it completes";
+    found = &e;
+  }
+  return found;
+}
+
 // What a copy from another device wrote: logged with the copy, as the
 // checkpoints hold only the launching device's memory.
 TEST(PeerCopyRecord, CopiesFromAnotherDeviceLogWhatTheyWrote) {
@@ -161,16 +174,24 @@ TEST(PeerCopyRecord, CopiesFromAnotherDeviceLogWhatTheyWrote) {
   auto reader = kcap::format::TraceReader::open(path);
   int crossDevice = 0;
   std::vector<std::vector<float>> rowCopies;  // the 2D and the 3D copy's packed rows
-  for (const auto& e : kcap::test::readAllEvents(path)) {
+  const auto events = kcap::test::readAllEvents(path);
+  for (const auto& e : events) {
     if (e.get().which() != Event::MEMCPY) continue;
     const auto copy = e.get().getMemcpy();
     if (copy.getDirection() != schema::CopyDirection::DEVICE_TO_DEVICE) continue;
     EXPECT_TRUE(copy.getCrossDevice()) << "every device-to-device copy of the program crosses devices";
-    const std::vector<uint8_t> bytes = reader->readContent(copy.getData());
-    if (copy.getWidth() != 0) {
-      rowCopies.push_back(floatsOf(bytes));
+    if (copy.getWidth() != 0) {  // rows: read back waiting, into the copy's own event
+      EXPECT_FALSE(copy.getDataDeferred());
+      rowCopies.push_back(floatsOf(reader->readContent(copy.getData())));
       continue;
     }
+    // A 1D copy's bytes: read back in stream order, in a later event.
+    EXPECT_TRUE(copy.getDataDeferred()) << "copy " << crossDevice;
+    EXPECT_EQ(copy.getData().getSize(), 0u) << "copy " << crossDevice;
+    const auto* written = writtenDataOf(events, e.get().getSeq());
+    ASSERT_NE(written, nullptr) << "copy " << crossDevice;
+    EXPECT_EQ(std::string(written->get().getWrittenData().getMissing().cStr()), "");
+    const std::vector<uint8_t> bytes = reader->readContent(written->get().getWrittenData().getData());
     ASSERT_EQ(bytes.size(), kN * sizeof(float));
     for (int i = 0; i < kN; ++i) {
       float v = 0;
@@ -268,8 +289,14 @@ TEST(NcclRecord, CheckpointModeLogsWhatEachCollectiveWrote) {
     EXPECT_EQ(c.getRanks(), 2) << "call " << k;
     EXPECT_EQ(c.getResult(), 0) << "call " << k;
     EXPECT_EQ(c.getWritten(), written[k]) << "call " << k;
-    EXPECT_EQ(c.getData().getSize(), written[k]) << "call " << k;
+    EXPECT_EQ(c.getData().getSize(), 0u) << "call " << k << ": its bytes come in a writtenData event";
+    EXPECT_EQ(c.getDataDeferred(), written[k] != 0) << "call " << k;
     EXPECT_EQ(std::string(c.getDataMissing().cStr()), "") << "call " << k;
+    const auto* read = writtenDataOf(events, calls[k]->get().getSeq());
+    ASSERT_EQ(read != nullptr, written[k] != 0) << "call " << k;
+    if (read == nullptr) continue;
+    EXPECT_EQ(read->get().getWrittenData().getData().getSize(), written[k]) << "call " << k;
+    EXPECT_EQ(std::string(read->get().getWrittenData().getMissing().cStr()), "") << "call " << k;
   }
   // The group is recorded once the outermost ncclGroupEnd returned, after
   // the launch before it and before the launch after it.
@@ -308,9 +335,13 @@ TEST(NcclRecord, CheckpointModeLogsWhatEachCollectiveWrote) {
   EXPECT_GE(checkpoints, 2u);
 
   auto reader = kcap::format::TraceReader::open(path);
-  const auto reduced = floatsOf(reader->readContent(calls[0]->get().getCollective().getData()));
-  const auto gathered = floatsOf(reader->readContent(calls[1]->get().getCollective().getData()));
-  const auto received = floatsOf(reader->readContent(calls[2]->get().getCollective().getData()));
+  const auto bytesOf = [&](size_t k) {
+    return floatsOf(
+        reader->readContent(writtenDataOf(events, calls[k]->get().getSeq())->get().getWrittenData().getData()));
+  };
+  const auto reduced = bytesOf(0);
+  const auto gathered = bytesOf(1);
+  const auto received = bytesOf(2);
   for (int i = 0; i < kN; ++i) {
     const size_t at = static_cast<size_t>(i);
     ASSERT_EQ(reduced[at], 1 + 2 * programX(i) + peerValue(i)) << "all-reduce element " << i;
@@ -342,6 +373,8 @@ TEST(NcclRecord, MetadataModeNamesTheCallsWithoutTheirData) {
   for (const auto& call : calls) {
     EXPECT_EQ(call->get().getCollective().getData().getSize(), 0u);
     EXPECT_EQ(std::string(call->get().getCollective().getDataMissing().cStr()), "");
+    EXPECT_FALSE(call->get().getCollective().getDataDeferred());
+    EXPECT_EQ(writtenDataOf(events, call->get().getSeq()), nullptr);
   }
   EXPECT_EQ(calls[0]->get().getCollective().getWritten(), uint64_t{kN * 4});
 }

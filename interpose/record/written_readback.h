@@ -1,0 +1,69 @@
+// Reads back what another agent wrote into this process's device memory (an
+// NCCL call's result on this rank, a copy from another device) without
+// holding the thread that made the call.
+//
+// Checkpoint mode must log those bytes: re-execution cannot recompute them.
+// Waiting for the call's stream and then copying would hold the calling
+// thread until the collective completed, serializing a training step's
+// communication with the work it queues after it. Instead a request queues,
+// on the call's own stream, a device-to-host copy into page-locked memory
+// and an event after it, and returns. Stream order makes the copy read what
+// the call wrote and nothing the program queues later on that stream. A
+// thread of its own polls the events in request order (cuEventQuery, never
+// a blocking wait, so that finish() is never held by the device) and hands
+// each finished copy's bytes over (`Deliver`), which stores them and
+// appends a WrittenData event naming the call's event.
+//
+// Every request is delivered exactly once: with its bytes, or with why
+// there are none (the copy could not be queued or failed, the recording
+// ended first). The page-locked memory in flight is bounded: a request
+// waits for earlier ones to finish while its bytes would pass the bound,
+// and one larger than the bound is not taken (the caller reads it back
+// itself, waiting for the stream, as before).
+#pragma once
+
+#include <cuda.h>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+namespace kcap {
+
+class WrittenReadback {
+ public:
+  // On the read-back's thread (or, for a request that fails at once or is
+  // left at finish(), on the caller's): `bytes` null when `missing` says why.
+  using Deliver = std::function<void(uint64_t of, const uint8_t* bytes, uint64_t size, const std::string& missing)>;
+
+  WrittenReadback(uint64_t maxBytesInFlight, Deliver deliver);
+  ~WrittenReadback();
+  WrittenReadback(const WrittenReadback&) = delete;
+  WrittenReadback& operator=(const WrittenReadback&) = delete;
+
+  // Whether a request of `size` bytes would be taken: the driver has what it
+  // needs, size is within the bound, and finish() has not begun.
+  bool takes(uint64_t size) const;
+
+  // Queues the read-back of [address, address + size) on `stream`, which
+  // must belong to the calling thread's current context and not be
+  // capturing into a graph, for the event numbered `of`. Returns once the
+  // copy is queued (having waited for room, see above); the bytes are
+  // delivered later. A request takes() refuses is delivered missing.
+  void request(uint64_t of, CUstream stream, uint64_t address, uint64_t size);
+
+  // Waits up to `wait` for the requests made so far to be delivered (none:
+  // the driver may not be called, after a fatal signal), then delivers the
+  // rest missing on the calling thread. Nothing is delivered after it
+  // returns; later requests are refused.
+  void finish(std::chrono::milliseconds wait, bool driverUsable) noexcept;
+
+  struct Shared;
+
+ private:
+  std::shared_ptr<Shared> shared_;  // with the thread, which is detached
+};
+
+}  // namespace kcap
