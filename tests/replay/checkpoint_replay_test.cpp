@@ -201,6 +201,25 @@ class CheckpointTrace {
   // Launched by an ncclAllReduce call the shim saw (Launch.collectiveCall)
   // when `logged` or `missing` is given: a Collective event follows, with
   // what the call wrote on this rank, or with why that is not logged.
+  // As ncclAllReduce, its bytes read back later (Collective.dataDeferred):
+  // returns the Collective's seq, for writtenData.
+  uint64_t ncclAllReduceReadBackLater() {
+    deferred_ = true;
+    ncclAllReduce(nullptr, "");
+    deferred_ = false;
+    return lastSeq_;
+  }
+
+  // The read-back of the event numbered `of`: `logged`, or why not.
+  void writtenData(uint64_t of, const std::vector<float>* logged, const char* missing = nullptr) {
+    emit([&](Event::Builder e) {
+      auto w = e.initWrittenData();
+      w.setOf(of);
+      if (logged != nullptr) writer_->storeContent(logged->data(), logged->size() * sizeof(float), w.initData());
+      if (missing != nullptr) w.setMissing(missing);
+    });
+  }
+
   void ncclAllReduce(const std::vector<float>* logged = nullptr, const char* missing = nullptr) {
     if (!ncclBound_) bind(kNcclKernel, kModule, "ncclDevKernel_AllReduce_Sum_f32_RING_LL");
     ncclBound_ = true;
@@ -211,7 +230,7 @@ class CheckpointTrace {
     launch(kNcclKernel, "ncclDevKernel_AllReduce_Sum_f32_RING_LL", params, {{0, 8}}, {{0, kY}});
     collectiveCall_ = false;
     if (!byCall) return;
-    emit([&](Event::Builder e) {
+    lastSeq_ = emit([&](Event::Builder e) {
       auto c = e.initCollective();
       c.setOperation(kcap::schema::CollectiveOp::ALL_REDUCE);
       c.setSendBuffer(kY);
@@ -222,7 +241,9 @@ class CheckpointTrace {
       c.setRank(0);
       c.setRanks(2);
       c.setWritten(kElements * sizeof(float));
-      if (logged != nullptr) {
+      if (deferred_) {
+        c.setDataDeferred(true);
+      } else if (logged != nullptr) {
         writer_->storeContent(logged->data(), logged->size() * sizeof(float), c.initData());
       } else {
         c.setDataMissing(missing);
@@ -339,10 +360,10 @@ class CheckpointTrace {
     });
   }
 
-  void emit(const std::function<void(Event::Builder)>& fill) {
+  uint64_t emit(const std::function<void(Event::Builder)>& fill) {
     capnp::MallocMessageBuilder message;
     fill(message.initRoot<Event>());
-    writer_->append(message);
+    return writer_->append(message);
   }
 
   std::unique_ptr<kcap::format::TraceWriter> writer_;
@@ -350,6 +371,8 @@ class CheckpointTrace {
   bool hostAllocated_ = false;
   bool ncclBound_ = false;
   bool collectiveCall_ = false;
+  bool deferred_ = false;
+  uint64_t lastSeq_ = 0;
 };
 
 // The program the traces record: x = 0, 1, 2, ...; y = 1, 1, ...; each
@@ -684,6 +707,48 @@ TEST_F(CheckpointReplay, CollectiveWithoutItsDataEndsItsInterval) {
   EXPECT_NE(run.out.find("wrote 16384 bytes the trace does not hold: reading it back failed (CUresult 700)"),
             std::string::npos)
       << run.out;
+}
+
+// The same call read back in stream order: its bytes arrive in a
+// writtenData event after the next checkpoint, and re-execution writes them
+// at the call's place. Without that event the interval cannot be
+// re-executed, and says why.
+TEST_F(CheckpointReplay, ReadBackWrittenLaterIsWrittenAtTheCallsPlace) {
+  for (const char* ending : {"read back", "never read back", "read back failed"}) {
+    SCOPED_TRACE(ending);
+    const std::string path = dir_.file(std::string("nccl-later-") + ending + ".kcap");
+    Program p;
+    CheckpointTrace t(path);
+    t.checkpoint(0, p.state());
+    t.axpy();
+    p.axpy();
+    t.checkpoint(1, p.state());
+    for (uint32_t i = 0; i < kElements; ++i) p.y[i] += static_cast<float>(3 * (i % 7));  // the peer's y
+    const uint64_t call = t.ncclAllReduceReadBackLater();
+    const std::vector<float> written = p.y;  // what the call left in y
+    t.axpy();
+    p.axpy();
+    t.checkpoint(3, p.state());
+    const std::string which = ending;
+    if (which == "read back") {
+      t.writtenData(call, &written);
+    } else if (which == "read back failed") {
+      t.writtenData(call, nullptr, "the copy back failed (CUresult 700)");
+    }
+    t.close();
+
+    const Outcome run = replay({path});
+    if (which == "read back") {
+      EXPECT_EQ(run.exitCode, kExitOk) << run.describe();
+      EXPECT_NE(run.out.find("interval 1 (launches 1..2, checkpoint 1 -> 2): REPRODUCED"), std::string::npos)
+          << run.out;
+      continue;
+    }
+    EXPECT_EQ(run.exitCode, kExitTrace) << run.describe();
+    const std::string why = which == "never read back" ? "the trace ends before the bytes it wrote were read back"
+                                                       : "the copy back failed (CUresult 700)";
+    EXPECT_NE(run.out.find("wrote 16384 bytes the trace does not hold: " + why), std::string::npos) << run.out;
+  }
 }
 
 // (g) the recorded addresses refused: re-execution cannot relocate.
