@@ -65,6 +65,7 @@ struct Options {
   std::string trigger;
   std::string ring;
   std::string ringDisk;
+  std::string readback;
   std::string include;
   std::string exclude;
   std::string skip;
@@ -98,6 +99,7 @@ const std::map<std::string, std::string>& flagOf() {
                                                            {"KCAP_CHECKPOINT_EVERY", "--checkpoint-every"},
                                                            {"KCAP_TRIGGER", "--trigger"},
                                                            {"KCAP_RING", "--ring"},
+                                                           {"KCAP_READBACK", "--readback"},
                                                            {"KCAP_RING_DISK", "--ring-disk"}};
   return flags;
 }
@@ -174,7 +176,8 @@ std::map<std::string, std::string> settings(const Options& opt) {
                                                               {"KCAP_CHECKPOINT_EVERY", &opt.checkpointEvery},
                                                               {"KCAP_TRIGGER", &opt.trigger},
                                                               {"KCAP_RING", &opt.ring},
-                                                              {"KCAP_RING_DISK", &opt.ringDisk}};
+                                                              {"KCAP_RING_DISK", &opt.ringDisk},
+                                                              {"KCAP_READBACK", &opt.readback}};
   for (const char* name : captureVariables()) {
     const char* env = std::getenv(name);
     if (env != nullptr) out[name] = env;
@@ -593,6 +596,11 @@ Run setupRecord(CLI::App& cmd) {
                  "With --trigger: disk for what of the ring exceeds --buffer, in an unnamed file in the output's "
                  "directory, e.g. 32G; 0: none, past --buffer older checkpoints are dropped (KCAP_RING_DISK) "
                  "[default: 8G]")
+      ->type_name("SIZE");
+  cmd.add_option("--readback", opt->readback,
+                 "Checkpoint mode: page-locked memory for reading back what NCCL calls and copies from other "
+                 "devices wrote without holding the calling thread (KCAP_READBACK) [default: 256M]; a call whose "
+                 "bytes do not fit, and with 0 every call, waits for its stream")
       ->type_name("SIZE");
   cmd.add_option("--include", opt->include, "Record only kernels whose name matches this regex (KCAP_INCLUDE)")
       ->type_name("REGEX");

@@ -31,6 +31,8 @@ constexpr const char* kRing = "KCAP_RING";
 constexpr const char* kRingDisk = "KCAP_RING_DISK";
 constexpr uint64_t kMinRingDiskBytes = uint64_t{1} << 20;
 constexpr uint64_t kMaxRingDiskBytes = uint64_t{64} << 40;
+constexpr const char* kReadback = "KCAP_READBACK";
+constexpr uint64_t kMaxReadbackBytes = uint64_t{64} << 30;
 constexpr uint32_t kMaxHangSeconds = 86400;
 
 std::optional<uint64_t> parseUnsigned(std::string_view text) {
@@ -110,6 +112,7 @@ std::vector<std::pair<std::string, std::string>> CaptureOptions::describe() cons
     out.emplace_back("ringDisk", std::to_string(ringDiskBytes));
   }
   if (mode == CaptureMode::kCheckpoint) {
+    out.emplace_back("readback", std::to_string(readbackBytes));
     out.emplace_back("checkpointEvery", checkpointEveryLaunches != 0
                                             ? std::to_string(checkpointEveryLaunches) + "launches"
                                             : std::to_string(checkpointEveryNs / 1'000'000) + "ms");
@@ -119,8 +122,8 @@ std::vector<std::pair<std::string, std::string>> CaptureOptions::describe() cons
 
 const std::vector<const char*>& captureVariables() {
   static const std::vector<const char*> names = {
-      kOutput, kMode,   kInclude, kExclude,         kSkip,    kMaxLaunches, kLevel,   kPieceSize, kBuffer,
-      kFlush,  kTiming, kHash,    kCheckpointEvery, kTrigger, kRing,        kRingDisk};
+      kOutput, kMode,   kInclude, kExclude,         kSkip,    kMaxLaunches, kLevel,    kPieceSize, kBuffer,
+      kFlush,  kTiming, kHash,    kCheckpointEvery, kTrigger, kRing,        kRingDisk, kReadback};
   return names;
 }
 
@@ -330,6 +333,14 @@ std::optional<CaptureOptions> readCaptureOptions(const VariableLookup& lookup) {
       throw OptionError(kBuffer, buffer, "expected a size from 64M to 1024G (bytes, or with a K, M or G suffix)");
     }
     options.bufferBytes = *parsed;
+  }
+  if (const std::string readback = value(kReadback); !readback.empty()) {
+    const auto parsed = parseByteCount(readback);
+    if (!parsed || *parsed > kMaxReadbackBytes) {
+      throw OptionError(kReadback, readback,
+                        "expected a size up to 64G (bytes, or with a K, M or G suffix); 0: wait for each call");
+    }
+    options.readbackBytes = *parsed;
   }
   if (const std::string flush = value(kFlush); !flush.empty()) {
     if (flush != "launch" && flush != "batch") {

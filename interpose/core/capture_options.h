@@ -113,6 +113,11 @@ struct CaptureOptions {
   // output, unnamed, up to this many bytes (0: none; past the buffer older
   // checkpoints are dropped).
   uint64_t ringDiskBytes = uint64_t{8} << 30;
+  // Checkpoint mode: page-locked memory for reading back, without waiting
+  // for the call, what NCCL calls and copies from other devices wrote
+  // (record/written_readback.h). A call whose bytes would not fit, and
+  // every call when 0, is waited for and read back at once.
+  uint64_t readbackBytes = uint64_t{256} << 20;
 
   // Compiled once by readCaptureOptions; shared, immutable.
   std::shared_ptr<const NamePattern> includePattern;

@@ -121,19 +121,6 @@ size_t stagingBytes(uint32_t pieceSize) {
   return (pieces == 0 ? 1 : pieces) * pieceSize;
 }
 
-// The page-locked memory the read-backs of other agents' writes may hold
-// in flight (written_readback.h): a few of a training job's gradient
-// buckets, at most an eighth of the machine's memory.
-size_t readbackBytes() {
-  constexpr size_t kBound = 256u << 20;
-  const long pages = ::sysconf(_SC_PHYS_PAGES);
-  const long pageSize = ::sysconf(_SC_PAGESIZE);
-  if (pages <= 0 || pageSize <= 0) {
-    return kBound;
-  }
-  return std::min<size_t>(kBound, static_cast<size_t>(pages) / 8 * static_cast<size_t>(pageSize));
-}
-
 // The writer's direct memory (page-locked, held for reuse until the trace
 // ends): what it may hold pending, and four staging buffers' worth in flight
 // with its producers, but at most a quarter of the machine's memory.
@@ -341,10 +328,12 @@ Recorder::Recorder(CaptureOptions options, std::string path, std::unique_ptr<for
   CodeRegistry::instance().recordingStarted();
   if (options_.mode == CaptureMode::kCheckpoint) {
     checkpoints_ = std::make_unique<CheckpointTaker>(*writer_, staging_, options_.hashOnDevice);
-    readback_ = std::make_unique<WrittenReadback>(
-        readbackBytes(), [this](uint64_t of, const uint8_t* bytes, uint64_t size, const std::string& missing) {
-          writtenDataRead(of, bytes, size, missing);
-        });
+    if (options_.readbackBytes != 0) {
+      readback_ = std::make_unique<WrittenReadback>(
+          options_.readbackBytes, [this](uint64_t of, const uint8_t* bytes, uint64_t size, const std::string& missing) {
+            writtenDataRead(of, bytes, size, missing);
+          });
+    }
     CheckpointGate::arm();
     std::atexit(lastCheckpointAtExit);
   }

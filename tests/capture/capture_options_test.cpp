@@ -240,5 +240,25 @@ TEST(CaptureOptions, TriggersAndRing) {
   }
 }
 
+// The read-back memory of checkpoint mode: 256M unless set, 0 for none
+// (every NCCL call and copy from another device waited for).
+TEST(CaptureOptions, ReadbackMemory) {
+  const auto plain = read({{"KCAP_OUTPUT", "t"}, {"KCAP_MODE", "checkpoint"}});
+  ASSERT_TRUE(plain);
+  EXPECT_EQ(plain->readbackBytes, uint64_t{256} << 20);
+  const auto more = read({{"KCAP_OUTPUT", "t"}, {"KCAP_MODE", "checkpoint"}, {"KCAP_READBACK", "2G"}});
+  ASSERT_TRUE(more);
+  EXPECT_EQ(more->readbackBytes, uint64_t{2} << 30);
+  const auto none = read({{"KCAP_OUTPUT", "t"}, {"KCAP_MODE", "checkpoint"}, {"KCAP_READBACK", "0"}});
+  ASSERT_TRUE(none);
+  EXPECT_EQ(none->readbackBytes, 0u);
+  for (const char* bad : {"x", "-1", "65G", "1T"}) {
+    EXPECT_NE(errorOf({{"KCAP_OUTPUT", "t"}, {"KCAP_MODE", "checkpoint"}, {"KCAP_READBACK", bad}})
+                  .find(std::string("KCAP_READBACK=\"") + bad + "\": expected a size up to 64G"),
+              std::string::npos)
+        << bad;
+  }
+}
+
 }  // namespace
 }  // namespace kcap

@@ -360,6 +360,38 @@ TEST(NcclRecord, CheckpointModeLogsWhatEachCollectiveWrote) {
   EXPECT_NE(replay.out.find("reproduced as recorded"), std::string::npos) << replay.describe();
 }
 
+// With no read-back memory (KCAP_READBACK=0) each call is waited for and
+// carries its bytes itself, as do calls too large for that memory.
+TEST(NcclRecord, WithoutReadbackMemoryEachCallIsWaitedFor) {
+  kcap::test::TempDir dir("kcap-nccl");
+  const Outcome plain = run({ncclCollectivesProgram(), {}, {}, false});
+  ASSERT_EQ(plain.exitCode, 0) << plain.describe();
+  const std::string path = dir.file("waited.kcap");
+  const Outcome shimmed = run({ncclCollectivesProgram(),
+                               {},
+                               {{"KCAP_OUTPUT", path}, {"KCAP_MODE", "checkpoint"}, {"KCAP_READBACK", "0"}},
+                               true});
+  ASSERT_EQ(shimmed.exitCode, 0) << shimmed.describe();
+  EXPECT_EQ(shimmed.out, plain.out);
+  const auto events = kcap::test::readAllEvents(path);
+  const auto calls = collectivesOf(events);
+  ASSERT_EQ(calls.size(), 4u);
+  auto reader = kcap::format::TraceReader::open(path);
+  for (size_t k = 0; k < 3; ++k) {
+    const auto c = calls[k]->get().getCollective();
+    EXPECT_FALSE(c.getDataDeferred()) << "call " << k;
+    EXPECT_EQ(c.getData().getSize(), uint64_t{kN * 4}) << "call " << k;
+    EXPECT_EQ(writtenDataOf(events, calls[k]->get().getSeq()), nullptr) << "call " << k;
+  }
+  const auto reduced = floatsOf(reader->readContent(calls[0]->get().getCollective().getData()));
+  for (int i = 0; i < kN; ++i) {
+    ASSERT_EQ(reduced[static_cast<size_t>(i)], 1 + 2 * programX(i) + peerValue(i)) << "all-reduce element " << i;
+  }
+  const Outcome replay = kcapOnDouble({"replay", path});
+  EXPECT_EQ(replay.exitCode, 0) << replay.describe();
+  EXPECT_NE(replay.out.find("reproduced as recorded"), std::string::npos) << replay.describe();
+}
+
 // Metadata mode records the calls, never their bytes.
 TEST(NcclRecord, MetadataModeNamesTheCallsWithoutTheirData) {
   kcap::test::TempDir dir("kcap-nccl");
