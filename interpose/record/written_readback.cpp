@@ -31,6 +31,17 @@ bool driverHasWhatItNeeds() {
 
 std::string resultText(CUresult result) { return "CUresult " + std::to_string(static_cast<int>(result)); }
 
+// Locks `mutex` unless that takes past `deadline`: on a fatal signal the
+// thread ending the recording may itself hold it (interrupted in request()),
+// and then never gets it.
+bool lockBy(std::unique_lock<std::mutex>& lock, std::chrono::steady_clock::time_point deadline) {
+  while (!lock.try_lock()) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+  return true;
+}
+
 }  // namespace
 
 struct WrittenReadback::Shared : std::enable_shared_from_this<WrittenReadback::Shared> {
@@ -241,21 +252,24 @@ void WrittenReadback::Shared::run() noexcept {
 
 void WrittenReadback::finish(std::chrono::milliseconds wait, bool driverUsable) noexcept {
   Shared& s = *shared_;
+  s.finishing = true;
+  const auto deadline = std::chrono::steady_clock::now() + std::max(wait, std::chrono::milliseconds(100));
   {
-    std::unique_lock lock(s.mutex);
-    s.finishing = true;
+    std::unique_lock lock(s.mutex, std::defer_lock);
+    if (!lockBy(lock, deadline)) return;  // what is pending is not logged: replay names it missing
     s.changed.notify_all();
     if (driverUsable && s.threadStarted) {
-      s.changed.wait_for(lock, wait, [&] { return s.queue.empty(); });
+      s.changed.wait_until(lock, deadline, [&] { return s.queue.empty(); });
     }
     s.stopping = true;
     s.changed.notify_all();
   }
-  const std::lock_guard delivering(s.deliverMutex);
-  if (s.closed) return;
+  std::unique_lock delivering(s.deliverMutex, std::defer_lock);
+  if (!lockBy(delivering, deadline + std::chrono::milliseconds(100)) || s.closed) return;
   std::deque<Shared::Entry> left;
   {
-    const std::lock_guard lock(s.mutex);
+    std::unique_lock lock(s.mutex, std::defer_lock);
+    if (!lockBy(lock, deadline + std::chrono::milliseconds(200))) return;
     left.swap(s.queue);
   }
   for (const Shared::Entry& entry : left) {

@@ -392,6 +392,38 @@ TEST(NcclRecord, WithoutReadbackMemoryEachCallIsWaitedFor) {
   EXPECT_NE(replay.out.find("reproduced as recorded"), std::string::npos) << replay.describe();
 }
 
+// Read-back memory for one call at a time (1M: each read-back takes a
+// whole MiB): every call after the first waits for the one before it to be
+// logged, and each is still read back, once, with its own bytes.
+TEST(NcclRecord, ReadBacksWaitForRoomInTheirMemory) {
+  kcap::test::TempDir dir("kcap-nccl");
+  const Outcome plain = run({ncclCollectivesProgram(), {}, {}, false});
+  ASSERT_EQ(plain.exitCode, 0) << plain.describe();
+  const std::string path = dir.file("one-at-a-time.kcap");
+  const Outcome shimmed = run({ncclCollectivesProgram(),
+                               {},
+                               {{"KCAP_OUTPUT", path}, {"KCAP_MODE", "checkpoint"}, {"KCAP_READBACK", "1M"}},
+                               true});
+  ASSERT_EQ(shimmed.exitCode, 0) << shimmed.describe();
+  EXPECT_EQ(shimmed.out, plain.out);
+  const auto events = kcap::test::readAllEvents(path);
+  const auto calls = collectivesOf(events);
+  ASSERT_EQ(calls.size(), 4u);
+  auto reader = kcap::format::TraceReader::open(path);
+  for (size_t k = 0; k < 3; ++k) {
+    EXPECT_TRUE(calls[k]->get().getCollective().getDataDeferred()) << "call " << k;
+    const auto* read = writtenDataOf(events, calls[k]->get().getSeq());
+    ASSERT_NE(read, nullptr) << "call " << k;
+    EXPECT_EQ(read->get().getWrittenData().getData().getSize(), uint64_t{kN * 4}) << "call " << k;
+  }
+  const auto received =
+      floatsOf(reader->readContent(writtenDataOf(events, calls[2]->get().getSeq())->get().getWrittenData().getData()));
+  for (int i = 0; i < kN; ++i) ASSERT_EQ(received[static_cast<size_t>(i)], 2 * peerValue(i)) << "recv element " << i;
+  const Outcome replay = kcapOnDouble({"replay", path});
+  EXPECT_EQ(replay.exitCode, 0) << replay.describe();
+  EXPECT_NE(replay.out.find("reproduced as recorded"), std::string::npos) << replay.describe();
+}
+
 // Metadata mode records the calls, never their bytes.
 TEST(NcclRecord, MetadataModeNamesTheCallsWithoutTheirData) {
   kcap::test::TempDir dir("kcap-nccl");
