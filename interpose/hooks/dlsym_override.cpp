@@ -1,6 +1,7 @@
 // The shim's dlsym: programs and libraries that look driver functions up by
 // name (Triton, cuBLASLt, cudart's one lookup of "cuGetProcAddress_v2") get
-// the shim's wrapper for every hooked symbol.
+// the shim's wrapper for every hooked symbol, and those that look NCCL's
+// calls up in a handle of NCCL's get the shim's NCCL entry points.
 //
 // dlsym runs everywhere, often, and early, so for anything but a hooked name
 // this does one prefix test and forwards. It takes no lock, allocates nothing
@@ -17,6 +18,7 @@
 // optimization so that the compiler emits it even in Debug builds, and the
 // test Interpose.DlsymKeepsTheCallerOfRtldNext checks it.
 #include "hooks/hook_table.h"
+#include "hooks/nccl_calls.h"
 #include "hooks/real_driver.h"
 #include "hooks/shim_log.h"
 
@@ -81,12 +83,22 @@ namespace {
 
 bool mayBeHooked(const char* name) noexcept { return name != nullptr && name[0] == 'c' && name[1] == 'u'; }
 
+// NCCL's names, looked up in a handle of NCCL's (nccl_calls.h).
+bool mayBeNccl(void* handle, const char* name) noexcept {
+  return name != nullptr && handle != RTLD_DEFAULT && handle != RTLD_NEXT && name[0] == 'n' && name[1] == 'c' &&
+         name[2] == 'c' && name[3] == 'l';
+}
+
 }  // namespace
 }  // namespace kcap
 
 extern "C" [[gnu::visibility("default")]] void* dlsym(void* handle, const char* name) noexcept {
   if (kcap::mayBeHooked(name)) {
     if (void* fn = kcap::hookedAnswer(handle, name)) {
+      return fn;
+    }
+  } else if (kcap::mayBeNccl(handle, name)) {
+    if (void* fn = kcap::ncclEntryFor(handle, name)) {
       return fn;
     }
   }

@@ -5,9 +5,10 @@
 // hands the call to the recorder once NCCL has queued its work: at once,
 // or for a call inside a group at the outermost ncclGroupEnd.
 //
-// What they do not see: NCCL reached through a dlopen handle of its own
-// (dlsym(handle, "ncclAllReduce")), its profiling names (pnccl*), and
-// NCCL linked statically into another library.
+// A program that opens NCCL itself and looks these names up in its handle
+// (dlsym(handle, "ncclAllReduce")) gets them too (dlsym_override.cpp,
+// ncclEntryFor). What they do not see: NCCL's profiling names (pnccl*),
+// and NCCL linked statically into another library.
 #pragma once
 
 namespace kcap {
@@ -20,5 +21,11 @@ bool insideCollectiveCall() noexcept;
 // (Alloc.byNccl): the driver was called from code in libnccl, on any
 // thread, and not for ncclMemAlloc, whose memory is the program's.
 bool madeByNccl() noexcept;
+
+// The answer to dlsym(handle, name) for one of the names above, or nullptr
+// to let the C library answer: the shim's entry point when the handle's
+// definition is the one that entry point forwards to (the process's one
+// NCCL), so that a second NCCL library keeps its own functions.
+void* ncclEntryFor(void* handle, const char* name) noexcept;
 
 }  // namespace kcap

@@ -323,3 +323,37 @@ KCAP_NCCL_EXPORT int ncclGroupEnd() {
   }
   return result;
 }
+
+namespace kcap {
+
+void* ncclEntryFor(void* handle, const char* name) noexcept {
+  struct Entry {
+    std::string_view name;
+    void* address;
+  };
+  static const Entry kEntries[] = {
+      {"ncclAllReduce", reinterpret_cast<void*>(&ncclAllReduce)},
+      {"ncclReduce", reinterpret_cast<void*>(&ncclReduce)},
+      {"ncclReduceScatter", reinterpret_cast<void*>(&ncclReduceScatter)},
+      {"ncclBroadcast", reinterpret_cast<void*>(&ncclBroadcast)},
+      {"ncclBcast", reinterpret_cast<void*>(&ncclBcast)},
+      {"ncclGather", reinterpret_cast<void*>(&ncclGather)},
+      {"ncclScatter", reinterpret_cast<void*>(&ncclScatter)},
+      {"ncclAllGather", reinterpret_cast<void*>(&ncclAllGather)},
+      {"ncclAlltoAll", reinterpret_cast<void*>(&ncclAlltoAll)},
+      {"ncclSend", reinterpret_cast<void*>(&ncclSend)},
+      {"ncclRecv", reinterpret_cast<void*>(&ncclRecv)},
+      {"ncclMemAlloc", reinterpret_cast<void*>(&ncclMemAlloc)},
+      {"ncclGroupStart", reinterpret_cast<void*>(&ncclGroupStart)},
+      {"ncclGroupEnd", reinterpret_cast<void*>(&ncclGroupEnd)},
+  };
+  const auto entry =
+      std::find_if(std::begin(kEntries), std::end(kEntries), [&](const Entry& e) { return e.name == name; });
+  if (entry == std::end(kEntries)) return nullptr;
+  const real::DlsymFunction lookup = real::libcDlsym();
+  void* theirs = lookup != nullptr ? lookup(handle, name) : nullptr;
+  if (theirs == nullptr || theirs == entry->address) return theirs;
+  return nextDefinition(name, entry->address) == theirs ? entry->address : theirs;
+}
+
+}  // namespace kcap

@@ -461,6 +461,27 @@ TEST(NcclRecord, NcclInALocalScopeIsFound) {
   EXPECT_NE(replay.out.find("reproduced as recorded"), std::string::npos) << replay.describe();
 }
 
+// A program that opens NCCL itself and looks its functions up by name gets
+// the shim's entry points: its calls are recorded as a linked program's are,
+// and re-executed.
+TEST(NcclRecord, NcclLookedUpByNameIsSeen) {
+  kcap::test::TempDir dir("kcap-nccl");
+  const std::string program = ncclCollectivesProgram() + "_dlsym";
+  const Outcome plain = run({program, {}, {}, false});
+  ASSERT_EQ(plain.exitCode, 0) << plain.describe();
+  ASSERT_NE(plain.out.find("result nccl_sums "), std::string::npos) << plain.describe();
+  const std::string path = dir.file("dlsym.kcap");
+  recordNccl(path, "checkpoint", plain, program);
+  const auto events = kcap::test::readAllEvents(path);
+  const auto calls = collectivesOf(events);
+  ASSERT_EQ(calls.size(), 4u) << "ncclAllReduce, then the group's three calls";
+  EXPECT_FALSE(calls[0]->get().getCollective().getGrouped());
+  EXPECT_TRUE(calls[1]->get().getCollective().getGrouped()) << "ncclGroupStart/End came through the shim too";
+  const Outcome replay = kcapOnDouble({"replay", path});
+  EXPECT_EQ(replay.exitCode, 0) << replay.describe();
+  EXPECT_NE(replay.out.find("reproduced as recorded"), std::string::npos) << replay.describe();
+}
+
 // Another process's physical memory mapped through a shareable handle
 // (cuMemImportFromShareableHandle, then cuMemMap): as with CUDA IPC, each
 // launch that reaches it logs it as the launch saw it, checkpoints leave it

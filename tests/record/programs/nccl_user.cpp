@@ -8,6 +8,9 @@
 // axpy. Round 2, one group: ncclAllGather of y's first half into g,
 // ncclRecv into r, ncclSend of x; then axpy reads r into y. The last line
 // prints the sums of y, g and r.
+//
+// Built twice: linked with NCCL, and with KCAP_NCCL_LIBRARY naming it, as a
+// program that opens NCCL itself and looks each function up in its handle.
 #include "driver_program.h"
 
 #include <cstddef>
@@ -29,6 +32,28 @@ int ncclSend(const void*, std::size_t, int, int, void*, CUstream);
 int ncclGroupStart();
 int ncclGroupEnd();
 }
+
+#ifdef KCAP_NCCL_LIBRARY
+#include <dlfcn.h>
+
+#include <cstdlib>
+
+namespace {
+template <class Fn>
+Fn ncclFunction(const char* name) {
+  static void* const library = dlopen(KCAP_NCCL_LIBRARY, RTLD_NOW | RTLD_LOCAL);
+  void* fn = library != nullptr ? dlsym(library, name) : nullptr;
+  if (fn == nullptr) {
+    std::fprintf(stderr, "FAILED: no %s in %s\n", name, KCAP_NCCL_LIBRARY);
+    std::exit(1);
+  }
+  return reinterpret_cast<Fn>(fn);
+}
+}  // namespace
+#define NCCL_FN(name) ncclFunction<decltype(&::name)>(#name)
+#else
+#define NCCL_FN(name) (&::name)
+#endif
 
 namespace {
 
@@ -79,9 +104,9 @@ extern "C" [[gnu::visibility("default")]] int runNcclCollectives() {
   CUdeviceptr y = upload(std::vector<float>(kN, 1.0f));
   CUdeviceptr g = upload(std::vector<float>(kN, 0.0f));
   void* comm = nullptr;
-  NCCL(ncclCommInitRank(&comm, 2, UniqueId{}, 0));
+  NCCL(NCCL_FN(ncclCommInitRank)(&comm, 2, UniqueId{}, 0));
   void* received = nullptr;
-  NCCL(ncclMemAlloc(&received, kBytes));
+  NCCL(NCCL_FN(ncclMemAlloc)(&received, kBytes));
   const auto r = reinterpret_cast<CUdeviceptr>(received);
   DRIVER(cuMemsetD32, r, 0, kN);
   const auto launchAxpy = [&](CUdeviceptr in) {
@@ -93,18 +118,18 @@ extern "C" [[gnu::visibility("default")]] int runNcclCollectives() {
   };
 
   launchAxpy(x);
-  NCCL(ncclAllReduce(pointer(y), pointer(y), kN, kFloat32, kSum, comm, stream));
+  NCCL(NCCL_FN(ncclAllReduce)(pointer(y), pointer(y), kN, kFloat32, kSum, comm, stream));
   launchAxpy(x);
 
-  NCCL(ncclGroupStart());
-  NCCL(ncclAllGather(pointer(y), pointer(g), kN / 2, kFloat32, comm, stream));
-  NCCL(ncclRecv(pointer(r), kN, kFloat32, 1, comm, stream));
-  NCCL(ncclSend(pointer(x), kN, kFloat32, 1, comm, stream));
-  NCCL(ncclGroupEnd());
+  NCCL(NCCL_FN(ncclGroupStart)());
+  NCCL(NCCL_FN(ncclAllGather)(pointer(y), pointer(g), kN / 2, kFloat32, comm, stream));
+  NCCL(NCCL_FN(ncclRecv)(pointer(r), kN, kFloat32, 1, comm, stream));
+  NCCL(NCCL_FN(ncclSend)(pointer(x), kN, kFloat32, 1, comm, stream));
+  NCCL(NCCL_FN(ncclGroupEnd)());
   launchAxpy(r);
   DRIVER(cuStreamSynchronize, stream);
 
   std::printf("result nccl_sums %.1f %.1f %.1f\n", sum(y, kN), sum(g, kN), sum(r, kN));
-  NCCL(ncclCommDestroy(comm));
+  NCCL(NCCL_FN(ncclCommDestroy)(comm));
   return 0;
 }
