@@ -46,7 +46,8 @@ std::string CheckpointInfo::name() const {
 }
 
 bool isLoggedInput(schema::MemoryKind kind) {
-  return kind == schema::MemoryKind::HOST_MAPPED || kind == schema::MemoryKind::IMPORTED;
+  return kind == schema::MemoryKind::HOST_MAPPED || kind == schema::MemoryKind::IMPORTED ||
+         kind == schema::MemoryKind::MANAGED;
 }
 
 bool isDeviceAllocation(schema::AllocKind kind) {

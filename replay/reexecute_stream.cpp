@@ -81,8 +81,8 @@ bool Reexecutor::runLaunch(const LaunchRecord& launch, IntervalReport& report, R
   return true;
 }
 
-// The page-locked host memory and other processes' memory the launch
-// reads, as the launch saw it when it was recorded: the host or another
+// The page-locked host memory, managed memory and other processes' memory
+// the launch reads, as the launch saw it when it was recorded: the host or another
 // process may have rewritten it between launches without a CUDA call of
 // this one, so it is logged with every launch that reaches it and written,
 // stream-ordered, right before the launch.

@@ -42,7 +42,8 @@ struct ParamPointer {
   uint64_t allocationBase = 0;  // the allocation it points into
   bool inTensorMap = false;
   // The allocation holds what re-execution cannot recompute: page-locked
-  // host memory (the host writes it) or another process's memory.
+  // host memory or managed memory (the host writes it), or another
+  // process's memory.
   bool loggedInput = false;
 };
 

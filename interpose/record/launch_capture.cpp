@@ -205,14 +205,16 @@ struct LaunchEventData final : format::DeferredEvent {
   }
 };
 
-// Checkpoint mode: page-locked host memory and another process's memory a
-// launch can reach are inputs re-execution cannot recompute (the host or
-// that process writes them), so their content at the launch goes into the
-// launch's `pre` (identical pieces are stored once). Another process's
-// writes reach this one through the launch's stream (an IPC event waited
-// for, or the host's synchronization): the stream is synchronized before
-// such memory is read, so that it is read as the launch will see it.
-// Returns whether the launch reaches page-locked host memory.
+// Checkpoint mode: page-locked host memory, managed memory and another
+// process's memory a launch can reach are inputs re-execution cannot
+// recompute (the host or that process writes them), so their content at
+// the launch goes into the launch's `pre` (identical pieces are stored
+// once). Managed memory holds what the device's earlier work wrote too,
+// and another process's writes reach this one through the launch's stream
+// (an IPC event waited for, or the host's synchronization): the stream is
+// synchronized before such memory is read, so that it is read as the
+// launch will see it. Returns whether the launch reaches page-locked host
+// memory.
 bool captureLoggedInputs(LaunchEventData& data, const AllocationMap& allocations, format::TraceWriter& writer,
                          StagingPool& staging, CUstream stream) {
   bool readsHost = false;
@@ -227,9 +229,9 @@ bool captureLoggedInputs(LaunchEventData& data, const AllocationMap& allocations
     if (!extent || extent->byNccl || !seen.insert(extent->base).second) {
       continue;
     }
-    const bool imported = extent->kind == AllocationKind::kImported;
-    readsHost = readsHost || !imported;
-    if (imported && !synchronized) {
+    const bool waits = extent->kind == AllocationKind::kImported || extent->kind == AllocationKind::kManaged;
+    readsHost = readsHost || extent->kind == AllocationKind::kHostMapped;
+    if (waits && !synchronized) {
       const RelaxedCaptureMode relaxed;
       if (driverApi().streamSynchronize == nullptr || driverApi().streamSynchronize(stream) != CUDA_SUCCESS) {
         continue;  // not logged: re-execution says the launch's input is not placed

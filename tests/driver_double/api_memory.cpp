@@ -661,6 +661,15 @@ DOUBLE_API CUresult cuMemAlloc_v2(CUdeviceptr* address, std::size_t bytes) {
   return *address != 0 ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
 
+// Managed memory: the double's device memory is host memory already, which
+// the host reads and writes directly, as it does managed memory.
+DOUBLE_API CUresult cuMemAllocManaged(CUdeviceptr* address, std::size_t bytes, unsigned flags) {
+  if (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  return cuMemAlloc_v2(address, bytes);
+}
+
 DOUBLE_API CUresult cuMemFree_v2(CUdeviceptr address) {
   if (const CUresult r = needContext(); r != CUDA_SUCCESS) {
     return r;

@@ -256,7 +256,7 @@ TEST(Interpose, InertInAProgramWithoutCuda) {
 TEST(Interpose, MissingDriverFunctionFailsCleanlyAndIsReportedOnce) {
   const ShimRun run = runProgram("missing_function", true, doubleDir());
   EXPECT_EQ(run.outcome.exitCode, 0) << run.outcome.describe();
-  EXPECT_EQ(run.outcome.err, "kcap: the CUDA driver has no cuMemAllocManaged; returning CUDA_ERROR_NOT_FOUND\n");
+  EXPECT_EQ(run.outcome.err, "kcap: the CUDA driver has no cuMemAllocFromPoolAsync; returning CUDA_ERROR_NOT_FOUND\n");
   expectCountsMatch(run);
 }
 

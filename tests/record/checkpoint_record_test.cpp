@@ -332,6 +332,53 @@ TEST(CheckpointRecord, ThreadsLaunchingMeanwhileAreOrderedAroundEachCheckpoint) 
   for (const auto checkpoint : checkpointsOf(r)) expectContentMatchesHashes(*reader, checkpoint);
 }
 
+// Managed memory the host rewrites between launches, with no CUDA call:
+// each launch that reaches it logs it as the launch saw it (its `pre`, kind
+// managed), checkpoints leave it out, and re-execution writes it back before
+// the launch.
+TEST(CheckpointRecord, HostWritesIntoManagedMemoryAreLoggedWithEachLaunch) {
+  kcap::test::TempDir dir("kcap-checkpoint");
+  const std::string path = dir.file("managed.kcap");
+  const Recording r = recordCheckpoints(managedMemoryProgram(), {}, path, {{"KCAP_CHECKPOINT_EVERY", "2launches"}});
+  expectUnchanged(r);
+  ASSERT_NE(r.plain.out.find("result managed_sum "), std::string::npos) << r.plain.describe();
+  uint64_t managed = 0;
+  for (const auto& e : r.events) {
+    if (e.get().which() == Event::ALLOC && e.get().getAlloc().getKind() == schema::AllocKind::MANAGED) {
+      managed = e.get().getAlloc().getAddress();
+    }
+  }
+  ASSERT_NE(managed, 0u) << "cuMemAllocManaged recorded";
+  auto reader = kcap::format::TraceReader::open(path);
+  int round = 0;
+  for (const auto& e : r.events) {
+    if (e.get().which() != Event::LAUNCH) continue;
+    const auto pre = e.get().getLaunch().getPre();
+    ASSERT_EQ(pre.size(), 1u) << "launch " << round;
+    EXPECT_EQ(pre[0].getKind(), schema::MemoryKind::MANAGED) << "launch " << round;
+    EXPECT_EQ(pre[0].getAddress(), managed) << "launch " << round;
+    const std::vector<uint8_t> bytes = reader->readContent(pre[0].getContent());
+    ASSERT_EQ(bytes.size(), 1024 * sizeof(float));
+    for (size_t i = 0; i < 1024; ++i) {
+      float v = 0;
+      std::memcpy(&v, bytes.data() + i * sizeof v, sizeof v);
+      ASSERT_EQ(v, static_cast<float>((i + 7 * static_cast<size_t>(round)) % 23))
+          << "launch " << round << " x[" << i << "]";
+    }
+    ++round;
+  }
+  EXPECT_EQ(round, 6);
+  const auto checkpoints = checkpointsOf(r);
+  EXPECT_GE(checkpoints.size(), 3u);
+  for (const auto checkpoint : checkpoints) {
+    for (const auto range : checkpoint.getRanges())
+      EXPECT_NE(range.getAddress(), managed) << "managed memory checkpointed";
+  }
+  const Outcome replay = kcapOnDouble({"replay", path});
+  EXPECT_EQ(replay.exitCode, 0) << replay.describe();
+  EXPECT_NE(replay.out.find("reproduced as recorded"), std::string::npos) << replay.describe();
+}
+
 TEST(CheckpointRecord, FiltersAndRangesAreRefused) {
   // Replay re-executes every launch: a trace missing some would rebuild
   // the wrong memory. The program runs unrecorded and unchanged.

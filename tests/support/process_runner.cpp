@@ -143,6 +143,7 @@ std::string scenarioProgram() { return std::string(KCAP_TEST_RECORD_PROGRAMS_DIR
 std::string graphProgram() { return std::string(KCAP_TEST_RECORD_PROGRAMS_DIR) + "/graph_scenarios"; }
 std::string ipcImportProgram() { return std::string(KCAP_TEST_RECORD_PROGRAMS_DIR) + "/ipc_import"; }
 std::string peerCopyProgram() { return std::string(KCAP_TEST_RECORD_PROGRAMS_DIR) + "/peer_copy"; }
+std::string managedMemoryProgram() { return std::string(KCAP_TEST_RECORD_PROGRAMS_DIR) + "/managed_memory"; }
 std::string vmmImportProgram() { return std::string(KCAP_TEST_RECORD_PROGRAMS_DIR) + "/vmm_import"; }
 std::string ncclCollectivesProgram() { return std::string(KCAP_TEST_RECORD_PROGRAMS_DIR) + "/nccl_collectives"; }
 std::string threadsProgram() { return std::string(KCAP_TEST_RECORD_PROGRAMS_DIR) + "/record_threads"; }
