@@ -45,15 +45,20 @@ def results(stdout):
 def check_collectives(kcap, mode, row, nproc, out):
     """Check 5 for one rank's trace; returns the failures."""
     where = f"{mode}: rank {row['rank']} ({Path(row['file']).name})"
-    dump = run([kcap, "dump", row["file"], "--type", "collective,launch,alloc"])
+    dump = run([kcap, "dump", row["file"], "--type", "collective,writtenData,launch,alloc"])
     (out / f"{Path(row['file']).stem}.collectives.txt").write_text(dump.stdout + dump.stderr)
     if dump.returncode != 0:
         return [f"{where}: kcap dump exited {dump.returncode}: {dump.stderr[-500:]}"]
     failures = []
     calls = []
     own = allocs = 0
+    read_back = {}  # seq of a call read back later -> the bytes its writtenData holds
     for line in dump.stdout.splitlines():
         fields = line.split()
+        if len(fields) > 4 and fields[3] == "writtenData":
+            kv = dict(f.split("=", 1) for f in fields[4:] if "=" in f)
+            read_back[kv.get("of", "").lstrip("#")] = int(kv.get("data", "0"))
+            continue
         if len(fields) > 5 and fields[3] == "launch" and fields[5].startswith("nccl") and " collectiveCall" not in line:
             failures.append(f"{where}: an NCCL kernel not marked as launched by an NCCL call: {line[:200]}")
         if len(fields) > 4 and fields[3] == "alloc":
@@ -62,7 +67,12 @@ def check_collectives(kcap, mode, row, nproc, out):
         if len(fields) < 5 or fields[3] != "collective":
             continue
         kv = dict(f.split("=", 1) for f in fields[5:] if "=" in f)
+        kv["seq"] = fields[0].lstrip("#")
         calls.append((fields[4], kv, line))
+    for _, kv, line in calls:  # a call read back later: its bytes are in its writtenData
+        if " dataDeferred" in line:
+            kv["deferred"] = "1"
+            kv["data"] = str(read_back.get(kv["seq"], 0))
     explicit = [c for c in calls if c[0] == "allReduce" and c[1].get("count") == "1024"]
     if not explicit:
         failures.append(f"{where}: no allReduce of 1024 elements among its {len(calls)} NCCL calls")
@@ -78,8 +88,9 @@ def check_collectives(kcap, mode, row, nproc, out):
     if own == 0 or own == allocs:
         failures.append(f"{where}: {own} of {allocs} allocations marked as NCCL's own")
     logged = sum(1 for c in calls if int(c[1].get("data", "0")) > 0)
+    deferred = sum(1 for c in calls if c[1].get("deferred"))
     print(f"{where}: {len(calls)} NCCL calls ({', '.join(sorted(set(c[0] for c in calls)))}), "
-          f"{logged} with what they wrote; {own} of {allocs} allocations NCCL's own")
+          f"{logged} with what they wrote ({deferred} read back later); {own} of {allocs} allocations NCCL's own")
     return failures
 
 
