@@ -9,7 +9,8 @@
 // index) and not torn; when the index is used, its entries must match the
 // chunks; no module image may be larger than any consumer loads
 // (kMaxCodeImageSize); every checkpoint's change hashes must be those of
-// the pieces it names. Prints "OK: ..." and exits 0 only when all of that
+// the pieces it names; every writtenData event must complete, once, an
+// earlier event waiting for its data. Prints "OK: ..." and exits 0 only when all of that
 // holds. Otherwise prints one line per problem, "FILE: at byte N: WHAT",
 // ordered by offset (so the first line names the first damage), and exits 1.
 //
@@ -215,6 +216,34 @@ class Checker {
     for (unsigned i = 0; i < extras.size(); ++i) check(extras[i], strf("extra image %u", i));
   }
 
+  // A writtenData event completes an earlier event marked dataDeferred,
+  // once. `gapless`: no event is missing so far, so one it names that is
+  // not marked is in the trace, unmarked (a flight recorder's ring may have
+  // let the one it names go).
+  void checkWrittenData(const format::EventRef& ref, bool gapless) {
+    const auto& e = ref.event;
+    const uint64_t seq = e.getSeq();
+    if ((e.isCollective() && e.getCollective().getDataDeferred()) ||
+        (e.isMemcpy() && e.getMemcpy().getDataDeferred())) {
+      awaitingData_.insert(seq);
+      return;
+    }
+    if (!e.isWrittenData()) return;
+    const uint64_t of = e.getWrittenData().getOf();
+    const auto where = [&] { return strf("event #%llu (writtenData)", static_cast<unsigned long long>(seq)); };
+    if (of >= seq) {
+      add(ref.chunkOffset,
+          where() + strf(" names event #%llu, not an earlier one", static_cast<unsigned long long>(of)));
+    } else if (completedData_.count(of) != 0) {
+      add(ref.chunkOffset, where() + strf(" completes event #%llu a second time", static_cast<unsigned long long>(of)));
+    } else if (awaitingData_.erase(of) != 0) {
+      completedData_.insert(of);
+    } else if (gapless) {
+      add(ref.chunkOffset, where() + strf(" names event #%llu, which is not waiting for its data (dataDeferred)",
+                                          static_cast<unsigned long long>(of)));
+    }
+  }
+
   // A checkpoint's change hashes: one per piece, each the change hash of
   // the bytes its content address names (what replay compares with). Each
   // distinct piece is read and hashed once.
@@ -330,6 +359,7 @@ class Checker {
 
       if (e.isModuleLoad()) checkImages(ref, type.c_str());
       if (e.isCheckpoint()) checkCheckpoint(ref);
+      checkWrittenData(ref, gaps.empty() && missingSeqs == 0);
       if (e.isLaunch()) {
         const std::string problem = format::launchParamProblem(e.getLaunch());
         if (!problem.empty()) {
@@ -438,6 +468,8 @@ class Checker {
   std::unordered_map<format::Hash128, format::ChunkInfo, format::Hash128Hasher> blobs_;
   std::unordered_map<format::Hash128, format::ChangeHash, format::Hash128Hasher> changeHashes_;  // by blob
   std::map<uint64_t, ChunkEvents> chunkEvents_;  // record chunk offset -> events delivered from it
+  std::set<uint64_t> awaitingData_;              // seqs of events marked dataDeferred, not yet completed
+  std::set<uint64_t> completedData_;             // those a writtenData completed
   uint64_t events_ = 0;
   uint64_t missingPieces_ = 0;
   uint64_t damagedPieces_ = 0;

@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -305,6 +306,63 @@ TEST(CheckTool, AFlightRecordersGapsAreWhatItsTriggerCounts) {
   EXPECT_NE(bad.out.find("the trigger event says the ring let 7 events go, but 8 are missing"), std::string::npos)
       << bad.describe();
   EXPECT_NE(bad.out.find("are missing (seq jumps"), std::string::npos) << bad.describe();
+}
+
+// A trace of a recording whose NCCL calls were read back later: the
+// writtenData events after them, and, by `wrong`, one naming a call that
+// was not waiting (`unmarked`), one completing a call twice (`twice`), or
+// one naming a later event (`ahead`).
+void writeReadBackTrace(const std::string& path, const std::string& wrong) {
+  auto writer = format::TraceWriter::create(path, format::TraceWriter::Options{});
+  const auto append = [&](const std::function<void(schema::Event::Builder)>& fill) {
+    capnp::MallocMessageBuilder m;
+    fill(m.initRoot<schema::Event>());
+    return writer->append(m);
+  };
+  append([](schema::Event::Builder e) { e.initTraceBegin(); });
+  const auto call = [&](bool deferred) {
+    return append([&](schema::Event::Builder e) {
+      auto c = e.initCollective();
+      c.setWritten(4096);
+      c.setDataDeferred(deferred);
+    });
+  };
+  const std::vector<uint8_t> bytes(4096, 7);
+  const auto written = [&](uint64_t of) {
+    append([&](schema::Event::Builder e) {
+      auto w = e.initWrittenData();
+      w.setOf(of);
+      writer->storeContent(bytes.data(), bytes.size(), w.initData());
+    });
+  };
+  const uint64_t first = call(true);
+  const uint64_t second = call(wrong != "unmarked");
+  written(first);
+  written(second);
+  if (wrong == "twice") written(first);
+  if (wrong == "ahead") written(second + 100);
+  append([&](schema::Event::Builder e) { e.initTraceEnd().setEventCount(writer->stats().events); });
+  writer->close();
+}
+
+TEST(CheckTool, WrittenDataCompletesAnEarlierEventWaitingForItOnce) {
+  TempDir dir;
+  const std::string good = dir.file("good.kcap");
+  writeReadBackTrace(good, "");
+  const Outcome ok = runKcap(dir, {"check", good});
+  EXPECT_EQ(ok.exitCode, 0) << ok.describe();
+  const std::pair<const char*, const char*> cases[] = {
+      {"unmarked", "event #4 (writtenData) names event #2, which is not waiting for its data (dataDeferred)"},
+      {"twice", "event #5 (writtenData) completes event #1 a second time"},
+      {"ahead", "event #5 (writtenData) names event #102, not an earlier one"},
+  };
+  for (const auto& [wrong, finding] : cases) {
+    const std::string path = dir.file(std::string(wrong) + ".kcap");
+    writeReadBackTrace(path, wrong);
+    const Outcome bad = runKcap(dir, {"check", path});
+    EXPECT_EQ(bad.exitCode, 1) << wrong << ": " << bad.describe();
+    EXPECT_NE(bad.out.find(finding), std::string::npos) << wrong << ": " << bad.describe();
+  }
 }
 
 }  // namespace
