@@ -10,8 +10,10 @@
 //   checkpoints (of the launching device) do not hold
 //   (tests/record/programs/peer_copy.cpp): each logs what it wrote;
 // - other ranks, through NCCL: a two-rank stand-in for NCCL writes what the
-//   other rank sent (tests/record/programs/nccl_collectives.cpp); each
-//   call's Collective event logs what it wrote on this rank.
+//   other rank sent (tests/record/programs/nccl_collectives.cpp); what each
+//   call wrote on this rank is read back in stream order and logged in a
+//   writtenData event after the call's Collective event (or, without
+//   read-back memory, in the Collective event itself).
 #include "process_runner.h"
 
 #include "trace_files.h"
