@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "ring_trace_writer.h"
+#include "worker_pool.h"
 
 namespace kcap::format {
 namespace {
@@ -136,6 +137,7 @@ uint64_t RingTraceWriter::append(DeferredEventPtr event) {
   if (!builder_.joinable() && !stopBuilding_) {
     try {
       builder_ = std::thread([this] { builderLoop(); });
+      prepareThread(builder_, "kcap-ring-build", options_.idleThreads);
     } catch (const std::system_error&) {
       // No thread to be had: the producers file the events themselves.
     }

@@ -44,12 +44,12 @@ TraceWriterImpl::TraceWriterImpl(std::string path, int fd, const Options& option
   // Named, so that top, gdb and py-spy tell kcap's threads from the program's.
   for (unsigned i = 0; i < threads; ++i) {
     workers_.emplace_back([this] { compressLoop(); });
-    pthread_setname_np(workers_.back().native_handle(), "kcap-zstd");
+    prepareThread(workers_.back(), "kcap-zstd", options.idleThreads);
   }
   writerThread_ = std::thread([this] { writeLoop(); });
-  pthread_setname_np(writerThread_.native_handle(), "kcap-write");
+  prepareThread(writerThread_, "kcap-write", options.idleThreads);
   mergerThread_ = std::thread([this] { mergeLoop(); });
-  pthread_setname_np(mergerThread_.native_handle(), "kcap-merge");
+  prepareThread(mergerThread_, "kcap-merge", options.idleThreads);
 }
 
 TraceWriterImpl::~TraceWriterImpl() {

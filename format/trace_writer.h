@@ -113,6 +113,12 @@ class TraceWriter {
     // execs), which is how `kcap record --force` tells a trace being written
     // from a finished one.
     bool exclusive = false;
+    // Its threads (merger, compression, hashing, writing) run under
+    // SCHED_IDLE: only on CPU the producers' process leaves, never
+    // preempting its threads. For producers that do not wait for the file
+    // (metadata and checkpoint capture): one that waits for a writer the
+    // machine's other work starves waits that long.
+    bool idleThreads = false;
   };
 
   // Thrown by create() with Options::exclusive when something is at the path.

@@ -1,6 +1,7 @@
 #include "worker_pool.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -20,7 +21,15 @@ struct WorkerPool::Loop {
   std::exception_ptr error;
 };
 
-WorkerPool::WorkerPool(unsigned threads, const char* name) : owner_(::getpid()) {
+void prepareThread(std::thread& thread, const char* name, bool idle) noexcept {
+  pthread_setname_np(thread.native_handle(), name);
+  if (idle) {
+    const sched_param none{};
+    pthread_setschedparam(thread.native_handle(), SCHED_IDLE, &none);  // lowering needs no privilege
+  }
+}
+
+WorkerPool::WorkerPool(unsigned threads, const char* name, bool idle) : owner_(::getpid()) {
   sigset_t all;
   sigset_t old;
   sigfillset(&all);
@@ -28,7 +37,7 @@ WorkerPool::WorkerPool(unsigned threads, const char* name) : owner_(::getpid()) 
   try {
     for (unsigned i = 0; i < threads; ++i) {
       threads_.emplace_back([this] { work(); });
-      pthread_setname_np(threads_.back().native_handle(), name);  // named before it first runs
+      prepareThread(threads_.back(), name, idle);  // before it first runs
     }
   } catch (...) {
     pthread_sigmask(SIG_SETMASK, &old, nullptr);

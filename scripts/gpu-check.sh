@@ -86,6 +86,10 @@ if [ $checkpointbench = 1 ]; then
     timeout 100 python3 bench/launch_overhead.py --deadline 90 --bench build-gpu/bench/kcap_bench_launch_overhead \
       --shim build-gpu/interpose/libkcap_interpose.so --kcap build-gpu/tools/kcap --threads 16 --rounds 3 \
       --compare-env KCAP_MODE=checkpoint
+    echo "=== 16 threads, checkpoint mode with the writer at idle priority (metadata B) against metadata mode"
+    timeout 100 python3 bench/launch_overhead.py --deadline 90 --bench build-gpu/bench/kcap_bench_launch_overhead \
+      --shim build-gpu/interpose/libkcap_interpose.so --kcap build-gpu/tools/kcap --threads 16 --rounds 3 \
+      --compare-env KCAP_MODE=checkpoint,KCAP_WRITER_PRIORITY=idle
     fi; } >"$out/bench-checkpoint.txt" 2>&1 || status=1
   grep -E '^\| |^=== |FAILED|GB/s' "$out/bench-checkpoint.txt" | head -60
   echo "checkpoint benchmarks done$(elapsed)"

@@ -66,6 +66,7 @@ struct Options {
   std::string ring;
   std::string ringDisk;
   std::string readback;
+  std::string writerPriority;
   std::string include;
   std::string exclude;
   std::string skip;
@@ -100,6 +101,7 @@ const std::map<std::string, std::string>& flagOf() {
                                                            {"KCAP_TRIGGER", "--trigger"},
                                                            {"KCAP_RING", "--ring"},
                                                            {"KCAP_READBACK", "--readback"},
+                                                           {"KCAP_WRITER_PRIORITY", "--writer-priority"},
                                                            {"KCAP_RING_DISK", "--ring-disk"}};
   return flags;
 }
@@ -177,7 +179,8 @@ std::map<std::string, std::string> settings(const Options& opt) {
                                                               {"KCAP_TRIGGER", &opt.trigger},
                                                               {"KCAP_RING", &opt.ring},
                                                               {"KCAP_RING_DISK", &opt.ringDisk},
-                                                              {"KCAP_READBACK", &opt.readback}};
+                                                              {"KCAP_READBACK", &opt.readback},
+                                                              {"KCAP_WRITER_PRIORITY", &opt.writerPriority}};
   for (const char* name : captureVariables()) {
     const char* env = std::getenv(name);
     if (env != nullptr) out[name] = env;
@@ -602,6 +605,10 @@ Run setupRecord(CLI::App& cmd) {
                  "devices wrote without holding the calling thread (KCAP_READBACK) [default: 256M]; a call whose "
                  "bytes do not fit, and with 0 every call, waits for its stream")
       ->type_name("SIZE");
+  cmd.add_option("--writer-priority", opt->writerPriority,
+                 "Metadata and checkpoint modes: idle runs the trace writer's threads under SCHED_IDLE, only on "
+                 "CPU the program leaves, never preempting its threads (KCAP_WRITER_PRIORITY) [default: normal]")
+      ->type_name("normal|idle");
   cmd.add_option("--include", opt->include, "Record only kernels whose name matches this regex (KCAP_INCLUDE)")
       ->type_name("REGEX");
   cmd.add_option("--exclude", opt->exclude, "Do not record kernels whose name matches this regex (KCAP_EXCLUDE)")

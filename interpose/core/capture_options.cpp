@@ -32,6 +32,7 @@ constexpr const char* kRingDisk = "KCAP_RING_DISK";
 constexpr uint64_t kMinRingDiskBytes = uint64_t{1} << 20;
 constexpr uint64_t kMaxRingDiskBytes = uint64_t{64} << 40;
 constexpr const char* kReadback = "KCAP_READBACK";
+constexpr const char* kWriterPriority = "KCAP_WRITER_PRIORITY";
 constexpr uint64_t kMaxReadbackBytes = uint64_t{64} << 30;
 constexpr uint32_t kMaxHangSeconds = 86400;
 
@@ -106,6 +107,7 @@ std::vector<std::pair<std::string, std::string>> CaptureOptions::describe() cons
   out.emplace_back("flush", flushPolicyName(flush));
   out.emplace_back("timing", timing ? "on" : "off");
   out.emplace_back("hash", hashOnDevice ? "device" : "host");
+  out.emplace_back("writerPriority", idleWriter ? "idle" : "normal");
   if (triggers.any()) {
     out.emplace_back("trigger", triggers.text());
     out.emplace_back("ring", std::to_string(ringCheckpoints));
@@ -123,7 +125,7 @@ std::vector<std::pair<std::string, std::string>> CaptureOptions::describe() cons
 const std::vector<const char*>& captureVariables() {
   static const std::vector<const char*> names = {
       kOutput, kMode,   kInclude, kExclude,         kSkip,    kMaxLaunches, kLevel,    kPieceSize, kBuffer,
-      kFlush,  kTiming, kHash,    kCheckpointEvery, kTrigger, kRing,        kRingDisk, kReadback};
+      kFlush,  kTiming, kHash,    kCheckpointEvery, kTrigger, kRing,        kRingDisk, kReadback,  kWriterPriority};
   return names;
 }
 
@@ -360,6 +362,13 @@ std::optional<CaptureOptions> readCaptureOptions(const VariableLookup& lookup) {
     }
     options.hashOnDevice = hash == "device";
   }
+  if (const std::string priority = value(kWriterPriority); !priority.empty()) {
+    if (priority != "normal" && priority != "idle") {
+      throw OptionError(kWriterPriority, priority,
+                        "expected normal or idle (the writer's threads run only on CPU the program leaves)");
+    }
+    options.idleWriter = priority == "idle";
+  }
   if (const std::string ring = value(kRing); !ring.empty()) {
     const auto parsed = parseUnsigned(ring);
     if (!parsed || *parsed == 0 || *parsed > kMaxRingCheckpoints) {
@@ -390,6 +399,11 @@ std::optional<CaptureOptions> readCaptureOptions(const VariableLookup& lookup) {
           kTrigger, trigger,
           std::string("triggers need KCAP_MODE=checkpoint (the mode is ") + captureModeName(options.mode) + ")");
     }
+  }
+  if (options.idleWriter && options.mode != CaptureMode::kMetadata && options.mode != CaptureMode::kCheckpoint) {
+    throw OptionError(kWriterPriority, value(kWriterPriority),
+                      std::string("cannot be used with KCAP_MODE=") + captureModeName(options.mode) +
+                          ": its launches wait for the writer, which the machine's other work could then starve");
   }
   if (options.mode == CaptureMode::kCheckpoint) {
     // Replay re-executes every launch between two checkpoints: a launch left

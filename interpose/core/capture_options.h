@@ -99,6 +99,9 @@ struct CaptureOptions {
   FlushPolicy flush = FlushPolicy::kLaunch;  // metadata mode never waits for the file
   bool timing = false;                       // kernelTiming events through CUPTI (cupti_timing.h)
   bool hashOnDevice = true;                  // memory_snapshot.h, device_hash.h
+  // The writer's threads under SCHED_IDLE (format::TraceWriter::Options::
+  // idleThreads): metadata and checkpoint modes only.
+  bool idleWriter = false;
   // Checkpoint mode: the interval between checkpoints, in time or in
   // launches (exactly one of the two is not 0).
   uint64_t checkpointEveryNs = 1'000'000'000;

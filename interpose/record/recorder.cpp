@@ -142,6 +142,7 @@ format::TraceWriter::Options writerOptions(const CaptureOptions& options) {
   writerOptions.maxPendingBytes = options.bufferBytes;
   writerOptions.pageLocker = &driverPageLocker();
   writerOptions.maxDirectBytes = directMemoryBound(options);
+  writerOptions.idleThreads = options.idleWriter;
   return writerOptions;
 }
 

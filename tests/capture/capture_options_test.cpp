@@ -260,5 +260,22 @@ TEST(CaptureOptions, ReadbackMemory) {
   }
 }
 
+// The writer's threads at idle priority: metadata and checkpoint modes only.
+TEST(CaptureOptions, WriterPriority) {
+  const auto plain = read({{"KCAP_OUTPUT", "t"}, {"KCAP_MODE", "checkpoint"}});
+  ASSERT_TRUE(plain);
+  EXPECT_FALSE(plain->idleWriter);
+  for (const char* mode : {"metadata", "checkpoint"}) {
+    const auto idle = read({{"KCAP_OUTPUT", "t"}, {"KCAP_MODE", mode}, {"KCAP_WRITER_PRIORITY", "idle"}});
+    ASSERT_TRUE(idle) << mode;
+    EXPECT_TRUE(idle->idleWriter) << mode;
+  }
+  EXPECT_NE(errorOf({{"KCAP_OUTPUT", "t"}, {"KCAP_MODE", "full"}, {"KCAP_WRITER_PRIORITY", "idle"}})
+                .find("KCAP_WRITER_PRIORITY=\"idle\": cannot be used with KCAP_MODE=full"),
+            std::string::npos);
+  EXPECT_NE(errorOf({{"KCAP_OUTPUT", "t"}, {"KCAP_WRITER_PRIORITY", "low"}}).find("expected normal or idle"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace kcap
