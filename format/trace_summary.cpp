@@ -37,7 +37,10 @@ class SummaryBuilder {
  public:
   void add(schema::Event::Reader event);
   void addChunks(const TraceReader& reader);
-  TraceSummary take() { return std::move(s_); }
+  TraceSummary take() {
+    s_.externalWrites.notLogged += awaitingData_.size();  // the trace ends before their read-back
+    return std::move(s_);
+  }
 
  private:
   void addAlloc(schema::Alloc::Reader a);
@@ -45,6 +48,9 @@ class SummaryBuilder {
   void addLaunch(schema::Launch::Reader l);
   void addModule(uint64_t seq, schema::ModuleLoad::Reader m);
   void countGraphNodes(schema::GraphBody::Reader body, unsigned depth);
+  // A collective or cross-device copy: `written` bytes, `data` what the
+  // event holds, `deferred` its data to come in a writtenData event.
+  void addExternalWrite(uint64_t seq, uint64_t written, uint64_t data, bool missing, bool deferred);
 
   TraceSummary s_;
   std::set<uint64_t> graphExecs_;
@@ -53,7 +59,21 @@ class SummaryBuilder {
   std::unordered_map<uint64_t, size_t> kernelOfLaunch_;  // launchIndex -> index in kernels
   std::map<std::pair<bool, uint64_t>, uint64_t> live_;   // (keyed by handle, key) -> bytes
   uint64_t liveBytes_ = 0;
+  std::set<uint64_t> awaitingData_;  // seqs of external writes marked dataDeferred, not yet read back
 };
+
+void SummaryBuilder::addExternalWrite(uint64_t seq, uint64_t written, uint64_t data, bool missing, bool deferred) {
+  ExternalWritesSummary& x = s_.externalWrites;
+  if (deferred) {
+    ++x.readBackLater;
+    awaitingData_.insert(seq);
+  } else if (data != 0) {
+    ++x.logged.count;
+    x.logged.bytes += data;
+  } else if (missing && written != 0) {
+    ++x.notLogged;
+  }
+}
 
 // Nodes by kind, nested bodies included; a trace is untrusted, so the depth
 // is bounded (the recorder nests at most 16 graphs).
@@ -180,84 +200,107 @@ void SummaryBuilder::add(schema::Event::Reader e) {
     s_.contentRawByType[path.substr(0, path.find('.'))] += c.getSize();
   });
 
-  visitEvent(
-      e, Overloaded{
-             [&](schema::TraceBegin::Reader b) {
-               if (s_.begin) return;
-               s_.begin = std::make_unique<capnp::MallocMessageBuilder>();
-               s_.begin->setRoot(b);
-               s_.beginSeq = e.getSeq();
-             },
-             [&](schema::TraceEnd::Reader t) {
-               s_.end =
-                   TraceEndSummary{e.getSeq(),         enumName(t.getReason()), t.getSignal(),        t.getEventCount(),
-                                   t.getLaunchCount(), t.getDroppedLaunches(),  t.getMessage().cStr()};
-             },
-             [&](schema::ModuleLoad::Reader m) { addModule(e.getSeq(), m); },
-             [&](schema::ModuleUnload::Reader u) {
-               auto it = liveModules_.find(u.getHandle());
-               if (it != liveModules_.end()) {
-                 s_.modules[it->second].unloaded = true;
-                 liveModules_.erase(it);
-               }
-             },
-             [&](schema::FunctionBind::Reader) { ++s_.functionBinds; }, [&](schema::Launch::Reader l) { addLaunch(l); },
-             [&](schema::KernelTiming::Reader t) {
-               auto it = kernelOfLaunch_.find(t.getLaunchIndex());
-               if (it == kernelOfLaunch_.end()) return;
-               const uint64_t ns = t.getEndNs() >= t.getStartNs() ? t.getEndNs() - t.getStartNs() : 0;
-               KernelSummary& k = s_.kernels[it->second];
-               k.durationsNs.push_back(ns);
-               k.totalNs += ns;
-               ++s_.timedLaunches;
-               s_.timedTotalNs += ns;
-             },
-             [&](schema::LaunchEnd::Reader end) {
-               if (end.getResult() != 0) ++s_.failedLaunches;
-             },
-             [&](schema::Alloc::Reader a) { addAlloc(a); }, [&](schema::Free::Reader f) { addFree(f); },
-             [&](schema::Memcpy::Reader m) {
-               auto& d = s_.memcpyByDirection[enumName(m.getDirection())];
-               ++d.count;
-               d.bytes += m.getSize();
-               ++s_.memcpyTotal.count;
-               s_.memcpyTotal.bytes += m.getSize();
-               s_.memcpyCapturedBytes += m.getData().getSize();
-             },
-             [&](schema::Memset::Reader m) {
-               ++s_.memsetTotal.count;
-               s_.memsetTotal.bytes += m.getCount() * m.getElementSize() * std::max<uint64_t>(m.getHeight(), 1);
-             },
-             [&](schema::Checkpoint::Reader c) {
-               ++s_.checkpoints;
-               if (c.getResult() != 0) ++s_.incompleteCheckpoints;
-               s_.checkpointChangedBytes += c.getChangedBytes();
-               uint64_t bytes = 0;
-               for (const auto range : c.getRanges()) bytes += range.getContent().getSize();
-               s_.checkpointMaxBytes = std::max(s_.checkpointMaxBytes, bytes);
-               s_.checkpointMaxHoldNs = std::max(s_.checkpointMaxHoldNs, c.getHoldNs());
-               s_.checkpointHoldNs += c.getHoldNs();
-             },
-             [&](schema::GraphDefine::Reader d) {
-               if (d.getResult() != 0) return;
-               ++s_.graphs.definitions;
-               if (!d.getComplete()) ++s_.graphs.incomplete;
-               if (graphExecs_.insert(d.getGraphExec()).second) ++s_.graphs.executables;
-               countGraphNodes(d.getBody(), 0);
-             },
-             [&](schema::GraphNodeUpdate::Reader u) {
-               if (u.getResult() == 0) ++s_.graphs.updates;
-             },
-             [&](schema::GraphLaunch::Reader l) {
-               ++s_.graphs.launches;
-               if (l.getPre().size() != 0) ++s_.graphs.launchesWithMemory;
-             },
-             [&](schema::Trigger::Reader t) {
-               s_.triggers.push_back(
-                   {e.getSeq(), e.getTimeNs(), enumName(t.getKind()), t.getReason().cStr(), t.getDroppedEvents()});
-             },
-             [](const auto&) {},  // counted by type above; nothing more to summarise
-         });
+  visitEvent(e, Overloaded{
+                    [&](schema::TraceBegin::Reader b) {
+                      if (s_.begin) return;
+                      s_.begin = std::make_unique<capnp::MallocMessageBuilder>();
+                      s_.begin->setRoot(b);
+                      s_.beginSeq = e.getSeq();
+                    },
+                    [&](schema::TraceEnd::Reader t) {
+                      s_.end = TraceEndSummary{e.getSeq(),           enumName(t.getReason()), t.getSignal(),
+                                               t.getEventCount(),    t.getLaunchCount(),      t.getDroppedLaunches(),
+                                               t.getMessage().cStr()};
+                    },
+                    [&](schema::ModuleLoad::Reader m) { addModule(e.getSeq(), m); },
+                    [&](schema::ModuleUnload::Reader u) {
+                      auto it = liveModules_.find(u.getHandle());
+                      if (it != liveModules_.end()) {
+                        s_.modules[it->second].unloaded = true;
+                        liveModules_.erase(it);
+                      }
+                    },
+                    [&](schema::FunctionBind::Reader) { ++s_.functionBinds; },
+                    [&](schema::Launch::Reader l) { addLaunch(l); },
+                    [&](schema::KernelTiming::Reader t) {
+                      auto it = kernelOfLaunch_.find(t.getLaunchIndex());
+                      if (it == kernelOfLaunch_.end()) return;
+                      const uint64_t ns = t.getEndNs() >= t.getStartNs() ? t.getEndNs() - t.getStartNs() : 0;
+                      KernelSummary& k = s_.kernels[it->second];
+                      k.durationsNs.push_back(ns);
+                      k.totalNs += ns;
+                      ++s_.timedLaunches;
+                      s_.timedTotalNs += ns;
+                    },
+                    [&](schema::LaunchEnd::Reader end) {
+                      if (end.getResult() != 0) ++s_.failedLaunches;
+                    },
+                    [&](schema::Alloc::Reader a) { addAlloc(a); },
+                    [&](schema::Free::Reader f) { addFree(f); },
+                    [&](schema::Memcpy::Reader m) {
+                      if (m.getCrossDevice()) {
+                        ++s_.externalWrites.crossDeviceCopies;
+                        s_.externalWrites.crossDeviceBytes += m.getSize();
+                        addExternalWrite(e.getSeq(), m.getSize(), m.getData().getSize(), false, m.getDataDeferred());
+                      }
+                      auto& d = s_.memcpyByDirection[enumName(m.getDirection())];
+                      ++d.count;
+                      d.bytes += m.getSize();
+                      ++s_.memcpyTotal.count;
+                      s_.memcpyTotal.bytes += m.getSize();
+                      s_.memcpyCapturedBytes += m.getData().getSize();
+                    },
+                    [&](schema::Memset::Reader m) {
+                      ++s_.memsetTotal.count;
+                      s_.memsetTotal.bytes += m.getCount() * m.getElementSize() * std::max<uint64_t>(m.getHeight(), 1);
+                    },
+                    [&](schema::Checkpoint::Reader c) {
+                      ++s_.checkpoints;
+                      if (c.getResult() != 0) ++s_.incompleteCheckpoints;
+                      s_.checkpointChangedBytes += c.getChangedBytes();
+                      uint64_t bytes = 0;
+                      for (const auto range : c.getRanges()) bytes += range.getContent().getSize();
+                      s_.checkpointMaxBytes = std::max(s_.checkpointMaxBytes, bytes);
+                      s_.checkpointMaxHoldNs = std::max(s_.checkpointMaxHoldNs, c.getHoldNs());
+                      s_.checkpointHoldNs += c.getHoldNs();
+                    },
+                    [&](schema::GraphDefine::Reader d) {
+                      if (d.getResult() != 0) return;
+                      ++s_.graphs.definitions;
+                      if (!d.getComplete()) ++s_.graphs.incomplete;
+                      if (graphExecs_.insert(d.getGraphExec()).second) ++s_.graphs.executables;
+                      countGraphNodes(d.getBody(), 0);
+                    },
+                    [&](schema::GraphNodeUpdate::Reader u) {
+                      if (u.getResult() == 0) ++s_.graphs.updates;
+                    },
+                    [&](schema::GraphLaunch::Reader l) {
+                      ++s_.graphs.launches;
+                      if (l.getPre().size() != 0) ++s_.graphs.launchesWithMemory;
+                    },
+                    [&](schema::Collective::Reader c) {
+                      ExternalWritesSummary& x = s_.externalWrites;
+                      ++x.collectives;
+                      ++x.collectivesByOperation[enumName(c.getOperation())];
+                      x.collectiveBytes += c.getWritten();
+                      addExternalWrite(e.getSeq(), c.getWritten(), c.getData().getSize(),
+                                       c.getDataMissing().size() != 0, c.getDataDeferred());
+                    },
+                    [&](schema::WrittenData::Reader w) {
+                      if (awaitingData_.erase(w.getOf()) == 0) return;  // names nothing waiting (kcap check says so)
+                      if (w.getData().getSize() != 0) {
+                        ++s_.externalWrites.logged.count;
+                        s_.externalWrites.logged.bytes += w.getData().getSize();
+                      } else {
+                        ++s_.externalWrites.notLogged;
+                      }
+                    },
+                    [&](schema::Trigger::Reader t) {
+                      s_.triggers.push_back({e.getSeq(), e.getTimeNs(), enumName(t.getKind()), t.getReason().cStr(),
+                                             t.getDroppedEvents()});
+                    },
+                    [](const auto&) {},  // counted by type above; nothing more to summarise
+                });
 }
 
 void SummaryBuilder::addChunks(const TraceReader& reader) {

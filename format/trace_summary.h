@@ -82,6 +82,20 @@ struct GraphsSummary {
   std::map<std::string, uint64_t> nodesByKind;
 };
 
+// What NCCL calls and copies from another device wrote into this process's
+// memory, and how much of it the trace holds (checkpoint mode logs it, in
+// the event or in a later writtenData event).
+struct ExternalWritesSummary {
+  uint64_t collectives = 0;
+  std::map<std::string, uint64_t> collectivesByOperation;  // enumerant name -> calls
+  uint64_t collectiveBytes = 0;                            // written on this rank, all calls
+  uint64_t crossDeviceCopies = 0;
+  uint64_t crossDeviceBytes = 0;
+  CountBytes logged;           // calls and copies whose bytes the trace holds
+  uint64_t readBackLater = 0;  // of those that wrote, marked dataDeferred
+  uint64_t notLogged = 0;      // checkpoint mode: bytes missing (the reason is in the trace), or never read back
+};
+
 struct TraceSummary {
   // events
   uint64_t events = 0;
@@ -105,6 +119,7 @@ struct TraceSummary {
   uint64_t timedTotalNs = 0;
 
   GraphsSummary graphs;
+  ExternalWritesSummary externalWrites;
 
   // memory
   std::map<std::string, CountBytes> allocByKind;

@@ -215,6 +215,21 @@ void printText(const Options& opt, const format::TraceReader& reader, const Trac
     out += t.render();
   }
 
+  if (const auto& x = s.externalWrites; x.collectives != 0 || x.crossDeviceCopies != 0) {
+    std::string calls;
+    for (const auto& [op, n] : x.collectivesByOperation)
+      calls += (calls.empty() ? ": " : ", ") + op + " " + withCommas(n);
+    out += strf("\nWritten by other GPUs (%s NCCL calls%s; %s copies from another device)\n",
+                withCommas(x.collectives).c_str(), calls.c_str(), withCommas(x.crossDeviceCopies).c_str());
+    Table t({"", "Count", "Bytes", ""}, " rr");
+    t.row({"written on this rank", withCommas(x.collectives + x.crossDeviceCopies),
+           humanSize(x.collectiveBytes + x.crossDeviceBytes), ""});
+    t.row({"logged", withCommas(x.logged.count), humanSize(x.logged.bytes),
+           x.readBackLater ? withCommas(x.readBackLater) + " read back after their call" : ""});
+    if (x.notLogged) t.row({"not logged", withCommas(x.notLogged), "", "kcap dump says why (dataMissing, missing)"});
+    out += t.render();
+  }
+
   out += "\nMemory\n";
   {
     Table t({"", "Count", "Bytes", ""}, " rr");
@@ -400,6 +415,11 @@ void printJson(const Options& opt, const format::TraceReader& reader, const Trac
                  {"launchesWithMemory", s.graphs.launchesWithMemory},
                  {"nodesByKind", s.graphs.nodesByKind}};
   j["gpuTime"] = {{"timedLaunches", s.timedLaunches}, {"totalNs", s.timedTotalNs}};
+  const auto& x = s.externalWrites;
+  j["externalWrites"] = {{"collectives", x.collectives},           {"collectivesByOperation", x.collectivesByOperation},
+                         {"collectiveBytes", x.collectiveBytes},   {"crossDeviceCopies", x.crossDeviceCopies},
+                         {"crossDeviceBytes", x.crossDeviceBytes}, {"logged", countBytesJson(x.logged)},
+                         {"readBackLater", x.readBackLater},       {"notLogged", x.notLogged}};
 
   Json byKind = Json::object();
   for (const auto& [kind, cb] : s.allocByKind) byKind[kind] = countBytesJson(cb);

@@ -356,6 +356,13 @@ TEST(NcclRecord, CheckpointModeLogsWhatEachCollectiveWrote) {
   EXPECT_EQ(dump.exitCode, 0) << dump.describe();
   EXPECT_NE(dump.out.find("allReduce"), std::string::npos) << dump.out;
   EXPECT_NE(dump.out.find("rank=0 ranks=2"), std::string::npos) << dump.out;
+  const Outcome info = run({kcapBinary(), {"info", path}, {}, false});
+  EXPECT_EQ(info.exitCode, 0) << info.describe();
+  EXPECT_NE(info.out.find("Written by other GPUs (4 NCCL calls: allGather 1, allReduce 1, recv 1, send 1; 0 copies"),
+            std::string::npos)
+      << info.out;
+  EXPECT_NE(info.out.find("3 read back after their call"), std::string::npos) << info.out;
+  EXPECT_EQ(info.out.find("not logged"), std::string::npos) << info.out;
 
   const Outcome replay = kcapOnDouble({"replay", path});
   EXPECT_EQ(replay.exitCode, 0) << replay.describe();

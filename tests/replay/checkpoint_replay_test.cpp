@@ -742,9 +742,14 @@ TEST_F(CheckpointReplay, ReadBackWrittenLaterIsWrittenAtTheCallsPlace) {
       EXPECT_EQ(run.exitCode, kExitOk) << run.describe();
       EXPECT_NE(run.out.find("interval 1 (launches 1..2, checkpoint 1 -> 2): REPRODUCED"), std::string::npos)
           << run.out;
+      const Outcome info = kcapOnDouble({"info", path});
+      EXPECT_NE(info.out.find("1 read back after their call"), std::string::npos) << info.out;
+      EXPECT_EQ(info.out.find("not logged"), std::string::npos) << info.out;
       continue;
     }
     EXPECT_EQ(run.exitCode, kExitTrace) << run.describe();
+    const Outcome info = kcapOnDouble({"info", path});
+    EXPECT_NE(info.out.find("not logged"), std::string::npos) << info.out;
     const std::string why = which == "never read back" ? "the trace ends before the bytes it wrote were read back"
                                                        : "the copy back failed (CUresult 700)";
     EXPECT_NE(run.out.find("wrote 16384 bytes the trace does not hold: " + why), std::string::npos) << run.out;
