@@ -1,11 +1,11 @@
 #include "record/hang_watchdog.h"
 
+#include "record/background_thread.h"
+
 #include "hooks/real_driver.h"
 #include "hooks/shim_log.h"
 
 #include <cuda.h>
-#include <pthread.h>
-#include <signal.h>
 
 #include <chrono>
 #include <condition_variable>
@@ -78,20 +78,7 @@ HangWatchdog::HangWatchdog(uint32_t seconds, std::function<bool()> capturing, st
 }
 
 bool HangWatchdog::start() noexcept {
-  // Every signal blocked in the thread: the program's handlers never run on it.
-  sigset_t all;
-  sigset_t old;
-  sigfillset(&all);
-  pthread_sigmask(SIG_BLOCK, &all, &old);
-  bool started = false;
-  try {
-    std::thread thread([shared = shared_] { shared->run(); });
-    pthread_setname_np(thread.native_handle(), "kcap-watchdog");
-    thread.detach();
-    started = true;
-  } catch (...) {}
-  pthread_sigmask(SIG_SETMASK, &old, nullptr);
-  return started;
+  return startBackgroundThread("kcap-watchdog", [shared = shared_] { shared->run(); });
 }
 
 void HangWatchdog::launched(uint64_t stream, uint64_t context, uint64_t launchIndex) noexcept {

@@ -1,9 +1,7 @@
 #include "record/written_readback.h"
 
+#include "record/background_thread.h"
 #include "record/driver_api.h"
-
-#include <pthread.h>
-#include <signal.h>
 
 #include <algorithm>
 #include <atomic>
@@ -108,20 +106,7 @@ void WrittenReadback::Shared::deliverMissing(uint64_t of, const std::string& why
 }
 
 bool WrittenReadback::Shared::startThread() {
-  // Every signal blocked in the thread: the program's handlers never run on it.
-  sigset_t all;
-  sigset_t old;
-  sigfillset(&all);
-  pthread_sigmask(SIG_BLOCK, &all, &old);
-  bool started = false;
-  try {
-    std::thread thread([self = shared_from_this()] { self->run(); });
-    pthread_setname_np(thread.native_handle(), "kcap-readback");
-    thread.detach();
-    started = true;
-  } catch (...) {}
-  pthread_sigmask(SIG_SETMASK, &old, nullptr);
-  return started;
+  return startBackgroundThread("kcap-readback", [self = shared_from_this()] { self->run(); });
 }
 
 // A free buffer of at least `capacity` bytes, or a new one while the bound

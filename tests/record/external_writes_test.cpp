@@ -369,68 +369,48 @@ TEST(NcclRecord, CheckpointModeLogsWhatEachCollectiveWrote) {
   EXPECT_NE(replay.out.find("reproduced as recorded"), std::string::npos) << replay.describe();
 }
 
-// With no read-back memory (KCAP_READBACK=0) each call is waited for and
-// carries its bytes itself, as do calls too large for that memory.
-TEST(NcclRecord, WithoutReadbackMemoryEachCallIsWaitedFor) {
-  kcap::test::TempDir dir("kcap-nccl");
+// The read-back memory's two limits: none (KCAP_READBACK=0), where each
+// call is waited for and carries its bytes itself, as does a call too large
+// for that memory; and room for one call at a time (1M: each read-back takes
+// a whole MiB), where every call after the first waits for the one before
+// it to be logged. Either way each call's bytes are logged once, as written.
+TEST(NcclRecord, ReadBackMemoryBoundsWhatIsInFlight) {
   const Outcome plain = run({ncclCollectivesProgram(), {}, {}, false});
   ASSERT_EQ(plain.exitCode, 0) << plain.describe();
-  const std::string path = dir.file("waited.kcap");
-  const Outcome shimmed = run({ncclCollectivesProgram(),
-                               {},
-                               {{"KCAP_OUTPUT", path}, {"KCAP_MODE", "checkpoint"}, {"KCAP_READBACK", "0"}},
-                               true});
-  ASSERT_EQ(shimmed.exitCode, 0) << shimmed.describe();
-  EXPECT_EQ(shimmed.out, plain.out);
-  const auto events = kcap::test::readAllEvents(path);
-  const auto calls = collectivesOf(events);
-  ASSERT_EQ(calls.size(), 4u);
-  auto reader = kcap::format::TraceReader::open(path);
-  for (size_t k = 0; k < 3; ++k) {
-    const auto c = calls[k]->get().getCollective();
-    EXPECT_FALSE(c.getDataDeferred()) << "call " << k;
-    EXPECT_EQ(c.getData().getSize(), uint64_t{kN * 4}) << "call " << k;
-    EXPECT_EQ(writtenDataOf(events, calls[k]->get().getSeq()), nullptr) << "call " << k;
+  for (const std::string bound : {"0", "1M"}) {
+    SCOPED_TRACE("KCAP_READBACK=" + bound);
+    const bool later = bound != "0";
+    kcap::test::TempDir dir("kcap-nccl");
+    const std::string path = dir.file("bounded.kcap");
+    const Outcome shimmed = run({ncclCollectivesProgram(),
+                                 {},
+                                 {{"KCAP_OUTPUT", path}, {"KCAP_MODE", "checkpoint"}, {"KCAP_READBACK", bound}},
+                                 true});
+    ASSERT_EQ(shimmed.exitCode, 0) << shimmed.describe();
+    EXPECT_EQ(shimmed.out, plain.out);
+    const auto events = kcap::test::readAllEvents(path);
+    const auto calls = collectivesOf(events);
+    ASSERT_EQ(calls.size(), 4u);
+    auto reader = kcap::format::TraceReader::open(path);
+    std::vector<std::vector<float>> logged;
+    for (size_t k = 0; k < 3; ++k) {
+      const auto c = calls[k]->get().getCollective();
+      EXPECT_EQ(c.getDataDeferred(), later) << "call " << k;
+      const auto* read = writtenDataOf(events, calls[k]->get().getSeq());
+      ASSERT_EQ(read != nullptr, later) << "call " << k;
+      const auto data = later ? read->get().getWrittenData().getData() : c.getData();
+      ASSERT_EQ(data.getSize(), uint64_t{kN * 4}) << "call " << k;
+      logged.push_back(floatsOf(reader->readContent(data)));
+    }
+    for (int i = 0; i < kN; ++i) {
+      const size_t at = static_cast<size_t>(i);
+      ASSERT_EQ(logged[0][at], 1 + 2 * programX(i) + peerValue(i)) << "all-reduce element " << i;
+      ASSERT_EQ(logged[2][at], 2 * peerValue(i)) << "recv element " << i;
+    }
+    const Outcome replay = kcapOnDouble({"replay", path});
+    EXPECT_EQ(replay.exitCode, 0) << replay.describe();
+    EXPECT_NE(replay.out.find("reproduced as recorded"), std::string::npos) << replay.describe();
   }
-  const auto reduced = floatsOf(reader->readContent(calls[0]->get().getCollective().getData()));
-  for (int i = 0; i < kN; ++i) {
-    ASSERT_EQ(reduced[static_cast<size_t>(i)], 1 + 2 * programX(i) + peerValue(i)) << "all-reduce element " << i;
-  }
-  const Outcome replay = kcapOnDouble({"replay", path});
-  EXPECT_EQ(replay.exitCode, 0) << replay.describe();
-  EXPECT_NE(replay.out.find("reproduced as recorded"), std::string::npos) << replay.describe();
-}
-
-// Read-back memory for one call at a time (1M: each read-back takes a
-// whole MiB): every call after the first waits for the one before it to be
-// logged, and each is still read back, once, with its own bytes.
-TEST(NcclRecord, ReadBacksWaitForRoomInTheirMemory) {
-  kcap::test::TempDir dir("kcap-nccl");
-  const Outcome plain = run({ncclCollectivesProgram(), {}, {}, false});
-  ASSERT_EQ(plain.exitCode, 0) << plain.describe();
-  const std::string path = dir.file("one-at-a-time.kcap");
-  const Outcome shimmed = run({ncclCollectivesProgram(),
-                               {},
-                               {{"KCAP_OUTPUT", path}, {"KCAP_MODE", "checkpoint"}, {"KCAP_READBACK", "1M"}},
-                               true});
-  ASSERT_EQ(shimmed.exitCode, 0) << shimmed.describe();
-  EXPECT_EQ(shimmed.out, plain.out);
-  const auto events = kcap::test::readAllEvents(path);
-  const auto calls = collectivesOf(events);
-  ASSERT_EQ(calls.size(), 4u);
-  auto reader = kcap::format::TraceReader::open(path);
-  for (size_t k = 0; k < 3; ++k) {
-    EXPECT_TRUE(calls[k]->get().getCollective().getDataDeferred()) << "call " << k;
-    const auto* read = writtenDataOf(events, calls[k]->get().getSeq());
-    ASSERT_NE(read, nullptr) << "call " << k;
-    EXPECT_EQ(read->get().getWrittenData().getData().getSize(), uint64_t{kN * 4}) << "call " << k;
-  }
-  const auto received =
-      floatsOf(reader->readContent(writtenDataOf(events, calls[2]->get().getSeq())->get().getWrittenData().getData()));
-  for (int i = 0; i < kN; ++i) ASSERT_EQ(received[static_cast<size_t>(i)], 2 * peerValue(i)) << "recv element " << i;
-  const Outcome replay = kcapOnDouble({"replay", path});
-  EXPECT_EQ(replay.exitCode, 0) << replay.describe();
-  EXPECT_NE(replay.out.find("reproduced as recorded"), std::string::npos) << replay.describe();
 }
 
 // Metadata mode records the calls, never their bytes.
