@@ -169,8 +169,10 @@ void WrittenReadback::request(uint64_t of, CUstream stream, uint64_t address, ui
     s.deliverMissing(of, "no page-locked memory could be had for the read-back");
     return;
   }
+  bool copyQueued = false;
   CUresult result = api.ctxGetCurrent(&entry.context);
   if (result == CUDA_SUCCESS) result = api.memcpyDtoHAsync(entry.buffer, address, size, stream);
+  copyQueued = result == CUDA_SUCCESS;
   if (result == CUDA_SUCCESS) result = api.eventCreate(&entry.event, CU_EVENT_DISABLE_TIMING);
   if (result == CUDA_SUCCESS) {
     result = api.eventRecord(entry.event, stream);
@@ -178,8 +180,9 @@ void WrittenReadback::request(uint64_t of, CUstream stream, uint64_t address, ui
   }
   std::unique_lock lock(s.mutex);
   if (result != CUDA_SUCCESS) {
-    // A copy queued before a failed event record may still land: the buffer
-    // is not reused.
+    // A copy queued before a failed event may still land: that buffer is
+    // not reused.
+    if (!copyQueued) s.free.emplace(entry.capacity, entry.buffer);
     lock.unlock();
     s.deliverMissing(of, "queuing the copy back failed (" + resultText(result) + ")");
     return;
