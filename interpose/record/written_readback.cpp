@@ -169,10 +169,9 @@ void WrittenReadback::request(uint64_t of, CUstream stream, uint64_t address, ui
     s.deliverMissing(of, "no page-locked memory could be had for the read-back");
     return;
   }
-  bool copyQueued = false;
   CUresult result = api.ctxGetCurrent(&entry.context);
   if (result == CUDA_SUCCESS) result = api.memcpyDtoHAsync(entry.buffer, address, size, stream);
-  copyQueued = result == CUDA_SUCCESS;
+  const bool copyQueued = result == CUDA_SUCCESS;
   if (result == CUDA_SUCCESS) result = api.eventCreate(&entry.event, CU_EVENT_DISABLE_TIMING);
   if (result == CUDA_SUCCESS) {
     result = api.eventRecord(entry.event, stream);
