@@ -83,9 +83,12 @@ std::shared_ptr<StoredEvent> completed(const StoredEvent& op, const schema::Cont
   auto event = builder.getRoot<schema::Event>();
   if (event.isCollective()) {
     auto collective = event.getCollective();
+    collective.setDataDeferred(false);  // what there is to know is in the event now
     if (data != nullptr) collective.setData(*data);
     if (!missing.empty()) collective.setDataMissing(missing);
   } else if (event.isMemcpy() && data != nullptr) {
+    // Without its data it stays marked: re-execution names the copy's read-back as what is missing.
+    event.getMemcpy().setDataDeferred(false);
     event.getMemcpy().setData(*data);
   }
   return std::make_shared<StoredEvent>(event.asReader());
