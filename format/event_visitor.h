@@ -27,6 +27,13 @@ struct UnknownEvent {
 // naming kinds (schema_names.h), not for dispatching on them.
 inline uint16_t eventKind(schema::Event::Reader event) { return static_cast<uint16_t>(event.which()); }
 
+// Whether a later writtenData event is to complete `event`: a Collective or
+// Memcpy marked dataDeferred (the schema's WrittenData).
+inline bool awaitsWrittenData(schema::Event::Reader event) {
+  return (event.isCollective() && event.getCollective().getDataDeferred()) ||
+         (event.isMemcpy() && event.getMemcpy().getDataDeferred());
+}
+
 template <typename... Handlers>
 struct Overloaded : Handlers... {
   using Handlers::operator()...;

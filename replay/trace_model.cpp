@@ -69,11 +69,6 @@ std::optional<uint32_t> parameterPointingInto(schema::Launch::Reader launch, uin
 
 namespace {
 
-bool dataDeferred(schema::Event::Reader event) {
-  return (event.isCollective() && event.getCollective().getDataDeferred()) ||
-         (event.isMemcpy() && event.getMemcpy().getDataDeferred());
-}
-
 // `op` as if its data had been in it: the bytes a later WrittenData read
 // back, or, for an NCCL call, why they are not there.
 std::shared_ptr<StoredEvent> completed(const StoredEvent& op, const schema::Content::Reader* data,
@@ -104,7 +99,8 @@ void TraceModel::foldWrittenData(schema::WrittenData::Reader written) {
   const auto it =
       std::lower_bound(memoryOps_.begin(), memoryOps_.end(), of,
                        [](const std::shared_ptr<StoredEvent>& op, uint64_t seq) { return op->seq() < seq; });
-  if (it == memoryOps_.end() || (*it)->seq() != of || !dataDeferred((*it)->get()) || folded_.count(of) != 0) {
+  if (it == memoryOps_.end() || (*it)->seq() != of || !format::awaitsWrittenData((*it)->get()) ||
+      folded_.count(of) != 0) {
     return;  // names no op waiting for its data (or one a ring left out): nothing to complete
   }
   folded_.insert(of);
@@ -120,7 +116,7 @@ void TraceModel::foldWrittenData(schema::WrittenData::Reader written) {
 // An op whose WrittenData the trace does not hold: it ended first.
 void TraceModel::markUnreadWrites() {
   for (auto& op : memoryOps_) {
-    if (dataDeferred(op->get()) && folded_.count(op->seq()) == 0) {
+    if (format::awaitsWrittenData(op->get()) && folded_.count(op->seq()) == 0) {
       op = completed(*op, nullptr, "the trace ends before the bytes it wrote were read back");
     }
   }

@@ -34,6 +34,7 @@
 #include "change_hash.h"
 #include "common.h"
 #include "errors.h"
+#include "event_visitor.h"
 #include "message_check.h"
 #include "subcommands.h"
 #include "trace_reader.h"
@@ -223,8 +224,7 @@ class Checker {
   void checkWrittenData(const format::EventRef& ref, bool gapless) {
     const auto& e = ref.event;
     const uint64_t seq = e.getSeq();
-    if ((e.isCollective() && e.getCollective().getDataDeferred()) ||
-        (e.isMemcpy() && e.getMemcpy().getDataDeferred())) {
+    if (format::awaitsWrittenData(e)) {
       awaitingData_.insert(seq);
       return;
     }

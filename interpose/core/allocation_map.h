@@ -36,6 +36,14 @@ enum class AllocationKind : uint8_t {
   kImported,    // another process's device memory, mapped here (cuIpcOpenMemHandle)
 };
 
+// Memory re-execution cannot recompute, whatever the recorded launches do:
+// the host writes page-locked and managed memory through plain pointers,
+// another process writes its own. Checkpoint mode logs it with each launch
+// that reaches it and leaves it out of checkpoints.
+inline bool writtenOutsideCuda(AllocationKind kind) {
+  return kind == AllocationKind::kHostMapped || kind == AllocationKind::kManaged || kind == AllocationKind::kImported;
+}
+
 struct Allocation {
   uint64_t base = 0;
   uint64_t size = 0;

@@ -87,10 +87,8 @@ void scanParams(const uint8_t* params, size_t size, std::span<const ParamSlot> l
       if (!reader) reader.emplace(allocations);
       auto allocation = reader->find(value);
       if (!allocation) continue;
-      found.push_back({at, value, allocation->base, tensorMap && at == slot.offset,
-                       allocation->kind == AllocationKind::kHostMapped ||
-                           allocation->kind == AllocationKind::kImported ||
-                           allocation->kind == AllocationKind::kManaged});
+      found.push_back(
+          {at, value, allocation->base, tensorMap && at == slot.offset, writtenOutsideCuda(allocation->kind)});
       if (tensorMap) break;  // the rest of a tensor map is dimensions and strides
     }
   }

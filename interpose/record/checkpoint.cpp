@@ -235,10 +235,7 @@ CheckpointTaker::Result CheckpointTaker::take(const std::vector<Allocation>& all
   for (const Allocation& a : allocations) {
     // Host memory, managed memory and other processes' memory: logged at
     // the launches that reach it.
-    if (a.kind == AllocationKind::kHostMapped || a.kind == AllocationKind::kImported ||
-        a.kind == AllocationKind::kManaged) {
-      continue;
-    }
+    if (writtenOutsideCuda(a.kind)) continue;
     // NCCL's own: written by its kernels and its peers', which re-execution does not run.
     if (a.byNccl) continue;
     if (a.device >= 0 && result.device >= 0 && a.device != result.device) {

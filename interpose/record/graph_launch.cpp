@@ -95,7 +95,7 @@ bool Recorder::graphLaunchStarting(const GraphLaunchCall& call, PendingGraphLaun
   pending.exec = call.exec;
   pending.stream = call.stream;
   pending.perThreadStream = call.perThreadStream;
-  const bool capturing = activeCaptures_.load(std::memory_order_relaxed) > 0 && isCapturing(stream);
+  const bool capturing = streamCapturing(stream);
   if (options_.mode == CaptureMode::kMetadata || capturing) {
     pending.stamp = clock_.stamp();  // its facts are handed over with its result
     pending.factsOnly = true;

@@ -399,7 +399,7 @@ bool Recorder::launchStarting(const LaunchCall& call, PendingLaunch& launch) {
 
   // No stream of the process is capturing (the capture hooks count them):
   // no need to ask the driver on every launch.
-  const bool capturing = activeCaptures_.load(std::memory_order_relaxed) > 0 && isCapturing(pending->syncStream);
+  const bool capturing = streamCapturing(pending->syncStream);
   data->capturing = capturing;
   pending->executes = !capturing;
   bool snapshots = !perLaunchMetadataOnly(options_.mode) && !capturing;

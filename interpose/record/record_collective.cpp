@@ -75,7 +75,7 @@ void Recorder::collectives(const std::vector<CollectiveCall>& calls) {
 // ran nothing then: the waiting way says so) or the read-back refuses it.
 bool Recorder::readsBackLater(uint64_t stream, uint64_t size) {
   if (readback_ == nullptr || !readback_->takes(size)) return false;
-  return activeCaptures_.load(std::memory_order_relaxed) == 0 || !isCapturing(reinterpret_cast<CUstream>(stream));
+  return !streamCapturing(reinterpret_cast<CUstream>(stream));
 }
 
 // Reads what `call` wrote once its stream completed, waiting for it: the
@@ -86,7 +86,7 @@ bool Recorder::readsBackLater(uint64_t stream, uint64_t size) {
 std::string Recorder::logCollectiveWrite(const CollectiveCall& call, uint64_t written, std::vector<uint64_t>& waited,
                                          schema::Collective::Builder event) {
   const auto stream = reinterpret_cast<CUstream>(call.stream);
-  if (activeCaptures_.load(std::memory_order_relaxed) > 0 && isCapturing(stream)) {
+  if (streamCapturing(stream)) {
     return "its stream was capturing into a CUDA graph: the call ran nothing then";
   }
   const RelaxedCaptureMode relaxed;

@@ -242,7 +242,7 @@ int Recorder::deviceOfAddress(uint64_t address) {
 // is done); not while the stream captures into a graph, where nothing ran.
 void Recorder::storeCrossDeviceWrite(const CopyCall& call, schema::Memcpy::Builder copy) {
   const auto stream = reinterpret_cast<CUstream>(call.stream);
-  if (activeCaptures_.load(std::memory_order_relaxed) > 0 && isCapturing(stream)) {
+  if (streamCapturing(stream)) {
     return;
   }
   const RelaxedCaptureMode relaxed;

@@ -43,6 +43,7 @@
 #include "hooks/hook_table.h"
 #include "record/checkpoint.h"
 #include "record/code_registry.h"
+#include "record/driver_api.h"
 #include "record/graph_reach.h"
 #include "record/host_waiters.h"
 #include "record/memory_snapshot.h"
@@ -504,13 +505,18 @@ class Recorder {
   // `hostSource` is set when the source is host memory).
   schema::CopyDirection copyDirection(const CopyCall& call, const void*& hostSource);
   int deviceOfAddress(uint64_t address);
+  // Whether `stream` is capturing into a CUDA graph: asks the driver only
+  // while some stream is.
+  bool streamCapturing(CUstream stream) const {
+    return activeCaptures_.load(std::memory_order_relaxed) > 0 && isCapturing(stream);
+  }
   void storeCrossDeviceWrite(const CopyCall& call, schema::Memcpy::Builder copy);
   void storeCrossDeviceRows(const CopyCall& call, schema::Memcpy::Builder copy);
   CUresult storeWritten(uint64_t address, uint64_t size, StoredContent& out);
   std::string logCollectiveWrite(const CollectiveCall& call, uint64_t written, std::vector<uint64_t>& waited,
                                  schema::Collective::Builder event);
-  // Whether the bytes a call wrote at `size` can be read back later
-  // (readback_), without waiting for `stream` now.
+  // Whether the `size` bytes a call on `stream` wrote can be read back
+  // later (readback_), without waiting for the stream now.
   bool readsBackLater(uint64_t stream, uint64_t size);
   void writtenDataRead(uint64_t of, const uint8_t* bytes, uint64_t size, const std::string& missing);
 
