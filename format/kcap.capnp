@@ -369,7 +369,7 @@ struct Memcpy {
   # wrote (a 2D/3D copy's rows packed, as above), read once it completed,
   # and replay writes that instead of copying.
   dataDeferred @16 :Bool;
-  # A crossDevice 1D copy in checkpoint mode: `data` is in a later
+  # A crossDevice copy in checkpoint mode: `data` is in a later
   # `writtenData` event whose `of` is this event's seq (as
   # Collective.dataDeferred).
 }
@@ -387,7 +387,8 @@ struct WrittenData {
   # written bytes these are; at most one WrittenData names an event.
   data @1 :Content;
   # The bytes the call wrote, as that event's `data` would hold them
-  # (Collective: `written` bytes at recvBuffer; Memcpy: `size` bytes at dst).
+  # (Collective: `written` bytes at recvBuffer; Memcpy: `size` bytes at dst,
+  # a 2D/3D copy's rows packed).
   missing @2 :Text;
   # Set, and `data` empty, when the bytes could not be read back: why
   # (the copy back failed, the trace ended before it completed).

@@ -37,6 +37,7 @@ DriverApi load() noexcept {
   resolve(api.memcpyDtoH, "cuMemcpyDtoH_v2");
   resolve(api.memcpyDtoHAsync, "cuMemcpyDtoHAsync_v2");
   resolve(api.memcpy3D, "cuMemcpy3D_v2");
+  resolve(api.memcpy3DAsync, "cuMemcpy3DAsync_v2");
   resolve(api.streamCreate, "cuStreamCreate");
   resolve(api.eventCreate, "cuEventCreate");
   resolve(api.eventRecord, "cuEventRecord");

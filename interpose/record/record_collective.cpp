@@ -66,7 +66,7 @@ void Recorder::collectives(const std::vector<CollectiveCall>& calls) {
     const uint64_t seq = append(message);
     if (later) {
       const RelaxedCaptureMode relaxed;
-      readback_->request(seq, reinterpret_cast<CUstream>(call.stream), call.recvBuffer, *written);
+      readback_->request(seq, reinterpret_cast<CUstream>(call.stream), {call.recvBuffer, *written});
     }
   }
 }

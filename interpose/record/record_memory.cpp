@@ -5,6 +5,7 @@
 
 #include "hooks/nccl_calls.h"
 #include "record/driver_api.h"
+#include "record/written_readback.h"
 
 #include <algorithm>
 #include <cstring>
@@ -267,28 +268,50 @@ CUresult Recorder::storeWritten(uint64_t address, uint64_t size, StoredContent& 
   return snapshot(*writer_, staging_, range, out, nullptr, false);
 }
 
-// A 2D or 3D copy's destination rows, read back packed as the trace holds a
-// copy's rows (Memcpy.data): one 3D copy from the device into host memory.
-void Recorder::storeCrossDeviceRows(const CopyCall& call, schema::Memcpy::Builder copy) {
+namespace {
+
+// What a cross-device copy wrote, as the trace holds it: `size` bytes at
+// dst, or a 2D/3D copy's destination rows, packed (Memcpy.data). False
+// when the rows' shape does not add up to the copy's size.
+bool crossDeviceRegion(const CopyCall& call, WrittenReadback::Region& region) {
+  region = {call.dst, call.size};
+  if (call.width == 0) return true;
   const uint64_t rows = std::max<uint64_t>(call.height, 1), slices = std::max<uint64_t>(call.depth, 1);
   uint64_t bytes = 0;
   if (__builtin_mul_overflow(call.width, rows, &bytes) || __builtin_mul_overflow(bytes, slices, &bytes) ||
-      bytes != call.size || driverApi().memcpy3D == nullptr) {
+      bytes != call.size) {
+    return false;
+  }
+  region.width = call.width;
+  region.pitch = call.dstPitch;
+  region.sliceRows = call.dstHeight != 0 ? call.dstHeight : rows;
+  region.rows = rows;
+  region.slices = slices;
+  return true;
+}
+
+}  // namespace
+
+// A 2D or 3D copy's destination rows, read back packed: one 3D copy from
+// the device into host memory.
+void Recorder::storeCrossDeviceRows(const CopyCall& call, schema::Memcpy::Builder copy) {
+  WrittenReadback::Region region;
+  if (!crossDeviceRegion(call, region) || driverApi().memcpy3D == nullptr) {
     return;
   }
-  std::vector<uint8_t> packed(bytes);
+  std::vector<uint8_t> packed(region.size);
   CUDA_MEMCPY3D p{};
   p.srcMemoryType = CU_MEMORYTYPE_DEVICE;
-  p.srcDevice = call.dst;
-  p.srcPitch = call.dstPitch;
-  p.srcHeight = call.dstHeight != 0 ? call.dstHeight : rows;
+  p.srcDevice = region.address;
+  p.srcPitch = region.pitch;
+  p.srcHeight = region.sliceRows;
   p.dstMemoryType = CU_MEMORYTYPE_HOST;
   p.dstHost = packed.data();
-  p.dstPitch = call.width;
-  p.dstHeight = rows;
-  p.WidthInBytes = call.width;
-  p.Height = rows;
-  p.Depth = slices;
+  p.dstPitch = region.width;
+  p.dstHeight = region.rows;
+  p.WidthInBytes = region.width;
+  p.Height = region.rows;
+  p.Depth = region.slices;
   if (driverApi().memcpy3D(&p) == CUDA_SUCCESS) {
     writer_->storeContent(packed.data(), packed.size(), copy.initData());
   }
@@ -315,14 +338,15 @@ void Recorder::copied(const CopyCall& call, const void* hostSource) {
     writer_->storeContent(packHostRows(hostSource, hostRowsOf(call), packed), call.size, copy.initData());
   }
   bool later = false;
+  WrittenReadback::Region written;
   if (direction == schema::CopyDirection::DEVICE_TO_DEVICE && call.size != 0) {
     const int dstDevice = deviceOfAddress(call.dst);
     const int srcDevice = deviceOfAddress(call.src);
     if (dstDevice >= 0 && srcDevice >= 0 && dstDevice != srcDevice) {
       copy.setCrossDevice(true);
-      // Checkpoint mode reads a 1D copy's bytes back without waiting for
-      // it; full mode, and the rows of 2D/3D copies, wait.
-      later = call.width == 0 && readsBackLater(call.stream, call.size);
+      // Checkpoint mode reads the bytes back without waiting for the
+      // copy; full mode waits.
+      later = crossDeviceRegion(call, written) && readsBackLater(call.stream, call.size);
       if (later) {
         copy.setDataDeferred(true);
       } else if (options_.mode != CaptureMode::kMetadata) {
@@ -333,7 +357,7 @@ void Recorder::copied(const CopyCall& call, const void* hostSource) {
   const uint64_t seq = append(message);
   if (later) {
     const RelaxedCaptureMode relaxed;
-    readback_->request(seq, reinterpret_cast<CUstream>(call.stream), call.dst, call.size);
+    readback_->request(seq, reinterpret_cast<CUstream>(call.stream), written);
   }
 }
 

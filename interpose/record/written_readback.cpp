@@ -27,6 +27,26 @@ bool driverHasWhatItNeeds() {
          api.eventDestroy != nullptr && api.ctxGetCurrent != nullptr && api.ctxSetCurrent != nullptr;
 }
 
+// Queues the copy of `region` into `buffer`, packed.
+CUresult queueCopy(uint8_t* buffer, const WrittenReadback::Region& region, CUstream stream) {
+  const DriverApi& api = driverApi();
+  if (region.width == 0) return api.memcpyDtoHAsync(buffer, region.address, region.size, stream);
+  if (api.memcpy3DAsync == nullptr) return CUDA_ERROR_NOT_FOUND;
+  CUDA_MEMCPY3D p{};
+  p.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+  p.srcDevice = region.address;
+  p.srcPitch = region.pitch;
+  p.srcHeight = region.sliceRows;
+  p.dstMemoryType = CU_MEMORYTYPE_HOST;
+  p.dstHost = buffer;
+  p.dstPitch = region.width;
+  p.dstHeight = region.rows;
+  p.WidthInBytes = region.width;
+  p.Height = region.rows;
+  p.Depth = region.slices;
+  return api.memcpy3DAsync(&p, stream);
+}
+
 std::string resultText(CUresult result) { return "CUresult " + std::to_string(static_cast<int>(result)); }
 
 // Locks `mutex` unless that takes past `deadline`: on a fatal signal the
@@ -143,8 +163,9 @@ uint8_t* WrittenReadback::Shared::acquire(uint64_t capacity, uint64_t& got, std:
   }
 }
 
-void WrittenReadback::request(uint64_t of, CUstream stream, uint64_t address, uint64_t size) {
+void WrittenReadback::request(uint64_t of, CUstream stream, const Region& region) {
   Shared& s = *shared_;
+  const uint64_t size = region.size;
   if (!takes(size)) {
     s.deliverMissing(of, "the read-back was refused (the recording is ending, or it is too large)");
     return;
@@ -170,7 +191,7 @@ void WrittenReadback::request(uint64_t of, CUstream stream, uint64_t address, ui
     return;
   }
   CUresult result = api.ctxGetCurrent(&entry.context);
-  if (result == CUDA_SUCCESS) result = api.memcpyDtoHAsync(entry.buffer, address, size, stream);
+  if (result == CUDA_SUCCESS) result = queueCopy(entry.buffer, region, stream);
   const bool copyQueued = result == CUDA_SUCCESS;
   if (result == CUDA_SUCCESS) result = api.eventCreate(&entry.event, CU_EVENT_DISABLE_TIMING);
   if (result == CUDA_SUCCESS) {

@@ -16,7 +16,8 @@
 //
 // Every request is delivered exactly once: with its bytes, or with why
 // there are none (the copy could not be queued or failed, the recording
-// ended first). The page-locked memory in flight is bounded: a request
+// ended first). A 2D or 3D copy's rows are read back packed, one copy
+// for all of them. The page-locked memory in flight is bounded: a request
 // waits for earlier ones to finish while its bytes would pass the bound,
 // and one larger than the bound is not taken (the caller reads it back
 // itself, waiting for the stream, as before).
@@ -43,16 +44,30 @@ class WrittenReadback {
   WrittenReadback(const WrittenReadback&) = delete;
   WrittenReadback& operator=(const WrittenReadback&) = delete;
 
+  // What to read back: `size` bytes at `address`; or, when `width` is not
+  // 0, a 2D/3D copy's destination rows, packed (`size` = width * rows *
+  // slices): `rows` rows of `width` bytes `pitch` apart in each of
+  // `slices` slices, which start `pitch * sliceRows` apart.
+  struct Region {
+    uint64_t address = 0;
+    uint64_t size = 0;
+    uint64_t width = 0;
+    uint64_t pitch = 0;
+    uint64_t sliceRows = 0;
+    uint64_t rows = 1;
+    uint64_t slices = 1;
+  };
+
   // Whether a request of `size` bytes would be taken: the driver has what it
   // needs, size is within the bound, and finish() has not begun.
   bool takes(uint64_t size) const;
 
-  // Queues the read-back of [address, address + size) on `stream`, which
+  // Queues the read-back of `region` on `stream`, which
   // must belong to the calling thread's current context and not be
   // capturing into a graph, for the event numbered `of`. Returns once the
   // copy is queued (having waited for room, see above); the bytes are
   // delivered later. A request takes() refuses is delivered missing.
-  void request(uint64_t of, CUstream stream, uint64_t address, uint64_t size);
+  void request(uint64_t of, CUstream stream, const Region& region);
 
   // Waits up to `wait` for the requests made so far to be delivered (none:
   // the driver may not be called, after a fatal signal), then delivers the

@@ -158,60 +158,80 @@ const kcap::test::OwnedEvent* writtenDataOf(const std::vector<kcap::test::OwnedE
 
 // What a copy from another device wrote: logged with the copy, as the
 // checkpoints hold only the launching device's memory.
+// Each copy's bytes are read back in stream order into a later writtenData
+// event, 2D and 3D copies' rows packed; with KCAP_READBACK=0 each copy
+// waits for its stream and holds them itself.
 TEST(PeerCopyRecord, CopiesFromAnotherDeviceLogWhatTheyWrote) {
   kcap::test::TempDir dir("kcap-peer");
-  const std::string path = dir.file("peer.kcap");
   const std::map<std::string, std::string> twoDevices = {{"KCAP_DOUBLE_DEVICES", "2"}};
   const Outcome plain = run({peerCopyProgram(), {}, twoDevices, false});
+  ASSERT_EQ(plain.exitCode, 0) << plain.describe();
   std::map<std::string, std::string> env = twoDevices;
-  env["KCAP_OUTPUT"] = path;
   env["KCAP_MODE"] = "checkpoint";
   env["KCAP_CHECKPOINT_EVERY"] = "2launches";
-  const Outcome shimmed = run({peerCopyProgram(), {}, env, true});
-  ASSERT_EQ(plain.exitCode, 0) << plain.describe();
-  ASSERT_EQ(shimmed.exitCode, 0) << shimmed.describe();
-  EXPECT_EQ(shimmed.err, "") << shimmed.describe();
-  EXPECT_EQ(shimmed.out, plain.out);
+  std::string path;
+  for (const std::string readback : {"0", "256M"}) {
+    SCOPED_TRACE("KCAP_READBACK=" + readback);
+    const bool later = readback != "0";
+    path = dir.file("peer-" + readback + ".kcap");
+    env["KCAP_OUTPUT"] = path;
+    env["KCAP_READBACK"] = readback;
+    const Outcome shimmed = run({peerCopyProgram(), {}, env, true});
+    ASSERT_EQ(shimmed.exitCode, 0) << shimmed.describe();
+    EXPECT_EQ(shimmed.err, "") << shimmed.describe();
+    EXPECT_EQ(shimmed.out, plain.out);
 
-  auto reader = kcap::format::TraceReader::open(path);
-  int crossDevice = 0;
-  std::vector<std::vector<float>> rowCopies;  // the 2D and the 3D copy's packed rows
-  const auto events = kcap::test::readAllEvents(path);
-  for (const auto& e : events) {
-    if (e.get().which() != Event::MEMCPY) continue;
-    const auto copy = e.get().getMemcpy();
-    if (copy.getDirection() != schema::CopyDirection::DEVICE_TO_DEVICE) continue;
-    EXPECT_TRUE(copy.getCrossDevice()) << "every device-to-device copy of the program crosses devices";
-    if (copy.getWidth() != 0) {  // rows: read back waiting, into the copy's own event
-      EXPECT_FALSE(copy.getDataDeferred());
-      rowCopies.push_back(floatsOf(reader->readContent(copy.getData())));
-      continue;
+    auto reader = kcap::format::TraceReader::open(path);
+    int crossDevice = 0;
+    std::vector<std::vector<float>> rowCopies;  // the 2D and the 3D copy's packed rows
+    const auto events = kcap::test::readAllEvents(path);
+    for (const auto& e : events) {
+      if (e.get().which() != Event::MEMCPY) continue;
+      const auto copy = e.get().getMemcpy();
+      if (copy.getDirection() != schema::CopyDirection::DEVICE_TO_DEVICE) continue;
+      EXPECT_TRUE(copy.getCrossDevice()) << "every device-to-device copy of the program crosses devices";
+      EXPECT_EQ(copy.getDataDeferred(), later) << "copy at event #" << e.get().getSeq();
+      const auto* written = writtenDataOf(events, e.get().getSeq());
+      std::vector<uint8_t> bytes;
+      if (later) {
+        ASSERT_NE(written, nullptr) << "copy at event #" << e.get().getSeq();
+        EXPECT_EQ(std::string(written->get().getWrittenData().getMissing().cStr()), "");
+        EXPECT_EQ(copy.getData().getSize(), 0u) << "its bytes come in a writtenData event";
+        bytes = reader->readContent(written->get().getWrittenData().getData());
+      } else {
+        EXPECT_EQ(written, nullptr);
+        bytes = reader->readContent(copy.getData());
+      }
+      if (copy.getWidth() != 0) {
+        rowCopies.push_back(floatsOf(bytes));
+        continue;
+      }
+      ASSERT_EQ(bytes.size(), kN * sizeof(float));
+      for (int i = 0; i < kN; ++i) {
+        float v = 0;
+        std::memcpy(&v, bytes.data() + static_cast<size_t>(i) * sizeof v, sizeof v);
+        ASSERT_EQ(v, static_cast<float>(i % 37)) << "copy " << crossDevice << " element " << i;
+      }
+      ++crossDevice;
     }
-    // A 1D copy's bytes: read back in stream order, in a later event.
-    EXPECT_TRUE(copy.getDataDeferred()) << "copy " << crossDevice;
-    EXPECT_EQ(copy.getData().getSize(), 0u) << "copy " << crossDevice;
-    const auto* written = writtenDataOf(events, e.get().getSeq());
-    ASSERT_NE(written, nullptr) << "copy " << crossDevice;
-    EXPECT_EQ(std::string(written->get().getWrittenData().getMissing().cStr()), "");
-    const std::vector<uint8_t> bytes = reader->readContent(written->get().getWrittenData().getData());
-    ASSERT_EQ(bytes.size(), kN * sizeof(float));
-    for (int i = 0; i < kN; ++i) {
-      float v = 0;
-      std::memcpy(&v, bytes.data() + static_cast<size_t>(i) * sizeof v, sizeof v);
-      ASSERT_EQ(v, static_cast<float>(i % 37)) << "copy " << crossDevice << " element " << i;
+    EXPECT_EQ(crossDevice, kRounds) << "cuMemcpyPeer, cuMemcpyPeerAsync and a unified copy, twice each";
+    // Their rows as the copies wrote them: source element (row * 64 + column).
+    ASSERT_EQ(rowCopies.size(), 2u) << "a unified 2D copy and a cuMemcpy3DPeer";
+    ASSERT_EQ(rowCopies[0].size(), 16u * 32u);
+    for (size_t at = 0; at < rowCopies[0].size(); ++at) {
+      ASSERT_EQ(rowCopies[0][at], static_cast<float>((at / 32 * 64 + at % 32) % 37)) << "2D element " << at;
     }
-    ++crossDevice;
-  }
-  EXPECT_EQ(crossDevice, kRounds) << "cuMemcpyPeer, cuMemcpyPeerAsync and a unified copy, twice each";
-  // Their rows as the copies wrote them: source element (row * 64 + column).
-  ASSERT_EQ(rowCopies.size(), 2u) << "a unified 2D copy and a cuMemcpy3DPeer";
-  ASSERT_EQ(rowCopies[0].size(), 16u * 32u);
-  for (size_t at = 0; at < rowCopies[0].size(); ++at) {
-    ASSERT_EQ(rowCopies[0][at], static_cast<float>((at / 32 * 64 + at % 32) % 37)) << "2D element " << at;
-  }
-  ASSERT_EQ(rowCopies[1].size(), 4u * 4u * 16u);
-  for (size_t at = 0; at < rowCopies[1].size(); ++at) {
-    ASSERT_EQ(rowCopies[1][at], static_cast<float>((at / 16 * 64 + at % 16) % 37)) << "3D element " << at;
+    ASSERT_EQ(rowCopies[1].size(), 4u * 4u * 16u);
+    for (size_t at = 0; at < rowCopies[1].size(); ++at) {
+      ASSERT_EQ(rowCopies[1][at], static_cast<float>((at / 16 * 64 + at % 16) % 37)) << "3D element " << at;
+    }
+
+    // Device 1's buffer is in no checkpoint: re-execution must write what
+    // each copy wrote instead of copying it.
+    const Outcome replay = kcapOnDouble({"replay", path}, twoDevices);
+    EXPECT_EQ(replay.exitCode, 0) << replay.describe();
+    EXPECT_NE(replay.out.find("Verdict: all 4 intervals reproduced as recorded."), std::string::npos)
+        << replay.describe();
   }
   const Outcome dump = run({kcapBinary(), {"dump", path, "--type", "memcpy"}, {}, false});
   EXPECT_EQ(dump.exitCode, 0) << dump.describe();
@@ -222,13 +242,6 @@ TEST(PeerCopyRecord, CopiesFromAnotherDeviceLogWhatTheyWrote) {
     dumped += dump.out.substr(at, end - at).find(" crossDevice") != std::string::npos ? 1 : 0;
   }
   EXPECT_EQ(dumped, size_t{kRounds} + 2) << dump.out;
-
-  // Device 1's buffer is in no checkpoint: re-execution must write what
-  // each copy wrote instead of copying it.
-  const Outcome replay = kcapOnDouble({"replay", path}, twoDevices);
-  EXPECT_EQ(replay.exitCode, 0) << replay.describe();
-  EXPECT_NE(replay.out.find("Verdict: all 4 intervals reproduced as recorded."), std::string::npos)
-      << replay.describe();
 
   // Metadata mode names the crossing, without the bytes.
   const std::string metadata = dir.file("metadata.kcap");
