@@ -85,8 +85,9 @@ bool mayBeHooked(const char* name) noexcept { return name != nullptr && name[0] 
 
 // NCCL's names, looked up in a handle of NCCL's (nccl_calls.h).
 bool mayBeNccl(void* handle, const char* name) noexcept {
-  return name != nullptr && handle != RTLD_DEFAULT && handle != RTLD_NEXT && name[0] == 'n' && name[1] == 'c' &&
-         name[2] == 'c' && name[3] == 'l';
+  if (name == nullptr || handle == RTLD_DEFAULT || handle == RTLD_NEXT) return false;
+  if (name[0] == 'p') ++name;  // the profiling names: pncclAllReduce
+  return name[0] == 'n' && name[1] == 'c' && name[2] == 'c' && name[3] == 'l';
 }
 
 }  // namespace

@@ -1,14 +1,14 @@
 // The shim's NCCL entry points (nccl_exports.cpp): the collective and
 // point-to-point calls, ncclGroupStart and ncclGroupEnd, exported under
-// NCCL's names so that a program linked against libnccl.so.2 reaches them
+// NCCL's names and its profiling names (pncclAllReduce, ...) so that a program linked against libnccl.so.2 reaches them
 // first (LD_PRELOAD). Each forwards to the next definition (NCCL's own) and
 // hands the call to the recorder once NCCL has queued its work: at once,
 // or for a call inside a group at the outermost ncclGroupEnd.
 //
 // A program that opens NCCL itself and looks these names up in its handle
 // (dlsym(handle, "ncclAllReduce")) gets them too (dlsym_override.cpp,
-// ncclEntryFor). What they do not see: NCCL's profiling names (pnccl*),
-// and NCCL linked statically into another library.
+// ncclEntryFor). What they do not see: NCCL linked statically into another
+// library.
 #pragma once
 
 namespace kcap {

@@ -92,23 +92,29 @@ void* nextDefinition(const char* name, void* own) noexcept {
   return fn;
 }
 
-template <class Fn>
-Fn nccl(std::atomic<Fn>& slot, const char* name) noexcept {
-  Fn fn = slot.load(std::memory_order_acquire);
-  if (fn == nullptr) {
-    fn = reinterpret_cast<Fn>(nextDefinition(name, dlsym(RTLD_DEFAULT, name)));
-    slot.store(fn, std::memory_order_release);
+// One exported name and NCCL's definition of it, found at its first call.
+struct NcclName {
+  const char* name;
+  std::atomic<void*> definition{nullptr};
+
+  template <class Fn>
+  Fn real() noexcept {
+    void* fn = definition.load(std::memory_order_acquire);
+    if (fn == nullptr) {
+      fn = nextDefinition(name, dlsym(RTLD_DEFAULT, name));
+      definition.store(fn, std::memory_order_release);
+    }
+    return reinterpret_cast<Fn>(fn);
   }
-  return fn;
-}
+};
 
 // This process's rank in `comm` and the number of ranks, asked of NCCL.
 void describeComm(CollectiveCall& call) {
   using Ask = Result (*)(const void*, int*);
-  static std::atomic<Ask> count{nullptr}, userRank{nullptr};
+  static NcclName count{"ncclCommCount"}, userRank{"ncclCommUserRank"};
   const auto comm = reinterpret_cast<const void*>(call.comm);
-  if (Ask fn = nccl(count, "ncclCommCount"); fn != nullptr && fn(comm, &call.ranks) != 0) call.ranks = -1;
-  if (Ask fn = nccl(userRank, "ncclCommUserRank"); fn != nullptr && fn(comm, &call.rank) != 0) call.rank = -1;
+  if (Ask fn = count.real<Ask>(); fn != nullptr && fn(comm, &call.ranks) != 0) call.ranks = -1;
+  if (Ask fn = userRank.real<Ask>(); fn != nullptr && fn(comm, &call.rank) != 0) call.rank = -1;
 }
 
 void record(std::vector<CollectiveCall>& calls) {
@@ -196,133 +202,181 @@ bool madeByNccl() noexcept {
 
 }  // namespace kcap
 
-using kcap::schema::CollectiveOp;
+namespace kcap {
+namespace {
 
-#define KCAP_NCCL_EXPORT extern "C" [[gnu::visibility("default")]]
+using schema::CollectiveOp;
 
-// The reductions and the collectives with a root.
-#define KCAP_NCCL_CALL(Name, Fn, ...)             \
-  static std::atomic<Fn> real_{nullptr};          \
-  const Fn fn = kcap::nccl(real_, Name);          \
-  if (fn == nullptr) return kcap::kInternalError; \
-  const kcap::HeldGate gate;                      \
-  kcap::Result result = 0;                        \
-  {                                               \
-    const kcap::InsideCall inside;                \
-    result = fn(__VA_ARGS__);                     \
+// Calls NCCL's definition of `name` with `args`. A call made inside another
+// one (a profiling layer's call of pncclX from inside the ncclX the shim
+// forwarded to) is the same call: passed on untouched, `record` not called.
+// Else the call runs inside the checkpoint gate and, unless it failed to
+// be found, `record(result)` follows it.
+template <class Fn, class Record, class... Args>
+Result forward(NcclName& name, Record record, Args... args) {
+  const Fn fn = name.real<Fn>();
+  if (fn == nullptr) return kInternalError;
+  if (insideCollectiveCall()) return fn(args...);
+  const HeldGate gate;
+  Result result = 0;
+  {
+    const InsideCall inside;
+    result = fn(args...);
   }
-
-KCAP_NCCL_EXPORT int ncclAllReduce(const void* send, void* recv, size_t count, int type, int op, void* comm,
-                                   CUstream stream) {
-  using Fn = int (*)(const void*, void*, size_t, int, int, void*, CUstream);
-  KCAP_NCCL_CALL("ncclAllReduce", Fn, send, recv, count, type, op, comm, stream)
-  return kcap::called(kcap::makeCall(CollectiveOp::ALL_REDUCE, send, recv, count, type, op, -1, comm, stream), result);
+  return record(result);
 }
 
-KCAP_NCCL_EXPORT int ncclReduce(const void* send, void* recv, size_t count, int type, int op, int root, void* comm,
-                                CUstream stream) {
-  using Fn = int (*)(const void*, void*, size_t, int, int, int, void*, CUstream);
-  KCAP_NCCL_CALL("ncclReduce", Fn, send, recv, count, type, op, root, comm, stream)
-  return kcap::called(kcap::makeCall(CollectiveOp::REDUCE, send, recv, count, type, op, root, comm, stream), result);
+// The collectives and point-to-point calls: recorded with what they were
+// given once NCCL returned.
+template <class Fn, class... Args>
+Result collective(NcclName& name, const CollectiveCall& call, Args... args) {
+  return forward<Fn>(
+      name, [&](Result result) { return called(call, result); }, args...);
 }
 
-KCAP_NCCL_EXPORT int ncclReduceScatter(const void* send, void* recv, size_t count, int type, int op, void* comm,
-                                       CUstream stream) {
-  using Fn = int (*)(const void*, void*, size_t, int, int, void*, CUstream);
-  KCAP_NCCL_CALL("ncclReduceScatter", Fn, send, recv, count, type, op, comm, stream)
-  return kcap::called(kcap::makeCall(CollectiveOp::REDUCE_SCATTER, send, recv, count, type, op, -1, comm, stream),
-                      result);
-}
+using ReduceFn = Result (*)(const void*, void*, size_t, int, int, void*, CUstream);
+using RootedReduceFn = Result (*)(const void*, void*, size_t, int, int, int, void*, CUstream);
+using RootedFn = Result (*)(const void*, void*, size_t, int, int, void*, CUstream);
+using BcastFn = Result (*)(void*, size_t, int, int, void*, CUstream);
+using GatherFn = Result (*)(const void*, void*, size_t, int, void*, CUstream);
+using SendFn = Result (*)(const void*, size_t, int, int, void*, CUstream);
+using RecvFn = Result (*)(void*, size_t, int, int, void*, CUstream);
+using MemAllocFn = Result (*)(void**, size_t);
+using GroupFn = Result (*)();
 
-KCAP_NCCL_EXPORT int ncclBroadcast(const void* send, void* recv, size_t count, int type, int root, void* comm,
-                                   CUstream stream) {
-  using Fn = int (*)(const void*, void*, size_t, int, int, void*, CUstream);
-  KCAP_NCCL_CALL("ncclBroadcast", Fn, send, recv, count, type, root, comm, stream)
-  return kcap::called(kcap::makeCall(CollectiveOp::BROADCAST, send, recv, count, type, -1, root, comm, stream), result);
+Result allReduce(NcclName& n, const void* send, void* recv, size_t count, int type, int op, void* comm,
+                 CUstream stream) {
+  return collective<ReduceFn>(n, makeCall(CollectiveOp::ALL_REDUCE, send, recv, count, type, op, -1, comm, stream),
+                              send, recv, count, type, op, comm, stream);
 }
-
-KCAP_NCCL_EXPORT int ncclBcast(void* buffer, size_t count, int type, int root, void* comm, CUstream stream) {
-  using Fn = int (*)(void*, size_t, int, int, void*, CUstream);
-  KCAP_NCCL_CALL("ncclBcast", Fn, buffer, count, type, root, comm, stream)
-  return kcap::called(kcap::makeCall(CollectiveOp::BROADCAST, buffer, buffer, count, type, -1, root, comm, stream),
-                      result);
+Result reduce(NcclName& n, const void* send, void* recv, size_t count, int type, int op, int root, void* comm,
+              CUstream stream) {
+  return collective<RootedReduceFn>(n, makeCall(CollectiveOp::REDUCE, send, recv, count, type, op, root, comm, stream),
+                                    send, recv, count, type, op, root, comm, stream);
 }
-
-KCAP_NCCL_EXPORT int ncclGather(const void* send, void* recv, size_t count, int type, int root, void* comm,
-                                CUstream stream) {
-  using Fn = int (*)(const void*, void*, size_t, int, int, void*, CUstream);
-  KCAP_NCCL_CALL("ncclGather", Fn, send, recv, count, type, root, comm, stream)
-  return kcap::called(kcap::makeCall(CollectiveOp::GATHER, send, recv, count, type, -1, root, comm, stream), result);
+Result reduceScatter(NcclName& n, const void* send, void* recv, size_t count, int type, int op, void* comm,
+                     CUstream stream) {
+  return collective<ReduceFn>(n, makeCall(CollectiveOp::REDUCE_SCATTER, send, recv, count, type, op, -1, comm, stream),
+                              send, recv, count, type, op, comm, stream);
 }
-
-KCAP_NCCL_EXPORT int ncclScatter(const void* send, void* recv, size_t count, int type, int root, void* comm,
-                                 CUstream stream) {
-  using Fn = int (*)(const void*, void*, size_t, int, int, void*, CUstream);
-  KCAP_NCCL_CALL("ncclScatter", Fn, send, recv, count, type, root, comm, stream)
-  return kcap::called(kcap::makeCall(CollectiveOp::SCATTER, send, recv, count, type, -1, root, comm, stream), result);
+Result broadcast(NcclName& n, const void* send, void* recv, size_t count, int type, int root, void* comm,
+                 CUstream stream) {
+  return collective<RootedFn>(n, makeCall(CollectiveOp::BROADCAST, send, recv, count, type, -1, root, comm, stream),
+                              send, recv, count, type, root, comm, stream);
 }
-
-KCAP_NCCL_EXPORT int ncclAllGather(const void* send, void* recv, size_t count, int type, void* comm, CUstream stream) {
-  using Fn = int (*)(const void*, void*, size_t, int, void*, CUstream);
-  KCAP_NCCL_CALL("ncclAllGather", Fn, send, recv, count, type, comm, stream)
-  return kcap::called(kcap::makeCall(CollectiveOp::ALL_GATHER, send, recv, count, type, -1, -1, comm, stream), result);
+Result bcast(NcclName& n, void* buffer, size_t count, int type, int root, void* comm, CUstream stream) {
+  return collective<BcastFn>(n, makeCall(CollectiveOp::BROADCAST, buffer, buffer, count, type, -1, root, comm, stream),
+                             buffer, count, type, root, comm, stream);
 }
-
-KCAP_NCCL_EXPORT int ncclAlltoAll(const void* send, void* recv, size_t count, int type, void* comm, CUstream stream) {
-  using Fn = int (*)(const void*, void*, size_t, int, void*, CUstream);
-  KCAP_NCCL_CALL("ncclAlltoAll", Fn, send, recv, count, type, comm, stream)
-  return kcap::called(kcap::makeCall(CollectiveOp::ALL_TO_ALL, send, recv, count, type, -1, -1, comm, stream), result);
+Result gather(NcclName& n, const void* send, void* recv, size_t count, int type, int root, void* comm,
+              CUstream stream) {
+  return collective<RootedFn>(n, makeCall(CollectiveOp::GATHER, send, recv, count, type, -1, root, comm, stream), send,
+                              recv, count, type, root, comm, stream);
 }
-
-KCAP_NCCL_EXPORT int ncclSend(const void* send, size_t count, int type, int peer, void* comm, CUstream stream) {
-  using Fn = int (*)(const void*, size_t, int, int, void*, CUstream);
-  KCAP_NCCL_CALL("ncclSend", Fn, send, count, type, peer, comm, stream)
-  return kcap::called(kcap::makeCall(CollectiveOp::SEND, send, nullptr, count, type, -1, peer, comm, stream), result);
+Result scatter(NcclName& n, const void* send, void* recv, size_t count, int type, int root, void* comm,
+               CUstream stream) {
+  return collective<RootedFn>(n, makeCall(CollectiveOp::SCATTER, send, recv, count, type, -1, root, comm, stream), send,
+                              recv, count, type, root, comm, stream);
 }
-
-KCAP_NCCL_EXPORT int ncclRecv(void* recv, size_t count, int type, int peer, void* comm, CUstream stream) {
-  using Fn = int (*)(void*, size_t, int, int, void*, CUstream);
-  KCAP_NCCL_CALL("ncclRecv", Fn, recv, count, type, peer, comm, stream)
-  return kcap::called(kcap::makeCall(CollectiveOp::RECV, nullptr, recv, count, type, -1, peer, comm, stream), result);
+Result allGather(NcclName& n, const void* send, void* recv, size_t count, int type, void* comm, CUstream stream) {
+  return collective<GatherFn>(n, makeCall(CollectiveOp::ALL_GATHER, send, recv, count, type, -1, -1, comm, stream),
+                              send, recv, count, type, comm, stream);
+}
+Result alltoAll(NcclName& n, const void* send, void* recv, size_t count, int type, void* comm, CUstream stream) {
+  return collective<GatherFn>(n, makeCall(CollectiveOp::ALL_TO_ALL, send, recv, count, type, -1, -1, comm, stream),
+                              send, recv, count, type, comm, stream);
+}
+Result send(NcclName& n, const void* buffer, size_t count, int type, int peer, void* comm, CUstream stream) {
+  return collective<SendFn>(n, makeCall(CollectiveOp::SEND, buffer, nullptr, count, type, -1, peer, comm, stream),
+                            buffer, count, type, peer, comm, stream);
+}
+Result recv(NcclName& n, void* buffer, size_t count, int type, int peer, void* comm, CUstream stream) {
+  return collective<RecvFn>(n, makeCall(CollectiveOp::RECV, nullptr, buffer, count, type, -1, peer, comm, stream),
+                            buffer, count, type, peer, comm, stream);
 }
 
 // The memory it makes is the program's, though NCCL calls the driver.
-KCAP_NCCL_EXPORT int ncclMemAlloc(void** pointer, size_t size) {
-  using Fn = int (*)(void**, size_t);
-  static std::atomic<Fn> real{nullptr};
-  const Fn fn = kcap::nccl(real, "ncclMemAlloc");
-  if (fn == nullptr) return kcap::kInternalError;
-  ++kcap::t_calls.memAllocDepth;
-  const int result = fn(pointer, size);
-  --kcap::t_calls.memAllocDepth;
+Result memAlloc(NcclName& n, void** pointer, size_t size) {
+  const MemAllocFn fn = n.real<MemAllocFn>();
+  if (fn == nullptr) return kInternalError;
+  ++t_calls.memAllocDepth;
+  const Result result = fn(pointer, size);
+  --t_calls.memAllocDepth;
   return result;
 }
 
-KCAP_NCCL_EXPORT int ncclGroupStart() {
-  using Fn = int (*)();
-  KCAP_NCCL_CALL("ncclGroupStart", Fn)
-  if (result == 0) ++kcap::t_calls.groupDepth;
-  return result;
+Result groupStart(NcclName& n) {
+  return forward<GroupFn>(n, [](Result result) {
+    if (result == 0) ++t_calls.groupDepth;
+    return result;
+  });
 }
 
 // The group's work is queued here, by the outermost ncclGroupEnd: its
 // calls are recorded now, each with this call's result when its own was
 // success.
-KCAP_NCCL_EXPORT int ncclGroupEnd() {
-  using Fn = int (*)();
-  KCAP_NCCL_CALL("ncclGroupEnd", Fn)
-  kcap::ThreadCalls& calls = kcap::t_calls;
-  if (calls.groupDepth > 0) --calls.groupDepth;
-  if (calls.groupDepth == 0 && !calls.grouped.empty()) {
-    std::vector<kcap::CollectiveCall> grouped;
-    grouped.swap(calls.grouped);
-    for (kcap::CollectiveCall& call : grouped) {
-      if (call.result == 0) call.result = result;
+Result groupEnd(NcclName& n) {
+  return forward<GroupFn>(n, [](Result result) {
+    ThreadCalls& calls = t_calls;
+    if (calls.groupDepth > 0) --calls.groupDepth;
+    if (calls.groupDepth == 0 && !calls.grouped.empty()) {
+      std::vector<CollectiveCall> grouped;
+      grouped.swap(calls.grouped);
+      for (CollectiveCall& call : grouped) {
+        if (call.result == 0) call.result = result;
+      }
+      kcap::record(grouped);
     }
-    kcap::record(grouped);
-  }
-  return result;
+    return result;
+  });
 }
+
+}  // namespace
+}  // namespace kcap
+
+// Each call is exported under its name and under its profiling name
+// (pnccl...), which NCCL defines as an alias of it for a profiling layer
+// that wraps the plain name; each name forwards to its own next definition.
+#define KCAP_NCCL_ARGS(...) __VA_ARGS__
+#define KCAP_NCCL_EXPORTS(Base, Impl, Params, Args)                  \
+  extern "C" [[gnu::visibility("default")]] int nccl##Base Params {  \
+    static kcap::NcclName name{"nccl" #Base};                        \
+    return kcap::Impl(name KCAP_NCCL_ARGS Args);                     \
+  }                                                                  \
+  extern "C" [[gnu::visibility("default")]] int pnccl##Base Params { \
+    static kcap::NcclName name{"pnccl" #Base};                       \
+    return kcap::Impl(name KCAP_NCCL_ARGS Args);                     \
+  }
+
+KCAP_NCCL_EXPORTS(AllReduce, allReduce,
+                  (const void* s, void* r, size_t n, int type, int op, void* comm, CUstream stream),
+                  (, s, r, n, type, op, comm, stream))
+KCAP_NCCL_EXPORTS(Reduce, reduce,
+                  (const void* s, void* r, size_t n, int type, int op, int root, void* comm, CUstream stream),
+                  (, s, r, n, type, op, root, comm, stream))
+KCAP_NCCL_EXPORTS(ReduceScatter, reduceScatter,
+                  (const void* s, void* r, size_t n, int type, int op, void* comm, CUstream stream),
+                  (, s, r, n, type, op, comm, stream))
+KCAP_NCCL_EXPORTS(Broadcast, broadcast,
+                  (const void* s, void* r, size_t n, int type, int root, void* comm, CUstream stream),
+                  (, s, r, n, type, root, comm, stream))
+KCAP_NCCL_EXPORTS(Bcast, bcast, (void* b, size_t n, int type, int root, void* comm, CUstream stream),
+                  (, b, n, type, root, comm, stream))
+KCAP_NCCL_EXPORTS(Gather, gather, (const void* s, void* r, size_t n, int type, int root, void* comm, CUstream stream),
+                  (, s, r, n, type, root, comm, stream))
+KCAP_NCCL_EXPORTS(Scatter, scatter, (const void* s, void* r, size_t n, int type, int root, void* comm, CUstream stream),
+                  (, s, r, n, type, root, comm, stream))
+KCAP_NCCL_EXPORTS(AllGather, allGather, (const void* s, void* r, size_t n, int type, void* comm, CUstream stream),
+                  (, s, r, n, type, comm, stream))
+KCAP_NCCL_EXPORTS(AlltoAll, alltoAll, (const void* s, void* r, size_t n, int type, void* comm, CUstream stream),
+                  (, s, r, n, type, comm, stream))
+KCAP_NCCL_EXPORTS(Send, send, (const void* s, size_t n, int type, int peer, void* comm, CUstream stream),
+                  (, s, n, type, peer, comm, stream))
+KCAP_NCCL_EXPORTS(Recv, recv, (void* r, size_t n, int type, int peer, void* comm, CUstream stream),
+                  (, r, n, type, peer, comm, stream))
+KCAP_NCCL_EXPORTS(MemAlloc, memAlloc, (void** pointer, size_t size), (, pointer, size))
+KCAP_NCCL_EXPORTS(GroupStart, groupStart, (), ())
+KCAP_NCCL_EXPORTS(GroupEnd, groupEnd, (), ())
 
 namespace kcap {
 
@@ -333,19 +387,33 @@ void* ncclEntryFor(void* handle, const char* name) noexcept {
   };
   static const Entry kEntries[] = {
       {"ncclAllReduce", reinterpret_cast<void*>(&ncclAllReduce)},
+      {"pncclAllReduce", reinterpret_cast<void*>(&pncclAllReduce)},
       {"ncclReduce", reinterpret_cast<void*>(&ncclReduce)},
+      {"pncclReduce", reinterpret_cast<void*>(&pncclReduce)},
       {"ncclReduceScatter", reinterpret_cast<void*>(&ncclReduceScatter)},
+      {"pncclReduceScatter", reinterpret_cast<void*>(&pncclReduceScatter)},
       {"ncclBroadcast", reinterpret_cast<void*>(&ncclBroadcast)},
+      {"pncclBroadcast", reinterpret_cast<void*>(&pncclBroadcast)},
       {"ncclBcast", reinterpret_cast<void*>(&ncclBcast)},
+      {"pncclBcast", reinterpret_cast<void*>(&pncclBcast)},
       {"ncclGather", reinterpret_cast<void*>(&ncclGather)},
+      {"pncclGather", reinterpret_cast<void*>(&pncclGather)},
       {"ncclScatter", reinterpret_cast<void*>(&ncclScatter)},
+      {"pncclScatter", reinterpret_cast<void*>(&pncclScatter)},
       {"ncclAllGather", reinterpret_cast<void*>(&ncclAllGather)},
+      {"pncclAllGather", reinterpret_cast<void*>(&pncclAllGather)},
       {"ncclAlltoAll", reinterpret_cast<void*>(&ncclAlltoAll)},
+      {"pncclAlltoAll", reinterpret_cast<void*>(&pncclAlltoAll)},
       {"ncclSend", reinterpret_cast<void*>(&ncclSend)},
+      {"pncclSend", reinterpret_cast<void*>(&pncclSend)},
       {"ncclRecv", reinterpret_cast<void*>(&ncclRecv)},
+      {"pncclRecv", reinterpret_cast<void*>(&pncclRecv)},
       {"ncclMemAlloc", reinterpret_cast<void*>(&ncclMemAlloc)},
+      {"pncclMemAlloc", reinterpret_cast<void*>(&pncclMemAlloc)},
       {"ncclGroupStart", reinterpret_cast<void*>(&ncclGroupStart)},
+      {"pncclGroupStart", reinterpret_cast<void*>(&pncclGroupStart)},
       {"ncclGroupEnd", reinterpret_cast<void*>(&ncclGroupEnd)},
+      {"pncclGroupEnd", reinterpret_cast<void*>(&pncclGroupEnd)},
   };
   const auto entry =
       std::find_if(std::begin(kEntries), std::end(kEntries), [&](const Entry& e) { return e.name == name; });

@@ -484,6 +484,33 @@ TEST(NcclRecord, NcclLookedUpByNameIsSeen) {
   EXPECT_NE(replay.out.find("reproduced as recorded"), std::string::npos) << replay.describe();
 }
 
+// A program with a profiling layer of its own (nccl_user.cpp): its
+// ncclAllReduce and group calls reach the shim under NCCL's names, the shim
+// forwards them to the layer, which calls NCCL's profiling names (pnccl...)
+// and reaches the shim again; the group's calls come straight by their
+// profiling names. Each call is recorded once, as a linked program's are.
+TEST(NcclRecord, ProfilingNamesAndAProfilingLayerAreSeenOnce) {
+  kcap::test::TempDir dir("kcap-nccl");
+  const std::string program = ncclCollectivesProgram() + "_profiler";
+  const Outcome plain = run({program, {}, {}, false});
+  ASSERT_EQ(plain.exitCode, 0) << plain.describe();
+  ASSERT_NE(plain.out.find("profiled 3 calls"), std::string::npos) << plain.describe();
+  const std::string path = dir.file("profiler.kcap");
+  recordNccl(path, "checkpoint", plain, program);
+  const auto events = kcap::test::readAllEvents(path);
+  const auto calls = collectivesOf(events);
+  ASSERT_EQ(calls.size(), 4u) << "ncclAllReduce once, then the group's three calls";
+  const schema::CollectiveOp ops[] = {schema::CollectiveOp::ALL_REDUCE, schema::CollectiveOp::ALL_GATHER,
+                                      schema::CollectiveOp::RECV, schema::CollectiveOp::SEND};
+  for (size_t k = 0; k < calls.size(); ++k) {
+    EXPECT_EQ(calls[k]->get().getCollective().getOperation(), ops[k]) << "call " << k;
+    EXPECT_EQ(calls[k]->get().getCollective().getGrouped(), k != 0) << "call " << k;
+  }
+  const Outcome replay = kcapOnDouble({"replay", path});
+  EXPECT_EQ(replay.exitCode, 0) << replay.describe();
+  EXPECT_NE(replay.out.find("reproduced as recorded"), std::string::npos) << replay.describe();
+}
+
 // Another process's physical memory mapped through a shareable handle
 // (cuMemImportFromShareableHandle, then cuMemMap): as with CUDA IPC, each
 // launch that reaches it logs it as the launch saw it, checkpoints leave it

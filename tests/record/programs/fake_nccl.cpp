@@ -13,6 +13,9 @@
 // buffer made by ncclCommInitRank, one by a thread it starts (NCCL's proxy
 // thread makes the buffers its peers write). ncclMemAlloc's memory is the
 // caller's.
+//
+// As NCCL does, it defines each call's profiling name (pncclAllReduce, ...)
+// as an alias of it, for a profiling layer that wraps the plain name.
 #include <cuda.h>
 
 #include <cstddef>
@@ -159,3 +162,14 @@ FAKE_NCCL_API int ncclGroupEnd() {
   }
   return 0;
 }
+
+#define FAKE_NCCL_PROFILING_NAME(name) FAKE_NCCL_API decltype(name) p##name __attribute__((alias(#name)));
+FAKE_NCCL_PROFILING_NAME(ncclCommInitRank)
+FAKE_NCCL_PROFILING_NAME(ncclCommDestroy)
+FAKE_NCCL_PROFILING_NAME(ncclMemAlloc)
+FAKE_NCCL_PROFILING_NAME(ncclAllReduce)
+FAKE_NCCL_PROFILING_NAME(ncclAllGather)
+FAKE_NCCL_PROFILING_NAME(ncclRecv)
+FAKE_NCCL_PROFILING_NAME(ncclSend)
+FAKE_NCCL_PROFILING_NAME(ncclGroupStart)
+FAKE_NCCL_PROFILING_NAME(ncclGroupEnd)

@@ -9,8 +9,12 @@
 // ncclRecv into r, ncclSend of x; then axpy reads r into y. The last line
 // prints the sums of y, g and r.
 //
-// Built twice: linked with NCCL, and with KCAP_NCCL_LIBRARY naming it, as a
-// program that opens NCCL itself and looks each function up in its handle.
+// Built three ways: linked with NCCL; with KCAP_NCCL_LIBRARY naming it, as
+// a program that opens NCCL itself and looks each function up in its
+// handle; and with KCAP_NCCL_PROFILER, as a program with a profiling layer
+// of its own: it defines ncclAllReduce, ncclGroupStart and ncclGroupEnd,
+// which count the calls and call NCCL's profiling names (pncclAllReduce,
+// ...), and it calls the group's three calls by their profiling names.
 #include "driver_program.h"
 
 #include <cstddef>
@@ -33,7 +37,36 @@ int ncclGroupStart();
 int ncclGroupEnd();
 }
 
-#ifdef KCAP_NCCL_LIBRARY
+#if defined(KCAP_NCCL_PROFILER)
+extern "C" {
+int pncclAllReduce(const void*, void*, std::size_t, int, int, void*, CUstream);
+int pncclAllGather(const void*, void*, std::size_t, int, void*, CUstream);
+int pncclRecv(void*, std::size_t, int, int, void*, CUstream);
+int pncclSend(const void*, std::size_t, int, int, void*, CUstream);
+int pncclGroupStart();
+int pncclGroupEnd();
+}
+
+namespace {
+int g_profiled = 0;  // calls the profiling layer saw
+}  // namespace
+
+extern "C" [[gnu::visibility("default")]] int ncclAllReduce(const void* send, void* recv, std::size_t count,
+                                                            int type, int op, void* comm, CUstream stream) {
+  ++g_profiled;
+  return pncclAllReduce(send, recv, count, type, op, comm, stream);
+}
+extern "C" [[gnu::visibility("default")]] int ncclGroupStart() {
+  ++g_profiled;
+  return pncclGroupStart();
+}
+extern "C" [[gnu::visibility("default")]] int ncclGroupEnd() {
+  ++g_profiled;
+  return pncclGroupEnd();
+}
+#define NCCL_FN(name) (&::name)
+#define NCCL_DIRECT(name) (&::p##name)
+#elif defined(KCAP_NCCL_LIBRARY)
 #include <dlfcn.h>
 
 #include <cstdlib>
@@ -51,8 +84,10 @@ Fn ncclFunction(const char* name) {
 }
 }  // namespace
 #define NCCL_FN(name) ncclFunction<decltype(&::name)>(#name)
+#define NCCL_DIRECT(name) NCCL_FN(name)
 #else
 #define NCCL_FN(name) (&::name)
+#define NCCL_DIRECT(name) NCCL_FN(name)
 #endif
 
 namespace {
@@ -122,14 +157,17 @@ extern "C" [[gnu::visibility("default")]] int runNcclCollectives() {
   launchAxpy(x);
 
   NCCL(NCCL_FN(ncclGroupStart)());
-  NCCL(NCCL_FN(ncclAllGather)(pointer(y), pointer(g), kN / 2, kFloat32, comm, stream));
-  NCCL(NCCL_FN(ncclRecv)(pointer(r), kN, kFloat32, 1, comm, stream));
-  NCCL(NCCL_FN(ncclSend)(pointer(x), kN, kFloat32, 1, comm, stream));
+  NCCL(NCCL_DIRECT(ncclAllGather)(pointer(y), pointer(g), kN / 2, kFloat32, comm, stream));
+  NCCL(NCCL_DIRECT(ncclRecv)(pointer(r), kN, kFloat32, 1, comm, stream));
+  NCCL(NCCL_DIRECT(ncclSend)(pointer(x), kN, kFloat32, 1, comm, stream));
   NCCL(NCCL_FN(ncclGroupEnd)());
   launchAxpy(r);
   DRIVER(cuStreamSynchronize, stream);
 
   std::printf("result nccl_sums %.1f %.1f %.1f\n", sum(y, kN), sum(g, kN), sum(r, kN));
   NCCL(NCCL_FN(ncclCommDestroy)(comm));
+#ifdef KCAP_NCCL_PROFILER
+  std::printf("profiled %d calls\n", g_profiled);
+#endif
   return 0;
 }
