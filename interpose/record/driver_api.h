@@ -33,7 +33,7 @@ struct DriverApi {
 
   PFN_cuMemcpyDtoH_v3020 memcpyDtoH = nullptr;
   PFN_cuMemcpyDtoHAsync_v3020 memcpyDtoHAsync = nullptr;
-  PFN_cuMemcpy3D_v3020 memcpy3D = nullptr;             // a cross-device 2D/3D copy's rows, packed
+  PFN_cuMemcpy3D_v3020 memcpy3D = nullptr;            // a cross-device 2D/3D copy's rows, packed
   PFN_cuMemcpy3DAsync_v3020 memcpy3DAsync = nullptr;  // the same, read back later (written_readback.h)
   PFN_cuStreamCreate_v2000 streamCreate = nullptr;
   // Checkpoints: the program's queued work, waited for without blocking in the driver.

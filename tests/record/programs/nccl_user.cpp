@@ -51,8 +51,8 @@ namespace {
 int g_profiled = 0;  // calls the profiling layer saw
 }  // namespace
 
-extern "C" [[gnu::visibility("default")]] int ncclAllReduce(const void* send, void* recv, std::size_t count,
-                                                            int type, int op, void* comm, CUstream stream) {
+extern "C" [[gnu::visibility("default")]] int ncclAllReduce(const void* send, void* recv, std::size_t count, int type,
+                                                            int op, void* comm, CUstream stream) {
   ++g_profiled;
   return pncclAllReduce(send, recv, count, type, op, comm, stream);
 }
