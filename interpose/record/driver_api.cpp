@@ -38,6 +38,7 @@ DriverApi load() noexcept {
   resolve(api.memcpyDtoHAsync, "cuMemcpyDtoHAsync_v2");
   resolve(api.memcpy3D, "cuMemcpy3D_v2");
   resolve(api.memcpy3DAsync, "cuMemcpy3DAsync_v2");
+  resolve(api.streamGetCtx, "cuStreamGetCtx");
   resolve(api.streamCreate, "cuStreamCreate");
   resolve(api.eventCreate, "cuEventCreate");
   resolve(api.eventRecord, "cuEventRecord");

@@ -28,6 +28,7 @@ struct DriverApi {
   PFN_cuCtxGetDevice_v2000 ctxGetDevice = nullptr;
   PFN_cuCtxSynchronize_v2000 ctxSynchronize = nullptr;
   PFN_cuStreamSynchronize_v2000 streamSynchronize = nullptr;
+  PFN_cuStreamGetCtx_v9020 streamGetCtx = nullptr;  // a read-back queued on another context's stream
   PFN_cuStreamIsCapturing_v10000 streamIsCapturing = nullptr;
   PFN_cuThreadExchangeStreamCaptureMode_v10010 threadExchangeStreamCaptureMode = nullptr;
 

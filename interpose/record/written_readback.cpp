@@ -190,7 +190,19 @@ void WrittenReadback::request(uint64_t of, CUstream stream, const Region& region
     s.deliverMissing(of, "no page-locked memory could be had for the read-back");
     return;
   }
-  CUresult result = api.ctxGetCurrent(&entry.context);
+  // The copy and its event go in the stream's context, which need not be
+  // the current one (a group of NCCL calls on several devices is recorded
+  // at its ncclGroupEnd): the driver checks a copy against the current
+  // context, so that one is made current for them.
+  CUcontext current = nullptr;
+  CUresult result = api.ctxGetCurrent(&current);
+  entry.context = current;
+  if (result == CUDA_SUCCESS && api.streamGetCtx != nullptr) {
+    CUcontext owner = nullptr;
+    if (api.streamGetCtx(stream, &owner) == CUDA_SUCCESS && owner != nullptr) entry.context = owner;
+  }
+  const bool switched = result == CUDA_SUCCESS && entry.context != current;
+  if (switched) result = api.ctxSetCurrent(entry.context);
   if (result == CUDA_SUCCESS) result = queueCopy(entry.buffer, region, stream);
   const bool copyQueued = result == CUDA_SUCCESS;
   if (result == CUDA_SUCCESS) result = api.eventCreate(&entry.event, CU_EVENT_DISABLE_TIMING);
@@ -198,6 +210,7 @@ void WrittenReadback::request(uint64_t of, CUstream stream, const Region& region
     result = api.eventRecord(entry.event, stream);
     if (result != CUDA_SUCCESS) api.eventDestroy(entry.event);
   }
+  if (switched) api.ctxSetCurrent(current);
   std::unique_lock lock(s.mutex);
   if (result != CUDA_SUCCESS) {
     // A copy queued before a failed event may still land: that buffer is

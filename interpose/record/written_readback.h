@@ -62,9 +62,8 @@ class WrittenReadback {
   // needs, size is within the bound, and finish() has not begun.
   bool takes(uint64_t size) const;
 
-  // Queues the read-back of `region` on `stream`, which
-  // must belong to the calling thread's current context and not be
-  // capturing into a graph, for the event numbered `of`. Returns once the
+  // Queues the read-back of `region` on `stream` (of any context; it must
+  // not be capturing into a graph), for the event numbered `of`. Returns once the
   // copy is queued (having waited for room, see above); the bytes are
   // delivered later. A request takes() refuses is delivered missing.
   void request(uint64_t of, CUstream stream, const Region& region);

@@ -246,6 +246,21 @@ using namespace kcap_double;
 
 // ---- streams and launches ------------------------------------------------------
 
+DOUBLE_API CUresult cuStreamGetCtx(CUstream stream, CUcontext* context) {
+  if (const CUresult r = needContext(); r != CUDA_SUCCESS) {
+    return r;
+  }
+  State& s = state();
+  Lock lock(s.mutex);
+  if (context == nullptr || !validStream(s, stream)) {
+    return context == nullptr ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_INVALID_HANDLE;
+  }
+  const Stream* found = findStream(s, stream);
+  const Context* owner = found != nullptr && found->context != nullptr ? found->context : currentContext();
+  *context = reinterpret_cast<CUcontext>(const_cast<Context*>(owner));
+  return CUDA_SUCCESS;
+}
+
 DOUBLE_API CUresult cuStreamCreate(CUstream* stream, unsigned flags) {
   if (const CUresult r = needContext(); r != CUDA_SUCCESS) {
     return r;
@@ -257,6 +272,7 @@ DOUBLE_API CUresult cuStreamCreate(CUstream* stream, unsigned flags) {
   Lock lock(s.mutex);
   auto* created = new Stream;
   created->flags = flags;
+  created->context = currentContext();
   s.streams.insert(created);
   *stream = reinterpret_cast<CUstream>(created);
   return CUDA_SUCCESS;

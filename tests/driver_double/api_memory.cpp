@@ -65,6 +65,9 @@ CUresult copy(void* destination, const void* source, std::size_t bytes, CUdevice
     if (!validStream(s, stream)) {
       return CUDA_ERROR_INVALID_HANDLE;
     }
+    if (!streamOfCurrentContext(s, stream)) {
+      return CUDA_ERROR_INVALID_VALUE;
+    }
     const auto valid = [&](CUdeviceptr device) {
       return device == 0 || s.contains(device, bytes) || capturedReservation(s, stream, device, bytes);
     };
@@ -215,6 +218,9 @@ CUresult copyPitched(const Layout& to, const Layout& from, std::size_t width, st
     Lock lock(s.mutex);
     if (!validStream(s, stream)) {
       return CUDA_ERROR_INVALID_HANDLE;
+    }
+    if (!streamOfCurrentContext(s, stream)) {
+      return CUDA_ERROR_INVALID_VALUE;
     }
     if (const CUresult r = sideOf(s, to, dst); r != CUDA_SUCCESS) {
       return r;

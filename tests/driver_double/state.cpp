@@ -150,4 +150,9 @@ void State::unloadModule(Module* module) {
   delete module;
 }
 
+bool streamOfCurrentContext(const State& s, CUstream stream) {
+  const auto* made = reinterpret_cast<const Stream*>(stream);
+  return s.streams.count(made) == 0 || made->context == nullptr || made->context == currentContext();
+}
+
 }  // namespace kcap_double

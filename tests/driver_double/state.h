@@ -79,6 +79,7 @@ struct GraphExec;
 struct Stream {
   enum class Capture { kNone, kActive, kInvalidated };
   unsigned flags = 0;
+  const Context* context = nullptr;  // current when it was made (cuStreamGetCtx)
   Capture capture = Capture::kNone;
   Graph* captureGraph = nullptr;
   Stream* origin = nullptr;
@@ -230,6 +231,12 @@ inline bool validStream(const State& s, CUstream stream) {
   return stream == nullptr || stream == CU_STREAM_LEGACY || stream == CU_STREAM_PER_THREAD ||
          s.streams.count(reinterpret_cast<const Stream*>(stream)) != 0;
 }
+
+// Whether a copy may be queued on `stream` from this thread: a stream the
+// program made belongs to the context current when it was made, and the
+// driver checks a copy's pointers against the current context, so a copy
+// on another context's stream fails (CUDA_ERROR_INVALID_VALUE).
+bool streamOfCurrentContext(const State& s, CUstream stream);
 
 // A live CUfunction or CUkernel of the given kind, or nullptr. Needs the lock.
 inline const Launchable* findLaunchable(const State& s, const void* handle, Launchable::Kind kind) {

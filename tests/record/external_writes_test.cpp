@@ -511,6 +511,43 @@ TEST(NcclRecord, ProfilingNamesAndAProfilingLayerAreSeenOnce) {
   EXPECT_NE(replay.out.find("reproduced as recorded"), std::string::npos) << replay.describe();
 }
 
+// A group of NCCL calls on two devices' streams, ended with device 0's
+// context current: each call's bytes are read back on its own stream, in
+// that stream's context (a copy queued on another context's stream fails).
+TEST(NcclRecord, AGroupOverTwoDevicesIsReadBackOnEachStream) {
+  kcap::test::TempDir dir("kcap-nccl");
+  const std::string program = ncclCollectivesProgram() + "_two_devices";
+  const std::map<std::string, std::string> twoDevices = {{"KCAP_DOUBLE_DEVICES", "2"}};
+  const Outcome plain = run({program, {}, twoDevices, false});
+  ASSERT_EQ(plain.exitCode, 0) << plain.describe();
+  ASSERT_NE(plain.out.find("result nccl_two_devices "), std::string::npos) << plain.describe();
+  const std::string path = dir.file("two-devices.kcap");
+  std::map<std::string, std::string> env = twoDevices;
+  env["KCAP_OUTPUT"] = path;
+  env["KCAP_MODE"] = "checkpoint";
+  const Outcome shimmed = run({program, {}, env, true});
+  ASSERT_EQ(shimmed.exitCode, 0) << shimmed.describe();
+  EXPECT_EQ(shimmed.out, plain.out);
+
+  const auto events = kcap::test::readAllEvents(path);
+  const auto calls = collectivesOf(events);
+  ASSERT_EQ(calls.size(), 2u) << "one ncclAllReduce on each device";
+  auto reader = kcap::format::TraceReader::open(path);
+  for (size_t k = 0; k < calls.size(); ++k) {
+    const auto c = calls[k]->get().getCollective();
+    EXPECT_TRUE(c.getGrouped()) << "call " << k;
+    EXPECT_TRUE(c.getDataDeferred()) << "call " << k;
+    const auto* read = writtenDataOf(events, calls[k]->get().getSeq());
+    ASSERT_NE(read, nullptr) << "call " << k;
+    ASSERT_EQ(std::string(read->get().getWrittenData().getMissing().cStr()), "") << "call " << k;
+    const std::vector<float> reduced = floatsOf(reader->readContent(read->get().getWrittenData().getData()));
+    ASSERT_EQ(reduced.size(), size_t{kN}) << "call " << k;
+    for (int i = 0; i < kN; ++i) {
+      ASSERT_EQ(reduced[static_cast<size_t>(i)], 1 + peerValue(i)) << "call " << k << " element " << i;
+    }
+  }
+}
+
 // Another process's physical memory mapped through a shareable handle
 // (cuMemImportFromShareableHandle, then cuMemMap): as with CUDA IPC, each
 // launch that reaches it logs it as the launch saw it, checkpoints leave it
