@@ -216,7 +216,7 @@ struct LaunchEventData final : format::DeferredEvent {
 // launch will see it. Returns whether the launch reaches page-locked host
 // memory.
 bool captureLoggedInputs(LaunchEventData& data, const AllocationMap& allocations, format::TraceWriter& writer,
-                         StagingPool& staging, CUstream stream) {
+                         StagingPool& staging, CUstream stream, bool hashOnDevice) {
   bool readsHost = false;
   bool synchronized = false;
   std::set<uint64_t> seen;
@@ -239,7 +239,11 @@ bool captureLoggedInputs(LaunchEventData& data, const AllocationMap& allocations
       synchronized = true;
     }
     TakenRange entry{{extent->base, extent->size, extent->base, memoryKind(extent->kind)}, {}};
-    if (snapshot(writer, staging, entry.range, entry.content, nullptr, false) == CUDA_SUCCESS) {
+    // Another process's device memory is hashed on the device (most of a
+    // shared pool is as it was at the last launch); host and managed memory
+    // are read on the host, where their writer put them.
+    const bool onDevice = hashOnDevice && extent->kind == AllocationKind::kImported;
+    if (snapshot(writer, staging, entry.range, entry.content, nullptr, onDevice) == CUDA_SUCCESS) {
       data.pre.push_back(std::move(entry));
       data.synchronized = true;  // `pre` is meaningful
     }
@@ -428,7 +432,8 @@ bool Recorder::launchStarting(const LaunchCall& call, PendingLaunch& launch) {
   }
 
   if (checkpoints_ != nullptr && !capturing && !nccl) {
-    pending->readsHostMemory = captureLoggedInputs(*data, allocations_, *writer_, staging_, pending->syncStream);
+    pending->readsHostMemory =
+        captureLoggedInputs(*data, allocations_, *writer_, staging_, pending->syncStream, options_.hashOnDevice);
   }
 
   if (snapshots) {

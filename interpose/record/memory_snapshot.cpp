@@ -469,7 +469,10 @@ CUresult snapshot(format::TraceWriter& writer, StagingPool& staging, const Snaps
   addSegment(whole, 0, range.size, staging.bufferBytes());
 
   const DriverApi& api = driverApi();
-  const bool device = range.kind == schema::MemoryKind::ALLOCATION || range.kind == schema::MemoryKind::VMM;
+  // Device memory, this process's or another's (imported): hashed where it
+  // lies, only the pieces the trace lacks crossing to the host.
+  const bool device = range.kind == schema::MemoryKind::ALLOCATION || range.kind == schema::MemoryKind::VMM ||
+                      range.kind == schema::MemoryKind::IMPORTED;
   const bool onDevice = deviceHashing && device && hostCopy == nullptr && range.size >= kDeviceHashMinBytes &&
                         out.pieceSize % 1024 == 0 && range.address % 16 == 0 && deviceHashingUsable();
   const bool overlap = range.kind != schema::MemoryKind::HOST_MAPPED &&

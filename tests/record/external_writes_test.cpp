@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <cstring>
 #include <map>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -116,6 +117,63 @@ TEST(IpcRecord, CheckpointModeLogsWhatEachLaunchReadOfAnotherProcesssMemory) {
   EXPECT_EQ(round, kRounds);
 
   // Re-execution writes each launch's x before it: every interval as recorded.
+  const Outcome replay = kcapOnDouble({"replay", path});
+  EXPECT_EQ(replay.exitCode, 0) << replay.describe();
+  EXPECT_NE(replay.out.find("Verdict: all 3 intervals reproduced as recorded."), std::string::npos)
+      << replay.describe();
+}
+
+// KCAP_STATS_FILE's `snapshot` line (interpose/hooks/stats.h) as key -> value.
+std::map<std::string, uint64_t> snapshotStats(const std::string& stats) {
+  std::map<std::string, uint64_t> out;
+  const size_t at = stats.find("\nsnapshot ");
+  if (at == std::string::npos) return out;
+  std::istringstream words(stats.substr(at + 10, stats.find('\n', at + 1) - at - 10));
+  std::string key;
+  uint64_t value = 0;
+  while (words >> key >> value) out[key] = value;
+  return out;
+}
+
+// A large imported mapping of which each launch's exporter rewrites only
+// the first 4 KiB: hashed on the device at each launch, only what changed
+// copied to the host, and every launch's x still logged exactly.
+TEST(IpcRecord, ALargeImportIsHashedOnTheDeviceAndOnlyItsChangesCopied) {
+  kcap::test::TempDir dir("kcap-ipc");
+  const std::string shared = dir.file("exported-x");
+  constexpr uint64_t kMapped = 8u << 20;
+  const std::vector<std::string> args = {shared, std::to_string(kMapped)};
+  const Outcome plain = run({ipcImportProgram(), args, {}, false});
+  ASSERT_EQ(plain.exitCode, 0) << plain.describe();
+  const std::string path = dir.file("checkpoint.kcap");
+  RunSpec spec{ipcImportProgram(),
+               args,
+               {{"KCAP_OUTPUT", path}, {"KCAP_MODE", "checkpoint"}, {"KCAP_CHECKPOINT_EVERY", "2launches"}},
+               true};
+  spec.shimStats = true;
+  const Outcome shimmed = run(spec);
+  ASSERT_EQ(shimmed.exitCode, 0) << shimmed.describe();
+  EXPECT_EQ(shimmed.out, plain.out);
+
+  auto stats = snapshotStats(shimmed.shimStats);
+  EXPECT_GE(stats["device_hashed"], kRounds * kMapped) << shimmed.shimStats;
+  EXPECT_LT(stats["copied"], kMapped + kRounds * (1u << 20)) << "the zeros once, then each launch's changed piece\n"
+                                                             << shimmed.shimStats;
+  auto reader = kcap::format::TraceReader::open(path);
+  int round = 0;
+  for (const auto& e : kcap::test::readAllEvents(path)) {
+    if (e.get().which() != Event::LAUNCH) continue;
+    const auto pre = e.get().getLaunch().getPre();
+    ASSERT_EQ(pre.size(), 1u) << "launch " << round;
+    const std::vector<uint8_t> bytes = reader->readContent(pre[0].getContent());
+    ASSERT_EQ(bytes.size(), kMapped);
+    const std::vector<float> x = floatsOf(bytes);
+    for (size_t i = 0; i < x.size(); ++i) {
+      ASSERT_EQ(x[i], i < kN ? exportedX(round, static_cast<int>(i)) : 0.0f) << "launch " << round << " at " << i;
+    }
+    ++round;
+  }
+  EXPECT_EQ(round, kRounds);
   const Outcome replay = kcapOnDouble({"replay", path});
   EXPECT_EQ(replay.exitCode, 0) << replay.describe();
   EXPECT_NE(replay.out.find("Verdict: all 3 intervals reproduced as recorded."), std::string::npos)

@@ -4,7 +4,8 @@
 // maps the same file itself, as the exporting process would hold its
 // allocation, and rewrites x there between launches without a CUDA call,
 // as that process would. Each round axpy reads the imported x into y
-// (y += 2 x); the last line prints y's checksum.
+// (y += 2 x); the last line prints y's checksum. argv[2], when given, is
+// the mapping's size in bytes (at least x's): the rest of it stays zeros.
 #include "driver_program.h"
 
 #include <fcntl.h>
@@ -31,14 +32,16 @@ CUdeviceptr upload(const std::vector<float>& values) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CHECK(argc == 2);
+  CHECK(argc == 2 || argc == 3);
   const std::string path = argv[1];
   CHECK(path.size() < sizeof(CUipcMemHandle::reserved));
   const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   CHECK(fd >= 0);
   constexpr std::size_t kBytes = kN * sizeof(float);
-  CHECK(ftruncate(fd, kBytes) == 0);
-  void* view = mmap(nullptr, kBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);  // the exporter's view
+  const std::size_t mapped = argc == 3 ? std::stoul(argv[2]) : kBytes;
+  CHECK(mapped >= kBytes);
+  CHECK(ftruncate(fd, static_cast<off_t>(mapped)) == 0);
+  void* view = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);  // the exporter's view
   CHECK(view != MAP_FAILED);
   close(fd);
   auto* exported = static_cast<float*>(view);
@@ -78,7 +81,7 @@ int main(int argc, char** argv) {
 
   DRIVER(cuIpcCloseMemHandle, x);
   // y stays allocated: the checkpoint taken at exit holds it.
-  munmap(view, kBytes);
+  munmap(view, mapped);
   test::printMade();
   return 0;
 }
