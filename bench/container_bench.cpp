@@ -24,27 +24,17 @@
 // GB/s are 10^9 bytes of input (uncompressed) per second of wall time.
 // See docs/benchmarks.md for the recorded figures and what the targets are.
 
-#include <fcntl.h>
-#include <sys/resource.h>
-#include <sys/stat.h>
-#include <sys/statfs.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <bit>
 #include <cerrno>
-#include <chrono>
-#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
-#include <fstream>
 #include <functional>
-#include <memory>
-#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -53,20 +43,20 @@
 #include <xxhash.h>
 #include <zstd.h>
 
+#include "bench_data.h"
+#include "bench_host.h"
 #include "errors.h"
 #include "trace_reader.h"
 #include "trace_writer.h"
 
 namespace {
 
+using namespace kcap::bench;  // host helpers and data generation shared by the benchmarks
 using kcap::format::TraceReader;
 using kcap::format::TraceWriter;
 
 constexpr uint64_t kMiB = 1ull << 20;
 constexpr uint64_t kDeviceBase = 0x7f0000000000ull;  // fake device addresses of the snapshots
-
-[[noreturn]] void fail(const std::string& what) { throw std::runtime_error(what); }
-[[noreturn]] void failErrno(const std::string& what) { fail(what + ": " + std::strerror(errno)); }
 
 // ---- configuration ---------------------------------------------------------------
 
@@ -178,79 +168,6 @@ Config parseArgs(int argc, char** argv) {
 
 // ---- data ------------------------------------------------------------------------
 
-// xoshiro256**, seeded through splitmix64: fast, deterministic, good enough.
-class Rng {
- public:
-  explicit Rng(uint64_t seed) {
-    for (auto& word : s_) {
-      seed += 0x9e3779b97f4a7c15ull;
-      uint64_t z = seed;
-      z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-      z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-      word = z ^ (z >> 31);
-    }
-  }
-  uint64_t next() {
-    uint64_t result = std::rotl(s_[1] * 5, 7) * 9;
-    uint64_t t = s_[1] << 17;
-    s_[2] ^= s_[0];
-    s_[3] ^= s_[1];
-    s_[1] ^= s_[2];
-    s_[0] ^= s_[3];
-    s_[2] ^= t;
-    s_[3] = std::rotl(s_[3], 45);
-    return result;
-  }
-  double uniform() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }
-
- private:
-  uint64_t s_[4];
-};
-
-// IEEE binary32 -> binary16 bits, round to nearest even (subnormals, overflow to inf).
-uint16_t halfBits(float f) {
-  uint32_t x = std::bit_cast<uint32_t>(f);
-  uint32_t sign = (x >> 16) & 0x8000u;
-  int32_t exponent = static_cast<int32_t>((x >> 23) & 0xffu) - 127 + 15;
-  uint32_t mantissa = x & 0x7fffffu;
-  if (exponent >= 31) return static_cast<uint16_t>(sign | 0x7c00u);
-  if (exponent <= 0) {
-    if (exponent < -10) return static_cast<uint16_t>(sign);
-    mantissa |= 0x800000u;
-    uint32_t shift = static_cast<uint32_t>(14 - exponent);
-    uint32_t h = mantissa >> shift;
-    uint32_t rest = mantissa & ((1u << shift) - 1);
-    uint32_t halfway = 1u << (shift - 1);
-    if (rest > halfway || (rest == halfway && (h & 1u))) ++h;
-    return static_cast<uint16_t>(sign | h);
-  }
-  uint32_t h = sign | (static_cast<uint32_t>(exponent) << 10) | (mantissa >> 13);
-  uint32_t rest = mantissa & 0x1fffu;
-  if (rest > 0x1000u || (rest == 0x1000u && (h & 1u))) ++h;  // may carry into the exponent: still correct
-  return static_cast<uint16_t>(h);
-}
-
-// fp16 values, roughly normal (Irwin-Hall of four 16-bit uniforms, unit
-// variance), with a scale that changes every 32 KiB like per-channel or
-// per-tensor magnitudes do. relu: negative values become +0.
-void fillHalfs(uint8_t* dst, uint64_t bytes, uint64_t seed, bool relu, double baseScale) {
-  Rng rng(seed);
-  constexpr uint64_t kBlock = 32 * 1024;
-  for (uint64_t block = 0; block < bytes; block += kBlock) {
-    float scale = static_cast<float>(baseScale * std::exp2(rng.uniform() * 4.0 - 2.0));
-    uint64_t end = std::min(bytes, block + kBlock);
-    for (uint64_t at = block; at + 1 < end; at += 2) {
-      uint64_t r = rng.next();
-      uint32_t sum = static_cast<uint32_t>(r & 0xffff) + static_cast<uint32_t>((r >> 16) & 0xffff) +
-                     static_cast<uint32_t>((r >> 32) & 0xffff) + static_cast<uint32_t>(r >> 48);
-      float v = (static_cast<float>(sum) * (1.0f / 65536.0f) - 2.0f) * 1.7320508f * scale;
-      if (relu && v < 0.0f) v = 0.0f;
-      uint16_t h = halfBits(v);
-      std::memcpy(dst + at, &h, 2);
-    }
-  }
-}
-
 struct Segment {
   std::string name;
   uint64_t offset = 0;  // in the input buffer (and the read-back buffer)
@@ -272,17 +189,6 @@ struct Input {
   Dataset control;          // activations only: no duplicate pieces, no zeros
   uint64_t bufferSize = 0;  // size of B
 };
-
-struct FreeDeleter {
-  void operator()(void* p) const { std::free(p); }
-};
-using Buffer = std::unique_ptr<uint8_t, FreeDeleter>;
-
-Buffer allocate(uint64_t size) {
-  void* p = std::aligned_alloc(4096, size);
-  if (p == nullptr) fail("cannot allocate " + std::to_string(size) + " bytes");
-  return Buffer(static_cast<uint8_t*>(p));
-}
 
 Input generate(const Config& c, uint8_t* bytes) {
   Input in;
@@ -325,106 +231,6 @@ Input generate(const Config& c, uint8_t* bytes) {
   in.control.total = activations;
   in.control.checksum = XXH3_64bits(bytes, in.control.total);
   return in;
-}
-
-// ---- files and clocks ------------------------------------------------------------
-
-void writeAll(int fd, const uint8_t* data, uint64_t size) {
-  while (size > 0) {
-    ssize_t n = ::write(fd, data, std::min<uint64_t>(size, 1ull << 30));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) failErrno("write");
-    data += n;
-    size -= static_cast<uint64_t>(n);
-  }
-}
-
-// Reads exactly size bytes; false at a clean end of file before the first byte.
-bool readAll(int fd, uint8_t* data, uint64_t size) {
-  uint64_t got = 0;
-  while (got < size) {
-    ssize_t n = ::read(fd, data + got, std::min<uint64_t>(size - got, 1ull << 30));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) failErrno("read");
-    if (n == 0) {
-      if (got == 0) return false;
-      fail("unexpected end of file");
-    }
-    got += static_cast<uint64_t>(n);
-  }
-  return true;
-}
-
-int openWrite(const std::string& path) {
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) failErrno("cannot create " + path);
-  return fd;
-}
-
-int openRead(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) failErrno("cannot open " + path);
-  return fd;
-}
-
-void closeFd(int fd) {
-  if (::close(fd) != 0) failErrno("close");
-}
-
-uint64_t fileSize(const std::string& path) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) failErrno("cannot stat " + path);
-  return static_cast<uint64_t>(st.st_size);
-}
-
-void truncateIfExists(const std::string& path) {
-  int fd = ::open(path.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC);
-  if (fd < 0) {
-    if (errno == ENOENT) return;
-    failErrno("cannot truncate " + path);
-  }
-  closeFd(fd);
-}
-
-void syncFile(const std::string& path) {
-  int fd = openRead(path);
-  if (::fsync(fd) != 0) failErrno("fsync " + path);
-  closeFd(fd);
-}
-
-double wallNow() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
-
-// CPU time of the whole process (every thread a variant uses), user and system.
-struct Cpu {
-  double user = 0, sys = 0;
-  double total() const { return user + sys; }
-  Cpu operator-(const Cpu& o) const { return {user - o.user, sys - o.sys}; }
-};
-
-Cpu cpuNow() {
-  rusage u{};
-  ::getrusage(RUSAGE_SELF, &u);
-  auto seconds = [](const timeval& tv) {
-    return static_cast<double>(tv.tv_sec) + static_cast<double>(tv.tv_usec) * 1e-6;
-  };
-  return {seconds(u.ru_utime), seconds(u.ru_stime)};
-}
-
-// CPU seconds all processes spent busy so far (from /proc/stat). With cpuNow()
-// this says how much of the machine other processes took during a timing.
-double systemBusySeconds() {
-  std::ifstream f("/proc/stat");
-  std::string cpu;
-  unsigned long long user = 0, nice = 0, system = 0, idle = 0, iowait = 0, irq = 0, softirq = 0;
-  if (!(f >> cpu >> user >> nice >> system >> idle >> iowait >> irq >> softirq) || cpu != "cpu") return 0;
-  return static_cast<double>(user + nice + system + irq + softirq) / static_cast<double>(::sysconf(_SC_CLK_TCK));
-}
-
-std::string loadAverage() {
-  std::ifstream f("/proc/loadavg");
-  std::string a, b, c;
-  f >> a >> b >> c;
-  return a + " " + b + " " + c;
 }
 
 // ---- variants --------------------------------------------------------------------
@@ -755,52 +561,6 @@ void printTable(const std::string& title, const std::vector<Result>& results) {
       "CPU time, all threads, user / system (medians); others = CPU cores other processes kept busy during\n"
       "the timed runs (machine noise: figures with others well above 0 are not trustworthy).\n");
   std::fflush(stdout);
-}
-
-// ---- machine ---------------------------------------------------------------------
-
-std::string cpuModel() {
-  std::ifstream f("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(f, line)) {
-    if (line.rfind("model name", 0) == 0) {
-      auto colon = line.find(':');
-      if (colon != std::string::npos) return line.substr(colon + 2);
-    }
-  }
-  return "unknown";
-}
-
-std::string memTotal() {
-  std::ifstream f("/proc/meminfo");
-  std::string key, unit;
-  unsigned long long kb = 0;
-  while (f >> key >> kb >> unit) {
-    if (key == "MemTotal:") return std::to_string(kb / 1024 / 1024) + " GiB";
-  }
-  return "unknown";
-}
-
-std::string fsType(const std::string& dir) {
-  struct statfs st {};
-  if (::statfs(dir.c_str(), &st) != 0) return "unknown";
-  switch (static_cast<unsigned long>(st.f_type)) {
-    case 0x01021994ul:
-      return "tmpfs";
-    case 0xef53ul:
-      return "ext2/3/4";
-    case 0x58465342ul:
-      return "xfs";
-    case 0x9123683eul:
-      return "btrfs";
-    case 0x794c7630ul:
-      return "overlayfs";
-    default: {
-      char buf[32];
-      std::snprintf(buf, sizeof buf, "0x%lx", static_cast<unsigned long>(st.f_type));
-      return buf;
-    }
-  }
 }
 
 void printMachine(const Config& c) {
