@@ -653,7 +653,12 @@ struct Checkpoint {
   launchCount @1 :UInt64;           # launches recorded before it: it lies between launchIndex
                                     # launchCount - 1 and launchCount
   reason @2 :CheckpointReason;
-  device @3 :Int32;                 # the device whose memory it holds
+  device @3 :Int32;
+  # The device whose memory it holds: the same in every checkpoint of a
+  # recording (the device current at the first). In a process driving
+  # several devices, re-execution runs that device's launches only; what
+  # the others wrote into its memory is logged (Memcpy.crossDevice,
+  # Collective).
   ranges @4 :List(CheckpointRange); # sorted by address, disjoint
   changedPieces @5 :UInt64;         # pieces whose change hash differs from the previous
                                     # checkpoint's (every piece of the first, and of new ranges)

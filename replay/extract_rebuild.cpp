@@ -129,6 +129,9 @@ RebuiltLaunch rebuildLaunch(const TraceModel& model, const std::string& tracePat
                             format::TraceWriter& writer) {
   const LaunchRecord* launch = model.launch(launchIndex);
   if (launch == nullptr) throw ReplayError("the trace has no launch " + std::to_string(launchIndex));
+  if (const std::string other = model.onOtherDevice(*launch); !other.empty()) {
+    throw ReplayError(other + ": its memory cannot be rebuilt");
+  }
   auto reader = format::TraceReader::open(tracePath);
   ReplayOptions options;
   options.tracePath = tracePath;

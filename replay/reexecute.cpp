@@ -103,9 +103,17 @@ uint64_t Reexecutor::here(uint64_t recorded) const {
 void Reexecutor::loadCode(uint64_t afterSeq, ReexecutionListener& listener) {
   const std::vector<LaunchRecord>& launches = model_.launches();
   kernelAt_.assign(launches.size(), nullptr);
+  uint64_t ncclKernels = 0, otherDevices = 0;
   for (size_t position = 0; position < launches.size(); ++position) {
     const LaunchRecord& launch = launches[position];
     if (launch.seq() <= afterSeq || launch.event().getCapturing()) continue;
+    // A process driving several GPUs: the checkpoints hold one device's
+    // memory, and what the others' work wrote into it is in the trace.
+    if (!model_.onOtherDevice(launch).empty()) {
+      passedOver_.insert(launch.launchIndex);
+      ++otherDevices;
+      continue;
+    }
     // Checked once here, not on every re-executed launch.
     if (const std::string bad = format::launchParamProblem(launch.event()); !bad.empty()) {
       launchCodeError_[launch.launchIndex] = " is malformed: " + bad;
@@ -117,6 +125,7 @@ void Reexecutor::loadCode(uint64_t afterSeq, ReexecutionListener& listener) {
         // It waits for its peers, which re-execution does not run.
         if (launch.event().getCollectiveCall()) {
           passedOver_.insert(launch.launchIndex);
+          ++ncclKernels;
         } else {
           launchCodeError_[launch.launchIndex] =
               " (" + code.kernelName +
@@ -143,10 +152,16 @@ void Reexecutor::loadCode(uint64_t afterSeq, ReexecutionListener& listener) {
       launchCodeError_[launch.launchIndex] = std::string(": ") + e.what();
     }
   }
-  if (!passedOver_.empty()) {
-    listener.note(std::to_string(passedOver_.size()) +
+  if (ncclKernels != 0) {
+    listener.note(std::to_string(ncclKernels) +
                   " NCCL kernel launch(es) are not re-run (they wait for peers that replay does not run): what "
                   "their NCCL calls wrote on this rank is written from the trace in their place");
+  }
+  if (otherDevices != 0) {
+    listener.note(std::to_string(otherDevices) + " launch(es) on other devices than the checkpoints' (device " +
+                  std::to_string(model_.checkpointDevice()) +
+                  ") are not re-run: what they wrote into its memory is written from the trace (copies from "
+                  "another device, NCCL calls)");
   }
   const std::vector<uint8_t> image = changeHashImage();
   if (image.empty()) {
@@ -333,6 +348,9 @@ void Reexecutor::run(const ReexecutionRequest& request, ReexecutionListener& lis
     if (target->event().getCapturing()) {
       throw ReplayError("launch " + std::to_string(*request.launch) +
                         " was captured into a CUDA graph: it never ran as a launch");
+    }
+    if (const std::string other = model_.onOtherDevice(*target); !other.empty()) {
+      throw ReplayError(other + ": re-execution cannot reconstruct it");
     }
     const auto start = firstRestorable(target->seq());
     if (!start) {

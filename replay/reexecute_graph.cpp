@@ -18,6 +18,15 @@ void Reexecutor::runGraphLaunch(const StoredEvent& event, ReexecutionListener& l
   if (record == nullptr) throw IntervalStop{IntervalVerdict::kNotReexecutable, where + ": not in the trace's model"};
   try {
     const GraphRun run = model_.graphRun(*record);
+    const int device = run.define ? run.define->get().getGraphDefine().getDevice() : -1;
+    if (const int covered = model_.checkpointDevice(); device >= 0 && covered >= 0 && device != covered) {
+      if (!notedOtherDeviceGraph_) {
+        listener.note("graph launches on other devices than the checkpoints' (device " + std::to_string(covered) +
+                      ") are not re-run, as their launches are not");
+        notedOtherDeviceGraph_ = true;
+      }
+      return;
+    }
     std::map<const GraphNodeRun*, LoadedKernel> kernels;
     const std::function<void(const GraphBodyRun&)> load = [&](const GraphBodyRun& body) {
       for (const GraphNodeRun& node : body.nodes) {

@@ -132,9 +132,11 @@ class Reexecutor {
   std::map<std::string, LoadedKernel> kernels_;      // by code (module load, kernel, attributes)
   std::map<uint64_t, GlobalPlacement> globals_;      // every loaded module's, by recorded address
   std::map<uint64_t, std::string> launchCodeError_;  // launchIndex -> why it cannot run (": ...", " is malformed: ...")
-  // NCCL kernels launched by a logged NCCL call (Launch.collectiveCall):
-  // not run; the call's Collective events write what it wrote.
+  // Launches not run: NCCL kernels launched by a logged NCCL call
+  // (Launch.collectiveCall; the call's Collective events write what it
+  // wrote), and launches on other devices than the checkpoints'.
   std::set<uint64_t> passedOver_;
+  bool notedOtherDeviceGraph_ = false;  // runGraphLaunch said once that it passes such graphs over
   // By position in model_.launches(): the kernel loadCode found, null when none.
   std::vector<const LoadedKernel*> kernelAt_;
   bool synchronized_ = false;  // ReexecutionRequest::synchronized

@@ -122,6 +122,21 @@ void TraceModel::markUnreadWrites() {
   }
 }
 
+int TraceModel::checkpointDevice() const {
+  for (const auto& checkpoint : checkpoints_) {
+    if (const int device = checkpoint->get().getCheckpoint().getDevice(); device >= 0) return device;
+  }
+  return -1;
+}
+
+std::string TraceModel::onOtherDevice(const LaunchRecord& launch) const {
+  const int device = launch.event().getDevice();
+  const int covered = checkpointDevice();
+  if (device < 0 || covered < 0 || device == covered) return {};
+  return "launch " + std::to_string(launch.launchIndex) + " ran on device " + std::to_string(device) +
+         "; the checkpoints hold device " + std::to_string(covered) + "'s memory";
+}
+
 TraceModel TraceModel::load(format::TraceReader& reader) {
   TraceModel model;
   std::map<uint64_t, uint64_t> durations;  // launchIndex -> ns

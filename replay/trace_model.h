@@ -185,6 +185,13 @@ class TraceModel {
   // GraphLaunch.
   const std::vector<std::shared_ptr<StoredEvent>>& memoryOps() const { return memoryOps_; }
   const std::vector<std::shared_ptr<StoredEvent>>& checkpoints() const { return checkpoints_; }
+  // The device whose memory the checkpoints hold (Checkpoint.device, the
+  // same in each), -1 when none says. Re-execution runs that device's
+  // launches only.
+  int checkpointDevice() const;
+  // Why re-execution does not run `launch` because it ran on another device
+  // than the checkpoints' ("" when it does).
+  std::string onOtherDevice(const LaunchRecord& launch) const;
   const std::vector<std::shared_ptr<StoredEvent>>& allocations() const { return allocations_; }
   const std::vector<std::shared_ptr<StoredEvent>>& graphLaunches() const { return graphLaunches_; }
 

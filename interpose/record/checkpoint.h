@@ -19,8 +19,13 @@
 //      taken like a full-mode snapshot (hashed on the device, only pieces
 //      the trace lacks copied);
 //   4. the Checkpoint event names every piece of every range.
-// Only the current context's device is covered: allocations of other
-// devices are left out (a note in the trace says so).
+// One device is covered, the same in every checkpoint of a recording: the
+// device of the context current at the first one. A later checkpoint due
+// on a thread with another context current (a process driving several
+// GPUs) makes that context current while it is taken. Allocations of
+// other devices are left out (a note in the trace says so): what their
+// work writes into this device's memory is logged as it happens (copies
+// from another device, NCCL calls).
 #pragma once
 
 #include "change_hash.h"
@@ -125,6 +130,7 @@ class CheckpointTaker {
   std::map<uint64_t, format::ChangeHash> zeroHashes_;  // length -> change hash of that many zeros
   std::map<uint64_t, format::Hash128> zeroPieces_;     // length -> content address of that many zeros
   std::vector<CUevent> events_;                        // one per drained stream, reused
+  CUcontext context_ = nullptr;                        // the first checkpoint's, current while one is taken
   CUstream hashStream_ = nullptr;
   ChangeHashPiece* pieces_ = nullptr;  // page-locked, mapped: the kernel reads it
   uint64_t* hashes_ = nullptr;         // page-locked, mapped: the kernel writes it

@@ -95,8 +95,10 @@ void Recorder::checkpointNow(schema::CheckpointReason reason, std::chrono::milli
     append(message);
     if (taken.otherDeviceRanges != 0) {
       noteOnce(notedOtherDevices_, schema::Message::Level::WARNING,
-               "checkpoints hold the memory of the device of the thread that takes them; " +
-                   std::to_string(taken.otherDeviceRanges) + " live allocations of other devices are not in them");
+               "checkpoints hold the memory of device " + std::to_string(taken.device) +
+                   " (current at the first checkpoint); " + std::to_string(taken.otherDeviceRanges) +
+                   " live allocations of other devices are not in them, and replay does not re-execute their "
+                   "launches");
     }
     if (taken.error != CUDA_SUCCESS) {
       char name[32];

@@ -379,6 +379,53 @@ TEST(CheckpointRecord, HostWritesIntoManagedMemoryAreLoggedWithEachLaunch) {
   EXPECT_NE(replay.out.find("reproduced as recorded"), std::string::npos) << replay.describe();
 }
 
+// A process driving two devices, the current context changing with every
+// launch: every checkpoint holds the first one's device (0), only its
+// memory; replay re-executes device 0's launches, writes what device 1's
+// copies put into device 0's memory from the trace, passes device 1's
+// launches over, and every interval reproduces.
+TEST(CheckpointRecord, AProcessDrivingTwoDevicesCheckpointsOneOfThem) {
+  kcap::test::TempDir dir("kcap-checkpoint");
+  const std::string path = dir.file("two-devices.kcap");
+  const std::map<std::string, std::string> twoDevices = {{"KCAP_DOUBLE_DEVICES", "2"}};
+  Recording r;
+  r.plain = run({twoDeviceProgram(), {}, twoDevices, false});
+  std::map<std::string, std::string> env = twoDevices;
+  env["KCAP_OUTPUT"] = path;
+  env["KCAP_MODE"] = "checkpoint";
+  env["KCAP_CHECKPOINT_EVERY"] = "3launches";
+  r.shimmed = run({twoDeviceProgram(), {}, env, true});
+  r.events = kcap::test::readAllEvents(path);
+  expectUnchanged(r);
+  ASSERT_NE(r.plain.out.find("result two_device_work "), std::string::npos) << r.plain.describe();
+
+  std::set<int> launchDevices;
+  for (const auto& e : r.events) {
+    if (e.get().which() == Event::LAUNCH) launchDevices.insert(e.get().getLaunch().getDevice());
+  }
+  EXPECT_EQ(launchDevices, (std::set<int>{0, 1}));
+  const auto checkpoints = checkpointsOf(r);
+  ASSERT_GE(checkpoints.size(), 4u);
+  for (size_t k = 0; k < checkpoints.size(); ++k) {
+    EXPECT_EQ(checkpoints[k].getDevice(), 0) << "checkpoint " << k << ": the first one's device, every time";
+    EXPECT_EQ(checkpoints[k].getResult(), 0) << "checkpoint " << k;
+    EXPECT_EQ(checkpoints[k].getRanges().size(), 2u) << "checkpoint " << k << ": device 0's x and y";
+  }
+
+  const Outcome replay = kcapOnDouble({"replay", path}, twoDevices);
+  EXPECT_EQ(replay.exitCode, 0) << replay.describe();
+  EXPECT_NE(replay.out.find("6 launch(es) on other devices than the checkpoints' (device 0) are not re-run"),
+            std::string::npos)
+      << replay.describe();
+  EXPECT_NE(replay.out.find("Re-executed 6 launches"), std::string::npos) << "device 0's only\n" << replay.describe();
+  EXPECT_NE(replay.out.find("intervals reproduced as recorded"), std::string::npos) << replay.describe();
+  // A launch of device 1 cannot be rebuilt from device 0's checkpoints.
+  const Outcome extract = kcapOnDouble({"extract", path, "--launch", "1", "-o", dir.file("one.kcap")}, twoDevices);
+  EXPECT_NE(extract.exitCode, 0) << extract.describe();
+  EXPECT_NE(extract.err.find("launch 1 ran on device 1; the checkpoints hold device 0's memory"), std::string::npos)
+      << extract.describe();
+}
+
 TEST(CheckpointRecord, FiltersAndRangesAreRefused) {
   // Replay re-executes every launch: a trace missing some would rebuild
   // the wrong memory. The program runs unrecorded and unchanged.

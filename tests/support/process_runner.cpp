@@ -145,6 +145,7 @@ std::string ipcImportProgram() { return std::string(KCAP_TEST_RECORD_PROGRAMS_DI
 std::string peerCopyProgram() { return std::string(KCAP_TEST_RECORD_PROGRAMS_DIR) + "/peer_copy"; }
 std::string managedMemoryProgram() { return std::string(KCAP_TEST_RECORD_PROGRAMS_DIR) + "/managed_memory"; }
 std::string vmmImportProgram() { return std::string(KCAP_TEST_RECORD_PROGRAMS_DIR) + "/vmm_import"; }
+std::string twoDeviceProgram() { return std::string(KCAP_TEST_RECORD_PROGRAMS_DIR) + "/two_device_work"; }
 std::string ncclCollectivesProgram() { return std::string(KCAP_TEST_RECORD_PROGRAMS_DIR) + "/nccl_collectives"; }
 std::string threadsProgram() { return std::string(KCAP_TEST_RECORD_PROGRAMS_DIR) + "/record_threads"; }
 std::string interposeProgram(const std::string& name) {

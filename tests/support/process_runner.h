@@ -25,6 +25,7 @@ std::string threadsProgram();                           // tests/record/programs
 std::string graphProgram();                             // tests/record/programs/graph_scenarios
 std::string ipcImportProgram();                         // tests/record/programs/ipc_import
 std::string peerCopyProgram();                          // tests/record/programs/peer_copy
+std::string twoDeviceProgram();                         // tests/record/programs/two_device_work
 std::string managedMemoryProgram();                     // tests/record/programs/managed_memory
 std::string vmmImportProgram();                         // tests/record/programs/vmm_import
 std::string ncclCollectivesProgram();                   // tests/record/programs/nccl_collectives
