@@ -139,6 +139,8 @@ def parse_args():
                         help="with --replay: launches recorded without memory for a reason matching REGEX may be ERROR")
     parser.add_argument("--graph-nodes-refused", metavar="REGEX",
                         help="with --replay: --graph-nodes must refuse every graph launch, saying REGEX")
+    parser.add_argument("--needs-gpus", type=int, default=1, metavar="N",
+                        help="with fewer than N GPUs, run nothing and exit 77 (ctest: skipped)")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
     args = parser.parse_args()
     if args.replay_range is not None and not re.fullmatch(r"\d+\.\.\d+", args.replay_range):
@@ -595,6 +597,12 @@ def summary(stats):
 
 def main():
     args = parse_args()
+    if args.needs_gpus > 1:
+        listed = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True)
+        gpus = [line for line in listed.stdout.splitlines() if line.startswith("GPU ")]
+        if len(gpus) < args.needs_gpus:
+            print(f"SKIPPED: {len(gpus)} GPU(s) here; the test needs {args.needs_gpus}")
+            return 77
     log_dir = Path(args.log_dir).resolve()
     log_dir.mkdir(parents=True, exist_ok=True)
     stats_file = log_dir / "stats"
