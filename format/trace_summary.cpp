@@ -158,6 +158,7 @@ void SummaryBuilder::addFree(schema::Free::Reader f) {
 void SummaryBuilder::addLaunch(schema::Launch::Reader l) {
   ++s_.launches;
   if (l.getCapturing()) ++s_.capturedIntoGraph;
+  ++s_.launchesByDevice[l.getDevice()];
   std::string name = launchKernelName(l);
   auto [it, inserted] = kernelIndex_.emplace(name, s_.kernels.size());
   if (inserted) {
@@ -255,7 +256,7 @@ void SummaryBuilder::add(schema::Event::Reader e) {
                       s_.memsetTotal.bytes += m.getCount() * m.getElementSize() * std::max<uint64_t>(m.getHeight(), 1);
                     },
                     [&](schema::Checkpoint::Reader c) {
-                      ++s_.checkpoints;
+                      if (s_.checkpoints++ == 0) s_.checkpointDevice = c.getDevice();
                       if (c.getResult() != 0) ++s_.incompleteCheckpoints;
                       s_.checkpointChangedBytes += c.getChangedBytes();
                       uint64_t bytes = 0;

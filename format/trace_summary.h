@@ -114,8 +114,9 @@ struct TraceSummary {
   uint64_t launches = 0;
   uint64_t failedLaunches = 0;
   uint64_t capturedIntoGraph = 0;
-  std::vector<KernelSummary> kernels;  // in order of first launch
-  uint64_t timedLaunches = 0;          // kernelTiming events matched to a launch
+  std::map<int32_t, uint64_t> launchesByDevice;  // Launch.device -> launches
+  std::vector<KernelSummary> kernels;            // in order of first launch
+  uint64_t timedLaunches = 0;                    // kernelTiming events matched to a launch
   uint64_t timedTotalNs = 0;
 
   GraphsSummary graphs;
@@ -139,6 +140,7 @@ struct TraceSummary {
   uint64_t checkpointMaxBytes = 0;  // the largest checkpoint's live memory
   uint64_t checkpointMaxHoldNs = 0;
   uint64_t checkpointHoldNs = 0;  // all checkpoints together
+  int32_t checkpointDevice = -1;  // the device whose memory the first checkpoint holds
   std::vector<TriggerSummary> triggers;
 
   // bytes

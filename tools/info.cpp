@@ -258,6 +258,16 @@ void printText(const Options& opt, const format::TraceReader& reader, const Trac
     t.row({"changed", humanSize(s.checkpointChangedBytes), "copied from the device, all checkpoints"});
     t.row({"longest hold", durationText(s.checkpointMaxHoldNs), "the program waited for one"});
     t.row({"total hold", durationText(s.checkpointHoldNs), "the program waited for all"});
+    if (s.checkpointDevice >= 0) {
+      uint64_t elsewhere = 0;
+      for (const auto& [device, launches] : s.launchesByDevice) {
+        if (device >= 0 && device != s.checkpointDevice) elsewhere += launches;
+      }
+      t.row({"device", std::to_string(s.checkpointDevice),
+             elsewhere == 0 ? "whose memory they hold"
+                            : "whose memory they hold; " + withCommas(elsewhere) +
+                                  " launches on other devices are not re-executed"});
+    }
     out += t.render();
   }
   if (!s.triggers.empty()) {
@@ -405,7 +415,12 @@ void printJson(const Options& opt, const format::TraceReader& reader, const Trac
   }
   j["modules"] = std::move(modules);
   j["functionBinds"] = s.functionBinds;
-  j["launches"] = {{"count", s.launches}, {"failed", s.failedLaunches}, {"capturedIntoGraph", s.capturedIntoGraph}};
+  Json byDevice = Json::object();
+  for (const auto& [device, launches] : s.launchesByDevice) byDevice[std::to_string(device)] = launches;
+  j["launches"] = {{"count", s.launches},
+                   {"failed", s.failedLaunches},
+                   {"capturedIntoGraph", s.capturedIntoGraph},
+                   {"byDevice", std::move(byDevice)}};
   j["kernels"] = kernelsJson(s);
   j["graphs"] = {{"executables", s.graphs.executables},
                  {"definitions", s.graphs.definitions},
@@ -440,7 +455,8 @@ void printJson(const Options& opt, const format::TraceReader& reader, const Trac
                         {"maxBytes", s.checkpointMaxBytes},
                         {"changedBytes", s.checkpointChangedBytes},
                         {"maxHoldNs", s.checkpointMaxHoldNs},
-                        {"holdNs", s.checkpointHoldNs}};
+                        {"holdNs", s.checkpointHoldNs},
+                        {"device", s.checkpointDevice}};
   }
   if (!s.triggers.empty()) {
     Json triggers = Json::array();
