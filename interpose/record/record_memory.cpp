@@ -300,19 +300,8 @@ void Recorder::storeCrossDeviceRows(const CopyCall& call, schema::Memcpy::Builde
     return;
   }
   std::vector<uint8_t> packed(region.size);
-  CUDA_MEMCPY3D p{};
-  p.srcMemoryType = CU_MEMORYTYPE_DEVICE;
-  p.srcDevice = region.address;
-  p.srcPitch = region.pitch;
-  p.srcHeight = region.sliceRows;
-  p.dstMemoryType = CU_MEMORYTYPE_HOST;
-  p.dstHost = packed.data();
-  p.dstPitch = region.width;
-  p.dstHeight = region.rows;
-  p.WidthInBytes = region.width;
-  p.Height = region.rows;
-  p.Depth = region.slices;
-  if (driverApi().memcpy3D(&p) == CUDA_SUCCESS) {
+  const CUDA_MEMCPY3D rows = packedRowsCopy(region, packed.data());
+  if (driverApi().memcpy3D(&rows) == CUDA_SUCCESS) {
     writer_->storeContent(packed.data(), packed.size(), copy.initData());
   }
 }

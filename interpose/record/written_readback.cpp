@@ -32,19 +32,8 @@ CUresult queueCopy(uint8_t* buffer, const WrittenReadback::Region& region, CUstr
   const DriverApi& api = driverApi();
   if (region.width == 0) return api.memcpyDtoHAsync(buffer, region.address, region.size, stream);
   if (api.memcpy3DAsync == nullptr) return CUDA_ERROR_NOT_FOUND;
-  CUDA_MEMCPY3D p{};
-  p.srcMemoryType = CU_MEMORYTYPE_DEVICE;
-  p.srcDevice = region.address;
-  p.srcPitch = region.pitch;
-  p.srcHeight = region.sliceRows;
-  p.dstMemoryType = CU_MEMORYTYPE_HOST;
-  p.dstHost = buffer;
-  p.dstPitch = region.width;
-  p.dstHeight = region.rows;
-  p.WidthInBytes = region.width;
-  p.Height = region.rows;
-  p.Depth = region.slices;
-  return api.memcpy3DAsync(&p, stream);
+  const CUDA_MEMCPY3D copy = packedRowsCopy(region, buffer);
+  return api.memcpy3DAsync(&copy, stream);
 }
 
 std::string resultText(CUresult result) { return "CUresult " + std::to_string(static_cast<int>(result)); }
@@ -61,6 +50,22 @@ bool lockBy(std::unique_lock<std::mutex>& lock, std::chrono::steady_clock::time_
 }
 
 }  // namespace
+
+CUDA_MEMCPY3D packedRowsCopy(const WrittenReadback::Region& region, void* host) {
+  CUDA_MEMCPY3D p{};
+  p.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+  p.srcDevice = region.address;
+  p.srcPitch = region.pitch;
+  p.srcHeight = region.sliceRows;
+  p.dstMemoryType = CU_MEMORYTYPE_HOST;
+  p.dstHost = host;
+  p.dstPitch = region.width;
+  p.dstHeight = region.rows;
+  p.WidthInBytes = region.width;
+  p.Height = region.rows;
+  p.Depth = region.slices;
+  return p;
+}
 
 struct WrittenReadback::Shared : std::enable_shared_from_this<WrittenReadback::Shared> {
   struct Entry {

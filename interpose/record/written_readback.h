@@ -80,4 +80,8 @@ class WrittenReadback {
   std::shared_ptr<Shared> shared_;  // with the thread, which is detached
 };
 
+// The copy of a region's rows (Region::width not 0) from the device into
+// `host`, packed: for cuMemcpy3D or cuMemcpy3DAsync.
+CUDA_MEMCPY3D packedRowsCopy(const WrittenReadback::Region& region, void* host);
+
 }  // namespace kcap

@@ -420,8 +420,7 @@ TEST(CheckpointRecord, AProcessDrivingTwoDevicesCheckpointsOneOfThem) {
   EXPECT_NE(replay.out.find("Re-executed 6 launches"), std::string::npos) << "device 0's only\n" << replay.describe();
   EXPECT_NE(replay.out.find("intervals reproduced as recorded"), std::string::npos) << replay.describe();
   const Outcome info = run({kcapBinary(), {"info", path}, {}, false});
-  EXPECT_NE(info.out.find("whose memory they hold; 6 launches on other devices are not re-executed"),
-            std::string::npos)
+  EXPECT_NE(info.out.find("whose memory they hold; 6 launches on other devices are not re-executed"), std::string::npos)
       << info.describe();
   // A launch of device 1 cannot be rebuilt from device 0's checkpoints.
   const Outcome extract = kcapOnDouble({"extract", path, "--launch", "1", "-o", dir.file("one.kcap")}, twoDevices);

@@ -503,57 +503,27 @@ TEST(NcclRecord, MetadataModeNamesTheCallsWithoutTheirData) {
   EXPECT_EQ(calls[0]->get().getCollective().getWritten(), uint64_t{kN * 4});
 }
 
-// NCCL loaded only in the scope of a library the program dlopened without
-// RTLD_GLOBAL (as Python loads PyTorch): the library's calls still reach the
-// shim first, and the shim must find NCCL there, not fail the call.
-TEST(NcclRecord, NcclInALocalScopeIsFound) {
-  kcap::test::TempDir dir("kcap-nccl");
-  const std::string program = ncclCollectivesProgram() + "_dlopen";
-  const Outcome plain = run({program, {}, {}, false});
-  ASSERT_EQ(plain.exitCode, 0) << plain.describe();
-  ASSERT_NE(plain.out.find("result nccl_sums "), std::string::npos) << plain.describe();
-  const std::string path = dir.file("local.kcap");
-  recordNccl(path, "checkpoint", plain, program);
-  const auto events = kcap::test::readAllEvents(path);
-  EXPECT_EQ(collectivesOf(events).size(), 4u);
-  const Outcome replay = kcapOnDouble({"replay", path});
-  EXPECT_EQ(replay.exitCode, 0) << replay.describe();
-  EXPECT_NE(replay.out.find("reproduced as recorded"), std::string::npos) << replay.describe();
-}
+// The ways a program can reach NCCL, each recorded as a linked program's
+// calls are: ncclAllReduce, then the group's ncclAllGather, ncclRecv and
+// ncclSend, each once, and re-executed.
+struct NcclWay {
+  const char* name;
+  const char* suffix;  // of the program (tests/record/CMakeLists.txt)
+  const char* says;    // in the program's output
+};
 
-// A program that opens NCCL itself and looks its functions up by name gets
-// the shim's entry points: its calls are recorded as a linked program's are,
-// and re-executed.
-TEST(NcclRecord, NcclLookedUpByNameIsSeen) {
-  kcap::test::TempDir dir("kcap-nccl");
-  const std::string program = ncclCollectivesProgram() + "_dlsym";
-  const Outcome plain = run({program, {}, {}, false});
-  ASSERT_EQ(plain.exitCode, 0) << plain.describe();
-  ASSERT_NE(plain.out.find("result nccl_sums "), std::string::npos) << plain.describe();
-  const std::string path = dir.file("dlsym.kcap");
-  recordNccl(path, "checkpoint", plain, program);
-  const auto events = kcap::test::readAllEvents(path);
-  const auto calls = collectivesOf(events);
-  ASSERT_EQ(calls.size(), 4u) << "ncclAllReduce, then the group's three calls";
-  EXPECT_FALSE(calls[0]->get().getCollective().getGrouped());
-  EXPECT_TRUE(calls[1]->get().getCollective().getGrouped()) << "ncclGroupStart/End came through the shim too";
-  const Outcome replay = kcapOnDouble({"replay", path});
-  EXPECT_EQ(replay.exitCode, 0) << replay.describe();
-  EXPECT_NE(replay.out.find("reproduced as recorded"), std::string::npos) << replay.describe();
-}
+void PrintTo(const NcclWay& way, std::ostream* out) { *out << way.name; }
 
-// A program with a profiling layer of its own (nccl_user.cpp): its
-// ncclAllReduce and group calls reach the shim under NCCL's names, the shim
-// forwards them to the layer, which calls NCCL's profiling names (pnccl...)
-// and reaches the shim again; the group's calls come straight by their
-// profiling names. Each call is recorded once, as a linked program's are.
-TEST(NcclRecord, ProfilingNamesAndAProfilingLayerAreSeenOnce) {
+class NcclReached : public ::testing::TestWithParam<NcclWay> {};
+
+TEST_P(NcclReached, EachCallIsRecordedOnceAndReexecuted) {
+  const NcclWay& way = GetParam();
   kcap::test::TempDir dir("kcap-nccl");
-  const std::string program = ncclCollectivesProgram() + "_profiler";
+  const std::string program = ncclCollectivesProgram() + way.suffix;
   const Outcome plain = run({program, {}, {}, false});
   ASSERT_EQ(plain.exitCode, 0) << plain.describe();
-  ASSERT_NE(plain.out.find("profiled 3 calls"), std::string::npos) << plain.describe();
-  const std::string path = dir.file("profiler.kcap");
+  ASSERT_NE(plain.out.find(way.says), std::string::npos) << plain.describe();
+  const std::string path = dir.file("nccl.kcap");
   recordNccl(path, "checkpoint", plain, program);
   const auto events = kcap::test::readAllEvents(path);
   const auto calls = collectivesOf(events);
@@ -562,12 +532,29 @@ TEST(NcclRecord, ProfilingNamesAndAProfilingLayerAreSeenOnce) {
                                       schema::CollectiveOp::RECV, schema::CollectiveOp::SEND};
   for (size_t k = 0; k < calls.size(); ++k) {
     EXPECT_EQ(calls[k]->get().getCollective().getOperation(), ops[k]) << "call " << k;
-    EXPECT_EQ(calls[k]->get().getCollective().getGrouped(), k != 0) << "call " << k;
+    EXPECT_EQ(calls[k]->get().getCollective().getGrouped(), k != 0) << "call " << k << ": ncclGroupStart/End seen";
   }
   const Outcome replay = kcapOnDouble({"replay", path});
   EXPECT_EQ(replay.exitCode, 0) << replay.describe();
   EXPECT_NE(replay.out.find("reproduced as recorded"), std::string::npos) << replay.describe();
 }
+
+INSTANTIATE_TEST_SUITE_P(NcclRecord, NcclReached,
+                         ::testing::Values(
+                             // NCCL loaded only in the scope of a library the program dlopened
+                             // without RTLD_GLOBAL (as Python loads PyTorch): the library's calls
+                             // still reach the shim first, which must find NCCL there.
+                             NcclWay{"InALocalScope", "_dlopen", "result nccl_sums "},
+                             // A program that opens NCCL itself and looks its functions up by
+                             // name: it gets the shim's entry points.
+                             NcclWay{"LookedUpByName", "_dlsym", "result nccl_sums "},
+                             // A program with a profiling layer of its own (nccl_user.cpp): its
+                             // ncclAllReduce and group calls reach the shim, which forwards them
+                             // to the layer, which calls NCCL's profiling names (pnccl...) and
+                             // reaches the shim again; the group's calls come straight by their
+                             // profiling names.
+                             NcclWay{"ThroughProfilingNames", "_profiler", "profiled 3 calls"}),
+                         [](const ::testing::TestParamInfo<NcclWay>& way) { return std::string(way.param.name); });
 
 // A group of NCCL calls on two devices' streams, ended with device 0's
 // context current: each call's bytes are read back on its own stream, in

@@ -18,6 +18,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <vector>
 
 namespace test {
 
@@ -174,3 +175,17 @@ inline void announce(const char* name) {
   do {                                                                                         \
     if (!(condition)) ::test::fail("%s:%d: check failed: %s", __FILE__, __LINE__, #condition); \
   } while (0)
+
+namespace test {
+
+// The sum of `count` floats at `device`, copied back (a program's checksum
+// line).
+inline double deviceSum(CUdeviceptr device, std::size_t count) {
+  std::vector<float> values(count);
+  DRIVER(cuMemcpyDtoH, values.data(), device, count * sizeof(float));
+  double total = 0;
+  for (const float v : values) total += v;
+  return total;
+}
+
+}  // namespace test

@@ -106,14 +106,6 @@ CUdeviceptr upload(const std::vector<float>& values) {
   return device;
 }
 
-double sum(CUdeviceptr device, std::size_t count) {
-  std::vector<float> values(count);
-  DRIVER(cuMemcpyDtoH, values.data(), device, count * sizeof(float));
-  double total = 0;
-  for (const float v : values) total += v;
-  return total;
-}
-
 void* pointer(CUdeviceptr device) { return reinterpret_cast<void*>(device); }
 
 }  // namespace
@@ -164,7 +156,8 @@ extern "C" [[gnu::visibility("default")]] int runNcclCollectives() {
   launchAxpy(r);
   DRIVER(cuStreamSynchronize, stream);
 
-  std::printf("result nccl_sums %.1f %.1f %.1f\n", sum(y, kN), sum(g, kN), sum(r, kN));
+  std::printf("result nccl_sums %.1f %.1f %.1f\n", test::deviceSum(y, kN), test::deviceSum(g, kN),
+              test::deviceSum(r, kN));
   NCCL(NCCL_FN(ncclCommDestroy)(comm));
 #ifdef KCAP_NCCL_PROFILER
   std::printf("profiled %d calls\n", g_profiled);
