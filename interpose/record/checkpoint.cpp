@@ -13,23 +13,6 @@
 namespace kcap {
 namespace {
 
-// Makes `wanted` current when `current` is not, and `current` again at the end.
-struct ContextSwitch {
-  ContextSwitch(CUcontext wanted, CUcontext current) : previous(current) {
-    if (wanted == current || wanted == nullptr) return;
-    result = driverApi().ctxSetCurrent != nullptr ? driverApi().ctxSetCurrent(wanted) : CUDA_ERROR_NOT_SUPPORTED;
-    switched = result == CUDA_SUCCESS;
-  }
-  ~ContextSwitch() {
-    if (switched) driverApi().ctxSetCurrent(previous);
-  }
-  ContextSwitch(const ContextSwitch&) = delete;
-  ContextSwitch& operator=(const ContextSwitch&) = delete;
-  CUcontext previous;
-  bool switched = false;
-  CUresult result = CUDA_SUCCESS;
-};
-
 uint64_t piecesOf(uint64_t size, uint32_t pieceSize) { return (size + pieceSize - 1) / pieceSize; }
 
 }  // namespace
@@ -235,8 +218,8 @@ CheckpointTaker::Result CheckpointTaker::take(const std::vector<Allocation>& all
   const auto current = reinterpret_cast<CUcontext>(currentContext());
   if (context_ == nullptr) context_ = current;
   const ContextSwitch pinned(context_, current);
-  if (pinned.result != CUDA_SUCCESS) {
-    result.error = pinned.result;
+  if (pinned.result() != CUDA_SUCCESS) {
+    result.error = pinned.result();
     result.errorWhere = "making the first checkpoint's context current";
     return result;
   }

@@ -120,6 +120,17 @@ int deviceOf(uint64_t context) noexcept {
 
 int currentDevice() noexcept { return deviceOf(currentContext()); }
 
+ContextSwitch::ContextSwitch(CUcontext wanted, CUcontext current) noexcept : previous_(current) {
+  if (wanted == current || wanted == nullptr) return;
+  const auto set = driverApi().ctxSetCurrent;
+  result_ = set != nullptr ? set(wanted) : CUDA_ERROR_NOT_SUPPORTED;
+  switched_ = result_ == CUDA_SUCCESS;
+}
+
+ContextSwitch::~ContextSwitch() {
+  if (switched_) driverApi().ctxSetCurrent(previous_);
+}
+
 const char* resultName(CUresult result, char (&buffer)[32]) noexcept {
   // The table first: at exit the driver is gone and cannot name anything,
   // and where it can, its names are the same enumerators. The driver then

@@ -90,6 +90,25 @@ uint64_t currentContext() noexcept;
 int currentDevice() noexcept;
 int deviceOf(uint64_t context) noexcept;  // `context` must be the calling thread's current one
 
+// Makes `wanted` this thread's current context for the scope when `current`
+// (the current one) is not it, and `current` again at its end: the driver
+// checks a copy, an event and a launch against the current context, and the
+// recorder works with another context's streams and memory (a checkpoint
+// under another device's context, a read-back on another device's stream).
+class ContextSwitch {
+ public:
+  ContextSwitch(CUcontext wanted, CUcontext current) noexcept;
+  ~ContextSwitch();
+  ContextSwitch(const ContextSwitch&) = delete;
+  ContextSwitch& operator=(const ContextSwitch&) = delete;
+  CUresult result() const { return result_; }  // of making `wanted` current
+
+ private:
+  CUcontext previous_;
+  bool switched_ = false;
+  CUresult result_ = CUDA_SUCCESS;
+};
+
 // "CUDA_ERROR_ILLEGAL_ADDRESS", or "CUresult <n>" when the driver cannot say.
 const char* resultName(CUresult result, char (&buffer)[32]) noexcept;
 

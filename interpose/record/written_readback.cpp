@@ -206,16 +206,18 @@ void WrittenReadback::request(uint64_t of, CUstream stream, const Region& region
     CUcontext owner = nullptr;
     if (api.streamGetCtx(stream, &owner) == CUDA_SUCCESS && owner != nullptr) entry.context = owner;
   }
-  const bool switched = result == CUDA_SUCCESS && entry.context != current;
-  if (switched) result = api.ctxSetCurrent(entry.context);
-  if (result == CUDA_SUCCESS) result = queueCopy(entry.buffer, region, stream);
-  const bool copyQueued = result == CUDA_SUCCESS;
-  if (result == CUDA_SUCCESS) result = api.eventCreate(&entry.event, CU_EVENT_DISABLE_TIMING);
+  bool copyQueued = false;
   if (result == CUDA_SUCCESS) {
-    result = api.eventRecord(entry.event, stream);
-    if (result != CUDA_SUCCESS) api.eventDestroy(entry.event);
+    const ContextSwitch owner(entry.context, current);
+    result = owner.result();
+    if (result == CUDA_SUCCESS) result = queueCopy(entry.buffer, region, stream);
+    copyQueued = result == CUDA_SUCCESS;
+    if (result == CUDA_SUCCESS) result = api.eventCreate(&entry.event, CU_EVENT_DISABLE_TIMING);
+    if (result == CUDA_SUCCESS) {
+      result = api.eventRecord(entry.event, stream);
+      if (result != CUDA_SUCCESS) api.eventDestroy(entry.event);
+    }
   }
-  if (switched) api.ctxSetCurrent(current);
   std::unique_lock lock(s.mutex);
   if (result != CUDA_SUCCESS) {
     // A copy queued before a failed event may still land: that buffer is
