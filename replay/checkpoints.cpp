@@ -93,6 +93,11 @@ CheckpointPlan CheckpointPlan::build(const TraceModel& model, const format::Trac
     info.ordinal = checkpoint.getOrdinal();
     info.launchCount = checkpoint.getLaunchCount();
     info.damage = checkpointProblem(checkpoint);
+    if (const int device = checkpoint.getDevice(), covered = model.checkpointDevice();
+        info.damage.empty() && device >= 0 && device != covered) {
+      info.damage = "it holds device " + std::to_string(device) +
+                    "'s memory; the trace's first checkpoint holds device " + std::to_string(covered) + "'s";
+    }
     for (const auto range : checkpoint.getRanges()) {
       const auto content = range.getContent();
       uint64_t end = 0;

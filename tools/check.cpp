@@ -250,6 +250,16 @@ class Checker {
   void checkCheckpoint(const format::EventRef& ref) {
     const auto checkpoint = ref.event.getCheckpoint();
     const auto seq = static_cast<unsigned long long>(ref.event.getSeq());
+    // Every checkpoint of a recording holds one device's memory.
+    if (const int device = checkpoint.getDevice(); device >= 0) {
+      if (checkpointDevice_ < 0) {
+        checkpointDevice_ = device;
+      } else if (device != checkpointDevice_) {
+        add(ref.chunkOffset,
+            strf("event #%llu (checkpoint %llu) holds device %d's memory; the first holds device %d's", seq,
+                 static_cast<unsigned long long>(checkpoint.getOrdinal()), device, checkpointDevice_));
+      }
+    }
     for (const auto range : checkpoint.getRanges()) {
       const auto content = range.getContent();
       const auto hashes = range.getChangeHashes();
@@ -470,6 +480,7 @@ class Checker {
   std::map<uint64_t, ChunkEvents> chunkEvents_;  // record chunk offset -> events delivered from it
   std::set<uint64_t> awaitingData_;              // seqs of events marked dataDeferred, not yet completed
   std::set<uint64_t> completedData_;             // those a writtenData completed
+  int checkpointDevice_ = -1;                    // the device the first checkpoint holds
   uint64_t events_ = 0;
   uint64_t missingPieces_ = 0;
   uint64_t damagedPieces_ = 0;

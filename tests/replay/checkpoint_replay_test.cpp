@@ -116,6 +116,9 @@ class CheckpointTrace {
     }
   }
 
+  // The device the next checkpoints say they hold.
+  void checkpointDevice(int32_t device) { device_ = device; }
+
   // `timeNs` and `holdNs`: when the recording took it and how long it held the program.
   void checkpoint(uint64_t launchCount, const std::vector<RangeSpec>& ranges, int32_t result = 0, uint64_t timeNs = 0,
                   uint64_t holdNs = 0) {
@@ -126,6 +129,7 @@ class CheckpointTrace {
       c.setOrdinal(checkpoints_++);
       c.setLaunchCount(launchCount);
       c.setResult(result);
+      c.setDevice(device_);
       auto list = c.initRanges(static_cast<unsigned>(ranges.size()));
       for (unsigned i = 0; i < ranges.size(); ++i) {
         const RangeSpec& spec = ranges[i];
@@ -368,6 +372,7 @@ class CheckpointTrace {
 
   std::unique_ptr<kcap::format::TraceWriter> writer_;
   uint64_t checkpoints_ = 0, launches_ = 0;
+  int32_t device_ = 0;  // Checkpoint.device of the next checkpoints
   bool hostAllocated_ = false;
   bool ncclBound_ = false;
   bool collectiveCall_ = false;
@@ -586,6 +591,41 @@ TEST_F(CheckpointReplay, DamagedCheckpointsAreNamed) {
       << run.out;
   EXPECT_NE(run.out.find("interval 0 (launch 0, checkpoint 0 -> 1): NOT VERIFIED"), std::string::npos) << run.out;
   EXPECT_NE(run.out.find("interval 1 (launches 1..2, checkpoint 1 -> 3): REPRODUCED"), std::string::npos) << run.out;
+}
+
+// A checkpoint of another device than the first one's: not a state of the
+// memory the others hold, so it is damage (replay compares the interval
+// with the next checkpoint instead), and `kcap check` says so.
+TEST_F(CheckpointReplay, ACheckpointOfAnotherDeviceIsDamage) {
+  const std::string path = dir_.file("devices.kcap");
+  Program p;
+  CheckpointTrace t(path);
+  t.checkpoint(0, p.state());
+  t.axpy();
+  p.axpy();
+  t.checkpoint(1, p.state());
+  t.axpy();
+  p.axpy();
+  t.checkpointDevice(1);
+  t.checkpoint(2, p.state());
+  t.checkpointDevice(0);
+  t.axpy();
+  p.axpy();
+  t.checkpoint(3, p.state());
+  t.close();
+
+  const Outcome run = replay({path});
+  EXPECT_EQ(run.exitCode, kExitOk) << run.describe();
+  EXPECT_TRUE(std::regex_search(run.out, std::regex("checkpoint 2 at event #[0-9]+ is damaged \\(it holds device 1's "
+                                                    "memory; the trace's first checkpoint holds device 0's\\)")))
+      << run.out;
+  EXPECT_NE(run.out.find("interval 1 (launches 1..2, checkpoint 1 -> 3): REPRODUCED"), std::string::npos) << run.out;
+  const Outcome check = kcapOnDouble({"check", path});
+  EXPECT_EQ(check.exitCode, 1) << check.describe();
+  EXPECT_TRUE(std::regex_search(check.out,
+                                std::regex("event #[0-9]+ \\(checkpoint 2\\) holds device 1's memory; the first holds "
+                                           "device 0's")))
+      << check.describe();
 }
 
 // (f) no checkpoint after the launches: nothing compared, never REPRODUCED.
