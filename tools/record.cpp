@@ -62,6 +62,7 @@ struct Options {
   std::string output;
   std::string mode;
   std::string checkpointEvery;
+  std::string checkpointDevice;
   std::string trigger;
   std::string ring;
   std::string ringDisk;
@@ -98,6 +99,7 @@ const std::map<std::string, std::string>& flagOf() {
                                                            {"KCAP_TIMING", "--timing"},
                                                            {"KCAP_HASH", "--hash"},
                                                            {"KCAP_CHECKPOINT_EVERY", "--checkpoint-every"},
+                                                           {"KCAP_CHECKPOINT_DEVICE", "--checkpoint-device"},
                                                            {"KCAP_TRIGGER", "--trigger"},
                                                            {"KCAP_RING", "--ring"},
                                                            {"KCAP_READBACK", "--readback"},
@@ -176,6 +178,7 @@ std::map<std::string, std::string> settings(const Options& opt) {
                                                               {"KCAP_FLUSH", &opt.flush},
                                                               {"KCAP_HASH", &opt.hash},
                                                               {"KCAP_CHECKPOINT_EVERY", &opt.checkpointEvery},
+                                                              {"KCAP_CHECKPOINT_DEVICE", &opt.checkpointDevice},
                                                               {"KCAP_TRIGGER", &opt.trigger},
                                                               {"KCAP_RING", &opt.ring},
                                                               {"KCAP_RING_DISK", &opt.ringDisk},
@@ -586,6 +589,10 @@ Run setupRecord(CLI::App& cmd) {
                  "Checkpoint mode: time (500ms, 2s, 1m) or launches (1000launches) between checkpoints "
                  "(KCAP_CHECKPOINT_EVERY) [default: 1s]")
       ->type_name("INTERVAL");
+  cmd.add_option("--checkpoint-device", opt->checkpointDevice,
+                 "Checkpoint mode, a process driving several GPUs: the device whose memory the checkpoints hold; "
+                 "replay re-executes its launches (KCAP_CHECKPOINT_DEVICE) [default: the first launch's]")
+      ->type_name("N");
   cmd.add_option("--trigger", opt->trigger,
                  "The flight recorder (checkpoint mode): nothing is written until one of these fires, then the "
                  "last --ring checkpoints and the log since the oldest: error, signal, exit, api, hang=SECONDS, "

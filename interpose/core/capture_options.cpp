@@ -26,6 +26,8 @@ constexpr const char* kFlush = "KCAP_FLUSH";
 constexpr const char* kTiming = "KCAP_TIMING";
 constexpr const char* kHash = "KCAP_HASH";
 constexpr const char* kCheckpointEvery = "KCAP_CHECKPOINT_EVERY";
+constexpr const char* kCheckpointDevice = "KCAP_CHECKPOINT_DEVICE";
+constexpr uint64_t kMaxDeviceOrdinal = 1023;
 constexpr const char* kTrigger = "KCAP_TRIGGER";
 constexpr const char* kRing = "KCAP_RING";
 constexpr const char* kRingDisk = "KCAP_RING_DISK";
@@ -118,14 +120,16 @@ std::vector<std::pair<std::string, std::string>> CaptureOptions::describe() cons
     out.emplace_back("checkpointEvery", checkpointEveryLaunches != 0
                                             ? std::to_string(checkpointEveryLaunches) + "launches"
                                             : std::to_string(checkpointEveryNs / 1'000'000) + "ms");
+    if (checkpointDevice >= 0) out.emplace_back("checkpointDevice", std::to_string(checkpointDevice));
   }
   return out;
 }
 
 const std::vector<const char*>& captureVariables() {
-  static const std::vector<const char*> names = {
-      kOutput, kMode,   kInclude, kExclude,         kSkip,    kMaxLaunches, kLevel,    kPieceSize, kBuffer,
-      kFlush,  kTiming, kHash,    kCheckpointEvery, kTrigger, kRing,        kRingDisk, kReadback,  kWriterPriority};
+  static const std::vector<const char*> names = {kOutput,      kMode,     kInclude,         kExclude,         kSkip,
+                                                 kMaxLaunches, kLevel,    kPieceSize,       kBuffer,          kFlush,
+                                                 kTiming,      kHash,     kCheckpointEvery, kTrigger,         kRing,
+                                                 kRingDisk,    kReadback, kWriterPriority,  kCheckpointDevice};
   return names;
 }
 
@@ -290,6 +294,19 @@ std::optional<CaptureOptions> readCaptureOptions(const VariableLookup& lookup) {
       throw OptionError(kCheckpointEvery, every,
                         "expected a duration (500ms, 2s, 1m) or a number of launches (1000launches), not 0");
     }
+  }
+
+  if (const std::string device = value(kCheckpointDevice); !device.empty()) {
+    const auto parsed = parseUnsigned(device);
+    if (!parsed || *parsed > kMaxDeviceOrdinal) {
+      throw OptionError(kCheckpointDevice, device, "expected a device ordinal, 0 to 1023");
+    }
+    if (options.mode != CaptureMode::kCheckpoint) {
+      throw OptionError(
+          kCheckpointDevice, device,
+          std::string("applies to KCAP_MODE=checkpoint (the mode is ") + captureModeName(options.mode) + ")");
+    }
+    options.checkpointDevice = static_cast<int>(*parsed);
   }
 
   options.include = value(kInclude);

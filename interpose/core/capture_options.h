@@ -106,6 +106,10 @@ struct CaptureOptions {
   // launches (exactly one of the two is not 0).
   uint64_t checkpointEveryNs = 1'000'000'000;
   uint64_t checkpointEveryLaunches = 0;
+  // Checkpoint mode: the device whose memory the checkpoints hold (-1: the
+  // device of the first launch). With several devices in one process, the
+  // first checkpoint waits for a launch on this one.
+  int checkpointDevice = -1;
   // The flight recorder (docs/checkpoint.md): with any trigger set, events
   // and pieces go to a ring in memory (bounded by bufferBytes) that keeps
   // the last ringCheckpoints checkpoints, and the file is written only when

@@ -216,8 +216,12 @@ CheckpointTaker::Result CheckpointTaker::take(const std::vector<Allocation>& all
   // memory is the one covered, and the events, stream and buffers below
   // were made in it.
   const auto current = reinterpret_cast<CUcontext>(currentContext());
-  if (context_ == nullptr) context_ = current;
-  const ContextSwitch pinned(context_, current);
+  CUcontext pinnedContext = context_.load(std::memory_order_relaxed);
+  if (pinnedContext == nullptr) {
+    pinnedContext = current;
+    context_.store(current, std::memory_order_relaxed);
+  }
+  const ContextSwitch pinned(pinnedContext, current);
   if (pinned.result() != CUDA_SUCCESS) {
     result.error = pinned.result();
     result.errorWhere = "making the first checkpoint's context current";

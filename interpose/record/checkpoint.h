@@ -20,7 +20,8 @@
 //      the trace lacks copied);
 //   4. the Checkpoint event names every piece of every range.
 // One device is covered, the same in every checkpoint of a recording: the
-// device of the context current at the first one. A later checkpoint due
+// device of the context current at the first one (which --checkpoint-device
+// can choose: see mayTakeHere). A later checkpoint due
 // on a thread with another context current (a process driving several
 // GPUs) makes that context current while it is taken. Allocations of
 // other devices are left out (a note in the trace says so): what their
@@ -33,6 +34,7 @@
 #include "hash.h"
 #include "kcap.capnp.h"
 #include "record/change_hash.cuh"
+#include "record/driver_api.h"
 #include "record/memory_snapshot.h"
 #include "trace_writer.h"
 
@@ -99,6 +101,13 @@ class CheckpointTaker {
   // Writes `result` into `out` (ranges, hashes, counts); `pieceSize`: the trace's.
   static void write(const Result& result, uint32_t pieceSize, schema::Checkpoint::Builder out);
 
+  // Whether this thread may take a checkpoint now: once one was taken,
+  // always (its context is made current); before, only where the current
+  // device is `device` (-1: any), so that the first one holds that device.
+  bool mayTakeHere(int device) const {
+    return context_.load(std::memory_order_relaxed) != nullptr || device < 0 || currentDevice() == device;
+  }
+
   // After a checkpoint that could not be completed: the next one starts
   // from nothing (every piece fresh).
   void forgetPrevious() { previous_.clear(); }
@@ -130,7 +139,7 @@ class CheckpointTaker {
   std::map<uint64_t, format::ChangeHash> zeroHashes_;  // length -> change hash of that many zeros
   std::map<uint64_t, format::Hash128> zeroPieces_;     // length -> content address of that many zeros
   std::vector<CUevent> events_;                        // one per drained stream, reused
-  CUcontext context_ = nullptr;                        // the first checkpoint's, current while one is taken
+  std::atomic<CUcontext> context_{nullptr};            // the first checkpoint's, current while one is taken
   CUstream hashStream_ = nullptr;
   ChangeHashPiece* pieces_ = nullptr;  // page-locked, mapped: the kernel reads it
   uint64_t* hashes_ = nullptr;         // page-locked, mapped: the kernel writes it

@@ -47,6 +47,16 @@ void Recorder::checkpointNow(schema::CheckpointReason reason, std::chrono::milli
     scheduleCheckpoint(true);
     return;
   }
+  // --checkpoint-device: the first checkpoint waits for a launch on that
+  // device (it stays due meanwhile).
+  if (!checkpoints_->mayTakeHere(options_.checkpointDevice)) {
+    if (reason == schema::CheckpointReason::END) {
+      noteOnce(notedNoCheckpointDevice_, schema::Message::Level::WARNING,
+               "no checkpoint was taken: no launch ran on device " + std::to_string(options_.checkpointDevice) +
+                   " (KCAP_CHECKPOINT_DEVICE)");
+    }
+    return;
+  }
   const uint64_t startNs = clock_.nowNs();
   const CheckpointGate::Closed closed(ThreadWork::mine(), gateWait);
   if (!closed) {

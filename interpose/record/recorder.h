@@ -592,6 +592,7 @@ class Recorder {
   std::atomic<bool> notedNoSync_{false};
   std::atomic<bool> notedSnapshotFailed_{false};
   std::atomic<bool> notedOtherDevices_{false};
+  std::atomic<bool> notedNoCheckpointDevice_{false};  // --checkpoint-device never launched on
   std::atomic<bool> notedDeviceLaunch_{false};
   std::atomic<bool> notedWaitsForHost_{false};
 

@@ -260,6 +260,25 @@ TEST(CaptureOptions, ReadbackMemory) {
   }
 }
 
+// The device the checkpoints hold: checkpoint mode only, an ordinal.
+TEST(CaptureOptions, CheckpointDevice) {
+  const auto plain = read({{"KCAP_OUTPUT", "t"}, {"KCAP_MODE", "checkpoint"}});
+  ASSERT_TRUE(plain);
+  EXPECT_EQ(plain->checkpointDevice, -1);
+  const auto chosen = read({{"KCAP_OUTPUT", "t"}, {"KCAP_MODE", "checkpoint"}, {"KCAP_CHECKPOINT_DEVICE", "3"}});
+  ASSERT_TRUE(chosen);
+  EXPECT_EQ(chosen->checkpointDevice, 3);
+  for (const char* bad : {"x", "-1", "1024", "1.5"}) {
+    EXPECT_NE(errorOf({{"KCAP_OUTPUT", "t"}, {"KCAP_MODE", "checkpoint"}, {"KCAP_CHECKPOINT_DEVICE", bad}})
+                  .find(std::string("KCAP_CHECKPOINT_DEVICE=\"") + bad + "\": expected a device ordinal"),
+              std::string::npos)
+        << bad;
+  }
+  EXPECT_NE(errorOf({{"KCAP_OUTPUT", "t"}, {"KCAP_MODE", "metadata"}, {"KCAP_CHECKPOINT_DEVICE", "1"}})
+                .find("applies to KCAP_MODE=checkpoint (the mode is metadata)"),
+            std::string::npos);
+}
+
 // The writer's threads at idle priority: metadata and checkpoint modes only.
 TEST(CaptureOptions, WriterPriority) {
   const auto plain = read({{"KCAP_OUTPUT", "t"}, {"KCAP_MODE", "checkpoint"}});

@@ -427,6 +427,28 @@ TEST(CheckpointRecord, AProcessDrivingTwoDevicesCheckpointsOneOfThem) {
   EXPECT_NE(extract.exitCode, 0) << extract.describe();
   EXPECT_NE(extract.err.find("launch 1 ran on device 1; the checkpoints hold device 0's memory"), std::string::npos)
       << extract.describe();
+
+  // KCAP_CHECKPOINT_DEVICE=1: the first checkpoint waits for device 1's
+  // first launch, and every one holds device 1; its launches re-execute.
+  const std::string second = dir.file("device-1.kcap");
+  env["KCAP_OUTPUT"] = second;
+  env["KCAP_CHECKPOINT_DEVICE"] = "1";
+  ASSERT_EQ(run({twoDeviceProgram(), {}, env, true}).exitCode, 0);
+  Recording one;
+  one.events = kcap::test::readAllEvents(second);
+  const auto held = checkpointsOf(one);
+  ASSERT_GE(held.size(), 3u);
+  for (size_t k = 0; k < held.size(); ++k) {
+    EXPECT_EQ(held[k].getDevice(), 1) << "checkpoint " << k;
+    EXPECT_EQ(held[k].getRanges().size(), 2u) << "checkpoint " << k << ": device 1's x and y";
+  }
+  EXPECT_EQ(held[0].getLaunchCount(), 1u) << "taken at device 1's first launch, after device 0's";
+  const Outcome replayed = kcapOnDouble({"replay", second}, twoDevices);
+  EXPECT_EQ(replayed.exitCode, 0) << replayed.describe();
+  EXPECT_NE(replayed.out.find("launch(es) on other devices than the checkpoints' (device 1) are not re-run"),
+            std::string::npos)
+      << replayed.describe();
+  EXPECT_NE(replayed.out.find("intervals reproduced as recorded"), std::string::npos) << replayed.describe();
 }
 
 TEST(CheckpointRecord, FiltersAndRangesAreRefused) {
