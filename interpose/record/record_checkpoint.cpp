@@ -106,7 +106,8 @@ void Recorder::checkpointNow(schema::CheckpointReason reason, std::chrono::milli
     if (taken.otherDeviceRanges != 0) {
       noteOnce(notedOtherDevices_, schema::Message::Level::WARNING,
                "checkpoints hold the memory of device " + std::to_string(taken.device) +
-                   " (current at the first checkpoint); " + std::to_string(taken.otherDeviceRanges) +
+                   " (KCAP_CHECKPOINT_DEVICE, or current at the first checkpoint); " +
+                   std::to_string(taken.otherDeviceRanges) +
                    " live allocations of other devices are not in them, and replay does not re-execute their "
                    "launches");
     }
