@@ -122,16 +122,9 @@ void TraceModel::markUnreadWrites() {
   }
 }
 
-int TraceModel::checkpointDevice() const {
-  for (const auto& checkpoint : checkpoints_) {
-    if (const int device = checkpoint->get().getCheckpoint().getDevice(); device >= 0) return device;
-  }
-  return -1;
-}
-
 std::string TraceModel::onOtherDevice(const LaunchRecord& launch) const {
   const int device = launch.event().getDevice();
-  const int covered = checkpointDevice();
+  const int covered = checkpointDevice_;
   if (device < 0 || covered < 0 || device == covered) return {};
   return "launch " + std::to_string(launch.launchIndex) + " ran on device " + std::to_string(device) +
          "; the checkpoints hold device " + std::to_string(covered) + "'s memory";
@@ -219,6 +212,12 @@ TraceModel TraceModel::load(format::TraceReader& reader) {
     return true;
   });
   model.markUnreadWrites();
+  for (const auto& checkpoint : model.checkpoints_) {
+    if (const int device = checkpoint->get().getCheckpoint().getDevice(); device >= 0) {
+      model.checkpointDevice_ = device;
+      break;
+    }
+  }
   for (const auto& [index, ns] : durations) {
     if (const auto it = model.byIndex_.find(index); it != model.byIndex_.end()) {
       model.launches_[it->second].recordedDurationNs = ns;

@@ -188,7 +188,7 @@ class TraceModel {
   // The device whose memory the checkpoints hold (Checkpoint.device, the
   // same in each), -1 when none says. Re-execution runs that device's
   // launches only.
-  int checkpointDevice() const;
+  int checkpointDevice() const { return checkpointDevice_; }
   // Why re-execution does not run `launch` because it ran on another device
   // than the checkpoints' ("" when it does).
   std::string onOtherDevice(const LaunchRecord& launch) const;
@@ -205,6 +205,7 @@ class TraceModel {
   std::map<uint64_t, std::vector<std::shared_ptr<StoredEvent>>> attributes_;  // FunctionAttribute by handle
   std::vector<std::shared_ptr<StoredEvent>> memoryOps_;                       // Memcpy / Memset / Collective, seq order
   std::vector<std::shared_ptr<StoredEvent>> checkpoints_;                     // seq order
+  int checkpointDevice_ = -1;                                                 // checkpointDevice()
   std::vector<std::shared_ptr<StoredEvent>> allocations_;                     // Alloc / Free, seq order
   std::vector<std::shared_ptr<StoredEvent>> graphLaunches_;                   // seq order
   std::vector<GraphLaunchRecord> graphLaunchRecords_;                         // file order
