@@ -385,36 +385,16 @@ void* ncclEntryFor(void* handle, const char* name) noexcept {
     std::string_view name;
     void* address;
   };
+#define KCAP_NCCL_ENTRIES(Base) \
+  {"nccl" #Base, reinterpret_cast<void*>(&nccl##Base)}, { "pnccl" #Base, reinterpret_cast<void*>(&pnccl##Base) }
   static const Entry kEntries[] = {
-      {"ncclAllReduce", reinterpret_cast<void*>(&ncclAllReduce)},
-      {"pncclAllReduce", reinterpret_cast<void*>(&pncclAllReduce)},
-      {"ncclReduce", reinterpret_cast<void*>(&ncclReduce)},
-      {"pncclReduce", reinterpret_cast<void*>(&pncclReduce)},
-      {"ncclReduceScatter", reinterpret_cast<void*>(&ncclReduceScatter)},
-      {"pncclReduceScatter", reinterpret_cast<void*>(&pncclReduceScatter)},
-      {"ncclBroadcast", reinterpret_cast<void*>(&ncclBroadcast)},
-      {"pncclBroadcast", reinterpret_cast<void*>(&pncclBroadcast)},
-      {"ncclBcast", reinterpret_cast<void*>(&ncclBcast)},
-      {"pncclBcast", reinterpret_cast<void*>(&pncclBcast)},
-      {"ncclGather", reinterpret_cast<void*>(&ncclGather)},
-      {"pncclGather", reinterpret_cast<void*>(&pncclGather)},
-      {"ncclScatter", reinterpret_cast<void*>(&ncclScatter)},
-      {"pncclScatter", reinterpret_cast<void*>(&pncclScatter)},
-      {"ncclAllGather", reinterpret_cast<void*>(&ncclAllGather)},
-      {"pncclAllGather", reinterpret_cast<void*>(&pncclAllGather)},
-      {"ncclAlltoAll", reinterpret_cast<void*>(&ncclAlltoAll)},
-      {"pncclAlltoAll", reinterpret_cast<void*>(&pncclAlltoAll)},
-      {"ncclSend", reinterpret_cast<void*>(&ncclSend)},
-      {"pncclSend", reinterpret_cast<void*>(&pncclSend)},
-      {"ncclRecv", reinterpret_cast<void*>(&ncclRecv)},
-      {"pncclRecv", reinterpret_cast<void*>(&pncclRecv)},
-      {"ncclMemAlloc", reinterpret_cast<void*>(&ncclMemAlloc)},
-      {"pncclMemAlloc", reinterpret_cast<void*>(&pncclMemAlloc)},
-      {"ncclGroupStart", reinterpret_cast<void*>(&ncclGroupStart)},
-      {"pncclGroupStart", reinterpret_cast<void*>(&pncclGroupStart)},
-      {"ncclGroupEnd", reinterpret_cast<void*>(&ncclGroupEnd)},
-      {"pncclGroupEnd", reinterpret_cast<void*>(&pncclGroupEnd)},
+      KCAP_NCCL_ENTRIES(AllReduce),  KCAP_NCCL_ENTRIES(Reduce),    KCAP_NCCL_ENTRIES(ReduceScatter),
+      KCAP_NCCL_ENTRIES(Broadcast),  KCAP_NCCL_ENTRIES(Bcast),     KCAP_NCCL_ENTRIES(Gather),
+      KCAP_NCCL_ENTRIES(Scatter),    KCAP_NCCL_ENTRIES(AllGather), KCAP_NCCL_ENTRIES(AlltoAll),
+      KCAP_NCCL_ENTRIES(Send),       KCAP_NCCL_ENTRIES(Recv),      KCAP_NCCL_ENTRIES(MemAlloc),
+      KCAP_NCCL_ENTRIES(GroupStart), KCAP_NCCL_ENTRIES(GroupEnd),
   };
+#undef KCAP_NCCL_ENTRIES
   const auto entry =
       std::find_if(std::begin(kEntries), std::end(kEntries), [&](const Entry& e) { return e.name == name; });
   if (entry == std::end(kEntries)) return nullptr;

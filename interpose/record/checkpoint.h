@@ -21,12 +21,12 @@
 //   4. the Checkpoint event names every piece of every range.
 // One device is covered, the same in every checkpoint of a recording: the
 // device of the context current at the first one (which --checkpoint-device
-// can choose: see mayTakeHere). A later checkpoint due
-// on a thread with another context current (a process driving several
-// GPUs) makes that context current while it is taken. Allocations of
-// other devices are left out (a note in the trace says so): what their
-// work writes into this device's memory is logged as it happens (copies
-// from another device, NCCL calls).
+// can choose: see mayTakeHere). A later checkpoint due on a thread with
+// another context current (a process driving several GPUs) makes that
+// context current while it is taken. Allocations of other devices are left
+// out (a note in the trace says so): what their work writes into this
+// device's memory is logged as it happens (copies from another device,
+// NCCL calls).
 #pragma once
 
 #include "change_hash.h"

@@ -237,26 +237,32 @@ int Recorder::deviceOfAddress(uint64_t address) {
   return ordinal;
 }
 
-// What a copy from another device wrote, once it is done: the source is
-// memory a replay of this device's work does not hold. The copy's stream is
-// waited for (a synchronous device-to-device copy too may return before it
-// is done); not while the stream captures into a graph, where nothing ran.
-void Recorder::storeCrossDeviceWrite(const CopyCall& call, schema::Memcpy::Builder copy) {
-  const auto stream = reinterpret_cast<CUstream>(call.stream);
-  if (streamCapturing(stream)) {
+// What a copy from another device wrote (`written`: its destination, as the
+// trace holds it), once it is done: the source is memory a replay of this
+// device's work does not hold. The copy's stream is waited for (a
+// synchronous device-to-device copy too may return before it is done); not
+// while the stream captures into a graph, where nothing ran.
+void Recorder::storeCrossDeviceWrite(uint64_t stream, const WrittenReadback::Region& written,
+                                     schema::Memcpy::Builder copy) {
+  const auto waitFor = reinterpret_cast<CUstream>(stream);
+  if (streamCapturing(waitFor)) {
     return;
   }
   const RelaxedCaptureMode relaxed;
   const DriverApi& api = driverApi();
-  if (api.streamSynchronize == nullptr || api.streamSynchronize(stream) != CUDA_SUCCESS) {
+  if (api.streamSynchronize == nullptr || api.streamSynchronize(waitFor) != CUDA_SUCCESS) {
     return;
   }
-  if (call.width != 0) {
-    storeCrossDeviceRows(call, copy);
+  if (written.width == 0) {
+    StoredContent stored;
+    if (storeWritten(written.address, written.size, stored) == CUDA_SUCCESS) stored.writeTo(copy.initData());
     return;
   }
-  StoredContent stored;
-  if (storeWritten(call.dst, call.size, stored) == CUDA_SUCCESS) stored.writeTo(copy.initData());
+  // A 2D or 3D copy's rows: one 3D copy from the device into host memory.
+  if (api.memcpy3D == nullptr) return;
+  std::vector<uint8_t> packed(written.size);
+  const CUDA_MEMCPY3D rows = packedRowsCopy(written, packed.data());
+  if (api.memcpy3D(&rows) == CUDA_SUCCESS) writer_->storeContent(packed.data(), packed.size(), copy.initData());
 }
 
 // Device memory another agent wrote (a copy from another device, an NCCL
@@ -292,20 +298,6 @@ bool crossDeviceRegion(const CopyCall& call, WrittenReadback::Region& region) {
 
 }  // namespace
 
-// A 2D or 3D copy's destination rows, read back packed: one 3D copy from
-// the device into host memory.
-void Recorder::storeCrossDeviceRows(const CopyCall& call, schema::Memcpy::Builder copy) {
-  WrittenReadback::Region region;
-  if (!crossDeviceRegion(call, region) || driverApi().memcpy3D == nullptr) {
-    return;
-  }
-  std::vector<uint8_t> packed(region.size);
-  const CUDA_MEMCPY3D rows = packedRowsCopy(region, packed.data());
-  if (driverApi().memcpy3D(&rows) == CUDA_SUCCESS) {
-    writer_->storeContent(packed.data(), packed.size(), copy.initData());
-  }
-}
-
 void Recorder::copied(const CopyCall& call, const void* hostSource) {
   if (call.result != CUDA_SUCCESS) {
     return;
@@ -335,11 +327,12 @@ void Recorder::copied(const CopyCall& call, const void* hostSource) {
       copy.setCrossDevice(true);
       // Checkpoint mode reads the bytes back without waiting for the
       // copy; full mode waits.
-      later = crossDeviceRegion(call, written) && readsBackLater(call.stream, call.size);
+      const bool shaped = crossDeviceRegion(call, written);
+      later = shaped && readsBackLater(call.stream, call.size);
       if (later) {
         copy.setDataDeferred(true);
-      } else if (options_.mode != CaptureMode::kMetadata) {
-        storeCrossDeviceWrite(call, copy);
+      } else if (shaped && options_.mode != CaptureMode::kMetadata) {
+        storeCrossDeviceWrite(call.stream, written, copy);
       }
     }
   }

@@ -510,8 +510,7 @@ class Recorder {
   bool streamCapturing(CUstream stream) const {
     return activeCaptures_.load(std::memory_order_relaxed) > 0 && isCapturing(stream);
   }
-  void storeCrossDeviceWrite(const CopyCall& call, schema::Memcpy::Builder copy);
-  void storeCrossDeviceRows(const CopyCall& call, schema::Memcpy::Builder copy);
+  void storeCrossDeviceWrite(uint64_t stream, const WrittenReadback::Region& written, schema::Memcpy::Builder copy);
   CUresult storeWritten(uint64_t address, uint64_t size, StoredContent& out);
   std::string logCollectiveWrite(const CollectiveCall& call, uint64_t written, std::vector<uint64_t>& waited,
                                  schema::Collective::Builder event);
