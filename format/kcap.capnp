@@ -392,6 +392,11 @@ struct WrittenData {
   missing @2 :Text;
   # Set, and `data` empty, when the bytes could not be read back: why
   # (the copy back failed, the trace ended before it completed).
+  node @3 :UInt64;
+  # 0, or, when `of` names a GraphLaunch: the memcpy node of its graph
+  # whose destination these bytes were read from (GraphNode.writtenReadBack,
+  # by its handle). Readers fold them into that launch's `hostCopies`; one
+  # WrittenData at most names a launch and node.
 }
 
 enum CopyDirection {
@@ -460,6 +465,14 @@ struct Collective {
   # for it; a later `writtenData` event whose `of` is this event's seq
   # holds them, or says why it could not. A trace that ends before that
   # event (the program crashed first) lacks them.
+  capturedCopy @18 :UInt64;
+  # Checkpoint mode, a call made on a stream capturing into a CUDA graph
+  # (it ran nothing then; its kernels became nodes of the graph): the
+  # device memory of kcap's into which the memcpy node kcap captured right
+  # after the call's nodes copies the `written` bytes each time the graph
+  # runs (GraphNode.writtenReadBack). 0 when no such node was added
+  # (`dataMissing` says why). The bytes of each graph launch come in
+  # writtenData events naming that launch and node.
 }
 
 enum CollectiveOp {
@@ -735,7 +748,8 @@ struct GraphLaunch {
   hostCopies @8 :List(GraphHostCopy);
   # Full and checkpoint modes: what each memcpy node with a host source read
   # at this launch (a host source is read each time the graph runs; the
-  # graph's definition holds only its address).
+  # graph's definition holds only its address). A reader folds in the
+  # writtenData of the launch's writtenReadBack nodes here.
   noSnapshotReason @9 :Text;
   # Full and pre modes: why this graph launch was recorded without memory
   # (as Launch.noSnapshotReason); no graphLaunchEnd `post` follows then.
@@ -744,6 +758,9 @@ struct GraphLaunch {
 struct GraphHostCopy {
   node @0 :UInt64;                  # the memcpy node (GraphNode.handle, at any depth of the definition)
   data @1 :Content;                 # the bytes copied, packed as Memcpy.data packs a 2D/3D copy's rows
+  missing @2 :Text;
+  # Only in a reader's folded view of a writtenReadBack node's bytes (never
+  # in a file): why they are not there, `data` empty.
 }
 
 struct GraphLaunchEnd {
@@ -833,6 +850,14 @@ struct GraphNode {
     conditional @12 :GraphConditional;
     unreadable @13 :GraphUnreadableNode;
   }
+  writtenReadBack @14 :Bool;
+  # A memcpy node kcap added, in checkpoint mode, to a graph captured from
+  # a stream, right after the nodes of an NCCL call (Collective.capturedCopy):
+  # it copies what the call wrote on this rank (its `src`: the call's
+  # recvBuffer) into memory of kcap's (its `dst`), which is read back after
+  # each launch of the graph (writtenData with `node`). Those bytes came
+  # from other GPUs: replay writes each launch's bytes at `src` in this
+  # node's place, and does not run the NCCL kernels before it.
 }
 
 struct GraphHostNode {

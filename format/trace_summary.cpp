@@ -284,10 +284,23 @@ void SummaryBuilder::add(schema::Event::Reader e) {
                       ++x.collectives;
                       ++x.collectivesByOperation[enumName(c.getOperation())];
                       x.collectiveBytes += c.getWritten();
+                      if (c.getCapturedCopy() != 0) {
+                        ++x.captured;  // its bytes come with each graph launch
+                        return;
+                      }
                       addExternalWrite(e.getSeq(), c.getWritten(), c.getData().getSize(),
                                        c.getDataMissing().size() != 0, c.getDataDeferred());
                     },
                     [&](schema::WrittenData::Reader w) {
+                      if (w.getNode() != 0) {
+                        if (w.getData().getSize() != 0) {
+                          ++s_.externalWrites.graphReadBacks.count;
+                          s_.externalWrites.graphReadBacks.bytes += w.getData().getSize();
+                        } else {
+                          ++s_.externalWrites.notLogged;
+                        }
+                        return;
+                      }
                       if (awaitingData_.erase(w.getOf()) == 0) return;  // names nothing waiting (kcap check says so)
                       if (w.getData().getSize() != 0) {
                         ++s_.externalWrites.logged.count;

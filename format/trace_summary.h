@@ -94,6 +94,11 @@ struct ExternalWritesSummary {
   CountBytes logged;           // calls and copies whose bytes the trace holds
   uint64_t readBackLater = 0;  // of those that wrote, marked dataDeferred
   uint64_t notLogged = 0;      // checkpoint mode: bytes missing (the reason is in the trace), or never read back
+  // NCCL calls captured into graphs with kcap's copy after them
+  // (Collective.capturedCopy), and their bytes read back after each graph
+  // launch (writtenData naming a node; missing ones count in notLogged).
+  uint64_t captured = 0;
+  CountBytes graphReadBacks;
 };
 
 struct TraceSummary {

@@ -4,6 +4,8 @@
 // parameters of copies, memsets and kernel nodes: graph_rebuild_params.cpp.
 #include "graph_rebuild.h"
 
+#include "job_environment.h"
+
 #include <algorithm>
 #include <cstring>
 #include <map>
@@ -68,6 +70,16 @@ const GraphNodeRun* firstUnreadable(const GraphBodyRun& body) {
   return nullptr;
 }
 
+// The first NCCL kernel node at any depth, and how many copy nodes kcap
+// added after NCCL calls (GraphNode.writtenReadBack) there are.
+void findCollectives(const GraphBodyRun& body, const GraphNodeRun*& firstNccl, uint64_t& readBacks) {
+  for (const GraphNodeRun& node : body.nodes) {
+    if (firstNccl == nullptr && isNcclKernelNode(node)) firstNccl = &node;
+    if (node.params.getWrittenReadBack()) ++readBacks;
+    for (const GraphBodyRun& nested : node.bodies) findCollectives(nested, firstNccl, readBacks);
+  }
+}
+
 std::string plural(uint64_t n, const std::string& word) {
   if (n == 1) return "1 " + word;
   if (word == "child graph") return std::to_string(n) + " child graphs";
@@ -84,6 +96,10 @@ struct OwnedGraph {
 };
 
 }  // namespace
+
+bool isNcclKernelNode(const GraphNodeRun& node) {
+  return node.params.isKernel() && format::isNcclKernel(node.params.getKernel().getKernelName().cStr());
+}
 
 uint64_t graphNodeCount(const GraphBodyRun& root) {
   std::map<std::string, uint64_t> counts;
@@ -126,6 +142,15 @@ RebuiltGraph::RebuiltGraph(const GraphRebuildContext& context, const GraphRun& r
   if (!run.define->get().getGraphDefine().getComplete() && run.updates == 0) {
     throw NotReplayable("graphDefine #" + std::to_string(run.define->seq()) +
                         " is incomplete: a node or an edge could not be read when it was recorded");
+  }
+  const GraphNodeRun* nccl = nullptr;
+  uint64_t readBacks = 0;
+  findCollectives(run.root, nccl, readBacks);
+  if (nccl != nullptr && readBacks == 0) {
+    throw NotReplayable(nccl->path + " is an NCCL kernel (" +
+                        std::string(nccl->params.getKernel().getKernelName().cStr()) +
+                        "), which waits for its peers, and the graph holds no copy of what its call wrote (kcap "
+                        "adds one in checkpoint mode; the NCCL call's dataMissing says why it could not)");
   }
   if (!build) return;
   try {
@@ -265,6 +290,13 @@ CUgraphNode RebuiltGraph::addNode(const GraphNodeRun& node, CUgraph graph, const
   const auto p = node.params;
   switch (p.which()) {
     case schema::GraphNode::KERNEL: {
+      if (isNcclKernelNode(node)) {
+        // It waits for peers replay does not run; the copy kcap added after
+        // its call writes what the call wrote.
+        notes_.push_back(node.path + ": an NCCL kernel, not run (an empty node here)");
+        ++ncclKernelsSkipped_;
+        return empty();
+      }
       KernelNodeCode code = kernelOf(node);
       const auto e = p.getKernel();
       std::vector<void*> arguments;

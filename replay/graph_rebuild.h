@@ -48,6 +48,12 @@ struct GraphRebuildContext {
   std::function<KernelNodeCode(const GraphNodeRun&)> kernel;   // loads the node's code, builds its parameters
 };
 
+// A kernel node of NCCL's: it waits for its peers, so the rebuild makes it
+// an empty node, and the copy node kcap added after its call
+// (GraphNode.writtenReadBack) writes what the call wrote. A graph with NCCL
+// kernels and no such copy is not replayable.
+bool isNcclKernelNode(const GraphNodeRun& node);
+
 // "11 nodes: 4 kernels, 1 memcpy, 1 memset, ..." over every depth.
 std::string graphNodeSummary(const GraphBodyRun& root);
 uint64_t graphNodeCount(const GraphBodyRun& root);
@@ -65,8 +71,10 @@ class RebuiltGraph {
   RebuiltGraph& operator=(const RebuiltGraph&) = delete;
 
   CUgraphExec exec() const { return exec_; }
-  // What differs from the recording by design: host nodes not called.
+  // What differs from the recording by design: host nodes not called, NCCL
+  // kernels not run.
   const std::vector<std::string>& notes() const { return notes_; }
+  uint64_t ncclKernelsSkipped() const { return ncclKernelsSkipped_; }
 
   // The replay address of a recorded one: the graph's own allocations first,
   // then the replay's placed memory.
@@ -87,6 +95,8 @@ class RebuiltGraph {
   void buildBody(const GraphBodyRun& body, CUgraph graph, unsigned depth);
   CUgraphNode addNode(const GraphNodeRun& node, CUgraph graph, const std::vector<CUgraphNode>& deps, unsigned depth);
   uint8_t* pinned(uint64_t size);
+  std::optional<schema::GraphHostCopy::Reader> launchBytesOf(const GraphNodeRun& node) const;
+  CUDA_MEMCPY3D writtenCopyOf(const GraphNodeRun& node);
   void applyAttributes(const GraphNodeRun& node, CUgraphNode made);
   std::optional<uint64_t> translateExtent(uint64_t recorded, uint64_t extent) const;
 
@@ -101,6 +111,7 @@ class RebuiltGraph {
   std::vector<void*> pinned_;                                      // host-side copy buffers
   std::vector<std::pair<const GraphNodeRun*, CUgraphNode>> disabled_;
   std::vector<std::string> notes_;
+  uint64_t ncclKernelsSkipped_ = 0;
 };
 
 }  // namespace kcap::replay

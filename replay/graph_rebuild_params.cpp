@@ -32,7 +32,52 @@ std::optional<uint64_t> RebuiltGraph::translateExtent(uint64_t recorded, uint64_
   return first;
 }
 
+// The bytes the launch holds for a copy node (GraphLaunch.hostCopies).
+std::optional<schema::GraphHostCopy::Reader> RebuiltGraph::launchBytesOf(const GraphNodeRun& node) const {
+  for (const auto hostCopy : run_.launch->event().getHostCopies()) {
+    if (std::find(node.handles.begin(), node.handles.end(), hostCopy.getNode()) != node.handles.end()) return hostCopy;
+  }
+  return std::nullopt;
+}
+
+// kcap's copy after an NCCL call: what the call wrote at this launch, read
+// back then, written where the call wrote it (the copy's source).
+CUDA_MEMCPY3D RebuiltGraph::writtenCopyOf(const GraphNodeRun& node) {
+  const auto copy = node.params.getMemcpy();
+  const std::string what = node.path + " (kcap's copy of what the NCCL call before it wrote)";
+  const auto found = launchBytesOf(node);
+  if (!found || found->getMissing().size() != 0) {
+    throw NotReplayable(what + ": the trace holds no bytes of it for this launch" +
+                        (found ? " (" + std::string(found->getMissing().cStr()) + ")" : std::string()));
+  }
+  const uint64_t size = copy.getSize();
+  const auto data = found->getData();
+  // One row: kcap captures a 1D copy.
+  if ((copy.getWidth() != 0 && copy.getWidth() != size) || data.getSize() != size) {
+    throw ReplayError(what + ": the launch read back " + std::to_string(data.getSize()) + " bytes for a copy of " +
+                      std::to_string(size) + " (a damaged trace?)");
+  }
+  const auto dst = translateExtent(copy.getSrc(), size);
+  if (!dst) throw ReplayError(what + ": where the call wrote has no place in this replay");
+  uint8_t* buffer = pinned(size);
+  context_.reader->readContentInto(data, buffer, size);
+  CUDA_MEMCPY3D p{};
+  p.WidthInBytes = size;
+  p.Height = 1;
+  p.Depth = 1;
+  p.srcMemoryType = CU_MEMORYTYPE_HOST;
+  p.srcHost = buffer;
+  p.srcPitch = size;
+  p.srcHeight = 1;
+  p.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+  p.dstDevice = *dst;
+  p.dstPitch = size;
+  p.dstHeight = 1;
+  return p;
+}
+
 CUDA_MEMCPY3D RebuiltGraph::copyOf(const GraphNodeRun& node) {
+  if (node.params.getWrittenReadBack()) return writtenCopyOf(node);
   const auto copy = node.params.getMemcpy();
   const std::string what = node.path + " (memcpy)";
   const auto direction = copy.getDirection();
@@ -69,13 +114,7 @@ CUDA_MEMCPY3D RebuiltGraph::copyOf(const GraphNodeRun& node) {
   p.Height = rows;
   p.Depth = slices;
   if (srcHost) {
-    std::optional<schema::GraphHostCopy::Reader> found;
-    for (const auto hostCopy : run_.launch->event().getHostCopies()) {
-      if (std::find(node.handles.begin(), node.handles.end(), hostCopy.getNode()) != node.handles.end()) {
-        found = hostCopy;
-        break;
-      }
-    }
+    const auto found = launchBytesOf(node);
     if (!found) {
       throw NotReplayable(what +
                           " copies from host memory, and the trace holds no bytes of it for this launch "

@@ -125,6 +125,7 @@ LaunchOutcome Replayer::replayGraphLaunch(const GraphLaunchRecord& g, ReplayList
     LoadedKernel globals;  // every kernel node's module globals
     std::set<std::string> codes;
     eachKernelNode(run.root, [&](const GraphNodeRun& node) {
+      if (isNcclKernelNode(node)) return;  // not run: the rebuild refuses it
       const LoadedKernel& kernel = kernels[&node] =
           code_->kernelFor(model_.codeFor(graphNodeLaunch(node, o.launchIndex)));
       codes.insert(kernel.code);

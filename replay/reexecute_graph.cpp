@@ -2,7 +2,9 @@
 // launch ran (TraceModel::graphRun) made again at the recorded addresses
 // (graph_rebuild.h), its host-source copies fed from the bytes logged with
 // the launch, submitted on the replay stream behind the launches before it,
-// and waited for (its host buffers live until it completed).
+// and waited for (its host buffers live until it completed). NCCL's kernel
+// nodes are not run: the copy node kcap added after each captured NCCL call
+// writes what the call wrote at this launch, as the trace holds it.
 #include "driver.h"
 #include "graph_rebuild.h"
 #include "reexecutor.h"
@@ -30,7 +32,7 @@ void Reexecutor::runGraphLaunch(const StoredEvent& event, ReexecutionListener& l
     std::map<const GraphNodeRun*, LoadedKernel> kernels;
     const std::function<void(const GraphBodyRun&)> load = [&](const GraphBodyRun& body) {
       for (const GraphNodeRun& node : body.nodes) {
-        if (node.params.isKernel()) {
+        if (node.params.isKernel() && !isNcclKernelNode(node)) {
           kernels[&node] = r_.code_->kernelFor(model_.codeFor(graphNodeLaunch(node, record->graphLaunchIndex)));
         }
         for (const GraphBodyRun& nested : node.bodies) load(nested);
@@ -52,6 +54,12 @@ void Reexecutor::runGraphLaunch(const StoredEvent& event, ReexecutionListener& l
                             r_.buildParams(graphNodeLaunch(node, record->graphLaunchIndex), kernel).bytes};
     };
     RebuiltGraph graph(context, run);
+    if (graph.ncclKernelsSkipped() != 0 && !notedGraphCollectives_) {
+      listener.note(
+          "NCCL kernel nodes of graphs are not re-run (they wait for peers that replay does not run): the "
+          "bytes each graph launch's NCCL calls wrote, read back after it, are written in their place");
+      notedGraphCollectives_ = true;
+    }
     check(r_.driver_.cuGraphLaunch(graph.exec(), r_.stream_), "cuGraphLaunch");
     drain(listener);
     check(r_.driver_.cuStreamSynchronize(r_.stream_), "the graph launch");

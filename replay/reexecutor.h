@@ -137,6 +137,7 @@ class Reexecutor {
   // wrote), and launches on other devices than the checkpoints'.
   std::set<uint64_t> passedOver_;
   bool notedOtherDeviceGraph_ = false;  // runGraphLaunch said once that it passes such graphs over
+  bool notedGraphCollectives_ = false;  // ... and once that it runs no NCCL kernel node
   // By position in model_.launches(): the kernel loadCode found, null when none.
   std::vector<const LoadedKernel*> kernelAt_;
   bool synchronized_ = false;  // ReexecutionRequest::synchronized

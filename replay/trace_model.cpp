@@ -122,6 +122,47 @@ void TraceModel::markUnreadWrites() {
   }
 }
 
+// The bytes read back at a graph launch's copy nodes (GraphNode.
+// writtenReadBack) join its hostCopies, where the rebuild finds each copy
+// node's bytes: the launch is replaced by a copy holding them.
+void TraceModel::foldGraphReadBacks() {
+  for (GraphLaunchRecord& record : graphLaunchRecords_) {
+    const auto found = graphReadBacks_.find(record.seq());
+    if (found == graphReadBacks_.end()) continue;
+    const std::vector<std::shared_ptr<StoredEvent>>& reads = found->second;
+    capnp::MallocMessageBuilder builder;
+    builder.setRoot(record.launch->get());
+    auto launch = builder.getRoot<schema::Event>().getGraphLaunch();
+    const auto recorded = launch.asReader().getHostCopies();
+    std::set<uint64_t> nodes;
+    for (const auto copy : recorded) nodes.insert(copy.getNode());
+    std::vector<schema::WrittenData::Reader> added;
+    for (const auto& read : reads) {
+      const auto written = read->get().getWrittenData();
+      if (nodes.insert(written.getNode()).second) added.push_back(written);  // one per node: the first
+    }
+    capnp::MallocMessageBuilder copies;
+    auto list =
+        copies.initRoot<schema::GraphLaunch>().initHostCopies(static_cast<unsigned>(recorded.size() + added.size()));
+    unsigned at = 0;
+    for (const auto copy : recorded) list.setWithCaveats(at++, copy);
+    for (const auto written : added) {
+      auto copy = list[at++];
+      copy.setNode(written.getNode());
+      if (written.getMissing().size() == 0 && written.hasData()) {
+        copy.setData(written.getData());
+      } else {
+        copy.setMissing(written.getMissing().size() != 0 ? written.getMissing().cStr() : "its read-back holds no data");
+      }
+    }
+    launch.setHostCopies(list.asReader());
+    auto replaced = std::make_shared<StoredEvent>(builder.getRoot<schema::Event>().asReader());
+    std::replace(graphLaunches_.begin(), graphLaunches_.end(), record.launch, replaced);
+    record.launch = std::move(replaced);
+  }
+  graphReadBacks_.clear();
+}
+
 std::string TraceModel::onOtherDevice(const LaunchRecord& launch) const {
   const int device = launch.event().getDevice();
   const int covered = checkpointDevice_;
@@ -158,7 +199,13 @@ TraceModel TraceModel::load(format::TraceReader& reader) {
                    [&](schema::Memcpy::Reader) { model.memoryOps_.push_back(stored()); },
                    [&](schema::Memset::Reader) { model.memoryOps_.push_back(stored()); },
                    [&](schema::Collective::Reader) { model.memoryOps_.push_back(stored()); },
-                   [&](schema::WrittenData::Reader written) { model.foldWrittenData(written); },
+                   [&](schema::WrittenData::Reader written) {
+                     if (written.getNode() != 0) {
+                       model.graphReadBacks_[written.getOf()].push_back(stored());
+                     } else {
+                       model.foldWrittenData(written);
+                     }
+                   },
                    [&](schema::Checkpoint::Reader) { model.checkpoints_.push_back(stored()); },
                    [&](schema::Alloc::Reader) { model.allocations_.push_back(stored()); },
                    [&](schema::Free::Reader) { model.allocations_.push_back(stored()); },
@@ -212,6 +259,7 @@ TraceModel TraceModel::load(format::TraceReader& reader) {
     return true;
   });
   model.markUnreadWrites();
+  model.foldGraphReadBacks();
   for (const auto& checkpoint : model.checkpoints_) {
     if (const int device = checkpoint->get().getCheckpoint().getDevice(); device >= 0) {
       model.checkpointDevice_ = device;

@@ -218,9 +218,13 @@ class TraceModel {
   std::map<std::string, std::vector<std::shared_ptr<StoredEvent>>> tensorMaps_;
 
   std::set<uint64_t> folded_;  // seqs of the memory ops a WrittenData completed
+  // WrittenData of graph launches' copy nodes, by the launch's seq, until
+  // the load's end folds them into the launches (foldGraphReadBacks).
+  std::map<uint64_t, std::vector<std::shared_ptr<StoredEvent>>> graphReadBacks_;
 
   void foldWrittenData(schema::WrittenData::Reader written);
   void markUnreadWrites();
+  void foldGraphReadBacks();
   static std::shared_ptr<StoredEvent> latestBefore(const std::vector<std::shared_ptr<StoredEvent>>& events,
                                                    uint64_t seq);
 };

@@ -218,6 +218,7 @@ class Checker {
   }
 
   // A writtenData event completes an earlier event marked dataDeferred,
+  // once, or holds what one copy node of an earlier graph launch read back,
   // once. `gapless`: no event is missing so far, so one it names that is
   // not marked is in the trace, unmarked (a flight recorder's ring may have
   // let the one it names go).
@@ -228,12 +229,25 @@ class Checker {
       awaitingData_.insert(seq);
       return;
     }
+    if (e.isGraphLaunch()) graphLaunches_.insert(seq);
     if (!e.isWrittenData()) return;
     const uint64_t of = e.getWrittenData().getOf();
+    const uint64_t node = e.getWrittenData().getNode();
     const auto where = [&] { return strf("event #%llu (writtenData)", static_cast<unsigned long long>(seq)); };
     if (of >= seq) {
       add(ref.chunkOffset,
           where() + strf(" names event #%llu, not an earlier one", static_cast<unsigned long long>(of)));
+    } else if (node != 0) {
+      if (graphLaunches_.count(of) == 0) {
+        if (gapless) {
+          add(ref.chunkOffset, where() + strf(" names event #%llu and a graph node, and that event is no graph launch",
+                                              static_cast<unsigned long long>(of)));
+        }
+      } else if (!completedNodes_.emplace(of, node).second) {
+        add(ref.chunkOffset,
+            where() + strf(" holds node 0x%llx of graph launch #%llu a second time",
+                           static_cast<unsigned long long>(node), static_cast<unsigned long long>(of)));
+      }
     } else if (completedData_.count(of) != 0) {
       add(ref.chunkOffset, where() + strf(" completes event #%llu a second time", static_cast<unsigned long long>(of)));
     } else if (awaitingData_.erase(of) != 0) {
@@ -477,10 +491,12 @@ class Checker {
   std::set<uint64_t> badChunks_;
   std::unordered_map<format::Hash128, format::ChunkInfo, format::Hash128Hasher> blobs_;
   std::unordered_map<format::Hash128, format::ChangeHash, format::Hash128Hasher> changeHashes_;  // by blob
-  std::map<uint64_t, ChunkEvents> chunkEvents_;  // record chunk offset -> events delivered from it
-  std::set<uint64_t> awaitingData_;              // seqs of events marked dataDeferred, not yet completed
-  std::set<uint64_t> completedData_;             // those a writtenData completed
-  int checkpointDevice_ = -1;                    // the device the first checkpoint holds
+  std::map<uint64_t, ChunkEvents> chunkEvents_;             // record chunk offset -> events delivered from it
+  std::set<uint64_t> awaitingData_;                         // seqs of events marked dataDeferred, not yet completed
+  std::set<uint64_t> completedData_;                        // those a writtenData completed
+  std::set<uint64_t> graphLaunches_;                        // seqs of graphLaunch events
+  std::set<std::pair<uint64_t, uint64_t>> completedNodes_;  // (graph launch, node) a writtenData held
+  int checkpointDevice_ = -1;                               // the device the first checkpoint holds
   uint64_t events_ = 0;
   uint64_t missingPieces_ = 0;
   uint64_t damagedPieces_ = 0;

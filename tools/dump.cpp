@@ -225,13 +225,14 @@ void formatCollective(Line& l, schema::Collective::Reader c) {
   if (c.getReduceOp() >= 0) l.snum("op", c.getReduceOp());
   if (c.getRoot() >= 0) l.snum("root", c.getRoot());
   l.flag("grouped", c.getGrouped()).addr("stream", c.getStream()).num("written", c.getWritten());
+  l.addrIf("capturedCopy", c.getCapturedCopy());
   if (c.hasData()) l.num("data", c.getData().getSize());
   if (c.getDataMissing().size() != 0) l.kv("dataMissing", printable(c.getDataMissing().cStr(), true));
   l.flag("dataDeferred", c.getDataDeferred()).result(c.getResult());
 }
 
 void formatWrittenData(Line& l, schema::WrittenData::Reader w) {
-  l.kv("of", "#" + std::to_string(w.getOf()));
+  l.kv("of", "#" + std::to_string(w.getOf())).addrIf("node", w.getNode());
   if (w.hasData()) l.num("data", w.getData().getSize());
   if (w.getMissing().size() != 0) l.kv("missing", printable(w.getMissing().cStr(), true));
 }
@@ -393,6 +394,7 @@ void formatGraphNode(std::string& out, schema::GraphNode::Reader n, unsigned dep
     }
     case schema::GraphNode::MEMCPY:
       formatMemcpy(l, n.getMemcpy());
+      l.flag("writtenReadBack", n.getWrittenReadBack());
       break;
     case schema::GraphNode::MEMSET:
       formatMemset(l, n.getMemset());

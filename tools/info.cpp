@@ -226,6 +226,10 @@ void printText(const Options& opt, const format::TraceReader& reader, const Trac
            humanSize(x.collectiveBytes + x.crossDeviceBytes), ""});
     t.row({"logged", withCommas(x.logged.count), humanSize(x.logged.bytes),
            x.readBackLater ? withCommas(x.readBackLater) + " read back after their call" : ""});
+    if (x.captured != 0) {
+      t.row({"captured into graphs", withCommas(x.captured), "", "read back after each graph launch"});
+      t.row({"read back at graph launches", withCommas(x.graphReadBacks.count), humanSize(x.graphReadBacks.bytes), ""});
+    }
     if (x.notLogged) t.row({"not logged", withCommas(x.notLogged), "", "kcap dump says why (dataMissing, missing)"});
     out += t.render();
   }
@@ -431,10 +435,16 @@ void printJson(const Options& opt, const format::TraceReader& reader, const Trac
                  {"nodesByKind", s.graphs.nodesByKind}};
   j["gpuTime"] = {{"timedLaunches", s.timedLaunches}, {"totalNs", s.timedTotalNs}};
   const auto& x = s.externalWrites;
-  j["externalWrites"] = {{"collectives", x.collectives},           {"collectivesByOperation", x.collectivesByOperation},
-                         {"collectiveBytes", x.collectiveBytes},   {"crossDeviceCopies", x.crossDeviceCopies},
-                         {"crossDeviceBytes", x.crossDeviceBytes}, {"logged", countBytesJson(x.logged)},
-                         {"readBackLater", x.readBackLater},       {"notLogged", x.notLogged}};
+  j["externalWrites"] = {{"collectives", x.collectives},
+                         {"collectivesByOperation", x.collectivesByOperation},
+                         {"collectiveBytes", x.collectiveBytes},
+                         {"crossDeviceCopies", x.crossDeviceCopies},
+                         {"crossDeviceBytes", x.crossDeviceBytes},
+                         {"logged", countBytesJson(x.logged)},
+                         {"readBackLater", x.readBackLater},
+                         {"notLogged", x.notLogged},
+                         {"captured", x.captured},
+                         {"graphReadBacks", countBytesJson(x.graphReadBacks)}};
 
   Json byKind = Json::object();
   for (const auto& [kind, cb] : s.allocByKind) byKind[kind] = countBytesJson(cb);

@@ -50,6 +50,10 @@ DriverApi load() noexcept {
   resolve(api.memHostUnregister, "cuMemHostUnregister");
   resolve(api.pointerGetAttribute, "cuPointerGetAttribute");
   resolve(api.memGetAddressRange, "cuMemGetAddressRange_v2");
+  resolve(api.memAlloc, "cuMemAlloc_v2");
+  resolve(api.memFree, "cuMemFree_v2");
+  resolve(api.memGetInfo, "cuMemGetInfo_v2");
+  resolve(api.memcpyDtoDAsync, "cuMemcpyDtoDAsync_v2");
   resolve(api.libraryLoadData, "cuLibraryLoadData");
   resolve(api.libraryGetKernel, "cuLibraryGetKernel");
   resolve(api.launchKernel, "cuLaunchKernel");

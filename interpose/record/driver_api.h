@@ -48,6 +48,11 @@ struct DriverApi {
   PFN_cuMemHostUnregister_v4000 memHostUnregister = nullptr;
   PFN_cuPointerGetAttribute_v4000 pointerGetAttribute = nullptr;
   PFN_cuMemGetAddressRange_v3020 memGetAddressRange = nullptr;
+  // The copies added after NCCL calls captured into graphs (captured_copies.h).
+  PFN_cuMemAlloc_v3020 memAlloc = nullptr;
+  PFN_cuMemFree_v3020 memFree = nullptr;
+  PFN_cuMemGetInfo_v3020 memGetInfo = nullptr;
+  PFN_cuMemcpyDtoDAsync_v3020 memcpyDtoDAsync = nullptr;
 
   // The shim's own kernel (device_hash.h).
   PFN_cuLibraryLoadData_v12000 libraryLoadData = nullptr;

@@ -12,7 +12,8 @@
 //
 // Host-source copy nodes read host memory each time the graph runs: what
 // they read is stored with the launch (full and checkpoint modes), read when
-// the program queues the launch.
+// the program queues the launch. In checkpoint mode the slots of kcap's copy
+// nodes (captured_copies.h) are read back behind the launch, in stream order.
 #include "record/recorder.h"
 
 #include "core/event_recycler.h"
@@ -113,6 +114,7 @@ bool Recorder::graphLaunchStarting(const GraphLaunchCall& call, PendingGraphLaun
   size_t hostCopies = 0;
   for (const GraphNodeReach& node : nodes) {
     hostCopies += node.hostSource != nullptr ? 1 : 0;
+    if (node.readBackSlot != 0) pending.readBacks.push_back({node.handle, {node.readBackSlot, node.readBackSize}});
   }
   auto copies = launch.initHostCopies(static_cast<unsigned>(hostCopies));
   unsigned copy = 0;
@@ -203,8 +205,14 @@ void Recorder::graphLaunchFinished(PendingGraphLaunch& pending, CUresult result)
   }
   if (pending.event) {
     pending.event->event().getGraphLaunch().setResult(result);
-    append(*pending.event);
+    const uint64_t seq = append(*pending.event);
     pending.event.reset();
+    if (result == CUDA_SUCCESS && readback_ != nullptr) {
+      // Queued behind the graph on its stream: each reads what this launch's
+      // NCCL nodes wrote before a later launch writes it again.
+      const RelaxedCaptureMode relaxed;
+      for (const auto& [node, slot] : pending.readBacks) readback_->request({seq, node}, pending.syncStream, slot);
+    }
     return;
   }
   EventMessage message(*this);

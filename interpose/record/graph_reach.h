@@ -37,6 +37,10 @@ struct GraphNodeReach {
   // A memcpy node with a host source: where it reads, and the copy's shape.
   const void* hostSource = nullptr;
   HostRows rows;
+  // A copy kcap captured after an NCCL call (captured_copies.h): the slot
+  // it writes, read back after each launch.
+  uint64_t readBackSlot = 0;
+  uint64_t readBackSize = 0;
 };
 
 // A graph being read into a definition: whether every node could be, and

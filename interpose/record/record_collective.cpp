@@ -53,6 +53,8 @@ void Recorder::collectives(const std::vector<CollectiveCall>& calls) {
                   std::to_string(call.rank) + " of " + std::to_string(call.ranks);
       } else if (*written != 0 && call.result != 0) {
         missing = "the call returned " + ncclResultText(call.result) + ": what it wrote, if anything, is not known";
+      } else if (*written != 0 && streamCapturing(reinterpret_cast<CUstream>(call.stream))) {
+        missing = captureWrittenCopy(call, *written, event);
       } else if (*written != 0) {
         later = readsBackLater(call.stream, *written);
         if (later) {
@@ -66,9 +68,28 @@ void Recorder::collectives(const std::vector<CollectiveCall>& calls) {
     const uint64_t seq = append(message);
     if (later) {
       const RelaxedCaptureMode relaxed;
-      readback_->request(seq, reinterpret_cast<CUstream>(call.stream), {call.recvBuffer, *written});
+      readback_->request({seq, 0}, reinterpret_cast<CUstream>(call.stream), {call.recvBuffer, *written});
     }
   }
+}
+
+// A call on a capturing stream ran nothing: what it writes is copied, by a
+// node captured right after its own, into a slot of kcap's that each launch
+// of the graph reads back (captured_copies.h). Returns why it could not, or
+// "" (the event says where the slot is).
+std::string Recorder::captureWrittenCopy(const CollectiveCall& call, uint64_t written,
+                                         schema::Collective::Builder event) {
+  if (readback_ == nullptr || !readback_->takes(written)) {
+    return "its stream was capturing into a CUDA graph, and the read-back after each launch of the graph does not "
+           "take " +
+           std::to_string(written) + " bytes";
+  }
+  const RelaxedCaptureMode relaxed;
+  uint64_t slot = 0;
+  const std::string why = capturedCopies_.add(reinterpret_cast<CUstream>(call.stream), call.recvBuffer, written, slot);
+  if (!why.empty()) return "its stream was capturing into a CUDA graph, and " + why;
+  event.setCapturedCopy(slot);
+  return {};
 }
 
 // In checkpoint mode, unless the stream is capturing into a graph (the call

@@ -346,6 +346,16 @@ void Recorder::writeGraphNode(CUgraphNode node, const CUgraphNodeParams& params,
       GraphNodeReach& reach = walk.nodes[at];
       const bool toHost = direction == schema::CopyDirection::DEVICE_TO_HOST;
       const bool fromHost = direction == schema::CopyDirection::HOST_TO_DEVICE;
+      if (direction == schema::CopyDirection::DEVICE_TO_DEVICE) {
+        if (const auto slot = capturedCopies_.slotAt(call.dst)) {
+          // kcap's copy after a captured NCCL call: read back at each launch.
+          out.setWrittenReadBack(true);
+          reach.readBackSlot = call.dst;
+          reach.readBackSize = *slot;
+          reach.addresses.push_back(call.src);
+          return;
+        }
+      }
       if (!toHost && call.dst != 0) reach.addresses.push_back(call.dst);
       if (!fromHost && call.src != 0) reach.addresses.push_back(call.src);
       if (fromHost && hostSource != nullptr) {

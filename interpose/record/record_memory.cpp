@@ -339,7 +339,7 @@ void Recorder::copied(const CopyCall& call, const void* hostSource) {
   const uint64_t seq = append(message);
   if (later) {
     const RelaxedCaptureMode relaxed;
-    readback_->request(seq, reinterpret_cast<CUstream>(call.stream), written);
+    readback_->request({seq, 0}, reinterpret_cast<CUstream>(call.stream), written);
   }
 }
 

@@ -267,10 +267,12 @@ void Recorder::note(schema::Message::Level level, const std::string& text) {
   append(message);
 }
 
-void Recorder::writtenDataRead(uint64_t of, const uint8_t* bytes, uint64_t size, const std::string& missing) {
+void Recorder::writtenDataRead(const WrittenReadback::Owner& owner, const uint8_t* bytes, uint64_t size,
+                               const std::string& missing) {
   EventMessage message(*this, false);
   auto written = message.event().initWrittenData();
-  written.setOf(of);
+  written.setOf(owner.of);
+  written.setNode(owner.node);
   if (bytes != nullptr) {
     writer_->storeContent(bytes, size, written.initData());
   } else {
@@ -331,9 +333,8 @@ Recorder::Recorder(CaptureOptions options, std::string path, std::unique_ptr<for
     checkpoints_ = std::make_unique<CheckpointTaker>(*writer_, staging_, options_.hashOnDevice);
     if (options_.readbackBytes != 0) {
       readback_ = std::make_unique<WrittenReadback>(
-          options_.readbackBytes, [this](uint64_t of, const uint8_t* bytes, uint64_t size, const std::string& missing) {
-            writtenDataRead(of, bytes, size, missing);
-          });
+          options_.readbackBytes, [this](const WrittenReadback::Owner& owner, const uint8_t* bytes, uint64_t size,
+                                         const std::string& missing) { writtenDataRead(owner, bytes, size, missing); });
     }
     CheckpointGate::arm();
     std::atexit(lastCheckpointAtExit);

@@ -47,6 +47,7 @@
 #include "record/graph_reach.h"
 #include "record/host_waiters.h"
 #include "record/memory_snapshot.h"
+#include "record/captured_copies.h"
 #include "record/written_readback.h"
 
 #include "kcap.capnp.h"
@@ -285,6 +286,9 @@ struct PendingGraphLaunch {
   // Checkpoint mode: the GraphLaunch event (with its host copies), written
   // after the call with its result. Full mode writes it before the call.
   std::unique_ptr<EventMessage> event;
+  // Checkpoint mode: the slots of kcap's copy nodes in the graph (node
+  // handle, slot), read back once the launch is queued.
+  std::vector<std::pair<uint64_t, WrittenReadback::Region>> readBacks;
   bool postSnapshot = false;  // full mode: the pre snapshot was taken whole
   std::vector<SnapshotRange> ranges;
 };
@@ -514,10 +518,12 @@ class Recorder {
   CUresult storeWritten(uint64_t address, uint64_t size, StoredContent& out);
   std::string logCollectiveWrite(const CollectiveCall& call, uint64_t written, std::vector<uint64_t>& waited,
                                  schema::Collective::Builder event);
+  std::string captureWrittenCopy(const CollectiveCall& call, uint64_t written, schema::Collective::Builder event);
   // Whether the `size` bytes a call on `stream` wrote can be read back
   // later (readback_), without waiting for the stream now.
   bool readsBackLater(uint64_t stream, uint64_t size);
-  void writtenDataRead(uint64_t of, const uint8_t* bytes, uint64_t size, const std::string& missing);
+  void writtenDataRead(const WrittenReadback::Owner& owner, const uint8_t* bytes, uint64_t size,
+                       const std::string& missing);
 
   // Graphs (record_graph.cpp): a graph read through the driver's queries
   // into `body`; `walk` gathers each node's reach, and its completeness
@@ -546,7 +552,8 @@ class Recorder {
   uint64_t startUnixNs_ = 0;
 
   AllocationMap allocations_;
-  GraphReach graphReach_;  // what each executable graph's nodes touch
+  GraphReach graphReach_;          // what each executable graph's nodes touch
+  CapturedCopies capturedCopies_;  // checkpoint mode: the slots of NCCL calls captured into graphs
   std::atomic<uint64_t> graphLaunches_{0};
   KnownTensorMaps tensorMaps_;  // the maps encodes made: which parameters are tensor maps
   StagingPool staging_;

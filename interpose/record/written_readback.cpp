@@ -69,7 +69,7 @@ CUDA_MEMCPY3D packedRowsCopy(const WrittenReadback::Region& region, void* host) 
 
 struct WrittenReadback::Shared : std::enable_shared_from_this<WrittenReadback::Shared> {
   struct Entry {
-    uint64_t of = 0;
+    Owner owner;
     CUcontext context = nullptr;
     CUevent event = nullptr;
     uint8_t* buffer = nullptr;
@@ -95,7 +95,7 @@ struct WrittenReadback::Shared : std::enable_shared_from_this<WrittenReadback::S
 
   void run() noexcept;
   uint8_t* acquire(uint64_t capacity, uint64_t& got, std::unique_lock<std::mutex>& lock);
-  void deliverMissing(uint64_t of, const std::string& why) noexcept;
+  void deliverMissing(const Owner& owner, const std::string& why) noexcept;
   bool startThread();
 };
 
@@ -120,11 +120,11 @@ bool WrittenReadback::takes(uint64_t size) const {
          !shared_->finishing.load(std::memory_order_relaxed);
 }
 
-void WrittenReadback::Shared::deliverMissing(uint64_t of, const std::string& why) noexcept {
+void WrittenReadback::Shared::deliverMissing(const Owner& owner, const std::string& why) noexcept {
   const std::lock_guard delivering(deliverMutex);
   if (closed) return;
   try {
-    deliver(of, nullptr, 0, why);
+    deliver(owner, nullptr, 0, why);
   } catch (...) {
     // the writer failed; the trace's end says why
   }
@@ -168,23 +168,23 @@ uint8_t* WrittenReadback::Shared::acquire(uint64_t capacity, uint64_t& got, std:
   }
 }
 
-void WrittenReadback::request(uint64_t of, CUstream stream, const Region& region) {
+void WrittenReadback::request(const Owner& owner, CUstream stream, const Region& region) {
   Shared& s = *shared_;
   const uint64_t size = region.size;
   if (!takes(size)) {
-    s.deliverMissing(of, "the read-back was refused (the recording is ending, or it is too large)");
+    s.deliverMissing(owner, "the read-back was refused (the recording is ending, or it is too large)");
     return;
   }
   const DriverApi& api = driverApi();
   Shared::Entry entry;
-  entry.of = of;
+  entry.owner = owner;
   entry.size = size;
   {
     std::unique_lock lock(s.mutex);
     if (!s.threadStarted) {
       if (!s.startThread()) {
         lock.unlock();
-        s.deliverMissing(of, "the read-back thread could not be started");
+        s.deliverMissing(owner, "the read-back thread could not be started");
         return;
       }
       s.threadStarted = true;
@@ -192,7 +192,7 @@ void WrittenReadback::request(uint64_t of, CUstream stream, const Region& region
     entry.buffer = s.acquire(capacityFor(size), entry.capacity, lock);
   }
   if (entry.buffer == nullptr) {
-    s.deliverMissing(of, "no page-locked memory could be had for the read-back");
+    s.deliverMissing(owner, "no page-locked memory could be had for the read-back");
     return;
   }
   // The copy and its event go in the stream's context, which need not be
@@ -203,13 +203,15 @@ void WrittenReadback::request(uint64_t of, CUstream stream, const Region& region
   CUresult result = api.ctxGetCurrent(&current);
   entry.context = current;
   if (result == CUDA_SUCCESS && api.streamGetCtx != nullptr) {
-    CUcontext owner = nullptr;
-    if (api.streamGetCtx(stream, &owner) == CUDA_SUCCESS && owner != nullptr) entry.context = owner;
+    CUcontext streamContext = nullptr;
+    if (api.streamGetCtx(stream, &streamContext) == CUDA_SUCCESS && streamContext != nullptr) {
+      entry.context = streamContext;
+    }
   }
   bool copyQueued = false;
   if (result == CUDA_SUCCESS) {
-    const ContextSwitch owner(entry.context, current);
-    result = owner.result();
+    const ContextSwitch switched(entry.context, current);
+    result = switched.result();
     if (result == CUDA_SUCCESS) result = queueCopy(entry.buffer, region, stream);
     copyQueued = result == CUDA_SUCCESS;
     if (result == CUDA_SUCCESS) result = api.eventCreate(&entry.event, CU_EVENT_DISABLE_TIMING);
@@ -224,7 +226,7 @@ void WrittenReadback::request(uint64_t of, CUstream stream, const Region& region
     // not reused.
     if (!copyQueued) s.free.emplace(entry.capacity, entry.buffer);
     lock.unlock();
-    s.deliverMissing(of, "queuing the copy back failed (" + resultText(result) + ")");
+    s.deliverMissing(owner, "queuing the copy back failed (" + resultText(result) + ")");
     return;
   }
   s.queue.push_back(entry);
@@ -263,9 +265,9 @@ void WrittenReadback::Shared::run() noexcept {
       }
       try {
         if (state == CUDA_SUCCESS) {
-          deliver(front.of, front.buffer, front.size, std::string());
+          deliver(front.owner, front.buffer, front.size, std::string());
         } else {
-          deliver(front.of, nullptr, 0, "the copy back failed (" + resultText(state) + ")");
+          deliver(front.owner, nullptr, 0, "the copy back failed (" + resultText(state) + ")");
         }
       } catch (...) {
         // the writer failed; the trace's end says why
@@ -302,7 +304,7 @@ void WrittenReadback::finish(std::chrono::milliseconds wait, bool driverUsable) 
   }
   for (const Shared::Entry& entry : left) {
     try {
-      s.deliver(entry.of, nullptr, 0, "the recording ended before its copy back completed");
+      s.deliver(entry.owner, nullptr, 0, "the recording ended before its copy back completed");
     } catch (...) {
       break;  // the writer failed
     }

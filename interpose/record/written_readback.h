@@ -35,9 +35,18 @@ namespace kcap {
 
 class WrittenReadback {
  public:
+  // Whose bytes a read-back holds: the event numbered `of` (a Collective, a
+  // Memcpy, a GraphLaunch) and, for a graph launch, the copy node of its
+  // graph they were read from (WrittenData.node).
+  struct Owner {
+    uint64_t of = 0;
+    uint64_t node = 0;
+  };
+
   // On the read-back's thread (or, for a request that fails at once or is
   // left at finish(), on the caller's): `bytes` null when `missing` says why.
-  using Deliver = std::function<void(uint64_t of, const uint8_t* bytes, uint64_t size, const std::string& missing)>;
+  using Deliver =
+      std::function<void(const Owner& owner, const uint8_t* bytes, uint64_t size, const std::string& missing)>;
 
   WrittenReadback(uint64_t maxBytesInFlight, Deliver deliver);
   ~WrittenReadback();
@@ -63,10 +72,10 @@ class WrittenReadback {
   bool takes(uint64_t size) const;
 
   // Queues the read-back of `region` on `stream` (of any context; it must
-  // not be capturing into a graph), for the event numbered `of`. Returns once the
-  // copy is queued (having waited for room, see above); the bytes are
-  // delivered later. A request takes() refuses is delivered missing.
-  void request(uint64_t of, CUstream stream, const Region& region);
+  // not be capturing into a graph), for `owner`. Returns once the copy is
+  // queued (having waited for room, see above); the bytes are delivered
+  // later. A request takes() refuses is delivered missing.
+  void request(const Owner& owner, CUstream stream, const Region& region);
 
   // Waits up to `wait` for the requests made so far to be delivered (none:
   // the driver may not be called, after a fatal signal), then delivers the

@@ -318,6 +318,19 @@ void graphSetCondition(const LaunchShape&, void* const* params, const ModuleGlob
   setGraphConditional(param<std::uint64_t>(params, 0), *param<const unsigned*>(params, 1));
 }
 
+// ncclDevKernel_StandInSum(float* recv, const float* send, const float* peer,
+// unsigned long long count): recv[i] = send[i] + peer[i], the kernel the
+// tests' stand-in NCCL captures for an all-reduce (named as NCCL names its
+// kernels; tests/record/programs/fake_nccl.cpp loads a PTX stub).
+constexpr ParamSlot kStandInSumParams[] = {{0, 8}, {8, 8}, {16, 8}, {24, 8}};
+void standInSum(const LaunchShape&, void* const* params, const ModuleGlobals&) {
+  auto* recv = param<float*>(params, 0);
+  const auto* send = param<const float*>(params, 1);
+  const auto* peer = param<const float*>(params, 2);
+  const auto count = param<std::uint64_t>(params, 3);
+  for (std::uint64_t i = 0; i < count; ++i) recv[i] = send[i] + peer[i];
+}
+
 constexpr KernelDef kKernels[] = {
     {"axpy", kAxpyParams, axpy},
     {"reduce_sum", kReduceParams, reduceSum},
@@ -338,6 +351,7 @@ constexpr KernelDef kKernels[] = {
     {"kcap_change_hash", kChangeHashParams, kcap_change_hash},
     {"graph_countdown", kConditionParams, graphCountdown},
     {"graph_set_condition", kConditionParams, graphSetCondition},
+    {"ncclDevKernel_StandInSum", kStandInSumParams, standInSum},
 };
 
 constexpr KernelVariant kVariants[] = {

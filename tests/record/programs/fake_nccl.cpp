@@ -16,6 +16,11 @@
 //
 // As NCCL does, it defines each call's profiling name (pncclAllReduce, ...)
 // as an alias of it, for a profiling layer that wraps the plain name.
+//
+// On a stream capturing into a CUDA graph, ncclAllReduce writes nothing: as
+// NCCL's do, it captures a kernel named as NCCL names its device kernels,
+// which adds what "rank 1" sent, read from the communicator's memory (where
+// NCCL's kernels find their peers' data), each time the graph runs.
 #include <cuda.h>
 
 #include <cstddef>
@@ -41,9 +46,11 @@ std::vector<std::function<void()>> g_queued;
 struct Comm {
   CUdeviceptr own = 0;
   CUdeviceptr proxys = 0;
+  CUdeviceptr peers = 0;  // peerValue(i), for the captured kernel
   unsigned sequence = 0;
 };
 constexpr std::size_t kOwnBytes = 4096;
+constexpr std::size_t kPeerCount = 1u << 16;
 
 void advance(void* comm) {
   auto* c = static_cast<Comm*>(comm);
@@ -71,6 +78,44 @@ int run(void* comm, std::function<void()> work) {
 
 float* floats(void* device) { return static_cast<float*>(device); }
 const float* floats(const void* device) { return static_cast<const float*>(device); }
+
+// The captured all-reduce's kernel: driver-double material (the double runs
+// its host version, tests/driver_double/host_kernels.cpp).
+constexpr char kStandInPtx[] =
+    ".version 8.0\n.target sm_90\n.address_size 64\n"
+    ".visible .entry ncclDevKernel_StandInSum(.param .u64 p0, .param .u64 p1, .param .u64 p2, .param .u64 p3)\n"
+    "{\n\tret;\n}\n";
+
+bool capturing(void* stream) {
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  return cuStreamIsCapturing(static_cast<CUstream>(stream), &status) == CUDA_SUCCESS &&
+         status != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
+// recv = send + the peer's share, as a kernel captured on `stream`.
+int captureSum(void* comm, const void* send, void* recv, std::size_t count, void* stream) {
+  static CUfunction sum = nullptr;
+  if (sum == nullptr) {
+    CUmodule module = nullptr;
+    if (cuModuleLoadData(&module, kStandInPtx) != CUDA_SUCCESS ||
+        cuModuleGetFunction(&sum, module, "ncclDevKernel_StandInSum") != CUDA_SUCCESS) {
+      return 1;
+    }
+  }
+  if (count > kPeerCount) return kInvalidArgument;
+  auto* c = static_cast<Comm*>(comm);
+  if (c->peers == 0) {
+    if (cuMemAlloc(&c->peers, kPeerCount * sizeof(float)) != CUDA_SUCCESS) return 1;
+    for (std::size_t i = 0; i < kPeerCount; ++i) reinterpret_cast<float*>(c->peers)[i] = peerValue(i);
+  }
+  unsigned long long n = count;
+  void* params[] = {&recv, &send, &c->peers, &n};
+  if (cuLaunchKernel(sum, 1, 1, 1, 1, 1, 1, 0, static_cast<CUstream>(stream), params, nullptr) != CUDA_SUCCESS) {
+    return 1;
+  }
+  advance(comm);
+  return 0;
+}
 
 }  // namespace
 
@@ -100,7 +145,8 @@ FAKE_NCCL_API int ncclCommInitRank(void** comm, int, FakeUniqueId, int) {
 
 FAKE_NCCL_API int ncclCommDestroy(void* comm) {
   auto* c = static_cast<Comm*>(comm);
-  const bool freed = cuMemFree(c->own) == CUDA_SUCCESS && cuMemFree(c->proxys) == CUDA_SUCCESS;
+  const bool freed = cuMemFree(c->own) == CUDA_SUCCESS && cuMemFree(c->proxys) == CUDA_SUCCESS &&
+                     (c->peers == 0 || cuMemFree(c->peers) == CUDA_SUCCESS);
   delete c;
   return freed ? 0 : 1;
 }
@@ -122,8 +168,10 @@ FAKE_NCCL_API int ncclCommUserRank(const void*, int* rank) {
 }
 
 // Sum over both ranks.
-FAKE_NCCL_API int ncclAllReduce(const void* send, void* recv, std::size_t count, int type, int, void* comm, void*) {
+FAKE_NCCL_API int ncclAllReduce(const void* send, void* recv, std::size_t count, int type, int, void* comm,
+                                void* stream) {
   if (type != kFloat32) return kInvalidArgument;
+  if (capturing(stream)) return captureSum(comm, send, recv, count, stream);
   return run(comm, [=] {
     for (std::size_t i = 0; i < count; ++i) floats(recv)[i] = floats(send)[i] + peerValue(i);
   });
