@@ -87,7 +87,8 @@ With --kcap, the program is also recorded (`kcap record`, --record-mode) and
      `kcap replay TRACE` re-executes it from its checkpoints, with at least
      N intervals REPRODUCED and none that DIFFERS, FAULTs or HANGs (others
      may be NOT RE-EXECUTABLE, e.g. holding a graph launch, or NOT
-     VERIFIED: exit 1 then).
+     VERIFIED: exit 1 then); with --every-interval, every interval is
+     REPRODUCED and replay exits 0.
 
 The runs' output, the stats file and the traces are kept in --log-dir.
 """
@@ -126,6 +127,8 @@ def parse_args():
                              "with --no-fixed-va: each must reproduce bit-exactly")
     parser.add_argument("--replay-checkpoints", type=int, metavar="N",
                         help="with --kcap: re-execute the checkpoint trace; at least N intervals reproduce (13.)")
+    parser.add_argument("--every-interval", action="store_true",
+                        help="with --replay-checkpoints: every interval reproduces, none is left out (13.)")
     parser.add_argument("--replay-detail", metavar="REGEX",
                         help="with --replay: each replayed launch's detail must match REGEX (see 11c.)")
     parser.add_argument("--force-ptx-code", metavar="REGEX",
@@ -506,7 +509,7 @@ def graph_failures(command, graph_launches, expected, node_by_node):
     return failures
 
 
-def check_replay_checkpoints(kcap, traces, log_dir, timeout, least):
+def check_replay_checkpoints(kcap, traces, log_dir, timeout, least, every):
     """Failures of re-executing checkpoint traces (13. above)."""
     failures = []
     for trace in traces:
@@ -524,9 +527,11 @@ def check_replay_checkpoints(kcap, traces, log_dir, timeout, least):
         # Exit 1 with no interval that differs, faults or hangs: some could
         # not be re-executed or verified (a graph launch, no checkpoint
         # after them), which the verdict lines say.
-        if done.returncode not in (0, 1) or bad or len(reproduced) < least:
+        left = every and (done.returncode != 0 or len(reproduced) != len(intervals))
+        if done.returncode not in (0, 1) or bad or len(reproduced) < least or left:
             failures.append(f"{' '.join(command)}: exit {done.returncode}, {len(reproduced)} intervals reproduced "
-                            f"(expected >= {least}):\n" + done.stdout[-3000:] + done.stderr[-1000:])
+                            f"(expected >= {least}{', and every one' if every else ''}):\n"
+                            + done.stdout[-3000:] + done.stderr[-1000:])
     return failures
 
 
@@ -652,7 +657,8 @@ def main():
         if args.replay_range and recorded.ok() and traces:
             failures += check_replay_range(args.kcap, traces, log_dir, args.timeout, args.replay_range)
         if args.replay_checkpoints is not None and recorded.ok() and traces:
-            failures += check_replay_checkpoints(args.kcap, traces, log_dir, args.timeout, args.replay_checkpoints)
+            failures += check_replay_checkpoints(args.kcap, traces, log_dir, args.timeout, args.replay_checkpoints,
+                                                 args.every_interval)
     elif args.expect_trace or args.timing or args.replay_range:
         failures.append("--expect-trace, --timing and --replay-range need --kcap")
     if args.forbid_stderr:
