@@ -25,6 +25,8 @@ def main():
         y += 2 * x
         stream.synchronize()  # the host writes x next
     print("result", hashlib.sha256(cp.asnumpy(y).tobytes()).hexdigest())
+    print(f"made at-least cupy_multiply {ROUNDS}")
+    print(f"made at-least cupy_add {ROUNDS}")
 
 
 if __name__ == "__main__":
