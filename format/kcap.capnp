@@ -473,6 +473,11 @@ struct Collective {
   # runs (GraphNode.writtenReadBack). 0 when no such node was added
   # (`dataMissing` says why). The bytes of each graph launch come in
   # writtenData events naming that launch and node.
+  captured @19 :Bool;
+  # Made on a stream capturing into a CUDA graph: the call ran nothing (its
+  # kernels became nodes of the graph, which run at each graph launch).
+  # Re-execution passes it over; what its nodes write is the graph
+  # launches' (capturedCopy).
 }
 
 enum CollectiveOp {

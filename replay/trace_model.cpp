@@ -198,7 +198,10 @@ TraceModel TraceModel::load(format::TraceReader& reader) {
                    },
                    [&](schema::Memcpy::Reader) { model.memoryOps_.push_back(stored()); },
                    [&](schema::Memset::Reader) { model.memoryOps_.push_back(stored()); },
-                   [&](schema::Collective::Reader) { model.memoryOps_.push_back(stored()); },
+                   [&](schema::Collective::Reader c) {
+                     // A captured call ran nothing: its graph's launches wrote.
+                     if (!c.getCaptured()) model.memoryOps_.push_back(stored());
+                   },
                    [&](schema::WrittenData::Reader written) {
                      if (written.getNode() != 0) {
                        model.graphReadBacks_[written.getOf()].push_back(stored());

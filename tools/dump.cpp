@@ -225,7 +225,7 @@ void formatCollective(Line& l, schema::Collective::Reader c) {
   if (c.getReduceOp() >= 0) l.snum("op", c.getReduceOp());
   if (c.getRoot() >= 0) l.snum("root", c.getRoot());
   l.flag("grouped", c.getGrouped()).addr("stream", c.getStream()).num("written", c.getWritten());
-  l.addrIf("capturedCopy", c.getCapturedCopy());
+  l.flag("captured", c.getCaptured()).addrIf("capturedCopy", c.getCapturedCopy());
   if (c.hasData()) l.num("data", c.getData().getSize());
   if (c.getDataMissing().size() != 0) l.kv("dataMissing", printable(c.getDataMissing().cStr(), true));
   l.flag("dataDeferred", c.getDataDeferred()).result(c.getResult());

@@ -45,6 +45,8 @@ void Recorder::collectives(const std::vector<CollectiveCall>& calls) {
     event.setGrouped(call.grouped);
     const std::optional<uint64_t> written = collectiveWrittenBytes(call);
     event.setWritten(written.value_or(0));
+    const bool captured = streamCapturing(reinterpret_cast<CUstream>(call.stream));
+    event.setCaptured(captured);
     bool later = false;
     if (logs) {
       std::string missing;
@@ -53,7 +55,7 @@ void Recorder::collectives(const std::vector<CollectiveCall>& calls) {
                   std::to_string(call.rank) + " of " + std::to_string(call.ranks);
       } else if (*written != 0 && call.result != 0) {
         missing = "the call returned " + ncclResultText(call.result) + ": what it wrote, if anything, is not known";
-      } else if (*written != 0 && streamCapturing(reinterpret_cast<CUstream>(call.stream))) {
+      } else if (*written != 0 && captured) {
         missing = captureWrittenCopy(call, *written, event);
       } else if (*written != 0) {
         later = readsBackLater(call.stream, *written);

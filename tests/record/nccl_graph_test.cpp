@@ -73,6 +73,7 @@ TEST(NcclGraphRecord, EachGraphLaunchLogsWhatTheCapturedCallWrote) {
   }
   ASSERT_NE(call, nullptr);
   const auto collective = call->get().getCollective();
+  EXPECT_TRUE(collective.getCaptured());
   EXPECT_EQ(collective.getWritten(), kN * sizeof(float));
   EXPECT_EQ(collective.getData().getSize(), 0u);
   EXPECT_FALSE(collective.getDataDeferred());
@@ -146,7 +147,13 @@ TEST(NcclGraphRecord, EachGraphLaunchLogsWhatTheCapturedCallWrote) {
   EXPECT_NE(info.out.find("read back at graph launches      3  12.0 KiB"), std::string::npos) << info.out;
 
   // Re-execution: every interval, graph launches included, reproduces; the
-  // NCCL kernel is not run.
+  // NCCL kernel is not run, and the captured call, inside the first
+  // interval, is passed over (it ran nothing).
+  size_t before = 0;
+  for (const auto& e : events) {
+    if (e.get().which() == Event::CHECKPOINT && e.get().getSeq() < call->get().getSeq()) ++before;
+  }
+  EXPECT_EQ(before, 1u) << "the capture lies inside the first interval";
   const Outcome replay = kcapOnDouble({"replay", path});
   EXPECT_EQ(replay.exitCode, 0) << replay.describe();
   EXPECT_NE(replay.out.find("intervals reproduced as recorded"), std::string::npos) << replay.describe();

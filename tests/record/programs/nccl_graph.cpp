@@ -3,8 +3,9 @@
 // stand-in for NCCL (fake_nccl.cpp), linked as libnccl.so.2. x = i % 13,
 // y = 1. The graph: axpy (y += 2 x), ncclAllReduce of y in place (y += the
 // peer's share, by the stand-in's NCCL kernel), axpy (y += 2 x). It is
-// launched kLaunches times, with a kernel launch between the graph launches
-// (so that checkpoints fall between them); the last line prints y's sum.
+// launched kLaunches times, with a kernel launch (z += 2 x) before the
+// capture and after each graph launch (so that checkpoints fall between
+// them and before the capture); the last line prints y's and z's sums.
 #include "driver_program.h"
 
 #include <cstddef>
@@ -66,6 +67,7 @@ int main() {
     DRIVER(cuLaunchKernel, axpy, kN / 256, 1, 1, 256, 1, 1, 0, stream, params, nullptr);
   };
 
+  launchAxpy(z);  // before the capture: a checkpoint falls before it
   CUgraph graph = nullptr;
   DRIVER(cuStreamBeginCapture, stream, CU_STREAM_CAPTURE_MODE_GLOBAL);
   launchAxpy(y);
