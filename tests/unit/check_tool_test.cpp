@@ -309,9 +309,12 @@ TEST(CheckTool, AFlightRecordersGapsAreWhatItsTriggerCounts) {
 }
 
 // A trace of a recording whose NCCL calls were read back later: the
-// writtenData events after them, and, by `wrong`, one naming a call that
-// was not waiting (`unmarked`), one completing a call twice (`twice`), or
-// one naming a later event (`ahead`).
+// writtenData events after them, then a graph launch and what one copy node
+// of its graph read back, and, by `wrong`, one naming a call that was not
+// waiting (`unmarked`), one completing a call twice (`twice`), one naming a
+// later event (`ahead`), a graph launch's node read back twice
+// (`node-twice`), or a node of an event that is no graph launch
+// (`node-not-graph`).
 void writeReadBackTrace(const std::string& path, const std::string& wrong) {
   auto writer = format::TraceWriter::create(path, format::TraceWriter::Options{});
   const auto append = [&](const std::function<void(schema::Event::Builder)>& fill) {
@@ -341,6 +344,18 @@ void writeReadBackTrace(const std::string& path, const std::string& wrong) {
   written(second);
   if (wrong == "twice") written(first);
   if (wrong == "ahead") written(second + 100);
+  const uint64_t graph = append([](schema::Event::Builder e) { e.initGraphLaunch(); });
+  const auto nodeWritten = [&](uint64_t of, uint64_t node) {
+    append([&](schema::Event::Builder e) {
+      auto w = e.initWrittenData();
+      w.setOf(of);
+      w.setNode(node);
+      writer->storeContent(bytes.data(), bytes.size(), w.initData());
+    });
+  };
+  nodeWritten(graph, 0x10);
+  if (wrong == "node-twice") nodeWritten(graph, 0x10);
+  if (wrong == "node-not-graph") nodeWritten(first, 0x20);
   append([&](schema::Event::Builder e) { e.initTraceEnd().setEventCount(writer->stats().events); });
   writer->close();
 }
@@ -355,6 +370,8 @@ TEST(CheckTool, WrittenDataCompletesAnEarlierEventWaitingForItOnce) {
       {"unmarked", "event #4 (writtenData) names event #2, which is not waiting for its data (dataDeferred)"},
       {"twice", "event #5 (writtenData) completes event #1 a second time"},
       {"ahead", "event #5 (writtenData) names event #102, not an earlier one"},
+      {"node-twice", "event #7 (writtenData) holds node 0x10 of graph launch #5 a second time"},
+      {"node-not-graph", "event #7 (writtenData) names event #1 and a graph node, and that event is no graph launch"},
   };
   for (const auto& [wrong, finding] : cases) {
     const std::string path = dir.file(std::string(wrong) + ".kcap");
