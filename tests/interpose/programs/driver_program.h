@@ -188,4 +188,21 @@ inline double deviceSum(CUdeviceptr device, std::size_t count) {
   return total;
 }
 
+// Device 0's primary context made current and axpy loaded from kernels/:
+// how most test programs begin.
+inline CUfunction axpyOnDeviceZero() {
+  CUdevice device = 0;
+  CUcontext context = nullptr;
+  DRIVER(cuInit, 0);
+  DRIVER(cuDeviceGet, &device, 0);
+  DRIVER(cuDevicePrimaryCtxRetain, &context, device);
+  DRIVER(cuCtxSetCurrent, context);
+  CUmodule module = nullptr;
+  CUfunction axpy = nullptr;
+  const std::string image = kernelImage("axpy.fatbin");
+  DRIVER(cuModuleLoadData, &module, image.data());
+  DRIVER(cuModuleGetFunction, &axpy, module, "axpy");
+  return axpy;
+}
+
 }  // namespace test

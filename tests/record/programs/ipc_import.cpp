@@ -46,17 +46,7 @@ int main(int argc, char** argv) {
   close(fd);
   auto* exported = static_cast<float*>(view);
 
-  CUdevice device = 0;
-  CUcontext context = nullptr;
-  DRIVER(cuInit, 0);
-  DRIVER(cuDeviceGet, &device, 0);
-  DRIVER(cuDevicePrimaryCtxRetain, &context, device);
-  DRIVER(cuCtxSetCurrent, context);
-  CUmodule module = nullptr;
-  CUfunction axpy = nullptr;
-  const std::string image = test::kernelImage("axpy.fatbin");
-  DRIVER(cuModuleLoadData, &module, image.data());
-  DRIVER(cuModuleGetFunction, &axpy, module, "axpy");
+  const CUfunction axpy = test::axpyOnDeviceZero();
 
   CUipcMemHandle handle{};
   std::memcpy(handle.reserved, path.c_str(), path.size());

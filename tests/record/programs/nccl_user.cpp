@@ -111,17 +111,7 @@ void* pointer(CUdeviceptr device) { return reinterpret_cast<void*>(device); }
 }  // namespace
 
 extern "C" [[gnu::visibility("default")]] int runNcclCollectives() {
-  CUdevice device = 0;
-  CUcontext context = nullptr;
-  DRIVER(cuInit, 0);
-  DRIVER(cuDeviceGet, &device, 0);
-  DRIVER(cuDevicePrimaryCtxRetain, &context, device);
-  DRIVER(cuCtxSetCurrent, context);
-  CUmodule module = nullptr;
-  CUfunction axpy = nullptr;
-  const std::string image = test::kernelImage("axpy.fatbin");
-  DRIVER(cuModuleLoadData, &module, image.data());
-  DRIVER(cuModuleGetFunction, &axpy, module, "axpy");
+  const CUfunction axpy = test::axpyOnDeviceZero();
   CUstream stream = nullptr;
   DRIVER(cuStreamCreate, &stream, CU_STREAM_NON_BLOCKING);
 

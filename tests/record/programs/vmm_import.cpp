@@ -32,17 +32,7 @@ int main(int argc, char** argv) {
   CHECK(view != MAP_FAILED);
   auto* exported = static_cast<float*>(view);
 
-  CUdevice device = 0;
-  CUcontext context = nullptr;
-  DRIVER(cuInit, 0);
-  DRIVER(cuDeviceGet, &device, 0);
-  DRIVER(cuDevicePrimaryCtxRetain, &context, device);
-  DRIVER(cuCtxSetCurrent, context);
-  CUmodule module = nullptr;
-  CUfunction axpy = nullptr;
-  const std::string image = test::kernelImage("axpy.fatbin");
-  DRIVER(cuModuleLoadData, &module, image.data());
-  DRIVER(cuModuleGetFunction, &axpy, module, "axpy");
+  const CUfunction axpy = test::axpyOnDeviceZero();
 
   CUmemGenericAllocationHandle handle = 0;
   DRIVER(cuMemImportFromShareableHandle, &handle, reinterpret_cast<void*>(static_cast<std::intptr_t>(fd)),
