@@ -297,6 +297,16 @@ struct Alloc {
   # write. Checkpoints leave such memory out (re-execution does not run
   # NCCL's kernels, so it could not match). ncclMemAlloc's memory is the
   # program's (not marked).
+  initial @12 :List(MemoryRange);
+  # Checkpoint mode, device memory (memAlloc, memAllocPitch, a vmmMap of
+  # memory of this process's) allocated after the first checkpoint: its
+  # content as the driver handed it over. The driver does not clear memory
+  # it hands out again (a segment freed and allocated anew holds what an
+  # earlier allocation left), and a checkpoint hashes every byte of live
+  # memory, written or not: re-execution writes this content at the
+  # allocation's place in the order. Pieces of zeros are named by the zero
+  # piece, without a copy. Stream-ordered allocations (async, fromPool) are
+  # not covered: their memory may still be in use on their stream.
 }
 
 enum AllocKind {

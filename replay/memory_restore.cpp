@@ -228,6 +228,15 @@ void Replayer::applyMemoryOpOnStream(const StoredEvent& op) {
       return;
     }
     writeContent(*dst, copy.getData());
+  } else if (event.isAlloc()) {
+    // What the allocation held when the driver handed it over (checkpoint
+    // mode), one range at a time through the staging buffer.
+    for (const auto range : event.getAlloc().getInitial()) {
+      const auto dst = translate(range.getAddress(), globals);
+      if (!dst) continue;  // memory no re-executed launch reaches
+      writeContent(*dst, range.getContent());
+      check(driver_.cuStreamSynchronize(stream_), "waiting for an allocation's first content");
+    }
   } else if (event.isCollective()) {
     // What an NCCL call wrote on this rank, logged: its kernels are not run.
     const auto collective = event.getCollective();

@@ -350,7 +350,13 @@ void Reexecutor::reexecute(uint64_t afterSeq, uint64_t beforeSeq, IntervalReport
           if (event.event->get().getGraphLaunch().getResult() == 0) runGraphLaunch(*event.event, listener);
           break;
         case TimelineEvent::Kind::kAllocation:
-          break;  // placed from the start; a new allocation's memory is zeros or its first writer's
+          // Placed from the start; what a new allocation held when the
+          // driver handed it over, logged with it, is written at its place.
+          if (event.event->get().isAlloc() && event.event->get().getAlloc().getInitial().size() != 0) {
+            drain(listener);
+            r_.applyMemoryOp(*event.event);
+          }
+          break;
       }
     }
     drain(listener);

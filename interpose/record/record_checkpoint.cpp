@@ -98,6 +98,7 @@ void Recorder::checkpointNow(schema::CheckpointReason reason, std::chrono::milli
     EventMessage message(*this, false);
     auto checkpoint = message.event().initCheckpoint();
     checkpoint.setOrdinal(checkpointOrdinal_++);
+    checkpointWritten_.store(true, std::memory_order_relaxed);
     checkpoint.setLaunchCount(eligibleLaunches_.load());
     checkpoint.setReason(reason);
     CheckpointTaker::write(taken, writer_->pieceSize(), checkpoint);

@@ -58,6 +58,7 @@ void Recorder::allocated(const AllocCall& call) {
                       call.kind != schema::AllocKind::VMM_RESERVE && madeByNccl();
   const uint64_t size =
       call.kind == schema::AllocKind::IPC_IMPORT && call.size == 0 ? allocationSize(call.address) : call.size;
+  bool othersMemory = byNccl;  // NCCL's, or another process's: left out of checkpoints
   switch (call.kind) {
     case schema::AllocKind::VMM_RESERVE:
       allocations_.addReservation(call.address, call.size);
@@ -76,6 +77,7 @@ void Recorder::allocated(const AllocCall& call) {
         if (it != vmmHandles_.end()) handle = it->second;
       }
       device = handle.device;
+      othersMemory = handle.imported;
       const auto reservation = allocations_.findReservation(call.address);
       allocations_.add({call.address, call.size, handle.imported ? AllocationKind::kImported : AllocationKind::kVmm,
                         device, reservation ? reservation->first : 0, byNccl});
@@ -99,7 +101,31 @@ void Recorder::allocated(const AllocCall& call) {
   alloc.setFlags(call.flags);
   alloc.setResult(call.result);
   alloc.setByNccl(byNccl);
+  if (!othersMemory) logInitialContent(call, size, alloc);
   append(message);
+}
+
+// Checkpoint mode: the content device memory allocated after the first
+// checkpoint holds when the driver hands it over, which is whatever an
+// earlier allocation left (the driver clears memory only when it first
+// comes from the system). A later checkpoint hashes all of it, written or
+// not, so re-execution must start from the same bytes: they are logged
+// with the allocation (hashed on the device; pieces of zeros are not
+// copied).
+void Recorder::logInitialContent(const AllocCall& call, uint64_t size, schema::Alloc::Builder alloc) {
+  if (checkpoints_ == nullptr || !checkpointWritten_.load(std::memory_order_relaxed) || size == 0) return;
+  const bool device = call.kind == schema::AllocKind::MEM_ALLOC || call.kind == schema::AllocKind::MEM_ALLOC_PITCH ||
+                      call.kind == schema::AllocKind::VMM_MAP;
+  if (!device) return;
+  const schema::MemoryKind kind =
+      call.kind == schema::AllocKind::VMM_MAP ? schema::MemoryKind::VMM : schema::MemoryKind::ALLOCATION;
+  std::vector<TakenRange> taken(1);
+  taken[0].range = {call.address, size, call.address, kind};
+  const RelaxedCaptureMode relaxed;
+  if (snapshot(*writer_, staging_, taken[0].range, taken[0].content, nullptr, options_.hashOnDevice) != CUDA_SUCCESS) {
+    return;  // not logged: an interval that reads those bytes differs
+  }
+  writeRanges(alloc.initInitial(1), taken);
 }
 
 std::vector<Allocation> Recorder::releasing(schema::AllocKind kind, uint64_t address, uint64_t size) {

@@ -518,6 +518,7 @@ class Recorder {
   CUresult storeWritten(uint64_t address, uint64_t size, StoredContent& out);
   std::string logCollectiveWrite(const CollectiveCall& call, uint64_t written, std::vector<uint64_t>& waited,
                                  schema::Collective::Builder event);
+  void logInitialContent(const AllocCall& call, uint64_t size, schema::Alloc::Builder alloc);
   std::string captureWrittenCopy(const CollectiveCall& call, uint64_t written, schema::Collective::Builder event);
   // Whether the `size` bytes a call on `stream` wrote can be read back
   // later (readback_), without waiting for the stream now.
@@ -593,6 +594,7 @@ class Recorder {
   uint64_t checkpointOrdinal_ = 0;                 // under the gate
   std::atomic<bool> checkpointsFailed_{false};     // a failure that will not go away: no more tries
   std::atomic<bool> lastCheckpointTaken_{false};
+  std::atomic<bool> checkpointWritten_{false};  // a checkpoint is in the trace: later allocations log their content
 
   std::atomic<bool> notedNoLayout_{false};
   std::atomic<bool> notedNoSync_{false};

@@ -470,5 +470,42 @@ TEST(CheckpointRecord, FiltersAndRangesAreRefused) {
   }
 }
 
+// Memory allocated after the first checkpoint holds what the driver handed
+// over (the double's dirty allocations: bytes an earlier allocation left),
+// and a launch reads it before anything wrote it: the allocation logs that
+// content, re-execution writes it at the allocation's place, and every
+// interval reproduces.
+TEST(CheckpointRecord, MemoryAllocatedLaterStartsAsTheDriverHandedItOver) {
+  kcap::test::TempDir dir("kcap-checkpoint");
+  const std::string path = dir.file("late.kcap");
+  const std::map<std::string, std::string> dirty = {{"KCAP_DOUBLE_DIRTY_ALLOCATIONS", "1"}};
+  std::map<std::string, std::string> env = dirty;
+  env["KCAP_CHECKPOINT_EVERY"] = "1launches";
+  const Recording r = recordCheckpoints(lateAllocationProgram(), {}, path, env);
+  EXPECT_EQ(r.shimmed.exitCode, 0) << r.shimmed.describe();
+  EXPECT_EQ(r.shimmed.out, run({lateAllocationProgram(), {}, dirty, false}).out);
+  constexpr size_t kBytes = 1024 * sizeof(float);
+  auto reader = kcap::format::TraceReader::open(path);
+  int allocs = 0, logged = 0;
+  for (const auto& e : r.events) {
+    if (e.get().which() != Event::ALLOC) continue;
+    ++allocs;
+    const auto initial = e.get().getAlloc().getInitial();
+    if (initial.size() == 0) continue;
+    ++logged;
+    ASSERT_EQ(initial.size(), 1u);
+    EXPECT_EQ(initial[0].getAddress(), e.get().getAlloc().getAddress());
+    EXPECT_EQ(initial[0].getContent().getSize(), kBytes);
+    const std::vector<uint8_t> bytes = reader->readContent(initial[0].getContent());
+    ASSERT_EQ(bytes.size(), kBytes);
+    for (const uint8_t byte : bytes) ASSERT_EQ(byte, 0x3f) << "what the double handed over";
+  }
+  EXPECT_EQ(allocs, 3);
+  EXPECT_EQ(logged, 1) << "x and y come before the first checkpoint, b after it";
+  const Outcome replay = kcapOnDouble({"replay", path});
+  EXPECT_EQ(replay.exitCode, 0) << replay.describe();
+  EXPECT_NE(replay.out.find("all 3 intervals reproduced as recorded"), std::string::npos) << replay.describe();
+}
+
 }  // namespace
 }  // namespace kcap_test

@@ -144,6 +144,7 @@ std::string graphProgram() { return std::string(KCAP_TEST_RECORD_PROGRAMS_DIR) +
 std::string ipcImportProgram() { return std::string(KCAP_TEST_RECORD_PROGRAMS_DIR) + "/ipc_import"; }
 std::string peerCopyProgram() { return std::string(KCAP_TEST_RECORD_PROGRAMS_DIR) + "/peer_copy"; }
 std::string managedMemoryProgram() { return std::string(KCAP_TEST_RECORD_PROGRAMS_DIR) + "/managed_memory"; }
+std::string lateAllocationProgram() { return std::string(KCAP_TEST_RECORD_PROGRAMS_DIR) + "/late_allocation"; }
 std::string vmmImportProgram() { return std::string(KCAP_TEST_RECORD_PROGRAMS_DIR) + "/vmm_import"; }
 std::string twoDeviceProgram() { return std::string(KCAP_TEST_RECORD_PROGRAMS_DIR) + "/two_device_work"; }
 std::string ncclCollectivesProgram() { return std::string(KCAP_TEST_RECORD_PROGRAMS_DIR) + "/nccl_collectives"; }

@@ -28,6 +28,7 @@ std::string peerCopyProgram();                          // tests/record/programs
 std::string twoDeviceProgram();                         // tests/record/programs/two_device_work
 std::string managedMemoryProgram();                     // tests/record/programs/managed_memory
 std::string vmmImportProgram();                         // tests/record/programs/vmm_import
+std::string lateAllocationProgram();                    // tests/record/programs/late_allocation
 std::string ncclCollectivesProgram();                   // tests/record/programs/nccl_collectives
 std::string interposeProgram(const std::string& name);  // tests/interpose/programs/<name>
 std::string kernelFile(const std::string& name);        // kernels/<name>

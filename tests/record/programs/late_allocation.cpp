@@ -1,0 +1,41 @@
+// Device memory allocated after the recording's first checkpoint and read
+// before it is written in full, as a caching allocator's new segment is:
+// run against the driver double with KCAP_DOUBLE_DIRTY_ALLOCATIONS, memory
+// is handed out holding bytes an earlier allocation left, as a real
+// driver's is. x = i % 13, y = 1: axpy (y += 2 x); then b is allocated and
+// axpy (b += 2 x) runs over its first half only (reading what b held);
+// axpy (y += 2 x). The last line prints the sums of y and b.
+#include "driver_program.h"
+
+#include <cstddef>
+#include <vector>
+
+namespace {
+
+constexpr int kN = 1024;
+
+}  // namespace
+
+int main() {
+  const CUfunction axpy = test::axpyOnDeviceZero();
+  std::vector<float> xs(kN);
+  for (int i = 0; i < kN; ++i) xs[static_cast<std::size_t>(i)] = static_cast<float>(i % 13);
+  const std::vector<float> ones(kN, 1.0f);
+  CUdeviceptr x = 0, y = 0, b = 0;
+  DRIVER(cuMemAlloc, &x, kN * sizeof(float));
+  DRIVER(cuMemAlloc, &y, kN * sizeof(float));
+  DRIVER(cuMemcpyHtoD, x, xs.data(), kN * sizeof(float));
+  DRIVER(cuMemcpyHtoD, y, ones.data(), kN * sizeof(float));
+  const auto launchAxpy = [&](CUdeviceptr target, int n) {
+    float a = 2.0f;
+    void* params[] = {&a, &x, &target, &n};
+    DRIVER(cuLaunchKernel, axpy, kN / 256, 1, 1, 256, 1, 1, 0, nullptr, params, nullptr);
+  };
+  launchAxpy(y, kN);
+  DRIVER(cuMemAlloc, &b, kN * sizeof(float));
+  launchAxpy(b, kN / 2);
+  launchAxpy(y, kN);
+  DRIVER(cuCtxSynchronize);
+  std::printf("result late_allocation %.1f %.1f\n", test::deviceSum(y, kN), test::deviceSum(b, kN));
+  return 0;
+}
