@@ -117,6 +117,15 @@ void Recorder::logInitialContent(const AllocCall& call, uint64_t size, schema::A
   const bool device = call.kind == schema::AllocKind::MEM_ALLOC || call.kind == schema::AllocKind::MEM_ALLOC_PITCH ||
                       call.kind == schema::AllocKind::VMM_MAP;
   if (!device) return;
+  if (activeCaptures_.load(std::memory_order_relaxed) > 0) {
+    // Copying now could synchronize with a capturing stream and end the
+    // program's capture: not logged (an interval reading those bytes
+    // before anything wrote them differs).
+    noteOnce(notedCaptureAllocation_, schema::Message::Level::WARNING,
+             "device memory allocated while a stream captured into a CUDA graph: its first content is not logged, "
+             "and an interval that reads it before writing it will differ");
+    return;
+  }
   const schema::MemoryKind kind =
       call.kind == schema::AllocKind::VMM_MAP ? schema::MemoryKind::VMM : schema::MemoryKind::ALLOCATION;
   std::vector<TakenRange> taken(1);
