@@ -157,7 +157,11 @@ void TraceModel::foldGraphReadBacks() {
     }
     launch.setHostCopies(list.asReader());
     auto replaced = std::make_shared<StoredEvent>(builder.getRoot<schema::Event>().asReader());
-    std::replace(graphLaunches_.begin(), graphLaunches_.end(), record.launch, replaced);
+    // graphLaunches_ is in seq order: the launch is found, not searched for.
+    const auto listed =
+        std::lower_bound(graphLaunches_.begin(), graphLaunches_.end(), record.seq(),
+                         [](const std::shared_ptr<StoredEvent>& event, uint64_t seq) { return event->seq() < seq; });
+    if (listed != graphLaunches_.end() && *listed == record.launch) *listed = replaced;
     record.launch = std::move(replaced);
   }
   graphReadBacks_.clear();

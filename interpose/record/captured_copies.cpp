@@ -64,9 +64,4 @@ std::optional<uint64_t> CapturedCopies::slotAt(uint64_t address) const {
   return it->second;
 }
 
-uint64_t CapturedCopies::bytes() const {
-  const std::lock_guard lock(mutex_);
-  return bytes_;
-}
-
 }  // namespace kcap

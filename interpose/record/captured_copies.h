@@ -38,8 +38,6 @@ class CapturedCopies {
   // node into it is one of kcap's.
   std::optional<uint64_t> slotAt(uint64_t address) const;
 
-  uint64_t bytes() const;
-
  private:
   mutable std::mutex mutex_;
   std::map<uint64_t, uint64_t> slots_;  // address -> size
