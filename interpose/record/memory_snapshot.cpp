@@ -457,7 +457,7 @@ format::PageLocker& driverPageLocker() {
 }
 
 CUresult snapshot(format::TraceWriter& writer, StagingPool& staging, const SnapshotRange& range, StoredContent& out,
-                  std::vector<uint8_t>* hostCopy, bool deviceHashing) {
+                  std::vector<uint8_t>* hostCopy, bool deviceHashing, bool ownStreamOnly) {
   countSnapshotRange(range.size);
   out.size = range.size;
   out.pieceSize = writer.pieceSize();
@@ -475,10 +475,12 @@ CUresult snapshot(format::TraceWriter& writer, StagingPool& staging, const Snaps
                       range.kind == schema::MemoryKind::IMPORTED;
   const bool onDevice = deviceHashing && device && hostCopy == nullptr && range.size >= kDeviceHashMinBytes &&
                         out.pieceSize % 1024 == 0 && range.address % 16 == 0 && deviceHashingUsable();
-  const bool overlap = range.kind != schema::MemoryKind::HOST_MAPPED &&
-                       (range.size > staging.bufferBytes() || onDevice) && api.streamSynchronize != nullptr;
+  const bool hostMapped = range.kind == schema::MemoryKind::HOST_MAPPED;
+  const bool overlap = !hostMapped && (range.size > staging.bufferBytes() || onDevice || ownStreamOnly) &&
+                       api.streamSynchronize != nullptr;
   CUstream stream = overlap ? snapshotStream() : nullptr;
   if (stream == nullptr) {
+    if (ownStreamOnly && !hostMapped) return CUDA_ERROR_NOT_SUPPORTED;
     return copyInSeries(writer, staging, range, whole, out, hostCopy);
   }
   StagingPool::Lease leases[2] = {staging.acquire(), staging.acquire()};
@@ -498,6 +500,7 @@ CUresult snapshot(format::TraceWriter& writer, StagingPool& staging, const Snaps
   }
   if (copied.streamGone) {
     forgetSnapshotStream(stream);
+    if (ownStreamOnly) return CUDA_ERROR_NOT_SUPPORTED;
     return copyInSeries(writer, staging, range, whole, out, hostCopy);
   }
   return copied.result;

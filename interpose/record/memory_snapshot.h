@@ -121,9 +121,13 @@ format::PageLocker& driverPageLocker();
 // Copies `range` from the device (host-mapped memory: read directly) and
 // stores it. When `hostCopy` is given, the bytes are also left there (for
 // scanning small buffers for pointers). `deviceHashing`: the range may be
-// hashed on the device first (--hash device). Returns the first failing
-// copy's result (the content is then incomplete and must not be used).
+// hashed on the device first (--hash device). `ownStreamOnly`: every copy
+// goes through kcap's own non-blocking stream, never a synchronous copy
+// (which waits on the legacy stream, and so on any blocking stream: one
+// capturing into a graph would have its capture invalidated); fails when
+// that stream cannot be had. Returns the first failing copy's result (the
+// content is then incomplete and must not be used).
 CUresult snapshot(format::TraceWriter& writer, StagingPool& staging, const SnapshotRange& range, StoredContent& out,
-                  std::vector<uint8_t>* hostCopy, bool deviceHashing);
+                  std::vector<uint8_t>* hostCopy, bool deviceHashing, bool ownStreamOnly = false);
 
 }  // namespace kcap

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstring>
 #include <mutex>
+#include <string>
 #include <vector>
 
 namespace kcap {
@@ -111,28 +112,29 @@ void Recorder::allocated(const AllocCall& call) {
 // comes from the system). A later checkpoint hashes all of it, written or
 // not, so re-execution must start from the same bytes: they are logged
 // with the allocation (hashed on the device; pieces of zeros are not
-// copied).
+// copied). Read on kcap's own non-blocking stream, never by a synchronous
+// copy: a caching allocator grows its pool while the program captures into
+// a graph (a graph's private pool), and a copy that waits on the legacy
+// stream would invalidate that capture.
 void Recorder::logInitialContent(const AllocCall& call, uint64_t size, schema::Alloc::Builder alloc) {
   if (checkpoints_ == nullptr || !checkpointWritten_.load(std::memory_order_relaxed) || size == 0) return;
   const bool device = call.kind == schema::AllocKind::MEM_ALLOC || call.kind == schema::AllocKind::MEM_ALLOC_PITCH ||
                       call.kind == schema::AllocKind::VMM_MAP;
   if (!device) return;
-  if (activeCaptures_.load(std::memory_order_relaxed) > 0) {
-    // Copying now could synchronize with a capturing stream and end the
-    // program's capture: not logged (an interval reading those bytes
-    // before anything wrote them differs).
-    noteOnce(notedCaptureAllocation_, schema::Message::Level::WARNING,
-             "device memory allocated while a stream captured into a CUDA graph: its first content is not logged, "
-             "and an interval that reads it before writing it will differ");
-    return;
-  }
   const schema::MemoryKind kind =
       call.kind == schema::AllocKind::VMM_MAP ? schema::MemoryKind::VMM : schema::MemoryKind::ALLOCATION;
   std::vector<TakenRange> taken(1);
   taken[0].range = {call.address, size, call.address, kind};
   const RelaxedCaptureMode relaxed;
-  if (snapshot(*writer_, staging_, taken[0].range, taken[0].content, nullptr, options_.hashOnDevice) != CUDA_SUCCESS) {
-    return;  // not logged: an interval that reads those bytes differs
+  const CUresult result =
+      snapshot(*writer_, staging_, taken[0].range, taken[0].content, nullptr, options_.hashOnDevice, true);
+  if (result != CUDA_SUCCESS) {
+    char name[32];
+    noteOnce(
+        notedInitialContentFailed_, schema::Message::Level::WARNING,
+        std::string("the first content of device memory allocated after the first checkpoint could not be read (") +
+            resultName(result, name) + "): an interval that reads it before writing it will differ");
+    return;
   }
   writeRanges(alloc.initInitial(1), taken);
 }

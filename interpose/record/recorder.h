@@ -603,7 +603,7 @@ class Recorder {
   std::atomic<bool> notedNoCheckpointDevice_{false};  // --checkpoint-device never launched on
   std::atomic<bool> notedDeviceLaunch_{false};
   std::atomic<bool> notedWaitsForHost_{false};
-  std::atomic<bool> notedCaptureAllocation_{false};
+  std::atomic<bool> notedInitialContentFailed_{false};
 
   HostWaiters hostWaiters_;
 };

@@ -5,8 +5,9 @@
 // recorded in a capture carries that point of the capture to another stream,
 // which joins the capture when it waits on it. What a real driver forbids
 // during capture, the double forbids too, by invalidating the capture:
-// synchronizing the capturing stream, or the context while any stream
-// captures (the recorder must do neither).
+// synchronizing the capturing stream, the context while any stream
+// captures, or running work on the legacy stream (a synchronous copy, say)
+// while a blocking stream captures (the recorder must do none of these).
 //
 // Simplifications: the capture mode is kept but not enforced (no call is
 // refused as unsafe during a capture); only the CUDA 12.3 forms of

@@ -116,6 +116,9 @@ CUresult launch(CUfunction f, const LaunchShape& shape, CUstream stream, void** 
     if (s.launchables.count(launchable) == 0 || !validStream(s, stream)) {
       return CUDA_ERROR_INVALID_HANDLE;
     }
+    if (const CUresult r = legacyStreamMayRun(s, stream); r != CUDA_SUCCESS) {
+      return r;
+    }
     launchable->loaded = true;
     def = launchable->def;
     module = launchable->module;
@@ -217,6 +220,9 @@ CUresult synchronizeStream(CUstream stream) {
   Lock lock(s.mutex);
   if (!validStream(s, stream)) {
     return CUDA_ERROR_INVALID_HANDLE;
+  }
+  if (const CUresult r = legacyStreamMayRun(s, stream); r != CUDA_SUCCESS) {
+    return r;
   }
   if (Stream* found = findStream(s, stream); found != nullptr && found->capture != Stream::Capture::kNone) {
     found->capture = Stream::Capture::kInvalidated;

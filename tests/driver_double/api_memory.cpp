@@ -65,6 +65,9 @@ CUresult copy(void* destination, const void* source, std::size_t bytes, CUdevice
     if (!validStream(s, stream)) {
       return CUDA_ERROR_INVALID_HANDLE;
     }
+    if (const CUresult r = legacyStreamMayRun(s, stream); r != CUDA_SUCCESS) {
+      return r;
+    }
     if (!streamOfCurrentContext(s, stream)) {
       return CUDA_ERROR_INVALID_VALUE;
     }
@@ -145,6 +148,9 @@ CUresult fill(CUdeviceptr dst, T value, std::size_t count, CUstream stream) {
     if (!validStream(s, stream)) {
       return CUDA_ERROR_INVALID_HANDLE;
     }
+    if (const CUresult r = legacyStreamMayRun(s, stream); r != CUDA_SUCCESS) {
+      return r;
+    }
     if (!s.contains(dst, count * sizeof(T)) && !capturedReservation(s, stream, dst, count * sizeof(T))) {
       return CUDA_ERROR_INVALID_VALUE;
     }
@@ -218,6 +224,9 @@ CUresult copyPitched(const Layout& to, const Layout& from, std::size_t width, st
     Lock lock(s.mutex);
     if (!validStream(s, stream)) {
       return CUDA_ERROR_INVALID_HANDLE;
+    }
+    if (const CUresult r = legacyStreamMayRun(s, stream); r != CUDA_SUCCESS) {
+      return r;
     }
     if (!streamOfCurrentContext(s, stream)) {
       return CUDA_ERROR_INVALID_VALUE;
@@ -357,6 +366,9 @@ CUresult fill2d(CUdeviceptr dst, std::size_t pitch, T value, std::size_t width, 
     Lock lock(s.mutex);
     if (!validStream(s, stream)) {
       return CUDA_ERROR_INVALID_HANDLE;
+    }
+    if (const CUresult r = legacyStreamMayRun(s, stream); r != CUDA_SUCCESS) {
+      return r;
     }
     if (width == 0 || height == 0) {
       return CUDA_SUCCESS;

@@ -176,4 +176,39 @@ TEST_F(DriverDoubleGraph, CaptureInfoAndDependencyUpdates) {
   EXPECT_EQ(cuStreamDestroy(stream), CUDA_SUCCESS);
 }
 
+// Work on the legacy stream waits for blocking streams: while one of them
+// captures, a synchronous copy or a launch there fails and invalidates that
+// capture; a non-blocking stream's capture is left alone.
+TEST_F(DriverDoubleGraph, LegacyStreamWorkInvalidatesABlockingStreamsCapture) {
+  CUstream blocking = nullptr, nonBlocking = nullptr;
+  ASSERT_EQ(cuStreamCreate(&blocking, CU_STREAM_DEFAULT), CUDA_SUCCESS);
+  ASSERT_EQ(cuStreamCreate(&nonBlocking, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  std::vector<float> out(kN);
+  CUgraph captured = nullptr;
+
+  ASSERT_EQ(cuStreamBeginCapture(nonBlocking, CU_STREAM_CAPTURE_MODE_RELAXED), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemcpyDtoH(out.data(), y_, kN * sizeof(float)), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemsetD32Async(y_, kOne, kN, nonBlocking), CUDA_SUCCESS);
+  ASSERT_EQ(cuStreamEndCapture(nonBlocking, &captured), CUDA_SUCCESS);
+  EXPECT_EQ(cuGraphDestroy(captured), CUDA_SUCCESS);
+
+  float a = 2.0f;
+  int n = kN;
+  void* params[] = {&a, &x_, &y_, &n};
+  for (const bool launch : {false, true}) {
+    ASSERT_EQ(cuStreamBeginCapture(blocking, CU_STREAM_CAPTURE_MODE_RELAXED), CUDA_SUCCESS);
+    ASSERT_EQ(cuMemsetD32Async(y_, kOne, kN, blocking), CUDA_SUCCESS);
+    EXPECT_EQ(launch ? cuLaunchKernel(axpy_, 1, 1, 1, kN, 1, 1, 0, nullptr, params, nullptr)
+                     : cuMemcpyDtoH(out.data(), y_, kN * sizeof(float)),
+              CUDA_ERROR_STREAM_CAPTURE_IMPLICIT);
+    captured = nullptr;
+    EXPECT_EQ(cuStreamEndCapture(blocking, &captured), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+    EXPECT_EQ(captured, nullptr);
+  }
+  // No capture in progress: the legacy stream runs work again.
+  EXPECT_EQ(cuMemcpyDtoH(out.data(), y_, kN * sizeof(float)), CUDA_SUCCESS);
+  EXPECT_EQ(cuStreamDestroy(blocking), CUDA_SUCCESS);
+  EXPECT_EQ(cuStreamDestroy(nonBlocking), CUDA_SUCCESS);
+}
+
 }  // namespace

@@ -154,6 +154,20 @@ void State::unloadModule(Module* module) {
   delete module;
 }
 
+CUresult legacyStreamMayRun(State& s, CUstream stream) {
+  if (stream != nullptr && stream != CU_STREAM_LEGACY) {
+    return CUDA_SUCCESS;
+  }
+  bool joined = false;
+  for (const Stream* other : s.streams) {
+    if ((other->flags & CU_STREAM_NON_BLOCKING) == 0 && other->capture == Stream::Capture::kActive) {
+      const_cast<Stream*>(other)->capture = Stream::Capture::kInvalidated;
+      joined = true;
+    }
+  }
+  return joined ? CUDA_ERROR_STREAM_CAPTURE_IMPLICIT : CUDA_SUCCESS;
+}
+
 bool streamOfCurrentContext(const State& s, CUstream stream) {
   const auto* made = reinterpret_cast<const Stream*>(stream);
   return s.streams.count(made) == 0 || made->context == nullptr || made->context == currentContext();

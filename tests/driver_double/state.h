@@ -232,6 +232,13 @@ inline bool validStream(const State& s, CUstream stream) {
          s.streams.count(reinterpret_cast<const Stream*>(stream)) != 0;
 }
 
+// Work on the legacy default stream waits for every blocking stream: while
+// one of those captures into a graph, the driver refuses such work and
+// invalidates the capture (CUDA_ERROR_STREAM_CAPTURE_IMPLICIT), which is what
+// a synchronous copy made while a program captures would do to it. Returns
+// CUDA_SUCCESS when `stream` may run work now. Needs the lock.
+CUresult legacyStreamMayRun(State& s, CUstream stream);
+
 // Whether a copy may be queued on `stream` from this thread: a stream the
 // program made belongs to the context current when it was made, and the
 // driver checks a copy's pointers against the current context, so a copy

@@ -5,9 +5,16 @@
 // driver's is. x = i % 13, y = 1: axpy (y += 2 x); then b is allocated and
 // axpy (b += 2 x) runs over its first half only (reading what b held);
 // axpy (y += 2 x). The last line prints the sums of y and b.
+//
+// `late_allocation capture`: b is allocated while a blocking stream
+// captures into a graph (as a caching allocator grows a graph's private
+// pool), the axpy over b is captured, and the graph is launched once the
+// capture has ended. Anything that waited on the legacy stream meanwhile
+// would invalidate the capture, and the program would fail.
 #include "driver_program.h"
 
 #include <cstddef>
+#include <cstring>
 #include <vector>
 
 namespace {
@@ -16,7 +23,8 @@ constexpr int kN = 1024;
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  const bool capture = argc > 1 && std::strcmp(argv[1], "capture") == 0;
   const CUfunction axpy = test::axpyOnDeviceZero();
   std::vector<float> xs(kN);
   for (int i = 0; i < kN; ++i) xs[static_cast<std::size_t>(i)] = static_cast<float>(i % 13);
@@ -26,15 +34,29 @@ int main() {
   DRIVER(cuMemAlloc, &y, kN * sizeof(float));
   DRIVER(cuMemcpyHtoD, x, xs.data(), kN * sizeof(float));
   DRIVER(cuMemcpyHtoD, y, ones.data(), kN * sizeof(float));
-  const auto launchAxpy = [&](CUdeviceptr target, int n) {
+  const auto launchAxpy = [&](CUdeviceptr target, int n, CUstream stream) {
     float a = 2.0f;
     void* params[] = {&a, &x, &target, &n};
-    DRIVER(cuLaunchKernel, axpy, kN / 256, 1, 1, 256, 1, 1, 0, nullptr, params, nullptr);
+    DRIVER(cuLaunchKernel, axpy, kN / 256, 1, 1, 256, 1, 1, 0, stream, params, nullptr);
   };
-  launchAxpy(y, kN);
-  DRIVER(cuMemAlloc, &b, kN * sizeof(float));
-  launchAxpy(b, kN / 2);
-  launchAxpy(y, kN);
+  launchAxpy(y, kN, nullptr);
+  if (capture) {
+    CUstream stream = nullptr;
+    CUgraph graph = nullptr;
+    CUgraphExec exec = nullptr;
+    DRIVER(cuStreamCreate, &stream, CU_STREAM_DEFAULT);  // blocking: the legacy stream waits for it
+    DRIVER(cuStreamBeginCapture, stream, CU_STREAM_CAPTURE_MODE_RELAXED);
+    DRIVER(cuMemAlloc, &b, kN * sizeof(float));
+    launchAxpy(b, kN / 2, stream);
+    DRIVER(cuStreamEndCapture, stream, &graph);
+    DRIVER(cuGraphInstantiate, &exec, graph, 0);
+    DRIVER(cuGraphLaunch, exec, stream);
+    DRIVER(cuStreamSynchronize, stream);
+  } else {
+    DRIVER(cuMemAlloc, &b, kN * sizeof(float));
+    launchAxpy(b, kN / 2, nullptr);
+  }
+  launchAxpy(y, kN, nullptr);
   DRIVER(cuCtxSynchronize);
   std::printf("result late_allocation %.1f %.1f\n", test::deviceSum(y, kN), test::deviceSum(b, kN));
   return 0;
