@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "hex_text.h"
 #include "driver.h"
 #include "reexecutor.h"
 
@@ -24,12 +25,6 @@ namespace kcap::replay {
 namespace {
 
 using Json = nlohmann::json;
-
-std::string hexText(uint64_t value) {
-  char text[24];
-  std::snprintf(text, sizeof text, "0x%llx", static_cast<unsigned long long>(value));
-  return text;
-}
 
 std::string oneLine(std::string text) {
   for (char& c : text) {

@@ -1,4 +1,5 @@
 #include "check_support.h"
+#include "hex_text.h"
 
 #include <cstdio>
 
@@ -15,12 +16,6 @@ std::string labelOf(schema::Launch::Reader e, uint64_t base, uint64_t size) {
 }
 
 }  // namespace
-
-std::string hexText(uint64_t v) {
-  char text[24];
-  std::snprintf(text, sizeof text, "0x%llx", static_cast<unsigned long long>(v));
-  return text;
-}
 
 std::optional<uint32_t> paramIndexOf(schema::Launch::Reader e, uint32_t wordOffset) {
   const auto layout = e.getParamLayout();

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "checkers.h"
+#include "hex_text.h"
 
 namespace kcap::replay::checks {
 
@@ -20,8 +21,6 @@ CheckFinding unwritten(CheckTarget& t);    // check_unwritten.cpp
 CheckFinding uninit(CheckTarget& t);       // check_uninit.cpp
 CheckFinding alias(CheckTarget& t);        // check_alias.cpp
 CheckFinding overrun(CheckTarget& t);      // check_overrun.cpp
-
-std::string hexText(uint64_t v);  // "0x7f00"
 
 // Which parameter a pointer word belongs to (index in the parameter layout).
 std::optional<uint32_t> paramIndexOf(schema::Launch::Reader e, uint32_t wordOffset);

@@ -4,17 +4,12 @@
 #include <set>
 #include <cstdio>
 
+#include "hex_text.h"
 #include "change_hash.h"
 #include "hash.h"
 
 namespace kcap::replay {
 namespace {
-
-std::string hexText(uint64_t value) {
-  char text[24];
-  std::snprintf(text, sizeof text, "0x%llx", static_cast<unsigned long long>(value));
-  return text;
-}
 
 // What is wrong with one range's sizes, "" when nothing.
 std::string rangeProblem(schema::CheckpointRange::Reader range) {

@@ -8,6 +8,7 @@
 #include <optional>
 #include <vector>
 
+#include "hex_text.h"
 #include "driver.h"
 #include "extract.h"
 
@@ -45,12 +46,6 @@ void eachNode(const GraphBodyRun& body, const std::function<void(const GraphNode
     use(node);
     for (const GraphBodyRun& nested : node.bodies) eachNode(nested, use);
   }
-}
-
-std::string hexText(uint64_t value) {
-  char text[24];
-  std::snprintf(text, sizeof text, "0x%llx", static_cast<unsigned long long>(value));
-  return text;
 }
 
 }  // namespace

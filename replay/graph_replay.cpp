@@ -8,18 +8,13 @@
 #include <set>
 
 #include "driver.h"
+#include "hex_text.h"
 #include "piece_hashes.h"
 #include "graph_rebuild.h"
 #include "replayer.h"
 
 namespace kcap::replay {
 namespace {
-
-std::string hexText(uint64_t value) {
-  char text[32];
-  std::snprintf(text, sizeof text, "0x%llx", static_cast<unsigned long long>(value));
-  return text;
-}
 
 void appendDetail(LaunchOutcome& o, const std::string& text) { o.detail += (o.detail.empty() ? "" : "; ") + text; }
 

@@ -11,6 +11,7 @@
 #include <set>
 
 #include "driver.h"
+#include "hex_text.h"
 #include "piece_hashes.h"
 
 namespace kcap::replay {
@@ -218,10 +219,13 @@ void Replayer::applyMemoryOpOnStream(const StoredEvent& op) {
       applyCopyRows(op);
       return;
     }
-    const auto dst = translate(copy.getDst(), globals);
+    const bool deviceToDevice =
+        copy.getDirection() == schema::CopyDirection::DEVICE_TO_DEVICE && copy.getData().getSize() == 0;
+    const auto dst =
+        writeTarget(op, copy.getDst(), deviceToDevice ? copy.getSize() : copy.getData().getSize(), globals);
     if (!dst) return;  // into memory no replayed launch reaches
-    if (copy.getDirection() == schema::CopyDirection::DEVICE_TO_DEVICE && copy.getData().getSize() == 0) {
-      if (const auto src = translate(copy.getSrc(), globals)) {
+    if (deviceToDevice) {
+      if (const auto src = writeTarget(op, copy.getSrc(), copy.getSize(), globals)) {
         check(driver_.cuMemcpyDtoDAsync(*dst, *src, copy.getSize(), stream_),
               "replaying a recorded device-to-device copy");
       }
@@ -231,8 +235,16 @@ void Replayer::applyMemoryOpOnStream(const StoredEvent& op) {
   } else if (event.isAlloc()) {
     // What the allocation held when the driver handed it over (checkpoint
     // mode), one range at a time through the staging buffer.
-    for (const auto range : event.getAlloc().getInitial()) {
-      const auto dst = translate(range.getAddress(), globals);
+    const auto alloc = event.getAlloc();
+    for (const auto range : alloc.getInitial()) {
+      const uint64_t offset = range.getAddress() - alloc.getAddress(), size = range.getContent().getSize();
+      if (range.getAddress() < alloc.getAddress() || offset > alloc.getSize() || size > alloc.getSize() - offset) {
+        throw ReplayError("the trace is malformed at event #" + std::to_string(op.seq()) + ": the first content (" +
+                          std::to_string(size) + " bytes at " + hexText(range.getAddress()) +
+                          ") lies outside the allocation (" + std::to_string(alloc.getSize()) + " bytes at " +
+                          hexText(alloc.getAddress()) + ")");
+      }
+      const auto dst = writeTarget(op, range.getAddress(), size, globals);
       if (!dst) continue;  // memory no re-executed launch reaches
       writeContent(*dst, range.getContent());
       check(driver_.cuStreamSynchronize(stream_), "waiting for an allocation's first content");
@@ -241,15 +253,27 @@ void Replayer::applyMemoryOpOnStream(const StoredEvent& op) {
     // What an NCCL call wrote on this rank, logged: its kernels are not run.
     const auto collective = event.getCollective();
     if (collective.getResult() != 0) return;
-    if (const auto dst = translate(collective.getRecvBuffer(), globals)) writeContent(*dst, collective.getData());
+    if (const auto dst = writeTarget(op, collective.getRecvBuffer(), collective.getData().getSize(), globals)) {
+      writeContent(*dst, collective.getData());
+    }
   } else if (event.isMemset()) {
     const auto set = event.getMemset();
     if (set.getResult() != 0) return;
     // 1D memsets are recorded with height 1 and pitch 0; a 2D one of 0 rows
-    // sets nothing.
-    const uint64_t rows = set.getPitch() == 0 ? std::max<uint64_t>(set.getHeight(), 1) : set.getHeight();
+    // sets nothing. Each row is translated on its own (rows may fall in
+    // memory no launch reaches), and must stay inside the memory it starts in.
+    const uint64_t rows = set.getPitch() == 0 ? 1 : set.getHeight();
+    const uint64_t elementBytes = set.getElementSize() == 1 || set.getElementSize() == 2 ? set.getElementSize() : 4;
+    uint64_t rowBytes = 0;
+    if (__builtin_mul_overflow(set.getCount(), elementBytes, &rowBytes) || (rows > 1 && set.getPitch() < rowBytes)) {
+      throw ReplayError("the trace is malformed at event #" + std::to_string(op.seq()) + ": a memset of " +
+                        std::to_string(set.getCount()) + " elements a row with a pitch of " +
+                        std::to_string(set.getPitch()) + " bytes");
+    }
     for (uint64_t row = 0; row < rows; ++row) {
-      const auto dst = translate(set.getDst() + row * set.getPitch(), globals);
+      uint64_t at = 0;
+      if (__builtin_mul_overflow(row, set.getPitch(), &at) || __builtin_add_overflow(set.getDst(), at, &at)) break;
+      const auto dst = writeTarget(op, at, rowBytes, globals);
       if (!dst) continue;
       switch (set.getElementSize()) {
         case 1:

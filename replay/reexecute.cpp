@@ -8,6 +8,7 @@
 #include <cstring>
 #include <map>
 
+#include "hex_text.h"
 #include "change_hash.h"
 #include "checkpoints.h"
 #include "driver.h"
@@ -18,12 +19,6 @@
 #include "schema_names.h"
 
 namespace kcap::replay {
-
-std::string hexText(uint64_t value) {
-  char text[24];
-  std::snprintf(text, sizeof text, "0x%llx", static_cast<unsigned long long>(value));
-  return text;
-}
 
 const char* intervalVerdictName(IntervalVerdict verdict) {
   switch (verdict) {

@@ -354,7 +354,13 @@ void Reexecutor::reexecute(uint64_t afterSeq, uint64_t beforeSeq, IntervalReport
           // driver handed it over, logged with it, is written at its place.
           if (event.event->get().isAlloc() && event.event->get().getAlloc().getInitial().size() != 0) {
             drain(listener);
-            r_.applyMemoryOp(*event.event);
+            try {
+              r_.applyMemoryOp(*event.event);
+            } catch (const CudaError&) {
+              throw;
+            } catch (const std::exception& e) {
+              throw IntervalStop{IntervalVerdict::kNotReexecutable, e.what()};  // a damaged trace
+            }
           }
           break;
       }

@@ -15,14 +15,13 @@
 #include <string>
 #include <vector>
 
+#include "hex_text.h"
 #include "bisect_checkpoint.h"
 #include "checkpoints.h"
 #include "reexecute.h"
 #include "replayer.h"
 
 namespace kcap::replay {
-
-std::string hexText(uint64_t value);  // "0x7f00", in the re-execution files' messages (reexecute.cpp)
 
 inline constexpr uint64_t kHashBatch = uint64_t{1} << 16;  // pieces hashed per kernel launch
 

@@ -9,6 +9,7 @@
 
 #include "checkers.h"
 #include "driver.h"
+#include "hex_text.h"
 #include "message_check.h"
 #include "piece_hashes.h"
 
@@ -177,6 +178,25 @@ std::optional<uint64_t> Replayer::translate(uint64_t recorded, const LoadedKerne
     }
   }
   return memory_->addresses().translate(recorded);
+}
+
+// Where a recorded write of `size` bytes at `recorded` lands: nullopt when
+// its first byte is in no placed memory (memory no replayed launch
+// reaches). A write that starts in placed memory and runs past it cannot
+// come from a program (a copy stays inside one allocation): the trace is
+// damaged, and writing it would overwrite whatever replay placed next.
+std::optional<uint64_t> Replayer::writeTarget(const StoredEvent& op, uint64_t recorded, uint64_t size,
+                                              const LoadedKernel& kernel) const {
+  const auto first = translate(recorded, kernel);
+  if (!first || size == 0) return first;
+  uint64_t last = 0;
+  const auto lastPlaced = __builtin_add_overflow(recorded, size - 1, &last) ? std::nullopt : translate(last, kernel);
+  if (!lastPlaced || *lastPlaced != *first + (size - 1)) {
+    throw ReplayError("the trace is malformed at event #" + std::to_string(op.seq()) + ": it writes " +
+                      std::to_string(size) + " bytes at " + hexText(recorded) +
+                      ", past the end of the memory they start in");
+  }
+  return first;
 }
 
 std::vector<Region> Replayer::regionsOf(const LaunchRecord& launch) const {

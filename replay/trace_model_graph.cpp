@@ -8,16 +8,11 @@
 #include <set>
 
 #include "driver.h"
+#include "hex_text.h"
 #include "trace_model.h"
 
 namespace kcap::replay {
 namespace {
-
-std::string hexText(uint64_t value) {
-  char text[32];
-  std::snprintf(text, sizeof text, "0x%llx", static_cast<unsigned long long>(value));
-  return text;
-}
 
 // Builds the tree of nodes of `body`, checking what the rebuild indexes.
 class TreeBuilder {

@@ -131,5 +131,34 @@ TEST_F(HostileTrace, TerminalControlsInNamesAreEscapedEverywhere) {
   }
 }
 
+// A checkpoint trace's allocation whose logged first content lies partly
+// outside it: re-execution wrote it whole, over whatever replay placed
+// next. The interval is named not re-executable, with the event.
+TEST_F(HostileTrace, AnAllocationsFirstContentOutsideItIsATraceErrorNamingTheEvent) {
+  const std::string source = file("late-allocation.kcap");
+  const Outcome recorded = kcapRecord(
+      source, lateAllocationProgram(), {},
+      {{"KCAP_MODE", "checkpoint"}, {"KCAP_CHECKPOINT_EVERY", "1launches"}, {"KCAP_DOUBLE_DIRTY_ALLOCATIONS", "1"}});
+  ASSERT_EQ(recorded.exitCode, 0) << recorded.describe();
+  const std::string path = file("initial-outside.kcap");
+  const uint64_t seq = kcap::test::rewriteEvents(source, path, [](kcap::schema::Event::Builder e) {
+    if (!e.isAlloc() || e.getAlloc().getInitial().size() == 0) return false;
+    auto initial = e.getAlloc().getInitial()[0];
+    initial.setAddress(initial.getAddress() + 8);  // its 4 KiB now end 8 bytes past the allocation
+    return true;
+  });
+  ASSERT_NE(seq, 0u) << "no allocation logged its first content";
+  const Outcome run = kcap({"replay", path});
+  EXPECT_EQ(run.signal, 0) << run.describe();
+  EXPECT_NE(run.exitCode, 0) << run.describe();
+  EXPECT_NE(run.out.find("NOT RE-EXECUTABLE"), std::string::npos) << run.describe();
+  EXPECT_NE(
+      run.out.find("the trace is malformed at event #" + std::to_string(seq) + ": the first content (4096 bytes at "),
+      std::string::npos)
+      << run.describe();
+  EXPECT_NE(run.out.find(") lies outside the allocation (4096 bytes at "), std::string::npos) << run.describe();
+  EXPECT_EQ(kcap({"replay", source}).exitCode, 0) << "the trace as recorded reproduces";
+}
+
 }  // namespace
 }  // namespace kcap_test
