@@ -2,6 +2,8 @@
 
 #include "record/driver_api.h"
 
+#include <limits>
+
 namespace kcap {
 namespace {
 
@@ -10,6 +12,9 @@ namespace {
 // own allocations come first.
 constexpr uint64_t kDeviceShare = 32;
 constexpr uint64_t kFreeShare = 8;
+// Captures whose slots are remembered: more than this many in progress at
+// once (on different threads) is not expected.
+constexpr size_t kRememberedCaptures = 64;
 
 std::string resultText(CUresult result) { return "CUresult " + std::to_string(static_cast<int>(result)); }
 
@@ -25,7 +30,34 @@ uint64_t deviceMemory() {
   return total;
 }
 
+// The id of the capture `stream` takes part in, 0 when the driver does not say.
+uint64_t captureOf(CUstream stream) {
+  const auto info = driverApi().streamGetCaptureInfo;
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  cuuint64_t id = 0;
+  if (info == nullptr || info(stream, &status, &id, nullptr, nullptr, nullptr, nullptr) != CUDA_SUCCESS ||
+      status != CU_STREAM_CAPTURE_STATUS_ACTIVE) {
+    return 0;
+  }
+  return id;
+}
+
 }  // namespace
+
+// The smallest slot of at least `size` bytes that `capture` does not hold.
+std::optional<uint64_t> CapturedCopies::reusable(uint64_t capture, uint64_t size) const {
+  if (capture == 0) return std::nullopt;
+  const auto taken = takenBy_.find(capture);
+  std::optional<uint64_t> best;
+  uint64_t bestSize = std::numeric_limits<uint64_t>::max();
+  for (const auto& [address, slot] : slots_) {
+    if (slot.size < size || slot.size >= bestSize || slot.ordering == nullptr) continue;
+    if (taken != takenBy_.end() && taken->second.count(address) != 0) continue;
+    best = address;
+    bestSize = slot.size;
+  }
+  return best;
+}
 
 std::string CapturedCopies::add(CUstream stream, uint64_t written, uint64_t size, uint64_t& slot) {
   slot = 0;
@@ -33,27 +65,48 @@ std::string CapturedCopies::add(CUstream stream, uint64_t written, uint64_t size
   if (api.memAlloc == nullptr || api.memFree == nullptr || api.memcpyDtoDAsync == nullptr) {
     return "the driver lacks cuMemAlloc, cuMemFree or cuMemcpyDtoDAsync";
   }
-  const uint64_t total = deviceMemory();
+  const uint64_t capture = captureOf(stream);
   const std::lock_guard lock(mutex_);
-  if (total != 0 && (size > total / kDeviceShare || bytes_ > total / kDeviceShare - size)) {
-    return "kcap's copies of what NCCL calls captured into graphs write would pass 1/" + std::to_string(kDeviceShare) +
-           " of the device's memory (" + std::to_string(bytes_) + " bytes taken)";
+  std::optional<uint64_t> into = reusable(capture, size);
+  if (!into) {
+    const uint64_t total = deviceMemory();
+    if (total != 0 && (size > total / kDeviceShare || bytes_ > total / kDeviceShare - size)) {
+      return "kcap's copies of what NCCL calls captured into graphs write would pass 1/" +
+             std::to_string(kDeviceShare) + " of the device's memory (" + std::to_string(bytes_) + " bytes taken)";
+    }
+    size_t free = 0, all = 0;
+    if (api.memGetInfo != nullptr && api.memGetInfo(&free, &all) == CUDA_SUCCESS && size > free / kFreeShare) {
+      return "the device has too little free memory for kcap's copy (" + std::to_string(free) + " bytes free)";
+    }
+    CUdeviceptr made = 0;
+    if (const CUresult result = api.memAlloc(&made, size); result != CUDA_SUCCESS) {
+      return "cuMemAlloc of kcap's copy failed (" + resultText(result) + ")";
+    }
+    Slot fresh;
+    fresh.size = size;
+    // Without an event to order launches by, the slot is this call's alone.
+    if (capture != 0 && api.eventCreate != nullptr && api.eventRecord != nullptr && api.streamWaitEvent != nullptr &&
+        api.eventCreate(&fresh.ordering, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) {
+      fresh.ordering = nullptr;
+    }
+    slots_.emplace(made, fresh);
+    bytes_ += size;
+    into = made;
   }
-  size_t free = 0, all = 0;
-  if (api.memGetInfo != nullptr && api.memGetInfo(&free, &all) == CUDA_SUCCESS && size > free / kFreeShare) {
-    return "the device has too little free memory for kcap's copy (" + std::to_string(free) + " bytes free)";
+  if (const CUresult result = api.memcpyDtoDAsync(*into, written, size, stream); result != CUDA_SUCCESS) {
+    return "capturing kcap's copy failed (" + resultText(result) + ")";  // the slot stays for another call
   }
-  CUdeviceptr made = 0;
-  if (const CUresult result = api.memAlloc(&made, size); result != CUDA_SUCCESS) {
-    return "cuMemAlloc of kcap's copy failed (" + resultText(result) + ")";
+  if (capture != 0) {
+    if (takenBy_.count(capture) == 0) {
+      captures_.push_back(capture);
+      if (captures_.size() > kRememberedCaptures) {
+        takenBy_.erase(captures_.front());
+        captures_.pop_front();
+      }
+    }
+    takenBy_[capture].insert(*into);
   }
-  if (const CUresult result = api.memcpyDtoDAsync(made, written, size, stream); result != CUDA_SUCCESS) {
-    api.memFree(made);
-    return "capturing kcap's copy failed (" + resultText(result) + ")";
-  }
-  slots_.emplace(made, size);
-  bytes_ += size;
-  slot = made;
+  slot = *into;
   return {};
 }
 
@@ -61,7 +114,40 @@ std::optional<uint64_t> CapturedCopies::slotAt(uint64_t address) const {
   const std::lock_guard lock(mutex_);
   const auto it = slots_.find(address);
   if (it == slots_.end()) return std::nullopt;
-  return it->second;
+  return it->second.size;
+}
+
+std::unique_lock<std::mutex> CapturedCopies::beforeLaunch(const std::vector<uint64_t>& slots, CUstream stream,
+                                                          std::string& problem) {
+  std::unique_lock launching(launchMutex_);
+  const DriverApi& api = driverApi();
+  const std::lock_guard lock(mutex_);
+  for (const uint64_t address : slots) {
+    const auto it = slots_.find(address);
+    if (it == slots_.end()) continue;
+    Slot& slot = it->second;
+    if (slot.launched && slot.lastStream != stream && slot.ordering != nullptr) {
+      // An event recorded on a stream that is capturing would become a node
+      // of that capture, and waiting for it would pull this stream in.
+      CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+      CUresult waited =
+          api.streamIsCapturing != nullptr ? api.streamIsCapturing(slot.lastStream, &status) : CUDA_ERROR_NOT_FOUND;
+      if (waited == CUDA_SUCCESS && status != CU_STREAM_CAPTURE_STATUS_NONE) {
+        waited = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+      }
+      if (waited == CUDA_SUCCESS) waited = api.eventRecord(slot.ordering, slot.lastStream);
+      if (waited == CUDA_SUCCESS) waited = api.streamWaitEvent(stream, slot.ordering, 0);
+      if (waited != CUDA_SUCCESS && problem.empty()) {
+        problem =
+            "a graph launch could not wait for the read-back of kcap's copy after an earlier launch on another "
+            "stream (" +
+            resultText(waited) + "): that read-back may hold this launch's bytes";
+      }
+    }
+    slot.launched = true;
+    slot.lastStream = stream;
+  }
+  return launching;
 }
 
 }  // namespace kcap

@@ -11,26 +11,37 @@
 // reads the slot back after each launch of the graph, in stream order
 // (written_readback.h). The program's own nodes and memory are untouched.
 //
-// A slot belongs to one captured call for the life of the process (a graph
-// may be launched at any time). Slots together take at most a budget of the
-// device's memory, and never more than a fraction of what is free: past it a
-// call gets no slot, and its Collective event says why.
+// Slots are shared between graphs: a call takes a slot no other call of its
+// own capture holds (the smallest large enough), so that the slots of many
+// graphs captured alike (a serving engine's decode graphs, one per batch
+// size) take the memory of the largest, not the sum. A launch of a graph
+// could then overwrite a slot before the read-back after an earlier launch
+// of another graph has read it: when the earlier launch was on another
+// stream, the new launch first waits for that stream (an event recorded on
+// it, after the read-back queued there); on the same stream, stream order
+// suffices. Slots together take at most a budget of the device's memory,
+// and never more than a fraction of what is free: past it a call gets no
+// slot, and its Collective event says why. A slot lives as long as the
+// process (a graph may be launched at any time).
 #pragma once
 
 #include <cuda.h>
 
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
+#include <vector>
 
 namespace kcap {
 
 class CapturedCopies {
  public:
   // Captures, on `stream` (capturing), the copy of `size` bytes at `written`
-  // into a new slot, whose address it sets. Returns why it could not ("" on
+  // into a slot, whose address it sets. Returns why it could not ("" on
   // success).
   std::string add(CUstream stream, uint64_t written, uint64_t size, uint64_t& slot);
 
@@ -38,10 +49,32 @@ class CapturedCopies {
   // node into it is one of kcap's.
   std::optional<uint64_t> slotAt(uint64_t address) const;
 
+  // Before a graph whose copy nodes write `slots` is launched on `stream`:
+  // orders the launch after the read-backs of the slots' previous launches
+  // (see above). Hold the returned lock until this launch's read-backs are
+  // queued, so that no other launch comes between. Returns a message once
+  // if an earlier stream could not be waited for.
+  [[nodiscard]] std::unique_lock<std::mutex> beforeLaunch(const std::vector<uint64_t>& slots, CUstream stream,
+                                                          std::string& problem);
+
  private:
+  struct Slot {
+    uint64_t size = 0;
+    CUevent ordering = nullptr;  // recorded on the last launch's stream when another stream launches next
+    bool launched = false;
+    CUstream lastStream = nullptr;
+  };
+  std::optional<uint64_t> reusable(uint64_t capture, uint64_t size) const;
+
   mutable std::mutex mutex_;
-  std::map<uint64_t, uint64_t> slots_;  // address -> size
+  std::map<uint64_t, Slot> slots_;  // by address
   uint64_t bytes_ = 0;
+  // The slots each recent capture took (a capture's calls never share one);
+  // the oldest captures are forgotten past a bound, and a capture whose id
+  // the driver does not give shares nothing.
+  std::map<uint64_t, std::set<uint64_t>> takenBy_;
+  std::deque<uint64_t> captures_;
+  std::mutex launchMutex_;  // held from beforeLaunch until the read-backs are queued
 };
 
 }  // namespace kcap

@@ -34,6 +34,8 @@ DriverApi load() noexcept {
   resolve(api.streamSynchronize, "cuStreamSynchronize");
   resolve(api.streamIsCapturing, "cuStreamIsCapturing");
   resolve(api.threadExchangeStreamCaptureMode, "cuThreadExchangeStreamCaptureMode");
+  resolve(api.streamGetCaptureInfo, "cuStreamGetCaptureInfo_v3");
+  resolve(api.streamWaitEvent, "cuStreamWaitEvent");
   resolve(api.memcpyDtoH, "cuMemcpyDtoH_v2");
   resolve(api.memcpyDtoHAsync, "cuMemcpyDtoHAsync_v2");
   resolve(api.memcpy3D, "cuMemcpy3D_v2");

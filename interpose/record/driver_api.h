@@ -30,6 +30,8 @@ struct DriverApi {
   PFN_cuStreamSynchronize_v2000 streamSynchronize = nullptr;
   PFN_cuStreamGetCtx_v9020 streamGetCtx = nullptr;  // a read-back queued on another context's stream
   PFN_cuStreamIsCapturing_v10000 streamIsCapturing = nullptr;
+  PFN_cuStreamGetCaptureInfo_v12030 streamGetCaptureInfo = nullptr;  // a captured NCCL call's capture (its slot)
+  PFN_cuStreamWaitEvent_v3020 streamWaitEvent = nullptr;             // a graph launch after a shared slot's read-back
   PFN_cuThreadExchangeStreamCaptureMode_v10010 threadExchangeStreamCaptureMode = nullptr;
 
   PFN_cuMemcpyDtoH_v3020 memcpyDtoH = nullptr;

@@ -116,6 +116,14 @@ bool Recorder::graphLaunchStarting(const GraphLaunchCall& call, PendingGraphLaun
     hostCopies += node.hostSource != nullptr ? 1 : 0;
     if (node.readBackSlot != 0) pending.readBacks.push_back({node.handle, {node.readBackSlot, node.readBackSize}});
   }
+  if (!pending.readBacks.empty()) {
+    std::vector<uint64_t> slots;
+    for (const auto& readBack : pending.readBacks) slots.push_back(readBack.second.address);
+    std::string problem;
+    const RelaxedCaptureMode relaxed;
+    pending.slotOrder = capturedCopies_.beforeLaunch(slots, stream, problem);
+    if (!problem.empty()) noteOnce(notedSlotOrder_, schema::Message::Level::WARNING, problem);
+  }
   auto copies = launch.initHostCopies(static_cast<unsigned>(hostCopies));
   unsigned copy = 0;
   for (const GraphNodeReach& node : nodes) {
@@ -213,6 +221,7 @@ void Recorder::graphLaunchFinished(PendingGraphLaunch& pending, CUresult result)
       const RelaxedCaptureMode relaxed;
       for (const auto& [node, slot] : pending.readBacks) readback_->request({seq, node}, pending.syncStream, slot);
     }
+    if (pending.slotOrder.owns_lock()) pending.slotOrder.unlock();
     return;
   }
   EventMessage message(*this);

@@ -347,11 +347,12 @@ void Recorder::writeGraphNode(CUgraphNode node, const CUgraphNodeParams& params,
       const bool toHost = direction == schema::CopyDirection::DEVICE_TO_HOST;
       const bool fromHost = direction == schema::CopyDirection::HOST_TO_DEVICE;
       if (direction == schema::CopyDirection::DEVICE_TO_DEVICE) {
-        if (const auto slot = capturedCopies_.slotAt(call.dst)) {
-          // kcap's copy after a captured NCCL call: read back at each launch.
+        if (const auto slot = capturedCopies_.slotAt(call.dst); slot && call.size <= *slot) {
+          // kcap's copy after a captured NCCL call: read back at each launch
+          // (as many bytes as the call wrote: a shared slot may be larger).
           out.setWrittenReadBack(true);
           reach.readBackSlot = call.dst;
-          reach.readBackSize = *slot;
+          reach.readBackSize = call.size;
           reach.addresses.push_back(call.src);
           return;
         }

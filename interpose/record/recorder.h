@@ -63,6 +63,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <shared_mutex>
 #include <string>
@@ -289,7 +290,8 @@ struct PendingGraphLaunch {
   // Checkpoint mode: the slots of kcap's copy nodes in the graph (node
   // handle, slot), read back once the launch is queued.
   std::vector<std::pair<uint64_t, WrittenReadback::Region>> readBacks;
-  bool postSnapshot = false;  // full mode: the pre snapshot was taken whole
+  std::unique_lock<std::mutex> slotOrder;  // CapturedCopies::beforeLaunch, until the read-backs are queued
+  bool postSnapshot = false;               // full mode: the pre snapshot was taken whole
   std::vector<SnapshotRange> ranges;
 };
 
@@ -604,6 +606,7 @@ class Recorder {
   std::atomic<bool> notedDeviceLaunch_{false};
   std::atomic<bool> notedWaitsForHost_{false};
   std::atomic<bool> notedInitialContentFailed_{false};
+  std::atomic<bool> notedSlotOrder_{false};
 
   HostWaiters hostWaiters_;
 };

@@ -44,14 +44,15 @@ std::vector<float> floatsOf(const std::vector<uint8_t>& bytes) {
 // Records the program in checkpoint mode (a checkpoint at every launch, so
 // that each interval holds a graph launch) after a plain run, and checks
 // that its output did not change.
-std::vector<kcap::test::OwnedEvent> recordGraph(const std::string& path, std::map<std::string, std::string> env = {}) {
-  const Outcome plain = run({ncclGraphProgram(), {}, {}, false});
+std::vector<kcap::test::OwnedEvent> recordGraph(const std::string& path, std::map<std::string, std::string> env = {},
+                                                const std::vector<std::string>& args = {}) {
+  const Outcome plain = run({ncclGraphProgram(), args, {}, false});
   EXPECT_EQ(plain.exitCode, 0) << plain.describe();
   EXPECT_NE(plain.out.find("result nccl_graph "), std::string::npos) << plain.describe();
   env["KCAP_OUTPUT"] = path;
   env["KCAP_MODE"] = "checkpoint";
   env["KCAP_CHECKPOINT_EVERY"] = "1launches";
-  const Outcome shimmed = run({ncclGraphProgram(), {}, env, true});
+  const Outcome shimmed = run({ncclGraphProgram(), args, env, true});
   EXPECT_EQ(shimmed.exitCode, 0) << shimmed.describe();
   EXPECT_EQ(shimmed.err, "") << shimmed.describe();
   EXPECT_EQ(shimmed.out, plain.out) << "the program's results under the shim";
@@ -181,6 +182,68 @@ TEST(NcclGraphRecord, WithoutReadBackTheGraphIsNamedNotReexecutable) {
   const Outcome replay = kcapOnDouble({"replay", path});
   EXPECT_NE(replay.out.find("NOT RE-EXECUTABLE"), std::string::npos) << replay.describe();
   EXPECT_NE(replay.out.find("an NCCL kernel (ncclDevKernel_StandInSum)"), std::string::npos) << replay.describe();
+}
+
+// Two graphs captured alike (a serving engine's decode graphs, one per
+// batch size), launched by turns on two streams, the second with two calls
+// half as large: its first call copies into the first graph's slot, its
+// second into a slot of its own (both are live until the launch's
+// read-back), and each launch logs each call's own result, as many bytes as
+// that call wrote.
+TEST(NcclGraphRecord, GraphsCapturedAlikeShareKcapsCopyMemory) {
+  kcap::test::TempDir dir("kcap-nccl-graph");
+  const std::string path = dir.file("two.kcap");
+  const auto events = recordGraph(path, {}, {"two"});
+  std::vector<uint64_t> slots;
+  for (const auto& e : events) {
+    if (e.get().which() != Event::COLLECTIVE) continue;
+    EXPECT_TRUE(e.get().getCollective().getCaptured());
+    slots.push_back(e.get().getCollective().getCapturedCopy());
+  }
+  ASSERT_EQ(slots.size(), 3u);
+  EXPECT_NE(slots[0], 0u);
+  EXPECT_EQ(slots[1], slots[0]) << "the second graph's first call reuses the first graph's slot";
+  EXPECT_NE(slots[2], 0u);
+  EXPECT_NE(slots[2], slots[1]) << "calls of one graph never share a slot";
+
+  // Per launch of the half graph, w's first half gains 4x + 2 peer; its
+  // first call's copy holds w after the first axpy and one all-reduce, the
+  // second's after two. The full graph's one call: as in the test above.
+  auto reader = kcap::format::TraceReader::open(path);
+  std::map<uint64_t, int> launchesOf;  // graph exec -> launches so far
+  std::vector<uint64_t> execs;         // in order of first launch: the full graph, then the half one
+  for (const auto& e : events) {
+    if (e.get().which() != Event::GRAPH_LAUNCH) continue;
+    const uint64_t exec = e.get().getGraphLaunch().getGraphExec();
+    if (launchesOf.count(exec) == 0) execs.push_back(exec);
+    const int launch = launchesOf[exec]++;
+    const bool full = exec == execs[0];
+    const int n = full ? kN : kN / 2;
+    const float calls = full ? 1.0f : 2.0f;
+    int reads = 0;
+    for (const auto& w : events) {
+      if (w.get().which() != Event::WRITTEN_DATA || w.get().getWrittenData().getOf() != e.get().getSeq()) continue;
+      ++reads;
+      const auto reduced = floatsOf(reader->readContent(w.get().getWrittenData().getData()));
+      ASSERT_EQ(reduced.size(), static_cast<size_t>(n)) << "the bytes its call wrote, not the slot's";
+      const float reductions = static_cast<float>(reads);  // read-backs come in node order
+      for (int i = 0; i < n; ++i) {
+        const float before = 1 + static_cast<float>(launch) * (4 * programX(i) + calls * peerValue(i));
+        ASSERT_EQ(reduced[static_cast<size_t>(i)], before + 2 * programX(i) + reductions * peerValue(i))
+            << (full ? "full" : "half") << " graph, launch " << launch << ", read-back " << reads << ", element " << i;
+      }
+    }
+    EXPECT_EQ(reads, full ? 1 : 2) << "graph launch #" << e.get().getSeq();
+  }
+  ASSERT_EQ(execs.size(), 2u);
+  EXPECT_EQ(launchesOf[execs[0]], kLaunches);
+  EXPECT_EQ(launchesOf[execs[1]], kLaunches);
+
+  const Outcome replay = kcapOnDouble({"replay", path});
+  EXPECT_EQ(replay.exitCode, 0) << replay.describe();
+  EXPECT_NE(replay.out.find("intervals reproduced as recorded"), std::string::npos) << replay.describe();
+  EXPECT_EQ(replay.out.find("NOT RE-EXECUTABLE"), std::string::npos) << replay.describe();
+  EXPECT_EQ(replay.out.find("DIFFERS"), std::string::npos) << replay.describe();
 }
 
 }  // namespace
