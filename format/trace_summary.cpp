@@ -286,6 +286,7 @@ void SummaryBuilder::add(schema::Event::Reader e) {
                       x.collectiveBytes += c.getWritten();
                       if (c.getCapturedCopy() != 0) {
                         ++x.captured;  // its bytes come with each graph launch
+                        x.capturedSlots.insert(c.getCapturedCopy());
                         return;
                       }
                       addExternalWrite(e.getSeq(), c.getWritten(), c.getData().getSize(),

@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -98,6 +99,7 @@ struct ExternalWritesSummary {
   // (Collective.capturedCopy), and their bytes read back after each graph
   // launch (writtenData naming a node; missing ones count in notLogged).
   uint64_t captured = 0;
+  std::set<uint64_t> capturedSlots;  // the slots those copies write: graphs captured alike share them
   CountBytes graphReadBacks;
 };
 

@@ -227,7 +227,8 @@ void printText(const Options& opt, const format::TraceReader& reader, const Trac
     t.row({"logged", withCommas(x.logged.count), humanSize(x.logged.bytes),
            x.readBackLater ? withCommas(x.readBackLater) + " read back after their call" : ""});
     if (x.captured != 0) {
-      t.row({"captured into graphs", withCommas(x.captured), "", "read back after each graph launch"});
+      t.row({"captured into graphs", withCommas(x.captured), "",
+             "read back after each graph launch, through " + withCommas(x.capturedSlots.size()) + " copy slot(s)"});
       t.row({"read back at graph launches", withCommas(x.graphReadBacks.count), humanSize(x.graphReadBacks.bytes), ""});
     }
     if (x.notLogged) t.row({"not logged", withCommas(x.notLogged), "", "kcap dump says why (dataMissing, missing)"});
@@ -444,6 +445,7 @@ void printJson(const Options& opt, const format::TraceReader& reader, const Trac
                          {"readBackLater", x.readBackLater},
                          {"notLogged", x.notLogged},
                          {"captured", x.captured},
+                         {"capturedSlots", x.capturedSlots.size()},
                          {"graphReadBacks", countBytesJson(x.graphReadBacks)}};
 
   Json byKind = Json::object();

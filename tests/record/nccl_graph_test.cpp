@@ -238,6 +238,9 @@ TEST(NcclGraphRecord, GraphsCapturedAlikeShareKcapsCopyMemory) {
   ASSERT_EQ(execs.size(), 2u);
   EXPECT_EQ(launchesOf[execs[0]], kLaunches);
   EXPECT_EQ(launchesOf[execs[1]], kLaunches);
+  const Outcome info = run({kcapBinary(), {"info", path}, {}, false});
+  EXPECT_NE(info.out.find("captured into graphs             3"), std::string::npos) << info.out;
+  EXPECT_NE(info.out.find("through 2 copy slot(s)"), std::string::npos) << info.out;
 
   const Outcome replay = kcapOnDouble({"replay", path});
   EXPECT_EQ(replay.exitCode, 0) << replay.describe();
