@@ -306,7 +306,10 @@ struct Alloc {
   # memory, written or not: re-execution writes this content at the
   # allocation's place in the order. Pieces of zeros are named by the zero
   # piece, without a copy. Stream-ordered allocations (async, fromPool) are
-  # not covered: their memory may still be in use on their stream.
+  # not covered: their memory may still be in use on their stream. Invariant
+  # (checked by replay): each range lies inside the allocation. A flight
+  # recorder's trace leaves it empty in allocations made before its first
+  # checkpoint, which holds their memory.
 }
 
 enum AllocKind {

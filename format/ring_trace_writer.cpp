@@ -245,22 +245,26 @@ void RingTraceWriter::keep(capnp::MessageBuilder& message, uint64_t seq) {
   if (which == schema::Event::LAUNCH && ring_.launched) ring_.launched(event.getLaunch());
   const bool state = isStateEvent(which);
   const uint64_t current = segments_.back().id;
-  auto touch = [&](schema::Content::Reader content) {
+  auto touch = [&](schema::Content::Reader content, bool pin) {
     for (const auto piece : content.getPieces()) {
       auto it = pieces_.find(Hash128{piece.getHigh(), piece.getLow()});
       if (it == pieces_.end()) continue;
       it->second.newest = current;
-      if (state) it->second.pinned = true;
+      if (pin) it->second.pinned = true;
     }
   };
   // Launches and their ends, most of the events, name pieces only in their
-  // snapshots: read directly (the general walk uses reflection).
-  if (which == schema::Event::LAUNCH) {
-    for (const auto range : event.getLaunch().getPre()) touch(range.getContent());
+  // snapshots: read directly (the general walk uses reflection). An
+  // allocation's first content is needed only while the allocation is in
+  // the window (writeOut drops it from older ones): not pinned.
+  if (which == schema::Event::ALLOC) {
+    for (const auto range : event.getAlloc().getInitial()) touch(range.getContent(), false);
+  } else if (which == schema::Event::LAUNCH) {
+    for (const auto range : event.getLaunch().getPre()) touch(range.getContent(), state);
   } else if (which == schema::Event::LAUNCH_END) {
-    for (const auto range : event.getLaunchEnd().getPost()) touch(range.getContent());
+    for (const auto range : event.getLaunchEnd().getPost()) touch(range.getContent(), state);
   } else if (!namesNoPiece(which)) {
-    forEachContent(event, [&](const std::string&, schema::Content::Reader content) { touch(content); });
+    forEachContent(event, [&](const std::string&, schema::Content::Reader content) { touch(content, state); });
   }
   if (state) {
     StateEvent kept;
@@ -516,9 +520,17 @@ void RingTraceWriter::writeOut(TraceWriter& out) {
   pieces_.clear();
   spill_.reset();
   size_t nextState = 0;
+  // Re-execution starts at the window's first checkpoint, which holds the
+  // memory of every allocation made before it: their first content is not
+  // needed, and its pieces may be gone (releasePieces).
+  const uint64_t windowStart = segments_.empty() ? 0 : segments_.front().firstSeq;
   auto copy = [&](capnp::MessageReader& reader) {
     capnp::MallocMessageBuilder message;
     message.setRoot(reader.getRoot<schema::Event>());
+    auto event = message.getRoot<schema::Event>();
+    if (event.isAlloc() && event.getSeq() < windowStart && event.getAlloc().hasInitial()) {
+      event.getAlloc().disownInitial();
+    }
     out.appendNumbered(message);
   };
   auto stateBefore = [&](uint64_t seq) {

@@ -285,6 +285,33 @@ TEST_F(FlightRecorder, KeepsOnlyTheLastCheckpoints) {
       << replay.describe();
 }
 
+// An allocation made after the first checkpoint logs its first content
+// (bytes the double hands over dirty), which no checkpoint holds once the
+// program sets the memory. Inside the window the ring keeps those bytes for
+// re-execution; before it they are not needed (the window's first
+// checkpoint holds the memory) and the written trace drops them from the
+// allocation: every piece it names is in the file either way.
+TEST_F(FlightRecorder, AnAllocationsFirstContentGoesWithItsWindow) {
+  for (const std::string ring : {"2", "8"}) {
+    SCOPED_TRACE("ring " + ring);
+    dir_ = std::make_unique<kcap::test::TempDir>("kcap-flight");  // a path of its own for each recording
+    const Flight flight = record("late-alloc", {{"KCAP_RING", ring}, {"KCAP_DOUBLE_DIRTY_ALLOCATIONS", "1"}});
+    const auto events = eventsOf(flight.path);
+    expectFired(flight, events, schema::TriggerKind::API);
+    int late = 0;
+    for (const auto e : only(events, Event::ALLOC)) {
+      if (e.getAlloc().getSize() != 64u << 10) continue;
+      ++late;
+      EXPECT_EQ(e.getAlloc().getInitial().size(), ring == "2" ? 0u : 1u)
+          << (ring == "2" ? "made before the window" : "made inside the window");
+    }
+    EXPECT_EQ(late, 1);
+    const Outcome replay = kcapOnDouble({"replay", flight.path});
+    EXPECT_EQ(replay.exitCode, 0) << replay.describe();
+    EXPECT_NE(replay.out.find("intervals reproduced as recorded"), std::string::npos) << replay.describe();
+  }
+}
+
 // Checkpoints of the window (not the last one, taken as the trigger ends
 // the recording).
 size_t ringCheckpoints(const std::vector<kcap::test::OwnedEvent>& events) {

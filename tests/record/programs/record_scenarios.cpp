@@ -66,7 +66,9 @@
 //               spill (before the eight launches, a 40 MiB buffer; before
 //               every second launch it is overwritten from the host with new
 //               incompressible bytes: each checkpoint holds 40 MiB more; then
-//               as api)
+//               as api), late-alloc (a 64 KiB buffer allocated after the
+//               first launch and set at once, its first content logged by
+//               a checkpoint recording and in no checkpoint; then as api)
 #include "driver_program.h"
 
 #include <dlfcn.h>
@@ -522,9 +524,14 @@ int flight(const std::string& how) {
   Axpy axpy;
   for (int i = 0; i < 8; ++i) {
     CHECK(axpy.launch(1.0f) == CUDA_SUCCESS);
+    if (i == 0 && how == "late-alloc") {
+      CUdeviceptr late = 0;
+      DRIVER(cuMemAlloc, &late, size_t{64} << 10);
+      DRIVER(cuMemsetD32, late, 7, (size_t{64} << 10) / 4);  // its first content is in no checkpoint
+    }
   }
   std::fflush(stdout);
-  if (how == "api") {
+  if (how == "api" || how == "late-alloc") {
     triggerApi();
   } else if (how == "sigusr2") {
     kill(getpid(), SIGUSR2);
