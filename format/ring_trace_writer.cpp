@@ -19,7 +19,8 @@ namespace {
 constexpr size_t kEventBlockBytes = 256u << 10;
 
 // What replay needs from before the window, whatever checkpoint it starts
-// at: the code and the address space.
+// at: the code, the address space, and the graphs a launch in the window
+// may run (their definitions and the updates of their nodes).
 bool isStateEvent(schema::Event::Which which) {
   switch (which) {
     case schema::Event::TRACE_BEGIN:
@@ -30,6 +31,8 @@ bool isStateEvent(schema::Event::Which which) {
     case schema::Event::TENSOR_MAP_ENCODE:
     case schema::Event::ALLOC:
     case schema::Event::FREE:
+    case schema::Event::GRAPH_DEFINE:
+    case schema::Event::GRAPH_NODE_UPDATE:
       return true;
     default:
       return false;
@@ -43,7 +46,6 @@ bool namesNoPiece(schema::Event::Which which) {
     case schema::Event::API_ERROR:
     case schema::Event::MESSAGE:
     case schema::Event::KERNEL_TIMING:
-    case schema::Event::GRAPH_LAUNCH:
     case schema::Event::FUNCTION_BIND:
     case schema::Event::FUNCTION_ATTRIBUTE:
     case schema::Event::ALLOC:

@@ -11,14 +11,17 @@
 // while there are not more). Older segments are dropped, except the events
 // replay needs from before the window, which are small and all kept in seq
 // order: traceBegin, module loads and unloads, function binds and
-// attributes, tensor map encodes, allocations and frees. Every event keeps
+// attributes, tensor map encodes, allocations and frees, graph definitions
+// and node updates. Every event keeps
 // the seq append() gave it, so a written ring has gaps in seq; its trigger
 // event's droppedEvents counts them.
 //
 // Pieces. A piece is kept while a kept event may name it: each piece
 // remembers the newest segment that stored it, looked it up (missingPieces,
 // which producers call before storing what is missing) or appended an event
-// naming it; pieces named by a kept state event (module images) are pinned.
+// naming it; pieces named by a kept state event (module images) are pinned,
+// but for an allocation's first content, which the written trace drops from
+// allocations made before the window.
 // When segments are dropped, a piece whose newest segment is older than
 // both the oldest kept segment and the segment before the newest is
 // released and forgotten: a later store of it stores it again. The second

@@ -312,6 +312,32 @@ TEST_F(FlightRecorder, AnAllocationsFirstContentGoesWithItsWindow) {
   }
 }
 
+// A graph captured before the window and launched in it, copying the same
+// host bytes at every launch: the ring keeps the graph's definition (as it
+// keeps the code), and every launch's host bytes stay in the file, so that
+// the window's graph launches re-execute.
+TEST_F(FlightRecorder, GraphsDefinedBeforeTheWindowAreKept) {
+  const Flight flight = record("graph-host", {{"KCAP_RING", "2"}});
+  const auto events = eventsOf(flight.path);
+  expectFired(flight, events, schema::TriggerKind::API);
+  const auto defines = only(events, Event::GRAPH_DEFINE);
+  ASSERT_EQ(defines.size(), 1u);
+  std::vector<Event::Reader> window;
+  for (const auto e : only(events, Event::CHECKPOINT)) window.push_back(e);
+  ASSERT_FALSE(window.empty());
+  EXPECT_LT(defines[0].getSeq(), window[0].getSeq()) << "defined before the window";
+  size_t launches = 0;
+  for (const auto e : only(events, Event::GRAPH_LAUNCH)) {
+    launches += e.getSeq() > window[0].getSeq();
+    EXPECT_EQ(e.getGraphLaunch().getHostCopies().size(), 1u);
+  }
+  EXPECT_GE(launches, 2u);
+  const Outcome replay = kcapOnDouble({"replay", flight.path});
+  EXPECT_EQ(replay.exitCode, 0) << replay.describe();
+  EXPECT_NE(replay.out.find("intervals reproduced as recorded"), std::string::npos) << replay.describe();
+  EXPECT_EQ(replay.out.find("NOT RE-EXECUTABLE"), std::string::npos) << replay.describe();
+}
+
 // Checkpoints of the window (not the last one, taken as the trigger ends
 // the recording).
 size_t ringCheckpoints(const std::vector<kcap::test::OwnedEvent>& events) {

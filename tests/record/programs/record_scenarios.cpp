@@ -68,7 +68,10 @@
 //               incompressible bytes: each checkpoint holds 40 MiB more; then
 //               as api), late-alloc (a 64 KiB buffer allocated after the
 //               first launch and set at once, its first content logged by
-//               a checkpoint recording and in no checkpoint; then as api)
+//               a checkpoint recording and in no checkpoint; then as api),
+//               graph-host (a captured graph: copy x from the same host
+//               bytes, then axpy; launched after each of the eight launches,
+//               each launch's host bytes the same; then as api)
 #include "driver_program.h"
 
 #include <dlfcn.h>
@@ -522,8 +525,24 @@ int flight(const std::string& how) {
   }
   start();
   Axpy axpy;
+  CUgraphExec hostGraph = nullptr;
+  const std::vector<float> hostX = iota(1.0f);
+  if (how == "graph-host") {
+    CUstream stream = nullptr;
+    CUgraph graph = nullptr;
+    DRIVER(cuStreamCreate, &stream, CU_STREAM_NON_BLOCKING);
+    DRIVER(cuStreamBeginCapture, stream, CU_STREAM_CAPTURE_MODE_GLOBAL);
+    DRIVER(cuMemcpyHtoDAsync, axpy.x, hostX.data(), hostX.size() * sizeof(float), stream);
+    CHECK(axpy.launch(1.0f, stream) == CUDA_SUCCESS);
+    DRIVER(cuStreamEndCapture, stream, &graph);
+    DRIVER(cuGraphInstantiate, &hostGraph, graph, 0);
+  }
   for (int i = 0; i < 8; ++i) {
     CHECK(axpy.launch(1.0f) == CUDA_SUCCESS);
+    if (hostGraph != nullptr) {
+      DRIVER(cuGraphLaunch, hostGraph, nullptr);
+      DRIVER(cuCtxSynchronize);
+    }
     if (i == 0 && how == "late-alloc") {
       CUdeviceptr late = 0;
       DRIVER(cuMemAlloc, &late, size_t{64} << 10);
@@ -531,7 +550,7 @@ int flight(const std::string& how) {
     }
   }
   std::fflush(stdout);
-  if (how == "api" || how == "late-alloc") {
+  if (how == "api" || how == "late-alloc" || how == "graph-host") {
     triggerApi();
   } else if (how == "sigusr2") {
     kill(getpid(), SIGUSR2);
