@@ -9,8 +9,14 @@ recorded with `kcap record --mode checkpoint --trigger error --ring 2`.
      trace, `kcap check` passes, `kcap info` shows one error trigger, and
      `kcap replay` reports launch 999 as FAULT while the intervals before it
      reproduce.
+  3. A PyTorch decode loop (python/torch_decode_trigger.py: a CUDA graph
+     captured at start-up, replayed 40 times) that calls kcap_trigger at
+     replay 30, recorded with `--trigger api --ring 2`: the output is the
+     plain run's, the trace checks, holds graph launches of a graph defined
+     before its window, and every interval re-executes and reproduces.
 
     flight_recorder.py --kcap KCAP --program FAULT_AT --log-dir DIR
+                       [--python PYTHON --decode SCRIPT]
 """
 import argparse
 import json
@@ -20,11 +26,44 @@ from pathlib import Path
 from script_support import run
 
 
+def decode_loop(args, logs):
+    """3. The api trigger in a PyTorch decode loop of graph replays."""
+    failures = []
+    trace = logs / "decode.kcap"
+    trace.unlink(missing_ok=True)
+    program = [args.python, args.decode, "40", "30"]
+    plain = run(program, logs / "decode-plain.txt", timeout=600)
+    recorded = run([args.kcap, "record", "-q", "--mode", "checkpoint", "--checkpoint-every", "10launches",
+                    "--trigger", "api", "--ring", "2", "-o", str(trace), "--"] + program,
+                   logs / "decode-recorded.txt", timeout=600)
+    if plain.returncode != 0 or recorded.returncode != 0 or plain.stdout != recorded.stdout:
+        failures.append(f"decode loop: plain exit {plain.returncode}, recorded exit {recorded.returncode}, "
+                        f"same output {plain.stdout == recorded.stdout}")
+    if not trace.exists():
+        return failures + ["decode loop: the api trigger wrote no trace"]
+    check = run([args.kcap, "check", str(trace)], logs / "decode-check.txt")
+    if check.returncode != 0:
+        failures.append("decode loop: kcap check failed: " + check.stdout[-1000:])
+    info = json.loads(run([args.kcap, "info", "--json", str(trace)], logs / "decode-info.json").stdout or "{}")
+    kinds = [t.get("kind") for t in info.get("triggers", [])]
+    if kinds != ["api"]:
+        failures.append(f"decode loop: triggers {kinds}, expected ['api']")
+    if info.get("graphs", {}).get("launches", 0) < 2:
+        failures.append(f"decode loop: the window holds {info.get('graphs', {}).get('launches', 0)} graph launches")
+    replay = run([args.kcap, "replay", str(trace)], logs / "decode-replay.txt", timeout=600)
+    if replay.returncode != 0 or "intervals reproduced as recorded" not in replay.stdout \
+            or "NOT RE-EXECUTABLE" in replay.stdout:
+        failures.append("decode loop: not every interval reproduced:\n" + replay.stdout[-2000:])
+    return failures
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--kcap", required=True)
     p.add_argument("--program", required=True)
     p.add_argument("--log-dir", required=True)
+    p.add_argument("--python")
+    p.add_argument("--decode")
     args = p.parse_args()
     logs = Path(args.log_dir)
     logs.mkdir(parents=True, exist_ok=True)
@@ -67,6 +106,8 @@ def main():
             failures.append("replay did not report launch 999 as FAULT:\n" + replay.stdout[-2000:])
         if not any("REPRODUCED" in l for l in lines):
             failures.append("no interval before the fault reproduced:\n" + replay.stdout[-2000:])
+    if args.python and args.decode:
+        failures += decode_loop(args, logs)
     for f in failures:
         print("FAILED:", f)
     print("OK" if not failures else f"{len(failures)} check(s) failed; logs in {logs}")
