@@ -26,6 +26,19 @@ from pathlib import Path
 from script_support import run
 
 
+def check_fired(kcap, trace, kind, logs, prefix, failures):
+    """`kcap check` passes on the trigger's trace and `kcap info` names one
+    trigger of `kind`; returns the info JSON."""
+    check = run([kcap, "check", str(trace)], logs / f"{prefix}check.txt")
+    if check.returncode != 0:
+        failures.append(f"{prefix}kcap check failed: " + check.stdout[-1000:])
+    info = json.loads(run([kcap, "info", "--json", str(trace)], logs / f"{prefix}info.json").stdout or "{}")
+    kinds = [t.get("kind") for t in info.get("triggers", [])]
+    if kinds != [kind]:
+        failures.append(f"{prefix}triggers {kinds}, expected [{kind!r}]")
+    return info
+
+
 def decode_loop(args, logs):
     """3. The api trigger in a PyTorch decode loop of graph replays."""
     failures = []
@@ -41,13 +54,7 @@ def decode_loop(args, logs):
                         f"same output {plain.stdout == recorded.stdout}")
     if not trace.exists():
         return failures + ["decode loop: the api trigger wrote no trace"]
-    check = run([args.kcap, "check", str(trace)], logs / "decode-check.txt")
-    if check.returncode != 0:
-        failures.append("decode loop: kcap check failed: " + check.stdout[-1000:])
-    info = json.loads(run([args.kcap, "info", "--json", str(trace)], logs / "decode-info.json").stdout or "{}")
-    kinds = [t.get("kind") for t in info.get("triggers", [])]
-    if kinds != ["api"]:
-        failures.append(f"decode loop: triggers {kinds}, expected ['api']")
+    info = check_fired(args.kcap, trace, "api", logs, "decode-", failures)
     if info.get("graphs", {}).get("launches", 0) < 2:
         failures.append(f"decode loop: the window holds {info.get('graphs', {}).get('launches', 0)} graph launches")
     replay = run([args.kcap, "replay", str(trace)], logs / "decode-replay.txt", timeout=600)
@@ -93,13 +100,7 @@ def main():
     if not trace.exists():
         failures.append("the error trigger wrote no trace")
     else:
-        check = run([args.kcap, "check", str(trace)], logs / "check.txt")
-        if check.returncode != 0:
-            failures.append("kcap check failed: " + check.stdout[-1000:])
-        info = json.loads(run([args.kcap, "info", "--json", str(trace)], logs / "info.json").stdout or "{}")
-        kinds = [t.get("kind") for t in info.get("triggers", [])]
-        if kinds != ["error"]:
-            failures.append(f"triggers {kinds}, expected ['error']")
+        check_fired(args.kcap, trace, "error", logs, "", failures)
         replay = run([args.kcap, "replay", str(trace)], logs / "replay.txt", timeout=600)
         lines = replay.stdout.splitlines()
         if not any("FAULT" in l and "999" in l for l in lines):
