@@ -51,7 +51,7 @@ std::optional<uint64_t> CapturedCopies::reusable(uint64_t capture, uint64_t size
   std::optional<uint64_t> best;
   uint64_t bestSize = std::numeric_limits<uint64_t>::max();
   for (const auto& [address, slot] : slots_) {
-    if (slot.size < size || slot.size >= bestSize || slot.ordering == nullptr) continue;
+    if (!slot.shareable || slot.size < size || slot.size >= bestSize) continue;
     if (taken != takenBy_.end() && taken->second.count(address) != 0) continue;
     best = address;
     bestSize = slot.size;
@@ -84,11 +84,13 @@ std::string CapturedCopies::add(CUstream stream, uint64_t written, uint64_t size
     }
     Slot fresh;
     fresh.size = size;
-    // Without an event to order launches by, the slot is this call's alone.
-    if (capture != 0 && api.eventCreate != nullptr && api.eventRecord != nullptr && api.streamWaitEvent != nullptr &&
+    if (api.eventCreate != nullptr && api.eventRecord != nullptr && api.streamWaitEvent != nullptr &&
         api.eventCreate(&fresh.ordering, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) {
       fresh.ordering = nullptr;
     }
+    // Without its capture's id, or an event to order launches by, the slot
+    // is this call's alone.
+    fresh.shareable = capture != 0 && fresh.ordering != nullptr;
     slots_.emplace(made, fresh);
     bytes_ += size;
     into = made;

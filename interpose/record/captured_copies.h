@@ -14,12 +14,12 @@
 // Slots are shared between graphs: a call takes a slot no other call of its
 // own capture holds (the smallest large enough), so that the slots of many
 // graphs captured alike (a serving engine's decode graphs, one per batch
-// size) take the memory of the largest, not the sum. A launch of a graph
-// could then overwrite a slot before the read-back after an earlier launch
-// of another graph has read it: when the earlier launch was on another
-// stream, the new launch first waits for that stream (an event recorded on
-// it, after the read-back queued there); on the same stream, stream order
-// suffices. Slots together take at most a budget of the device's memory,
+// size) take the memory of the largest, not the sum. A launch could
+// overwrite a slot before the read-back after the slot's previous launch
+// (of another graph sharing it, or of the same graph) has read it: when
+// that launch was on another stream, the new launch first waits for that
+// stream (an event recorded on it, after the read-back queued there); on
+// the same stream, stream order suffices. Slots together take at most a budget of the device's memory,
 // and never more than a fraction of what is free: past it a call gets no
 // slot, and its Collective event says why. A slot lives as long as the
 // process (a graph may be launched at any time).
@@ -61,6 +61,7 @@ class CapturedCopies {
   struct Slot {
     uint64_t size = 0;
     CUevent ordering = nullptr;  // recorded on the last launch's stream when another stream launches next
+    bool shareable = false;
     bool launched = false;
     CUstream lastStream = nullptr;
   };
