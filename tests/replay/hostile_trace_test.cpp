@@ -160,5 +160,32 @@ TEST_F(HostileTrace, AnAllocationsFirstContentOutsideItIsATraceErrorNamingTheEve
   EXPECT_EQ(kcap({"replay", source}).exitCode, 0) << "the trace as recorded reproduces";
 }
 
+// A checkpoint trace's memset (of a buffer allocated after the first
+// checkpoint) that claims 4 TiB: re-execution must not set memory past the
+// buffer, nor hand the driver a range it refuses and call that the
+// program's error. The interval is named not re-executable, with the event.
+TEST_F(HostileTrace, AMemsetPastItsMemoryIsNamedNotReexecutable) {
+  const std::string source = file("late-alloc-memset.kcap");
+  const Outcome recorded = kcapRecord(source, scenarioProgram(), {"flight", "late-alloc"},
+                                      {{"KCAP_MODE", "checkpoint"}, {"KCAP_CHECKPOINT_EVERY", "2launches"}});
+  ASSERT_EQ(recorded.exitCode, 0) << recorded.describe();
+  const std::string path = file("memset-past.kcap");
+  const uint64_t seq = kcap::test::rewriteEvents(source, path, [](kcap::schema::Event::Builder e) {
+    if (!e.isMemset()) return false;
+    e.getMemset().setCount(uint64_t{1} << 40);
+    return true;
+  });
+  ASSERT_NE(seq, 0u) << "no memset in " << source;
+  const Outcome run = kcap({"replay", path});
+  EXPECT_EQ(run.signal, 0) << run.describe();
+  EXPECT_NE(run.exitCode, 0) << run.describe();
+  EXPECT_NE(run.out.find("NOT RE-EXECUTABLE"), std::string::npos) << run.describe();
+  EXPECT_NE(run.out.find("the memset at event #" + std::to_string(seq) + " reaches "), std::string::npos)
+      << run.describe();
+  EXPECT_NE(run.out.find(" + 4398046511104 bytes, past the recorded device memory"), std::string::npos)
+      << run.describe();
+  EXPECT_EQ(kcap({"replay", source}).exitCode, 0) << "the trace as recorded reproduces";
+}
+
 }  // namespace
 }  // namespace kcap_test
