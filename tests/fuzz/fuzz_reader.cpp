@@ -4,8 +4,9 @@
 // /proc/self/fd; a /tmp file with the pid in its name where memfd is missing)
 // and read the way `kcap info/dump/check` would: open, every event with every
 // field touched, every content the events reference, verifyChunk on every
-// chunk. FormatError is the only acceptable failure; any other exception, a
-// crash, a leak or a sanitizer report is a bug.
+// chunk, and the summary `kcap info` prints (summarizeTrace). FormatError is
+// the only acceptable failure; any other exception, a crash, a leak or a
+// sanitizer report is a bug.
 //
 // Checksums stop almost every mutation at the container layer, so each input
 // is read twice: as given, and with its header, chunk and trailer checksums
@@ -29,6 +30,7 @@
 #include "message_check.h"
 #include "trace_files.h"
 #include "trace_reader.h"
+#include "trace_summary.h"
 
 namespace {
 
@@ -287,6 +289,11 @@ void readTrace(const std::string& path) {
     }
   }
   for (const auto& p : reader->problems()) s.add(p.offset + p.message.size());
+  try {
+    const kcap::format::TraceSummary summary = kcap::format::summarizeTrace(*reader);
+    s.add(kcap::format::kernelsByCount(summary).size() + kcap::format::kernelsByGpuTime(summary).size() +
+          kcap::format::eventTypesByCount(summary).size());
+  } catch (const kcap::format::FormatError&) {}
   g_sink = s.value;  // keeps the work observable, so it is not optimised away
 }
 
