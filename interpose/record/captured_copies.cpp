@@ -44,14 +44,15 @@ uint64_t captureOf(CUstream stream) {
 
 }  // namespace
 
-// The smallest slot of at least `size` bytes that `capture` does not hold.
-std::optional<uint64_t> CapturedCopies::reusable(uint64_t capture, uint64_t size) const {
+// The smallest slot of `context`'s of at least `size` bytes that `capture`
+// does not hold.
+std::optional<uint64_t> CapturedCopies::reusable(uint64_t capture, CUcontext context, uint64_t size) const {
   if (capture == 0) return std::nullopt;
   const auto taken = takenBy_.find(capture);
   std::optional<uint64_t> best;
   uint64_t bestSize = std::numeric_limits<uint64_t>::max();
   for (const auto& [address, slot] : slots_) {
-    if (!slot.shareable || slot.size < size || slot.size >= bestSize) continue;
+    if (!slot.shareable || slot.context != context || slot.size < size || slot.size >= bestSize) continue;
     if (taken != takenBy_.end() && taken->second.count(address) != 0) continue;
     best = address;
     bestSize = slot.size;
@@ -66,8 +67,10 @@ std::string CapturedCopies::add(CUstream stream, uint64_t written, uint64_t size
     return "the driver lacks cuMemAlloc, cuMemFree or cuMemcpyDtoDAsync";
   }
   const uint64_t capture = captureOf(stream);
+  CUcontext context = nullptr;
+  if (api.ctxGetCurrent == nullptr || api.ctxGetCurrent(&context) != CUDA_SUCCESS) context = nullptr;
   const std::lock_guard lock(mutex_);
-  std::optional<uint64_t> into = reusable(capture, size);
+  std::optional<uint64_t> into = reusable(capture, context, size);
   if (!into) {
     const uint64_t total = deviceMemory();
     if (total != 0 && (size > total / kDeviceShare || bytes_ > total / kDeviceShare - size)) {
@@ -84,13 +87,14 @@ std::string CapturedCopies::add(CUstream stream, uint64_t written, uint64_t size
     }
     Slot fresh;
     fresh.size = size;
+    fresh.context = context;
     if (api.eventCreate != nullptr && api.eventRecord != nullptr && api.streamWaitEvent != nullptr &&
         api.eventCreate(&fresh.ordering, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) {
       fresh.ordering = nullptr;
     }
     // Without its capture's id, or an event to order launches by, the slot
     // is this call's alone.
-    fresh.shareable = capture != 0 && fresh.ordering != nullptr;
+    fresh.shareable = capture != 0 && context != nullptr && fresh.ordering != nullptr;
     slots_.emplace(made, fresh);
     bytes_ += size;
     into = made;

@@ -60,12 +60,13 @@ class CapturedCopies {
  private:
   struct Slot {
     uint64_t size = 0;
-    CUevent ordering = nullptr;  // recorded on the last launch's stream when another stream launches next
+    CUcontext context = nullptr;  // whose memory it is: shared only within it
+    CUevent ordering = nullptr;   // recorded on the last launch's stream when another stream launches next
     bool shareable = false;
     bool launched = false;
     CUstream lastStream = nullptr;
   };
-  std::optional<uint64_t> reusable(uint64_t capture, uint64_t size) const;
+  std::optional<uint64_t> reusable(uint64_t capture, CUcontext context, uint64_t size) const;
 
   mutable std::mutex mutex_;
   std::map<uint64_t, Slot> slots_;  // by address
