@@ -225,7 +225,7 @@ void Replayer::applyMemoryOpOnStream(const StoredEvent& op) {
         writeTarget(op, copy.getDst(), deviceToDevice ? copy.getSize() : copy.getData().getSize(), globals);
     if (!dst) return;  // into memory no replayed launch reaches
     if (deviceToDevice) {
-      if (const auto src = writeTarget(op, copy.getSrc(), copy.getSize(), globals)) {
+      if (const auto src = writeTarget(op, copy.getSrc(), copy.getSize(), globals, true)) {
         check(driver_.cuMemcpyDtoDAsync(*dst, *src, copy.getSize(), stream_),
               "replaying a recorded device-to-device copy");
       }

@@ -180,21 +180,22 @@ std::optional<uint64_t> Replayer::translate(uint64_t recorded, const LoadedKerne
   return memory_->addresses().translate(recorded);
 }
 
-// Where a recorded write of `size` bytes at `recorded` lands: nullopt when
-// its first byte is in no placed memory (memory no replayed launch
-// reaches). A write that starts in placed memory and runs past it cannot
-// come from a program (a copy stays inside one allocation): the trace is
-// damaged, and writing it would overwrite whatever replay placed next.
+// Where a recorded write of `size` bytes at `recorded` lands (or, `reads`,
+// where a device-to-device copy reads them): nullopt when its first byte is
+// in no placed memory (memory no replayed launch reaches). An extent that
+// starts in placed memory and runs past it cannot come from a program (a
+// copy stays inside one allocation): the trace is damaged, and writing it
+// would overwrite whatever replay placed next.
 std::optional<uint64_t> Replayer::writeTarget(const StoredEvent& op, uint64_t recorded, uint64_t size,
-                                              const LoadedKernel& kernel) const {
+                                              const LoadedKernel& kernel, bool reads) const {
   const auto first = translate(recorded, kernel);
   if (!first || size == 0) return first;
   uint64_t last = 0;
   const auto lastPlaced = __builtin_add_overflow(recorded, size - 1, &last) ? std::nullopt : translate(last, kernel);
   if (!lastPlaced || *lastPlaced != *first + (size - 1)) {
-    throw ReplayError("the trace is malformed at event #" + std::to_string(op.seq()) + ": it writes " +
-                      std::to_string(size) + " bytes at " + hexText(recorded) +
-                      ", past the end of the memory they start in");
+    throw ReplayError("the trace is malformed at event #" + std::to_string(op.seq()) +
+                      (reads ? ": it reads " : ": it writes ") + std::to_string(size) + " bytes at " +
+                      hexText(recorded) + ", past the end of the memory they start in");
   }
   return first;
 }

@@ -152,7 +152,7 @@ class Replayer {
   void timeRepeats(LaunchRun& run, std::vector<uint8_t>& params);
   std::optional<uint64_t> translate(uint64_t recorded, const LoadedKernel& kernel) const;
   std::optional<uint64_t> writeTarget(const StoredEvent& op, uint64_t recorded, uint64_t size,
-                                      const LoadedKernel& kernel) const;
+                                      const LoadedKernel& kernel, bool reads = false) const;
   std::vector<Region> regionsOf(const LaunchRecord& launch) const;
   void copyToDevice(CUdeviceptr dst, const uint8_t* src, uint64_t size);
   void writeContent(CUdeviceptr dst, schema::Content::Reader data);
