@@ -249,5 +249,33 @@ TEST(NcclGraphRecord, GraphsCapturedAlikeShareKcapsCopyMemory) {
   EXPECT_EQ(replay.out.find("DIFFERS"), std::string::npos) << replay.describe();
 }
 
+// Two devices, each capturing an all-reduce into a graph of its own: a slot
+// is device memory of the context that made it, so the second device's
+// call gets a slot of its own although the first one's would fit.
+TEST(NcclGraphRecord, SlotsAreNotSharedAcrossDevices) {
+  kcap::test::TempDir dir("kcap-nccl-graph");
+  const std::string path = dir.file("devices.kcap");
+  const std::string program = ncclCollectivesProgram() + "_two_devices";
+  const std::map<std::string, std::string> twoDevices = {{"KCAP_DOUBLE_DEVICES", "2"}};
+  const Outcome plain = run({program, {"graphs"}, twoDevices, false});
+  ASSERT_EQ(plain.exitCode, 0) << plain.describe();
+  std::map<std::string, std::string> env = twoDevices;
+  env["KCAP_OUTPUT"] = path;
+  env["KCAP_MODE"] = "checkpoint";
+  const Outcome shimmed = run({program, {"graphs"}, env, true});
+  EXPECT_EQ(shimmed.exitCode, 0) << shimmed.describe();
+  EXPECT_EQ(shimmed.out, plain.out);
+  std::vector<uint64_t> slots;
+  for (const auto& e : kcap::test::readAllEvents(path)) {
+    if (e.get().which() != Event::COLLECTIVE) continue;
+    EXPECT_TRUE(e.get().getCollective().getCaptured());
+    slots.push_back(e.get().getCollective().getCapturedCopy());
+  }
+  ASSERT_EQ(slots.size(), 2u);
+  EXPECT_NE(slots[0], 0u);
+  EXPECT_NE(slots[1], 0u);
+  EXPECT_NE(slots[1], slots[0]) << "device 1's call took device 0's slot";
+}
+
 }  // namespace
 }  // namespace kcap_test

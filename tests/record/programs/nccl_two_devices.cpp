@@ -6,9 +6,14 @@
 // y on its stream and device 1's y on its own, and ends with device 0's
 // context current, so that the calls are recorded there. The last line
 // prints both sums.
+//
+// `nccl_collectives_two_devices graphs`: instead, each device captures its
+// all-reduce into a graph on its own stream (its context current), and each
+// graph is launched once.
 #include "driver_program.h"
 
 #include <cstddef>
+#include <cstring>
 #include <vector>
 
 struct UniqueId {  // ncclUniqueId
@@ -60,9 +65,25 @@ double sum(const Device& d) {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
   DRIVER(cuInit, 0);
   const Device devices[] = {open(0), open(1)};
+  if (argc > 1 && std::strcmp(argv[1], "graphs") == 0) {
+    for (const Device& d : devices) {
+      DRIVER(cuCtxSetCurrent, d.context);
+      CUgraph graph = nullptr;
+      CUgraphExec exec = nullptr;
+      auto* y = reinterpret_cast<void*>(d.y);
+      DRIVER(cuStreamBeginCapture, d.stream, CU_STREAM_CAPTURE_MODE_GLOBAL);
+      NCCL(ncclAllReduce(y, y, kN, kFloat32, kSum, d.comm, d.stream));
+      DRIVER(cuStreamEndCapture, d.stream, &graph);
+      DRIVER(cuGraphInstantiate, &exec, graph, 0);
+      DRIVER(cuGraphLaunch, exec, d.stream);
+    }
+    std::printf("result nccl_two_devices %.1f %.1f\n", sum(devices[0]), sum(devices[1]));
+    for (const Device& d : devices) NCCL(ncclCommDestroy(d.comm));
+    return 0;
+  }
   DRIVER(cuCtxSetCurrent, devices[0].context);
   NCCL(ncclGroupStart());
   for (const Device& d : devices) {
