@@ -28,10 +28,12 @@ struct UnknownEvent {
 inline uint16_t eventKind(schema::Event::Reader event) { return static_cast<uint16_t>(event.which()); }
 
 // Whether a later writtenData event is to complete `event`: a Collective or
-// Memcpy marked dataDeferred (the schema's WrittenData).
+// Memcpy marked dataDeferred, an Alloc marked initialDeferred (the schema's
+// WrittenData).
 inline bool awaitsWrittenData(schema::Event::Reader event) {
   return (event.isCollective() && event.getCollective().getDataDeferred()) ||
-         (event.isMemcpy() && event.getMemcpy().getDataDeferred());
+         (event.isMemcpy() && event.getMemcpy().getDataDeferred()) ||
+         (event.isAlloc() && event.getAlloc().getInitialDeferred());
 }
 
 template <typename... Handlers>

@@ -305,11 +305,22 @@ struct Alloc {
   # earlier allocation left), and a checkpoint hashes every byte of live
   # memory, written or not: re-execution writes this content at the
   # allocation's place in the order. Pieces of zeros are named by the zero
-  # piece, without a copy. Stream-ordered allocations (async, fromPool) are
-  # not covered: their memory may still be in use on their stream. Invariant
-  # (checked by replay): each range lies inside the allocation. A flight
-  # recorder's trace leaves it empty in allocations made before its first
-  # checkpoint, which holds their memory.
+  # piece, without a copy. A stream-ordered allocation's (async, fromPool)
+  # arrives later, see initialDeferred. Invariant (checked by replay): each
+  # range lies inside the allocation. A flight recorder's trace leaves it
+  # empty in allocations made before its first checkpoint, which holds their
+  # memory.
+  initialDeferred @13 :Bool;
+  # Checkpoint mode, a stream-ordered allocation (async, fromPool) made after
+  # the first checkpoint: its first content is read back on its stream (the
+  # memory becomes the program's only where the stream reaches the
+  # allocation) and a later WrittenData naming this event holds it; readers
+  # fold it into `initial` (one range, the whole allocation). Not set when
+  # every byte of the allocation was freed back to its pool since the last
+  # checkpoint: re-execution from that checkpoint rebuilds what those bytes
+  # held, so nothing is logged. Still set after folding means the bytes
+  # could not be read back, and re-execution cannot start the allocation as
+  # the program's did.
 }
 
 enum AllocKind {
@@ -397,11 +408,12 @@ struct WrittenData {
   # readers fold it into that event's `data`.
   of @0 :UInt64;
   # seq of the Collective or Memcpy event (with dataDeferred set) whose
-  # written bytes these are; at most one WrittenData names an event.
+  # written bytes these are, or of the Alloc (with initialDeferred set) whose
+  # first content they are; at most one WrittenData names an event.
   data @1 :Content;
   # The bytes the call wrote, as that event's `data` would hold them
   # (Collective: `written` bytes at recvBuffer; Memcpy: `size` bytes at dst,
-  # a 2D/3D copy's rows packed).
+  # a 2D/3D copy's rows packed; Alloc: `size` bytes at `address`).
   missing @2 :Text;
   # Set, and `data` empty, when the bytes could not be read back: why
   # (the copy back failed, the trace ended before it completed).

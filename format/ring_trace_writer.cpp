@@ -524,14 +524,16 @@ void RingTraceWriter::writeOut(TraceWriter& out) {
   size_t nextState = 0;
   // Re-execution starts at the window's first checkpoint, which holds the
   // memory of every allocation made before it: their first content is not
-  // needed, and its pieces may be gone (releasePieces).
+  // needed, and its pieces may be gone (releasePieces), as may the
+  // WrittenData that carries a stream-ordered allocation's.
   const uint64_t windowStart = segments_.empty() ? 0 : segments_.front().firstSeq;
   auto copy = [&](capnp::MessageReader& reader) {
     capnp::MallocMessageBuilder message;
     message.setRoot(reader.getRoot<schema::Event>());
     auto event = message.getRoot<schema::Event>();
-    if (event.isAlloc() && event.getSeq() < windowStart && event.getAlloc().hasInitial()) {
-      event.getAlloc().disownInitial();
+    if (event.isAlloc() && event.getSeq() < windowStart) {
+      if (event.getAlloc().hasInitial()) event.getAlloc().disownInitial();
+      event.getAlloc().setInitialDeferred(false);  // its WrittenData may be gone with its segment
     }
     out.appendNumbered(message);
   };

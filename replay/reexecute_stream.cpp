@@ -352,6 +352,11 @@ void Reexecutor::reexecute(uint64_t afterSeq, uint64_t beforeSeq, IntervalReport
         case TimelineEvent::Kind::kAllocation:
           // Placed from the start; what a new allocation held when the
           // driver handed it over, logged with it, is written at its place.
+          if (event.event->get().isAlloc() && event.event->get().getAlloc().getInitialDeferred()) {
+            throw IntervalStop{IntervalVerdict::kNotReexecutable,
+                               "the first content of the stream-ordered allocation at event #" +
+                                   std::to_string(event.seq) + " was not read back"};
+          }
           if (event.event->get().isAlloc() && event.event->get().getAlloc().getInitial().size() != 0) {
             drain(listener);
             try {

@@ -85,6 +85,15 @@ std::shared_ptr<StoredEvent> completed(const StoredEvent& op, const schema::Cont
     // Without its data it stays marked: re-execution names the copy's read-back as what is missing.
     event.getMemcpy().setDataDeferred(false);
     event.getMemcpy().setData(*data);
+  } else if (event.isAlloc() && data != nullptr) {
+    // Likewise: the whole allocation's first content, one range.
+    auto alloc = event.getAlloc();
+    alloc.setInitialDeferred(false);
+    auto range = alloc.initInitial(1)[0];
+    range.setAddress(alloc.getAddress());
+    range.setAllocationBase(alloc.getAddress());
+    range.setKind(schema::MemoryKind::ALLOCATION);
+    range.setContent(*data);
   }
   return std::make_shared<StoredEvent>(event.asReader());
 }
@@ -96,11 +105,13 @@ std::shared_ptr<StoredEvent> completed(const StoredEvent& op, const schema::Cont
 // (re-execution, restore, extract, the checkers) reads one event.
 void TraceModel::foldWrittenData(schema::WrittenData::Reader written) {
   const uint64_t of = written.getOf();
-  const auto it =
-      std::lower_bound(memoryOps_.begin(), memoryOps_.end(), of,
-                       [](const std::shared_ptr<StoredEvent>& op, uint64_t seq) { return op->seq() < seq; });
-  if (it == memoryOps_.end() || (*it)->seq() != of || !format::awaitsWrittenData((*it)->get()) ||
-      folded_.count(of) != 0) {
+  const auto bySeq = [](const std::shared_ptr<StoredEvent>& op, uint64_t seq) { return op->seq() < seq; };
+  auto it = std::lower_bound(memoryOps_.begin(), memoryOps_.end(), of, bySeq);
+  if (it == memoryOps_.end() || (*it)->seq() != of) {
+    it = std::lower_bound(allocations_.begin(), allocations_.end(), of, bySeq);  // a stream-ordered allocation's
+    if (it == allocations_.end() || (*it)->seq() != of) return;
+  }
+  if (!format::awaitsWrittenData((*it)->get()) || folded_.count(of) != 0) {
     return;  // names no op waiting for its data (or one a ring left out): nothing to complete
   }
   folded_.insert(of);

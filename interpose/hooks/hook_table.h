@@ -70,7 +70,9 @@ constexpr HookId familyOf(HookId id) {
 
 // Calls that change device memory (launches, graph launches, copies into
 // device memory, memsets) or take it away (frees, unmaps, module unloads:
-// a checkpoint's kernel must not read memory that goes meanwhile). While
+// a checkpoint's kernel must not read memory that goes meanwhile), and
+// stream-ordered allocations (whether one logs its first content depends on
+// what was freed since the last checkpoint: freed_pool_memory.h). While
 // checkpoint mode records they pass through the checkpoint gate
 // (core/checkpoint_gate.h).
 constexpr bool changesDeviceMemory(HookId id) {
@@ -79,8 +81,9 @@ constexpr bool changesDeviceMemory(HookId id) {
     return false;
   }
   return api.starts_with("cuLaunch") || api.starts_with("cuGraphLaunch") || api.starts_with("cuMemcpy") ||
-         api.starts_with("cuMemset") || api == "cuMemFree" || api == "cuMemFreeAsync" || api == "cuMemUnmap" ||
-         api == "cuMemRelease" || api == "cuMemAddressFree" || api == "cuModuleUnload" || api == "cuLibraryUnload";
+         api.starts_with("cuMemset") || api == "cuMemFree" || api == "cuMemFreeAsync" || api == "cuMemAllocAsync" ||
+         api == "cuMemAllocFromPoolAsync" || api == "cuMemUnmap" || api == "cuMemRelease" ||
+         api == "cuMemAddressFree" || api == "cuModuleUnload" || api == "cuLibraryUnload";
 }
 
 // Calls that make memory the recorder tracks (an Alloc event): their

@@ -99,6 +99,7 @@ void Recorder::checkpointNow(schema::CheckpointReason reason, std::chrono::milli
     auto checkpoint = message.event().initCheckpoint();
     checkpoint.setOrdinal(checkpointOrdinal_++);
     checkpointWritten_.store(true, std::memory_order_relaxed);
+    freedSinceCheckpoint_.clear();  // the checkpoint holds none of it
     checkpoint.setLaunchCount(eligibleLaunches_.load());
     checkpoint.setReason(reason);
     CheckpointTaker::write(taken, writer_->pieceSize(), checkpoint);

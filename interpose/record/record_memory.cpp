@@ -102,8 +102,12 @@ void Recorder::allocated(const AllocCall& call) {
   alloc.setFlags(call.flags);
   alloc.setResult(call.result);
   alloc.setByNccl(byNccl);
-  if (!othersMemory) logInitialContent(call, size, alloc);
-  append(message);
+  const bool later = !othersMemory && logInitialContent(call, size, alloc);
+  const uint64_t seq = append(message);
+  if (later) {
+    const RelaxedCaptureMode relaxed;
+    readback_->request({seq, 0}, reinterpret_cast<CUstream>(call.stream), {call.address, size});
+  }
 }
 
 // Checkpoint mode: the content device memory allocated after the first
@@ -116,18 +120,29 @@ void Recorder::allocated(const AllocCall& call) {
 // copy: a caching allocator grows its pool while the program captures into
 // a graph (a graph's private pool), and a copy that waits on the legacy
 // stream would invalidate that capture.
-void Recorder::logInitialContent(const AllocCall& call, uint64_t size, schema::Alloc::Builder alloc) {
-  if (checkpoints_ == nullptr || !checkpointWritten_.load(std::memory_order_relaxed) || size == 0) return;
+bool Recorder::logInitialContent(const AllocCall& call, uint64_t size, schema::Alloc::Builder alloc) {
+  if (checkpoints_ == nullptr || !checkpointWritten_.load(std::memory_order_relaxed) || size == 0) return false;
+  if (call.kind == schema::AllocKind::ASYNC || call.kind == schema::AllocKind::FROM_POOL) {
+    return logPoolInitialContent(call, size, alloc);
+  }
   const bool device = call.kind == schema::AllocKind::MEM_ALLOC || call.kind == schema::AllocKind::MEM_ALLOC_PITCH ||
                       call.kind == schema::AllocKind::VMM_MAP;
-  if (!device) return;
+  if (!device) return false;
   const schema::MemoryKind kind =
       call.kind == schema::AllocKind::VMM_MAP ? schema::MemoryKind::VMM : schema::MemoryKind::ALLOCATION;
-  std::vector<TakenRange> taken(1);
-  taken[0].range = {call.address, size, call.address, kind};
   const RelaxedCaptureMode relaxed;
-  const CUresult result =
-      snapshot(*writer_, staging_, taken[0].range, taken[0].content, nullptr, options_.hashOnDevice, true);
+  readInitialContent(call.address, size, kind, CUDA_SUCCESS, alloc);
+  return false;
+}
+
+// `ready`: CUDA_SUCCESS once the memory may be read (else why not).
+void Recorder::readInitialContent(uint64_t address, uint64_t size, schema::MemoryKind kind, CUresult ready,
+                                  schema::Alloc::Builder alloc) {
+  std::vector<TakenRange> taken(1);
+  taken[0].range = {address, size, address, kind};
+  const CUresult result = ready != CUDA_SUCCESS ? ready
+                                                : snapshot(*writer_, staging_, taken[0].range, taken[0].content,
+                                                           nullptr, options_.hashOnDevice, true);
   if (result != CUDA_SUCCESS) {
     char name[32];
     noteOnce(
@@ -137,6 +152,28 @@ void Recorder::logInitialContent(const AllocCall& call, uint64_t size, schema::A
     return;
   }
   writeRanges(alloc.initInitial(1), taken);
+}
+
+// A stream-ordered allocation's memory is the program's only where its
+// stream reaches the allocation: until then, work queued earlier may still
+// use it. Its first content is read back on that stream without holding the
+// program (WrittenReadback), unless re-execution rebuilds it (every byte
+// freed to the pool since the last checkpoint: freed_pool_memory.h). One
+// too large for the read-back's bound waits for the stream, then is read as
+// a device allocation's. While the stream captures into a graph, the
+// allocation is a node of that graph and holds nothing yet.
+bool Recorder::logPoolInitialContent(const AllocCall& call, uint64_t size, schema::Alloc::Builder alloc) {
+  const auto stream = reinterpret_cast<CUstream>(call.stream);
+  if (freedSinceCheckpoint_.covers(call.address, size) || streamCapturing(stream)) return false;
+  if (readsBackLater(call.stream, size)) {
+    alloc.setInitialDeferred(true);
+    return true;
+  }
+  const RelaxedCaptureMode relaxed;
+  const DriverApi& api = driverApi();
+  const CUresult ready = api.streamSynchronize == nullptr ? CUDA_ERROR_NOT_SUPPORTED : api.streamSynchronize(stream);
+  readInitialContent(call.address, size, schema::MemoryKind::ALLOCATION, ready, alloc);
+  return false;
 }
 
 std::vector<Allocation> Recorder::releasing(schema::AllocKind kind, uint64_t address, uint64_t size) {
@@ -182,6 +219,9 @@ void Recorder::freed(const FreeCall& call, const std::vector<Allocation>& releas
   if (kind == schema::AllocKind::VMM_CREATE) {
     std::unique_lock lock(vmmMutex_);
     vmmHandles_.erase(call.handle);
+  }
+  if (checkpoints_ != nullptr && (kind == schema::AllocKind::ASYNC || kind == schema::AllocKind::FROM_POOL)) {
+    freedSinceCheckpoint_.freed(call.address, size);
   }
   EventMessage message(*this);
   auto free = message.event().initFree();

@@ -43,6 +43,7 @@
 #include "hooks/hook_table.h"
 #include "record/checkpoint.h"
 #include "record/code_registry.h"
+#include "record/freed_pool_memory.h"
 #include "record/driver_api.h"
 #include "record/graph_reach.h"
 #include "record/host_waiters.h"
@@ -520,7 +521,12 @@ class Recorder {
   CUresult storeWritten(uint64_t address, uint64_t size, StoredContent& out);
   std::string logCollectiveWrite(const CollectiveCall& call, uint64_t written, std::vector<uint64_t>& waited,
                                  schema::Collective::Builder event);
-  void logInitialContent(const AllocCall& call, uint64_t size, schema::Alloc::Builder alloc);
+  // Returns whether the content is to be read back later (initialDeferred):
+  // then the caller requests it once the event has its seq.
+  bool logInitialContent(const AllocCall& call, uint64_t size, schema::Alloc::Builder alloc);
+  bool logPoolInitialContent(const AllocCall& call, uint64_t size, schema::Alloc::Builder alloc);
+  void readInitialContent(uint64_t address, uint64_t size, schema::MemoryKind kind, CUresult ready,
+                          schema::Alloc::Builder alloc);
   std::string captureWrittenCopy(const CollectiveCall& call, uint64_t written, schema::Collective::Builder event);
   // Whether the `size` bytes a call on `stream` wrote can be read back
   // later (readback_), without waiting for the stream now.
@@ -597,6 +603,7 @@ class Recorder {
   std::atomic<bool> checkpointsFailed_{false};     // a failure that will not go away: no more tries
   std::atomic<bool> lastCheckpointTaken_{false};
   std::atomic<bool> checkpointWritten_{false};  // a checkpoint is in the trace: later allocations log their content
+  FreedPoolMemory freedSinceCheckpoint_;        // what stream-ordered allocations need not log
 
   std::atomic<bool> notedNoLayout_{false};
   std::atomic<bool> notedNoSync_{false};

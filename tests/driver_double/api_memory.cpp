@@ -441,7 +441,7 @@ CUresult allocateAsync(CUdeviceptr* address, std::size_t bytes, CUstream stream)
   if (CUresult captured = CUDA_SUCCESS; captureAllocation(s, stream, bytes, *address, captured)) {
     return captured;  // an allocation node: the memory exists when the graph runs
   }
-  *address = s.allocate(bytes);
+  *address = s.allocateFromPool(bytes);
   return *address != 0 ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
 
@@ -457,7 +457,7 @@ CUresult freeAsync(CUdeviceptr address, CUstream stream) {
   if (CUresult captured = CUDA_SUCCESS; captureFree(s, stream, address, captured)) {
     return captured;
   }
-  return s.release(address) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+  return s.releaseToPool(address) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
 }  // namespace

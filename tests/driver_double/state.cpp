@@ -50,12 +50,44 @@ bool State::release(CUdeviceptr base) {
   if (it == allocations.end() || ipcMappings.count(base) != 0) {  // a mapping is closed, not freed
     return false;
   }
+  poolBlocks.erase(base);
   // An allocation node's address outlives the allocation (graph.h).
   if (graphReserved.count(it->first) == 0) {
     std::free(reinterpret_cast<void*>(it->first));
   }
   giveDeviceMemory((it->second + 255) / 256 * 256);
   allocations.erase(it);
+  return true;
+}
+
+CUdeviceptr State::allocateFromPool(std::size_t bytes) {
+  const std::size_t rounded = (bytes + 255) / 256 * 256;
+  if (rounded < bytes) return 0;
+  const auto it = poolFree.find(rounded);
+  if (it == poolFree.end()) {
+    const CUdeviceptr base = allocate(bytes);
+    if (base != 0) poolBlocks.insert(base);
+    return base;
+  }
+  const std::uintptr_t base = it->second;
+  poolFree.erase(it);
+  if (!takeDeviceMemory(rounded)) {
+    poolFree.emplace(rounded, base);
+    return 0;
+  }
+  allocations[base] = bytes;
+  return base;
+}
+
+bool State::releaseToPool(CUdeviceptr base) {
+  const auto it = allocations.find(base);
+  if (it == allocations.end() || poolBlocks.count(base) == 0 || graphReserved.count(base) != 0) {
+    return release(base);
+  }
+  const std::size_t rounded = (it->second + 255) / 256 * 256;
+  giveDeviceMemory(rounded);
+  allocations.erase(it);
+  poolFree.emplace(rounded, base);
   return true;
 }
 

@@ -18,6 +18,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <unordered_set>
 #include <vector>
@@ -130,6 +131,13 @@ class State {
   // Device memory: host memory aligned as cudaMalloc's (256). Needs the lock.
   CUdeviceptr allocate(std::size_t bytes);
   bool release(CUdeviceptr base);
+  // Stream-ordered allocations come from a pool, as the driver's do: a
+  // block freed by cuMemFreeAsync keeps its bytes and goes to the next
+  // stream-ordered allocation of the same (rounded) size. Needs the lock.
+  CUdeviceptr allocateFromPool(std::size_t bytes);
+  bool releaseToPool(CUdeviceptr base);
+  std::set<std::uintptr_t> poolBlocks;                  // bases of the pool's blocks, allocated or free
+  std::multimap<std::size_t, std::uintptr_t> poolFree;  // free blocks: rounded size -> base
   // The device's memory, as a GPU's is finite: KCAP_DOUBLE_DEVICE_MEMORY
   // bytes (default: unbounded) shared by cuMemAlloc* and cuMemCreate, so
   // that a trace claiming more than a device holds meets the driver's

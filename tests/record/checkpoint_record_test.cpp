@@ -517,5 +517,57 @@ TEST(CheckpointRecord, MemoryAllocatedDuringAGraphCaptureStartsAsTheDriverHanded
   expectLateAllocationReproduced({"capture"});
 }
 
+// Stream-ordered allocations (the double's pool keeps a freed block's bytes
+// for the next allocation of its size, as the driver's does): a, new to the
+// pool, and c, whose memory was freed before the last checkpoint, log their
+// first content, read back on their stream and completed by a WrittenData;
+// b, whose memory a freed since the last checkpoint, logs nothing, as
+// re-execution rebuilds what a left there. Every interval reproduces.
+TEST(CheckpointRecord, StreamOrderedAllocationsStartAsTheirPoolHandedThemOver) {
+  kcap::test::TempDir dir("kcap-checkpoint");
+  const std::string path = dir.file("pool.kcap");
+  const std::map<std::string, std::string> dirty = {{"KCAP_DOUBLE_DIRTY_ALLOCATIONS", "1"}};
+  std::map<std::string, std::string> env = dirty;
+  env["KCAP_CHECKPOINT_EVERY"] = "1launches";
+  const Recording r = recordCheckpoints(lateAllocationProgram(), {"pool"}, path, env);
+  ASSERT_EQ(r.shimmed.exitCode, 0) << r.shimmed.describe();
+  EXPECT_EQ(r.shimmed.out, run({lateAllocationProgram(), {"pool"}, dirty, false}).out);
+  EXPECT_EQ(r.shimmed.err.find("kcap: warning"), std::string::npos) << r.shimmed.describe();
+  constexpr size_t kBytes = 1024 * sizeof(float);
+  std::vector<uint64_t> pooled, deferred;
+  std::map<uint64_t, kcap::test::OwnedEvent const*> written;  // by the seq they complete
+  for (const auto& e : r.events) {
+    if (e.get().which() == Event::ALLOC && e.get().getAlloc().getKind() == schema::AllocKind::ASYNC) {
+      pooled.push_back(e.get().getSeq());
+      EXPECT_EQ(e.get().getAlloc().getInitial().size(), 0u) << "read back later, not with the allocation";
+      if (e.get().getAlloc().getInitialDeferred()) deferred.push_back(e.get().getSeq());
+    }
+    if (e.get().which() == Event::WRITTEN_DATA) written[e.get().getWrittenData().getOf()] = &e;
+  }
+  ASSERT_EQ(pooled.size(), 3u);
+  EXPECT_EQ(deferred, (std::vector<uint64_t>{pooled[0], pooled[2]})) << "a and c, not b";
+  auto reader = kcap::format::TraceReader::open(path);
+  const auto firstContent = [&](uint64_t seq) {
+    const auto found = written.find(seq);
+    EXPECT_NE(found, written.end()) << "no WrittenData completes event #" << seq;
+    if (found == written.end()) return std::vector<uint8_t>{};
+    return reader->readContent(found->second->get().getWrittenData().getData());
+  };
+  const std::vector<uint8_t> a = firstContent(pooled[0]), c = firstContent(pooled[2]);
+  ASSERT_EQ(a.size(), kBytes);
+  ASSERT_EQ(c.size(), kBytes);
+  for (const uint8_t byte : a) ASSERT_EQ(byte, 0x3f) << "what the pool handed over";
+  // c holds what b left: its first half changed by two axpys, its second half as the pool handed a over.
+  EXPECT_NE(std::vector<uint8_t>(c.begin(), c.begin() + kBytes / 2), std::vector<uint8_t>(kBytes / 2, 0x3f));
+  EXPECT_EQ(std::vector<uint8_t>(c.begin() + kBytes / 2, c.end()), std::vector<uint8_t>(kBytes / 2, 0x3f));
+  EXPECT_EQ(written.size(), 2u);
+  const Outcome check = kcapCheck(path);
+  EXPECT_EQ(check.exitCode, 0) << check.describe();
+  const Outcome replay = kcapOnDouble({"replay", path});
+  EXPECT_EQ(replay.exitCode, 0) << replay.describe();
+  EXPECT_NE(replay.out.find("intervals reproduced as recorded"), std::string::npos) << replay.describe();
+  EXPECT_EQ(replay.out.find("DIFFER"), std::string::npos) << replay.describe();
+}
+
 }  // namespace
 }  // namespace kcap_test

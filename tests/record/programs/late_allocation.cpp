@@ -11,6 +11,14 @@
 // pool), the axpy over b is captured, and the graph is launched once the
 // capture has ended. Anything that waited on the legacy stream meanwhile
 // would invalidate the capture, and the program would fail.
+//
+// `late_allocation pool`: stream-ordered allocations on a stream of their
+// own, recorded with a checkpoint at every launch. a (new to the pool) is
+// read before it is written; it is freed and b, of a's size, gets a's
+// memory and what a left there (freed since the last checkpoint); b is
+// freed, y's axpy comes between (a checkpoint), and c gets the same memory
+// (freed before that checkpoint). axpy over the first half of each; the
+// last line prints the sums of y and c.
 #include "driver_program.h"
 
 #include <cstddef>
@@ -25,6 +33,7 @@ constexpr int kN = 1024;
 
 int main(int argc, char** argv) {
   const bool capture = argc > 1 && std::strcmp(argv[1], "capture") == 0;
+  const bool pool = argc > 1 && std::strcmp(argv[1], "pool") == 0;
   const CUfunction axpy = test::axpyOnDeviceZero();
   std::vector<float> xs(kN);
   for (int i = 0; i < kN; ++i) xs[static_cast<std::size_t>(i)] = static_cast<float>(i % 13);
@@ -52,6 +61,22 @@ int main(int argc, char** argv) {
     DRIVER(cuGraphInstantiate, &exec, graph, 0);
     DRIVER(cuGraphLaunch, exec, stream);
     DRIVER(cuStreamSynchronize, stream);
+  } else if (pool) {
+    CUstream stream = nullptr;
+    DRIVER(cuStreamCreate, &stream, CU_STREAM_NON_BLOCKING);
+    CUdeviceptr a = 0, c = 0;
+    DRIVER(cuMemAllocAsync, &a, kN * sizeof(float), stream);
+    launchAxpy(a, kN / 2, stream);
+    DRIVER(cuMemFreeAsync, a, stream);
+    DRIVER(cuMemAllocAsync, &b, kN * sizeof(float), stream);
+    launchAxpy(b, kN / 2, stream);
+    DRIVER(cuMemFreeAsync, b, stream);
+    DRIVER(cuStreamSynchronize, stream);
+    launchAxpy(y, kN, nullptr);
+    DRIVER(cuMemAllocAsync, &c, kN * sizeof(float), stream);
+    launchAxpy(c, kN / 2, stream);
+    DRIVER(cuStreamSynchronize, stream);
+    b = c;
   } else {
     DRIVER(cuMemAlloc, &b, kN * sizeof(float));
     launchAxpy(b, kN / 2, nullptr);
