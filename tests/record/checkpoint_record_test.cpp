@@ -567,6 +567,13 @@ TEST(CheckpointRecord, StreamOrderedAllocationsStartAsTheirPoolHandedThemOver) {
   EXPECT_EQ(replay.exitCode, 0) << replay.describe();
   EXPECT_NE(replay.out.find("intervals reproduced as recorded"), std::string::npos) << replay.describe();
   EXPECT_EQ(replay.out.find("DIFFER"), std::string::npos) << replay.describe();
+  // Each interval on its own, from its checkpoint: a replay of them in turn
+  // keeps what the one before left in freed memory, one alone does not.
+  for (const char* launch : {"0", "1", "2", "3", "4", "5"}) {
+    const Outcome alone = kcapOnDouble({"replay", path, "--launch", launch});
+    EXPECT_EQ(alone.exitCode, 0) << alone.describe();
+    EXPECT_NE(alone.out.find("all 1 intervals reproduced as recorded"), std::string::npos) << alone.describe();
+  }
 }
 
 }  // namespace
