@@ -160,6 +160,53 @@ TEST_F(HostileTrace, AnAllocationsFirstContentOutsideItIsATraceErrorNamingTheEve
   EXPECT_EQ(kcap({"replay", source}).exitCode, 0) << "the trace as recorded reproduces";
 }
 
+// A stream-ordered allocation's first content arrives in a WrittenData:
+// one that claims more bytes than the allocation holds (here the Alloc
+// shrunk to 8 bytes) must not be written past it, and one that holds no
+// bytes leaves its interval not re-executable, with the event named.
+TEST_F(HostileTrace, AStreamOrderedAllocationsFirstContentIsBoundedAndMissingOneIsNamed) {
+  const std::string source = file("pool.kcap");
+  const Outcome recorded = kcapRecord(
+      source, lateAllocationProgram(), {"pool"},
+      {{"KCAP_MODE", "checkpoint"}, {"KCAP_CHECKPOINT_EVERY", "1launches"}, {"KCAP_DOUBLE_DIRTY_ALLOCATIONS", "1"}});
+  ASSERT_EQ(recorded.exitCode, 0) << recorded.describe();
+  const std::string shrunk = file("pool-shrunk.kcap");
+  const uint64_t seq = kcap::test::rewriteEvents(source, shrunk, [](kcap::schema::Event::Builder e) {
+    if (!e.isAlloc() || !e.getAlloc().getInitialDeferred()) return false;
+    e.getAlloc().setSize(8);
+    return true;
+  });
+  ASSERT_NE(seq, 0u) << "no stream-ordered allocation deferred its first content";
+  const Outcome run = kcap({"replay", shrunk});
+  EXPECT_EQ(run.signal, 0) << run.describe();
+  EXPECT_NE(run.exitCode, 0) << run.describe();
+  EXPECT_NE(run.out.find("NOT RE-EXECUTABLE"), std::string::npos) << run.describe();
+  EXPECT_NE(
+      run.out.find("the trace is malformed at event #" + std::to_string(seq) + ": the first content (4096 bytes at "),
+      std::string::npos)
+      << run.describe();
+  const std::string missing = file("pool-missing.kcap");
+  uint64_t of = 0;
+  ASSERT_NE(kcap::test::rewriteEvents(source, missing,
+                                      [&](kcap::schema::Event::Builder e) {
+                                        if (of != 0 || !e.isWrittenData()) return false;
+                                        of = e.getWrittenData().getOf();
+                                        e.getWrittenData().disownData();
+                                        e.getWrittenData().setMissing("the copy back failed");
+                                        return true;
+                                      }),
+            0u);
+  const Outcome unread = kcap({"replay", missing});
+  EXPECT_EQ(unread.signal, 0) << unread.describe();
+  EXPECT_NE(unread.exitCode, 0) << unread.describe();
+  EXPECT_NE(unread.out.find("NOT RE-EXECUTABLE"), std::string::npos) << unread.describe();
+  EXPECT_NE(unread.out.find("the first content of the stream-ordered allocation at event #" + std::to_string(of) +
+                            " was not read back"),
+            std::string::npos)
+      << unread.describe();
+  EXPECT_EQ(kcap({"replay", source}).exitCode, 0) << "the trace as recorded reproduces";
+}
+
 // A checkpoint trace's memset (of a buffer allocated after the first
 // checkpoint) that claims 4 TiB: re-execution must not set memory past the
 // buffer, nor hand the driver a range it refuses and call that the
