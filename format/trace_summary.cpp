@@ -39,11 +39,12 @@ class SummaryBuilder {
   void addChunks(const TraceReader& reader);
   TraceSummary take() {
     s_.externalWrites.notLogged += awaitingData_.size();  // the trace ends before their read-back
+    s_.firstContentsMissing += awaitingFirstContent_.size();
     return std::move(s_);
   }
 
  private:
-  void addAlloc(schema::Alloc::Reader a);
+  void addAlloc(uint64_t seq, schema::Alloc::Reader a);
   void addFree(schema::Free::Reader f);
   void addLaunch(schema::Launch::Reader l);
   void addModule(uint64_t seq, schema::ModuleLoad::Reader m);
@@ -59,7 +60,8 @@ class SummaryBuilder {
   std::unordered_map<uint64_t, size_t> kernelOfLaunch_;  // launchIndex -> index in kernels
   std::map<std::pair<bool, uint64_t>, uint64_t> live_;   // (keyed by handle, key) -> bytes
   uint64_t liveBytes_ = 0;
-  std::set<uint64_t> awaitingData_;  // seqs of external writes marked dataDeferred, not yet read back
+  std::set<uint64_t> awaitingData_;          // seqs of external writes marked dataDeferred, not yet read back
+  std::set<uint64_t> awaitingFirstContent_;  // seqs of allocations marked initialDeferred, not yet read back
 };
 
 void SummaryBuilder::addExternalWrite(uint64_t seq, uint64_t written, uint64_t data, bool missing, bool deferred) {
@@ -123,10 +125,18 @@ void SummaryBuilder::countGraphNodes(schema::GraphBody::Reader body, unsigned de
   }
 }
 
-void SummaryBuilder::addAlloc(schema::Alloc::Reader a) {
+void SummaryBuilder::addAlloc(uint64_t seq, schema::Alloc::Reader a) {
   if (a.getResult() != 0) {
     ++s_.failedAllocs;
     return;
+  }
+  if (a.getInitial().size() != 0) {
+    ++s_.firstContents.count;
+    for (const auto range : a.getInitial()) s_.firstContents.bytes += range.getContent().getSize();
+  }
+  if (a.getInitialDeferred()) {
+    ++s_.firstContentsReadBack;
+    awaitingFirstContent_.insert(seq);
   }
   auto& k = s_.allocByKind[enumName(a.getKind())];
   ++k.count;
@@ -236,7 +246,7 @@ void SummaryBuilder::add(schema::Event::Reader e) {
                     [&](schema::LaunchEnd::Reader end) {
                       if (end.getResult() != 0) ++s_.failedLaunches;
                     },
-                    [&](schema::Alloc::Reader a) { addAlloc(a); },
+                    [&](schema::Alloc::Reader a) { addAlloc(e.getSeq(), a); },
                     [&](schema::Free::Reader f) { addFree(f); },
                     [&](schema::Memcpy::Reader m) {
                       if (m.getCrossDevice()) {
@@ -299,6 +309,15 @@ void SummaryBuilder::add(schema::Event::Reader e) {
                           s_.externalWrites.graphReadBacks.bytes += w.getData().getSize();
                         } else {
                           ++s_.externalWrites.notLogged;
+                        }
+                        return;
+                      }
+                      if (awaitingFirstContent_.erase(w.getOf()) != 0) {  // a stream-ordered allocation's
+                        if (w.getData().getSize() != 0) {
+                          ++s_.firstContents.count;
+                          s_.firstContents.bytes += w.getData().getSize();
+                        } else {
+                          ++s_.firstContentsMissing;
                         }
                         return;
                       }

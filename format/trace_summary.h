@@ -135,6 +135,13 @@ struct TraceSummary {
   uint64_t failedAllocs = 0;
   uint64_t frees = 0;
   uint64_t peakLiveBytes = 0;
+  // Checkpoint mode: allocations made after the first checkpoint that log
+  // their first content (Alloc.initial, or a WrittenData completing one
+  // marked initialDeferred: `readBack` of them), and those whose read-back
+  // holds no bytes or never came.
+  CountBytes firstContents;
+  uint64_t firstContentsReadBack = 0;
+  uint64_t firstContentsMissing = 0;
   std::map<std::string, CountBytes> memcpyByDirection;
   CountBytes memcpyTotal;
   uint64_t memcpyCapturedBytes = 0;

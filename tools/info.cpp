@@ -245,6 +245,11 @@ void printText(const Options& opt, const format::TraceReader& reader, const Trac
            "peak live device memory " + humanSize(s.peakLiveBytes) +
                (s.failedAllocs ? ", " + withCommas(s.failedAllocs) + " failed" : "")});
     t.row({"frees", withCommas(s.frees), "", ""});
+    if (s.firstContents.count != 0 || s.firstContentsReadBack != 0) {
+      std::string how = withCommas(s.firstContentsReadBack) + " read back on their stream";
+      if (s.firstContentsMissing != 0) how += ", " + withCommas(s.firstContentsMissing) + " not read back";
+      t.row({"first contents logged", withCommas(s.firstContents.count), humanSize(s.firstContents.bytes), how});
+    }
     for (const auto& [dir, cb] : s.memcpyByDirection) {
       t.row({"memcpy " + dir, withCommas(cb.count), humanSize(cb.bytes), ""});
     }
@@ -450,9 +455,15 @@ void printJson(const Options& opt, const format::TraceReader& reader, const Trac
 
   Json byKind = Json::object();
   for (const auto& [kind, cb] : s.allocByKind) byKind[kind] = countBytesJson(cb);
-  j["allocations"] = {{"count", s.allocTotal.count},      {"bytes", s.allocTotal.bytes},
-                      {"failed", s.failedAllocs},         {"frees", s.frees},
-                      {"peakLiveBytes", s.peakLiveBytes}, {"byKind", std::move(byKind)}};
+  j["allocations"] = {{"count", s.allocTotal.count},
+                      {"bytes", s.allocTotal.bytes},
+                      {"failed", s.failedAllocs},
+                      {"frees", s.frees},
+                      {"peakLiveBytes", s.peakLiveBytes},
+                      {"byKind", std::move(byKind)},
+                      {"firstContents", countBytesJson(s.firstContents)},
+                      {"firstContentsReadBack", s.firstContentsReadBack},
+                      {"firstContentsMissing", s.firstContentsMissing}};
   Json byDirection = Json::object();
   for (const auto& [dir, cb] : s.memcpyByDirection) byDirection[dir] = countBytesJson(cb);
   j["memcpy"] = {{"count", s.memcpyTotal.count},

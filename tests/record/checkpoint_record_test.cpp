@@ -563,6 +563,9 @@ TEST(CheckpointRecord, StreamOrderedAllocationsStartAsTheirPoolHandedThemOver) {
   EXPECT_EQ(written.size(), 2u);
   const Outcome check = kcapCheck(path);
   EXPECT_EQ(check.exitCode, 0) << check.describe();
+  const Outcome info = run({kcapBinary(), {"info", path}, {}, false});
+  EXPECT_NE(info.out.find("first contents logged      2  8.00 KiB  2 read back on their stream"), std::string::npos)
+      << info.out;
   const Outcome replay = kcapOnDouble({"replay", path});
   EXPECT_EQ(replay.exitCode, 0) << replay.describe();
   EXPECT_NE(replay.out.find("intervals reproduced as recorded"), std::string::npos) << replay.describe();
