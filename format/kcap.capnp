@@ -396,6 +396,10 @@ struct Memcpy {
   # A crossDevice copy in checkpoint mode: `data` is in a later
   # `writtenData` event whose `of` is this event's seq (as
   # Collective.dataDeferred).
+  captured @17 :Bool;
+  # Made while its stream captured into a CUDA graph: the copy became a node
+  # of that graph and copied nothing then (the graph's launches do, and
+  # GraphDefine holds the node). Replay does not run it.
 }
 
 struct WrittenData {
@@ -442,6 +446,9 @@ struct Memset {
   stream @6 :UInt64;
   isAsync @7 :Bool;
   result @8 :Int32;
+  captured @9 :Bool;
+  # Made while its stream captured into a CUDA graph: a node of that graph,
+  # which set nothing then (as Memcpy.captured). Replay does not run it.
 }
 
 struct Collective {

@@ -211,8 +211,13 @@ TraceModel TraceModel::load(format::TraceReader& reader) {
                            stored());
                      }
                    },
-                   [&](schema::Memcpy::Reader) { model.memoryOps_.push_back(stored()); },
-                   [&](schema::Memset::Reader) { model.memoryOps_.push_back(stored()); },
+                   // A captured copy or memset wrote nothing: its graph's launches do.
+                   [&](schema::Memcpy::Reader c) {
+                     if (!c.getCaptured()) model.memoryOps_.push_back(stored());
+                   },
+                   [&](schema::Memset::Reader m) {
+                     if (!m.getCaptured()) model.memoryOps_.push_back(stored());
+                   },
                    [&](schema::Collective::Reader c) {
                      // A captured call ran nothing: its graph's launches wrote.
                      if (!c.getCaptured()) model.memoryOps_.push_back(stored());

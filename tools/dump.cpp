@@ -170,7 +170,9 @@ void formatAlloc(Line& l, schema::Alloc::Reader a) {
       .numIf("offset", a.getOffset())
       .addrIf("flags", a.getFlags())
       .flag("byNccl", a.getByNccl())
-      .result(a.getResult());
+      .flag("initialDeferred", a.getInitialDeferred());
+  if (a.getInitial().size() != 0) l.num("initial", a.getInitial().size());
+  l.result(a.getResult());
 }
 
 void formatFree(Line& l, schema::Free::Reader f) {
@@ -190,6 +192,7 @@ void formatMemcpy(Line& l, schema::Memcpy::Reader m) {
       .flag("async", m.getIsAsync())
       .flag("crossDevice", m.getCrossDevice())
       .flag("dataDeferred", m.getDataDeferred())
+      .flag("captured", m.getCaptured())
       .addr("stream", m.getStream());
   if (m.getWidth() || m.getHeight()) {
     l.num("width", m.getWidth())
@@ -210,7 +213,7 @@ void formatMemset(Line& l, schema::Memset::Reader m) {
       .num("elementSize", m.getElementSize())
       .num("count", m.getCount());
   if (m.getHeight() > 1 || m.getPitch()) l.num("height", m.getHeight()).num("pitch", m.getPitch());
-  l.flag("async", m.getIsAsync()).addr("stream", m.getStream()).result(m.getResult());
+  l.flag("async", m.getIsAsync()).flag("captured", m.getCaptured()).addr("stream", m.getStream()).result(m.getResult());
 }
 
 void formatCollective(Line& l, schema::Collective::Reader c) {

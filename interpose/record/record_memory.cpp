@@ -390,6 +390,8 @@ void Recorder::copied(const CopyCall& call, const void* hostSource) {
   EventMessage message(*this);
   auto copy = message.event().initMemcpy();
   writeCopyShape(copy, call, direction);
+  // (Only an async call can be captured: a synchronous one on a capturing stream fails.)
+  copy.setCaptured(call.isAsync && streamCapturing(reinterpret_cast<CUstream>(call.stream)));
   if (direction == schema::CopyDirection::HOST_TO_DEVICE && hostSource != nullptr && call.size != 0 &&
       options_.mode != CaptureMode::kMetadata) {
     std::vector<uint8_t> packed;
@@ -442,6 +444,7 @@ void Recorder::memset(const SetCall& call) {
   set.setStream(call.stream);
   set.setIsAsync(call.isAsync);
   set.setResult(call.result);
+  set.setCaptured(call.isAsync && streamCapturing(reinterpret_cast<CUstream>(call.stream)));
   append(message);
 }
 

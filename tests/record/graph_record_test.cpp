@@ -27,14 +27,16 @@ constexpr unsigned kN = 1024;  // graph_scenarios' element count
 
 class Recorded {
  public:
-  Recorded(const std::string& scenario, const std::string& mode) {
+  Recorded(const std::string& scenario, const std::string& mode, std::map<std::string, std::string> env = {}) {
     path_ = dir_.file(scenario + ".kcap");
+    env["KCAP_OUTPUT"] = path_;
+    env["KCAP_MODE"] = mode;
     // The double linked as the real driver is (-Bsymbolic-functions): the
     // addresses cuGetProcAddress hands out are its own functions, not the
     // shim's exports.
     RunSpec plainSpec{graphProgram(), {scenario}, {}, false};
     plainSpec.libraryPath = symbolicDoubleDir();
-    RunSpec shimmedSpec{graphProgram(), {scenario}, {{"KCAP_OUTPUT", path_}, {"KCAP_MODE", mode}}, true};
+    RunSpec shimmedSpec{graphProgram(), {scenario}, std::move(env), true};
     shimmedSpec.libraryPath = symbolicDoubleDir();
     const Outcome plain = run(plainSpec);
     const Outcome shimmed = run(shimmedSpec);
@@ -339,6 +341,33 @@ TEST(CapturedGraph, CheckpointModeKeepsWhatItsHostCopyRead) {
     EXPECT_EQ(r.floats(launch.getHostCopies()[0].getData()), ramp(10.0f));
   }
   EXPECT_EQ(r.of(Event::GRAPH_LAUNCH_END).size(), 0u);
+}
+
+// Copies and memsets made while their stream captures become nodes of the
+// graph and write nothing then: the trace marks them captured, and
+// re-execution leaves them to the graph's launch. A checkpoint between the
+// capture and the launch (at the plain axpy) holds z as it was before the
+// capture; running the captured memset and copy there made it differ.
+TEST(CapturedGraph, CapturedCopiesAndMemsetsAreLeftToTheGraphsLaunch) {
+  const Recorded r("captured-copy", "checkpoint", {{"KCAP_CHECKPOINT_EVERY", "1launches"}});
+  const uint64_t z = r.allocation(2);
+  size_t capturedOps = 0;
+  for (const auto e : r.of(Event::MEMSET)) {
+    EXPECT_EQ(e.getMemset().getDst(), z);
+    EXPECT_TRUE(e.getMemset().getCaptured());
+    ++capturedOps;
+  }
+  for (const auto e : r.of(Event::MEMCPY)) {
+    const auto copy = e.getMemcpy();
+    const bool inCapture = copy.getDirection() == schema::CopyDirection::DEVICE_TO_DEVICE;
+    EXPECT_EQ(copy.getCaptured(), inCapture) << "event #" << e.getSeq();
+    capturedOps += inCapture ? 1 : 0;
+  }
+  EXPECT_EQ(capturedOps, 2u);
+  const Outcome replay = kcapOnDouble({"replay", r.path()});
+  EXPECT_EQ(replay.exitCode, 0) << replay.describe();
+  EXPECT_NE(replay.out.find("intervals reproduced as recorded"), std::string::npos) << replay.describe();
+  EXPECT_EQ(replay.out.find("DIFFER"), std::string::npos) << replay.describe();
 }
 
 // A graph launched in full mode while another stream captures: the

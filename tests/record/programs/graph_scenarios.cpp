@@ -40,6 +40,11 @@
 //             all elements, launched (y = 6i below element 100, 3i from
 //             it). kernels/axpy_changed.cu changes element 100 only, so
 //             with it only the last graph's second node diverges.
+//   captured-copy  z = 5i; axpy(1, x, y); a capture of memset z = 0 ->
+//             copy of x's first 100 elements into z -> axpy(1, z, y); a
+//             plain axpy(1, x, y) between the capture and the graph's
+//             launch (z still 5i: captured calls set and copy nothing);
+//             the graph launched (y = 5i below element 100, 4i from it).
 #include "driver_program.h"
 
 #include <cudaTypedefs.h>
@@ -476,13 +481,13 @@ int captureModes() {
 }
 
 // y[i] = (i < 100 ? below : from) * i.
-void expectSplit(CUdeviceptr device, float below, float from) {
+void expectSplit(const char* name, CUdeviceptr device, float below, float from) {
   std::vector<float> values(kN);
   DRIVER(cuMemcpyDtoH, values.data(), device, kN * sizeof(float));
   for (int i = 0; i < kN; ++i) {
     CHECK(values[static_cast<std::size_t>(i)] == (i < 100 ? below : from) * static_cast<float>(i));
   }
-  std::printf("result decode %.1f %.1f %.1f\n", static_cast<double>(values[1]), static_cast<double>(values[100]),
+  std::printf("result %s %.1f %.1f %.1f\n", name, static_cast<double>(values[1]), static_cast<double>(values[100]),
               static_cast<double>(values[kN - 1]));
 }
 
@@ -511,11 +516,46 @@ int decode() {
   DRIVER(cuGraphLaunch, warmExec, nullptr);
   DRIVER(cuGraphLaunch, stepExec, nullptr);
   DRIVER(cuStreamSynchronize, nullptr);
-  expectSplit(p.y, 6.0f, 3.0f);
+  expectSplit("decode", p.y, 6.0f, 3.0f);
   DRIVER(cuGraphExecDestroy, stepExec);
   DRIVER(cuGraphExecDestroy, warmExec);
   DRIVER(cuGraphDestroy, step);
   DRIVER(cuGraphDestroy, warm);
+  test::printMade();
+  return 0;
+}
+
+int capturedCopy() {
+  Program p;
+  const std::vector<float> five = ramp(5.0f);
+  DRIVER(cuMemcpyHtoD, p.z, five.data(), kN * sizeof(float));
+  CUstream stream = nullptr;
+  DRIVER(cuStreamCreate, &stream, CU_STREAM_NON_BLOCKING);
+  void* plain[] = {&p.a, &p.x, &p.y, &p.n};
+  const auto launchPlain = [&] {
+    DRIVER(cuLaunchKernel, p.axpy, kN / 256, 1, 1, 256, 1, 1, 0, stream, plain, nullptr);
+    test::launchesMade().add("axpy");
+  };
+  launchPlain();
+  DRIVER(cuStreamBeginCapture, stream, CU_STREAM_CAPTURE_MODE_GLOBAL);
+  DRIVER(cuMemsetD32Async, p.z, 0, kN, stream);
+  DRIVER(cuMemcpyDtoDAsync, p.z, p.x, 100 * sizeof(float), stream);
+  void* captured[] = {&p.a, &p.z, &p.y, &p.n};
+  DRIVER(cuLaunchKernel, p.axpy, kN / 256, 1, 1, 256, 1, 1, 0, stream, captured, nullptr);
+  test::launchesMade().add("axpy");
+  CUgraph graph = nullptr;
+  DRIVER(cuStreamEndCapture, stream, &graph);
+  CUgraphExec exec = nullptr;
+  DRIVER(cuGraphInstantiate, &exec, graph, 0);
+  launchPlain();
+  DRIVER(cuStreamSynchronize, stream);
+  expectRamp("captured-copy-z", p.z, 5.0f);  // the captured calls set and copied nothing
+  DRIVER(cuGraphLaunch, exec, stream);
+  DRIVER(cuStreamSynchronize, stream);
+  expectSplit("captured-copy-y", p.y, 5.0f, 4.0f);
+  DRIVER(cuGraphExecDestroy, exec);
+  DRIVER(cuGraphDestroy, graph);
+  DRIVER(cuStreamDestroy, stream);
   test::printMade();
   return 0;
 }
@@ -531,6 +571,9 @@ int main(int argc, char** argv) {
   if (scenario == "during-capture") return duringCapture();
   if (scenario == "decode") return decode();
   if (scenario == "capture-modes") return captureModes();
-  std::fprintf(stderr, "usage: graph_scenarios explicit|captured|updated|while|during-capture|capture-modes|decode\n");
+  if (scenario == "captured-copy") return capturedCopy();
+  std::fprintf(stderr,
+               "usage: graph_scenarios explicit|captured|updated|while|during-capture|capture-modes|decode|"
+               "captured-copy\n");
   return 2;
 }
