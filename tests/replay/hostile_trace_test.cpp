@@ -15,7 +15,19 @@ namespace {
 
 constexpr int kExitTrace = 1;
 
-class HostileTrace : public RecordedTraces<HostileTrace> {};
+class HostileTrace : public RecordedTraces<HostileTrace> {
+ protected:
+  // late_allocation `args` recorded in checkpoint mode (a checkpoint at
+  // every launch, the double's memory handed out dirty) into `name`.
+  static std::string recordLateAllocation(const std::string& name, const std::vector<std::string>& args) {
+    const std::string source = file(name);
+    const Outcome recorded = kcapRecord(
+        source, lateAllocationProgram(), args,
+        {{"KCAP_MODE", "checkpoint"}, {"KCAP_CHECKPOINT_EVERY", "1launches"}, {"KCAP_DOUBLE_DIRTY_ALLOCATIONS", "1"}});
+    EXPECT_EQ(recorded.exitCode, 0) << recorded.describe();
+    return source;
+  }
+};
 
 Outcome kcap(const std::vector<std::string>& args) { return kcapOnDouble(args); }
 
@@ -131,15 +143,20 @@ TEST_F(HostileTrace, TerminalControlsInNamesAreEscapedEverywhere) {
   }
 }
 
+// `kcap replay path` names an interval not re-executable, saying `why`.
+void expectNotReexecutable(const std::string& path, const std::string& why) {
+  const Outcome run = kcap({"replay", path});
+  EXPECT_EQ(run.signal, 0) << run.describe();
+  EXPECT_NE(run.exitCode, 0) << run.describe();
+  EXPECT_NE(run.out.find("NOT RE-EXECUTABLE"), std::string::npos) << run.describe();
+  EXPECT_NE(run.out.find(why), std::string::npos) << why << "\n" << run.describe();
+}
+
 // A checkpoint trace's allocation whose logged first content lies partly
 // outside it: re-execution wrote it whole, over whatever replay placed
 // next. The interval is named not re-executable, with the event.
 TEST_F(HostileTrace, AnAllocationsFirstContentOutsideItIsATraceErrorNamingTheEvent) {
-  const std::string source = file("late-allocation.kcap");
-  const Outcome recorded = kcapRecord(
-      source, lateAllocationProgram(), {},
-      {{"KCAP_MODE", "checkpoint"}, {"KCAP_CHECKPOINT_EVERY", "1launches"}, {"KCAP_DOUBLE_DIRTY_ALLOCATIONS", "1"}});
-  ASSERT_EQ(recorded.exitCode, 0) << recorded.describe();
+  const std::string source = recordLateAllocation("late-allocation.kcap", {});
   const std::string path = file("initial-outside.kcap");
   const uint64_t seq = kcap::test::rewriteEvents(source, path, [](kcap::schema::Event::Builder e) {
     if (!e.isAlloc() || e.getAlloc().getInitial().size() == 0) return false;
@@ -148,15 +165,9 @@ TEST_F(HostileTrace, AnAllocationsFirstContentOutsideItIsATraceErrorNamingTheEve
     return true;
   });
   ASSERT_NE(seq, 0u) << "no allocation logged its first content";
-  const Outcome run = kcap({"replay", path});
-  EXPECT_EQ(run.signal, 0) << run.describe();
-  EXPECT_NE(run.exitCode, 0) << run.describe();
-  EXPECT_NE(run.out.find("NOT RE-EXECUTABLE"), std::string::npos) << run.describe();
-  EXPECT_NE(
-      run.out.find("the trace is malformed at event #" + std::to_string(seq) + ": the first content (4096 bytes at "),
-      std::string::npos)
-      << run.describe();
-  EXPECT_NE(run.out.find(") lies outside the allocation (4096 bytes at "), std::string::npos) << run.describe();
+  expectNotReexecutable(
+      path, "the trace is malformed at event #" + std::to_string(seq) + ": the first content (4096 bytes at ");
+  expectNotReexecutable(path, ") lies outside the allocation (4096 bytes at ");
   EXPECT_EQ(kcap({"replay", source}).exitCode, 0) << "the trace as recorded reproduces";
 }
 
@@ -165,11 +176,7 @@ TEST_F(HostileTrace, AnAllocationsFirstContentOutsideItIsATraceErrorNamingTheEve
 // shrunk to 8 bytes) must not be written past it, and one that holds no
 // bytes leaves its interval not re-executable, with the event named.
 TEST_F(HostileTrace, AStreamOrderedAllocationsFirstContentIsBoundedAndMissingOneIsNamed) {
-  const std::string source = file("pool.kcap");
-  const Outcome recorded = kcapRecord(
-      source, lateAllocationProgram(), {"pool"},
-      {{"KCAP_MODE", "checkpoint"}, {"KCAP_CHECKPOINT_EVERY", "1launches"}, {"KCAP_DOUBLE_DIRTY_ALLOCATIONS", "1"}});
-  ASSERT_EQ(recorded.exitCode, 0) << recorded.describe();
+  const std::string source = recordLateAllocation("pool.kcap", {"pool"});
   const std::string shrunk = file("pool-shrunk.kcap");
   const uint64_t seq = kcap::test::rewriteEvents(source, shrunk, [](kcap::schema::Event::Builder e) {
     if (!e.isAlloc() || !e.getAlloc().getInitialDeferred()) return false;
@@ -177,14 +184,8 @@ TEST_F(HostileTrace, AStreamOrderedAllocationsFirstContentIsBoundedAndMissingOne
     return true;
   });
   ASSERT_NE(seq, 0u) << "no stream-ordered allocation deferred its first content";
-  const Outcome run = kcap({"replay", shrunk});
-  EXPECT_EQ(run.signal, 0) << run.describe();
-  EXPECT_NE(run.exitCode, 0) << run.describe();
-  EXPECT_NE(run.out.find("NOT RE-EXECUTABLE"), std::string::npos) << run.describe();
-  EXPECT_NE(
-      run.out.find("the trace is malformed at event #" + std::to_string(seq) + ": the first content (4096 bytes at "),
-      std::string::npos)
-      << run.describe();
+  expectNotReexecutable(
+      shrunk, "the trace is malformed at event #" + std::to_string(seq) + ": the first content (4096 bytes at ");
   const std::string missing = file("pool-missing.kcap");
   uint64_t of = 0;
   ASSERT_NE(kcap::test::rewriteEvents(source, missing,
@@ -196,14 +197,8 @@ TEST_F(HostileTrace, AStreamOrderedAllocationsFirstContentIsBoundedAndMissingOne
                                         return true;
                                       }),
             0u);
-  const Outcome unread = kcap({"replay", missing});
-  EXPECT_EQ(unread.signal, 0) << unread.describe();
-  EXPECT_NE(unread.exitCode, 0) << unread.describe();
-  EXPECT_NE(unread.out.find("NOT RE-EXECUTABLE"), std::string::npos) << unread.describe();
-  EXPECT_NE(unread.out.find("the first content of the stream-ordered allocation at event #" + std::to_string(of) +
-                            " was not read back"),
-            std::string::npos)
-      << unread.describe();
+  expectNotReexecutable(missing, "the first content of the stream-ordered allocation at event #" + std::to_string(of) +
+                                     " was not read back");
   EXPECT_EQ(kcap({"replay", source}).exitCode, 0) << "the trace as recorded reproduces";
 }
 

@@ -135,6 +135,12 @@ struct Program {
     p.kernelParams = params;
     return p;
   }
+  // axpy(a, from, y) launched on `stream` (counted in the "made kernel" lines).
+  void launchAxpy(CUstream stream, CUdeviceptr from) {
+    void* params[] = {&a, &from, &y, &n};
+    DRIVER(cuLaunchKernel, axpy, kN / 256, 1, 1, 256, 1, 1, 0, stream, params, nullptr);
+    test::launchesMade().add("axpy");
+  }
   CUgraphNode addAxpy(CUgraph graph, std::vector<CUgraphNode> deps, float scale, CUdeviceptr from) {
     a = scale;
     void* params[] = {&a, &from, &y, &n};
@@ -292,9 +298,7 @@ int captured() {
   DRIVER(cuStreamBeginCapture, stream, CU_STREAM_CAPTURE_MODE_GLOBAL);
   DRIVER(cuMemsetD32Async, p.z, 0, kN, stream);
   DRIVER(cuMemcpyHtoDAsync, p.z, p.host, kN * sizeof(float), stream);
-  void* params[] = {&p.a, &p.z, &p.y, &p.n};
-  DRIVER(cuLaunchKernel, p.axpy, kN / 256, 1, 1, 256, 1, 1, 0, stream, params, nullptr);
-  test::launchesMade().add("axpy");
+  p.launchAxpy(stream, p.z);
   CUgraph graph = nullptr;
   DRIVER(cuStreamEndCapture, stream, &graph);
   CUgraphExec exec = nullptr;
@@ -531,23 +535,16 @@ int capturedCopy() {
   DRIVER(cuMemcpyHtoD, p.z, five.data(), kN * sizeof(float));
   CUstream stream = nullptr;
   DRIVER(cuStreamCreate, &stream, CU_STREAM_NON_BLOCKING);
-  void* plain[] = {&p.a, &p.x, &p.y, &p.n};
-  const auto launchPlain = [&] {
-    DRIVER(cuLaunchKernel, p.axpy, kN / 256, 1, 1, 256, 1, 1, 0, stream, plain, nullptr);
-    test::launchesMade().add("axpy");
-  };
-  launchPlain();
+  p.launchAxpy(stream, p.x);
   DRIVER(cuStreamBeginCapture, stream, CU_STREAM_CAPTURE_MODE_GLOBAL);
   DRIVER(cuMemsetD32Async, p.z, 0, kN, stream);
   DRIVER(cuMemcpyDtoDAsync, p.z, p.x, 100 * sizeof(float), stream);
-  void* captured[] = {&p.a, &p.z, &p.y, &p.n};
-  DRIVER(cuLaunchKernel, p.axpy, kN / 256, 1, 1, 256, 1, 1, 0, stream, captured, nullptr);
-  test::launchesMade().add("axpy");
+  p.launchAxpy(stream, p.z);
   CUgraph graph = nullptr;
   DRIVER(cuStreamEndCapture, stream, &graph);
   CUgraphExec exec = nullptr;
   DRIVER(cuGraphInstantiate, &exec, graph, 0);
-  launchPlain();
+  p.launchAxpy(stream, p.x);
   DRIVER(cuStreamSynchronize, stream);
   expectRamp("captured-copy-z", p.z, 5.0f);  // the captured calls set and copied nothing
   DRIVER(cuGraphLaunch, exec, stream);
