@@ -291,24 +291,43 @@ TEST_F(FlightRecorder, KeepsOnlyTheLastCheckpoints) {
 // re-execution; before it they are not needed (the window's first
 // checkpoint holds the memory) and the written trace drops them from the
 // allocation: every piece it names is in the file either way.
+// late-pool: the same from a stream-ordered allocation, whose first content
+// comes in a later WrittenData: inside the window both are kept, before it
+// the allocation no longer waits for one.
 TEST_F(FlightRecorder, AnAllocationsFirstContentGoesWithItsWindow) {
-  for (const std::string ring : {"2", "8"}) {
-    SCOPED_TRACE("ring " + ring);
-    dir_ = std::make_unique<kcap::test::TempDir>("kcap-flight");  // a path of its own for each recording
-    const Flight flight = record("late-alloc", {{"KCAP_RING", ring}, {"KCAP_DOUBLE_DIRTY_ALLOCATIONS", "1"}});
-    const auto events = eventsOf(flight.path);
-    expectFired(flight, events, schema::TriggerKind::API);
-    int late = 0;
-    for (const auto e : only(events, Event::ALLOC)) {
-      if (e.getAlloc().getSize() != 64u << 10) continue;
-      ++late;
-      EXPECT_EQ(e.getAlloc().getInitial().size(), ring == "2" ? 0u : 1u)
-          << (ring == "2" ? "made before the window" : "made inside the window");
+  for (const std::string how : {"late-alloc", "late-pool"}) {
+    for (const std::string ring : {"2", "8"}) {
+      SCOPED_TRACE(how + ", ring " + ring);
+      dir_ = std::make_unique<kcap::test::TempDir>("kcap-flight");  // a path of its own for each recording
+      const Flight flight = record(how, {{"KCAP_RING", ring}, {"KCAP_DOUBLE_DIRTY_ALLOCATIONS", "1"}});
+      const auto events = eventsOf(flight.path);
+      expectFired(flight, events, schema::TriggerKind::API);
+      const bool inWindow = ring == "8";
+      int late = 0;
+      for (const auto e : only(events, Event::ALLOC)) {
+        if (e.getAlloc().getSize() != 64u << 10) continue;
+        ++late;
+        const auto alloc = e.getAlloc();
+        if (how == "late-alloc") {
+          EXPECT_EQ(alloc.getInitial().size(), inWindow ? 1u : 0u)
+              << (inWindow ? "made inside the window" : "made before the window");
+        } else {
+          EXPECT_EQ(alloc.getInitial().size(), 0u);
+          EXPECT_EQ(alloc.getInitialDeferred(), inWindow);
+          size_t completing = 0;
+          for (const auto w : only(events, Event::WRITTEN_DATA)) {
+            completing += w.getWrittenData().getOf() == e.getSeq() && w.getWrittenData().getData().getSize() != 0;
+          }
+          EXPECT_EQ(completing, inWindow ? 1u : 0u);
+        }
+      }
+      EXPECT_EQ(late, 1);
+      const Outcome check = kcapOnDouble({"check", flight.path});
+      EXPECT_EQ(check.exitCode, 0) << check.describe();
+      const Outcome replay = kcapOnDouble({"replay", flight.path});
+      EXPECT_EQ(replay.exitCode, 0) << replay.describe();
+      EXPECT_NE(replay.out.find("intervals reproduced as recorded"), std::string::npos) << replay.describe();
     }
-    EXPECT_EQ(late, 1);
-    const Outcome replay = kcapOnDouble({"replay", flight.path});
-    EXPECT_EQ(replay.exitCode, 0) << replay.describe();
-    EXPECT_NE(replay.out.find("intervals reproduced as recorded"), std::string::npos) << replay.describe();
   }
 }
 

@@ -69,6 +69,8 @@
 //               as api), late-alloc (a 64 KiB buffer allocated after the
 //               first launch and set at once, its first content logged by
 //               a checkpoint recording and in no checkpoint; then as api),
+//               late-pool (the same from cuMemAllocAsync: its first content
+//               read back on its stream, in a later event),
 //               graph-host (a captured graph: copy x from the same host
 //               bytes, then axpy; launched after each of the eight launches,
 //               each launch's host bytes the same; then as api)
@@ -543,14 +545,18 @@ int flight(const std::string& how) {
       DRIVER(cuGraphLaunch, hostGraph, nullptr);
       DRIVER(cuCtxSynchronize);
     }
-    if (i == 0 && how == "late-alloc") {
+    if (i == 0 && (how == "late-alloc" || how == "late-pool")) {
       CUdeviceptr late = 0;
-      DRIVER(cuMemAlloc, &late, size_t{64} << 10);
+      if (how == "late-alloc") {
+        DRIVER(cuMemAlloc, &late, size_t{64} << 10);
+      } else {
+        DRIVER(cuMemAllocAsync, &late, size_t{64} << 10, nullptr);  // its first content read back later
+      }
       DRIVER(cuMemsetD32, late, 7, (size_t{64} << 10) / 4);  // its first content is in no checkpoint
     }
   }
   std::fflush(stdout);
-  if (how == "api" || how == "late-alloc" || how == "graph-host") {
+  if (how == "api" || how == "late-alloc" || how == "late-pool" || how == "graph-host") {
     triggerApi();
   } else if (how == "sigusr2") {
     kill(getpid(), SIGUSR2);
