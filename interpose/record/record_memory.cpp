@@ -165,7 +165,7 @@ void Recorder::readInitialContent(uint64_t address, uint64_t size, schema::Memor
 bool Recorder::logPoolInitialContent(const AllocCall& call, uint64_t size, schema::Alloc::Builder alloc) {
   const auto stream = reinterpret_cast<CUstream>(call.stream);
   if (freedSinceCheckpoint_.covers(call.address, size) || streamCapturing(stream)) return false;
-  if (readsBackLater(call.stream, size)) {
+  if (readback_ != nullptr && readback_->takes(size)) {  // (readsBackLater, the capture already asked)
     alloc.setInitialDeferred(true);
     return true;
   }
