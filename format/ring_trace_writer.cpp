@@ -4,6 +4,7 @@
 #include <cstring>
 #include <exception>
 #include <thread>
+#include <unordered_set>
 
 #include <capnp/serialize.h>
 #include <zstd.h>
@@ -526,14 +527,33 @@ void RingTraceWriter::writeOut(TraceWriter& out) {
   // memory of every allocation made before it: their first content is not
   // needed, and its pieces may be gone (releasePieces), as may the
   // WrittenData that carries a stream-ordered allocation's.
+  // That WrittenData may as well come in the window (the read-back finished
+  // late): a note takes its place (and its seq: the trigger counts the gaps
+  // the ring left), so that no allocation from before the window has a
+  // first content in the file.
   const uint64_t windowStart = segments_.empty() ? 0 : segments_.front().firstSeq;
+  std::unordered_set<uint64_t> firstContentDropped;  // seqs of such allocations that awaited a WrittenData
   auto copy = [&](capnp::MessageReader& reader) {
+    const auto recorded = reader.getRoot<schema::Event>();
     capnp::MallocMessageBuilder message;
-    message.setRoot(reader.getRoot<schema::Event>());
+    if (recorded.isWrittenData() && firstContentDropped.count(recorded.getWrittenData().getOf()) != 0) {
+      auto note = message.initRoot<schema::Event>();
+      note.setSeq(recorded.getSeq());
+      note.setTimeNs(recorded.getTimeNs());
+      note.setThreadId(recorded.getThreadId());
+      note.initMessage().setText("the first content of the allocation at event #" +
+                                 std::to_string(recorded.getWrittenData().getOf()) +
+                                 ", made before the flight recorder's window, is left out: the window's first "
+                                 "checkpoint holds that memory");
+      out.appendNumbered(message);
+      return;
+    }
+    message.setRoot(recorded);
     auto event = message.getRoot<schema::Event>();
     if (event.isAlloc() && event.getSeq() < windowStart) {
       if (event.getAlloc().hasInitial()) event.getAlloc().disownInitial();
-      event.getAlloc().setInitialDeferred(false);  // its WrittenData may be gone with its segment
+      if (event.getAlloc().getInitialDeferred()) firstContentDropped.insert(event.getSeq());
+      event.getAlloc().setInitialDeferred(false);
     }
     out.appendNumbered(message);
   };

@@ -13,6 +13,7 @@
 #include <csignal>
 #include <cstdio>
 
+#include <map>
 #include <random>
 #include <set>
 #include <string>
@@ -248,6 +249,61 @@ TEST_F(Ring, KeepsTheLastCheckpointsAndTheStateBeforeThem) {
   EXPECT_EQ(copied[1], copies[5]);
   // The gaps are the dropped events: seq numbers run to the last one.
   EXPECT_EQ(last + 1 - seqs.size(), dropped);
+}
+
+// A stream-ordered allocation's first content comes in a WrittenData after
+// it, possibly several checkpoints later. Before the window neither is
+// needed (the window's first checkpoint holds the memory), even when the
+// WrittenData itself lands in the window; inside the window both are kept.
+TEST_F(Ring, AFirstContentReadBackLateGoesWithItsAllocation) {
+  auto ring = make(2);
+  const auto memory = randomBytes(2 * kPiece, 2);
+  auto deferredAlloc = [&](uint64_t address) {
+    capnp::MallocMessageBuilder m;
+    auto a = m.initRoot<Event>().initAlloc();
+    a.setAddress(address);
+    a.setSize(kPiece);
+    a.setInitialDeferred(true);
+    return ring->append(m);
+  };
+  auto firstContent = [&](uint64_t of, uint64_t tag) {
+    const auto bytes = randomBytes(kPiece, tag);
+    capnp::MallocMessageBuilder m;
+    auto w = m.initRoot<Event>().initWrittenData();
+    w.setOf(of);
+    ring->storeContent(bytes.data(), bytes.size(), w.initData());
+    return ring->append(m);
+  };
+  appendBegin(*ring);
+  appendCheckpoint(*ring, 0, memory);
+  const uint64_t before = deferredAlloc(0x20000);
+  for (uint64_t i = 1; i < 4; ++i) appendCheckpoint(*ring, i, memory);
+  const uint64_t late = firstContent(before, 50);  // read back late: in the window, of an allocation before it
+  const uint64_t inside = deferredAlloc(0x30000);
+  firstContent(inside, 51);
+  const uint64_t dropped = ring->fire();
+  appendTrigger(*ring, dropped);
+  ring->close();
+
+  auto reader = format::TraceReader::open(path_);
+  EXPECT_TRUE(reader->problems().empty());
+  std::map<uint64_t, bool> deferred;  // seq of each allocation: initialDeferred
+  std::vector<uint64_t> completed;    // `of` of each WrittenData
+  std::string noteInItsPlace;
+  reader->forEachEvent([&](const format::EventRef& ref) {
+    if (ref.event.getSeq() == late && ref.event.isMessage()) noteInItsPlace = ref.event.getMessage().getText();
+    if (ref.event.isAlloc()) deferred[ref.event.getSeq()] = ref.event.getAlloc().getInitialDeferred();
+    if (ref.event.isWrittenData()) {
+      completed.push_back(ref.event.getWrittenData().getOf());
+      EXPECT_EQ(reader->readContent(ref.event.getWrittenData().getData()), randomBytes(kPiece, 51));
+    }
+    return true;
+  });
+  EXPECT_EQ(deferred, (std::map<uint64_t, bool>{{before, false}, {inside, true}}));
+  EXPECT_EQ(completed, (std::vector<uint64_t>{inside}));
+  // The late one's seq stays, as a note: the trigger's count of what the
+  // ring let go still matches the gaps.
+  EXPECT_NE(noteInItsPlace.find("allocation at event #" + std::to_string(before)), std::string::npos) << noteInItsPlace;
 }
 
 TEST_F(Ring, ReleasesPiecesNoKeptEventNamesAndStoresThemAgain) {
