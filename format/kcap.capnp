@@ -321,6 +321,15 @@ struct Alloc {
   # held, so nothing is logged. Still set after folding means the bytes
   # could not be read back, and re-execution cannot start the allocation as
   # the program's did.
+  captured @14 :Bool;
+  # A stream-ordered allocation (async, fromPool) on a stream capturing into
+  # a graph: the call made an allocation node of that graph, not memory.
+  # The address is fixed for the graph's life; each launch of the graph
+  # makes the memory (until a free node of the graph, or a later free),
+  # and the graph's definition names it (GraphNode.memAlloc). Nothing is
+  # logged of its content. Re-execution places it at this address for the
+  # whole replay and runs the graph's allocation and free nodes as empty
+  # nodes.
 }
 
 enum AllocKind {
@@ -354,6 +363,9 @@ struct Free {
   stream @3 :UInt64;                # cuMemFreeAsync
   handle @4 :UInt64;                # cuMemRelease
   result @5 :Int32;
+  captured @6 :Bool;
+  # cuMemFreeAsync on a stream capturing into a graph: the call made a free
+  # node of that graph and freed nothing now; the graph's launches free.
 }
 
 struct Memcpy {

@@ -138,6 +138,10 @@ void SummaryBuilder::addAlloc(uint64_t seq, schema::Alloc::Reader a) {
     ++s_.firstContentsReadBack;
     awaitingFirstContent_.insert(seq);
   }
+  if (a.getCaptured()) {
+    ++s_.graphMemory.count;
+    s_.graphMemory.bytes += a.getSize();
+  }
   auto& k = s_.allocByKind[enumName(a.getKind())];
   ++k.count;
   k.bytes += a.getSize();

@@ -142,6 +142,9 @@ struct TraceSummary {
   CountBytes firstContents;
   uint64_t firstContentsReadBack = 0;
   uint64_t firstContentsMissing = 0;
+  // Stream-ordered allocations captured into graphs (Alloc.captured): the
+  // graphs' own memory, which their launches make.
+  CountBytes graphMemory;
   std::map<std::string, CountBytes> memcpyByDirection;
   CountBytes memcpyTotal;
   uint64_t memcpyCapturedBytes = 0;

@@ -375,6 +375,16 @@ CUgraphNode RebuiltGraph::addNode(const GraphNodeRun& node, CUgraph graph, const
         throw ReplayError(node.path + ": an allocation of " + std::to_string(a.getSize()) + " bytes at " +
                           std::to_string(a.getAddress()) + " (a damaged trace?)");
       }
+      // Re-execution places the graph's memory at its recorded addresses
+      // (the trace's captured allocations) for the whole replay: eager work
+      // between launches reads and frees what a launch left there, at
+      // those addresses. The node then allocates nothing.
+      if (const auto placed = context_.translate(a.getAddress());
+          placed && context_.translate(end - 1) == *placed + (a.getSize() - 1)) {
+        allocations_[a.getAddress()] = {a.getSize(), *placed};
+        placedByReplay_.insert(a.getAddress());
+        return empty();
+      }
       CUDA_MEM_ALLOC_NODE_PARAMS params{};
       params.poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
       params.poolProps.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
@@ -386,6 +396,12 @@ CUgraphNode RebuiltGraph::addNode(const GraphNodeRun& node, CUgraph graph, const
       break;
     }
     case schema::GraphNode::MEM_FREE: {
+      // Placed memory stays for the whole replay (an allocation node above,
+      // or memory allocated outside the graph).
+      if (placedByReplay_.count(p.getMemFree()) != 0 ||
+          (allocations_.count(p.getMemFree()) == 0 && context_.translate(p.getMemFree()))) {
+        return empty();
+      }
       need(reinterpret_cast<const void*>(driver_.cuGraphAddMemFreeNode), "cuGraphAddMemFreeNode");
       const auto address = allocationAt(p.getMemFree());
       if (!address) {

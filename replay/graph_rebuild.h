@@ -16,6 +16,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -107,8 +108,10 @@ class RebuiltGraph {
   CUgraphExec exec_ = nullptr;
   std::map<uint64_t, CUevent> events_;                             // recorded CUevent -> made here
   std::map<uint64_t, std::pair<uint64_t, uint64_t>> allocations_;  // recorded address -> (size, replay address)
-  std::map<uint64_t, uint64_t> conditionals_;                      // recorded handle -> made here
-  std::vector<void*> pinned_;                                      // host-side copy buffers
+  // Recorded addresses of allocation nodes made empty: the replay placed their memory.
+  std::set<uint64_t> placedByReplay_;
+  std::map<uint64_t, uint64_t> conditionals_;  // recorded handle -> made here
+  std::vector<void*> pinned_;                  // host-side copy buffers
   std::vector<std::pair<const GraphNodeRun*, CUgraphNode>> disabled_;
   std::vector<std::string> notes_;
   uint64_t ncclKernelsSkipped_ = 0;

@@ -170,7 +170,8 @@ void formatAlloc(Line& l, schema::Alloc::Reader a) {
       .numIf("offset", a.getOffset())
       .addrIf("flags", a.getFlags())
       .flag("byNccl", a.getByNccl())
-      .flag("initialDeferred", a.getInitialDeferred());
+      .flag("initialDeferred", a.getInitialDeferred())
+      .flag("captured", a.getCaptured());
   if (a.getInitial().size() != 0) l.num("initial", a.getInitial().size());
   l.result(a.getResult());
 }
@@ -181,6 +182,7 @@ void formatFree(Line& l, schema::Free::Reader f) {
       .numIf("size", f.getSize())
       .addrIf("stream", f.getStream())
       .addrIf("handle", f.getHandle())
+      .flag("captured", f.getCaptured())
       .result(f.getResult());
 }
 

@@ -245,6 +245,10 @@ void printText(const Options& opt, const format::TraceReader& reader, const Trac
            "peak live device memory " + humanSize(s.peakLiveBytes) +
                (s.failedAllocs ? ", " + withCommas(s.failedAllocs) + " failed" : "")});
     t.row({"frees", withCommas(s.frees), "", ""});
+    if (s.graphMemory.count != 0) {
+      t.row({"graph memory", withCommas(s.graphMemory.count), humanSize(s.graphMemory.bytes),
+             "captured allocation nodes: their graphs' launches make the memory"});
+    }
     if (s.firstContents.count != 0 || s.firstContentsReadBack != 0) {
       std::string how = withCommas(s.firstContentsReadBack) + " read back on their stream";
       if (s.firstContentsMissing != 0) how += ", " + withCommas(s.firstContentsMissing) + " not read back";
@@ -463,7 +467,8 @@ void printJson(const Options& opt, const format::TraceReader& reader, const Trac
                       {"byKind", std::move(byKind)},
                       {"firstContents", countBytesJson(s.firstContents)},
                       {"firstContentsReadBack", s.firstContentsReadBack},
-                      {"firstContentsMissing", s.firstContentsMissing}};
+                      {"firstContentsMissing", s.firstContentsMissing},
+                      {"graphMemory", countBytesJson(s.graphMemory)}};
   Json byDirection = Json::object();
   for (const auto& [dir, cb] : s.memcpyByDirection) byDirection[dir] = countBytesJson(cb);
   j["memcpy"] = {{"count", s.memcpyTotal.count},

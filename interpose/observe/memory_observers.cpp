@@ -28,10 +28,10 @@ void recordAlloc(const AllocCall& call) {
 // its after(): a stack per thread (before/after pairs nest, never cross).
 thread_local std::vector<std::vector<Allocation>> t_released;
 
-void freeBefore(schema::AllocKind kind, uint64_t address, uint64_t size) {
+void freeBefore(schema::AllocKind kind, uint64_t address, uint64_t size, CUstream stream = nullptr) {
   std::vector<Allocation> released;
   if (Recorder* recorder = Recorder::active()) {
-    released = recorder->releasing(kind, address, size);
+    released = recorder->releasing(kind, address, size, stream);
   }
   t_released.push_back(std::move(released));
 }
@@ -169,8 +169,8 @@ void Observer<HookId::cuMemFree_v2_hook>::after(HookId, CUresult result, CUdevic
   freeAfter({.kind = schema::AllocKind::MEM_ALLOC, .result = result, .address = address});
 }
 
-void Observer<HookId::cuMemFreeAsync_hook>::before(HookId, CUdeviceptr address, CUstream) {
-  freeBefore(schema::AllocKind::ASYNC, address, 0);
+void Observer<HookId::cuMemFreeAsync_hook>::before(HookId, CUdeviceptr address, CUstream stream) {
+  freeBefore(schema::AllocKind::ASYNC, address, 0, stream);
 }
 
 void Observer<HookId::cuMemFreeAsync_hook>::after(HookId, CUresult result, CUdeviceptr address, CUstream stream) {

@@ -97,6 +97,7 @@ bool Recorder::graphLaunchStarting(const GraphLaunchCall& call, PendingGraphLaun
   pending.stream = call.stream;
   pending.perThreadStream = call.perThreadStream;
   const bool capturing = streamCapturing(stream);
+  pending.capturing = capturing;
   if (options_.mode == CaptureMode::kMetadata || capturing) {
     pending.stamp = clock_.stamp();  // its facts are handed over with its result
     pending.factsOnly = true;
@@ -197,6 +198,7 @@ void Recorder::graphLaunchFinished(PendingGraphLaunch& pending, CUresult result)
   if (!operation) {
     return;
   }
+  if (result == CUDA_SUCCESS && !pending.capturing) graphMemoryChanged(reinterpret_cast<uint64_t>(pending.exec));
   if (pending.factsOnly) {
     GraphLaunchFacts* facts = Recycler<GraphLaunchFacts>::take(Recycler<GraphLaunchFacts>::ofThisThread());
     format::DeferredEventPtr event(facts);
@@ -241,6 +243,21 @@ void Recorder::graphLaunchFinished(PendingGraphLaunch& pending, CUresult result)
     }
   }
   append(message);
+}
+
+// A graph launch makes its allocation nodes' memory and frees what its free
+// nodes name, in stream order; the map follows at the launch call, as it
+// does for cuMemAllocAsync and cuMemFreeAsync. Memory the launch leaves
+// allocated is the program's like any other until it is freed: checkpoints
+// hold it and launches' pointer words find it.
+void Recorder::graphMemoryChanged(uint64_t exec) {
+  for (const GraphMemoryChange& change : graphReach_.memoryOf(exec)) {
+    allocations_.remove(change.address);
+    if (change.size != 0) {
+      allocations_.add({change.address, change.size, AllocationKind::kDevice,
+                        change.device >= 0 ? change.device : currentDevice(), 0, false});
+    }
+  }
 }
 
 }  // namespace kcap

@@ -39,6 +39,8 @@ void GraphReach::define(uint64_t exec, std::vector<GraphNodeReach> nodes, bool p
       if (index < nodes.size()) handles.emplace(handle, index);
     }
   }
+  memoryNodes_ -= static_cast<size_t>(std::count_if(entry.nodes.begin(), entry.nodes.end(), changesMemory));
+  memoryNodes_ += static_cast<size_t>(std::count_if(nodes.begin(), nodes.end(), changesMemory));
   entry.nodes = std::move(nodes);
   entry.byHandle = std::move(handles);
 }
@@ -49,14 +51,33 @@ void GraphReach::update(uint64_t exec, uint64_t node, GraphNodeReach reach) {
   if (found == execs_.end()) return;
   const auto at = found->second.byHandle.find(node);
   if (at == found->second.byHandle.end()) return;
-  reach.handle = found->second.nodes[at->second].handle;
-  found->second.nodes[at->second] = std::move(reach);
+  GraphNodeReach& before = found->second.nodes[at->second];
+  reach.handle = before.handle;
+  // An allocation or free node's parameters cannot change: it stays what it was.
+  reach.allocates = before.allocates;
+  reach.allocationSize = before.allocationSize;
+  reach.allocationDevice = before.allocationDevice;
+  reach.frees = before.frees;
+  before = std::move(reach);
 }
 
 std::vector<GraphNodeReach> GraphReach::of(uint64_t exec) const {
   std::lock_guard lock(mutex_);
   const auto found = execs_.find(exec);
   return found != execs_.end() ? found->second.nodes : std::vector<GraphNodeReach>{};
+}
+
+std::vector<GraphMemoryChange> GraphReach::memoryOf(uint64_t exec) const {
+  std::vector<GraphMemoryChange> changes;
+  if (memoryNodes_.load(std::memory_order_relaxed) == 0) return changes;
+  std::lock_guard lock(mutex_);
+  const auto found = execs_.find(exec);
+  if (found == execs_.end()) return changes;
+  for (const GraphNodeReach& node : found->second.nodes) {
+    if (node.allocates != 0) changes.push_back({node.allocates, node.allocationSize, node.allocationDevice});
+    if (node.frees != 0) changes.push_back({node.frees, 0, -1});
+  }
+  return changes;
 }
 
 }  // namespace kcap

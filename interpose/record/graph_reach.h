@@ -6,6 +6,7 @@
 
 #include <cuda.h>
 
+#include <atomic>
 #include <cstdint>
 #include <mutex>
 #include <unordered_map>
@@ -41,6 +42,21 @@ struct GraphNodeReach {
   // it writes, read back after each launch.
   uint64_t readBackSlot = 0;
   uint64_t readBackSize = 0;
+  // An allocation node: the memory each launch makes (until a free node or
+  // a later free); a free node: the address it frees.
+  uint64_t allocates = 0;
+  uint64_t allocationSize = 0;
+  int allocationDevice = -1;
+  uint64_t frees = 0;
+};
+
+// What one launch of a graph does to the process's memory, node by node in
+// definition order: an allocation node's memory made, or a free node's
+// address freed (`size` 0).
+struct GraphMemoryChange {
+  uint64_t address = 0;
+  uint64_t size = 0;
+  int device = -1;
 };
 
 // A graph being read into a definition: whether every node could be, and
@@ -60,14 +76,19 @@ class GraphReach {
   void update(uint64_t exec, uint64_t node, GraphNodeReach reach);
   // The executable's nodes now; empty for one never defined.
   std::vector<GraphNodeReach> of(uint64_t exec) const;
+  // The executable's allocation and free nodes; empty (without taking the
+  // lock while no executable has any) for one without.
+  std::vector<GraphMemoryChange> memoryOf(uint64_t exec) const;
 
  private:
   struct Exec {
     std::vector<GraphNodeReach> nodes;              // in definition order (nested bodies flattened)
     std::unordered_map<uint64_t, size_t> byHandle;  // every handle that names a node, old ones included
   };
+  static bool changesMemory(const GraphNodeReach& node) { return node.allocates != 0 || node.frees != 0; }
   mutable std::mutex mutex_;
   std::unordered_map<uint64_t, Exec> execs_;
+  std::atomic<size_t> memoryNodes_{0};  // allocation and free nodes over every executable's definition
 };
 
 }  // namespace kcap

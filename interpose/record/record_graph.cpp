@@ -399,10 +399,14 @@ void Recorder::writeGraphNode(CUgraphNode node, const CUgraphNodeParams& params,
       alloc.setAddress(params.alloc.dptr);
       alloc.setSize(params.alloc.bytesize);
       alloc.setDevice(params.alloc.poolProps.location.id);
+      walk.nodes[at].allocates = params.alloc.dptr;
+      walk.nodes[at].allocationSize = params.alloc.bytesize;
+      walk.nodes[at].allocationDevice = params.alloc.poolProps.location.id;
       return;
     }
     case CU_GRAPH_NODE_TYPE_MEM_FREE:
       out.setMemFree(params.free.dptr);
+      walk.nodes[at].frees = params.free.dptr;
       return;
     case CU_GRAPH_NODE_TYPE_CONDITIONAL: {
       const CUDA_CONDITIONAL_NODE_PARAMS& c = params.conditional;

@@ -60,6 +60,10 @@ void Recorder::allocated(const AllocCall& call) {
   const uint64_t size =
       call.kind == schema::AllocKind::IPC_IMPORT && call.size == 0 ? allocationSize(call.address) : call.size;
   bool othersMemory = byNccl;  // NCCL's, or another process's: left out of checkpoints
+  // An allocation node of the graph being captured: no memory until the
+  // graph runs (each launch adds it to the map: graphMemoryChanged).
+  const bool captured = (call.kind == schema::AllocKind::ASYNC || call.kind == schema::AllocKind::FROM_POOL) &&
+                        streamCapturing(reinterpret_cast<CUstream>(call.stream));
   switch (call.kind) {
     case schema::AllocKind::VMM_RESERVE:
       allocations_.addReservation(call.address, call.size);
@@ -85,7 +89,7 @@ void Recorder::allocated(const AllocCall& call) {
       break;
     }
     default:
-      allocations_.add({call.address, size, mapKind(call.kind), device, 0, byNccl});
+      if (!captured) allocations_.add({call.address, size, mapKind(call.kind), device, 0, byNccl});
       break;
   }
   EventMessage message(*this);
@@ -102,7 +106,8 @@ void Recorder::allocated(const AllocCall& call) {
   alloc.setFlags(call.flags);
   alloc.setResult(call.result);
   alloc.setByNccl(byNccl);
-  const bool later = !othersMemory && logInitialContent(call, size, alloc);
+  alloc.setCaptured(captured);
+  const bool later = !othersMemory && !captured && logInitialContent(call, size, alloc);
   const uint64_t seq = append(message);
   if (later) {
     const RelaxedCaptureMode relaxed;
@@ -176,11 +181,14 @@ bool Recorder::logPoolInitialContent(const AllocCall& call, uint64_t size, schem
   return false;
 }
 
-std::vector<Allocation> Recorder::releasing(schema::AllocKind kind, uint64_t address, uint64_t size) {
+std::vector<Allocation> Recorder::releasing(schema::AllocKind kind, uint64_t address, uint64_t size, CUstream stream) {
   Operation operation(*this);
   if (!operation) {
     return {};
   }
+  // A free node of the graph being captured: the memory stays until the
+  // graph runs (graphMemoryChanged).
+  if (kind == schema::AllocKind::ASYNC && streamCapturing(stream)) return {};
   switch (kind) {
     case schema::AllocKind::VMM_MAP:
       return allocations_.removeRange(address, size);
@@ -225,6 +233,7 @@ void Recorder::freed(const FreeCall& call, const std::vector<Allocation>& releas
   }
   EventMessage message(*this);
   auto free = message.event().initFree();
+  free.setCaptured(call.kind == schema::AllocKind::ASYNC && streamCapturing(reinterpret_cast<CUstream>(call.stream)));
   free.setKind(kind);
   free.setAddress(call.address);
   free.setSize(size);

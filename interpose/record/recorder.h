@@ -284,6 +284,7 @@ struct PendingGraphLaunch {
   // Metadata mode, or a capturing stream: only the launch's facts, handed
   // to the writer with its result after the call (`stamp`: when it began).
   bool factsOnly = false;
+  bool capturing = false;  // into a capturing stream: the graph does not run
   uint64_t stamp = 0;
   // Checkpoint mode: the GraphLaunch event (with its host copies), written
   // after the call with its result. Full mode writes it before the call.
@@ -395,7 +396,7 @@ class Recorder {
   void allocated(const AllocCall& call);
   // Before a free: forgets the allocation (so that a concurrent allocation
   // reusing the address is not forgotten instead) and returns it.
-  std::vector<Allocation> releasing(schema::AllocKind kind, uint64_t address, uint64_t size);
+  std::vector<Allocation> releasing(schema::AllocKind kind, uint64_t address, uint64_t size, CUstream stream);
   // After it: records the free; a failed free puts `released` back.
   void freed(const FreeCall& call, const std::vector<Allocation>& released);
   void copied(const CopyCall& call, const void* hostSource);
@@ -514,6 +515,7 @@ class Recorder {
   int deviceOfAddress(uint64_t address);
   // Whether `stream` is capturing into a CUDA graph: asks the driver only
   // while some stream is.
+  void graphMemoryChanged(uint64_t exec);
   bool streamCapturing(CUstream stream) const {
     return activeCaptures_.load(std::memory_order_relaxed) > 0 && isCapturing(stream);
   }

@@ -370,6 +370,60 @@ TEST(CapturedGraph, CapturedCopiesAndMemsetsAreLeftToTheGraphsLaunch) {
   EXPECT_EQ(replay.out.find("DIFFER"), std::string::npos) << replay.describe();
 }
 
+// Stream-ordered allocations captured into a graph are the graph's memory:
+// nothing exists until a launch makes it. The trace marks the allocation
+// and the free captured; each launch adds to the map what it leaves
+// allocated (kept), so that a checkpoint between the two axpys that read
+// it holds it and their pointer words find it, and the stream's free
+// outside the graph names its size. Re-execution places the graph's memory
+// at its recorded addresses and every interval reproduces.
+TEST(CapturedGraph, AGraphsOwnMemoryIsTheProgramsWhileALaunchLeavesItAllocated) {
+  const Recorded r("graph-memory", "checkpoint", {{"KCAP_CHECKPOINT_EVERY", "1launches"}});
+  std::vector<uint64_t> graphMemory;
+  for (const auto e : r.of(Event::ALLOC)) {
+    if (e.getAlloc().getKind() != schema::AllocKind::ASYNC) continue;
+    EXPECT_TRUE(e.getAlloc().getCaptured());
+    EXPECT_EQ(e.getAlloc().getInitial().size(), 0u);
+    EXPECT_FALSE(e.getAlloc().getInitialDeferred());
+    graphMemory.push_back(e.getAlloc().getAddress());
+  }
+  ASSERT_EQ(graphMemory.size(), 2u);  // temp, kept
+  const uint64_t temp = graphMemory[0];
+  const uint64_t kept = graphMemory[1];
+  size_t capturedFrees = 0, keptFrees = 0;
+  for (const auto e : r.of(Event::FREE)) {
+    const auto free = e.getFree();
+    if (free.getCaptured()) {
+      EXPECT_EQ(free.getAddress(), temp);
+      ++capturedFrees;
+    } else if (free.getAddress() == kept) {
+      EXPECT_EQ(free.getSize(), 4096u) << "event #" << e.getSeq();  // the launch made it: the map knows it
+      ++keptFrees;
+    }
+  }
+  EXPECT_EQ(capturedFrees, 1u);
+  EXPECT_EQ(keptFrees, 3u);
+  size_t readingKept = 0;
+  for (const auto e : r.of(Event::LAUNCH)) {
+    const auto launch = e.getLaunch();
+    if (launch.getCapturing()) continue;
+    ++readingKept;
+    bool found = false;
+    for (const auto pointer : launch.getPointers()) found = found || pointer.getAllocationBase() == kept;
+    EXPECT_TRUE(found) << "launch #" << launch.getLaunchIndex() << " reads kept";
+  }
+  EXPECT_EQ(readingKept, 6u);
+  size_t holdingKept = 0;
+  for (const auto e : r.of(Event::CHECKPOINT)) {
+    for (const auto range : e.getCheckpoint().getRanges()) holdingKept += range.getAddress() == kept ? 1 : 0;
+  }
+  EXPECT_GE(holdingKept, 3u);  // one between the two axpys of each launch
+  const Outcome replay = kcapOnDouble({"replay", r.path()});
+  EXPECT_EQ(replay.exitCode, 0) << replay.describe();
+  EXPECT_NE(replay.out.find("intervals reproduced as recorded"), std::string::npos) << replay.describe();
+  EXPECT_EQ(replay.out.find("DIFFER"), std::string::npos) << replay.describe();
+}
+
 // A graph launched in full mode while another stream captures: the
 // recorder synchronizes the graph's stream only (a context synchronization
 // would invalidate the capture, and the program's cuStreamEndCapture fail).

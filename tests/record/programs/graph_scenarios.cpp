@@ -45,6 +45,12 @@
 //             plain axpy(1, x, y) between the capture and the graph's
 //             launch (z still 5i: captured calls set and copy nothing);
 //             the graph launched (y = 5i below element 100, 4i from it).
+//   graph-memory  a capture of stream-ordered allocations (graph memory):
+//             temp allocated, x copied into it, axpy(1, temp, y), temp freed;
+//             kept allocated, x copied into it (not freed in the graph).
+//             Three times: the graph launched, then two axpy(1, kept, y)
+//             on the stream outside the graph, then kept freed on the
+//             stream (so that the graph may run again) (y = 11i).
 #include "driver_program.h"
 
 #include <cudaTypedefs.h>
@@ -557,6 +563,40 @@ int capturedCopy() {
   return 0;
 }
 
+// The graph's own memory: made and freed by its launches, and one buffer
+// that outlives each launch until the stream frees it.
+int graphMemory() {
+  Program p;
+  CUstream stream = nullptr;
+  DRIVER(cuStreamCreate, &stream, CU_STREAM_NON_BLOCKING);
+  DRIVER(cuStreamBeginCapture, stream, CU_STREAM_CAPTURE_MODE_GLOBAL);
+  CUdeviceptr temp = 0;
+  DRIVER(cuMemAllocAsync, &temp, kN * sizeof(float), stream);
+  DRIVER(cuMemcpyDtoDAsync, temp, p.x, kN * sizeof(float), stream);
+  p.launchAxpy(stream, temp);
+  DRIVER(cuMemFreeAsync, temp, stream);
+  CUdeviceptr kept = 0;
+  DRIVER(cuMemAllocAsync, &kept, kN * sizeof(float), stream);
+  DRIVER(cuMemcpyDtoDAsync, kept, p.x, kN * sizeof(float), stream);
+  CUgraph graph = nullptr;
+  DRIVER(cuStreamEndCapture, stream, &graph);
+  CUgraphExec exec = nullptr;
+  DRIVER(cuGraphInstantiate, &exec, graph, 0);
+  for (int i = 0; i < 3; ++i) {
+    DRIVER(cuGraphLaunch, exec, stream);
+    p.launchAxpy(stream, kept);
+    p.launchAxpy(stream, kept);  // (a checkpoint between the two holds kept)
+    DRIVER(cuMemFreeAsync, kept, stream);
+  }
+  DRIVER(cuStreamSynchronize, stream);
+  expectRamp("graph-memory", p.y, 11.0f);  // 2i + 3 (i + i + i)
+  DRIVER(cuGraphExecDestroy, exec);
+  DRIVER(cuGraphDestroy, graph);
+  DRIVER(cuStreamDestroy, stream);
+  test::printMade();
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -569,8 +609,9 @@ int main(int argc, char** argv) {
   if (scenario == "decode") return decode();
   if (scenario == "capture-modes") return captureModes();
   if (scenario == "captured-copy") return capturedCopy();
+  if (scenario == "graph-memory") return graphMemory();
   std::fprintf(stderr,
                "usage: graph_scenarios explicit|captured|updated|while|during-capture|capture-modes|decode|"
-               "captured-copy\n");
+               "captured-copy|graph-memory\n");
   return 2;
 }
