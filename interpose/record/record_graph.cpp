@@ -13,6 +13,7 @@
 
 #include "record/driver_api.h"
 
+#include <algorithm>
 #include <cstring>
 #include <mutex>
 #include <unordered_map>
@@ -463,6 +464,19 @@ void Recorder::writeKernelNode(CUgraphNode node, const CUDA_KERNEL_NODE_PARAMS_v
   assembleParams(target.info.layout, p.kernelParams, p.extra, params);
   std::vector<ParamPointer> pointers;
   scanParams(params.bytes.data(), params.bytes.size(), params.layout(), allocations_, tensorMaps_, pointers);
+  if (graphMemory_.size() != 0) {
+    // Words into the graphs' own memory, which the map holds only while a launch left it allocated.
+    std::vector<ParamPointer> intoGraphMemory;
+    scanParams(params.bytes.data(), params.bytes.size(), params.layout(), graphMemory_, tensorMaps_, intoGraphMemory);
+    for (const ParamPointer& word : intoGraphMemory) {
+      if (std::none_of(pointers.begin(), pointers.end(),
+                       [&](const ParamPointer& found) { return found.offset == word.offset; })) {
+        pointers.push_back(word);
+      }
+    }
+    std::sort(pointers.begin(), pointers.end(),
+              [](const ParamPointer& a, const ParamPointer& b) { return a.offset < b.offset; });
+  }
   writeLaunchParams(launch, params, pointers);
   reach.function = function;
   for (const ParamPointer& pointer : pointers) reach.addresses.push_back(pointer.value);

@@ -89,7 +89,7 @@ void Recorder::allocated(const AllocCall& call) {
       break;
     }
     default:
-      if (!captured) allocations_.add({call.address, size, mapKind(call.kind), device, 0, byNccl});
+      (captured ? graphMemory_ : allocations_).add({call.address, size, mapKind(call.kind), device, 0, byNccl});
       break;
   }
   EventMessage message(*this);

@@ -563,6 +563,10 @@ class Recorder {
   uint64_t startUnixNs_ = 0;
 
   AllocationMap allocations_;
+  // Stream-ordered allocations captured into graphs (the graphs' own
+  // memory, not in allocations_ until a launch makes it): the pointer words
+  // of the graphs' kernel nodes find them here.
+  AllocationMap graphMemory_;
   GraphReach graphReach_;          // what each executable graph's nodes touch
   CapturedCopies capturedCopies_;  // checkpoint mode: the slots of NCCL calls captured into graphs
   std::atomic<uint64_t> graphLaunches_{0};

@@ -372,10 +372,11 @@ TEST(CapturedGraph, CapturedCopiesAndMemsetsAreLeftToTheGraphsLaunch) {
 
 // Stream-ordered allocations captured into a graph are the graph's memory:
 // nothing exists until a launch makes it. The trace marks the allocation
-// and the free captured; each launch adds to the map what it leaves
-// allocated (kept), so that a checkpoint between the two axpys that read
-// it holds it and their pointer words find it, and the stream's free
-// outside the graph names its size. Re-execution places the graph's memory
+// and the free captured (the graph's kernel node still finds its pointer
+// into temp); each launch adds to the map what it leaves allocated (kept),
+// so that a checkpoint between the two axpys that read it holds it and
+// their pointer words find it, and the stream's free outside the graph
+// names its size. Re-execution places the graph's memory
 // at its recorded addresses and every interval reproduces.
 TEST(CapturedGraph, AGraphsOwnMemoryIsTheProgramsWhileALaunchLeavesItAllocated) {
   const Recorded r("graph-memory", "checkpoint", {{"KCAP_CHECKPOINT_EVERY", "1launches"}});
@@ -403,6 +404,14 @@ TEST(CapturedGraph, AGraphsOwnMemoryIsTheProgramsWhileALaunchLeavesItAllocated) 
   }
   EXPECT_EQ(capturedFrees, 1u);
   EXPECT_EQ(keptFrees, 3u);
+  // The graph's kernel node reads temp: its definition names the word.
+  const auto nodes = r.of(Event::GRAPH_DEFINE).at(0).getGraphDefine().getBody().getNodes();
+  std::set<uint64_t> kernelReads;
+  for (const auto node : nodes) {
+    if (!node.isKernel()) continue;
+    for (const auto pointer : node.getKernel().getPointers()) kernelReads.insert(pointer.getAllocationBase());
+  }
+  EXPECT_EQ(kernelReads.count(temp), 1u);
   size_t readingKept = 0;
   for (const auto e : r.of(Event::LAUNCH)) {
     const auto launch = e.getLaunch();
