@@ -39,8 +39,13 @@ void GraphReach::define(uint64_t exec, std::vector<GraphNodeReach> nodes, bool p
       if (index < nodes.size()) handles.emplace(handle, index);
     }
   }
-  memoryNodes_ -= static_cast<size_t>(std::count_if(entry.nodes.begin(), entry.nodes.end(), changesMemory));
-  memoryNodes_ += static_cast<size_t>(std::count_if(nodes.begin(), nodes.end(), changesMemory));
+  memoryNodes_ -= entry.memory.size();
+  entry.memory.clear();
+  for (const GraphNodeReach& node : nodes) {
+    if (node.allocates != 0) entry.memory.push_back({node.allocates, node.allocationSize, node.allocationDevice});
+    if (node.frees != 0) entry.memory.push_back({node.frees, 0, -1});
+  }
+  memoryNodes_ += entry.memory.size();
   entry.nodes = std::move(nodes);
   entry.byHandle = std::move(handles);
 }
@@ -68,16 +73,10 @@ std::vector<GraphNodeReach> GraphReach::of(uint64_t exec) const {
 }
 
 std::vector<GraphMemoryChange> GraphReach::memoryOf(uint64_t exec) const {
-  std::vector<GraphMemoryChange> changes;
-  if (memoryNodes_.load(std::memory_order_relaxed) == 0) return changes;
+  if (memoryNodes_.load(std::memory_order_relaxed) == 0) return {};
   std::lock_guard lock(mutex_);
   const auto found = execs_.find(exec);
-  if (found == execs_.end()) return changes;
-  for (const GraphNodeReach& node : found->second.nodes) {
-    if (node.allocates != 0) changes.push_back({node.allocates, node.allocationSize, node.allocationDevice});
-    if (node.frees != 0) changes.push_back({node.frees, 0, -1});
-  }
-  return changes;
+  return found != execs_.end() ? found->second.memory : std::vector<GraphMemoryChange>{};
 }
 
 }  // namespace kcap

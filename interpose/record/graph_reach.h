@@ -84,8 +84,8 @@ class GraphReach {
   struct Exec {
     std::vector<GraphNodeReach> nodes;              // in definition order (nested bodies flattened)
     std::unordered_map<uint64_t, size_t> byHandle;  // every handle that names a node, old ones included
+    std::vector<GraphMemoryChange> memory;          // its allocation and free nodes (a launch reads only these)
   };
-  static bool changesMemory(const GraphNodeReach& node) { return node.allocates != 0 || node.frees != 0; }
   mutable std::mutex mutex_;
   std::unordered_map<uint64_t, Exec> execs_;
   std::atomic<size_t> memoryNodes_{0};  // allocation and free nodes over every executable's definition
