@@ -513,9 +513,11 @@ class Recorder {
   // `hostSource` is set when the source is host memory).
   schema::CopyDirection copyDirection(const CopyCall& call, const void*& hostSource);
   int deviceOfAddress(uint64_t address);
+  // After a graph launch: the allocation map gains the memory its
+  // allocation nodes made and loses what its free nodes freed.
+  void graphMemoryChanged(uint64_t exec);
   // Whether `stream` is capturing into a CUDA graph: asks the driver only
   // while some stream is.
-  void graphMemoryChanged(uint64_t exec);
   bool streamCapturing(CUstream stream) const {
     return activeCaptures_.load(std::memory_order_relaxed) > 0 && isCapturing(stream);
   }
