@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -427,6 +428,44 @@ TEST(CapturedGraph, AGraphsOwnMemoryIsTheProgramsWhileALaunchLeavesItAllocated) 
     for (const auto range : e.getCheckpoint().getRanges()) holdingKept += range.getAddress() == kept ? 1 : 0;
   }
   EXPECT_GE(holdingKept, 3u);  // one between the two axpys of each launch
+  const Outcome replay = kcapOnDouble({"replay", r.path()});
+  EXPECT_EQ(replay.exitCode, 0) << replay.describe();
+  EXPECT_NE(replay.out.find("intervals reproduced as recorded"), std::string::npos) << replay.describe();
+  EXPECT_EQ(replay.out.find("DIFFER"), std::string::npos) << replay.describe();
+}
+
+// A graph that frees memory allocated outside it: the captured free is
+// marked and leaves the map alone, so that the checkpoint between the
+// capture and the launch still holds buf; the launch's free node takes it
+// out, so that the checkpoint after it does not. Every interval reproduces.
+TEST(CapturedGraph, MemoryAGraphFreesIsTheProgramsUntilTheGraphRuns) {
+  const Recorded r("graph-frees", "checkpoint", {{"KCAP_CHECKPOINT_EVERY", "1launches"}});
+  std::optional<uint64_t> buf;
+  for (const auto e : r.of(Event::ALLOC)) {
+    if (e.getAlloc().getKind() == schema::AllocKind::ASYNC) buf = e.getAlloc().getAddress();
+  }
+  ASSERT_TRUE(buf.has_value());
+  const auto frees = r.of(Event::FREE);
+  ASSERT_EQ(frees.size(), 1u);
+  EXPECT_TRUE(frees[0].getFree().getCaptured());
+  EXPECT_EQ(frees[0].getFree().getAddress(), *buf);
+  const auto graphLaunches = r.of(Event::GRAPH_LAUNCH);
+  ASSERT_EQ(graphLaunches.size(), 1u);
+  size_t before = 0, after = 0;
+  for (const auto e : r.of(Event::CHECKPOINT)) {
+    if (e.getSeq() < frees[0].getSeq()) continue;
+    bool holdsBuf = false;
+    for (const auto range : e.getCheckpoint().getRanges()) holdsBuf = holdsBuf || range.getAddress() == *buf;
+    if (e.getSeq() < graphLaunches[0].getSeq()) {
+      EXPECT_TRUE(holdsBuf) << "checkpoint at event #" << e.getSeq() << ", before the graph ran";
+      ++before;
+    } else {
+      EXPECT_FALSE(holdsBuf) << "checkpoint at event #" << e.getSeq() << ", after the graph freed buf";
+      ++after;
+    }
+  }
+  EXPECT_GE(before, 1u);
+  EXPECT_GE(after, 1u);
   const Outcome replay = kcapOnDouble({"replay", r.path()});
   EXPECT_EQ(replay.exitCode, 0) << replay.describe();
   EXPECT_NE(replay.out.find("intervals reproduced as recorded"), std::string::npos) << replay.describe();

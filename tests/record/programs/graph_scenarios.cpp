@@ -51,6 +51,10 @@
 //             Three times: the graph launched, then two axpy(1, kept, y)
 //             on the stream outside the graph, then kept freed on the
 //             stream (so that the graph may run again) (y = 11i).
+//   graph-frees  buf allocated on the stream and x copied into it;
+//             axpy(1, buf, y); a capture of axpy(1, buf, y) and buf's free;
+//             axpy(1, x, y); the graph launched (its free node frees buf);
+//             axpy(1, x, y) (y = 6i).
 #include "driver_program.h"
 
 #include <cudaTypedefs.h>
@@ -597,6 +601,35 @@ int graphMemory() {
   return 0;
 }
 
+// A graph that frees memory allocated outside it: the memory is the
+// program's until the graph runs.
+int graphFrees() {
+  Program p;
+  CUstream stream = nullptr;
+  DRIVER(cuStreamCreate, &stream, CU_STREAM_NON_BLOCKING);
+  CUdeviceptr buf = 0;
+  DRIVER(cuMemAllocAsync, &buf, kN * sizeof(float), stream);
+  DRIVER(cuMemcpyDtoDAsync, buf, p.x, kN * sizeof(float), stream);
+  p.launchAxpy(stream, buf);
+  DRIVER(cuStreamBeginCapture, stream, CU_STREAM_CAPTURE_MODE_GLOBAL);
+  p.launchAxpy(stream, buf);
+  DRIVER(cuMemFreeAsync, buf, stream);
+  CUgraph graph = nullptr;
+  DRIVER(cuStreamEndCapture, stream, &graph);
+  CUgraphExec exec = nullptr;
+  DRIVER(cuGraphInstantiate, &exec, graph, 0);
+  p.launchAxpy(stream, p.x);
+  DRIVER(cuGraphLaunch, exec, stream);
+  p.launchAxpy(stream, p.x);
+  DRIVER(cuStreamSynchronize, stream);
+  expectRamp("graph-frees", p.y, 6.0f);  // 2i + i + i + i + i
+  DRIVER(cuGraphExecDestroy, exec);
+  DRIVER(cuGraphDestroy, graph);
+  DRIVER(cuStreamDestroy, stream);
+  test::printMade();
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -610,8 +643,9 @@ int main(int argc, char** argv) {
   if (scenario == "capture-modes") return captureModes();
   if (scenario == "captured-copy") return capturedCopy();
   if (scenario == "graph-memory") return graphMemory();
+  if (scenario == "graph-frees") return graphFrees();
   std::fprintf(stderr,
                "usage: graph_scenarios explicit|captured|updated|while|during-capture|capture-modes|decode|"
-               "captured-copy|graph-memory\n");
+               "captured-copy|graph-memory|graph-frees\n");
   return 2;
 }
