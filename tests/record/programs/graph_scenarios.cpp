@@ -301,6 +301,27 @@ int explicitGraph() {
   return 0;
 }
 
+// The end of a stream capture: its graph, instantiated.
+struct CapturedGraph {
+  CUgraph graph = nullptr;
+  CUgraphExec exec = nullptr;
+};
+CapturedGraph endCapture(CUstream stream) {
+  CapturedGraph made;
+  DRIVER(cuStreamEndCapture, stream, &made.graph);
+  DRIVER(cuGraphInstantiate, &made.exec, made.graph, 0);
+  return made;
+}
+
+// The end of a scenario of one captured graph: it and its stream destroyed.
+int finish(const CapturedGraph& captured, CUstream stream) {
+  DRIVER(cuGraphExecDestroy, captured.exec);
+  DRIVER(cuGraphDestroy, captured.graph);
+  DRIVER(cuStreamDestroy, stream);
+  test::printMade();
+  return 0;
+}
+
 int captured() {
   Program p;
   CUstream stream = nullptr;
@@ -319,11 +340,7 @@ int captured() {
   }
   DRIVER(cuStreamSynchronize, stream);
   expectRamp("captured", p.y, 22.0f);  // 2i + 10i + 10i
-  DRIVER(cuGraphExecDestroy, exec);
-  DRIVER(cuGraphDestroy, graph);
-  DRIVER(cuStreamDestroy, stream);
-  test::printMade();
-  return 0;
+  return finish({graph, exec}, stream);
 }
 
 // memset z = 0 -> copy z = 10i from the host -> axpy(scale, z, y).
@@ -550,21 +567,14 @@ int capturedCopy() {
   DRIVER(cuMemsetD32Async, p.z, 0, kN, stream);
   DRIVER(cuMemcpyDtoDAsync, p.z, p.x, 100 * sizeof(float), stream);
   p.launchAxpy(stream, p.z);
-  CUgraph graph = nullptr;
-  DRIVER(cuStreamEndCapture, stream, &graph);
-  CUgraphExec exec = nullptr;
-  DRIVER(cuGraphInstantiate, &exec, graph, 0);
+  const CapturedGraph graph = endCapture(stream);
   p.launchAxpy(stream, p.x);
   DRIVER(cuStreamSynchronize, stream);
   expectRamp("captured-copy-z", p.z, 5.0f);  // the captured calls set and copied nothing
-  DRIVER(cuGraphLaunch, exec, stream);
+  DRIVER(cuGraphLaunch, graph.exec, stream);
   DRIVER(cuStreamSynchronize, stream);
   expectSplit("captured-copy-y", p.y, 5.0f, 4.0f);
-  DRIVER(cuGraphExecDestroy, exec);
-  DRIVER(cuGraphDestroy, graph);
-  DRIVER(cuStreamDestroy, stream);
-  test::printMade();
-  return 0;
+  return finish(graph, stream);
 }
 
 // The graph's own memory: made and freed by its launches, and one buffer
@@ -582,23 +592,16 @@ int graphMemory() {
   CUdeviceptr kept = 0;
   DRIVER(cuMemAllocAsync, &kept, kN * sizeof(float), stream);
   DRIVER(cuMemcpyDtoDAsync, kept, p.x, kN * sizeof(float), stream);
-  CUgraph graph = nullptr;
-  DRIVER(cuStreamEndCapture, stream, &graph);
-  CUgraphExec exec = nullptr;
-  DRIVER(cuGraphInstantiate, &exec, graph, 0);
+  const CapturedGraph graph = endCapture(stream);
   for (int i = 0; i < 3; ++i) {
-    DRIVER(cuGraphLaunch, exec, stream);
+    DRIVER(cuGraphLaunch, graph.exec, stream);
     p.launchAxpy(stream, kept);
     p.launchAxpy(stream, kept);  // (a checkpoint between the two holds kept)
     DRIVER(cuMemFreeAsync, kept, stream);
   }
   DRIVER(cuStreamSynchronize, stream);
   expectRamp("graph-memory", p.y, 11.0f);  // 2i + 3 (i + i + i)
-  DRIVER(cuGraphExecDestroy, exec);
-  DRIVER(cuGraphDestroy, graph);
-  DRIVER(cuStreamDestroy, stream);
-  test::printMade();
-  return 0;
+  return finish(graph, stream);
 }
 
 // A graph that frees memory allocated outside it: the memory is the
@@ -614,20 +617,13 @@ int graphFrees() {
   DRIVER(cuStreamBeginCapture, stream, CU_STREAM_CAPTURE_MODE_GLOBAL);
   p.launchAxpy(stream, buf);
   DRIVER(cuMemFreeAsync, buf, stream);
-  CUgraph graph = nullptr;
-  DRIVER(cuStreamEndCapture, stream, &graph);
-  CUgraphExec exec = nullptr;
-  DRIVER(cuGraphInstantiate, &exec, graph, 0);
+  const CapturedGraph graph = endCapture(stream);
   p.launchAxpy(stream, p.x);
-  DRIVER(cuGraphLaunch, exec, stream);
+  DRIVER(cuGraphLaunch, graph.exec, stream);
   p.launchAxpy(stream, p.x);
   DRIVER(cuStreamSynchronize, stream);
   expectRamp("graph-frees", p.y, 6.0f);  // 2i + i + i + i + i
-  DRIVER(cuGraphExecDestroy, exec);
-  DRIVER(cuGraphDestroy, graph);
-  DRIVER(cuStreamDestroy, stream);
-  test::printMade();
-  return 0;
+  return finish(graph, stream);
 }
 
 }  // namespace
