@@ -368,7 +368,6 @@ CUgraphNode RebuiltGraph::addNode(const GraphNodeRun& node, CUgraph graph, const
       break;
     }
     case schema::GraphNode::MEM_ALLOC: {
-      need(reinterpret_cast<const void*>(driver_.cuGraphAddMemAllocNode), "cuGraphAddMemAllocNode");
       const auto a = p.getMemAlloc();
       uint64_t end = 0;
       if (a.getSize() == 0 || __builtin_add_overflow(a.getAddress(), a.getSize(), &end)) {
@@ -385,6 +384,7 @@ CUgraphNode RebuiltGraph::addNode(const GraphNodeRun& node, CUgraph graph, const
         placedByReplay_.insert(a.getAddress());
         return empty();
       }
+      need(reinterpret_cast<const void*>(driver_.cuGraphAddMemAllocNode), "cuGraphAddMemAllocNode");
       CUDA_MEM_ALLOC_NODE_PARAMS params{};
       params.poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
       params.poolProps.location.type = CU_MEM_LOCATION_TYPE_DEVICE;

@@ -26,10 +26,10 @@ void recordAlloc(const AllocCall& call) {
 
 // What each free took out of the allocation map before the real call, for
 // its after(): a stack per thread (before/after pairs nest, never cross).
-thread_local std::vector<std::vector<Allocation>> t_released;
+thread_local std::vector<Recorder::Released> t_released;
 
 void freeBefore(schema::AllocKind kind, uint64_t address, uint64_t size, CUstream stream = nullptr) {
-  std::vector<Allocation> released;
+  Recorder::Released released;
   if (Recorder* recorder = Recorder::active()) {
     released = recorder->releasing(kind, address, size, stream);
   }
@@ -37,7 +37,7 @@ void freeBefore(schema::AllocKind kind, uint64_t address, uint64_t size, CUstrea
 }
 
 void freeAfter(const FreeCall& call) {
-  std::vector<Allocation> released;
+  Recorder::Released released;
   if (!t_released.empty()) {
     released = std::move(t_released.back());
     t_released.pop_back();

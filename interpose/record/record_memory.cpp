@@ -165,11 +165,11 @@ void Recorder::readInitialContent(uint64_t address, uint64_t size, schema::Memor
 // program (WrittenReadback), unless re-execution rebuilds it (every byte
 // freed to the pool since the last checkpoint: freed_pool_memory.h). One
 // too large for the read-back's bound waits for the stream, then is read as
-// a device allocation's. While the stream captures into a graph, the
-// allocation is a node of that graph and holds nothing yet.
+// a device allocation's. (One made while its stream captures into a graph
+// is a node of that graph and holds nothing yet: allocated() leaves it out.)
 bool Recorder::logPoolInitialContent(const AllocCall& call, uint64_t size, schema::Alloc::Builder alloc) {
   const auto stream = reinterpret_cast<CUstream>(call.stream);
-  if (freedSinceCheckpoint_.covers(call.address, size) || streamCapturing(stream)) return false;
+  if (freedSinceCheckpoint_.covers(call.address, size)) return false;
   if (readback_ != nullptr && readback_->takes(size)) {  // (readsBackLater, the capture already asked)
     alloc.setInitialDeferred(true);
     return true;
@@ -181,17 +181,17 @@ bool Recorder::logPoolInitialContent(const AllocCall& call, uint64_t size, schem
   return false;
 }
 
-std::vector<Allocation> Recorder::releasing(schema::AllocKind kind, uint64_t address, uint64_t size, CUstream stream) {
+Recorder::Released Recorder::releasing(schema::AllocKind kind, uint64_t address, uint64_t size, CUstream stream) {
   Operation operation(*this);
   if (!operation) {
     return {};
   }
   // A free node of the graph being captured: the memory stays until the
   // graph runs (graphMemoryChanged).
-  if (kind == schema::AllocKind::ASYNC && streamCapturing(stream)) return {};
+  if (kind == schema::AllocKind::ASYNC && streamCapturing(stream)) return {{}, true};
   switch (kind) {
     case schema::AllocKind::VMM_MAP:
-      return allocations_.removeRange(address, size);
+      return {allocations_.removeRange(address, size)};
     case schema::AllocKind::VMM_RESERVE:
       allocations_.removeReservation(address);
       return {};
@@ -199,28 +199,28 @@ std::vector<Allocation> Recorder::releasing(schema::AllocKind kind, uint64_t add
       return {};
     default:
       if (auto removed = allocations_.remove(address)) {
-        return {*removed};
+        return {{*removed}};
       }
       return {};
   }
 }
 
-void Recorder::freed(const FreeCall& call, const std::vector<Allocation>& released) {
+void Recorder::freed(const FreeCall& call, const Released& released) {
   Operation operation(*this);
   if (!operation) {
     return;
   }
   if (call.result != CUDA_SUCCESS) {
-    for (const Allocation& allocation : released) {
+    for (const Allocation& allocation : released.allocations) {
       allocations_.add(allocation);  // still allocated after all
     }
     return;
   }
   schema::AllocKind kind = call.kind;
   uint64_t size = call.size;
-  if (released.size() == 1) {
-    size = released.front().size;
-    if (kind == schema::AllocKind::MEM_ALLOC && released.front().kind == AllocationKind::kManaged) {
+  if (released.allocations.size() == 1) {
+    size = released.allocations.front().size;
+    if (kind == schema::AllocKind::MEM_ALLOC && released.allocations.front().kind == AllocationKind::kManaged) {
       kind = schema::AllocKind::MANAGED;
     }
   }
@@ -233,7 +233,7 @@ void Recorder::freed(const FreeCall& call, const std::vector<Allocation>& releas
   }
   EventMessage message(*this);
   auto free = message.event().initFree();
-  free.setCaptured(call.kind == schema::AllocKind::ASYNC && streamCapturing(reinterpret_cast<CUstream>(call.stream)));
+  free.setCaptured(released.captured);
   free.setKind(kind);
   free.setAddress(call.address);
   free.setSize(size);

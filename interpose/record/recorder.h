@@ -395,10 +395,15 @@ class Recorder {
   // ---- memory (record_memory.cpp)
   void allocated(const AllocCall& call);
   // Before a free: forgets the allocation (so that a concurrent allocation
-  // reusing the address is not forgotten instead) and returns it.
-  std::vector<Allocation> releasing(schema::AllocKind kind, uint64_t address, uint64_t size, CUstream stream);
+  // reusing the address is not forgotten instead) and returns it; a free
+  // captured into a graph forgets nothing (the graph's launches free).
+  struct Released {
+    std::vector<Allocation> allocations;
+    bool captured = false;  // cuMemFreeAsync on a capturing stream
+  };
+  Released releasing(schema::AllocKind kind, uint64_t address, uint64_t size, CUstream stream);
   // After it: records the free; a failed free puts `released` back.
-  void freed(const FreeCall& call, const std::vector<Allocation>& released);
+  void freed(const FreeCall& call, const Released& released);
   void copied(const CopyCall& call, const void* hostSource);
   void memset(const SetCall& call);
   void synchronized(const SyncCall& call);

@@ -119,6 +119,15 @@ void expectAxpy(schema::GraphNode::Reader node, float a, uint64_t from, uint64_t
   EXPECT_EQ(kernel.getParamLayout().size(), 4u);
 }
 
+// `kcap replay` of a checkpoint trace on the driver double: every interval
+// re-executed and reproduced, none differing.
+void expectEveryIntervalReproduces(const std::string& trace) {
+  const Outcome replay = kcapOnDouble({"replay", trace});
+  EXPECT_EQ(replay.exitCode, 0) << replay.describe();
+  EXPECT_NE(replay.out.find("intervals reproduced as recorded"), std::string::npos) << replay.describe();
+  EXPECT_EQ(replay.out.find("DIFFER"), std::string::npos) << replay.describe();
+}
+
 // One executable of every node type the shim records, then changed.
 class ExplicitGraph : public ::testing::Test {
  protected:
@@ -365,10 +374,7 @@ TEST(CapturedGraph, CapturedCopiesAndMemsetsAreLeftToTheGraphsLaunch) {
     capturedOps += inCapture ? 1 : 0;
   }
   EXPECT_EQ(capturedOps, 2u);
-  const Outcome replay = kcapOnDouble({"replay", r.path()});
-  EXPECT_EQ(replay.exitCode, 0) << replay.describe();
-  EXPECT_NE(replay.out.find("intervals reproduced as recorded"), std::string::npos) << replay.describe();
-  EXPECT_EQ(replay.out.find("DIFFER"), std::string::npos) << replay.describe();
+  expectEveryIntervalReproduces(r.path());
 }
 
 // Stream-ordered allocations captured into a graph are the graph's memory:
@@ -428,10 +434,7 @@ TEST(CapturedGraph, AGraphsOwnMemoryIsTheProgramsWhileALaunchLeavesItAllocated) 
     for (const auto range : e.getCheckpoint().getRanges()) holdingKept += range.getAddress() == kept ? 1 : 0;
   }
   EXPECT_GE(holdingKept, 3u);  // one between the two axpys of each launch
-  const Outcome replay = kcapOnDouble({"replay", r.path()});
-  EXPECT_EQ(replay.exitCode, 0) << replay.describe();
-  EXPECT_NE(replay.out.find("intervals reproduced as recorded"), std::string::npos) << replay.describe();
-  EXPECT_EQ(replay.out.find("DIFFER"), std::string::npos) << replay.describe();
+  expectEveryIntervalReproduces(r.path());
 }
 
 // A graph that frees memory allocated outside it: the captured free is
@@ -466,10 +469,7 @@ TEST(CapturedGraph, MemoryAGraphFreesIsTheProgramsUntilTheGraphRuns) {
   }
   EXPECT_GE(before, 1u);
   EXPECT_GE(after, 1u);
-  const Outcome replay = kcapOnDouble({"replay", r.path()});
-  EXPECT_EQ(replay.exitCode, 0) << replay.describe();
-  EXPECT_NE(replay.out.find("intervals reproduced as recorded"), std::string::npos) << replay.describe();
-  EXPECT_EQ(replay.out.find("DIFFER"), std::string::npos) << replay.describe();
+  expectEveryIntervalReproduces(r.path());
 }
 
 // A graph launched in full mode while another stream captures: the
