@@ -61,9 +61,10 @@ With --kcap, the program is also recorded (`kcap record`, --record-mode) and
      with --graph-nodes-refused REGEX, node by node must instead refuse
      every graph launch (ERROR, exit 1) saying why (REGEX: a loop whose
      condition a kernel sets cannot run node by node).
- 5b. with --forbid-stderr REGEX: no run (plain, shim, recorded) printed a
-     line matching REGEX on stderr (a framework's own warning that capture
-     disturbed it, e.g. XLA's "Delay kernel timed out").
+ 5b. with --forbid-stderr REGEX: no run under the shim (shim, recorded)
+     printed a line matching REGEX on stderr (a framework's own warning that
+     capture disturbed it, e.g. XLA's "Delay kernel timed out"); a plain
+     run that prints it too is noted, not failed.
  11e. with --fixed-va-only WHY: step 11 replays at the recorded addresses
      only, saying WHY (a trace whose launches read pointers stored where
      the recorder does not look for them, which relocation cannot rewrite).
@@ -662,10 +663,14 @@ def main():
     elif args.expect_trace or args.timing or args.replay_range:
         failures.append("--expect-trace, --timing and --replay-range need --kcap")
     if args.forbid_stderr:
-        runs = [plain, shimmed] + ([recorded] if args.kcap else [])
-        for r in runs:
+        # The plain run is the program alone: a warning it prints is the
+        # program's own on this host (XLA's delay kernel can time out
+        # without any shim), said but not held against kcap.
+        for r in [plain, shimmed] + ([recorded] if args.kcap else []):
             hits = [line for line in r.err.splitlines() if re.search(args.forbid_stderr, line)]
-            if hits:
+            if hits and r is plain:
+                print(f"note: the plain run printed {len(hits)} lines matching {args.forbid_stderr!r} without kcap: {hits[0]}")
+            elif hits:
                 failures.append(f"the {r.label} run printed {len(hits)} lines matching {args.forbid_stderr!r}: {hits[0]}")
     for failure in failures:
         print("FAILED:", failure)
