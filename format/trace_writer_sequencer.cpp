@@ -30,9 +30,13 @@ void cpuRelax() {
 // path), long ones once it has been idle a while (then the producer of
 // every 64th seq wakes it). A nap only delays the merge: the ring holds
 // kRingSlots entries, and a producer that finds it full wakes the merger.
-constexpr auto kShortNap = std::chrono::microseconds(50);
+// The short nap is as long as the ring allows at the fastest launch rates
+// measured (docs/benchmarks.md): each wake takes a core for a moment, and
+// with many launching threads that sleep inside the driver, a thread woken
+// while the merger holds its core is moved to another, cold one.
+constexpr auto kShortNap = std::chrono::microseconds(500);
 constexpr auto kLongNap = std::chrono::milliseconds(2);
-constexpr unsigned kNapsBeforeLong = 40;
+constexpr unsigned kNapsBeforeLong = 4;  // about kLongNap of idleness
 constexpr unsigned kRunLimit = 1024;  // entries merged under one hold of batchMutex_
 
 }  // namespace
