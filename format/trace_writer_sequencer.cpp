@@ -37,7 +37,7 @@ void cpuRelax() {
 constexpr auto kShortNap = std::chrono::microseconds(500);
 constexpr auto kLongNap = std::chrono::milliseconds(2);
 constexpr unsigned kNapsBeforeLong = 4;  // about kLongNap of idleness
-constexpr unsigned kRunLimit = 1024;  // entries merged under one hold of batchMutex_
+constexpr unsigned kRunLimit = 1024;     // entries merged under one hold of batchMutex_
 
 }  // namespace
 
