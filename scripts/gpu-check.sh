@@ -13,7 +13,8 @@
 # --checkpoint-bench the checkpoint-mode benchmarks (change hashing against
 # the device's read bandwidth, the slice program in every mode, re-execution's
 # launch rate against the program's, checkpoint mode's launch overhead
-# against metadata mode's), also with --no-bench;
+# against metadata mode's, the flight recorder's at 16 threads), also with
+# --no-bench;
 # --gpu-tests REGEX runs only the GPU tests it matches. On an H200 host
 # the build takes 1-2 minutes, the GPU tests about 5 (the framework matrix's
 # torch.compile cases set the pace), the benchmarks about 4: more than one
@@ -90,6 +91,11 @@ if [ $checkpointbench = 1 ]; then
     timeout 100 python3 bench/launch_overhead.py --deadline 90 --bench build-gpu/bench/kcap_bench_launch_overhead \
       --shim build-gpu/interpose/libkcap_interpose.so --kcap build-gpu/tools/kcap --threads 16 --rounds 3 \
       --compare-env KCAP_MODE=checkpoint,KCAP_WRITER_PRIORITY=idle
+    # The flight recorder writes nothing without a fault: no trace to check (no --kcap).
+    echo "=== 16 threads, the flight recorder (checkpoint mode, --trigger error; metadata B) against metadata mode"
+    timeout 100 python3 bench/launch_overhead.py --deadline 90 --bench build-gpu/bench/kcap_bench_launch_overhead \
+      --shim build-gpu/interpose/libkcap_interpose.so --threads 16 --rounds 3 \
+      --compare-env KCAP_MODE=checkpoint,KCAP_TRIGGER=error
     fi; } >"$out/bench-checkpoint.txt" 2>&1 || status=1
   grep -E '^\| |^=== |FAILED|GB/s' "$out/bench-checkpoint.txt" | head -60
   echo "checkpoint benchmarks done$(elapsed)"
