@@ -339,7 +339,7 @@ TEST(Record, FlushBatchWritesTheSameTraceBehindTheProgram) {
 // default), only the pieces the trace lacks are copied, once each; with
 // --hash host every byte is. KCAP_STATS_FILE's snapshot profile accounts
 // for it.
-// The large buffer of record_scenarios.cpp's `large` as the first launch
+// The large buffer of record_scenarios' `large` as the first launch
 // reads it, and as the second does (piece 1 changed between them).
 struct LargeScenario {
   static constexpr size_t kPiece = 1u << 20, kBytes = 80 * kPiece + 4096;
@@ -347,7 +347,7 @@ struct LargeScenario {
   LargeScenario() : first(kBytes) {
     for (size_t i = 0; i < kBytes / 4; ++i) {
       const size_t piece = i / (kPiece / 4);
-      const uint32_t value = piece == 80 ? 0xabcdef01u  // record_scenarios.cpp large(), largeWord()
+      const uint32_t value = piece == 80 ? 0xabcdef01u  // record_scenarios_memory.cpp large(), largeWord()
                                          : static_cast<uint32_t>((piece == 70 ? 3 : piece) * 2654435761u);
       std::memcpy(first.data() + 4 * i, &value, 4);
     }
