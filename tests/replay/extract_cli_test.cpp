@@ -6,6 +6,7 @@
 // it reports on the source.
 #include "process_runner.h"
 #include "recorded_traces.h"
+#include "replay_cli.h"
 #include "trace_files.h"
 
 #include <gtest/gtest.h>
@@ -33,35 +34,11 @@ Outcome kcap(const std::vector<std::string>& args) { return kcapOnDouble(args); 
 // The JSON object of launch N in `kcap replay --json` output, without the
 // fields that vary from run to run (restoreNs, restoreWaitNs, the addresses a refused hint got).
 std::string jsonLaunch(const std::string& json, uint64_t launch) {
-  const std::string key = "{\"launchIndex\":" + std::to_string(launch) + ",";
-  const size_t start = json.find(key);
-  if (start == std::string::npos) {
-    return {};
-  }
-  int depth = 0;
-  bool inString = false;
-  for (size_t i = start; i < json.size(); ++i) {
-    const char c = json[i];
-    if (inString) {
-      if (c == '\\') {
-        ++i;
-      } else if (c == '"') {
-        inString = false;
-      }
-    } else if (c == '"') {
-      inString = true;
-    } else if (c == '{' || c == '[') {
-      ++depth;
-    } else if ((c == '}' || c == ']') && --depth == 0) {
-      // The addresses a refused address hint was given instead vary from run to run too.
-      const std::string object =
-          std::regex_replace(json.substr(start, i + 1 - start),
-                             std::regex(",\"restoreNs\":[0-9]+(,\"placeNs\":[0-9]+)?(,\"restoreWaitNs\":[0-9]+)?"), "");
-      return std::regex_replace(object, std::regex(" gave 0x[0-9a-f]+, cuMemAlloc of that size 0x[0-9a-f]+"),
-                                " gave ADDRESS");
-    }
-  }
-  return {};
+  const std::string object =
+      std::regex_replace(replay_cli::jsonLaunch(json, launch),
+                         std::regex(",\"restoreNs\":[0-9]+(,\"placeNs\":[0-9]+)?(,\"restoreWaitNs\":[0-9]+)?"), "");
+  return std::regex_replace(object, std::regex(" gave 0x[0-9a-f]+, cuMemAlloc of that size 0x[0-9a-f]+"),
+                            " gave ADDRESS");
 }
 
 size_t count(const std::vector<OwnedEvent>& events, Event::Which which) {
