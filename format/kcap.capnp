@@ -564,10 +564,12 @@ enum SyncKind {
 struct Launch {
   # One kernel launch. In full and pre modes it is written BEFORE the
   # launch runs (so a faulting launch leaves it on disk) and its outcome
-  # follows later in a LaunchEnd with the same launchIndex. In metadata mode
-  # both are handed over once the launch call returned: the LaunchEnd is the
-  # next event (seq + 1), and a launch during which the process died is
-  # not in the trace.
+  # follows later in a LaunchEnd with the same launchIndex. In metadata and
+  # checkpoint modes it is written once the launch call returned and carries
+  # its outcome itself (`ended`, `result`, `callNs`): no LaunchEnd follows,
+  # and a launch during which the process died is not in the trace. (Traces
+  # of those modes written before `ended` existed have a LaunchEnd at
+  # seq + 1 instead; readers take either.)
   launchIndex @0 :UInt64;           # 0-based count of recorded launches, each once. Metadata mode
                                     # without a launch range or --timing numbers launches as they are
                                     # written (launchIndex rises with seq); otherwise as they start,
@@ -617,6 +619,16 @@ struct Launch {
   # False for every other launch, and for an NCCL kernel launched elsewhere
   # (a non-blocking communicator's own thread): what that one wrote is not
   # known.
+  ended @27 :Bool;
+  # This event carries the launch call's outcome (`result`, `callNs`) and no
+  # LaunchEnd follows it: metadata and checkpoint modes, which have nothing
+  # to take after the launch. False in full and pre modes (the LaunchEnd
+  # holds the outcome and the memory after the launch).
+  result @28 :Int32;                # with `ended`: the CUresult the launch call returned
+  callNs @29 :UInt64;
+  # With `ended`: how long the launch call took on the host, in nanoseconds
+  # (the call returned at Event.timeNs + callNs); from the same counter as
+  # timeNs.
 }
 
 enum LaunchApi {
@@ -646,6 +658,8 @@ struct IndirectPointer {
 }
 
 struct LaunchEnd {
+  # The outcome of a Launch written before the call (full and pre modes);
+  # absent where the Launch is `ended`.
   launchIndex @0 :UInt64;           # matches Launch.launchIndex
   result @1 :Int32;                 # CUresult returned by the launch call
   post @2 :List(MemoryRange);       # reachable memory after the launch completed (full mode)

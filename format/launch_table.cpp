@@ -67,6 +67,12 @@ bool LaunchTable::add(schema::Event::Reader event) {
                                  r.grid[0] = l.getGridX(), r.grid[1] = l.getGridY(), r.grid[2] = l.getGridZ();
                                  r.block[0] = l.getBlockX(), r.block[1] = l.getBlockY(), r.block[2] = l.getBlockZ();
                                  r.sharedMemBytes = l.getSharedMemBytes();
+                                 if (l.getEnded()) {  // its outcome in the launch itself: no launchEnd follows
+                                   r.ended = true;
+                                   r.endSeq = r.seq;
+                                   r.endTimeNs = r.timeNs + l.getCallNs();
+                                   r.result = l.getResult();
+                                 }
                                  if (keepMessages_) {
                                    r.launchMessage = copyOf(l);
                                  }

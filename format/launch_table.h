@@ -1,5 +1,6 @@
 // Each recorded launch together with what later events say of it: its
-// launchEnd (result, when the call returned) and its kernelTiming (GPU start
+// launchEnd (result, when the call returned; in metadata and checkpoint
+// modes the launch event says that itself) and its kernelTiming (GPU start
 // and end, --timing). Those events come later in the file than the launch,
 // timings in any order, so a consumer that wants a launch whole (the timeline
 // export, the Python module) needs this table rather than the events alone.
@@ -38,8 +39,8 @@ struct LaunchRecord {
   uint32_t block[3] = {};
   uint32_t sharedMemBytes = 0;
 
-  bool ended = false;  // a launchEnd was read
-  uint64_t endSeq = 0;
+  bool ended = false;   // the call's outcome was read: a launchEnd, or the launch's own (Launch.ended)
+  uint64_t endSeq = 0;  // of the event that said so
   uint64_t endTimeNs = 0;
   int32_t result = 0;
 
@@ -51,7 +52,7 @@ struct LaunchRecord {
   std::shared_ptr<capnp::MallocMessageBuilder> launchMessage;
   std::shared_ptr<capnp::MallocMessageBuilder> endMessage;
   std::optional<schema::Launch::Reader> launch() const;
-  std::optional<schema::LaunchEnd::Reader> end() const;
+  std::optional<schema::LaunchEnd::Reader> end() const;  // none where the launch carries its outcome
 };
 
 // The name a launch is listed under: its kernelName, or "<function 0x...>"

@@ -172,6 +172,7 @@ void SummaryBuilder::addFree(schema::Free::Reader f) {
 void SummaryBuilder::addLaunch(schema::Launch::Reader l) {
   ++s_.launches;
   if (l.getCapturing()) ++s_.capturedIntoGraph;
+  if (l.getEnded() && l.getResult() != 0) ++s_.failedLaunches;  // its outcome in the launch: no launchEnd
   ++s_.launchesByDevice[l.getDevice()];
   std::string name = launchKernelName(l);
   auto [it, inserted] = kernelIndex_.emplace(name, s_.kernels.size());

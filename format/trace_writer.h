@@ -43,9 +43,9 @@ namespace kcap::format {
 class DeferredEvent {
  public:
   virtual ~DeferredEvent() = default;
-  // How many consecutive events the object stands for (the shim hands over
-  // a launch and its end as one object in metadata mode), read once, at
-  // append(): they take consecutive seq numbers.
+  // How many consecutive events the object stands for (events that belong
+  // together, handed over at once), read once, at append(): they take
+  // consecutive seq numbers.
   virtual unsigned eventCount() const { return 1; }
   // Fills event number `part` (0 to eventCount() - 1), whose seq is
   // already set. Called once a part, on a writer thread, after append()

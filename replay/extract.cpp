@@ -419,14 +419,33 @@ ExtractResult extract(const ExtractRequest& request) {
     }
     capnp::MallocMessageBuilder message;
     message.setRoot(event);
+    // The launch's post-state goes into a LaunchEnd, as in a full trace:
+    // the recorded one, or one made here from a launch that carried its
+    // outcome itself (Launch.ended).
+    std::optional<capnp::MallocMessageBuilder> madeEnd;
     if (rebuilt && event.isLaunch()) {
-      auto pre = message.getRoot<schema::Event>().getLaunch().initPre(static_cast<unsigned>(rebuilt->pre.size()));
+      auto launch = message.getRoot<schema::Event>().getLaunch();
+      auto pre = launch.initPre(static_cast<unsigned>(rebuilt->pre.size()));
       for (unsigned i = 0; i < rebuilt->pre.size(); ++i) rebuilt->pre[i].writeTo(pre[i]);
+      if (launch.getEnded() && rebuilt->ran) {
+        auto endEvent = madeEnd.emplace().initRoot<schema::Event>();
+        endEvent.setTimeNs(event.getTimeNs() + launch.getCallNs());
+        endEvent.setThreadId(event.getThreadId());
+        auto end = endEvent.initLaunchEnd();
+        end.setLaunchIndex(launch.getLaunchIndex());
+        end.setResult(launch.getResult());
+        auto post = end.initPost(static_cast<unsigned>(rebuilt->post.size()));
+        for (unsigned i = 0; i < rebuilt->post.size(); ++i) rebuilt->post[i].writeTo(post[i]);
+        launch.setEnded(false);
+        launch.setResult(0);
+        launch.setCallNs(0);
+      }
     } else if (rebuilt && event.isLaunchEnd() && rebuilt->ran) {
       auto post = message.getRoot<schema::Event>().getLaunchEnd().initPost(static_cast<unsigned>(rebuilt->post.size()));
       for (unsigned i = 0; i < rebuilt->post.size(); ++i) rebuilt->post[i].writeTo(post[i]);
     }
     writer->append(message);
+    if (madeEnd) writer->append(*madeEnd);
     if (event.isModuleLoad()) ++result.modules;
   }
   for (const std::string& text : result.skipped) note(schema::Message::Level::WARNING, "not extracted: " + text);

@@ -32,8 +32,8 @@ constexpr uint64_t kArenaBytes = uint64_t{64} << 20;
 
 bool Reexecutor::runLaunch(const LaunchRecord& launch, IntervalReport& report, ReexecutionListener& listener) {
   const auto e = launch.event();
-  if (e.getCapturing()) return false;  // captured into a graph: it runs in a graph launch
-  if (launch.end != nullptr && launch.end->get().getLaunchEnd().getResult() != 0) return false;  // refused: never ran
+  if (e.getCapturing()) return false;                  // captured into a graph: it runs in a graph launch
+  if (launch.result().value_or(0) != 0) return false;  // refused: never ran
   const size_t position = static_cast<size_t>(&launch - model_.launches().data());
   const LoadedKernel* kernel = position < kernelAt_.size() ? kernelAt_[position] : nullptr;
   if (kernel == nullptr) {

@@ -366,10 +366,9 @@ void Replayer::replayLaunch(LaunchRun& run, const std::function<void()>& place,
     }
     listener.launchDone(l.launchIndex);
     if (!options_.saveOutputsDir.empty()) saveOutputs(l, run.kernel);
-    if (l.end != nullptr && l.end->get().getLaunchEnd().getResult() != 0) {
+    if (const int32_t recorded = l.result().value_or(0); recorded != 0) {
       o.verdict = Verdict::kDiffers;
-      o.detail = "the recorded launch was refused with CUresult " +
-                 std::to_string(l.end->get().getLaunchEnd().getResult()) + "; here it ran";
+      o.detail = "the recorded launch was refused with CUresult " + std::to_string(recorded) + "; here it ran";
       return;
     }
     compare(run, comparedLater);
@@ -388,8 +387,7 @@ void Replayer::replayLaunch(LaunchRun& run, const std::function<void()>& place,
     if (!memoryNote.empty()) o.detail += "; " + memoryNote;
     // A launch the driver refused when it was recorded (a program testing
     // its error path) reproduces by being refused the same way.
-    if (launched && l.end != nullptr &&
-        l.end->get().getLaunchEnd().getResult() == static_cast<int32_t>(error.result())) {
+    if (launched && l.result() == static_cast<int32_t>(error.result())) {
       o.verdict = Verdict::kReproduced;
       o.detail = std::string("refused as recorded: ") + error.what() + (memoryNote.empty() ? "" : "; " + memoryNote);
     }

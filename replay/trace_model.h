@@ -51,6 +51,14 @@ struct LaunchRecord {
   uint64_t seq() const { return launch->seq(); }
   bool hasPre() const { return event().getPre().size() != 0; }
   bool hasPost() const { return end != nullptr && end->get().getLaunchEnd().getPost().size() != 0; }
+  // What the launch call returned: from its LaunchEnd, or from the launch
+  // itself where it carries its outcome (Launch.ended); none when the trace
+  // has neither (the process died in the call, a graph's node).
+  std::optional<int32_t> result() const {
+    if (end != nullptr) return end->get().getLaunchEnd().getResult();
+    if (!node && event().getEnded()) return event().getResult();
+    return std::nullopt;
+  }
 };
 
 // One graph launch: the GraphLaunch event and, in full mode, its end.

@@ -339,6 +339,9 @@ void formatLaunch(Line& l, schema::Launch::Reader k, const TensorMapIndex* maps)
       .flag("paramsFromExtra", k.getParamsFromExtra());
   if (k.getNoSnapshotReason().size() != 0) l.kv("noSnapshot", printable(k.getNoSnapshotReason().cStr(), true));
   l.addr("function", k.getFunction());
+  if (k.getEnded()) {  // its outcome here, no launchEnd to follow
+    l.snum("result", k.getResult()).kv("call", strf("%.3fus", static_cast<double>(k.getCallNs()) / 1e3));
+  }
 }
 
 void formatLaunchEnd(Line& l, schema::LaunchEnd::Reader k) {

@@ -1,5 +1,7 @@
 // Launches: the Launch event before the real call (parameters, pointer
-// words, reachable memory), the LaunchEnd after it (result, memory after).
+// words, reachable memory), the LaunchEnd after it (result, memory after);
+// in metadata and checkpoint modes one Launch event after the call, with
+// its outcome (`ended`).
 //
 // Synchronization, and why (full and pre modes):
 //   Before the pre snapshot the recorder synchronizes the launch's CONTEXT.
@@ -60,8 +62,10 @@ void buildLaunchEnd(schema::Event::Builder event, TraceClock& clock, uint64_t st
 
 // A Launch event as the launching thread gathers it. The writer builds the
 // message on its own thread (format::DeferredEvent): on the launch path the
-// shim only copies these facts. In metadata mode the object also carries
-// the launch's end (withEnd): one object and one hand-over a launch.
+// shim only copies these facts. In metadata and checkpoint modes the object
+// also carries the launch's outcome (ended), and the event says it: one
+// object, one hand-over and one message a launch (the writer's cost a
+// launch is mostly per message: docs/benchmarks.md).
 struct LaunchEventData final : format::DeferredEvent {
   LaunchEventData* nextFree = nullptr;  // Recycler
   Recycler<LaunchEventData>* home = nullptr;
@@ -88,7 +92,7 @@ struct LaunchEventData final : format::DeferredEvent {
   CUresult snapshotError = CUDA_SUCCESS;
   std::vector<TakenRange> pre;
   std::vector<IndirectPointer> indirect;
-  bool withEnd = false;  // part 1 is the LaunchEnd: endStamp, result
+  bool ended = false;  // the call returned: endStamp, result
   uint64_t endStamp = 0;
   CUresult result = CUDA_SUCCESS;
 
@@ -118,7 +122,7 @@ struct LaunchEventData final : format::DeferredEvent {
     snapshotError = CUDA_SUCCESS;
     pre.clear();
     indirect.clear();
-    withEnd = false;
+    ended = false;
     endStamp = 0;
     result = CUDA_SUCCESS;
   }
@@ -139,22 +143,17 @@ struct LaunchEventData final : format::DeferredEvent {
     }
   }
 
-  unsigned eventCount() const override { return withEnd ? 2 : 1; }
   size_t sizeHint() const override {
-    size_t hint = (withEnd ? 352 : 256) + kernelName.size() + params.bytes.size() + 8 * params.layout().size() +
-                  32 * pointers.size();
+    size_t hint = 272 + kernelName.size() + params.bytes.size() + 8 * params.layout().size() + 32 * pointers.size();
     if (!attributes.empty() || !indirect.empty() || !pre.empty()) [[unlikely]] {  // (on the launch path)
       hint += 24 * attributes.size() + 40 * indirect.size() + rangesHint(pre);
     }
     return hint;
   }
 
-  void build(schema::Event::Builder event, unsigned part) const override {
-    if (part == 1) {
-      buildLaunchEnd(event, *clock, endStamp, threadId, launchIndex, result);
-      return;
-    }
-    event.setTimeNs(clock->toNs(stamp));
+  void build(schema::Event::Builder event, unsigned) const override {
+    const uint64_t startNs = clock->toNs(stamp);
+    event.setTimeNs(startNs);
     event.setThreadId(threadId);
     auto launch = event.initLaunch();
     launch.setLaunchIndex(launchIndex);
@@ -201,6 +200,12 @@ struct LaunchEventData final : format::DeferredEvent {
       indirectList[i].setOffset(indirect[i].offset);
       indirectList[i].setValue(indirect[i].value);
       indirectList[i].setAllocationBase(indirect[i].allocationBase);
+    }
+    if (ended) {
+      launch.setEnded(true);
+      launch.setResult(result);
+      const uint64_t endNs = clock->toNs(endStamp);
+      launch.setCallNs(endNs > startNs ? endNs - startNs : 0);
     }
   }
 };
@@ -539,7 +544,7 @@ void Recorder::launchFinished(PendingLaunch& pending, CUresult result) {
     auto* launch = static_cast<LaunchEventData*>(pending.launchEvent.get());
     launch->endStamp = clock_.stamp();
     launch->result = result;
-    launch->withEnd = true;
+    launch->ended = true;
     writer_->append(std::move(pending.launchEvent));
     return;
   }

@@ -40,7 +40,7 @@ With --kcap, the program is also recorded (`kcap record`, --record-mode) and
      KCAP_STATS_FILE (interpose/hooks/stats.h), e.g. snapshot.device_hashed>=1:
      memory was hashed on the GPU.
  10. with --timing required (recorded with `kcap record --timing`): every
-     launch that ran (not captured into a graph, launchEnd result 0) has
+     launch that ran (not captured into a graph, result 0) has
      exactly one kernelTiming with endNs > startNs, no kernelTiming names
      another launch (neither by index nor by the kernel name CUPTI gave it),
      and no "kcap: --timing" note was printed; with
@@ -323,6 +323,9 @@ def timing_in(kcap, trace):
             names[int(event["launch"]["launchIndex"])] = event["launch"].get("kernelName", "")
             if not event["launch"].get("capturing", False):
                 launched.add(int(event["launch"]["launchIndex"]))
+            # Metadata and checkpoint modes: the launch carries its outcome, no launchEnd follows.
+            if event["launch"].get("ended", False) and int(event["launch"].get("result", 0)) == 0:
+                succeeded.add(int(event["launch"]["launchIndex"]))
         elif "launchEnd" in event:
             if int(event["launchEnd"].get("result", 0)) == 0:
                 succeeded.add(int(event["launchEnd"]["launchIndex"]))

@@ -3,6 +3,7 @@
 // sixteen launching threads.
 #include "record_trace.h"
 
+#include <cuda.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -75,10 +76,10 @@ TEST(Record, MetadataModeRecordsNoMemory) {
     EXPECT_EQ(launch.getPre().size(), 0u);
     EXPECT_GT(launch.getParams().size(), 0u);
     EXPECT_GT(launch.getPointers().size(), 0u);
+    EXPECT_TRUE(launch.getEnded());  // its outcome here: no launchEnd follows
+    EXPECT_EQ(launch.getResult(), 0);
   }
-  for (const auto end : trace.launchEnds()) {
-    EXPECT_EQ(end.getPost().size(), 0u);
-  }
+  EXPECT_EQ(trace.launchEnds().size(), 0u);
   for (const auto& e : trace.of(Event::MEMCPY)) {
     EXPECT_EQ(e.getMemcpy().getData().getSize(), 0u);
   }
@@ -90,6 +91,45 @@ TEST(Record, MetadataModeRecordsNoMemory) {
     }
   }
   EXPECT_EQ(trace.reader().blobCount(), imagePieces.size());
+}
+
+// Metadata and checkpoint modes write one event a launch, with the call's
+// outcome; full mode a launchEnd after it. A refused launch says so either way.
+TEST(Record, EachModeRecordsALaunchsOutcome) {
+  kcap::test::TempDir dir("kcap-record");
+  for (const std::string mode : {"metadata", "checkpoint", "full"}) {
+    SCOPED_TRACE(mode);
+    const std::string path = dir.file(mode + ".kcap");
+    const Outcome plain = expectRecordedLikePlain(scenarioProgram(), {"refused"}, path, {{"KCAP_MODE", mode}});
+    // y = 2i, x = i: the two launches that ran add 2i.
+    EXPECT_NE(plain.out.find("result refused 1 y1 4.0"), std::string::npos) << plain.describe();
+    Trace trace(path);
+    const auto launches = trace.launches();
+    ASSERT_EQ(launches.size(), 3u);
+    const std::vector<int32_t> expected = {0, static_cast<int32_t>(CUDA_ERROR_INVALID_VALUE), 0};
+    if (mode == "full") {
+      const auto ends = trace.launchEnds();
+      ASSERT_EQ(ends.size(), 3u);
+      for (unsigned i = 0; i < 3; ++i) {
+        EXPECT_FALSE(launches[i].getEnded());
+        EXPECT_EQ(ends[i].getLaunchIndex(), launches[i].getLaunchIndex());
+        EXPECT_EQ(ends[i].getResult(), expected[i]) << "launch " << i;
+      }
+    } else {
+      EXPECT_EQ(trace.launchEnds().size(), 0u);
+      for (unsigned i = 0; i < 3; ++i) {
+        EXPECT_TRUE(launches[i].getEnded()) << "launch " << i;
+        EXPECT_EQ(launches[i].getResult(), expected[i]) << "launch " << i;
+        EXPECT_LT(launches[i].getCallNs(), uint64_t{60'000'000'000}) << "launch " << i;
+      }
+    }
+    const Outcome info = kcap({"info", path});
+    EXPECT_NE(info.out.find("1 failed"), std::string::npos) << info.describe();
+    if (mode == "checkpoint") {  // re-execution passes over the refused launch, as the driver did
+      const Outcome replay = kcap({"replay", path});
+      EXPECT_EQ(replay.exitCode, 0) << replay.describe();
+    }
+  }
 }
 
 TEST(Record, PreModeRecordsNoPostState) {
@@ -291,6 +331,7 @@ TEST(Record, SixteenThreadsFourStreamsThousandLaunchesMetadata) {
   std::set<uint64_t> ended;
   uint64_t launches = 0;
   uint64_t outOfFileOrder = 0;  // metadata mode numbers launches as the writer orders them
+  uint64_t launchEnds = 0;
   reader->forEachEvent([&](const kcap::format::EventRef& ref) {
     if (ref.event.which() == Event::LAUNCH) {
       const auto launch = ref.event.getLaunch();
@@ -298,12 +339,14 @@ TEST(Record, SixteenThreadsFourStreamsThousandLaunchesMetadata) {
       ++launches;
       indexes.insert(launch.getLaunchIndex());
       byStream[{ref.event.getThreadId(), launch.getStream()}].push_back(at<float>(launch.getParams(), 0));
+      // Its outcome in the launch itself: no launchEnd in this mode.
+      if (launch.getEnded() && launch.getResult() == 0) ended.insert(launch.getLaunchIndex());
     } else if (ref.event.which() == Event::LAUNCH_END) {
-      EXPECT_TRUE(ended.insert(ref.event.getLaunchEnd().getLaunchIndex()).second);
-      EXPECT_EQ(indexes.count(ref.event.getLaunchEnd().getLaunchIndex()), 1u);  // after its launch
+      ++launchEnds;
     }
     return true;
   });
+  EXPECT_EQ(launchEnds, 0u);
   EXPECT_EQ(launches, 64000u);
   EXPECT_EQ(outOfFileOrder, 0u);
   EXPECT_EQ(indexes.size(), 64000u);

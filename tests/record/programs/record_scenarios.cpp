@@ -74,6 +74,8 @@
 //               graph-host (a captured graph: copy x from the same host
 //               bytes, then axpy; launched after each of the eight launches,
 //               each launch's host bytes the same; then as api)
+//   refused     axpy, a launch of it the driver refuses (kernelParams and
+//               extra both given: CUDA_ERROR_INVALID_VALUE), axpy again
 #include "driver_program.h"
 
 #include "record_scenarios.h"
@@ -412,6 +414,24 @@ int fault(bool kill) {
   return synced == CUDA_ERROR_ILLEGAL_ADDRESS ? 3 : 0;
 }
 
+// A launch the driver refuses (kernelParams and extra both given), between
+// two it runs: its result is recorded with it.
+int refused() {
+  start();
+  Axpy axpy;
+  CHECK(axpy.launch(1.0f) == CUDA_SUCCESS);
+  int n = kN;
+  float a = 1.0f;
+  void* params[] = {&a, &axpy.x, &axpy.y, &n};
+  void* extra[] = {CU_LAUNCH_PARAM_END};
+  test::launchesMade().add("axpy");
+  const CUresult refusedResult = cuLaunchKernel(axpy.function, kN / 256, 1, 1, 256, 1, 1, 0, nullptr, params, extra);
+  CHECK(axpy.launch(1.0f) == CUDA_SUCCESS);
+  std::printf("result refused %d y1 %.1f\n", static_cast<int>(refusedResult),
+              static_cast<double>(download(axpy.y, kN)[1]));
+  return 0;
+}
+
 void triggerApi() {
   using Trigger = int (*)(const char*);
   const auto trigger = reinterpret_cast<Trigger>(dlsym(RTLD_DEFAULT, "kcap_trigger"));
@@ -579,6 +599,9 @@ int main(int argc, char** argv) {
   }
   if (scenario == "flight" && argc > 2) {
     return flight(argv[2]);
+  }
+  if (scenario == "refused") {
+    return refused();
   }
   if (scenario == "fault" || scenario == "fault-kill") {
     return fault(scenario == "fault-kill");
