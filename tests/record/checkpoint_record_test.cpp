@@ -244,18 +244,23 @@ TEST(CheckpointRecord, ExtractRebuildsALaunchAsAFullModeTrace) {
   const auto events = kcap::test::readAllEvents(one);
   ASSERT_FALSE(events.empty());
   EXPECT_EQ(events.front().get().getTraceBegin().getCaptureMode(), schema::CaptureMode::FULL);
-  unsigned launches = 0;
+  unsigned launches = 0, ends = 0;
   for (const auto& e : events) {
     if (e.get().which() == Event::LAUNCH) {
       EXPECT_EQ(e.get().getLaunch().getLaunchIndex(), 3u);
       EXPECT_EQ(e.get().getLaunch().getPre().size(), e.get().getLaunch().getPointers().size());
+      EXPECT_FALSE(e.get().getLaunch().getEnded());  // as in full mode: a LaunchEnd follows, made by extract
       ++launches;
     }
     if (e.get().which() == Event::LAUNCH_END) {
+      EXPECT_EQ(e.get().getLaunchEnd().getLaunchIndex(), 3u);
+      EXPECT_EQ(e.get().getLaunchEnd().getResult(), 0);
       EXPECT_GT(e.get().getLaunchEnd().getPost().size(), 0u);
+      ++ends;
     }
   }
   EXPECT_EQ(launches, 1u);
+  EXPECT_EQ(ends, 1u);
   const Outcome check = kcapCheck(one);
   EXPECT_EQ(check.exitCode, 0) << check.describe();
   const Outcome replay = kcapOnDouble({"replay", one});

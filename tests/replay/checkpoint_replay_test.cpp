@@ -16,54 +16,62 @@ namespace kcap_test {
 namespace {
 
 using namespace kcap_test::checkpoint;  // the checkpoint replay tests' shared trace (checkpoint_trace.h)
+
+// (a) four intervals, all reproduced; (c) a host-to-device copy in the
 // middle of one, a device-to-device copy and a memset in another.
 TEST_F(CheckpointReplay, IntervalsReproduceWithACopyInside) {
-  const std::string path = dir_.file("three.kcap");
-  Program p;
-  CheckpointTrace t(path);
-  t.checkpoint(0, p.state());
-  t.axpy();
-  p.axpy();
-  t.axpy();
-  p.axpy();
-  t.checkpoint(2, p.state());
-  t.axpy();
-  p.axpy();
-  for (uint32_t i = 0; i < kElements; ++i) p.x[i] = static_cast<float>(3 * (i % 7));
-  t.copyToDevice(kX, bytesOf(p.x));
-  t.axpy();
-  p.axpy();
-  t.checkpoint(4, p.state());
-  t.axpy();
-  p.axpy();
-  t.checkpoint(5, p.state());
-  // A device-to-device copy and a memset in the last interval.
-  t.copyDeviceToDevice(kY + 64, kX, 256);
-  std::memcpy(p.y.data() + 16, p.x.data(), 256);
-  const float half = 0.5f;
-  uint32_t bits = 0;
-  std::memcpy(&bits, &half, 4);
-  t.memset32(kX + 4096, bits, 100);
-  std::fill(p.x.begin() + 1024, p.x.begin() + 1124, half);
-  t.axpy();
-  p.axpy();
-  t.checkpoint(6, p.state());
-  t.close();
+  // Both forms of a launch: its outcome in it (Launch.ended), and a LaunchEnd
+  // after it (as recorded before that field).
+  for (const bool launchEnds : {false, true}) {
+    SCOPED_TRACE(launchEnds ? "launchEnd events" : "ended launches");
+    const std::string path = dir_.file(launchEnds ? "three-ends.kcap" : "three.kcap");
+    Program p;
+    CheckpointTrace t(path);
+    if (launchEnds) t.withLaunchEnds();
+    t.checkpoint(0, p.state());
+    t.axpy();
+    p.axpy();
+    t.axpy();
+    p.axpy();
+    t.checkpoint(2, p.state());
+    t.axpy();
+    p.axpy();
+    for (uint32_t i = 0; i < kElements; ++i) p.x[i] = static_cast<float>(3 * (i % 7));
+    t.copyToDevice(kX, bytesOf(p.x));
+    t.axpy();
+    p.axpy();
+    t.checkpoint(4, p.state());
+    t.axpy();
+    p.axpy();
+    t.checkpoint(5, p.state());
+    // A device-to-device copy and a memset in the last interval.
+    t.copyDeviceToDevice(kY + 64, kX, 256);
+    std::memcpy(p.y.data() + 16, p.x.data(), 256);
+    const float half = 0.5f;
+    uint32_t bits = 0;
+    std::memcpy(&bits, &half, 4);
+    t.memset32(kX + 4096, bits, 100);
+    std::fill(p.x.begin() + 1024, p.x.begin() + 1124, half);
+    t.axpy();
+    p.axpy();
+    t.checkpoint(6, p.state());
+    t.close();
 
-  const Outcome run = replay({path});
-  EXPECT_EQ(run.exitCode, kExitOk) << run.describe();
-  EXPECT_NE(run.out.find("interval 0 (launches 0..1, checkpoint 0 -> 1): REPRODUCED (32.0 KiB in 8 pieces compared)"),
-            std::string::npos)
-      << run.out;
-  EXPECT_NE(run.out.find("interval 1 (launches 2..3, checkpoint 1 -> 2): REPRODUCED"), std::string::npos) << run.out;
-  EXPECT_NE(run.out.find("interval 2 (launch 4, checkpoint 2 -> 3): REPRODUCED"), std::string::npos) << run.out;
-  EXPECT_NE(run.out.find("interval 3 (launch 5, checkpoint 3 -> 4): REPRODUCED"), std::string::npos) << run.out;
-  EXPECT_NE(run.out.find("all 4 intervals reproduced"), std::string::npos) << run.out;
+    const Outcome run = replay({path});
+    EXPECT_EQ(run.exitCode, kExitOk) << run.describe();
+    EXPECT_NE(run.out.find("interval 0 (launches 0..1, checkpoint 0 -> 1): REPRODUCED (32.0 KiB in 8 pieces compared)"),
+              std::string::npos)
+        << run.out;
+    EXPECT_NE(run.out.find("interval 1 (launches 2..3, checkpoint 1 -> 2): REPRODUCED"), std::string::npos) << run.out;
+    EXPECT_NE(run.out.find("interval 2 (launch 4, checkpoint 2 -> 3): REPRODUCED"), std::string::npos) << run.out;
+    EXPECT_NE(run.out.find("interval 3 (launch 5, checkpoint 3 -> 4): REPRODUCED"), std::string::npos) << run.out;
+    EXPECT_NE(run.out.find("all 4 intervals reproduced"), std::string::npos) << run.out;
 
-  const Outcome json = replay({path, "--json"});
-  EXPECT_EQ(json.exitCode, kExitOk) << json.describe();
-  EXPECT_NE(json.out.find("\"verdict\":\"REPRODUCED\""), std::string::npos) << json.out;
-  EXPECT_NE(json.out.find("\"compared\":true"), std::string::npos) << json.out;
+    const Outcome json = replay({path, "--json"});
+    EXPECT_EQ(json.exitCode, kExitOk) << json.describe();
+    EXPECT_NE(json.out.find("\"verdict\":\"REPRODUCED\""), std::string::npos) << json.out;
+    EXPECT_NE(json.out.find("\"compared\":true"), std::string::npos) << json.out;
+  }
 }
 
 // Launches that read page-locked host memory the program rewrote between

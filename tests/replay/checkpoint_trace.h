@@ -311,9 +311,14 @@ class CheckpointTrace {
         pre.setKind(kcap::schema::MemoryKind::HOST_MAPPED);
         writer_->storeContent(hostInput->data(), hostInput->size(), pre.initContent());
       }
+      if (!launchEnds_) l.setEnded(true);  // as checkpoint mode records: the outcome in the launch
     });
-    emit([&](Event::Builder e) { e.initLaunchEnd().setLaunchIndex(index); });
+    if (launchEnds_) emit([&](Event::Builder e) { e.initLaunchEnd().setLaunchIndex(index); });
   }
+
+  // Launches written as checkpoint mode wrote them before Launch.ended: a
+  // LaunchEnd after each.
+  void withLaunchEnds() { launchEnds_ = true; }
 
   void copyToDevice(uint64_t address, const std::vector<uint8_t>& bytes) {
     emit([&](Event::Builder e) {
@@ -375,6 +380,7 @@ class CheckpointTrace {
   bool hostAllocated_ = false;
   bool ncclBound_ = false;
   bool collectiveCall_ = false;
+  bool launchEnds_ = false;
   bool deferred_ = false;
   uint64_t lastSeq_ = 0;
 };
