@@ -463,6 +463,7 @@ RingTraceWriter::RingStats RingTraceWriter::ringStats() const {
 }
 
 TraceWriter::Stats RingTraceWriter::stats() const {
+  std::lock_guard queue(queueMutex_);
   std::lock_guard lock(mutex_);
   Stats out = stats_;
   out.events = nextSeq_;
@@ -583,12 +584,13 @@ void RingTraceWriter::writeOut(TraceWriter& out) {
 }
 
 void RingTraceWriter::close() {
+  std::unique_lock queue(queueMutex_);
+  stopBuilder(queue);  // a second close() finds no builder
   std::unique_lock lock(mutex_);
-  if (closed_) return;
-  stopBuilder(lock);
-  fileQueued(lock);
   if (closed_) return;  // closed by another thread while this one joined the builder
+  fileQueued(lock);
   closed_ = true;
+  refusing_.store(true, std::memory_order_relaxed);
   if (!fired_) {
     segments_.clear();
     state_.clear();

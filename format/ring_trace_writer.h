@@ -42,16 +42,17 @@
 // their space back. The file goes with the ring, fired or not.
 //
 // Thread-safe like TraceWriter. A DeferredEvent (a launch) costs its
-// producer what it costs with the file writer: its seq is taken and it is
-// queued, under the ring's lock; a builder thread of the ring's builds,
-// files and compresses the queued events in batches
-// (ring_trace_writer_build.cpp). Other events are built by their producer
-// and filed under the lock, after every queued event before them: the ring
-// holds events in seq order. New pieces are compressed by the producer, or,
+// producer a seq and a place in the queue, under a lock of the queue's own
+// (never held while events are built or filed); a builder thread of the
+// ring's builds, files and compresses the queued events in batches, under
+// the ring's lock (ring_trace_writer_build.cpp). Other events are built by
+// their producer and filed under both locks, after every queued event
+// before them: the ring holds events in seq order. New pieces are compressed by the producer, or,
 // for a content of several pieces, on a pool of threads
 // (Options::hashingThreads).
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -184,9 +185,9 @@ class RingTraceWriter final : public TraceWriter {
     uint64_t seq = 0;  // of its first part
     DeferredEventPtr event;
   };
-  // Caller holds `lock` on mutex_: waits for the builder thread's batch to
-  // be filed, then builds and files every queued event, on this thread.
-  // What comes next in seq order may then be filed.
+  // Caller holds queueMutex_ and `lock` on mutex_: waits for the builder
+  // thread's batch to be filed, then builds and files every queued event,
+  // on this thread. What comes next in seq order may then be filed.
   void fileQueued(std::unique_lock<std::mutex>& lock);
   // Builds the parts of each event of `batch` (no lock needed) and files
   // them (caller holds mutex_ for the filing: `file` is called under it).
@@ -194,14 +195,21 @@ class RingTraceWriter final : public TraceWriter {
                        std::vector<std::pair<uint64_t, std::unique_ptr<capnp::MallocMessageBuilder>>>& built);
   void fileBuilt(std::vector<std::pair<uint64_t, std::unique_ptr<capnp::MallocMessageBuilder>>>& built);
   void builderLoop();
-  void stopBuilder(std::unique_lock<std::mutex>& lock);  // lock held on entry and return, released while joining
+  // `queue` (on queueMutex_) held on entry and return, released while joining.
+  void stopBuilder(std::unique_lock<std::mutex>& queue);
+  [[noreturn]] void throwRefused() const;  // refusing_: closed, or the builder failed
 
   const TraceWriter::Options options_;
   const RingOptions ring_;
   PieceMemory pieceMemory_{options_.pieceSize};
 
+  // Two locks, taken in this order when both are: queueMutex_ (seq
+  // numbers and the queue of deferred events) and mutex_ (the ring).
+  mutable std::mutex queueMutex_;
+  uint64_t nextSeq_ = 0;               // guarded by queueMutex_
+  std::atomic<bool> refusing_{false};  // closed_ or failure_ set: appends of deferred events throw
+
   mutable std::mutex mutex_;
-  uint64_t nextSeq_ = 0;
   uint64_t nextSegment_ = 1;
   std::deque<Segment> segments_;
   std::vector<StateEvent> state_;
@@ -228,15 +236,16 @@ class RingTraceWriter final : public TraceWriter {
   std::mutex compressorsMutex_;
   std::vector<std::unique_ptr<Compressor>> compressors_;  // idle ones, for the producers' threads
 
-  // Guarded by mutex_. Queued deferred events, in seq order; a batch the
-  // builder took out of queued_ comes before all of them in seq order.
+  // Guarded by queueMutex_. Queued deferred events, in seq order; a batch
+  // the builder took out of queued_ comes before all of them in seq order.
   std::vector<PendingEvent> queued_;
-  bool building_ = false;             // the builder thread holds a batch not yet filed
   bool stopBuilding_ = false;         // close(): the builder files what is queued and ends
-  std::string failure_;               // the first failure of the builder thread: appends throw it
   std::condition_variable queuedCv_;  // the builder: events queued, or stop
-  std::condition_variable filedCv_;   // others: the builder's batch is filed
-  std::thread builder_;               // started at the first deferred event
+  // Guarded by mutex_.
+  bool building_ = false;            // the builder thread holds a batch not yet filed
+  std::string failure_;              // the first failure of the builder thread: appends throw it
+  std::condition_variable filedCv_;  // others: the builder's batch is filed
+  std::thread builder_;              // started at the first deferred event
 };
 
 }  // namespace kcap::format

@@ -63,46 +63,58 @@ void RingTraceWriter::fileQueued(std::unique_lock<std::mutex>& lock) {
 }
 
 void RingTraceWriter::builderLoop() {
-  std::unique_lock lock(mutex_);
+  std::unique_lock queue(queueMutex_);
   std::vector<PendingEvent> batch;
   BuiltEvents built;
   while (true) {
-    queuedCv_.wait_for(lock, kBuildPeriod, [&] { return stopBuilding_ || queued_.size() >= kBuildBatch; });
+    queuedCv_.wait_for(queue, kBuildPeriod, [&] { return stopBuilding_ || queued_.size() >= kBuildBatch; });
     if (queued_.empty()) {
       if (stopBuilding_) return;
       continue;
     }
     batch.swap(queued_);
-    building_ = true;
-    lock.unlock();
-    buildAll(batch, built);
-    lock.lock();
-    try {
-      fileBuilt(built);
-    } catch (const std::exception& e) {
-      if (failure_.empty()) failure_ = e.what();
-      built.clear();
+    {
+      // Still under queueMutex_: whoever files next waits for this batch.
+      std::lock_guard lock(mutex_);
+      building_ = true;
     }
-    building_ = false;
+    queue.unlock();
+    buildAll(batch, built);
+    {
+      std::lock_guard lock(mutex_);
+      try {
+        fileBuilt(built);
+      } catch (const std::exception& e) {
+        if (failure_.empty()) failure_ = e.what();
+        refusing_.store(true, std::memory_order_relaxed);
+        built.clear();
+      }
+      building_ = false;
+    }
     filedCv_.notify_all();
-    // The events go back to their producers' pools off the lock.
-    lock.unlock();
-    batch.clear();
-    lock.lock();
+    batch.clear();  // the events go back to their producers' pools off both locks
+    queue.lock();
   }
 }
 
-void RingTraceWriter::stopBuilder(std::unique_lock<std::mutex>& lock) {
+void RingTraceWriter::stopBuilder(std::unique_lock<std::mutex>& queue) {
   stopBuilding_ = true;
   if (!builder_.joinable()) return;
   std::thread builder = std::move(builder_);  // a second close() finds none to join
   queuedCv_.notify_all();
-  lock.unlock();
+  queue.unlock();
   builder.join();
-  lock.lock();
+  queue.lock();
+}
+
+void RingTraceWriter::throwRefused() const {
+  std::lock_guard lock(mutex_);
+  throwIfClosed();
+  throw FormatError("the flight recorder's ring is closed");
 }
 
 uint64_t RingTraceWriter::append(capnp::MessageBuilder& message) {
+  std::unique_lock queue(queueMutex_);
   std::unique_lock lock(mutex_);
   throwIfClosed();
   fileQueued(lock);
@@ -113,6 +125,7 @@ uint64_t RingTraceWriter::append(capnp::MessageBuilder& message) {
 }
 
 uint64_t RingTraceWriter::appendNumbered(capnp::MessageBuilder& message) {
+  std::unique_lock queue(queueMutex_);
   std::unique_lock lock(mutex_);
   throwIfClosed();
   const uint64_t seq = message.getRoot<schema::Event>().getSeq();
@@ -128,13 +141,17 @@ uint64_t RingTraceWriter::appendNumbered(capnp::MessageBuilder& message) {
 uint64_t RingTraceWriter::append(DeferredEventPtr event) {
   const unsigned count = event->eventCount();
   if (count == 0) throw FormatError("a deferred event standing for no event");
-  std::unique_lock lock(mutex_);
-  throwIfClosed();
+  // queueMutex_ only: the builder files its batches under mutex_, and a
+  // launch waits for neither.
+  std::unique_lock queue(queueMutex_);
+  if (refusing_.load(std::memory_order_relaxed)) [[unlikely]] {
+    throwRefused();
+  }
   const uint64_t first = nextSeq_;
   nextSeq_ += count;
   event->sequenced(first);
   queued_.push_back({first, std::move(event)});
-  if (!builder_.joinable() && !stopBuilding_) {
+  if (!builder_.joinable() && !stopBuilding_) [[unlikely]] {
     try {
       builder_ = std::thread([this] { builderLoop(); });
       prepareThread(builder_, "kcap-ring-build", options_.idleThreads);
@@ -142,7 +159,8 @@ uint64_t RingTraceWriter::append(DeferredEventPtr event) {
       // No thread to be had: the producers file the events themselves.
     }
   }
-  if (!builder_.joinable() || queued_.size() >= kMaxQueued) {
+  if (!builder_.joinable() || queued_.size() >= kMaxQueued) [[unlikely]] {
+    std::unique_lock lock(mutex_);
     fileQueued(lock);
   } else if (queued_.size() == kBuildBatch) {
     queuedCv_.notify_one();
