@@ -194,12 +194,14 @@ struct LaunchEventData final : format::DeferredEvent {
       }
       writeRanges(launch.initPre(static_cast<unsigned>(pre.size())), pre);
     }
-    auto indirectList = launch.initIndirectPointers(static_cast<unsigned>(indirect.size()));
-    for (unsigned i = 0; i < indirect.size(); ++i) {
-      indirectList[i].setBufferAddress(indirect[i].bufferAddress);
-      indirectList[i].setOffset(indirect[i].offset);
-      indirectList[i].setValue(indirect[i].value);
-      indirectList[i].setAllocationBase(indirect[i].allocationBase);
+    if (!indirect.empty()) {  // an empty list reads as an unset one: not made for every launch
+      auto indirectList = launch.initIndirectPointers(static_cast<unsigned>(indirect.size()));
+      for (unsigned i = 0; i < indirect.size(); ++i) {
+        indirectList[i].setBufferAddress(indirect[i].bufferAddress);
+        indirectList[i].setOffset(indirect[i].offset);
+        indirectList[i].setValue(indirect[i].value);
+        indirectList[i].setAllocationBase(indirect[i].allocationBase);
+      }
     }
     if (ended) {
       launch.setEnded(true);
