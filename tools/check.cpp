@@ -391,6 +391,7 @@ class Checker {
               strf("event #%llu (%s): ", static_cast<unsigned long long>(seq), type.c_str()) + problem);
         }
       }
+      checkLaunchForms(ref);
       forEachContent(e, [&](const std::string& path, schema::Content::Reader content) {
         checkContent(ref, type.c_str(), path, content);
       });
@@ -501,6 +502,28 @@ class Checker {
   uint64_t missingPieces_ = 0;
   uint64_t damagedPieces_ = 0;
   bool sawEnd_ = false;
+  // A writer gives every launch of a trace one form: its outcome in it
+  // (Launch.ended) or in a launchEnd after it. Both in one trace is said
+  // once, where the second form first appears.
+  uint64_t firstEndedLaunch_ = kNone;
+  uint64_t firstLaunchEnd_ = kNone;
+  bool mixedFormsSaid_ = false;
+  static constexpr uint64_t kNone = ~0ull;
+
+  void checkLaunchForms(const format::EventRef& ref) {
+    const auto e = ref.event;
+    uint64_t* first = e.isLaunch() && e.getLaunch().getEnded() ? &firstEndedLaunch_
+                      : e.isLaunchEnd()                        ? &firstLaunchEnd_
+                                                               : nullptr;
+    if (first == nullptr || *first != kNone) return;
+    *first = e.getSeq();
+    if (firstEndedLaunch_ == kNone || firstLaunchEnd_ == kNone || mixedFormsSaid_) return;
+    mixedFormsSaid_ = true;
+    add(ref.chunkOffset,
+        strf("event #%llu (launch) carries its outcome (ended) and event #%llu is a launchEnd: a trace holds launches "
+             "of one form",
+             static_cast<unsigned long long>(firstEndedLaunch_), static_cast<unsigned long long>(firstLaunchEnd_)));
+  }
 };
 
 int runCheck(const Options& opt) {

@@ -382,5 +382,44 @@ TEST(CheckTool, WrittenDataCompletesAnEarlierEventWaitingForItOnce) {
   }
 }
 
+// Launches that carry their outcome (Launch.ended) and launches followed by
+// a launchEnd are each a well-formed trace; one trace holding both is not.
+TEST(CheckTool, ATraceHoldsLaunchesOfOneForm) {
+  TempDir dir;
+  const auto write = [&](const std::string& path, const std::vector<bool>& endedLaunches) {
+    auto writer = format::TraceWriter::create(path, format::TraceWriter::Options{});
+    const auto append = [&](const std::function<void(schema::Event::Builder)>& fill) {
+      capnp::MallocMessageBuilder m;
+      fill(m.initRoot<schema::Event>());
+      writer->append(m);
+    };
+    append([](schema::Event::Builder e) { e.initTraceBegin(); });
+    for (size_t i = 0; i < endedLaunches.size(); ++i) {
+      append([&](schema::Event::Builder e) {
+        auto l = e.initLaunch();
+        l.setLaunchIndex(i);
+        l.setEnded(endedLaunches[i]);
+      });
+      if (!endedLaunches[i]) append([&](schema::Event::Builder e) { e.initLaunchEnd().setLaunchIndex(i); });
+    }
+    writer->close();
+  };
+  for (const bool ended : {true, false}) {
+    const std::string path = dir.file(ended ? "ended.kcap" : "ends.kcap");
+    write(path, {ended, ended, ended});
+    const Outcome ok = runKcap(dir, {"check", path});
+    EXPECT_EQ(ok.exitCode, 0) << ok.describe();
+  }
+  const std::string mixed = dir.file("mixed.kcap");
+  write(mixed, {true, false, true, false});
+  const Outcome bad = runKcap(dir, {"check", mixed});
+  EXPECT_EQ(bad.exitCode, 1) << bad.describe();
+  EXPECT_NE(bad.out.find("event #1 (launch) carries its outcome (ended) and event #3 is a launchEnd: a trace holds "
+                         "launches of one form"),
+            std::string::npos)
+      << bad.describe();
+  EXPECT_NE(bad.out.find("FAILED: 1 problem;"), std::string::npos) << bad.describe();  // said once
+}
+
 }  // namespace
 }  // namespace kcap::test
