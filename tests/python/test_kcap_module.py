@@ -125,6 +125,10 @@ def test_metadata_trace_has_no_memory(tmp_path):
     assert len(trace.launches) == 6
     assert trace.launches[0].buffers == []
     assert trace.launches[0].param(3) == struct.pack("<i", N)
+    # Each launch carries its outcome (no launchEnd in this mode): result and return time.
+    for launch in trace.launches:
+        assert launch.ended and launch.result == 0
+        assert launch.end_time_ns >= launch.time_ns
 
 
 def test_bad_paths_raise_trace_errors(tmp_path):
