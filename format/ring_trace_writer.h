@@ -47,9 +47,9 @@
 // ring's builds, files and compresses the queued events in batches, under
 // the ring's lock (ring_trace_writer_build.cpp). Other events are built by
 // their producer and filed under both locks, after every queued event
-// before them: the ring holds events in seq order. New pieces are compressed by the producer, or,
-// for a content of several pieces, on a pool of threads
-// (Options::hashingThreads).
+// before them: the ring holds events in seq order. New pieces are
+// compressed by the producer, or, for a content of several pieces, on a
+// pool of threads (Options::hashingThreads).
 #pragma once
 
 #include <atomic>
