@@ -423,6 +423,10 @@ ExtractResult extract(const ExtractRequest& request) {
     // the recorded one, or one made here from a launch that carried its
     // outcome itself (Launch.ended).
     std::optional<capnp::MallocMessageBuilder> madeEnd;
+    const auto writePost = [&](schema::LaunchEnd::Builder end) {
+      auto post = end.initPost(static_cast<unsigned>(rebuilt->post.size()));
+      for (unsigned i = 0; i < rebuilt->post.size(); ++i) rebuilt->post[i].writeTo(post[i]);
+    };
     if (rebuilt && event.isLaunch()) {
       auto launch = message.getRoot<schema::Event>().getLaunch();
       auto pre = launch.initPre(static_cast<unsigned>(rebuilt->pre.size()));
@@ -434,15 +438,13 @@ ExtractResult extract(const ExtractRequest& request) {
         auto end = endEvent.initLaunchEnd();
         end.setLaunchIndex(launch.getLaunchIndex());
         end.setResult(launch.getResult());
-        auto post = end.initPost(static_cast<unsigned>(rebuilt->post.size()));
-        for (unsigned i = 0; i < rebuilt->post.size(); ++i) rebuilt->post[i].writeTo(post[i]);
+        writePost(end);
         launch.setEnded(false);
         launch.setResult(0);
         launch.setCallNs(0);
       }
     } else if (rebuilt && event.isLaunchEnd() && rebuilt->ran) {
-      auto post = message.getRoot<schema::Event>().getLaunchEnd().initPost(static_cast<unsigned>(rebuilt->post.size()));
-      for (unsigned i = 0; i < rebuilt->post.size(); ++i) rebuilt->post[i].writeTo(post[i]);
+      writePost(message.getRoot<schema::Event>().getLaunchEnd());
     }
     writer->append(message);
     if (madeEnd) writer->append(*madeEnd);
