@@ -432,6 +432,19 @@ void dedup(const Input& in, const Config& c, const std::string& dpath, std::vect
                     std::to_string(extra) + " bytes (" + pct(static_cast<double>(extra) / bufferBytes) + " of B)"});
 }
 
+// The variants --variants asks for; the control table has no one-stream row.
+std::vector<Variant> variantsWanted(const Input& in, const Config& c, bool withStream) {
+  std::vector<Variant> variants;
+  variants.reserve(3 + c.threads.size());
+  if (wanted(c, "raw")) variants.push_back(rawVariant(in));
+  if (wanted(c, "pieces")) variants.push_back(zstdPiecesVariant(in, c));
+  if (withStream && wanted(c, "stream")) variants.push_back(zstdStreamVariant(in, c));
+  if (wanted(c, "container")) {
+    for (unsigned t : c.threads) variants.push_back(containerVariant(in, c, t));
+  }
+  return variants;
+}
+
 int run(const Config& c) {
   printMachine(c);
   uint64_t total = c.totalMiB * kMiB;
@@ -450,28 +463,14 @@ int run(const Config& c) {
   std::fflush(stdout);
 
   std::string path = c.dir + "/kcap_bench_" + std::to_string(::getpid());
-  std::vector<Variant> variants;
-  if (wanted(c, "raw")) variants.push_back(rawVariant(in));
-  if (wanted(c, "pieces")) variants.push_back(zstdPiecesVariant(in, c));
-  if (wanted(c, "stream")) variants.push_back(zstdStreamVariant(in, c));
-  if (wanted(c, "container")) {
-    for (unsigned t : c.threads) variants.push_back(containerVariant(in, c, t));
-  }
-
   std::fprintf(stderr, "mixed input\n");
-  std::vector<Result> mixed = measureAll(variants, in.mixed, c, output.get(), path + ".mixed");
+  std::vector<Result> mixed = measureAll(variantsWanted(in, c, true), in.mixed, c, output.get(), path + ".mixed");
   printTable("Mixed input (the benchmark): activations, zeros, buffer B twice", mixed);
 
   std::vector<Result> control;
   if (c.control) {
-    std::vector<Variant> cv;
-    if (wanted(c, "raw")) cv.push_back(rawVariant(in));
-    if (wanted(c, "pieces")) cv.push_back(zstdPiecesVariant(in, c));
-    if (wanted(c, "container")) {
-      for (unsigned t : c.threads) cv.push_back(containerVariant(in, c, t));
-    }
     std::fprintf(stderr, "control input\n");
-    control = measureAll(cv, in.control, c, output.get(), path + ".control");
+    control = measureAll(variantsWanted(in, c, false), in.control, c, output.get(), path + ".control");
     printTable("Control: activations only (no duplicate or zero pieces, so dedup cannot help)", control);
   }
 
