@@ -176,7 +176,7 @@ WorkerPool* RingTraceWriter::workers() {
   std::call_once(workersMade_, [&] {
     unsigned threads = options_.hashingThreads;
     if (threads == 0) threads = std::min(8u, std::max(2u, std::thread::hardware_concurrency()) - 1);
-    workers_ = std::make_unique<WorkerPool>(threads, "kcap-ring", options_.idleThreads);
+    workers_ = std::make_unique<WorkerPool>(threads, "kcap-ring", options_.threads);
   });
   return workers_->threads() > 0 ? workers_.get() : nullptr;
 }

@@ -154,7 +154,7 @@ uint64_t RingTraceWriter::append(DeferredEventPtr event) {
   if (!builder_.joinable() && !stopBuilding_) [[unlikely]] {
     try {
       builder_ = std::thread([this] { builderLoop(); });
-      prepareThread(builder_, "kcap-ring-build", options_.idleThreads);
+      prepareThread(builder_, "kcap-ring-build", options_.threads);
     } catch (const std::system_error&) {
       // No thread to be had: the producers file the events themselves.
     }

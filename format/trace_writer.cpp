@@ -44,12 +44,12 @@ TraceWriterImpl::TraceWriterImpl(std::string path, int fd, const Options& option
   // Named, so that top, gdb and py-spy tell kcap's threads from the program's.
   for (unsigned i = 0; i < threads; ++i) {
     workers_.emplace_back([this] { compressLoop(); });
-    prepareThread(workers_.back(), "kcap-zstd", options.idleThreads);
+    prepareThread(workers_.back(), "kcap-zstd", options.threads);
   }
   writerThread_ = std::thread([this] { writeLoop(); });
-  prepareThread(writerThread_, "kcap-write", options.idleThreads);
+  prepareThread(writerThread_, "kcap-write", options.threads);
   mergerThread_ = std::thread([this] { mergeLoop(); });
-  prepareThread(mergerThread_, "kcap-merge", options.idleThreads);
+  prepareThread(mergerThread_, "kcap-merge", options.threads);
 }
 
 TraceWriterImpl::~TraceWriterImpl() {

@@ -32,6 +32,7 @@
 #include "hash.h"
 #include "kcap.capnp.h"
 #include "piece_memory.h"
+#include "thread_placement.h"
 
 namespace kcap::format {
 
@@ -113,12 +114,12 @@ class TraceWriter {
     // execs), which is how `kcap record --force` tells a trace being written
     // from a finished one.
     bool exclusive = false;
-    // Its threads (merger, compression, hashing, writing) run under
-    // SCHED_IDLE: only on CPU the producers' process leaves, never
-    // preempting its threads. For producers that do not wait for the file
-    // (metadata and checkpoint capture): one that waits for a writer the
-    // machine's other work starves waits that long.
-    bool idleThreads = false;
+    // Where its threads (merger, compression, hashing, writing) run. Idle
+    // (SCHED_IDLE: only on CPU the producers' process leaves, never
+    // preempting its threads) is for producers that do not wait for the
+    // file (metadata and checkpoint capture): one that waits for a writer
+    // the machine's other work starves waits that long.
+    ThreadPlacement threads;
   };
 
   // Thrown by create() with Options::exclusive when something is at the path.

@@ -183,7 +183,7 @@ WorkerPool* TraceWriterImpl::hashingPool() {
   std::call_once(hashingPoolMade_, [&] {
     unsigned threads = options_.hashingThreads;
     if (threads == 0) threads = std::min(8u, std::max(2u, std::thread::hardware_concurrency()) - 1);
-    hashingPool_ = std::make_unique<WorkerPool>(threads, "kcap-hash", options_.idleThreads);
+    hashingPool_ = std::make_unique<WorkerPool>(threads, "kcap-hash", options_.threads);
   });
   return hashingPool_->threads() > 0 ? hashingPool_.get() : nullptr;
 }

@@ -21,15 +21,7 @@ struct WorkerPool::Loop {
   std::exception_ptr error;
 };
 
-void prepareThread(std::thread& thread, const char* name, bool idle) noexcept {
-  pthread_setname_np(thread.native_handle(), name);
-  if (idle) {
-    const sched_param none{};
-    pthread_setschedparam(thread.native_handle(), SCHED_IDLE, &none);  // lowering needs no privilege
-  }
-}
-
-WorkerPool::WorkerPool(unsigned threads, const char* name, bool idle) : owner_(::getpid()) {
+WorkerPool::WorkerPool(unsigned threads, const char* name, const ThreadPlacement& placement) : owner_(::getpid()) {
   sigset_t all;
   sigset_t old;
   sigfillset(&all);
@@ -37,7 +29,7 @@ WorkerPool::WorkerPool(unsigned threads, const char* name, bool idle) : owner_(:
   try {
     for (unsigned i = 0; i < threads; ++i) {
       threads_.emplace_back([this] { work(); });
-      prepareThread(threads_.back(), name, idle);  // before it first runs
+      prepareThread(threads_.back(), name, placement);  // before it first runs
     }
   } catch (...) {
     pthread_sigmask(SIG_SETMASK, &old, nullptr);

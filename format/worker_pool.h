@@ -24,18 +24,14 @@
 #include <thread>
 #include <vector>
 
-namespace kcap::format {
+#include "thread_placement.h"
 
-// Names a thread kcap made (at most 15 characters), so that top, gdb and
-// py-spy tell it from the program's, and with `idle` puts it under
-// SCHED_IDLE: it then runs only on CPU the program's threads leave, and
-// never preempts one of them (TraceWriter::Options::idleThreads).
-void prepareThread(std::thread& thread, const char* name, bool idle) noexcept;
+namespace kcap::format {
 
 class WorkerPool {
  public:
-  // `name`: the threads' name, as top and gdb show it; `idle`: prepareThread.
-  explicit WorkerPool(unsigned threads, const char* name = "kcap-worker", bool idle = false);
+  // `name`: the threads' name, as top and gdb show it; `placement`: prepareThread.
+  explicit WorkerPool(unsigned threads, const char* name = "kcap-worker", const ThreadPlacement& placement = {});
   ~WorkerPool();
   WorkerPool(const WorkerPool&) = delete;
   WorkerPool& operator=(const WorkerPool&) = delete;

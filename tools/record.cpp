@@ -68,6 +68,7 @@ struct Options {
   std::string ringDisk;
   std::string readback;
   std::string writerPriority;
+  std::string writerCpus;
   std::string include;
   std::string exclude;
   std::string skip;
@@ -104,6 +105,7 @@ const std::map<std::string, std::string>& flagOf() {
                                                            {"KCAP_RING", "--ring"},
                                                            {"KCAP_READBACK", "--readback"},
                                                            {"KCAP_WRITER_PRIORITY", "--writer-priority"},
+                                                           {"KCAP_WRITER_CPUS", "--writer-cpus"},
                                                            {"KCAP_RING_DISK", "--ring-disk"}};
   return flags;
 }
@@ -183,7 +185,8 @@ std::map<std::string, std::string> settings(const Options& opt) {
                                                               {"KCAP_RING", &opt.ring},
                                                               {"KCAP_RING_DISK", &opt.ringDisk},
                                                               {"KCAP_READBACK", &opt.readback},
-                                                              {"KCAP_WRITER_PRIORITY", &opt.writerPriority}};
+                                                              {"KCAP_WRITER_PRIORITY", &opt.writerPriority},
+                                                              {"KCAP_WRITER_CPUS", &opt.writerCpus}};
   for (const char* name : captureVariables()) {
     const char* env = std::getenv(name);
     if (env != nullptr) out[name] = env;
@@ -616,6 +619,11 @@ Run setupRecord(CLI::App& cmd) {
                  "Metadata and checkpoint modes: idle runs the trace writer's threads under SCHED_IDLE, only on "
                  "CPU the program leaves, never preempting its threads (KCAP_WRITER_PRIORITY) [default: normal]")
       ->type_name("normal|idle");
+  cmd.add_option("--writer-cpus", opt->writerCpus,
+                 "The CPUs the trace writer's threads may run on, e.g. 15 or 12-15,30, each one the program may "
+                 "run on: keeps them off the cores the program's threads use (KCAP_WRITER_CPUS) [default: the "
+                 "program's]")
+      ->type_name("LIST");
   cmd.add_option("--include", opt->include, "Record only kernels whose name matches this regex (KCAP_INCLUDE)")
       ->type_name("REGEX");
   cmd.add_option("--exclude", opt->exclude, "Do not record kernels whose name matches this regex (KCAP_EXCLUDE)")

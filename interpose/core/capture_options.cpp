@@ -3,10 +3,13 @@
 #include "container.h"
 #include "job_environment.h"
 
+#include <sched.h>
 #include <zstd.h>
 
+#include <cerrno>
 #include <charconv>
 #include <cstring>
+#include <set>
 
 namespace kcap {
 namespace {
@@ -35,6 +38,7 @@ constexpr uint64_t kMinRingDiskBytes = uint64_t{1} << 20;
 constexpr uint64_t kMaxRingDiskBytes = uint64_t{64} << 40;
 constexpr const char* kReadback = "KCAP_READBACK";
 constexpr const char* kWriterPriority = "KCAP_WRITER_PRIORITY";
+constexpr const char* kWriterCpus = "KCAP_WRITER_CPUS";
 constexpr uint64_t kMaxReadbackBytes = uint64_t{64} << 30;
 constexpr uint32_t kMaxHangSeconds = 86400;
 
@@ -46,6 +50,55 @@ std::optional<uint64_t> parseUnsigned(std::string_view text) {
     return std::nullopt;
   }
   return value;
+}
+
+// "0-3,8" as taskset -c writes it, and back.
+std::string cpuListText(const std::vector<unsigned>& cpus) {
+  std::string out;
+  for (size_t i = 0; i < cpus.size();) {
+    size_t j = i;
+    while (j + 1 < cpus.size() && cpus[j + 1] == cpus[j] + 1) ++j;
+    out += (out.empty() ? "" : ",") + std::to_string(cpus[i]);
+    if (j > i) out += "-" + std::to_string(cpus[j]);
+    i = j + 1;
+  }
+  return out;
+}
+
+// A set of CPUs the process may run on (its affinity when kcap starts:
+// taskset, a container's cpuset), sorted, each once.
+std::vector<unsigned> parseWriterCpus(const std::string& text) {
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) {
+    throw OptionError(kWriterCpus, text, std::string("cannot read the process's CPUs: ") + std::strerror(errno));
+  }
+  std::vector<unsigned> own;
+  for (unsigned cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (CPU_ISSET(cpu, &allowed)) own.push_back(cpu);
+  }
+  const auto refuse = [&](const std::string& why) {
+    throw OptionError(kWriterCpus, text,
+                      why + " (expected a list such as 0-3,8 of the process's CPUs: " + cpuListText(own) + ")");
+  };
+  std::set<unsigned> cpus;
+  std::string_view rest = text;
+  while (true) {
+    const size_t comma = rest.find(',');
+    const std::string_view item = rest.substr(0, comma);
+    const size_t dash = item.find('-');
+    const auto first = parseUnsigned(item.substr(0, dash));
+    const auto last = dash == std::string_view::npos ? first : parseUnsigned(item.substr(dash + 1));
+    if (!first || !last || *first > *last) refuse("'" + std::string(item) + "' is not a CPU or a range of CPUs");
+    if (*last >= CPU_SETSIZE) refuse("CPU " + std::to_string(*last) + " is past the last one Linux numbers");
+    for (uint64_t cpu = *first; cpu <= *last; ++cpu) {
+      if (!CPU_ISSET(cpu, &allowed)) refuse("CPU " + std::to_string(cpu) + " is not one this process may run on");
+      cpus.insert(static_cast<unsigned>(cpu));
+    }
+    if (comma == std::string_view::npos) break;
+    rest.remove_prefix(comma + 1);
+  }
+  return {cpus.begin(), cpus.end()};
 }
 
 std::shared_ptr<const NamePattern> compile(const char* variable, const std::string& source) {
@@ -110,6 +163,9 @@ std::vector<std::pair<std::string, std::string>> CaptureOptions::describe() cons
   out.emplace_back("timing", timing ? "on" : "off");
   out.emplace_back("hash", hashOnDevice ? "device" : "host");
   out.emplace_back("writerPriority", idleWriter ? "idle" : "normal");
+  if (!writerCpus.empty()) {
+    out.emplace_back("writerCpus", cpuListText(writerCpus));
+  }
   if (triggers.any()) {
     out.emplace_back("trigger", triggers.text());
     out.emplace_back("ring", std::to_string(ringCheckpoints));
@@ -126,10 +182,10 @@ std::vector<std::pair<std::string, std::string>> CaptureOptions::describe() cons
 }
 
 const std::vector<const char*>& captureVariables() {
-  static const std::vector<const char*> names = {kOutput,      kMode,     kInclude,         kExclude,         kSkip,
-                                                 kMaxLaunches, kLevel,    kPieceSize,       kBuffer,          kFlush,
-                                                 kTiming,      kHash,     kCheckpointEvery, kTrigger,         kRing,
-                                                 kRingDisk,    kReadback, kWriterPriority,  kCheckpointDevice};
+  static const std::vector<const char*> names = {
+      kOutput,    kMode,     kInclude,  kExclude,        kSkip,       kMaxLaunches,     kLevel,
+      kPieceSize, kBuffer,   kFlush,    kTiming,         kHash,       kCheckpointEvery, kTrigger,
+      kRing,      kRingDisk, kReadback, kWriterPriority, kWriterCpus, kCheckpointDevice};
   return names;
 }
 
@@ -385,6 +441,9 @@ std::optional<CaptureOptions> readCaptureOptions(const VariableLookup& lookup) {
                         "expected normal or idle (the writer's threads run only on CPU the program leaves)");
     }
     options.idleWriter = priority == "idle";
+  }
+  if (const std::string cpus = value(kWriterCpus); !cpus.empty()) {
+    options.writerCpus = parseWriterCpus(cpus);
   }
   if (const std::string ring = value(kRing); !ring.empty()) {
     const auto parsed = parseUnsigned(ring);

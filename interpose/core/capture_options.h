@@ -102,6 +102,9 @@ struct CaptureOptions {
   // The writer's threads under SCHED_IDLE (format::TraceWriter::Options::
   // idleThreads): metadata and checkpoint modes only.
   bool idleWriter = false;
+  // The CPUs the writer's threads may run on (format::ThreadPlacement::cpus),
+  // each one the process may run on; empty: the process's own.
+  std::vector<unsigned> writerCpus;
   // Checkpoint mode: the interval between checkpoints, in time or in
   // launches (exactly one of the two is not 0).
   uint64_t checkpointEveryNs = 1'000'000'000;

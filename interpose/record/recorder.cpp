@@ -142,7 +142,7 @@ format::TraceWriter::Options writerOptions(const CaptureOptions& options) {
   writerOptions.maxPendingBytes = options.bufferBytes;
   writerOptions.pageLocker = &driverPageLocker();
   writerOptions.maxDirectBytes = directMemoryBound(options);
-  writerOptions.idleThreads = options.idleWriter;
+  writerOptions.threads = {options.idleWriter, options.writerCpus};
   return writerOptions;
 }
 

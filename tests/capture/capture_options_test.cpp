@@ -1,6 +1,7 @@
 #include "capture_options.h"
 
 #include <gtest/gtest.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <map>
@@ -294,6 +295,54 @@ TEST(CaptureOptions, WriterPriority) {
             std::string::npos);
   EXPECT_NE(errorOf({{"KCAP_OUTPUT", "t"}, {"KCAP_WRITER_PRIORITY", "low"}}).find("expected normal or idle"),
             std::string::npos);
+}
+
+// The writer's CPUs: a taskset-style list of CPUs the process may run on.
+TEST(CaptureOptions, WriterCpus) {
+  cpu_set_t own;
+  CPU_ZERO(&own);
+  ASSERT_EQ(sched_getaffinity(0, sizeof own, &own), 0);
+  std::vector<unsigned> allowed;
+  for (unsigned cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (CPU_ISSET(cpu, &own)) allowed.push_back(cpu);
+  }
+  ASSERT_FALSE(allowed.empty());
+  const std::string first = std::to_string(allowed.front());
+  const std::string last = std::to_string(allowed.back());
+
+  const auto plain = read({{"KCAP_OUTPUT", "t"}});
+  ASSERT_TRUE(plain);
+  EXPECT_TRUE(plain->writerCpus.empty());
+  for (const char* mode : {"metadata", "checkpoint", "full"}) {
+    // Repeated and overlapping items count once, in order.
+    const auto placed = read({{"KCAP_OUTPUT", "t"},
+                              {"KCAP_MODE", mode},
+                              {"KCAP_WRITER_CPUS", last + "," + first + "-" + first + "," + last}});
+    ASSERT_TRUE(placed) << mode;
+    std::vector<unsigned> expected{allowed.front()};
+    if (allowed.back() != allowed.front()) expected.push_back(allowed.back());
+    EXPECT_EQ(placed->writerCpus, expected) << mode;
+  }
+  const auto range = read({{"KCAP_OUTPUT", "t"}, {"KCAP_WRITER_CPUS", first + "-" + first}});
+  ASSERT_TRUE(range);
+  EXPECT_EQ(range->writerCpus, std::vector<unsigned>{allowed.front()});
+
+  for (const std::string bad : {"x", "1,", ",1", "3-1", "-1", "1-", "0x1", "1 2"}) {
+    EXPECT_NE(errorOf({{"KCAP_OUTPUT", "t"}, {"KCAP_WRITER_CPUS", bad}}).find("is not a CPU or a range of CPUs"),
+              std::string::npos)
+        << bad;
+  }
+  EXPECT_NE(errorOf({{"KCAP_OUTPUT", "t"}, {"KCAP_WRITER_CPUS", "99999"}}).find("past the last one Linux numbers"),
+            std::string::npos);
+  // A CPU outside the process's affinity is refused, naming the ones it has.
+  unsigned outside = 0;
+  while (outside < CPU_SETSIZE && CPU_ISSET(outside, &own)) ++outside;
+  if (outside < CPU_SETSIZE) {
+    const std::string error = errorOf({{"KCAP_OUTPUT", "t"}, {"KCAP_WRITER_CPUS", std::to_string(outside)}});
+    EXPECT_NE(error.find("CPU " + std::to_string(outside) + " is not one this process may run on"), std::string::npos)
+        << error;
+    EXPECT_NE(error.find("the process's CPUs: " + first), std::string::npos) << error;
+  }
 }
 
 }  // namespace

@@ -259,9 +259,12 @@ def check(plain, shimmed, stats, hooks):
 
 
 def info_value(info, key):
-    """The number at dotted `key` in a `kcap info --json` object (0 when absent)."""
+    """The number at dotted `key` in a `kcap info --json` object (0 when absent): a number, or a
+    string of digits (the recording's options are strings)."""
     for part in key.split("."):
         info = info.get(part, {}) if isinstance(info, dict) else {}
+    if isinstance(info, str) and info.isdigit():
+        return int(info)
     return info if isinstance(info, (int, float)) and not isinstance(info, bool) else 0
 
 

@@ -185,42 +185,80 @@ TEST(Writer, ExistingFileIsMade0600) {
   EXPECT_EQ(st.st_mode & 07777, 0600u);
 }
 
-// The scheduling policy of each of this process's threads whose name
-// starts with "kcap-", by name.
-std::multimap<std::string, int> kcapThreadPolicies() {
-  std::multimap<std::string, int> out;
+// This process's threads whose name starts with "kcap-": name to thread id.
+std::multimap<std::string, pid_t> kcapThreads() {
+  std::multimap<std::string, pid_t> out;
   for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
     std::ifstream comm(task.path() / "comm");
     std::string name;
     std::getline(comm, name);
     if (name.rfind("kcap-", 0) != 0) continue;
-    out.emplace(name, sched_getscheduler(static_cast<pid_t>(std::stoi(task.path().filename().string()))));
+    out.emplace(name, static_cast<pid_t>(std::stoi(task.path().filename().string())));
   }
   return out;
 }
 
-// With idleThreads every thread the writer makes (merger, compression,
-// writing, and the hashing pool a many-piece content starts) runs under
-// SCHED_IDLE; without, none does.
+// A writer that has made every kind of thread it makes: merger,
+// compression, writing, and the hashing pool a many-piece content starts.
+std::unique_ptr<format::TraceWriter> writerWithAllThreads(const std::string& path,
+                                                          const format::ThreadPlacement& placement) {
+  format::TraceWriter::Options options;
+  options.threads = placement;
+  options.pieceSize = 4096;
+  options.hashingThreads = 2;
+  auto writer = format::TraceWriter::create(path, options);
+  const std::vector<uint8_t> memory(64 * 4096, 1);
+  capnp::MallocMessageBuilder m;
+  writer->storeContent(memory.data(), memory.size(), m.initRoot<schema::Content>());
+  return writer;
+}
+
+const std::set<std::string> kWriterThreadNames{"kcap-hash", "kcap-merge", "kcap-write", "kcap-zstd"};
+
+// Placed idle, every thread the writer makes runs under SCHED_IDLE; else
+// none does.
 TEST(Writer, IdleThreadsRunUnderSchedIdle) {
   for (const bool idle : {true, false}) {
     SCOPED_TRACE(idle ? "idle" : "normal");
     TempDir dir;
-    format::TraceWriter::Options options;
-    options.idleThreads = idle;
-    options.pieceSize = 4096;
-    options.hashingThreads = 2;
-    auto writer = format::TraceWriter::create(dir.file("idle.kcap"), options);
-    const std::vector<uint8_t> memory(64 * 4096, 1);
-    capnp::MallocMessageBuilder m;
-    writer->storeContent(memory.data(), memory.size(), m.initRoot<schema::Content>());
-    const auto policies = kcapThreadPolicies();
+    auto writer = writerWithAllThreads(dir.file("idle.kcap"), {.idle = idle, .cpus = {}});
     std::set<std::string> names;
-    for (const auto& [name, policy] : policies) {
+    for (const auto& [name, thread] : kcapThreads()) {
       names.insert(name);
-      EXPECT_EQ(policy, idle ? SCHED_IDLE : SCHED_OTHER) << name;
+      EXPECT_EQ(sched_getscheduler(thread), idle ? SCHED_IDLE : SCHED_OTHER) << name;
     }
-    EXPECT_EQ(names, (std::set<std::string>{"kcap-hash", "kcap-merge", "kcap-write", "kcap-zstd"}));
+    EXPECT_EQ(names, kWriterThreadNames);
+    writer->close();
+  }
+}
+
+// Placed on CPUs, every thread the writer makes may run on those only;
+// else on the process's own.
+TEST(Writer, ThreadsRunOnTheirCpus) {
+  cpu_set_t own;
+  CPU_ZERO(&own);
+  ASSERT_EQ(sched_getaffinity(0, sizeof own, &own), 0);
+  unsigned last = 0;
+  for (unsigned cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (CPU_ISSET(cpu, &own)) last = cpu;
+  }
+  cpu_set_t justLast;
+  CPU_ZERO(&justLast);
+  CPU_SET(last, &justLast);
+  for (const bool placed : {true, false}) {
+    SCOPED_TRACE(placed ? "on the last CPU" : "not placed");
+    TempDir dir;
+    auto writer = writerWithAllThreads(
+        dir.file("cpus.kcap"), {.idle = false, .cpus = placed ? std::vector<unsigned>{last} : std::vector<unsigned>{}});
+    std::set<std::string> names;
+    for (const auto& [name, thread] : kcapThreads()) {
+      names.insert(name);
+      cpu_set_t set;
+      CPU_ZERO(&set);
+      ASSERT_EQ(sched_getaffinity(thread, sizeof set, &set), 0) << name;
+      EXPECT_TRUE(CPU_EQUAL(&set, placed ? &justLast : &own)) << name << ": on " << CPU_COUNT(&set) << " CPUs";
+    }
+    EXPECT_EQ(names, kWriterThreadNames);
     writer->close();
   }
 }
