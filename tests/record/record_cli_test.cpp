@@ -4,6 +4,7 @@
 
 #include <cuda.h>
 #include <gtest/gtest.h>
+#include <sched.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -34,6 +35,11 @@ TEST(KcapRecord, RunsTheProgramUnderTheShimAndSummarizes) {
 TEST(KcapRecord, OptionsBecomeTheShimsSettings) {
   kcap::test::TempDir dir("kcap-record");
   const std::string path = dir.file("r.kcap");
+  cpu_set_t own;
+  CPU_ZERO(&own);
+  ASSERT_EQ(sched_getaffinity(0, sizeof own, &own), 0);
+  unsigned cpu = 0;
+  while (!CPU_ISSET(cpu, &own)) ++cpu;
   const Outcome run = kcap({"record",
                             "--quiet",
                             "--mode",
@@ -50,6 +56,8 @@ TEST(KcapRecord, OptionsBecomeTheShimsSettings) {
                             "128M",
                             "--flush",
                             "batch",
+                            "--writer-cpus",
+                            std::to_string(cpu),
                             "-o",
                             path,
                             "--",
@@ -66,6 +74,7 @@ TEST(KcapRecord, OptionsBecomeTheShimsSettings) {
   }
   EXPECT_EQ(options["buffer"], std::to_string(128u << 20));
   EXPECT_EQ(options["flush"], "batch");
+  EXPECT_EQ(options["writerCpus"], std::to_string(cpu));
 }
 
 // `kcap record ARGS` passes the program's exit on (a signal as 128 + its
@@ -94,6 +103,7 @@ const RecordExitCase kRecordExitCases[] = {
     {"UnknownMode", {"--mode", "sometimes", "--", "/bin/true"}, {}, 2, "--mode \"sometimes\"", ""},
     {"BufferTooSmall", {"--buffer", "1M", "--", "/bin/true"}, {}, 2, "--buffer \"1M\"", ""},
     {"UnknownFlush", {"--flush", "never", "--", "/bin/true"}, {}, 2, "--flush \"never\"", ""},
+    {"WriterCpusNotARange", {"--writer-cpus", "1-0", "--", "/bin/true"}, {}, 2, "--writer-cpus \"1-0\"", ""},
     {"NoProgram", {"--"}, {}, 2, "", ""},
     {"MissingShim", {"--shim", "{dir}/nothing.so", "--", "/bin/true"}, {}, 2, "", ""},
     {"MissingProgram", {"-q", "--", "{dir}/no-such-program"}, {}, 127, "", ""},
