@@ -1,7 +1,6 @@
 #include "worker_pool.h"
 
 #include <pthread.h>
-#include <sched.h>
 #include <signal.h>
 #include <unistd.h>
 

@@ -99,8 +99,8 @@ struct CaptureOptions {
   FlushPolicy flush = FlushPolicy::kLaunch;  // metadata mode never waits for the file
   bool timing = false;                       // kernelTiming events through CUPTI (cupti_timing.h)
   bool hashOnDevice = true;                  // memory_snapshot.h, device_hash.h
-  // The writer's threads under SCHED_IDLE (format::TraceWriter::Options::
-  // idleThreads): metadata and checkpoint modes only.
+  // The writer's threads under SCHED_IDLE (format::ThreadPlacement::idle):
+  // metadata and checkpoint modes only.
   bool idleWriter = false;
   // The CPUs the writer's threads may run on (format::ThreadPlacement::cpus),
   // each one the process may run on; empty: the process's own.
