@@ -22,20 +22,27 @@
 // how far it is from the GPU, changes a launch's cost by hundreds of ns
 // from one process to the next, more than the shim adds.
 //
-// --interleave P (one thread): instead of the repetitions, P pairs of blocks
-// of N launches in one process, one block through `cuLaunchKernel` as the
+// --interleave P: instead of the repetitions, P pairs of blocks of N
+// launches a thread in one process, one block through `cuLaunchKernel` as the
 // program links it (the shim's, under LD_PRELOAD) and one through libcuda's
 // own cuLaunchKernel, found in libcuda's dynamic symbol table so that no
-// interposer sees it; in the order ABBA BAAB ... so that drift cancels. The
-// difference of a pair is what the shim adds to a launch, measured without
-// the spread between processes (which core, which driver state: on the H200
-// host 700-1,000 ns between plain processes). Prints per pair
+// interposer sees it; in the order ABBA BAAB ... so that drift cancels. With
+// T threads all of them run the same kind of block at once, between two
+// barriers (the block's time is the slowest thread's). The difference of a
+// pair is what the shim adds to a launch, measured without the spread
+// between processes (which core, which driver state: larger than what the
+// shim adds, see docs/benchmarks.md). The shim's writer works behind the
+// launches by its batching delay, a small part of a block, so its work
+// lands in the hooked block's time.
+// Prints per pair
 //   pair I hooked_ns_per_launch X direct_ns_per_launch Y
 //   ... hooked_cpu_ns_per_launch X2 direct_cpu_ns_per_launch Y2
-// (X2, Y2: the launching thread's CPU time, getrusage RUSAGE_THREAD, per
-// launch), then interleaved_added_ns_per_launch
-// Z (the median of X - Y), interleaved_added_cpu_ns_per_launch Z2 (of
-// X2 - Y2), and
+//   ... hooked_process_cpu_ns_per_launch X3 direct_process_cpu_ns_per_launch Y3
+// (X2, Y2: the launching threads' CPU time, getrusage RUSAGE_THREAD, per
+// launch; X3, Y3: the whole process's, the shim's writer included), then
+// interleaved_added_ns_per_launch Z (the median of X - Y),
+// interleaved_added_cpu_ns_per_launch Z2 (of X2 - Y2),
+// interleaved_added_process_cpu_ns_per_launch Z3 (of X3 - Y3), and
 // `made kernel kcap_empty` counts only the launches the shim could see.
 //
 // Prints, one fact a line:
@@ -128,10 +135,6 @@ Options parse(int argc, char** argv) {
   }
   if (options.launches == 0 || options.reps == 0 || options.threads == 0 || options.threads > 1024) {
     std::fprintf(stderr, "--launches, --reps need at least 1, --threads 1..1024\n");
-    std::exit(2);
-  }
-  if (options.interleave > 0 && options.threads != 1) {
-    std::fprintf(stderr, "--interleave runs one thread\n");
     std::exit(2);
   }
   return options;
@@ -321,69 +324,104 @@ void* driversOwn(const char* name) {
   return query.found;
 }
 
+// Pins the calling thread (thread t of the launching ones) to CPU C + t
+// when --pin-cpu C is given.
+void pinLaunchingThread(const Options& options, unsigned long long t) {
+  if (options.pinCpu < 0) return;
+  const long long cpu = options.pinCpu + static_cast<long long>(t);
+  cpu_set_t cpus;
+  CPU_ZERO(&cpus);
+  CPU_SET(static_cast<int>(cpu), &cpus);
+  if (pthread_setaffinity_np(pthread_self(), sizeof cpus, &cpus) != 0) {
+    std::fprintf(stderr, "cannot pin thread %llu to CPU %lld\n", t, cpu);
+    std::exit(1);
+  }
+}
+
 // --interleave: pairs of blocks, hooked against direct, in one process.
+// With several threads every thread runs the same kind of block at once
+// (a barrier before and after each), and a block takes as long as its
+// slowest thread.
 int runInterleaved(const Options& options, CUcontext context, CUfunction empty) {
   const EntryPoints direct{reinterpret_cast<LaunchKernel>(driversOwn("cuLaunchKernel")),
                            reinterpret_cast<GraphLaunch>(driversOwn("cuGraphLaunch"))};
   const bool linked = options.graph ? direct.graph == &cuGraphLaunch : direct.kernel == &cuLaunchKernel;
   std::printf("direct_is_linked %d\n", linked ? 1 : 0);  // 1: nothing interposes
-  BENCH_CHECK(cuCtxSetCurrent(context));
-  const Unit unit = unitFor(options, empty);
-  CUstream stream = nullptr;
-  BENCH_CHECK(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
-  launchMany(unit, stream, options.warmup);
-  launchMany(unit, stream, options.warmup, direct);
-  BENCH_CHECK(cuStreamSynchronize(stream));
-  if (options.pinCpu >= 0) {
-    cpu_set_t cpus;
-    CPU_ZERO(&cpus);
-    CPU_SET(static_cast<int>(options.pinCpu), &cpus);
-    if (pthread_setaffinity_np(pthread_self(), sizeof cpus, &cpus) != 0) {
-      std::fprintf(stderr, "cannot pin to CPU %lld\n", options.pinCpu);
-      std::exit(1);
-    }
-  }
   const double n = static_cast<double>(options.launches);
+  const double launched = n * static_cast<double>(options.threads);
   struct BlockTime {
-    double wallNs = 0;  // per launch
-    // The launching thread's CPU time, per launch: in a VM guest with
+    double wallNs = 0;  // per launch of one thread
+    // The launching threads' CPU time, per launch: in a VM guest with
     // steal-time accounting, time the host gave the vCPU to others is
     // not in it, which the wall clock counts.
     double cpuNs = 0;
+    double processCpuNs = 0;  // every thread's, the shim's writer among them
+  };
+  // Each block's figures, in the order run: 2 a pair.
+  std::vector<BlockTime> blocks(2 * options.interleave);
+  std::vector<std::vector<double>> threadCpu(options.threads, std::vector<double>(blocks.size()));
+  std::barrier sync(static_cast<std::ptrdiff_t>(options.threads));
+  const auto hookedFirst = [](unsigned long long pair) {
+    // ABBA BAAB: each kind goes first as often as second.
+    return (pair % 4 == 0) || (pair % 4 == 3);
   };
   const auto threadCpuNs = [] { return cpuNs(usageOf(RUSAGE_THREAD)); };
-  const auto block = [&](const EntryPoints& entry) {
-    const double cpuStart = threadCpuNs();
-    const double start = bench::nowNs();
-    launchMany(unit, stream, options.launches, entry);
-    BENCH_CHECK(cuStreamSynchronize(stream));
-    const double end = bench::nowNs();
-    return BlockTime{(end - start) / n, (threadCpuNs() - cpuStart) / n};
-  };
+  std::vector<std::thread> threads;
+  for (unsigned long long t = 0; t < options.threads; ++t) {
+    threads.emplace_back([&, t] {
+      BENCH_CHECK(cuCtxSetCurrent(context));
+      const Unit unit = unitFor(options, empty);
+      CUstream stream = nullptr;
+      BENCH_CHECK(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+      launchMany(unit, stream, options.warmup);
+      launchMany(unit, stream, options.warmup, direct);
+      BENCH_CHECK(cuStreamSynchronize(stream));
+      pinLaunchingThread(options, t);
+      for (size_t b = 0; b < blocks.size(); ++b) {
+        const bool hooked = (b % 2 == 0) == hookedFirst(b / 2);
+        sync.arrive_and_wait();
+        const double start = bench::nowNs();
+        const double processStart = cpuNs(usageOf(RUSAGE_SELF));
+        const double cpuStart = threadCpuNs();
+        launchMany(unit, stream, options.launches, hooked ? EntryPoints{} : direct);
+        BENCH_CHECK(cuStreamSynchronize(stream));
+        threadCpu[t][b] = threadCpuNs() - cpuStart;
+        sync.arrive_and_wait();
+        if (t == 0) {
+          blocks[b].wallNs = (bench::nowNs() - start) / n;
+          blocks[b].processCpuNs = (cpuNs(usageOf(RUSAGE_SELF)) - processStart) / launched;
+        }
+      }
+      BENCH_CHECK(cuStreamDestroy(stream));
+    });
+  }
+  for (auto& thread : threads) {
+    thread.join();
+  }
+  for (size_t b = 0; b < blocks.size(); ++b) {
+    double sum = 0;
+    for (const auto& perBlock : threadCpu) sum += perBlock[b];
+    blocks[b].cpuNs = sum / launched;
+  }
   std::vector<double> added;
   std::vector<double> addedCpu;
+  std::vector<double> addedProcessCpu;
   for (unsigned long long pair = 0; pair < options.interleave; ++pair) {
-    // ABBA BAAB: each kind goes first as often as second.
-    const bool hookedFirst = (pair % 4 == 0) || (pair % 4 == 3);
-    BlockTime hooked;
-    BlockTime plain;
-    if (hookedFirst) {
-      hooked = block(EntryPoints{});
-      plain = block(direct);
-    } else {
-      plain = block(direct);
-      hooked = block(EntryPoints{});
-    }
+    const BlockTime& first = blocks[2 * pair];
+    const BlockTime& second = blocks[2 * pair + 1];
+    const BlockTime& hooked = hookedFirst(pair) ? first : second;
+    const BlockTime& plain = hookedFirst(pair) ? second : first;
     added.push_back(hooked.wallNs - plain.wallNs);
     addedCpu.push_back(hooked.cpuNs - plain.cpuNs);
+    addedProcessCpu.push_back(hooked.processCpuNs - plain.processCpuNs);
     std::printf(
         "pair %llu hooked_ns_per_launch %.1f direct_ns_per_launch %.1f hooked_cpu_ns_per_launch %.1f "
-        "direct_cpu_ns_per_launch %.1f\n",
-        pair, hooked.wallNs, plain.wallNs, hooked.cpuNs, plain.cpuNs);
+        "direct_cpu_ns_per_launch %.1f hooked_process_cpu_ns_per_launch %.1f direct_process_cpu_ns_per_launch %.1f\n",
+        pair, hooked.wallNs, plain.wallNs, hooked.cpuNs, plain.cpuNs, hooked.processCpuNs, plain.processCpuNs);
   }
-  BENCH_CHECK(cuStreamDestroy(stream));
   std::printf("interleaved_added_ns_per_launch %.1f\n", bench::median(added));
   std::printf("interleaved_added_cpu_ns_per_launch %.1f\n", bench::median(addedCpu));
+  std::printf("interleaved_added_process_cpu_ns_per_launch %.1f\n", bench::median(addedProcessCpu));
   // Launches through the direct entry point are not the shim's to count.
   printMade(options, options.warmup + options.interleave * options.launches);
   return 0;
@@ -416,15 +454,7 @@ int main(int argc, char** argv) {
       BENCH_CHECK(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
       launchMany(unit, stream, options.warmup);
       BENCH_CHECK(cuStreamSynchronize(stream));
-      if (options.pinCpu >= 0) {
-        cpu_set_t cpus;
-        CPU_ZERO(&cpus);
-        CPU_SET(static_cast<int>(options.pinCpu + static_cast<long long>(t)), &cpus);
-        if (pthread_setaffinity_np(pthread_self(), sizeof cpus, &cpus) != 0) {
-          std::fprintf(stderr, "cannot pin thread %llu to CPU %lld\n", t, options.pinCpu + static_cast<long long>(t));
-          std::exit(1);
-        }
-      }
+      pinLaunchingThread(options, t);
       const rusage before = usageOf(RUSAGE_THREAD);
       const int migrations = countMigrationsOfThisThread();
       for (unsigned long long rep = 0; rep < options.reps; ++rep) {

@@ -31,15 +31,16 @@ machine); --compare-env sets variables in B's environment (an A/B of an
 option, with the same build unless --compare-shim names another);
 --compare-cpus runs B's processes under taskset on other CPUs (where the
 shim's writer threads run), the launching thread still on --pin-cpu.
-"metadata in-process" (--interleave P, one thread; on by default)
-measures the same within one process: P pairs of blocks of launches, one
-through the shim recording and one through libcuda's own cuLaunchKernel,
-which the shim does not see (kcap_bench_launch_overhead --interleave); its
-figure is the median over rounds of each process's median pair difference,
-free of the spread between processes; a second row gives the same for
-the launching thread's CPU time instead of wall time (not the target's
-measure, but a VM guest does not count in it the time the host gave its
-vCPU to others). With --kcap, every metadata
+"metadata in-process" (--interleave P; on by default) measures the same
+within one process: P pairs of blocks of launches, one through the shim
+recording and one through libcuda's own cuLaunchKernel, which the shim does
+not see (kcap_bench_launch_overhead --interleave; with several threads all
+of them run the same kind of block at once); its figure is the median over
+rounds of each process's median pair difference, free of the spread between
+processes; two more rows give the same for the launching threads' CPU time
+and the whole process's (the writer's threads included) instead of wall
+time (not the target's measure, but a VM guest does not count in them the
+time the host gave its vCPU to others). With --kcap, every metadata
 trace must hold every launch the program made (else the row says so and the
 script exits 1). Exit status 1 also when a run fails; a missed target is a
 result, not a failure. Fewer rounds than asked still give the tables, from
@@ -69,10 +70,12 @@ SCHEDULING = [("involuntary_switches_per_1k_launches", "involuntary switches/1k"
               ("process_cpu_ns_per_launch", "process CPU ns/launch")]
 
 
-# In-process: what the shim adds to the launching thread's CPU time (not
+# In-process: what the shim adds to the launching threads' CPU time (not
 # wall time), the median of a process's pairs. A VM guest does not count
 # the time its vCPU was stolen by the host in a thread's CPU time.
 THREAD_CPU = "launching thread CPU added"
+# ... and to the whole process's (the shim's writer threads included).
+PROCESS_CPU = "process CPU added"
 
 
 def summarize(problems):
@@ -138,7 +141,7 @@ def parse_args():
                    help="run \"metadata B\"'s processes under `taskset -c LIST` instead of --cpus (the launching "
                         "thread still moves to --pin-cpu): an A/B of where the shim's threads run")
     p.add_argument("--interleave", type=int, default=6,
-                   help="pairs of blocks in each \"metadata in-process\" process (one thread only; 0: none)")
+                   help="pairs of blocks in each \"metadata in-process\" process (0: none)")
     p.add_argument("--configs", default="",
                    help="comma-separated configurations to run (plain runs too, unless all of them are "
                         "in-process, which measure against libcuda's own entry point), e.g. "
@@ -235,8 +238,10 @@ def run_once(args, config, threads, scratch):
     if in_process:
         # (hooked ns per launch, the process's added figure)
         hooked = [float(x) for x in re.findall(r"^pair \d+ hooked_ns_per_launch ([\d.]+)", done.stdout, re.M)]
-        cpu_added = re.search(r"^interleaved_added_cpu_ns_per_launch (-?[\d.]+)$", done.stdout, re.M)
-        scheduling[THREAD_CPU] = float(cpu_added.group(1)) if cpu_added else None
+        for name, key in ((THREAD_CPU, "interleaved_added_cpu_ns_per_launch"),
+                          (PROCESS_CPU, "interleaved_added_process_cpu_ns_per_launch")):
+            found = re.search(rf"^{key} (-?[\d.]+)$", done.stdout, re.M)
+            scheduling[name] = float(found.group(1)) if found else None
         return statistics.median(hooked), value("interleaved_added_ns_per_launch"), problem, scheduling
     return value("median_ns_per_launch"), value("median_loop_ns_per_launch"), problem, scheduling
 
@@ -256,12 +261,15 @@ def run_round(args, configs, threads, scratch, results, problems, cpu, thread_cp
         results[config].append(None if total is None else (total, loop))
         # Kept by round (None: not measured), so that a cut round can be dropped.
         cpu[config].append(scheduling["process CPU ns/launch"] if total is not None and scheduling else None)
-        thread_cpu[config].append(scheduling.get(THREAD_CPU) if total is not None and scheduling else None)
+        # (launching threads' CPU added, process CPU added), in-process only
+        measured = total is not None and scheduling
+        thread_cpu[config].append((scheduling.get(THREAD_CPU), scheduling.get(PROCESS_CPU)) if measured else None)
         if total is not None and config.endswith("in-process"):
-            on_cpu = thread_cpu[config][-1]
+            on_cpu, process = thread_cpu[config][-1]
             print(f"  threads {threads} {config}: {total:.1f} ns/launch through the shim, "
                   f"{loop:+.1f} against libcuda's own (median of {args.interleave} pairs)"
-                  + ("" if on_cpu is None else f"; launching thread's CPU time {on_cpu:+.1f}"), flush=True)
+                  + ("" if on_cpu is None else f"; launching threads' CPU time {on_cpu:+.1f}")
+                  + ("" if process is None else f", process CPU time {process:+.1f}"), flush=True)
         elif total is not None:
             print(f"  threads {threads} {config}: {total:.1f} ns/launch (loop {loop:.1f}); launching "
                   "threads: " + ", ".join(f"{k} {v}" for k, v in scheduling.items()), flush=True)
@@ -290,7 +298,7 @@ def main():
         for threads in [int(t) for t in args.threads.split(",")]:
             compare = bool(args.compare_shim or args.compare_env_pairs or args.compare_cpus)
             configs = CONFIGS + (["metadata B"] if compare else [])
-            if args.interleave > 0 and threads == 1:
+            if args.interleave > 0:
                 configs += ["metadata in-process"] + (["metadata B in-process"] if compare else [])
             if args.configs:
                 wanted = {c.strip() for c in args.configs.split(",")}
@@ -343,10 +351,11 @@ def main():
                     differences = [l for _, l in mine]
                     rows.append((threads, config, total, None, statistics.median(differences),
                                  median_interval(differences), None, summarize(problems[config])))
-                    on_cpu = [c for c in thread_cpu[config] if c is not None]
-                    if on_cpu:
-                        rows.append((threads, config + " (thread CPU time)", None, None, statistics.median(on_cpu),
-                                     median_interval(on_cpu), None, ""))
+                    for index, what in ((0, " (thread CPU time)"), (1, " (process CPU time)")):
+                        known = [c[index] for c in thread_cpu[config] if c is not None and c[index] is not None]
+                        if known:
+                            rows.append((threads, config + what, None, None, statistics.median(known),
+                                         median_interval(known), None, ""))
                     continue
                 differences = [r[0] - p[0] for r, p in zip(results[config], plain) if r is not None and p is not None]
                 added = statistics.median(differences) if differences else None
@@ -363,8 +372,9 @@ def main():
                 if pairs:
                     comparisons.append((threads, " in-process", statistics.median(pairs), median_interval(pairs),
                                         len(pairs)))
-                pairs = [b - a for a, b in zip(thread_cpu["metadata in-process"], thread_cpu["metadata B in-process"])
-                         if a is not None and b is not None]
+                pairs = [b[0] - a[0] for a, b in zip(thread_cpu["metadata in-process"],
+                                                     thread_cpu["metadata B in-process"])
+                         if a is not None and b is not None and a[0] is not None and b[0] is not None]
                 if pairs:
                     comparisons.append((threads, " in-process (thread CPU time)", statistics.median(pairs),
                                         median_interval(pairs), len(pairs)))
@@ -390,7 +400,7 @@ def main():
             added_text = "" if added is None else f"{added:+.1f}"
             interval_text = "" if interval is None else f"{interval[0]:+.0f} to {interval[1]:+.0f}"
             # The target is wall time; CPU time is its companion, less noisy on a VM.
-            outcome = "(not the target's measure)" if config.endswith("(thread CPU time)") else verdict(interval)
+            outcome = "(not the target's measure)" if config.endswith("CPU time)") else verdict(interval)
         if problem:
             outcome += f" ({problem})"
         loop_text = "" if loop is None else f"{loop:.1f}"

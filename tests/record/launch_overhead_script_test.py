@@ -14,12 +14,12 @@ import sys
 import tempfile
 
 
-def run(script, bench, shim, kcap, double_dir, *extra):
+def run(script, bench, shim, kcap, double_dir, *extra, threads=1):
     env = dict(os.environ)
     env["LD_LIBRARY_PATH"] = double_dir + (":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
     with tempfile.TemporaryDirectory() as scratch:
-        command = [sys.executable, script, "--bench", bench, "--shim", shim, "--kcap", kcap, "--threads", "1",
-                   "--rounds", "5", "--launches", "300", "--reps", "1", "--interleave", "2", "--dir", scratch,
+        command = [sys.executable, script, "--bench", bench, "--shim", shim, "--kcap", kcap, "--threads", str(threads),
+                   "--rounds", "5", "--launches", "300", "--threaded-launches", "300", "--reps", "1", "--interleave", "2", "--dir", scratch,
                    "--configs", "metadata in-process,metadata B in-process", *extra]
         done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
     return done.returncode, done.stdout + done.stderr
@@ -44,10 +44,11 @@ def main():
     expect("PROBLEM" not in out, "no PROBLEM line when every trace holds every launch", out)
     expect("threads 1 plain" not in out, "no plain process when every configuration is in-process", out)
     expect(len(re.findall(r"^  threads 1 metadata in-process: [\d.]+ ns/launch through the shim, [+-][\d.]+ "
-                          r"against libcuda's own \(median of 2 pairs\); launching thread's CPU time [+-][\d.]+$",
-                          out, re.M)) == 5, "five in-process lines with wall and thread CPU figures", out)
-    for row in ("metadata in-process", "metadata in-process (thread CPU time)", "metadata B in-process",
-                "metadata B in-process (thread CPU time)"):
+                          r"against libcuda's own \(median of 2 pairs\); launching threads' CPU time [+-][\d.]+, "
+                          r"process CPU time [+-][\d.]+$",
+                          out, re.M)) == 5, "five in-process lines with wall, thread and process CPU figures", out)
+    for row in ("metadata in-process", "metadata in-process (thread CPU time)", "metadata in-process (process CPU time)",
+                "metadata B in-process", "metadata B in-process (thread CPU time)"):
         expect(re.search(rf"^\| 1 \| {re.escape(row)} \|[^|]*\|[^|]*\| [+-][\d.]+ \| [+-]\d+ to [+-]\d+ \|", out, re.M),
                f"a table row for {row} with its figure and interval", out)
     expect(re.search(r"^\| 1 \| metadata in-process \(thread CPU time\) .*\(not the target's measure\) \|$", out, re.M),
@@ -55,6 +56,16 @@ def main():
     expect(re.search(r"^metadata B in-process \(KCAP_LEVEL=3\) - metadata in-process, 1 thread\(s\), 5 rounds: "
                      r"[+-][\d.]+ ns a launch, 90% interval [+-]\d+ to [+-]\d+$", out, re.M),
            "the paired B - A line names the option", out)
+
+    # Several threads in one process, each block run by all of them at once:
+    # every launch through the shim is in the trace (2 threads x (warm-up +
+    # 2 blocks of 300)).
+    status, out = run(script, bench, shim, kcap, double_dir, "--compare-env", "KCAP_MODE=checkpoint", threads=2)
+    expect(status == 0, f"exit status 0 with two threads in-process (got {status})", out)
+    expect("PROBLEM" not in out, "no PROBLEM line: the two threads' traces hold every launch", out)
+    for row in ("metadata in-process", "metadata in-process (process CPU time)", "metadata B in-process"):
+        expect(re.search(rf"^\| 2 \| {re.escape(row)} \|[^|]*\|[^|]*\| [+-][\d.]+ \| [+-]\d+ to [+-]\d+ \|", out, re.M),
+               f"a two-thread table row for {row}", out)
 
     # B records only 10 launches: the --kcap check must catch it and fail the run.
     status, out = run(script, bench, shim, kcap, double_dir, "--compare-env", "KCAP_MAX_LAUNCHES=10")
