@@ -145,7 +145,8 @@ def parse_args():
     p.add_argument("--configs", default="",
                    help="comma-separated configurations to run (plain runs too, unless all of them are "
                         "in-process, which measure against libcuda's own entry point), e.g. "
-                        "\"metadata in-process,metadata B in-process\"; default: all")
+                        "\"metadata in-process,metadata B in-process\"; default: all but \"pass-through "
+                        "in-process\" and \"stats in-process\", which run only when named")
     p.add_argument("--deadline", type=float, default=0,
                    help="seconds this script may run: no round is started that would end past it, going by "
                         "the longest round so far (a time limit on the whole run); 0: none")
@@ -174,7 +175,7 @@ def environment(config, args, scratch):
     env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD" and not k.startswith("KCAP_")}
     if config != "plain":
         env["LD_PRELOAD"] = args.shim
-    if config == "stats":
+    if config.startswith("stats"):
         env["KCAP_STATS_FILE"] = str(scratch / "stats")
     if config.startswith("metadata"):
         env["KCAP_OUTPUT"] = str(scratch / "trace.kcap")
@@ -302,6 +303,10 @@ def main():
                 configs += ["metadata in-process"] + (["metadata B in-process"] if compare else [])
             if args.configs:
                 wanted = {c.strip() for c in args.configs.split(",")}
+                # Only when asked for: the shim's launch path alone, without a
+                # writer (pass-through) or with counters only (stats), in-process.
+                if args.interleave > 0:
+                    configs += [c for c in ("pass-through in-process", "stats in-process") if c in wanted]
                 # In-process configurations need no plain process: each
                 # measures against libcuda's own entry point inside itself.
                 needs_plain = "plain" in wanted or any(not c.endswith("in-process") for c in wanted)

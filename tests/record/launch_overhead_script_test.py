@@ -14,13 +14,14 @@ import sys
 import tempfile
 
 
-def run(script, bench, shim, kcap, double_dir, *extra, threads=1):
+def run(script, bench, shim, kcap, double_dir, *extra, threads=1,
+        configs="metadata in-process,metadata B in-process"):
     env = dict(os.environ)
     env["LD_LIBRARY_PATH"] = double_dir + (":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
     with tempfile.TemporaryDirectory() as scratch:
         command = [sys.executable, script, "--bench", bench, "--shim", shim, "--kcap", kcap, "--threads", str(threads),
                    "--rounds", "5", "--launches", "300", "--threaded-launches", "300", "--reps", "1", "--interleave", "2", "--dir", scratch,
-                   "--configs", "metadata in-process,metadata B in-process", *extra]
+                   "--configs", configs, *extra]
         done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
     return done.returncode, done.stdout + done.stderr
 
@@ -60,10 +61,12 @@ def main():
     # Several threads in one process, each block run by all of them at once:
     # every launch through the shim is in the trace (2 threads x (warm-up +
     # 2 blocks of 300)).
-    status, out = run(script, bench, shim, kcap, double_dir, "--compare-env", "KCAP_MODE=checkpoint", threads=2)
+    status, out = run(script, bench, shim, kcap, double_dir, "--compare-env", "KCAP_MODE=checkpoint", threads=2,
+                      configs="metadata in-process,metadata B in-process,pass-through in-process")
     expect(status == 0, f"exit status 0 with two threads in-process (got {status})", out)
     expect("PROBLEM" not in out, "no PROBLEM line: the two threads' traces hold every launch", out)
-    for row in ("metadata in-process", "metadata in-process (process CPU time)", "metadata B in-process"):
+    for row in ("metadata in-process", "metadata in-process (process CPU time)", "metadata B in-process",
+                "pass-through in-process"):
         expect(re.search(rf"^\| 2 \| {re.escape(row)} \|[^|]*\|[^|]*\| [+-][\d.]+ \| [+-]\d+ to [+-]\d+ \|", out, re.M),
                f"a two-thread table row for {row}", out)
 
