@@ -76,6 +76,11 @@ SCHEDULING = [("involuntary_switches_per_1k_launches", "involuntary switches/1k"
 THREAD_CPU = "launching thread CPU added"
 # ... and to the whole process's (the shim's writer threads included).
 PROCESS_CPU = "process CPU added"
+# In-process: the median time a launch of the blocks through libcuda's own
+# entry point, which the shim does not see. Against plain's processes of
+# the same rounds it is what being a recording process costs launches the
+# shim does not record (its threads, its memory, the driver's state).
+DIRECT = "libcuda's own ns/launch"
 
 
 def summarize(problems):
@@ -239,6 +244,8 @@ def run_once(args, config, threads, scratch):
     if in_process:
         # (hooked ns per launch, the process's added figure)
         hooked = [float(x) for x in re.findall(r"^pair \d+ hooked_ns_per_launch ([\d.]+)", done.stdout, re.M)]
+        direct = [float(x) for x in re.findall(r" direct_ns_per_launch ([\d.]+)", done.stdout, re.M)]
+        scheduling[DIRECT] = statistics.median(direct) if direct else None
         for name, key in ((THREAD_CPU, "interleaved_added_cpu_ns_per_launch"),
                           (PROCESS_CPU, "interleaved_added_process_cpu_ns_per_launch")):
             found = re.search(rf"^{key} (-?[\d.]+)$", done.stdout, re.M)
@@ -262,11 +269,12 @@ def run_round(args, configs, threads, scratch, results, problems, cpu, thread_cp
         results[config].append(None if total is None else (total, loop))
         # Kept by round (None: not measured), so that a cut round can be dropped.
         cpu[config].append(scheduling["process CPU ns/launch"] if total is not None and scheduling else None)
-        # (launching threads' CPU added, process CPU added), in-process only
+        # (launching threads' CPU added, process CPU added, libcuda's own ns/launch), in-process only
         measured = total is not None and scheduling
-        thread_cpu[config].append((scheduling.get(THREAD_CPU), scheduling.get(PROCESS_CPU)) if measured else None)
+        thread_cpu[config].append(tuple(scheduling.get(k) for k in (THREAD_CPU, PROCESS_CPU, DIRECT))
+                                  if measured else None)
         if total is not None and config.endswith("in-process"):
-            on_cpu, process = thread_cpu[config][-1]
+            on_cpu, process, _ = thread_cpu[config][-1]
             print(f"  threads {threads} {config}: {total:.1f} ns/launch through the shim, "
                   f"{loop:+.1f} against libcuda's own (median of {args.interleave} pairs)"
                   + ("" if on_cpu is None else f"; launching threads' CPU time {on_cpu:+.1f}")
@@ -361,6 +369,12 @@ def main():
                         if known:
                             rows.append((threads, config + what, None, None, statistics.median(known),
                                          median_interval(known), None, ""))
+                    # Its blocks through libcuda's own entry point against plain's process of the round.
+                    known = [c[2] - p[0] for c, p in zip(thread_cpu[config], plain)
+                             if c is not None and c[2] is not None and p is not None]
+                    if known:
+                        rows.append((threads, config + " (libcuda's own blocks against plain)", None, None,
+                                     statistics.median(known), median_interval(known), None, ""))
                     continue
                 differences = [r[0] - p[0] for r, p in zip(results[config], plain) if r is not None and p is not None]
                 added = statistics.median(differences) if differences else None
@@ -405,7 +419,7 @@ def main():
             added_text = "" if added is None else f"{added:+.1f}"
             interval_text = "" if interval is None else f"{interval[0]:+.0f} to {interval[1]:+.0f}"
             # The target is wall time; CPU time is its companion, less noisy on a VM.
-            outcome = "(not the target's measure)" if config.endswith("CPU time)") else verdict(interval)
+            outcome = "(not the target's measure)" if config.endswith(")") else verdict(interval)
         if problem:
             outcome += f" ({problem})"
         loop_text = "" if loop is None else f"{loop:.1f}"

@@ -62,11 +62,11 @@ def main():
     # every launch through the shim is in the trace (2 threads x (warm-up +
     # 2 blocks of 300)).
     status, out = run(script, bench, shim, kcap, double_dir, "--compare-env", "KCAP_MODE=checkpoint", threads=2,
-                      configs="metadata in-process,metadata B in-process,pass-through in-process")
+                      configs="plain,metadata in-process,metadata B in-process,pass-through in-process")
     expect(status == 0, f"exit status 0 with two threads in-process (got {status})", out)
     expect("PROBLEM" not in out, "no PROBLEM line: the two threads' traces hold every launch", out)
     for row in ("metadata in-process", "metadata in-process (process CPU time)", "metadata B in-process",
-                "pass-through in-process"):
+                "pass-through in-process", "metadata in-process (libcuda's own blocks against plain)"):
         expect(re.search(rf"^\| 2 \| {re.escape(row)} \|[^|]*\|[^|]*\| [+-][\d.]+ \| [+-]\d+ to [+-]\d+ \|", out, re.M),
                f"a two-thread table row for {row}", out)
 
