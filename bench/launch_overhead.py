@@ -40,7 +40,10 @@ rounds of each process's median pair difference, free of the spread between
 processes; two more rows give the same for the launching threads' CPU time
 and the whole process's (the writer's threads included) instead of wall
 time (not the target's measure, but a VM guest does not count in them the
-time the host gave its vCPU to others). With --kcap, every metadata
+time the host gave its vCPU to others), and, with plain in the same rounds,
+one its blocks through libcuda's own entry point against plain's processes
+(what being a recording process costs launches the shim does not see: its
+threads, its memory, the driver's state). With --kcap, every metadata
 trace must hold every launch the program made (else the row says so and the
 script exits 1). Exit status 1 also when a run fails; a missed target is a
 result, not a failure. Fewer rounds than asked still give the tables, from
