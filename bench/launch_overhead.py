@@ -31,7 +31,8 @@ machine); --compare-env sets variables in B's environment (an A/B of an
 option, with the same build unless --compare-shim names another);
 --compare-cpus runs B's processes under taskset on other CPUs (where the
 shim's writer threads run), the launching thread still on --pin-cpu.
-"metadata in-process" (--interleave P; on by default) measures the same
+"metadata in-process" (--interleave P; on by default with one thread, when
+named in --configs with several) measures the same
 within one process: P pairs of blocks of launches, one through the shim
 recording and one through libcuda's own cuLaunchKernel, which the shim does
 not see (kcap_bench_launch_overhead --interleave; with several threads all
@@ -154,7 +155,8 @@ def parse_args():
                    help="comma-separated configurations to run (plain runs too, unless all of them are "
                         "in-process, which measure against libcuda's own entry point), e.g. "
                         "\"metadata in-process,metadata B in-process\"; default: all but \"pass-through "
-                        "in-process\" and \"stats in-process\", which run only when named")
+                        "in-process\", \"stats in-process\" and, with several threads, every in-process "
+                        "configuration, which run only when named")
     p.add_argument("--deadline", type=float, default=0,
                    help="seconds this script may run: no round is started that would end past it, going by "
                         "the longest round so far (a time limit on the whole run); 0: none")
@@ -310,14 +312,18 @@ def main():
         for threads in [int(t) for t in args.threads.split(",")]:
             compare = bool(args.compare_shim or args.compare_env_pairs or args.compare_cpus)
             configs = CONFIGS + (["metadata B"] if compare else [])
-            if args.interleave > 0:
-                configs += ["metadata in-process"] + (["metadata B in-process"] if compare else [])
+            in_process = ["metadata in-process"] + (["metadata B in-process"] if compare else [])
+            if args.interleave > 0 and threads == 1:
+                configs += in_process
             if args.configs:
                 wanted = {c.strip() for c in args.configs.split(",")}
-                # Only when asked for: the shim's launch path alone, without a
-                # writer (pass-through) or with counters only (stats), in-process.
+                # Only when asked for: several threads in-process (a process
+                # takes several times as long), and the shim's launch path
+                # alone, without a writer (pass-through) or with counters
+                # only (stats), in-process.
                 if args.interleave > 0:
-                    configs += [c for c in ("pass-through in-process", "stats in-process") if c in wanted]
+                    optional = ["pass-through in-process", "stats in-process"] + (in_process if threads > 1 else [])
+                    configs += [c for c in optional if c in wanted]
                 # In-process configurations need no plain process: each
                 # measures against libcuda's own entry point inside itself.
                 needs_plain = "plain" in wanted or any(not c.endswith("in-process") for c in wanted)

@@ -14,6 +14,7 @@
 # the device's read bandwidth, the slice program in every mode, re-execution's
 # launch rate against the program's, checkpoint mode's launch overhead
 # against metadata mode's, with the writer at idle priority and on two CPUs,
+# at 16 threads in-process against libcuda's own entry point,
 # the flight recorder's at 16 threads), also with
 # --no-bench;
 # --gpu-tests REGEX runs only the GPU tests it matches. On an H200 host
@@ -88,6 +89,14 @@ if [ $checkpointbench = 1 ]; then
     timeout 100 python3 bench/launch_overhead.py --deadline 90 --bench build-gpu/bench/kcap_bench_launch_overhead \
       --shim build-gpu/interpose/libkcap_interpose.so --kcap build-gpu/tools/kcap --threads 16 --rounds 3 \
       --compare-env KCAP_MODE=checkpoint
+    # In-process: blocks through the shim against blocks through libcuda's
+    # own entry point in one process (free of the spread between processes),
+    # and those against plain's processes (what a recording process costs
+    # launches it does not record).
+    echo "=== 16 threads in-process, checkpoint mode (metadata B in-process) against libcuda's own, and plain"
+    timeout 200 python3 bench/launch_overhead.py --deadline 190 --bench build-gpu/bench/kcap_bench_launch_overhead \
+      --shim build-gpu/interpose/libkcap_interpose.so --kcap build-gpu/tools/kcap --threads 16 --rounds 9 \
+      --interleave 4 --configs "plain,metadata B in-process" --compare-env KCAP_MODE=checkpoint
     echo "=== 16 threads, checkpoint mode with the writer at idle priority (metadata B) against metadata mode"
     timeout 100 python3 bench/launch_overhead.py --deadline 90 --bench build-gpu/bench/kcap_bench_launch_overhead \
       --shim build-gpu/interpose/libkcap_interpose.so --kcap build-gpu/tools/kcap --threads 16 --rounds 3 \
