@@ -338,6 +338,25 @@ void pinLaunchingThread(const Options& options, unsigned long long t) {
   }
 }
 
+// What a launching thread launches into: its own unit and stream, made
+// current and warmed up (through every entry point it will call: the
+// program's, and libcuda's own when `direct` is given).
+struct ThreadSetup {
+  Unit unit;
+  CUstream stream = nullptr;
+};
+
+ThreadSetup startLaunchingThread(const Options& options, CUcontext context, CUfunction empty,
+                                 const EntryPoints* direct = nullptr) {
+  BENCH_CHECK(cuCtxSetCurrent(context));
+  ThreadSetup setup{unitFor(options, empty)};
+  BENCH_CHECK(cuStreamCreate(&setup.stream, CU_STREAM_NON_BLOCKING));
+  launchMany(setup.unit, setup.stream, options.warmup);
+  if (direct != nullptr) launchMany(setup.unit, setup.stream, options.warmup, *direct);
+  BENCH_CHECK(cuStreamSynchronize(setup.stream));
+  return setup;
+}
+
 // --interleave: pairs of blocks, hooked against direct, in one process.
 // With several threads every thread runs the same kind of block at once
 // (a barrier before and after each), and a block takes as long as its
@@ -369,13 +388,7 @@ int runInterleaved(const Options& options, CUcontext context, CUfunction empty) 
   std::vector<std::thread> threads;
   for (unsigned long long t = 0; t < options.threads; ++t) {
     threads.emplace_back([&, t] {
-      BENCH_CHECK(cuCtxSetCurrent(context));
-      const Unit unit = unitFor(options, empty);
-      CUstream stream = nullptr;
-      BENCH_CHECK(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
-      launchMany(unit, stream, options.warmup);
-      launchMany(unit, stream, options.warmup, direct);
-      BENCH_CHECK(cuStreamSynchronize(stream));
+      const auto [unit, stream] = startLaunchingThread(options, context, empty, &direct);
       pinLaunchingThread(options, t);
       for (size_t b = 0; b < blocks.size(); ++b) {
         const bool hooked = (b % 2 == 0) == hookedFirst(b / 2);
@@ -448,12 +461,7 @@ int main(int argc, char** argv) {
   std::vector<std::thread> threads;
   for (unsigned long long t = 0; t < options.threads; ++t) {
     threads.emplace_back([&, t] {
-      BENCH_CHECK(cuCtxSetCurrent(context));
-      const Unit unit = unitFor(options, empty);
-      CUstream stream = nullptr;
-      BENCH_CHECK(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
-      launchMany(unit, stream, options.warmup);
-      BENCH_CHECK(cuStreamSynchronize(stream));
+      const auto [unit, stream] = startLaunchingThread(options, context, empty);
       pinLaunchingThread(options, t);
       const rusage before = usageOf(RUSAGE_THREAD);
       const int migrations = countMigrationsOfThisThread();
