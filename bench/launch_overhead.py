@@ -267,8 +267,8 @@ def stop_on_sigterm(signum, frame):
     raise Stopped()
 
 
-def run_round(args, configs, threads, scratch, results, problems, cpu, thread_cpu):
-    """One process of each configuration, appended to results (and cpu, thread_cpu, problems)."""
+def run_round(args, configs, threads, scratch, results, problems, cpu, in_process_figures):
+    """One process of each configuration, appended to results (and cpu, in_process_figures, problems)."""
     for config in configs:
         total, loop, problem, scheduling = run_once(args, config, threads, scratch)
         results[config].append(None if total is None else (total, loop))
@@ -276,10 +276,10 @@ def run_round(args, configs, threads, scratch, results, problems, cpu, thread_cp
         cpu[config].append(scheduling["process CPU ns/launch"] if total is not None and scheduling else None)
         # (launching threads' CPU added, process CPU added, libcuda's own ns/launch), in-process only
         measured = total is not None and scheduling
-        thread_cpu[config].append(tuple(scheduling.get(k) for k in (THREAD_CPU, PROCESS_CPU, DIRECT))
+        in_process_figures[config].append(tuple(scheduling.get(k) for k in (THREAD_CPU, PROCESS_CPU, DIRECT))
                                   if measured else None)
         if total is not None and config.endswith("in-process"):
-            on_cpu, process, _ = thread_cpu[config][-1]
+            on_cpu, process, _ = in_process_figures[config][-1]
             print(f"  threads {threads} {config}: {total:.1f} ns/launch through the shim, "
                   f"{loop:+.1f} against libcuda's own (median of {args.interleave} pairs)"
                   + ("" if on_cpu is None else f"; launching threads' CPU time {on_cpu:+.1f}")
@@ -331,7 +331,7 @@ def main():
             results = {config: [] for config in configs}  # a round's (total, loop) or None
             problems = {config: [] for config in configs}
             cpu = {config: [] for config in configs}
-            thread_cpu = {config: [] for config in configs}
+            in_process_figures = {config: [] for config in configs}
             longest = 0.0
             complete = 0
             try:
@@ -341,7 +341,7 @@ def main():
                         cut = (f"stopped after {complete} of {args.rounds} rounds ({threads} thread(s)): "
                                f"another would end past --deadline {args.deadline:g} s")
                         break
-                    run_round(args, configs, threads, scratch, results, problems, cpu, thread_cpu)
+                    run_round(args, configs, threads, scratch, results, problems, cpu, in_process_figures)
                     failed = failed or any(problems[c] for c in configs)
                     longest = max(longest, time.monotonic() - started - elapsed)
                     complete += 1
@@ -353,7 +353,7 @@ def main():
                 for config in configs:  # pairs are made by round: drop the incomplete one
                     del results[config][complete:]
                     del cpu[config][complete:]
-                    del thread_cpu[config][complete:]
+                    del in_process_figures[config][complete:]
             if cut:
                 print(f"  {cut}", flush=True)
             plain = results.get("plain", [])
@@ -374,12 +374,12 @@ def main():
                     rows.append((threads, config, total, None, statistics.median(differences),
                                  median_interval(differences), None, summarize(problems[config])))
                     for index, what in ((0, " (thread CPU time)"), (1, " (process CPU time)")):
-                        known = [c[index] for c in thread_cpu[config] if c is not None and c[index] is not None]
+                        known = [c[index] for c in in_process_figures[config] if c is not None and c[index] is not None]
                         if known:
                             rows.append((threads, config + what, None, None, statistics.median(known),
                                          median_interval(known), None, ""))
                     # Its blocks through libcuda's own entry point against plain's process of the round.
-                    known = [c[2] - p[0] for c, p in zip(thread_cpu[config], plain)
+                    known = [c[2] - p[0] for c, p in zip(in_process_figures[config], plain)
                              if c is not None and c[2] is not None and p is not None]
                     if known:
                         rows.append((threads, config + " (libcuda's own blocks against plain)", None, None,
@@ -400,8 +400,8 @@ def main():
                 if pairs:
                     comparisons.append((threads, " in-process", statistics.median(pairs), median_interval(pairs),
                                         len(pairs)))
-                pairs = [b[0] - a[0] for a, b in zip(thread_cpu["metadata in-process"],
-                                                     thread_cpu["metadata B in-process"])
+                pairs = [b[0] - a[0] for a, b in zip(in_process_figures["metadata in-process"],
+                                                     in_process_figures["metadata B in-process"])
                          if a is not None and b is not None and a[0] is not None and b[0] is not None]
                 if pairs:
                     comparisons.append((threads, " in-process (thread CPU time)", statistics.median(pairs),
