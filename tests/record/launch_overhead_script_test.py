@@ -20,7 +20,8 @@ def run(script, bench, shim, kcap, double_dir, *extra, threads=1,
     env["LD_LIBRARY_PATH"] = double_dir + (":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
     with tempfile.TemporaryDirectory() as scratch:
         command = [sys.executable, script, "--bench", bench, "--shim", shim, "--kcap", kcap, "--threads", str(threads),
-                   "--rounds", "5", "--launches", "300", "--threaded-launches", "300", "--reps", "1", "--interleave", "2", "--dir", scratch,
+                   "--rounds", "5", "--launches", "300", "--threaded-launches", "300", "--reps", "1",
+                   "--interleave", "2", "--dir", scratch,
                    "--configs", configs, *extra]
         done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
     return done.returncode, done.stdout + done.stderr
@@ -48,8 +49,9 @@ def main():
                           r"against libcuda's own \(median of 2 pairs\); launching threads' CPU time [+-][\d.]+, "
                           r"process CPU time [+-][\d.]+$",
                           out, re.M)) == 5, "five in-process lines with wall, thread and process CPU figures", out)
-    for row in ("metadata in-process", "metadata in-process (thread CPU time)", "metadata in-process (process CPU time)",
-                "metadata B in-process", "metadata B in-process (thread CPU time)"):
+    for row in ("metadata in-process", "metadata in-process (thread CPU time)",
+                "metadata in-process (process CPU time)", "metadata B in-process",
+                "metadata B in-process (thread CPU time)"):
         expect(re.search(rf"^\| 1 \| {re.escape(row)} \|[^|]*\|[^|]*\| [+-][\d.]+ \| [+-]\d+ to [+-]\d+ \|", out, re.M),
                f"a table row for {row} with its figure and interval", out)
     expect(re.search(r"^\| 1 \| metadata in-process \(thread CPU time\) .*\(not the target's measure\) \|$", out, re.M),
