@@ -2,6 +2,7 @@
 
 #include <mutex>
 #include <unordered_map>
+#include <vector>
 
 #include <capnp/dynamic.h>
 
@@ -36,20 +37,58 @@ const UnionNames& eventUnion() {
   return u;
 }
 
-// Whether values of this struct type can hold a Content somewhere below.
+// Finds the Contents below an event. Per struct type it keeps the fields
+// that may hold one (made at the type's first visit), so that an event is
+// walked through those alone: no other field is read, and the schema is
+// asked nothing per event.
 class ContentWalker {
  public:
   ContentWalker() : content_(capnp::Schema::from<schema::Content>().getProto().getId()) {}
 
   void walk(capnp::DynamicStruct::Reader s, std::string& path,
             const std::function<void(const std::string&, schema::Content::Reader)>& fn) {
-    for (auto field : s.getSchema().getNonUnionFields()) visitField(s, field, path, fn);
+    const Plan& plan = planFor(s.getSchema());
+    for (const Holder& holder : plan.fields) visitField(s, holder, path, fn);
     KJ_IF_MAYBE (active, s.which()) {
-      visitField(s, *active, path, fn);
+      const auto it = plan.unionMembers.find(active->getIndex());
+      if (it != plan.unionMembers.end()) visitField(s, it->second, path, fn);
     }
   }
 
  private:
+  // A field that may hold a Content, with what visiting it needs.
+  struct Holder {
+    capnp::StructSchema::Field field;
+    capnp::Type type;
+    bool isGroup = false;
+    const char* name = nullptr;  // the compiled-in schema's text
+  };
+  struct Plan {
+    std::vector<Holder> fields;                         // non-union
+    std::unordered_map<unsigned, Holder> unionMembers;  // by field index
+  };
+  struct SchemaHash {
+    size_t operator()(const capnp::StructSchema& schema) const { return schema.hashCode(); }
+  };
+
+  const Plan& planFor(capnp::StructSchema schema) {
+    const auto it = plans_.find(schema);
+    if (it != plans_.end()) return it->second;
+    Plan plan;
+    for (auto field : schema.getFields()) {
+      const capnp::Type type = field.getType();
+      if (!mayHold(type)) continue;
+      Holder holder{field, type, field.getProto().isGroup(), field.getProto().getName().cStr()};
+      if (field.getProto().getDiscriminantValue() == capnp::schema::Field::NO_DISCRIMINANT) {
+        plan.fields.push_back(holder);
+      } else {
+        plan.unionMembers.emplace(field.getIndex(), holder);
+      }
+    }
+    return plans_.emplace(schema, std::move(plan)).first->second;
+  }
+
+  // Whether values of this struct type can hold a Content somewhere below.
   bool mayHold(capnp::StructSchema schema) {
     uint64_t id = schema.getProto().getId();
     if (id == content_) return true;
@@ -73,16 +112,13 @@ class ContentWalker {
     return false;
   }
 
-  void visitField(capnp::DynamicStruct::Reader s, capnp::StructSchema::Field field, std::string& path,
+  void visitField(capnp::DynamicStruct::Reader s, const Holder& holder, std::string& path,
                   const std::function<void(const std::string&, schema::Content::Reader)>& fn) {
-    capnp::Type type = field.getType();
-    if (!mayHold(type)) return;
-    bool isGroup = field.getProto().isGroup();
-    if (!isGroup && !s.has(field)) return;
+    if (!holder.isGroup && !s.has(holder.field)) return;
     size_t mark = path.size();
     if (!path.empty()) path += '.';
-    path += field.getProto().getName().cStr();
-    visitValue(s.get(field), type, path, fn);
+    path += holder.name;
+    visitValue(s.get(holder.field), holder.type, path, fn);
     path.resize(mark);
   }
 
@@ -109,6 +145,7 @@ class ContentWalker {
 
   uint64_t content_;
   std::unordered_map<uint64_t, bool> memo_;
+  std::unordered_map<capnp::StructSchema, Plan, SchemaHash> plans_;
 };
 
 }  // namespace
