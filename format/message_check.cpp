@@ -65,9 +65,11 @@ class CheckPlans {
   std::unordered_map<capnp::StructSchema, CheckPlan, SchemaHash> plans_;
 };
 
+// Immutable once made: no lock to read it. Never destroyed, so that a read
+// from an exit handler (the shim's) still finds it.
 const CheckPlans& checkPlans() {
-  static const CheckPlans plans;  // immutable once made: no lock to read it
-  return plans;
+  static const CheckPlans* const plans = new CheckPlans;
+  return *plans;
 }
 
 void checkValue(const capnp::DynamicValue::Reader& value);
