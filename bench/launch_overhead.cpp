@@ -394,7 +394,8 @@ int runInterleaved(const Options& options, CUcontext context, CUfunction empty) 
         const bool hooked = (b % 2 == 0) == hookedFirst(b / 2);
         sync.arrive_and_wait();
         const double start = bench::nowNs();
-        const double processStart = cpuNs(usageOf(RUSAGE_SELF));
+        // The process's CPU is every thread's: thread 0 alone reads it.
+        const double processStart = t == 0 ? cpuNs(usageOf(RUSAGE_SELF)) : 0;
         const double cpuStart = threadCpuNs();
         launchMany(unit, stream, options.launches, hooked ? EntryPoints{} : direct);
         BENCH_CHECK(cuStreamSynchronize(stream));
