@@ -3,12 +3,27 @@
 // calls through, and with it recording metadata (docs/benchmarks.md).
 //
 //   kcap_bench_launch_overhead [--launches N] [--reps R] [--warmup W] [--threads T] [--pin-cpu C]
-//                              [--interleave P] [--graph 1]
+//                              [--interleave P] [--same-blocks 1] [--graph 1] [--host-work NS]
+//                              [--rest-ms MS]
 //
 // --graph 1: each launch is a cuGraphLaunch of a graph (one per thread)
 // whose one node launches kcap_empty, instead of a cuLaunchKernel; the
 // interleaved direct blocks call libcuda's own cuGraphLaunch. Prints `made
 // graph_launches N` instead of the kernel count.
+//
+// --same-blocks 1: with --interleave, the second block of each pair also
+// goes through the program's entry point (the shim's): an A/A run, whose
+// pair differences show the method's own spread, and whose blocks are all
+// recorded, as in a process that records every launch.
+//
+// --rest-ms MS: the threads sleep MS ms before each repetition (not timed):
+// whatever the shim's threads still have to do catches up between them.
+//
+// --host-work NS: after each launch the launching thread spins NS ns on the
+// CPU, touching nothing shared: what any interposer that adds NS ns of its
+// own work to a launch costs, with no threads and no shared state of its
+// own. Run without the shim, it tells how libcuda's contention among
+// several launching threads turns a thread's added CPU time into wall time.
 //
 // Each of T threads (default 1) launches kcap_empty (kernels/empty.cu,
 // <<<1, 1>>>, no parameters) N times (default 100000) into its own stream
@@ -96,6 +111,9 @@ struct Options {
   long long pinCpu = -1;              // -1: not pinned
   unsigned long long interleave = 0;  // pairs of blocks; 0: repetitions
   bool graph = false;                 // cuGraphLaunch of a one-node graph instead of cuLaunchKernel
+  unsigned long long hostWorkNs = 0;  // spun on the CPU after each launch
+  unsigned long long restMs = 0;      // the threads sleep this long before each repetition
+  bool sameBlocks = false;            // --interleave's "direct" blocks also through the program's entry point
 };
 
 Options parse(int argc, char** argv) {
@@ -105,7 +123,7 @@ Options parse(int argc, char** argv) {
     if (std::strcmp(flag, "--help") == 0) {
       std::printf(
           "usage: %s [--launches N] [--reps R] [--warmup W] [--threads T] [--pin-cpu C] "
-          "[--interleave P] [--graph 1]\n",
+          "[--interleave P] [--same-blocks 1] [--graph 1] [--host-work NS] [--rest-ms MS]\n",
           argv[0]);
       std::exit(0);
     }
@@ -128,6 +146,12 @@ Options parse(int argc, char** argv) {
       options.interleave = value;
     } else if (std::strcmp(flag, "--graph") == 0) {
       options.graph = value != 0;
+    } else if (std::strcmp(flag, "--host-work") == 0) {
+      options.hostWorkNs = value;
+    } else if (std::strcmp(flag, "--rest-ms") == 0) {
+      options.restMs = value;
+    } else if (std::strcmp(flag, "--same-blocks") == 0) {
+      options.sameBlocks = value != 0;
     } else {
       std::fprintf(stderr, "unknown flag %s (--help)\n", flag);
       std::exit(2);
@@ -144,10 +168,12 @@ using LaunchKernel = CUresult (*)(CUfunction, unsigned, unsigned, unsigned, unsi
                                   CUstream, void**, void**);
 using GraphLaunch = CUresult (*)(CUgraphExec, CUstream);
 
-// What one launch is: the empty kernel, or a graph that launches it.
+// What one launch is: the empty kernel, or a graph that launches it, and
+// the host work that follows it.
 struct Unit {
   CUfunction empty = nullptr;
   CUgraphExec graph = nullptr;  // --graph
+  unsigned long long hostWorkNs = 0;
 };
 
 // The entry points a block calls: the program's (the shim's, under
@@ -174,7 +200,13 @@ CUgraphExec oneNodeGraph(CUfunction empty) {
 }
 
 Unit unitFor(const Options& options, CUfunction empty) {
-  return {empty, options.graph ? oneNodeGraph(empty) : nullptr};
+  return {empty, options.graph ? oneNodeGraph(empty) : nullptr, options.hostWorkNs};
+}
+
+// --host-work: spins until `ns` have passed (steady clock).
+void spinFor(unsigned long long ns) {
+  const double until = bench::nowNs() + static_cast<double>(ns);
+  while (bench::nowNs() < until) {}
 }
 
 void launchMany(const Unit& unit, CUstream stream, unsigned long long count, const EntryPoints& entry = {}) {
@@ -184,6 +216,7 @@ void launchMany(const Unit& unit, CUstream stream, unsigned long long count, con
       if (r != CUDA_SUCCESS) [[unlikely]] {
         bench::die("cuGraphLaunch", r);
       }
+      if (unit.hostWorkNs != 0) spinFor(unit.hostWorkNs);
     }
     return;
   }
@@ -192,6 +225,7 @@ void launchMany(const Unit& unit, CUstream stream, unsigned long long count, con
     if (r != CUDA_SUCCESS) [[unlikely]] {
       bench::die("cuLaunchKernel", r);
     }
+    if (unit.hostWorkNs != 0) spinFor(unit.hostWorkNs);
   }
 }
 
@@ -362,10 +396,12 @@ ThreadSetup startLaunchingThread(const Options& options, CUcontext context, CUfu
 // (a barrier before and after each), and a block takes as long as its
 // slowest thread.
 int runInterleaved(const Options& options, CUcontext context, CUfunction empty) {
-  const EntryPoints direct{reinterpret_cast<LaunchKernel>(driversOwn("cuLaunchKernel")),
-                           reinterpret_cast<GraphLaunch>(driversOwn("cuGraphLaunch"))};
+  const EntryPoints direct = options.sameBlocks
+                                 ? EntryPoints{}
+                                 : EntryPoints{reinterpret_cast<LaunchKernel>(driversOwn("cuLaunchKernel")),
+                                               reinterpret_cast<GraphLaunch>(driversOwn("cuGraphLaunch"))};
   const bool linked = options.graph ? direct.graph == &cuGraphLaunch : direct.kernel == &cuLaunchKernel;
-  std::printf("direct_is_linked %d\n", linked ? 1 : 0);  // 1: nothing interposes
+  std::printf("direct_is_linked %d\n", linked ? 1 : 0);  // 1: nothing interposes, or --same-blocks
   const double n = static_cast<double>(options.launches);
   const double launched = n * static_cast<double>(options.threads);
   struct BlockTime {
@@ -436,8 +472,10 @@ int runInterleaved(const Options& options, CUcontext context, CUfunction empty) 
   std::printf("interleaved_added_ns_per_launch %.1f\n", bench::median(added));
   std::printf("interleaved_added_cpu_ns_per_launch %.1f\n", bench::median(addedCpu));
   std::printf("interleaved_added_process_cpu_ns_per_launch %.1f\n", bench::median(addedProcessCpu));
-  // Launches through the direct entry point are not the shim's to count.
-  printMade(options, options.warmup + options.interleave * options.launches);
+  // Launches through the direct entry point are not the shim's to count;
+  // with --same-blocks there are none.
+  const unsigned long long blocksThroughShim = options.sameBlocks ? 2 : 1;
+  printMade(options, blocksThroughShim * (options.warmup + options.interleave * options.launches));
   return 0;
 }
 
@@ -448,9 +486,11 @@ int main(int argc, char** argv) {
   const CUcontext context = bench::primaryContext();
   const CUfunction empty = bench::loadKernel("empty.fatbin", "kcap_empty");
   std::printf("device %s\n", bench::deviceName().c_str());
-  std::printf("config launches %llu reps %llu warmup %llu threads %llu pin_cpu %lld interleave %llu graph %d\n",
-              options.launches, options.reps, options.warmup, options.threads, options.pinCpu, options.interleave,
-              options.graph ? 1 : 0);
+  std::printf(
+      "config launches %llu reps %llu warmup %llu threads %llu pin_cpu %lld interleave %llu graph %d same_blocks %d "
+      "host_work_ns %llu rest_ms %llu\n",
+      options.launches, options.reps, options.warmup, options.threads, options.pinCpu, options.interleave,
+      options.graph ? 1 : 0, options.sameBlocks ? 1 : 0, options.hostWorkNs, options.restMs);
   if (options.interleave > 0) {
     return runInterleaved(options, context, empty);
   }
@@ -467,6 +507,7 @@ int main(int argc, char** argv) {
       const rusage before = usageOf(RUSAGE_THREAD);
       const int migrations = countMigrationsOfThisThread();
       for (unsigned long long rep = 0; rep < options.reps; ++rep) {
+        if (options.restMs != 0) std::this_thread::sleep_for(std::chrono::milliseconds(options.restMs));
         sync.arrive_and_wait();
         const double start = bench::nowNs();
         launchMany(unit, stream, options.launches);

@@ -9,7 +9,7 @@ and prints the nanoseconds each adds per launch against the 300 ns target.
         --shim build-gpu/interpose/libkcap_interpose.so [--kcap build-gpu/tools/kcap] \\
         [--threads 1,16] [--rounds 9] [--launches 100000] [--threaded-launches 20000] [--reps 3] [--dir /tmp]
         [--pin-cpu C] [--cpus LIST] [--compare-shim OTHER.so] [--compare-env KEY=VALUE,...] [--compare-cpus LIST]
-        [--interleave P] [--configs LIST] [--deadline SECONDS]
+        [--interleave P] [--configs LIST] [--deadline SECONDS] [--host-work NS]
 
 Configurations run round-robin, --rounds processes each, so that drift of
 the machine hits all of them; a configuration's figure is the median over its
@@ -44,7 +44,16 @@ time (not the target's measure, but a VM guest does not count in them the
 time the host gave its vCPU to others), and, with plain in the same rounds,
 one its blocks through libcuda's own entry point against plain's processes
 (what being a recording process costs launches the shim does not see: its
-threads, its memory, the driver's state). With --kcap, every metadata
+threads, its memory, the driver's state), and one its recorded blocks
+against plain's processes. "metadata A/A in-process" (only when named)
+runs both blocks of each pair through the shim (--same-blocks): its pair
+difference is the in-process method's own spread, and its blocks, every
+one recorded, are those of a process that records all its launches, set
+against the same rounds' plain processes. --host-work NS adds "plain +
+host work": plain processes whose launching threads spin NS ns after each
+launch, touching nothing shared (a reference, not the shim: what adding NS
+ns of a thread's own work to each launch costs at that thread count, where
+the driver's contention may hide it or not). With --kcap, every metadata
 trace must hold every launch the program made (else the row says so and the
 script exits 1). Exit status 1 also when a run fails; a missed target is a
 result, not a failure. Fewer rounds than asked still give the tables, from
@@ -85,6 +94,10 @@ PROCESS_CPU = "process CPU added"
 # the same rounds it is what being a recording process costs launches the
 # shim does not record (its threads, its memory, the driver's state).
 DIRECT = "libcuda's own ns/launch"
+# The reference configuration of --host-work.
+HOST_WORK = "plain + host work"
+# Both blocks of a pair through the shim (--same-blocks).
+SAME_BLOCKS = "metadata A/A in-process"
 
 
 def summarize(problems):
@@ -163,11 +176,17 @@ def parse_args():
     p.add_argument("--graph", action="store_true",
                    help="each launch is a cuGraphLaunch of a one-node graph (the bench's --graph 1); the "
                         "metadata traces must hold every graph launch")
+    p.add_argument("--host-work", type=int, default=0,
+                   help="also run \"plain + host work\": plain processes whose launching threads spin NS ns after "
+                        "each launch (the bench's --host-work): what that much of a thread's own work costs a "
+                        "launch, for reference; 0 (default): not run")
     p.add_argument("--cpus", default="",
                    help="run each process under `taskset -c CPUS`: all its threads, the shim's included, "
                         "on these CPUs (tells whether the shim's threads cost by being elsewhere)")
     args = p.parse_args()
     args.compare_env_pairs = {}
+    if args.host_work < 0:
+        p.error("--host-work: expected nanoseconds >= 0")
     if args.compare_cpus and args.pin_cpu < 0:
         p.error("--compare-cpus needs --pin-cpu (else the launching thread runs among the LIST too)")
     for item in filter(None, args.compare_env.split(",")):
@@ -183,7 +202,7 @@ def parse_args():
 
 def environment(config, args, scratch):
     env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD" and not k.startswith("KCAP_")}
-    if config != "plain":
+    if config not in ("plain", HOST_WORK):
         env["LD_PRELOAD"] = args.shim
     if config.startswith("stats"):
         env["KCAP_STATS_FILE"] = str(scratch / "stats")
@@ -218,6 +237,10 @@ def run_once(args, config, threads, scratch):
     in_process = config.endswith("in-process")
     if in_process:
         command += ["--interleave", str(args.interleave)]
+    if config == SAME_BLOCKS:
+        command += ["--same-blocks", "1"]
+    if config == HOST_WORK:
+        command += ["--host-work", str(args.host_work)]
     cpus = args.compare_cpus if config.startswith("metadata B") and args.compare_cpus else args.cpus
     if cpus:
         command = ["taskset", "-c", cpus] + command
@@ -235,13 +258,22 @@ def run_once(args, config, threads, scratch):
         return None, None, "the shim said: " + " / ".join(shim_lines), None
     value = lambda key: float(re.search(rf"^{key} (-?[\d.]+)$", done.stdout, re.M).group(1))
     problem = None
+    # The program ran what this configuration is (a bench that ignored a
+    # flag would measure something else under its name).
+    settings = dict(re.findall(r" (\w+) (-?\d+)", (re.search(r"^config .*$", done.stdout, re.M) or [""])[0]))
+    wanted = {"same_blocks": "1" if config == SAME_BLOCKS else "0",
+              "host_work_ns": str(args.host_work) if config == HOST_WORK else "0"}
+    for key, expected in wanted.items():
+        if settings.get(key) != expected:
+            problem = f"the bench ran with {key} {settings.get(key)}, not {expected}"
     if config.startswith("metadata") and args.kcap:
         made_line = r"^made graph_launches (\d+)$" if args.graph else r"^made kernel kcap_empty (\d+)$"
         made = int(re.search(made_line, done.stdout, re.M).group(1))
         traces = sorted(scratch.glob("trace*.kcap"))
         held = launches_in(args.kcap, traces[0], args.graph) if len(traces) == 1 else None
         if held != made:
-            problem = f"the trace holds {held} launches of {made} made ({len(traces)} trace files)"
+            problem = "; ".join(filter(None, [problem, f"the trace holds {held} launches of {made} made "
+                                                       f"({len(traces)} trace files)"]))
     scheduling = {}
     for key, name in SCHEDULING:
         found = re.search(rf"^{key} (-?[\d.]+)$", done.stdout, re.M)
@@ -280,8 +312,9 @@ def run_round(args, configs, threads, scratch, results, problems, cpu, in_proces
                                   if measured else None)
         if total is not None and config.endswith("in-process"):
             on_cpu, process, _ = in_process_figures[config][-1]
+            other = "its other blocks" if config == SAME_BLOCKS else "libcuda's own"
             print(f"  threads {threads} {config}: {total:.1f} ns/launch through the shim, "
-                  f"{loop:+.1f} against libcuda's own (median of {args.interleave} pairs)"
+                  f"{loop:+.1f} against {other} (median of {args.interleave} pairs)"
                   + ("" if on_cpu is None else f"; launching threads' CPU time {on_cpu:+.1f}")
                   + ("" if process is None else f", process CPU time {process:+.1f}"), flush=True)
         elif total is not None:
@@ -311,7 +344,7 @@ def main():
     try:
         for threads in [int(t) for t in args.threads.split(",")]:
             compare = bool(args.compare_shim or args.compare_env_pairs or args.compare_cpus)
-            configs = CONFIGS + (["metadata B"] if compare else [])
+            configs = CONFIGS + (["metadata B"] if compare else []) + ([HOST_WORK] if args.host_work > 0 else [])
             in_process = ["metadata in-process"] + (["metadata B in-process"] if compare else [])
             if args.interleave > 0 and threads == 1:
                 configs += in_process
@@ -322,12 +355,14 @@ def main():
                 # alone, without a writer (pass-through) or with counters
                 # only (stats), in-process.
                 if args.interleave > 0:
-                    optional = ["pass-through in-process", "stats in-process"] + (in_process if threads > 1 else [])
+                    optional = (["pass-through in-process", "stats in-process", SAME_BLOCKS]
+                                + (in_process if threads > 1 else []))
                     configs += [c for c in optional if c in wanted]
                 # In-process configurations need no plain process: each
                 # measures against libcuda's own entry point inside itself.
                 needs_plain = "plain" in wanted or any(not c.endswith("in-process") for c in wanted)
-                configs = [c for c in configs if (c == "plain" and needs_plain) or c in wanted]
+                configs = [c for c in configs
+                           if (c == "plain" and needs_plain) or c in wanted or (c == HOST_WORK and args.host_work > 0)]
             results = {config: [] for config in configs}  # a round's (total, loop) or None
             problems = {config: [] for config in configs}
             cpu = {config: [] for config in configs}
@@ -378,10 +413,15 @@ def main():
                         if known:
                             rows.append((threads, config + what, None, None, statistics.median(known),
                                          median_interval(known), None, ""))
-                    # Its blocks through libcuda's own entry point against plain's process of the round.
+                    # Its recorded blocks, and its blocks through libcuda's own
+                    # entry point, against plain's process of the round.
+                    known = [r[0] - p[0] for r, p in zip(results[config], plain) if r is not None and p is not None]
+                    if known:
+                        rows.append((threads, config + " (recorded blocks against plain)", None, None,
+                                     statistics.median(known), median_interval(known), None, ""))
                     known = [c[2] - p[0] for c, p in zip(in_process_figures[config], plain)
                              if c is not None and c[2] is not None and p is not None]
-                    if known:
+                    if known and config != SAME_BLOCKS:
                         rows.append((threads, config + " (libcuda's own blocks against plain)", None, None,
                                      statistics.median(known), median_interval(known), None, ""))
                     continue
@@ -428,7 +468,12 @@ def main():
             added_text = "" if added is None else f"{added:+.1f}"
             interval_text = "" if interval is None else f"{interval[0]:+.0f} to {interval[1]:+.0f}"
             # The target is wall time; CPU time is its companion, less noisy on a VM.
-            outcome = "(not the target's measure)" if config.endswith(")") else verdict(interval)
+            if config == HOST_WORK:
+                outcome = f"(a reference without the shim: {args.host_work} ns of work a launch)"
+            elif config.endswith(")") or config == SAME_BLOCKS:
+                outcome = "(not the target's measure)"
+            else:
+                outcome = verdict(interval)
         if problem:
             outcome += f" ({problem})"
         loop_text = "" if loop is None else f"{loop:.1f}"

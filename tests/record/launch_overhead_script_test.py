@@ -72,6 +72,26 @@ def main():
         expect(re.search(rf"^\| 2 \| {re.escape(row)} \|[^|]*\|[^|]*\| [+-][\d.]+ \| [+-]\d+ to [+-]\d+ \|", out, re.M),
                f"a two-thread table row for {row}", out)
 
+    # A/A in one process (both blocks of a pair through the shim, every
+    # launch of both in the trace) and the host-work reference (plain
+    # processes that spin after each launch, no shim).
+    status, out = run(script, bench, shim, kcap, double_dir, "--host-work", "200", threads=2,
+                      configs="plain,metadata A/A in-process")
+    expect(status == 0, f"exit status 0 with A/A in-process and --host-work (got {status})", out)
+    expect("PROBLEM" not in out, "no PROBLEM line: the A/A traces hold the launches of both blocks", out)
+    expect(len(re.findall(r"^  threads 2 metadata A/A in-process: [\d.]+ ns/launch through the shim, [+-][\d.]+ "
+                          r"against its other blocks \(median of 2 pairs\)", out, re.M)) == 5,
+           "five A/A lines, each against its other blocks", out)
+    for row in ("metadata A/A in-process", "metadata A/A in-process (recorded blocks against plain)",
+                "plain + host work"):
+        expect(re.search(rf"^\| 2 \| {re.escape(row)} \|[^|]*\|[^|]*\| [+-][\d.]+ \| [+-]\d+ to [+-]\d+ \|", out, re.M),
+               f"a two-thread table row for {row}", out)
+    expect(re.search(r"^\| 2 \| metadata A/A in-process \|.*\(not the target's measure\) \|$", out, re.M),
+           "the A/A row carries no verdict on the target", out)
+    expect("A/A in-process (libcuda's own blocks" not in out, "no libcuda's-own row for A/A: it has no such blocks", out)
+    expect(re.search(r"^\| 2 \| plain \+ host work \|.*\| \(a reference without the shim: 200 ns of work a launch\) \|$",
+                     out, re.M), "the host-work row names itself a reference and its nanoseconds", out)
+
     # B records only 10 launches: the --kcap check must catch it and fail the run.
     status, out = run(script, bench, shim, kcap, double_dir, "--compare-env", "KCAP_MAX_LAUNCHES=10")
     expect(status == 1, f"exit status 1 when B's traces lack launches (got {status})", out)
