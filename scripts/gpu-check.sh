@@ -92,11 +92,13 @@ if [ $checkpointbench = 1 ]; then
     # In-process: blocks through the shim against blocks through libcuda's
     # own entry point in one process (free of the spread between processes),
     # and those against plain's processes (what a recording process costs
-    # launches it does not record).
-    echo "=== 16 threads in-process, checkpoint mode (metadata B in-process) against libcuda's own, and plain"
-    timeout 200 python3 bench/launch_overhead.py --deadline 190 --bench build-gpu/bench/kcap_bench_launch_overhead \
+    # launches it does not record); an A/A process, every block recorded,
+    # against the metadata processes of the same rounds; and plain with
+    # 1.2 us of the launching threads' own work a launch, for reference.
+    echo "=== 16 threads in-process, metadata mode: A/B against libcuda's own, A/A, metadata processes, host work"
+    timeout 300 python3 bench/launch_overhead.py --deadline 290 --bench build-gpu/bench/kcap_bench_launch_overhead \
       --shim build-gpu/interpose/libkcap_interpose.so --kcap build-gpu/tools/kcap --threads 16 --rounds 9 \
-      --interleave 4 --configs "plain,metadata B in-process" --compare-env KCAP_MODE=checkpoint
+      --interleave 4 --configs "plain,metadata,metadata in-process,metadata A/A in-process" --host-work 1200
     echo "=== 16 threads, checkpoint mode with the writer at idle priority (metadata B) against metadata mode"
     timeout 100 python3 bench/launch_overhead.py --deadline 90 --bench build-gpu/bench/kcap_bench_launch_overhead \
       --shim build-gpu/interpose/libkcap_interpose.so --kcap build-gpu/tools/kcap --threads 16 --rounds 3 \
