@@ -1,25 +1,41 @@
 #include "message_check.h"
 
+#include <optional>
+#include <stdexcept>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
+#include <capnp/any.h>
 #include <capnp/dynamic.h>
 
 namespace kcap::format {
 namespace {
 
-// Only pointers can be malformed (structs, groups, lists, text, data):
-// scalars and enums are read from the data section, which the segment's
-// bounds already cover.
+// Only pointers can be malformed (structs, lists, text, data): scalars and
+// enums are read from the data section, which the segment's bounds already
+// cover.
 bool canBeMalformed(capnp::Type type) { return type.isStruct() || type.isList() || type.isText() || type.isData(); }
 
-// Per struct type, the fields a check reads: its non-union pointer fields,
-// and which union members are pointers. Made once for every struct reachable
-// from Event (the schema is compiled in), so that a check reads no scalar
-// field and asks the schema nothing per event.
+struct CheckPlan;
+
+// One field a check reads: a pointer in the struct's pointer section, and
+// what the schema says it holds.
+struct CheckedField {
+  uint32_t slot = 0;                // its index in the pointer section
+  capnp::Type type;                 // a struct, a list, Text or Data
+  const CheckPlan* plan = nullptr;  // a struct: the plan of its type; a list: of its struct elements
+};
+
+// Per struct type, what a check reads: the fields outside its
+// union that can be malformed, and, by discriminant value, the union member
+// that can (none: nothing to check). Made once for every type reachable
+// from Event (the schema is compiled in): a check asks the schema nothing
+// per event, and reads each pointer by its slot, as the generated code does.
 struct CheckPlan {
-  std::vector<capnp::StructSchema::Field> fields;
-  std::vector<bool> unionMemberChecked;  // by field index
+  std::vector<CheckedField> fields;
+  uint32_t discriminantOffset = 0;                        // in 16-bit units of the data section
+  std::vector<std::optional<CheckedField>> unionMembers;  // by discriminant value; empty: no union
 };
 
 struct SchemaHash {
@@ -28,41 +44,63 @@ struct SchemaHash {
 
 class CheckPlans {
  public:
-  CheckPlans() { add(capnp::Schema::from<schema::Event>()); }
+  CheckPlans() : event_(add(capnp::Schema::from<schema::Event>())) {}
 
-  // nullptr for a struct type not reachable from Event (none is).
-  const CheckPlan* find(const capnp::StructSchema& schema) const {
-    const auto it = plans_.find(schema);
-    return it == plans_.end() ? nullptr : &it->second;
-  }
+  const CheckPlan& event() const { return *event_; }
 
  private:
-  void add(capnp::StructSchema schema) {
-    if (plans_.count(schema) != 0) return;
+  // Plans live in the map's nodes, whose addresses never change: a plan
+  // can name the plan of a type that is still being made (recursive types).
+  const CheckPlan* add(capnp::StructSchema schema) {
+    if (const auto it = plans_.find(schema); it != plans_.end()) return &it->second;
     CheckPlan& plan = plans_[schema];
-    const auto fields = schema.getFields();
-    plan.unionMemberChecked.assign(fields.size(), false);
-    for (auto field : fields) {
+    const auto node = schema.getProto().getStruct();
+    plan.discriminantOffset = node.getDiscriminantOffset();
+    if (node.getDiscriminantCount() != 0) plan.unionMembers.resize(node.getDiscriminantCount());
+    for (auto field : schema.getFields()) {
       const capnp::Type type = field.getType();
       if (!canBeMalformed(type)) continue;
-      if (field.getProto().getDiscriminantValue() == capnp::schema::Field::NO_DISCRIMINANT) {
-        plan.fields.push_back(field);
-      } else {
-        plan.unionMemberChecked[field.getIndex()] = true;
+      CheckedField checked = describe(field, type);
+      const uint16_t discriminant = field.getProto().getDiscriminantValue();
+      if (discriminant == capnp::schema::Field::NO_DISCRIMINANT) {
+        plan.fields.push_back(checked);
+      } else if (discriminant < plan.unionMembers.size()) {
+        plan.unionMembers[discriminant] = checked;
       }
-      addReachable(type);
     }
+    return &plan;
   }
 
-  void addReachable(capnp::Type type) {
+  CheckedField describe(capnp::StructSchema::Field field, capnp::Type type) {
+    const auto proto = field.getProto();
+    if (proto.isGroup()) {
+      // A group's fields lie in its parent's sections, not behind a pointer.
+      // The schema has none; one added fails every read until it is handled.
+      throw std::logic_error("kcap.capnp: the field check has no plan for group " + std::string(proto.getName()));
+    }
+    CheckedField checked;
+    checked.slot = proto.getSlot().getOffset();
+    checked.type = type;
     if (type.isStruct()) {
-      add(type.asStruct());
+      checked.plan = add(type.asStruct());
     } else if (type.isList()) {
-      addReachable(type.asList().getElementType());
+      addReachable(type.asList().getElementType(), checked);
+    }
+    return checked;
+  }
+
+  // The plan of the struct elements of a list, or of its lists' elements
+  // (at whatever depth).
+  void addReachable(capnp::Type element, CheckedField& list) {
+    if (element.isStruct()) {
+      list.plan = add(element.asStruct());
+    } else if (element.isList()) {
+      addReachable(element.asList().getElementType(), list);
     }
   }
 
   std::unordered_map<capnp::StructSchema, CheckPlan, SchemaHash> plans_;
+  const CheckPlan* event_;
 };
 
 // Immutable once made: no lock to read it. Never destroyed, so that a read
@@ -72,48 +110,62 @@ const CheckPlans& checkPlans() {
   return *plans;
 }
 
-void checkValue(const capnp::DynamicValue::Reader& value);
+void checkStruct(capnp::AnyStruct::Reader object, const CheckPlan& plan);
 
-void checkStruct(const capnp::DynamicStruct::Reader& object) {
-  const CheckPlan* plan = checkPlans().find(object.getSchema());
-  if (plan == nullptr) [[unlikely]] {
-    for (auto field : object.getSchema().getNonUnionFields()) checkValue(object.get(field));
-  } else {
-    for (const auto& field : plan->fields) checkValue(object.get(field));
-  }
-  // Only the active union member is stored; an unknown one (a newer writer)
-  // has nothing to check.
-  KJ_IF_MAYBE (active, object.which()) {
-    if (plan == nullptr || plan->unionMemberChecked[active->getIndex()]) checkValue(object.get(*active));
+// Reading a list checks its pointer and its element size against the
+// schema; reading each element of a list of pointers checks that pointer.
+// `plan`: the plan of the struct elements, at whatever depth of lists.
+void checkList(const capnp::DynamicList::Reader& list, const CheckPlan* plan) {
+  const capnp::Type element = list.getSchema().getElementType();
+  if (element.isStruct()) {
+    for (auto item : list) checkStruct(item.as<capnp::DynamicStruct>().as<capnp::AnyStruct>(), *plan);
+  } else if (element.isList()) {
+    for (auto item : list) checkList(item.as<capnp::DynamicList>(), plan);
+  } else if (element.isText() || element.isData()) {
+    for (auto item : list) static_cast<void>(item);  // operator[] reads the element's pointer
   }
 }
 
-void checkValue(const capnp::DynamicValue::Reader& value) {
-  switch (value.getType()) {
-    case capnp::DynamicValue::STRUCT:
-      checkStruct(value.as<capnp::DynamicStruct>());
-      break;
-    case capnp::DynamicValue::LIST: {
-      const auto list = value.as<capnp::DynamicList>();  // checks the list pointer and its element size
-      if (canBeMalformed(list.getSchema().getElementType())) {
-        for (auto element : list) checkValue(element);
-      }
-      break;
-    }
-    case capnp::DynamicValue::TEXT:
-      value.as<capnp::Text>();
-      break;
-    case capnp::DynamicValue::DATA:
-      value.as<capnp::Data>();
-      break;
-    default:
-      break;  // scalars and enums cannot be malformed
+// Reads `value` as `type` says. A null pointer reads as the default:
+// nothing to check.
+void checkPointer(capnp::AnyPointer::Reader value, capnp::Type type, const CheckPlan* plan) {
+  if (value.isNull()) return;
+  if (type.isStruct()) {
+    checkStruct(value.getAs<capnp::AnyStruct>(), *plan);
+  } else if (type.isText()) {
+    value.getAs<capnp::Text>();
+  } else if (type.isData()) {
+    value.getAs<capnp::Data>();
+  } else if (type.isList()) {
+    checkList(value.getAs<capnp::DynamicList>(type.asList()), plan);
+  }
+}
+
+void checkField(capnp::AnyStruct::Reader object, const CheckedField& field) {
+  const auto pointers = object.getPointerSection();
+  if (field.slot >= pointers.size()) return;  // an older writer's smaller struct: the default
+  checkPointer(pointers[field.slot], field.type, field.plan);
+}
+
+void checkStruct(capnp::AnyStruct::Reader object, const CheckPlan& plan) {
+  for (const CheckedField& field : plan.fields) checkField(object, field);
+  if (plan.unionMembers.empty()) return;
+  // Only the active union member is stored; an unknown one (a newer
+  // writer) has nothing to check. Past the data section it reads 0.
+  const auto data = object.getDataSection();
+  const size_t at = 2 * static_cast<size_t>(plan.discriminantOffset);
+  const uint16_t discriminant =
+      at + 2 <= data.size() ? static_cast<uint16_t>(data[at] | static_cast<uint16_t>(data[at + 1] << 8)) : 0;
+  if (discriminant < plan.unionMembers.size() && plan.unionMembers[discriminant]) {
+    checkField(object, *plan.unionMembers[discriminant]);
   }
 }
 
 }  // namespace
 
-void checkEventFields(schema::Event::Reader event) { checkStruct(capnp::toDynamic(event)); }
+void checkEventFields(schema::Event::Reader event) {
+  checkStruct(capnp::AnyStruct::Reader(event), checkPlans().event());
+}
 
 std::string launchParamProblem(schema::Launch::Reader launch) {
   const uint64_t total = launch.getParams().size();

@@ -1,9 +1,12 @@
 #include "schema_names.h"
 
-#include <mutex>
+#include <optional>
+#include <stdexcept>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
+#include <capnp/any.h>
 #include <capnp/dynamic.h>
 
 #include "event_visitor.h"
@@ -38,54 +41,74 @@ const UnionNames& eventUnion() {
 }
 
 // Finds the Contents below an event. Per struct type it keeps the fields
-// that may hold one (made at the type's first visit), so that an event is
-// walked through those alone: no other field is read, and the schema is
-// asked nothing per event.
+// that may hold one, made once for every type reachable from Event (the
+// schema is compiled in): an event is walked through those fields alone,
+// each pointer read by its slot, and the schema is asked nothing per event.
 class ContentWalker {
  public:
-  ContentWalker() : content_(capnp::Schema::from<schema::Content>().getProto().getId()) {}
+  using Visit = std::function<void(const std::string&, schema::Content::Reader)>;
 
-  void walk(capnp::DynamicStruct::Reader s, std::string& path,
-            const std::function<void(const std::string&, schema::Content::Reader)>& fn) {
-    const Plan& plan = planFor(s.getSchema());
-    for (const Holder& holder : plan.fields) visitField(s, holder, path, fn);
-    KJ_IF_MAYBE (active, s.which()) {
-      const auto it = plan.unionMembers.find(active->getIndex());
-      if (it != plan.unionMembers.end()) visitField(s, it->second, path, fn);
-    }
+  ContentWalker() : content_(capnp::Schema::from<schema::Content>().getProto().getId()) {
+    event_ = planFor(capnp::Schema::from<schema::Event>());
+  }
+
+  void walkEvent(schema::Event::Reader event, std::string& path, const Visit& fn) const {
+    walk(capnp::AnyStruct::Reader(event), *event_, path, fn);
   }
 
  private:
-  // A field that may hold a Content, with what visiting it needs.
+  struct Plan;
+  // A field that may hold a Content: a pointer in its struct's pointer
+  // section, a Content, a struct or a list (of lists) of them.
   struct Holder {
-    capnp::StructSchema::Field field;
+    uint32_t slot = 0;
     capnp::Type type;
-    bool isGroup = false;
     const char* name = nullptr;  // the compiled-in schema's text
+    bool content = false;        // the struct it holds (or its lists' elements) is a Content
+    const Plan* plan = nullptr;  // else that struct's plan
   };
   struct Plan {
-    std::vector<Holder> fields;                         // non-union
-    std::unordered_map<unsigned, Holder> unionMembers;  // by field index
+    std::vector<Holder> fields;                       // outside the union
+    uint32_t discriminantOffset = 0;                  // in 16-bit units of the data section
+    std::vector<std::optional<Holder>> unionMembers;  // by discriminant value
   };
   struct SchemaHash {
     size_t operator()(const capnp::StructSchema& schema) const { return schema.hashCode(); }
   };
 
-  const Plan& planFor(capnp::StructSchema schema) {
-    const auto it = plans_.find(schema);
-    if (it != plans_.end()) return it->second;
-    Plan plan;
+  // Plans live in the map's nodes, whose addresses never change: a plan
+  // can name the plan of a type that is still being made (recursive types).
+  const Plan* planFor(capnp::StructSchema schema) {
+    if (const auto it = plans_.find(schema); it != plans_.end()) return &it->second;
+    Plan& plan = plans_[schema];
+    const auto node = schema.getProto().getStruct();
+    plan.discriminantOffset = node.getDiscriminantOffset();
+    plan.unionMembers.resize(node.getDiscriminantCount());
     for (auto field : schema.getFields()) {
       const capnp::Type type = field.getType();
       if (!mayHold(type)) continue;
-      Holder holder{field, type, field.getProto().isGroup(), field.getProto().getName().cStr()};
-      if (field.getProto().getDiscriminantValue() == capnp::schema::Field::NO_DISCRIMINANT) {
-        plan.fields.push_back(holder);
+      const auto proto = field.getProto();
+      if (proto.isGroup()) {
+        // A group's fields lie in its parent's sections, not behind a pointer.
+        // The schema has none; one added fails every walk until it is handled.
+        throw std::logic_error("kcap.capnp: the content walk has no plan for group " + std::string(proto.getName()));
+      }
+      Holder holder{proto.getSlot().getOffset(), type, proto.getName().cStr()};
+      capnp::Type inner = type;
+      while (inner.isList()) inner = inner.asList().getElementType();
+      if (inner.asStruct().getProto().getId() == content_) {
+        holder.content = true;
       } else {
-        plan.unionMembers.emplace(field.getIndex(), holder);
+        holder.plan = planFor(inner.asStruct());
+      }
+      const uint16_t discriminant = proto.getDiscriminantValue();
+      if (discriminant == capnp::schema::Field::NO_DISCRIMINANT) {
+        plan.fields.push_back(holder);
+      } else if (discriminant < plan.unionMembers.size()) {
+        plan.unionMembers[discriminant] = holder;
       }
     }
-    return plans_.emplace(schema, std::move(plan)).first->second;
+    return &plan;
   }
 
   // Whether values of this struct type can hold a Content somewhere below.
@@ -112,40 +135,59 @@ class ContentWalker {
     return false;
   }
 
-  void visitField(capnp::DynamicStruct::Reader s, const Holder& holder, std::string& path,
-                  const std::function<void(const std::string&, schema::Content::Reader)>& fn) {
-    if (!holder.isGroup && !s.has(holder.field)) return;
-    size_t mark = path.size();
+  void walk(capnp::AnyStruct::Reader s, const Plan& plan, std::string& path, const Visit& fn) const {
+    for (const Holder& holder : plan.fields) visitField(s, holder, path, fn);
+    if (plan.unionMembers.empty()) return;
+    // Only the active union member is stored; an unknown one (a newer
+    // writer) holds nothing to visit. Past the data section it reads 0.
+    const auto data = s.getDataSection();
+    const size_t at = 2 * static_cast<size_t>(plan.discriminantOffset);
+    const uint16_t discriminant =
+        at + 2 <= data.size() ? static_cast<uint16_t>(data[at] | static_cast<uint16_t>(data[at + 1] << 8)) : 0;
+    if (discriminant < plan.unionMembers.size() && plan.unionMembers[discriminant]) {
+      visitField(s, *plan.unionMembers[discriminant], path, fn);
+    }
+  }
+
+  void visitField(capnp::AnyStruct::Reader s, const Holder& holder, std::string& path, const Visit& fn) const {
+    const auto pointers = s.getPointerSection();
+    if (holder.slot >= pointers.size() || pointers[holder.slot].isNull()) return;  // not set
+    const size_t mark = path.size();
     if (!path.empty()) path += '.';
     path += holder.name;
-    visitValue(s.get(holder.field), holder.type, path, fn);
+    const capnp::AnyPointer::Reader value = pointers[holder.slot];
+    if (holder.type.isList()) {
+      visitList(value.getAs<capnp::DynamicList>(holder.type.asList()), holder, path, fn);
+    } else if (holder.content) {
+      fn(path, value.getAs<schema::Content>());
+    } else {
+      walk(value.getAs<capnp::AnyStruct>(), *holder.plan, path, fn);
+    }
     path.resize(mark);
   }
 
-  void visitValue(capnp::DynamicValue::Reader value, capnp::Type type, std::string& path,
-                  const std::function<void(const std::string&, schema::Content::Reader)>& fn) {
-    if (type.isStruct()) {
-      auto s = value.as<capnp::DynamicStruct>();
-      if (type.asStruct().getProto().getId() == content_) {
-        fn(path, s.as<schema::Content>());
+  void visitList(const capnp::DynamicList::Reader& list, const Holder& holder, std::string& path,
+                 const Visit& fn) const {
+    const bool ofLists = list.getSchema().getElementType().isList();
+    for (unsigned i = 0; i < list.size(); ++i) {
+      const size_t mark = path.size();
+      path += "[" + std::to_string(i) + "]";
+      const capnp::DynamicValue::Reader item = list[i];
+      if (ofLists) {
+        visitList(item.as<capnp::DynamicList>(), holder, path, fn);
+      } else if (holder.content) {
+        fn(path, item.as<capnp::DynamicStruct>().as<schema::Content>());
       } else {
-        walk(s, path, fn);
+        walk(item.as<capnp::DynamicStruct>().as<capnp::AnyStruct>(), *holder.plan, path, fn);
       }
-    } else if (type.isList()) {
-      auto list = value.as<capnp::DynamicList>();
-      capnp::Type element = type.asList().getElementType();
-      for (unsigned i = 0; i < list.size(); ++i) {
-        size_t mark = path.size();
-        path += "[" + std::to_string(i) + "]";
-        visitValue(list[i], element, path, fn);
-        path.resize(mark);
-      }
+      path.resize(mark);
     }
   }
 
   uint64_t content_;
   std::unordered_map<uint64_t, bool> memo_;
   std::unordered_map<capnp::StructSchema, Plan, SchemaHash> plans_;
+  const Plan* event_ = nullptr;
 };
 
 }  // namespace
@@ -173,15 +215,13 @@ std::vector<std::string> eventTypeNames() {
 
 void forEachContent(schema::Event::Reader event,
                     const std::function<void(const std::string&, schema::Content::Reader)>& fn) {
-  // One walker (its cache of which types hold contents), never destroyed:
+  // One walker, immutable once made (no lock to read it), never destroyed:
   // thread_local objects and static ones go before or among the process's
   // exit handlers, and the shim reads events from one (its last checkpoint,
   // appended to a flight recorder's ring).
-  static std::mutex* const mutex = new std::mutex;
-  static ContentWalker* const walker = new ContentWalker;
+  static const ContentWalker* const walker = new ContentWalker;
   std::string path;
-  const std::lock_guard lock(*mutex);
-  walker->walk(capnp::toDynamic(event), path, fn);
+  walker->walkEvent(event, path, fn);
 }
 
 }  // namespace kcap::format
