@@ -9,6 +9,8 @@
 #include <capnp/any.h>
 #include <capnp/dynamic.h>
 
+#include "struct_layout.h"
+
 namespace kcap::format {
 namespace {
 
@@ -36,10 +38,6 @@ struct CheckPlan {
   std::vector<CheckedField> fields;
   uint32_t discriminantOffset = 0;                        // in 16-bit units of the data section
   std::vector<std::optional<CheckedField>> unionMembers;  // by discriminant value; empty: no union
-};
-
-struct SchemaHash {
-  size_t operator()(const capnp::StructSchema& schema) const { return schema.hashCode(); }
 };
 
 class CheckPlans {
@@ -151,11 +149,8 @@ void checkStruct(capnp::AnyStruct::Reader object, const CheckPlan& plan) {
   for (const CheckedField& field : plan.fields) checkField(object, field);
   if (plan.unionMembers.empty()) return;
   // Only the active union member is stored; an unknown one (a newer
-  // writer) has nothing to check. Past the data section it reads 0.
-  const auto data = object.getDataSection();
-  const size_t at = 2 * static_cast<size_t>(plan.discriminantOffset);
-  const uint16_t discriminant =
-      at + 2 <= data.size() ? static_cast<uint16_t>(data[at] | static_cast<uint16_t>(data[at + 1] << 8)) : 0;
+  // writer) has nothing to check.
+  const uint16_t discriminant = unionDiscriminant(object, plan.discriminantOffset);
   if (discriminant < plan.unionMembers.size() && plan.unionMembers[discriminant]) {
     checkField(object, *plan.unionMembers[discriminant]);
   }

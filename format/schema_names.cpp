@@ -10,6 +10,7 @@
 #include <capnp/dynamic.h>
 
 #include "event_visitor.h"
+#include "struct_layout.h"
 
 namespace kcap::format {
 
@@ -71,9 +72,6 @@ class ContentWalker {
     std::vector<Holder> fields;                       // outside the union
     uint32_t discriminantOffset = 0;                  // in 16-bit units of the data section
     std::vector<std::optional<Holder>> unionMembers;  // by discriminant value
-  };
-  struct SchemaHash {
-    size_t operator()(const capnp::StructSchema& schema) const { return schema.hashCode(); }
   };
 
   // Plans live in the map's nodes, whose addresses never change: a plan
@@ -139,11 +137,8 @@ class ContentWalker {
     for (const Holder& holder : plan.fields) visitField(s, holder, path, fn);
     if (plan.unionMembers.empty()) return;
     // Only the active union member is stored; an unknown one (a newer
-    // writer) holds nothing to visit. Past the data section it reads 0.
-    const auto data = s.getDataSection();
-    const size_t at = 2 * static_cast<size_t>(plan.discriminantOffset);
-    const uint16_t discriminant =
-        at + 2 <= data.size() ? static_cast<uint16_t>(data[at] | static_cast<uint16_t>(data[at + 1] << 8)) : 0;
+    // writer) holds nothing to visit.
+    const uint16_t discriminant = unionDiscriminant(s, plan.discriminantOffset);
     if (discriminant < plan.unionMembers.size() && plan.unionMembers[discriminant]) {
       visitField(s, *plan.unionMembers[discriminant], path, fn);
     }
