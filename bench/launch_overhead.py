@@ -361,8 +361,8 @@ def main():
                 # In-process configurations need no plain process: each
                 # measures against libcuda's own entry point inside itself.
                 needs_plain = "plain" in wanted or any(not c.endswith("in-process") for c in wanted)
-                configs = [c for c in configs
-                           if (c == "plain" and needs_plain) or c in wanted or (c == HOST_WORK and args.host_work > 0)]
+                # plain + host work is in configs only when --host-work asks for it.
+                configs = [c for c in configs if (c == "plain" and needs_plain) or c in wanted or c == HOST_WORK]
             results = {config: [] for config in configs}  # a round's (total, loop) or None
             problems = {config: [] for config in configs}
             cpu = {config: [] for config in configs}
