@@ -159,6 +159,10 @@ def parse_args():
     p.add_argument("--compare-env", default="",
                    help="KEY=VALUE[,KEY=VALUE...]: set these in \"metadata B\"'s environment (B is the same "
                         "shim unless --compare-shim names another): an A/B of an option, e.g. KCAP_LEVEL=-5")
+    p.add_argument("--env", default="",
+                   help="KEY=VALUE[,KEY=VALUE...]: set these in every recording configuration's environment "
+                        "(\"metadata B\" too, before --compare-env), e.g. KCAP_MODE=checkpoint to measure "
+                        "checkpoint mode in the \"metadata\" rows")
     p.add_argument("--compare-cpus", default="",
                    help="run \"metadata B\"'s processes under `taskset -c LIST` instead of --cpus (the launching "
                         "thread still moves to --pin-cpu): an A/B of where the shim's threads run")
@@ -185,15 +189,18 @@ def parse_args():
                         "on these CPUs (tells whether the shim's threads cost by being elsewhere)")
     args = p.parse_args()
     args.compare_env_pairs = {}
+    args.env_pairs = {}
     if args.host_work < 0:
         p.error("--host-work: expected nanoseconds >= 0")
     if args.compare_cpus and args.pin_cpu < 0:
         p.error("--compare-cpus needs --pin-cpu (else the launching thread runs among the LIST too)")
-    for item in filter(None, args.compare_env.split(",")):
-        key, equals, value = item.partition("=")
-        if not equals or not key:
-            p.error(f"--compare-env: expected KEY=VALUE, got {item!r}")
-        args.compare_env_pairs[key] = value
+    for flag, text, pairs in (("--env", args.env, args.env_pairs),
+                              ("--compare-env", args.compare_env, args.compare_env_pairs)):
+        for item in filter(None, text.split(",")):
+            key, equals, value = item.partition("=")
+            if not equals or not key:
+                p.error(f"{flag}: expected KEY=VALUE, got {item!r}")
+            pairs[key] = value
     for flag, path in (("--bench", args.bench), ("--shim", args.shim), ("--compare-shim", args.compare_shim)):
         if path and not Path(path).is_file():
             p.error(f"{flag}: no such file: {path}")
@@ -209,6 +216,7 @@ def environment(config, args, scratch):
     if config.startswith("metadata"):
         env["KCAP_OUTPUT"] = str(scratch / "trace.kcap")
         env["KCAP_MODE"] = "metadata"
+        env.update(args.env_pairs)
     if config.startswith("metadata B"):
         env["LD_PRELOAD"] = args.compare_shim or args.shim
         env.update(args.compare_env_pairs)
@@ -333,7 +341,9 @@ def main():
     scratch = Path(args.dir) / f"kcap-bench-launch-{os.getpid()}"
     scratch.mkdir(parents=True, exist_ok=True)
     failed = False
-    print(f"bench: {args.bench}\nshim: {args.shim}\n{args.launches} launches (one thread; "
+    print(f"bench: {args.bench}\nshim: {args.shim}\n"
+          + (f"recording environment: {args.env}\n" if args.env else "")
+          + f"{args.launches} launches (one thread; "
           f"{args.threaded_launches} a thread with several) x {args.reps} reps a process, "
           f"{args.rounds} processes a configuration, round-robin; figures: median over processes of each "
           "process's median repetition, ns per launch of one thread (loop + synchronize; loop only); "

@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <ctime>
 
@@ -123,6 +125,20 @@ void TraceClock::reanchor(uint64_t ticks) noexcept {
   anchorNs_.store(now.ns, std::memory_order_relaxed);
   nsPerTick_.store(nsPerTick, std::memory_order_relaxed);
   sequence_.store(sequence + 2, std::memory_order_release);
+}
+
+uint64_t TraceClock::stampsIn(uint64_t ns) const noexcept {
+  if (!counter_ || ns == 0) {
+    return ns;
+  }
+  // The rate alone (a relaxed read, no sequence): it moves by parts per
+  // million between anchors, far below what a deadline needs.
+  const double nsPerTick = nsPerTick_.load(std::memory_order_relaxed);
+  const double ticks = nsPerTick > 0 ? std::ceil(static_cast<double>(ns) / nsPerTick) : static_cast<double>(ns);
+  if (ticks >= 18446744073709549568.0) {  // the largest double below 2^64
+    return UINT64_MAX;
+  }
+  return std::max<uint64_t>(1, static_cast<uint64_t>(ticks));
 }
 
 uint64_t TraceClock::toNs(uint64_t stamp) noexcept {

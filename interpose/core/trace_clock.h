@@ -48,6 +48,10 @@ class TraceClock {
   // A stamp as nanoseconds since startMonotonicNs() (0 for one before it).
   uint64_t toNs(uint64_t stamp) noexcept;
   uint64_t nowNs() noexcept { return toNs(stamp()); }
+  // How many stamp units `ns` nanoseconds span at the current rate (at
+  // least 1 for a nonzero span; saturates): a deadline in stamps, for
+  // comparing stamps with it on a hot path instead of converting each.
+  uint64_t stampsIn(uint64_t ns) const noexcept;
 
   static uint64_t monotonicNs() noexcept;
   static uint64_t readCounter() noexcept;

@@ -85,7 +85,7 @@ bool Recorder::graphLaunchStarting(const GraphLaunchCall& call, PendingGraphLaun
   }
   const CUstream stream = call.perThreadStream && call.stream == nullptr ? CU_STREAM_PER_THREAD : call.stream;
   if (checkpoints_ != nullptr) {
-    if (checkpointDue() && !hostWaiters_.pending()) {
+    if (checkpointDue(clock_.stamp()) && !hostWaiters_.pending()) {
       checkpointNow(schema::CheckpointReason::INTERVAL, std::chrono::milliseconds(100));
     }
     checkpoints_->streamUsed(stream);

@@ -224,6 +224,11 @@ struct LaunchEventData final : format::DeferredEvent {
 // memory.
 bool captureLoggedInputs(LaunchEventData& data, const AllocationMap& allocations, format::TraceWriter& writer,
                          StagingPool& staging, CUstream stream, bool hashOnDevice) {
+  // Most launches reach no such memory: no set made for them.
+  if (std::none_of(data.pointers.begin(), data.pointers.end(),
+                   [](const ParamPointer& pointer) { return pointer.loggedInput; })) {
+    return false;
+  }
   bool readsHost = false;
   bool synchronized = false;
   std::set<uint64_t> seen;
@@ -347,9 +352,14 @@ bool Recorder::launchStarting(const LaunchCall& call, PendingLaunch& launch) {
   if (!operation) {
     return false;
   }
+  // The launch's time: taken first, so that the checkpoint test needs no
+  // clock of its own, and again after a checkpoint taken here (the
+  // checkpoint comes before the launch in time as in the trace).
+  uint64_t stamp = clock_.stamp();
   if (checkpoints_ != nullptr) [[unlikely]] {
-    if (checkpointDue() && !hostWaiters_.pending()) {
+    if (checkpointDue(stamp) && !hostWaiters_.pending()) {
       checkpointNow(schema::CheckpointReason::INTERVAL, std::chrono::milliseconds(100));
+      stamp = clock_.stamp();
     }
     checkpoints_->streamUsed(call.perThreadStream && call.stream == nullptr ? CU_STREAM_PER_THREAD : call.stream);
   }
@@ -383,7 +393,7 @@ bool Recorder::launchStarting(const LaunchCall& call, PendingLaunch& launch) {
   LaunchEventData* data = Recycler<LaunchEventData>::take(Recycler<LaunchEventData>::ofThisThread());
   format::DeferredEventPtr event(data);  // back to the pool if anything below throws
   data->clock = &clock_;
-  data->stamp = clock_.stamp();
+  data->stamp = stamp;
   data->threadId = callerThreadId();
   data->launchIndex = pending->launchIndex;
   data->launchCounter = numberedByWriter_ ? &eligibleLaunches_ : nullptr;

@@ -7,6 +7,7 @@
 #include "record/driver_api.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <string>
 
 namespace kcap {
@@ -33,7 +34,9 @@ void Recorder::scheduleCheckpoint(bool postponed) noexcept {
     nextCheckpointLaunch_.store(eligibleLaunches_.load(std::memory_order_relaxed) + step, std::memory_order_relaxed);
   } else {
     const uint64_t step = postponed ? options_.checkpointEveryNs / 4 + 1 : options_.checkpointEveryNs;
-    nextCheckpointNs_.store(clock_.nowNs() + step, std::memory_order_relaxed);
+    const uint64_t now = clock_.stamp();
+    const uint64_t span = clock_.stampsIn(step);
+    nextCheckpointStamp_.store(span > UINT64_MAX - now ? UINT64_MAX : now + span, std::memory_order_relaxed);
   }
 }
 

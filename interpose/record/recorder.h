@@ -487,11 +487,14 @@ class Recorder {
 
   // Checkpoints (record_checkpoint.cpp). Due: the interval has passed
   // since the last one (or none was taken yet).
-  bool checkpointDue() noexcept {
+  // `stamp`: clock_.stamp() of the calling launch, taken anyway for its
+  // event; comparing it in the clock's own units spares every launch a
+  // conversion and a second read of the clock.
+  bool checkpointDue(uint64_t stamp) noexcept {
     if (options_.checkpointEveryLaunches != 0) {
       return eligibleLaunches_.load(std::memory_order_relaxed) >= nextCheckpointLaunch_.load(std::memory_order_relaxed);
     }
-    return clock_.nowNs() >= nextCheckpointNs_.load(std::memory_order_relaxed);
+    return stamp >= nextCheckpointStamp_.load(std::memory_order_relaxed);
   }
   // Takes one now if no other thread is; `gateWait`: how long to wait for
   // other threads' calls to leave the gate. A periodic one (INTERVAL) is
@@ -610,7 +613,7 @@ class Recorder {
   // Checkpoint mode only (else null).
   std::unique_ptr<CheckpointTaker> checkpoints_;
   std::unique_ptr<WrittenReadback> readback_;      // what NCCL calls and copies from other devices wrote
-  std::atomic<uint64_t> nextCheckpointNs_{0};      // by time: the first is due at once
+  std::atomic<uint64_t> nextCheckpointStamp_{0};   // by time, a clock_ stamp: the first is due at once
   std::atomic<uint64_t> nextCheckpointLaunch_{0};  // by launches
   uint64_t checkpointOrdinal_ = 0;                 // under the gate
   std::atomic<bool> checkpointsFailed_{false};     // a failure that will not go away: no more tries

@@ -84,6 +84,27 @@ TEST(TraceClock, PlainClockFallbackIsExact) {
   expectAgreement(clock);
 }
 
+// A deadline made with stampsIn is reached by the stamp that many ns
+// later: what the recorder compares each launch's stamp with to decide a
+// checkpoint is due.
+TEST(TraceClock, StampsInSpansThatManyNanoseconds) {
+  for (const auto source : {TraceClock::Source::kCounter, TraceClock::Source::kMonotonic}) {
+    TraceClock clock(source);
+    EXPECT_EQ(clock.stampsIn(0), 0u);
+    EXPECT_GE(clock.stampsIn(1), 1u);
+    EXPECT_GE(clock.stampsIn(UINT64_MAX), clock.stampsIn(uint64_t{1} << 62));  // saturates, never wraps
+    const uint64_t start = clock.stamp();
+    const uint64_t span = clock.stampsIn(2'000'000);  // 2 ms
+    const uint64_t deadline = start + span;
+    // The conversion of the deadline is 2 ms after the start's, within
+    // the clock's rounding.
+    EXPECT_LE(distance(clock.toNs(deadline) - clock.toNs(start), 2'000'000), 2000u);
+    EXPECT_LT(clock.stamp(), deadline);
+    std::this_thread::sleep_for(std::chrono::milliseconds(3));
+    EXPECT_GE(clock.stamp(), deadline);
+  }
+}
+
 TEST(TraceClock, StampBeforeTheStartIsZero) {
   const TraceClock clock0(TraceClock::Source::kCounter);
   const uint64_t early = clock0.stamp();

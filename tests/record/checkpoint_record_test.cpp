@@ -337,6 +337,34 @@ TEST(CheckpointRecord, ThreadsLaunchingMeanwhileAreOrderedAroundEachCheckpoint) 
   for (const auto checkpoint : checkpointsOf(r)) expectContentMatchesHashes(*reader, checkpoint);
 }
 
+// By time: each launch's stamp is compared with a deadline in the clock's
+// own units. Checkpoints come due while the threads launch, never sooner
+// than the interval after the one before.
+TEST(CheckpointRecord, CheckpointsComeDueByTime) {
+  kcap::test::TempDir dir("kcap-checkpoint");
+  const std::string path = dir.file("threads-by-time.kcap");
+  const Recording r = recordCheckpoints(threadsProgram(), {}, path, {{"KCAP_CHECKPOINT_EVERY", "2ms"}});
+  expectUnchanged(r);
+  std::vector<uint64_t> intervalTimes;
+  uint64_t firstTime = 0;
+  uint64_t lastLaunchTime = 0;
+  for (const auto& e : r.events) {
+    if (e.get().which() == Event::LAUNCH) lastLaunchTime = e.get().getTimeNs();
+    if (e.get().which() != Event::CHECKPOINT) continue;
+    const auto reason = e.get().getCheckpoint().getReason();
+    if (reason == schema::CheckpointReason::FIRST) firstTime = e.get().getTimeNs();
+    if (reason == schema::CheckpointReason::INTERVAL) intervalTimes.push_back(e.get().getTimeNs());
+  }
+  ASSERT_GT(lastLaunchTime, firstTime + 10'000'000) << "the program launched for under 10 ms: nothing to measure";
+  ASSERT_GE(intervalTimes.size(), 2u) << "no checkpoint came due in " << (lastLaunchTime - firstTime) << " ns";
+  uint64_t previous = firstTime;
+  for (const uint64_t time : intervalTimes) {
+    EXPECT_GE(time, previous + 2'000'000 - 20'000) << "a checkpoint came due before its interval";
+    previous = time;
+  }
+  EXPECT_LE(intervalTimes.size(), (lastLaunchTime - firstTime) / 2'000'000 + 1);
+}
+
 // Managed memory the host rewrites between launches, with no CUDA call:
 // each launch that reaches it logs it as the launch saw it (its `pre`, kind
 // managed), checkpoints leave it out, and re-execution writes it back before
