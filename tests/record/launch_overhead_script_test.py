@@ -99,6 +99,15 @@ def main():
            "a PROBLEM line naming how many launches B's trace holds", out)
     expect(not re.search(r"^  threads 1 metadata in-process: PROBLEM", out, re.M), "A has no problem", out)
 
+    # --env reaches the first build's recording too (A records only 10
+    # launches now), and B's, before --compare-env.
+    status, out = run(script, bench, shim, kcap, double_dir, "--env", "KCAP_MAX_LAUNCHES=10", "--compare-env",
+                      "KCAP_MAX_LAUNCHES=1000000000")
+    expect(status == 1, f"exit status 1 when --env leaves launches out of A's traces (got {status})", out)
+    expect(re.search(r"^  threads 1 metadata in-process: PROBLEM the trace holds 10 launches of \d+ made", out, re.M),
+           "a PROBLEM line naming how many launches A's trace holds under --env", out)
+    expect("recording environment: KCAP_MAX_LAUNCHES=10" in out, "the header names --env", out)
+
     # Every process fails (no such CPU to pin to): the script stops after
     # the first round instead of running all five, names the problem once
     # with its count, and exits 1.
@@ -111,6 +120,8 @@ def main():
 
     status, out = run(script, bench, shim, kcap, double_dir, "--compare-env", "KCAP_LEVEL")
     expect(status == 2 and "--compare-env: expected KEY=VALUE" in out, "a malformed --compare-env is refused", out)
+    status, out = run(script, bench, shim, kcap, double_dir, "--env", "=1")
+    expect(status == 2 and "--env: expected KEY=VALUE" in out, "a malformed --env is refused", out)
 
     if failures:
         print(f"{len(failures)} check(s) failed")
