@@ -55,7 +55,11 @@ launch, touching nothing shared (a reference, not the shim: what adding NS
 ns of a thread's own work to each launch costs at that thread count, where
 the driver's contention may hide it or not). With --kcap, every metadata
 trace must hold every launch the program made (else the row says so and the
-script exits 1). Exit status 1 also when a run fails; a missed target is a
+script exits 1), and a trace recorded in checkpoint mode (--env or
+--compare-env KCAP_MODE=checkpoint) has its checkpoints' holds printed with
+its process: a hold stops every launching thread, so a figure meant
+"between checkpoints" is measured with KCAP_CHECKPOINT_EVERY past the
+run's length (only the first, in the warm-up, and the last, at exit). Exit status 1 also when a run fails; a missed target is a
 result, not a failure. Fewer rounds than asked still give the tables, from
 the complete rounds, with a line saying why: --deadline S starts no round
 that would end past S seconds, and SIGTERM (`timeout`) stops at once.
@@ -98,6 +102,12 @@ DIRECT = "libcuda's own ns/launch"
 HOST_WORK = "plain + host work"
 # Both blocks of a pair through the shim (--same-blocks).
 SAME_BLOCKS = "metadata A/A in-process"
+# Checkpoint mode, with --kcap: how many checkpoints the process's trace
+# holds and how long they held its launching threads (kcap info). A hold
+# stops every thread, and in an A/B process it lands in a block through
+# the shim (only those launches ask whether one is due): with one due
+# every second it can weigh more than the shim's work between them.
+HOLDS = "checkpoint holds"
 
 
 def summarize(problems):
@@ -223,12 +233,16 @@ def environment(config, args, scratch):
     return env
 
 
-def launches_in(kcap, trace, graph):
-    """The kcap_empty launches (graph: the graph launches) the trace holds; None if it cannot be read."""
+def trace_summary(kcap, trace):
+    """`kcap info --json` of the trace, or None if it cannot be read."""
     info = subprocess.run([kcap, "info", "--json", str(trace)], capture_output=True, text=True)
-    if info.returncode != 0:
+    return json.loads(info.stdout) if info.returncode == 0 else None
+
+
+def launches_in(summary, graph):
+    """The kcap_empty launches (graph: the graph launches) the trace holds; None if it cannot be read."""
+    if summary is None:
         return None
-    summary = json.loads(info.stdout)
     if graph:
         return int(summary.get("events", {}).get("byType", {}).get("graphLaunch", 0))
     return sum(int(k["launches"]) for k in summary.get("kernels", []) if k["name"] == "kcap_empty")
@@ -266,6 +280,7 @@ def run_once(args, config, threads, scratch):
         return None, None, "the shim said: " + " / ".join(shim_lines), None
     value = lambda key: float(re.search(rf"^{key} (-?[\d.]+)$", done.stdout, re.M).group(1))
     problem = None
+    holds = None  # checkpoint mode: what its checkpoints held the launching threads
     # The program ran what this configuration is (a bench that ignored a
     # flag would measure something else under its name).
     settings = dict(re.findall(r" (\w+) (-?\d+)", (re.search(r"^config .*$", done.stdout, re.M) or [""])[0]))
@@ -278,14 +293,23 @@ def run_once(args, config, threads, scratch):
         made_line = r"^made graph_launches (\d+)$" if args.graph else r"^made kernel kcap_empty (\d+)$"
         made = int(re.search(made_line, done.stdout, re.M).group(1))
         traces = sorted(scratch.glob("trace*.kcap"))
-        held = launches_in(args.kcap, traces[0], args.graph) if len(traces) == 1 else None
+        summary = trace_summary(args.kcap, traces[0]) if len(traces) == 1 else None
+        held = launches_in(summary, args.graph)
         if held != made:
             problem = "; ".join(filter(None, [problem, f"the trace holds {held} launches of {made} made "
                                                        f"({len(traces)} trace files)"]))
+        checkpoints = (summary or {}).get("checkpoints", {})
+        if checkpoints.get("count") and made:
+            # Every launching thread waits out each hold: what the holds
+            # cost a recorded launch of one thread, spread over them all.
+            hold_ns = int(checkpoints.get("holdNs", 0))
+            holds = (f"{checkpoints['count']} checkpoints held the threads {hold_ns / 1e6:.2f} ms, "
+                     f"{hold_ns * threads / made:.1f} ns a recorded launch of one thread")
     scheduling = {}
     for key, name in SCHEDULING:
         found = re.search(rf"^{key} (-?[\d.]+)$", done.stdout, re.M)
         scheduling[name] = float(found.group(1)) if found else None
+    scheduling[HOLDS] = holds
     if in_process:
         # (hooked ns per launch, the process's added figure)
         hooked = [float(x) for x in re.findall(r"^pair \d+ hooked_ns_per_launch ([\d.]+)", done.stdout, re.M)]
@@ -324,10 +348,12 @@ def run_round(args, configs, threads, scratch, results, problems, cpu, in_proces
             print(f"  threads {threads} {config}: {total:.1f} ns/launch through the shim, "
                   f"{loop:+.1f} against {other} (median of {args.interleave} pairs)"
                   + ("" if on_cpu is None else f"; launching threads' CPU time {on_cpu:+.1f}")
-                  + ("" if process is None else f", process CPU time {process:+.1f}"), flush=True)
+                  + ("" if process is None else f", process CPU time {process:+.1f}")
+                  + ("" if not scheduling.get(HOLDS) else f"; {scheduling[HOLDS]}"), flush=True)
         elif total is not None:
             print(f"  threads {threads} {config}: {total:.1f} ns/launch (loop {loop:.1f}); launching "
-                  "threads: " + ", ".join(f"{k} {v}" for k, v in scheduling.items()), flush=True)
+                  "threads: " + ", ".join(f"{k} {v}" for k, v in scheduling.items() if k != HOLDS)
+                  + ("" if not scheduling.get(HOLDS) else f"; {scheduling[HOLDS]}"), flush=True)
         if problem:
             problems[config].append(problem)
             print(f"  threads {threads} {config}: PROBLEM {problem}", flush=True)

@@ -95,12 +95,16 @@ if [ $checkpointbench = 1 ]; then
     # launches it does not record); an A/A process, every block recorded,
     # against the metadata processes of the same rounds; and plain with
     # 1.2 us of the launching threads' own work a launch, for reference.
-    # Checkpoint mode (the target's) in every recording row (--env).
-    echo "=== 16 threads in-process, checkpoint mode: A/B against libcuda's own, A/A, recording processes, host work"
+    # Checkpoint mode, the target's: between checkpoints (--env: none due
+    # after the first, in the warm-up), and as recorded by default
+    # (metadata B: one due every second, whose holds stop every thread and
+    # land in the blocks through the shim); the A/A process between
+    # checkpoints too. Each process line says what its checkpoints held.
+    echo "=== 16 threads in-process, checkpoint mode: between checkpoints (A), every second (B), A/A"
     timeout 300 python3 bench/launch_overhead.py --deadline 290 --bench build-gpu/bench/kcap_bench_launch_overhead \
-      --shim build-gpu/interpose/libkcap_interpose.so --kcap build-gpu/tools/kcap --threads 16 --rounds 9 \
-      --interleave 4 --configs "plain,metadata,metadata in-process,metadata A/A in-process" --host-work 1200 \
-      --env KCAP_MODE=checkpoint
+      --shim build-gpu/interpose/libkcap_interpose.so --kcap build-gpu/tools/kcap --threads 16 --rounds 12 \
+      --interleave 4 --configs "metadata in-process,metadata B in-process,metadata A/A in-process" \
+      --env KCAP_MODE=checkpoint,KCAP_CHECKPOINT_EVERY=60m --compare-env KCAP_CHECKPOINT_EVERY=1s
     echo "=== 16 threads, checkpoint mode with the writer at idle priority (metadata B) against metadata mode"
     timeout 100 python3 bench/launch_overhead.py --deadline 90 --bench build-gpu/bench/kcap_bench_launch_overhead \
       --shim build-gpu/interpose/libkcap_interpose.so --kcap build-gpu/tools/kcap --threads 16 --rounds 3 \

@@ -67,6 +67,14 @@ def main():
                       configs="plain,metadata in-process,metadata B in-process,pass-through in-process")
     expect(status == 0, f"exit status 0 with two threads in-process (got {status})", out)
     expect("PROBLEM" not in out, "no PROBLEM line: the two threads' traces hold every launch", out)
+    # B records in checkpoint mode: its lines say what its checkpoints held
+    # (at least the first, at the first launch, and the last, at exit); A's
+    # metadata traces have none to report.
+    expect(len(re.findall(r"^  threads 2 metadata B in-process: .*; (\d+) checkpoints held the threads [\d.]+ ms, "
+                          r"[\d.]+ ns a recorded launch of one thread$", out, re.M)) == 5,
+           "every B line reports its checkpoints' holds", out)
+    expect(not re.search(r"^  threads 2 metadata in-process: .*checkpoints held", out, re.M),
+           "no holds reported for metadata mode", out)
     for row in ("metadata in-process", "metadata in-process (process CPU time)", "metadata B in-process",
                 "pass-through in-process", "metadata in-process (libcuda's own blocks against plain)"):
         expect(re.search(rf"^\| 2 \| {re.escape(row)} \|[^|]*\|[^|]*\| [+-][\d.]+ \| [+-]\d+ to [+-]\d+ \|", out, re.M),
