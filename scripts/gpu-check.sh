@@ -5,7 +5,7 @@
 # build-gpu/logs; keep what the check writes there to a few files (the
 # caller may keep only a few).
 #   scripts/gpu-check.sh [--no-bench] [--no-gpu-tests] [--no-overhead] [--ci] [--container] [--buffer SIZE]
-#                        [--checkpoint-bench] [--gpu-tests REGEX]
+#                        [--checkpoint-bench] [--thread-overhead] [--gpu-tests REGEX]
 # --ci also runs the CI tests (label gpu excluded); --no-overhead leaves out
 # the launch-overhead benchmark; --container the container
 # benchmark; --buffer SIZE also runs the capture benchmark with `kcap record
@@ -16,7 +16,10 @@
 # against metadata mode's, with the writer at idle priority and on two CPUs,
 # at 16 threads in-process against libcuda's own entry point,
 # the flight recorder's at 16 threads), also with
-# --no-bench;
+# --no-bench (more than one call's ten minutes: --no-overhead leaves its
+# launch-overhead rows out); --thread-overhead only checkpoint mode's
+# 16-thread row in one process (at most 5 minutes after the build), also
+# with --no-bench;
 # --gpu-tests REGEX runs only the GPU tests it matches. On an H200 host
 # the build takes 1-2 minutes, the GPU tests about 5 (the framework matrix's
 # torch.compile cases set the pace), the benchmarks about 4: more than one
@@ -28,7 +31,7 @@ source scripts/env.sh
 out=${OUT:-build-gpu/logs}
 mkdir -p "$out"
 status=0
-bench=1 ci=0 gputests=1 overhead=1 container=0 buffer="" checkpointbench=0 only=""
+bench=1 ci=0 gputests=1 overhead=1 container=0 buffer="" checkpointbench=0 threadoverhead=0 only=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --no-bench) bench=0 ;;
@@ -38,6 +41,7 @@ while [ $# -gt 0 ]; do
     --container) container=1 ;;
     --buffer) buffer=${2:?--buffer needs a size}; shift ;;
     --checkpoint-bench) checkpointbench=1 ;;
+    --thread-overhead) threadoverhead=1 ;;
     --gpu-tests) only=${2:?--gpu-tests needs a regex}; shift ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
@@ -70,6 +74,27 @@ if [ $gputests = 1 ]; then
   echo "GPU tests done$(elapsed)"
 fi
 
+# 16 threads, checkpoint mode (the target's), in one process: blocks through
+# the shim against blocks through libcuda's own entry point (free of the
+# spread between processes). Between checkpoints (--env: none due after the
+# first, in the warm-up), and as recorded by default (metadata B: one due
+# every second, whose holds stop every thread and land in the blocks through
+# the shim); the A/A process between checkpoints too. Each process line says
+# what its checkpoints held.
+threads_in_process() {
+  echo "=== 16 threads in-process, checkpoint mode: between checkpoints (A), every second (B), A/A"
+  timeout 300 python3 bench/launch_overhead.py --deadline 290 --bench build-gpu/bench/kcap_bench_launch_overhead \
+    --shim build-gpu/interpose/libkcap_interpose.so --kcap build-gpu/tools/kcap --threads 16 --rounds 12 \
+    --interleave 4 --configs "metadata in-process,metadata B in-process,metadata A/A in-process" \
+    --env KCAP_MODE=checkpoint,KCAP_CHECKPOINT_EVERY=60m --compare-env KCAP_CHECKPOINT_EVERY=1s
+}
+if [ $threadoverhead = 1 ]; then
+  sync
+  threads_in_process >"$out/bench-threads.txt" 2>&1 || status=1
+  grep -E '^\| |^=== |^metadata B|FAILED|PROBLEM' "$out/bench-threads.txt" | head -30
+  echo "16-thread overhead done$(elapsed)"
+fi
+
 if [ $checkpointbench = 1 ]; then
   sync
   { echo "=== change hashing against a read-only kernel, 32 GiB"
@@ -89,22 +114,7 @@ if [ $checkpointbench = 1 ]; then
     timeout 100 python3 bench/launch_overhead.py --deadline 90 --bench build-gpu/bench/kcap_bench_launch_overhead \
       --shim build-gpu/interpose/libkcap_interpose.so --kcap build-gpu/tools/kcap --threads 16 --rounds 3 \
       --compare-env KCAP_MODE=checkpoint
-    # In-process: blocks through the shim against blocks through libcuda's
-    # own entry point in one process (free of the spread between processes),
-    # and those against plain's processes (what a recording process costs
-    # launches it does not record); an A/A process, every block recorded,
-    # against the metadata processes of the same rounds; and plain with
-    # 1.2 us of the launching threads' own work a launch, for reference.
-    # Checkpoint mode, the target's: between checkpoints (--env: none due
-    # after the first, in the warm-up), and as recorded by default
-    # (metadata B: one due every second, whose holds stop every thread and
-    # land in the blocks through the shim); the A/A process between
-    # checkpoints too. Each process line says what its checkpoints held.
-    echo "=== 16 threads in-process, checkpoint mode: between checkpoints (A), every second (B), A/A"
-    timeout 300 python3 bench/launch_overhead.py --deadline 290 --bench build-gpu/bench/kcap_bench_launch_overhead \
-      --shim build-gpu/interpose/libkcap_interpose.so --kcap build-gpu/tools/kcap --threads 16 --rounds 12 \
-      --interleave 4 --configs "metadata in-process,metadata B in-process,metadata A/A in-process" \
-      --env KCAP_MODE=checkpoint,KCAP_CHECKPOINT_EVERY=60m --compare-env KCAP_CHECKPOINT_EVERY=1s
+    threads_in_process
     echo "=== 16 threads, checkpoint mode with the writer at idle priority (metadata B) against metadata mode"
     timeout 100 python3 bench/launch_overhead.py --deadline 90 --bench build-gpu/bench/kcap_bench_launch_overhead \
       --shim build-gpu/interpose/libkcap_interpose.so --kcap build-gpu/tools/kcap --threads 16 --rounds 3 \
