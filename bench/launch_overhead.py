@@ -59,8 +59,9 @@ script exits 1), and a trace recorded in checkpoint mode (--env or
 --compare-env KCAP_MODE=checkpoint) has its checkpoints' holds printed with
 its process: a hold stops every launching thread, so a figure meant
 "between checkpoints" is measured with KCAP_CHECKPOINT_EVERY past the
-run's length (only the first, in the warm-up, and the last, at exit). Exit status 1 also when a run fails; a missed target is a
-result, not a failure. Fewer rounds than asked still give the tables, from
+run's length (only the first, in the warm-up, and the last, at exit).
+Exit status 1 also when a run fails; a missed target is a result, not a
+failure. Fewer rounds than asked still give the tables, from
 the complete rounds, with a line saying why: --deadline S starts no round
 that would end past S seconds, and SIGTERM (`timeout`) stops at once.
 """
@@ -342,18 +343,18 @@ def run_round(args, configs, threads, scratch, results, problems, cpu, in_proces
         measured = total is not None and scheduling
         in_process_figures[config].append(tuple(scheduling.get(k) for k in (THREAD_CPU, PROCESS_CPU, DIRECT))
                                   if measured else None)
+        held = f"; {scheduling[HOLDS]}" if total is not None and scheduling.get(HOLDS) else ""
         if total is not None and config.endswith("in-process"):
             on_cpu, process, _ = in_process_figures[config][-1]
             other = "its other blocks" if config == SAME_BLOCKS else "libcuda's own"
             print(f"  threads {threads} {config}: {total:.1f} ns/launch through the shim, "
                   f"{loop:+.1f} against {other} (median of {args.interleave} pairs)"
                   + ("" if on_cpu is None else f"; launching threads' CPU time {on_cpu:+.1f}")
-                  + ("" if process is None else f", process CPU time {process:+.1f}")
-                  + ("" if not scheduling.get(HOLDS) else f"; {scheduling[HOLDS]}"), flush=True)
+                  + ("" if process is None else f", process CPU time {process:+.1f}") + held, flush=True)
         elif total is not None:
             print(f"  threads {threads} {config}: {total:.1f} ns/launch (loop {loop:.1f}); launching "
-                  "threads: " + ", ".join(f"{k} {v}" for k, v in scheduling.items() if k != HOLDS)
-                  + ("" if not scheduling.get(HOLDS) else f"; {scheduling[HOLDS]}"), flush=True)
+                  "threads: " + ", ".join(f"{k} {v}" for k, v in scheduling.items() if k != HOLDS) + held,
+                  flush=True)
         if problem:
             problems[config].append(problem)
             print(f"  threads {threads} {config}: PROBLEM {problem}", flush=True)

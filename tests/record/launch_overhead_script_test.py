@@ -36,6 +36,13 @@ def expect(condition, what, output):
         print(f"FAILED: {what}\n--- output ---\n{output}\n---", flush=True)
 
 
+def expect_rows(out, threads, rows, what):
+    """A table row for each of `rows` at `threads` threads, with its figure and interval."""
+    for row in rows:
+        expect(re.search(rf"^\| {threads} \| {re.escape(row)} \|[^|]*\|[^|]*\| [+-][\d.]+ \| [+-]\d+ to [+-]\d+ \|",
+                         out, re.M), f"{what} for {row}", out)
+
+
 def main():
     script, bench, shim, kcap, double_dir = sys.argv[1:6]
 
@@ -49,11 +56,9 @@ def main():
                           r"against libcuda's own \(median of 2 pairs\); launching threads' CPU time [+-][\d.]+, "
                           r"process CPU time [+-][\d.]+$",
                           out, re.M)) == 5, "five in-process lines with wall, thread and process CPU figures", out)
-    for row in ("metadata in-process", "metadata in-process (thread CPU time)",
-                "metadata in-process (process CPU time)", "metadata B in-process",
-                "metadata B in-process (thread CPU time)"):
-        expect(re.search(rf"^\| 1 \| {re.escape(row)} \|[^|]*\|[^|]*\| [+-][\d.]+ \| [+-]\d+ to [+-]\d+ \|", out, re.M),
-               f"a table row for {row} with its figure and interval", out)
+    expect_rows(out, 1, ("metadata in-process", "metadata in-process (thread CPU time)",
+                         "metadata in-process (process CPU time)", "metadata B in-process",
+                         "metadata B in-process (thread CPU time)"), "a table row with its figure and interval")
     expect(re.search(r"^\| 1 \| metadata in-process \(thread CPU time\) .*\(not the target's measure\) \|$", out, re.M),
            "the thread CPU row carries no verdict on the target", out)
     expect(re.search(r"^metadata B in-process \(KCAP_LEVEL=3\) - metadata in-process, 1 thread\(s\), 5 rounds: "
@@ -75,10 +80,9 @@ def main():
            "every B line reports its checkpoints' holds", out)
     expect(not re.search(r"^  threads 2 metadata in-process: .*checkpoints held", out, re.M),
            "no holds reported for metadata mode", out)
-    for row in ("metadata in-process", "metadata in-process (process CPU time)", "metadata B in-process",
-                "pass-through in-process", "metadata in-process (libcuda's own blocks against plain)"):
-        expect(re.search(rf"^\| 2 \| {re.escape(row)} \|[^|]*\|[^|]*\| [+-][\d.]+ \| [+-]\d+ to [+-]\d+ \|", out, re.M),
-               f"a two-thread table row for {row}", out)
+    expect_rows(out, 2, ("metadata in-process", "metadata in-process (process CPU time)", "metadata B in-process",
+                         "pass-through in-process", "metadata in-process (libcuda's own blocks against plain)"),
+                "a two-thread table row")
 
     # A/A in one process (both blocks of a pair through the shim, every
     # launch of both in the trace) and the host-work reference (plain
@@ -90,10 +94,8 @@ def main():
     expect(len(re.findall(r"^  threads 2 metadata A/A in-process: [\d.]+ ns/launch through the shim, [+-][\d.]+ "
                           r"against its other blocks \(median of 2 pairs\)", out, re.M)) == 5,
            "five A/A lines, each against its other blocks", out)
-    for row in ("metadata A/A in-process", "metadata A/A in-process (recorded blocks against plain)",
-                "plain + host work"):
-        expect(re.search(rf"^\| 2 \| {re.escape(row)} \|[^|]*\|[^|]*\| [+-][\d.]+ \| [+-]\d+ to [+-]\d+ \|", out, re.M),
-               f"a two-thread table row for {row}", out)
+    expect_rows(out, 2, ("metadata A/A in-process", "metadata A/A in-process (recorded blocks against plain)",
+                         "plain + host work"), "a two-thread table row")
     expect(re.search(r"^\| 2 \| metadata A/A in-process \|.*\(not the target's measure\) \|$", out, re.M),
            "the A/A row carries no verdict on the target", out)
     expect("A/A in-process (libcuda's own blocks" not in out, "no libcuda's-own row for A/A: it has no such blocks", out)

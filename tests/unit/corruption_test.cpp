@@ -9,8 +9,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <functional>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <random>
 #include <set>
