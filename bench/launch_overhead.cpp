@@ -4,7 +4,7 @@
 //
 //   kcap_bench_launch_overhead [--launches N] [--reps R] [--warmup W] [--threads T] [--pin-cpu C]
 //                              [--interleave P] [--same-blocks 1] [--graph 1] [--host-work NS]
-//                              [--rest-ms MS]
+//                              [--rest-ms MS] [--hooked-work NS]
 //
 // --graph 1: each launch is a cuGraphLaunch of a graph (one per thread)
 // whose one node launches kcap_empty, instead of a cuLaunchKernel; the
@@ -18,6 +18,12 @@
 //
 // --rest-ms MS: the threads sleep MS ms before each repetition (not timed):
 // whatever the shim's threads still have to do catches up between them.
+//
+// --hooked-work NS: with --interleave, only the hooked blocks' threads spin
+// NS ns after each launch. Without the shim (both blocks then call
+// libcuda's own entry point) it measures what NS ns of a thread's own work
+// between launches costs in wall time, the way the shim's figure is
+// measured: at one thread NS, at several what libcuda's contention makes of it.
 //
 // --host-work NS: after each launch the launching thread spins NS ns on the
 // CPU, touching nothing shared: what any interposer that adds NS ns of its
@@ -108,12 +114,13 @@ struct Options {
   unsigned long long reps = 7;
   unsigned long long warmup = 1000;
   unsigned long long threads = 1;
-  long long pinCpu = -1;              // -1: not pinned
-  unsigned long long interleave = 0;  // pairs of blocks; 0: repetitions
-  bool graph = false;                 // cuGraphLaunch of a one-node graph instead of cuLaunchKernel
-  unsigned long long hostWorkNs = 0;  // spun on the CPU after each launch
-  unsigned long long restMs = 0;      // the threads sleep this long before each repetition
-  bool sameBlocks = false;            // --interleave's "direct" blocks also through the program's entry point
+  long long pinCpu = -1;                // -1: not pinned
+  unsigned long long interleave = 0;    // pairs of blocks; 0: repetitions
+  bool graph = false;                   // cuGraphLaunch of a one-node graph instead of cuLaunchKernel
+  unsigned long long hostWorkNs = 0;    // spun on the CPU after each launch
+  unsigned long long restMs = 0;        // the threads sleep this long before each repetition
+  unsigned long long hookedWorkNs = 0;  // --interleave: spun after each launch of the hooked blocks only
+  bool sameBlocks = false;              // --interleave's "direct" blocks also through the program's entry point
 };
 
 Options parse(int argc, char** argv) {
@@ -123,7 +130,7 @@ Options parse(int argc, char** argv) {
     if (std::strcmp(flag, "--help") == 0) {
       std::printf(
           "usage: %s [--launches N] [--reps R] [--warmup W] [--threads T] [--pin-cpu C] "
-          "[--interleave P] [--same-blocks 1] [--graph 1] [--host-work NS] [--rest-ms MS]\n",
+          "[--interleave P] [--same-blocks 1] [--graph 1] [--host-work NS] [--rest-ms MS] [--hooked-work NS]\n",
           argv[0]);
       std::exit(0);
     }
@@ -148,6 +155,8 @@ Options parse(int argc, char** argv) {
       options.graph = value != 0;
     } else if (std::strcmp(flag, "--host-work") == 0) {
       options.hostWorkNs = value;
+    } else if (std::strcmp(flag, "--hooked-work") == 0) {
+      options.hookedWorkNs = value;
     } else if (std::strcmp(flag, "--rest-ms") == 0) {
       options.restMs = value;
     } else if (std::strcmp(flag, "--same-blocks") == 0) {
@@ -425,6 +434,8 @@ int runInterleaved(const Options& options, CUcontext context, CUfunction empty) 
   for (unsigned long long t = 0; t < options.threads; ++t) {
     threads.emplace_back([&, t] {
       const auto [unit, stream] = startLaunchingThread(options, context, empty, &direct);
+      Unit hookedUnit = unit;
+      hookedUnit.hostWorkNs += options.hookedWorkNs;
       pinLaunchingThread(options, t);
       for (size_t b = 0; b < blocks.size(); ++b) {
         const bool hooked = (b % 2 == 0) == hookedFirst(b / 2);
@@ -433,7 +444,7 @@ int runInterleaved(const Options& options, CUcontext context, CUfunction empty) 
         // The process's CPU is every thread's: thread 0 alone reads it.
         const double processStart = t == 0 ? cpuNs(usageOf(RUSAGE_SELF)) : 0;
         const double cpuStart = threadCpuNs();
-        launchMany(unit, stream, options.launches, hooked ? EntryPoints{} : direct);
+        launchMany(hooked ? hookedUnit : unit, stream, options.launches, hooked ? EntryPoints{} : direct);
         BENCH_CHECK(cuStreamSynchronize(stream));
         threadCpu[t][b] = threadCpuNs() - cpuStart;
         sync.arrive_and_wait();
@@ -488,9 +499,9 @@ int main(int argc, char** argv) {
   std::printf("device %s\n", bench::deviceName().c_str());
   std::printf(
       "config launches %llu reps %llu warmup %llu threads %llu pin_cpu %lld interleave %llu graph %d same_blocks %d "
-      "host_work_ns %llu rest_ms %llu\n",
+      "host_work_ns %llu rest_ms %llu hooked_work_ns %llu\n",
       options.launches, options.reps, options.warmup, options.threads, options.pinCpu, options.interleave,
-      options.graph ? 1 : 0, options.sameBlocks ? 1 : 0, options.hostWorkNs, options.restMs);
+      options.graph ? 1 : 0, options.sameBlocks ? 1 : 0, options.hostWorkNs, options.restMs, options.hookedWorkNs);
   if (options.interleave > 0) {
     return runInterleaved(options, context, empty);
   }

@@ -53,7 +53,11 @@ against the same rounds' plain processes. --host-work NS adds "plain +
 host work": plain processes whose launching threads spin NS ns after each
 launch, touching nothing shared (a reference, not the shim: what adding NS
 ns of a thread's own work to each launch costs at that thread count, where
-the driver's contention may hide it or not). With --kcap, every metadata
+the driver's contention may hide it or not); with it, "host work
+in-process" (only when named) is the same reference measured as the
+in-process rows are: one process, no shim, pairs of blocks through
+libcuda's own entry point of which one spins NS ns after each launch
+(kcap_bench_launch_overhead --hooked-work). With --kcap, every metadata
 trace must hold every launch the program made (else the row says so and the
 script exits 1), and a trace recorded in checkpoint mode (--env or
 --compare-env KCAP_MODE=checkpoint) has its checkpoints' holds printed with
@@ -99,8 +103,10 @@ PROCESS_CPU = "process CPU added"
 # the same rounds it is what being a recording process costs launches the
 # shim does not record (its threads, its memory, the driver's state).
 DIRECT = "libcuda's own ns/launch"
-# The reference configuration of --host-work.
+# The reference configurations of --host-work: between processes, and in
+# one process (no shim; one block of each pair spins after each launch).
 HOST_WORK = "plain + host work"
+HOST_WORK_IN_PROCESS = "host work in-process"
 # Both blocks of a pair through the shim (--same-blocks).
 SAME_BLOCKS = "metadata A/A in-process"
 # Checkpoint mode, with --kcap: how many checkpoints the process's trace
@@ -194,7 +200,8 @@ def parse_args():
     p.add_argument("--host-work", type=int, default=0,
                    help="also run \"plain + host work\": plain processes whose launching threads spin NS ns after "
                         "each launch (the bench's --host-work): what that much of a thread's own work costs a "
-                        "launch, for reference; 0 (default): not run")
+                        "launch, for reference; with --configs naming \"host work in-process\", the same in "
+                        "one process (then plain + host work only when named too); 0 (default): not run")
     p.add_argument("--cpus", default="",
                    help="run each process under `taskset -c CPUS`: all its threads, the shim's included, "
                         "on these CPUs (tells whether the shim's threads cost by being elsewhere)")
@@ -203,6 +210,8 @@ def parse_args():
     args.env_pairs = {}
     if args.host_work < 0:
         p.error("--host-work: expected nanoseconds >= 0")
+    if HOST_WORK_IN_PROCESS in {c.strip() for c in args.configs.split(",")} and args.host_work == 0:
+        p.error(f"--configs names \"{HOST_WORK_IN_PROCESS}\": it needs --host-work NS")
     if args.compare_cpus and args.pin_cpu < 0:
         p.error("--compare-cpus needs --pin-cpu (else the launching thread runs among the LIST too)")
     for flag, text, pairs in (("--env", args.env, args.env_pairs),
@@ -220,7 +229,7 @@ def parse_args():
 
 def environment(config, args, scratch):
     env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD" and not k.startswith("KCAP_")}
-    if config not in ("plain", HOST_WORK):
+    if config not in ("plain", HOST_WORK, HOST_WORK_IN_PROCESS):
         env["LD_PRELOAD"] = args.shim
     if config.startswith("stats"):
         env["KCAP_STATS_FILE"] = str(scratch / "stats")
@@ -264,6 +273,8 @@ def run_once(args, config, threads, scratch):
         command += ["--same-blocks", "1"]
     if config == HOST_WORK:
         command += ["--host-work", str(args.host_work)]
+    if config == HOST_WORK_IN_PROCESS:
+        command += ["--hooked-work", str(args.host_work)]
     cpus = args.compare_cpus if config.startswith("metadata B") and args.compare_cpus else args.cpus
     if cpus:
         command = ["taskset", "-c", cpus] + command
@@ -286,7 +297,8 @@ def run_once(args, config, threads, scratch):
     # flag would measure something else under its name).
     settings = dict(re.findall(r" (\w+) (-?\d+)", (re.search(r"^config .*$", done.stdout, re.M) or [""])[0]))
     wanted = {"same_blocks": "1" if config == SAME_BLOCKS else "0",
-              "host_work_ns": str(args.host_work) if config == HOST_WORK else "0"}
+              "host_work_ns": str(args.host_work) if config == HOST_WORK else "0",
+              "hooked_work_ns": str(args.host_work) if config == HOST_WORK_IN_PROCESS else "0"}
     for key, expected in wanted.items():
         if settings.get(key) != expected:
             problem = f"the bench ran with {key} {settings.get(key)}, not {expected}"
@@ -347,7 +359,8 @@ def run_round(args, configs, threads, scratch, results, problems, cpu, in_proces
         if total is not None and config.endswith("in-process"):
             on_cpu, process, _ = in_process_figures[config][-1]
             other = "its other blocks" if config == SAME_BLOCKS else "libcuda's own"
-            print(f"  threads {threads} {config}: {total:.1f} ns/launch through the shim, "
+            through = "with the work" if config == HOST_WORK_IN_PROCESS else "through the shim"
+            print(f"  threads {threads} {config}: {total:.1f} ns/launch {through}, "
                   f"{loop:+.1f} against {other} (median of {args.interleave} pairs)"
                   + ("" if on_cpu is None else f"; launching threads' CPU time {on_cpu:+.1f}")
                   + ("" if process is None else f", process CPU time {process:+.1f}") + held, flush=True)
@@ -393,13 +406,17 @@ def main():
                 # only (stats), in-process.
                 if args.interleave > 0:
                     optional = (["pass-through in-process", "stats in-process", SAME_BLOCKS]
+                                + ([HOST_WORK_IN_PROCESS] if args.host_work > 0 else [])
                                 + (in_process if threads > 1 else []))
                     configs += [c for c in optional if c in wanted]
                 # In-process configurations need no plain process: each
                 # measures against libcuda's own entry point inside itself.
                 needs_plain = "plain" in wanted or any(not c.endswith("in-process") for c in wanted)
-                # plain + host work is in configs only when --host-work asks for it.
-                configs = [c for c in configs if (c == "plain" and needs_plain) or c in wanted or c == HOST_WORK]
+                # plain + host work is in configs only when --host-work asks
+                # for it: then unless only the in-process reference is named.
+                across = HOST_WORK in wanted or HOST_WORK_IN_PROCESS not in wanted
+                configs = [c for c in configs
+                           if (c == "plain" and needs_plain) or c in wanted or (c == HOST_WORK and across)]
             results = {config: [] for config in configs}  # a round's (total, loop) or None
             problems = {config: [] for config in configs}
             cpu = {config: [] for config in configs}
@@ -458,7 +475,7 @@ def main():
                                      statistics.median(known), median_interval(known), None, ""))
                     known = [c[2] - p[0] for c, p in zip(in_process_figures[config], plain)
                              if c is not None and c[2] is not None and p is not None]
-                    if known and config != SAME_BLOCKS:
+                    if known and config not in (SAME_BLOCKS, HOST_WORK_IN_PROCESS):
                         rows.append((threads, config + " (libcuda's own blocks against plain)", None, None,
                                      statistics.median(known), median_interval(known), None, ""))
                     continue
@@ -507,6 +524,8 @@ def main():
             # The target is wall time; CPU time is its companion, less noisy on a VM.
             if config == HOST_WORK:
                 outcome = f"(a reference without the shim: {args.host_work} ns of work a launch)"
+            elif config == HOST_WORK_IN_PROCESS:
+                outcome = f"(a reference without the shim: {args.host_work} ns of work a launch of one block)"
             elif config.endswith(")") or config == SAME_BLOCKS:
                 outcome = "(not the target's measure)"
             else:

@@ -102,6 +102,23 @@ def main():
     expect(re.search(r"^\| 2 \| plain \+ host work \|.*\| \(a reference without the shim: 200 ns of work a launch\) \|$",
                      out, re.M), "the host-work row names itself a reference and its nanoseconds", out)
 
+    # The host-work reference in one process: no shim, one block of each
+    # pair spins 20 us after each launch, far above the double's launch.
+    status, out = run(script, bench, shim, kcap, double_dir, "--host-work", "20000",
+                      configs="host work in-process,metadata in-process")
+    expect(status == 0, f"exit status 0 with host work in-process (got {status})", out)
+    expect("PROBLEM" not in out, "no PROBLEM line: the bench ran with the work asked for", out)
+    expect(len(re.findall(r"^  threads 1 host work in-process: [\d.]+ ns/launch with the work, \+\d{5}\.\d against "
+                          r"libcuda's own", out, re.M)) == 5, "five processes, each adding at least 10 us", out)
+    expect(re.search(r"^\| 1 \| host work in-process \|.*\| \+\d{5}\.\d \|.*\| \(a reference without the shim: "
+                     r"20000 ns of work a launch of one block\) \|$", out, re.M),
+           "the in-process host-work row: its work, named a reference", out)
+    expect("plain + host work" not in out, "no plain + host work processes unless named", out)
+    expect("host work in-process (libcuda's own blocks" not in out, "no libcuda's-own row for the reference", out)
+    status, out = run(script, bench, shim, kcap, double_dir, configs="host work in-process")
+    expect(status == 2 and "it needs --host-work NS" in out, "host work in-process without --host-work is refused",
+           out)
+
     # B records only 10 launches: the --kcap check must catch it and fail the run.
     status, out = run(script, bench, shim, kcap, double_dir, "--compare-env", "KCAP_MAX_LAUNCHES=10")
     expect(status == 1, f"exit status 1 when B's traces lack launches (got {status})", out)
