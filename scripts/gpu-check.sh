@@ -82,10 +82,11 @@ fi
 # the shim); the A/A process between checkpoints too. Each process line says
 # what its checkpoints held.
 threads_in_process() {
-  echo "=== 16 threads in-process, checkpoint mode between checkpoints, A/A, and 200 ns of a thread's own work"
+  echo "=== 16 threads in-process: checkpoint mode between checkpoints, A/A, the shim passing calls through, and 200 ns of a thread's own work"
   timeout 300 python3 bench/launch_overhead.py --deadline 290 --bench build-gpu/bench/kcap_bench_launch_overhead \
     --shim build-gpu/interpose/libkcap_interpose.so --kcap build-gpu/tools/kcap --threads 16 --rounds 12 \
-    --interleave 4 --configs "metadata in-process,metadata A/A in-process,host work in-process" --host-work 200 \
+    --interleave 4 --configs "metadata in-process,metadata A/A in-process,pass-through in-process,host work in-process" \
+    --host-work 200 \
     --env KCAP_MODE=checkpoint,KCAP_CHECKPOINT_EVERY=60m
 }
 if [ $threadoverhead = 1 ]; then
