@@ -18,8 +18,8 @@
 # the flight recorder's at 16 threads), also with
 # --no-bench (more than one call's ten minutes: --no-overhead leaves its
 # launch-overhead rows out); --thread-overhead only checkpoint mode's
-# 16-thread row in one process (at most 5 minutes after the build), also
-# with --no-bench;
+# 16-thread row in one process and its references (at most 5 minutes after
+# the build), also with --no-bench;
 # --gpu-tests REGEX runs only the GPU tests it matches. On an H200 host
 # the build takes 1-2 minutes, the GPU tests about 5 (the framework matrix's
 # torch.compile cases set the pace), the benchmarks about 4: more than one
@@ -76,11 +76,11 @@ fi
 
 # 16 threads, checkpoint mode (the target's), in one process: blocks through
 # the shim against blocks through libcuda's own entry point (free of the
-# spread between processes). Between checkpoints (--env: none due after the
-# first, in the warm-up), and as recorded by default (metadata B: one due
-# every second, whose holds stop every thread and land in the blocks through
-# the shim); the A/A process between checkpoints too. Each process line says
-# what its checkpoints held.
+# spread between processes), between checkpoints (--env: none due after the
+# first, in the warm-up; each process line says what its checkpoints held).
+# In the same rounds: the A/A process (the method's own spread), the shim
+# passing calls through (the hook's share), and 200 ns of a thread's own
+# work without the shim (what the driver's contention makes of that much).
 threads_in_process() {
   echo "=== 16 threads in-process: checkpoint mode between checkpoints, A/A, the shim passing calls through, and 200 ns of a thread's own work"
   timeout 300 python3 bench/launch_overhead.py --deadline 290 --bench build-gpu/bench/kcap_bench_launch_overhead \
