@@ -373,6 +373,28 @@ def run_round(args, configs, threads, scratch, results, problems, cpu, in_proces
             print(f"  threads {threads} {config}: PROBLEM {problem}", flush=True)
 
 
+def read_text(path):
+    try:
+        return Path(path).read_text().strip()
+    except OSError:
+        return ""
+
+
+def host_facts():
+    """What decides how a launch path's cost shows on this host: the CPU, how its logical
+    CPUs pair into cores and sockets, and the kernel's clock (a stamp from the TSC costs one
+    instruction, CLOCK_MONOTONIC through a hypervisor's clock more)."""
+    model = next((line.split(":", 1)[1].strip() for line in read_text("/proc/cpuinfo").splitlines()
+                  if line.startswith("model name")), "unknown CPU")
+    cpus = sorted(Path("/sys/devices/system/cpu").glob("cpu[0-9]*/topology"))
+    sockets = {read_text(c / "physical_package_id") for c in cpus}
+    cores = {(read_text(c / "physical_package_id"), read_text(c / "core_id")) for c in cpus}
+    source = "/sys/devices/system/clocksource/clocksource0/"
+    return (f"host: {model}, {len(cpus)} logical CPUs, {len(cores)} cores, {len(sockets)} socket(s); "
+            f"clocksource {read_text(source + 'current_clocksource') or '?'} "
+            f"(available: {read_text(source + 'available_clocksource') or '?'})")
+
+
 def main():
     args = parse_args()
     started = time.monotonic()
@@ -381,6 +403,7 @@ def main():
     scratch = Path(args.dir) / f"kcap-bench-launch-{os.getpid()}"
     scratch.mkdir(parents=True, exist_ok=True)
     failed = False
+    print(host_facts())
     print(f"bench: {args.bench}\nshim: {args.shim}\n"
           + (f"recording environment: {args.env}\n" if args.env else "")
           + f"{args.launches} launches (one thread; "

@@ -51,6 +51,8 @@ def main():
     status, out = run(script, bench, shim, kcap, double_dir, "--compare-env", "KCAP_LEVEL=3")
     expect(status == 0, f"exit status 0 with --compare-env (got {status})", out)
     expect("PROBLEM" not in out, "no PROBLEM line when every trace holds every launch", out)
+    expect(re.search(r"^host: .+, [1-9]\d* logical CPUs, [1-9]\d* cores, [1-9]\d* socket\(s\); clocksource \S+ "
+                     r"\(available: [^)]+\)$", out, re.M), "the host's CPUs and clock come first", out)
     expect("threads 1 plain" not in out, "no plain process when every configuration is in-process", out)
     expect(len(re.findall(r"^  threads 1 metadata in-process: [\d.]+ ns/launch through the shim, [+-][\d.]+ "
                           r"against libcuda's own \(median of 2 pairs\); launching threads' CPU time [+-][\d.]+, "
