@@ -1,7 +1,8 @@
 // TraceWriter's lock-free appends (trace_writer_sequencer.cpp): many threads
 // append at once, with content stored, immediate and numbered events and
 // flushes in between; the file holds every event once, in a gapless seq
-// order that keeps each thread's program order, sequenced() runs once per
+// order that keeps each thread's program order and the order the program
+// puts between threads' appends, sequenced() runs once per
 // object in seq order, flush() is durable while producers go on, and
 // appends racing with close() either land in the file or throw.
 #include <gtest/gtest.h>
@@ -208,6 +209,56 @@ TEST(WriterSequencer, ManyThreadsKeepOneGaplessOrderWithEveryEventOnce) {
   EXPECT_EQ(delivered, kThreads * kPerThread);
   EXPECT_GT(contents, kThreads * 10);
   for (uint32_t t = 0; t < kThreads; ++t) EXPECT_EQ(next[t], kPerThread) << t;
+}
+
+// Appends ordered by the program across threads: a token passes from
+// thread to thread, and each appends (deferred and immediate events in
+// turn) while it holds the token. The file must hold them in the token's
+// order: an append that returned before another began comes first,
+// whichever threads made them.
+TEST(WriterSequencer, AppendsOrderedAcrossThreadsKeepThatOrder) {
+  TempDir dir;
+  const auto path = dir.file("causal.kcap");
+  auto writer = format::TraceWriter::create(path);
+  constexpr uint32_t kThreads = 4;
+  constexpr uint64_t kTurns = 2000;
+  struct Step final : format::DeferredEvent {
+    uint64_t turn = 0;
+    uint32_t thread = 0;
+    size_t sizeHint() const override { return 64; }
+    void build(schema::Event::Builder e, unsigned) const override {
+      e.setThreadId(thread);
+      e.initKernelTiming().setLaunchIndex(turn);
+    }
+  };
+  std::atomic<uint64_t> token{0};
+  std::vector<std::thread> threads;
+  for (uint32_t t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (uint64_t turn = t; turn < kTurns; turn += kThreads) {
+        while (token.load(std::memory_order_acquire) != turn) std::this_thread::yield();
+        if (turn % 2 == 0) {
+          auto* step = new Step;
+          step->turn = turn;
+          step->thread = t + 1;
+          writer->append(format::DeferredEventPtr(step));
+        } else {
+          appendImmediate(*writer, t + 1, turn);
+        }
+        token.store(turn + 1, std::memory_order_release);
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  writer->close();
+  uint64_t expected = 0;
+  for (const auto& owned : readAllEvents(path)) {
+    const auto event = owned.get();
+    ASSERT_EQ(event.getKernelTiming().getLaunchIndex(), expected) << "seq " << event.getSeq();
+    ASSERT_EQ(event.getThreadId(), expected % kThreads + 1);
+    ++expected;
+  }
+  EXPECT_EQ(expected, kTurns);
 }
 
 // waitSequenced(): what sequenced() numbers is final once it returns.
