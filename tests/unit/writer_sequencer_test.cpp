@@ -63,6 +63,19 @@ struct Tracked final : format::DeferredEvent {
   }
 };
 
+// A deferred KernelTiming event of thread `thread`, its `index`-th, that
+// logs nothing.
+struct Quiet final : format::DeferredEvent {
+  uint32_t thread = 0;
+  uint64_t index = 0;
+  Quiet(uint32_t threadId, uint64_t eventIndex) : thread(threadId), index(eventIndex) {}
+  size_t sizeHint() const override { return 64; }
+  void build(schema::Event::Builder e, unsigned) const override {
+    e.setThreadId(thread);
+    e.initKernelTiming().setLaunchIndex(index);
+  }
+};
+
 uint64_t appendImmediate(format::TraceWriter& writer, uint32_t thread, uint64_t index) {
   capnp::MallocMessageBuilder message;
   auto event = message.initRoot<Event>();
@@ -222,15 +235,6 @@ TEST(WriterSequencer, AppendsOrderedAcrossThreadsKeepThatOrder) {
   auto writer = format::TraceWriter::create(path);
   constexpr uint32_t kThreads = 4;
   constexpr uint64_t kTurns = 2000;
-  struct Step final : format::DeferredEvent {
-    uint64_t turn = 0;
-    uint32_t thread = 0;
-    size_t sizeHint() const override { return 64; }
-    void build(schema::Event::Builder e, unsigned) const override {
-      e.setThreadId(thread);
-      e.initKernelTiming().setLaunchIndex(turn);
-    }
-  };
   std::atomic<uint64_t> token{0};
   std::vector<std::thread> threads;
   for (uint32_t t = 0; t < kThreads; ++t) {
@@ -238,10 +242,7 @@ TEST(WriterSequencer, AppendsOrderedAcrossThreadsKeepThatOrder) {
       for (uint64_t turn = t; turn < kTurns; turn += kThreads) {
         while (token.load(std::memory_order_acquire) != turn) std::this_thread::yield();
         if (turn % 2 == 0) {
-          auto* step = new Step;
-          step->turn = turn;
-          step->thread = t + 1;
-          writer->append(format::DeferredEventPtr(step));
+          writer->append(format::DeferredEventPtr(new Quiet(t + 1, turn)));
         } else {
           appendImmediate(*writer, t + 1, turn);
         }
@@ -334,15 +335,6 @@ TEST(WriterSequencer, AppendsRacingWithCloseLandOrThrow) {
     constexpr uint32_t kThreads = 4;
     std::vector<std::vector<uint64_t>> landed(kThreads);
     std::vector<std::thread> threads;
-    struct Quiet final : format::DeferredEvent {
-      uint32_t thread = 0;
-      uint64_t index = 0;
-      size_t sizeHint() const override { return 64; }
-      void build(schema::Event::Builder e, unsigned) const override {
-        e.setThreadId(thread);
-        e.initKernelTiming().setLaunchIndex(index);
-      }
-    };
     for (uint32_t t = 0; t < kThreads; ++t) {
       threads.emplace_back([&, t] {
         for (uint64_t i = 0;; ++i) {
@@ -350,10 +342,7 @@ TEST(WriterSequencer, AppendsRacingWithCloseLandOrThrow) {
             if (i % 2 == 0) {
               landed[t].push_back(appendImmediate(*writer, t + 1, i));
             } else {
-              auto* quiet = new Quiet;
-              quiet->thread = t + 1;
-              quiet->index = i;
-              landed[t].push_back(writer->append(format::DeferredEventPtr(quiet)));
+              landed[t].push_back(writer->append(format::DeferredEventPtr(new Quiet(t + 1, i))));
             }
           } catch (const format::FormatError&) {
             return;
