@@ -2,9 +2,9 @@
 // append at once, with content stored, immediate and numbered events and
 // flushes in between; the file holds every event once, in a gapless seq
 // order that keeps each thread's program order and the order the program
-// puts between threads' appends, sequenced() runs once per
-// object in seq order, flush() is durable while producers go on, and
-// appends racing with close() either land in the file or throw.
+// puts between threads' appends, sequenced() runs once per object in seq
+// order, flush() is durable while producers go on, and appends racing
+// with close() either land in the file or throw.
 #include <gtest/gtest.h>
 
 #include <atomic>
