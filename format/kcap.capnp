@@ -565,11 +565,13 @@ struct Launch {
   # One kernel launch. In full and pre modes it is written BEFORE the
   # launch runs (so a faulting launch leaves it on disk) and its outcome
   # follows later in a LaunchEnd with the same launchIndex. In metadata and
-  # checkpoint modes it is written once the launch call returned and carries
-  # its outcome itself (`ended`, `result`, `callNs`): no LaunchEnd follows,
-  # and a launch during which the process died is not in the trace. (Traces
-  # of those modes written before `ended` existed have a LaunchEnd at
-  # seq + 1 instead; readers take either.)
+  # checkpoint modes it takes its place in the trace just before the launch
+  # call and carries the call's outcome itself (`ended`, `result`, `callNs`),
+  # stored after the call: no LaunchEnd follows, and a launch during which
+  # the process died is in the trace without `ended`. (Traces of those modes
+  # written before `ended` existed have a LaunchEnd at seq + 1 instead;
+  # readers take either. Traces written before the hand-over moved before
+  # the call lack a launch during which the process died.)
   launchIndex @0 :UInt64;           # 0-based count of recorded launches, each once. Metadata mode
                                     # without a launch range or --timing numbers launches as they are
                                     # written (launchIndex rises with seq); otherwise as they start,
@@ -623,7 +625,11 @@ struct Launch {
   # This event carries the launch call's outcome (`result`, `callNs`) and no
   # LaunchEnd follows it: metadata and checkpoint modes, which have nothing
   # to take after the launch. False in full and pre modes (the LaunchEnd
-  # holds the outcome and the memory after the launch).
+  # holds the outcome and the memory after the launch), and in metadata and
+  # checkpoint modes for a launch whose call had not returned when the
+  # event was written (the process died in it, or it was blocked for
+  # longer than the recorder waits): the launch may or may not have been
+  # queued.
   result @28 :Int32;                # with `ended`: the CUresult the launch call returned
   callNs @29 :UInt64;
   # With `ended`: how long the launch call took on the host, in nanoseconds

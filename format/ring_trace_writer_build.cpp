@@ -147,10 +147,6 @@ uint64_t RingTraceWriter::append(DeferredEventPtr event) {
   if (refusing_.load(std::memory_order_relaxed)) [[unlikely]] {
     throwRefused();
   }
-  const uint64_t first = nextSeq_;
-  nextSeq_ += count;
-  event->sequenced(first);
-  queued_.push_back({first, std::move(event)});
   if (!builder_.joinable() && !stopBuilding_) [[unlikely]] {
     try {
       builder_ = std::thread([this] { builderLoop(); });
@@ -159,10 +155,18 @@ uint64_t RingTraceWriter::append(DeferredEventPtr event) {
       // No thread to be had: the producers file the events themselves.
     }
   }
+  // A producer files what others queued before queueing its own event:
+  // building may wait for what the producer does after this append (a
+  // launch's outcome, after its call: DeferredEvent::build).
   if (!builder_.joinable() || queued_.size() >= kMaxQueued) [[unlikely]] {
     std::unique_lock lock(mutex_);
     fileQueued(lock);
-  } else if (queued_.size() == kBuildBatch) {
+  }
+  const uint64_t first = nextSeq_;
+  nextSeq_ += count;
+  event->sequenced(first);
+  queued_.push_back({first, std::move(event)});
+  if (queued_.size() == kBuildBatch) {
     queuedCv_.notify_one();
   }
   return first;

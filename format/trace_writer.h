@@ -49,8 +49,11 @@ class DeferredEvent {
   // consecutive seq numbers.
   virtual unsigned eventCount() const { return 1; }
   // Fills event number `part` (0 to eventCount() - 1), whose seq is
-  // already set. Called once a part, on a writer thread, after append()
-  // returned; it must not touch the producer's state.
+  // already set. Called once a part, on a writer thread or another
+  // producer's, never within the append() that handed it over, so that it
+  // may wait (boundedly) for what its producer does after append()
+  // returns (a launch's outcome, stored after its call). It must not
+  // touch the producer's state otherwise.
   virtual void build(schema::Event::Builder event, unsigned part) const = 0;
   // About how many bytes the encoded event takes (batching, memory bound).
   virtual size_t sizeHint() const = 0;

@@ -10,11 +10,15 @@
 #                                     (ignored by git; give the device call
 #                                     carry [".gpu-deps", ".ab-base"])
 #   scripts/gpu-ab.sh run [--seconds S] [--env KEY=VALUE,...] [--pin-cpu C] [--gpu-tests]
+#                         [--threads N] [--record-env KEY=VALUE,...]
 #                                     on the GPU host: the GPU tests first if
 #                                     asked (scripts/gpu-check.sh --no-bench),
 #                                     build both, A/B for at most S seconds
 #                                     (default 240; launching thread on CPU C,
-#                                     default 2)
+#                                     default 2; with N launching threads, on
+#                                     CPUs C to C+N-1, or unpinned with C -1);
+#                                     --record-env sets variables in A and B
+#                                     (e.g. KCAP_MODE=checkpoint)
 # Without .ab-base, `run --env` compares this tree against itself with the
 # variables set in B (an A/B of an option). Logs go to $OUT (when set:
 # a folder whose files are kept) or build-gpu/logs. The A/B's own builds do not
@@ -32,12 +36,14 @@ if [ "${1:-}" = prepare ]; then
   echo "A = $(git log --oneline -1 "$commit") in .ab-base; carry [\".gpu-deps\", \".ab-base\"]"
   exit 0
 fi
-[ "${1:-}" = run ] || { echo "usage: scripts/gpu-ab.sh prepare REV | run [--seconds S] [--env K=V,...] [--pin-cpu C] [--gpu-tests]" >&2; exit 2; }
+[ "${1:-}" = run ] || { echo "usage: scripts/gpu-ab.sh prepare REV | run [--seconds S] [--env K=V,...] [--pin-cpu C] [--gpu-tests] [--threads N] [--record-env K=V,...]" >&2; exit 2; }
 shift
-seconds=240 env="" gputests=0 pin=2
+seconds=240 env="" gputests=0 pin=2 threads=1 recordenv=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --seconds) seconds=${2:?--seconds needs a number}; shift ;;
+    --threads) threads=${2:?--threads needs a number}; shift ;;
+    --record-env) recordenv=${2:?--record-env needs KEY=VALUE}; shift ;;
     --env) env=${2:?--env needs KEY=VALUE}; shift ;;
     --pin-cpu) pin=${2:?--pin-cpu needs a CPU number}; shift ;;
     --gpu-tests) gputests=1 ;;
@@ -80,8 +86,12 @@ else
   shim=build-gpu/interpose/libkcap_interpose.so
 fi
 [ -n "$env" ] && compare+=(--compare-env "$env")
+[ -n "$recordenv" ] && compare+=(--env "$recordenv")
+# Several threads: fewer pairs a process (each block is 16 threads' launches).
+interleave=6
+[ "$threads" -gt 1 ] && interleave=4
 python3 bench/launch_overhead.py --bench build-gpu/bench/kcap_bench_launch_overhead --shim "$shim" "${compare[@]}" \
-  --kcap build-gpu/tools/kcap --threads 1 --pin-cpu "$pin" --interleave 6 --rounds 100 \
+  --kcap build-gpu/tools/kcap --threads "$threads" --pin-cpu "$pin" --interleave "$interleave" --rounds 100 \
   --configs "metadata in-process,metadata B in-process" --deadline "$seconds" >"$out/ab.txt" 2>&1
 status=$?
 sed -n '/^| threads/,$p' "$out/ab.txt"

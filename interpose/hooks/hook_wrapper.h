@@ -56,6 +56,11 @@ struct GenericWrapper<Id, CUresult(Args...)> {
       beforeRan = observe([&] { Obs::before(Id, args...); });
     }
     const CUresult result = real(args...);
+    if constexpr (requires { Obs::returned(result); }) {
+      if (beforeRan) {
+        Obs::returned(result);
+      }
+    }
     if (result != CUDA_SUCCESS) [[unlikely]] {
       observe([&] { observeFailure(Id, result); });
     }

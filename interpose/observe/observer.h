@@ -43,6 +43,15 @@ struct Observer {};  // by default a hook is only counted and forwarded
 bool observing() noexcept;
 void stopObserving(const char* why) noexcept;
 
+// A launch call on this thread returned: the outcome of its event, if the
+// writer holds it already (metadata and checkpoint modes), is stored now.
+void launchReturned(CUresult result) noexcept;
+
+// A fatal signal's handler, on the thread that got it: the launches this
+// thread has in progress will not return; their events, already with the
+// writer, are written without an outcome (launch_outcome.h). Async-signal-safe.
+void abandonLaunchesInProgress() noexcept;
+
 // Runs an observer callback; an exception stops all observing (see above).
 // Returns true if the callback ran and returned normally.
 template <class Callback>
@@ -77,6 +86,16 @@ void observeFailure(HookId id, CUresult result);
     static void before(HookId, __VA_ARGS__);          \
     static void after(HookId, CUresult, __VA_ARGS__); \
   };
+// The same, plus returned(): called first once the real call returns,
+// before a failure is observed, and never throws (a launch's outcome,
+// which the trace's writer waits for: launch_outcome.h).
+#define KCAP_OBSERVE_LAUNCH(family, ...)                                       \
+  template <>                                                                  \
+  struct Observer<HookId::family> {                                            \
+    static void before(HookId, __VA_ARGS__);                                   \
+    static void returned(CUresult result) noexcept { launchReturned(result); } \
+    static void after(HookId, CUresult, __VA_ARGS__);                          \
+  };
 
 // Code (observers.cpp)
 KCAP_OBSERVE_AFTER(cuModuleLoad_hook, CUmodule* module, const char* path)
@@ -105,11 +124,11 @@ KCAP_OBSERVE_AFTER(cuFuncSetCacheConfig_hook, CUfunction function, CUfunc_cache 
 
 // Launches are observed before the real call: a launch that faults must
 // already be on record (and its inputs snapshotted) when the driver gets it.
-KCAP_OBSERVE_AROUND(cuLaunchKernel_hook, CUfunction f, unsigned gridX, unsigned gridY, unsigned gridZ, unsigned blockX,
+KCAP_OBSERVE_LAUNCH(cuLaunchKernel_hook, CUfunction f, unsigned gridX, unsigned gridY, unsigned gridZ, unsigned blockX,
                     unsigned blockY, unsigned blockZ, unsigned sharedBytes, CUstream stream, void** params,
                     void** extra)
-KCAP_OBSERVE_AROUND(cuLaunchKernelEx_hook, const CUlaunchConfig* config, CUfunction f, void** params, void** extra)
-KCAP_OBSERVE_AROUND(cuLaunchCooperativeKernel_hook, CUfunction f, unsigned gridX, unsigned gridY, unsigned gridZ,
+KCAP_OBSERVE_LAUNCH(cuLaunchKernelEx_hook, const CUlaunchConfig* config, CUfunction f, void** params, void** extra)
+KCAP_OBSERVE_LAUNCH(cuLaunchCooperativeKernel_hook, CUfunction f, unsigned gridX, unsigned gridY, unsigned gridZ,
                     unsigned blockX, unsigned blockY, unsigned blockZ, unsigned sharedBytes, CUstream stream,
                     void** params)
 KCAP_OBSERVE_AROUND(cuGraphLaunch_hook, CUgraphExec graph, CUstream stream)

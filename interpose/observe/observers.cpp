@@ -97,6 +97,23 @@ void launchAfter(CUresult result) {
 
 }  // namespace
 
+void launchReturned(CUresult result) noexcept {
+  // The innermost launch in progress is the one that returned. Whatever
+  // happens to the recording: the writer holds the event and waits.
+  if (t_depth != 0 && t_launches[t_depth - 1].outcome != nullptr) {
+    t_launches[t_depth - 1].outcome->returned(result);
+    t_launches[t_depth - 1].outcome = nullptr;
+  }
+}
+
+void abandonLaunchesInProgress() noexcept {
+  for (size_t i = 0; i < t_depth && i < t_launches.size(); ++i) {
+    if (t_launches[i].outcome != nullptr) {
+      t_launches[i].outcome->neverReturned();
+    }
+  }
+}
+
 bool observing() noexcept { return g_observing.load(std::memory_order_relaxed); }
 
 void stopObserving(const char* why) noexcept {

@@ -3,6 +3,8 @@
 #include "process/signals.h"
 
 #include "hooks/shim_log.h"
+#include "observe/observer.h"
+#include "record/launch_outcome.h"
 #include "record/recorder.h"
 
 #include <fcntl.h>
@@ -39,7 +41,10 @@ constexpr FatalSignal kFatalSignals[] = {
     {SIGPWR, false},  {SIGSTKFLT, false}, {SIGSYS, false},  // a seccomp sandbox's handler runs at every trapped system
                                                             // call
 };
-constexpr int kSignalWorkMs = 3000;                 // what the handler waits for the signal thread
+constexpr int kSignalWorkMs = 3000;  // what the handler waits for the signal thread
+// What the trace's writer waits, then, for launches in progress to return:
+// well within kSignalWorkMs.
+constexpr std::chrono::milliseconds kOutcomeWaitOnSignal{1000};
 constexpr std::chrono::milliseconds kEndWait{500};  // what ending waits for other threads' work
 
 // Constant-initialized: a handler may run at any time.
@@ -203,6 +208,13 @@ void onFatalSignal(int sig, siginfo_t* info, void* context) {
   if (byDefault || (!ignored && g_flushFirst[sig])) {
     // Terminal: the signal is about to end the process, so end the trace.
     // Otherwise the previous handler decides; only flush.
+    if (byDefault) {
+      // A launch this thread is making never returns, and one another
+      // thread is making may wait on a lock this one holds: the trace is
+      // written without waiting for them (launch_outcome.h).
+      abandonLaunchesInProgress();
+      LaunchOutcome::hurry(kOutcomeWaitOnSignal);
+    }
     askSignalThread(sig, byDefault ? kTerminal : 0);
   }
   if (withInfo) {

@@ -1,7 +1,8 @@
 // Launches: the Launch event before the real call (parameters, pointer
 // words, reachable memory), the LaunchEnd after it (result, memory after);
-// in metadata and checkpoint modes one Launch event after the call, with
-// its outcome (`ended`).
+// in metadata and checkpoint modes one Launch event, handed over before the
+// call, that carries its outcome (`ended`), stored into it after the call
+// (launch_outcome.h).
 //
 // Synchronization, and why (full and pre modes):
 //   Before the pre snapshot the recorder synchronizes the launch's CONTEXT.
@@ -30,6 +31,7 @@
 #include "core/param_buffer.h"
 #include "hooks/nccl_calls.h"
 #include "record/driver_api.h"
+#include "record/launch_outcome.h"
 
 #include <algorithm>
 #include <mutex>
@@ -63,9 +65,10 @@ void buildLaunchEnd(schema::Event::Builder event, TraceClock& clock, uint64_t st
 // A Launch event as the launching thread gathers it. The writer builds the
 // message on its own thread (format::DeferredEvent): on the launch path the
 // shim only copies these facts. In metadata and checkpoint modes the object
-// also carries the launch's outcome (ended), and the event says it: one
-// object, one hand-over and one message a launch (the writer's cost a
-// launch is mostly per message: docs/benchmarks.md).
+// also carries the launch's outcome, which the launching thread stores after
+// the call, and the event says it: one object, one hand-over and one message
+// a launch (the writer's cost a launch is mostly per message:
+// docs/benchmarks.md).
 struct LaunchEventData final : format::DeferredEvent {
   LaunchEventData* nextFree = nullptr;  // Recycler
   Recycler<LaunchEventData>* home = nullptr;
@@ -92,9 +95,8 @@ struct LaunchEventData final : format::DeferredEvent {
   CUresult snapshotError = CUDA_SUCCESS;
   std::vector<TakenRange> pre;
   std::vector<IndirectPointer> indirect;
-  bool ended = false;  // the call returned: endStamp, result
-  uint64_t endStamp = 0;
-  CUresult result = CUDA_SUCCESS;
+  bool outcomeFollows = false;  // metadata and checkpoint modes: `outcome` is stored after the call
+  LaunchOutcome outcome;
 
   // Back to the state of a new one; vectors keep their capacity.
   void clear() {
@@ -122,11 +124,22 @@ struct LaunchEventData final : format::DeferredEvent {
     snapshotError = CUDA_SUCCESS;
     pre.clear();
     indirect.clear();
-    ended = false;
-    endStamp = 0;
-    result = CUDA_SUCCESS;
+    outcomeFollows = false;
+    outcome.reset(nullptr);
   }
-  void release() noexcept override { Recycler<LaunchEventData>::release(this); }
+  // An event whose call has not returned is never reused: its launching
+  // thread may still store the outcome into it (launch_outcome.h). Not
+  // when it comes back on that very thread while it is being handed over
+  // (the writer refused it): the call was never made.
+  void release() noexcept override {
+    if (outcomeFollows && this != t_handingOver &&
+        outcome.state.load(std::memory_order_acquire) == LaunchOutcome::kPending) [[unlikely]] {
+      return;
+    }
+    Recycler<LaunchEventData>::release(this);
+  }
+  // The event the calling thread is handing to the writer, during the append.
+  static inline thread_local const LaunchEventData* t_handingOver [[gnu::tls_model("initial-exec")]] = nullptr;
   // Recycler::take: the buffers a launch writes into (a few lines at most).
   void prefetchBuffers() const {
     prefetchForWrite(params.bytes.data(), std::min<size_t>(params.bytes.capacity(), 256));
@@ -203,10 +216,12 @@ struct LaunchEventData final : format::DeferredEvent {
         indirectList[i].setAllocationBase(indirect[i].allocationBase);
       }
     }
-    if (ended) {
+    // A call that has not returned (the process died in it, or it
+    // blocked past the writer's wait) leaves the event without its end.
+    if (outcomeFollows && outcome.await() == LaunchOutcome::kReturned) {
       launch.setEnded(true);
-      launch.setResult(result);
-      const uint64_t endNs = clock->toNs(endStamp);
+      launch.setResult(outcome.result);
+      const uint64_t endNs = clock->toNs(outcome.endStamp);
       launch.setCallNs(endNs > startNs ? endNs - startNs : 0);
     }
   }
@@ -528,10 +543,20 @@ bool Recorder::launchStarting(const LaunchCall& call, PendingLaunch& launch) {
   }
 
   if (perLaunchMetadataOnly(options_.mode)) {
-    // Handed over with its end (launchFinished). A launch during which
-    // the process dies is then not in the trace; the other modes put it
-    // there before the call.
-    pending->launchEvent = std::move(event);
+    // Handed over now, last before the call; its outcome follows
+    // (observers.cpp stores it right after the call returns).
+    data->outcomeFollows = true;
+    data->outcome.reset(&clock_);
+    LaunchEventData::t_handingOver = data;
+    try {
+      writer_->append(std::move(event));
+    } catch (...) {
+      LaunchEventData::t_handingOver = nullptr;
+      throw;
+    }
+    LaunchEventData::t_handingOver = nullptr;
+    pending->outcome = &data->outcome;
+    pending->endsInLaunch = true;
     return true;
   }
   writer_->append(std::move(event));
@@ -552,13 +577,8 @@ void Recorder::launchFinished(PendingLaunch& pending, CUresult result) {
   if (pending.waitsForHost && result == CUDA_SUCCESS) {
     hostWaiters_.launched(pending.syncStream);
   }
-  if (pending.launchEvent) {
-    auto* launch = static_cast<LaunchEventData*>(pending.launchEvent.get());
-    launch->endStamp = clock_.stamp();
-    launch->result = result;
-    launch->ended = true;
-    writer_->append(std::move(pending.launchEvent));
-    return;
+  if (pending.endsInLaunch) {
+    return;  // its outcome is in its event (observers.cpp stored it)
   }
   LaunchEndData* data = Recycler<LaunchEndData>::take(Recycler<LaunchEndData>::ofThisThread());
   format::DeferredEventPtr event(data);

@@ -355,6 +355,7 @@ Recorder* Recorder::create(const CaptureOptions& options) {
     writer = openTrace(options, path);
     reportStatus("trace", path, nullptr);
   }
+  LaunchOutcome::relax();  // a recording that ended before hurried its writer's waits
   std::unique_ptr<Recorder> recorder(new Recorder(options, path, std::move(writer)));
   recorder->watchdog_ = std::move(watchdog);
   recorder->writeTraceBegin();
@@ -377,6 +378,10 @@ void Recorder::end(schema::EndReason reason, int signal, const std::string& mess
          std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
+  // Launch calls still in progress have their events with the writer,
+  // which waits for their outcomes: not for long now (one may never
+  // return: the thread that got a fatal signal, a driver that hangs).
+  LaunchOutcome::hurry(std::chrono::milliseconds(1000));
   // The last checkpoint: what the last interval's launches left, for
   // replay to verify them. Not on a fatal signal: the device may be in any
   // state and the thread that got it may hold the driver's locks.

@@ -47,6 +47,7 @@
 #include "record/freed_pool_memory.h"
 #include "record/graph_reach.h"
 #include "record/host_waiters.h"
+#include "record/launch_outcome.h"
 #include "record/memory_snapshot.h"
 #include "record/captured_copies.h"
 #include "record/written_readback.h"
@@ -316,9 +317,11 @@ struct PendingLaunch {
   bool readsHostMemory = false;       // checkpoint mode: it can reach page-locked host memory
   bool waitsForHost = false;          // a kernel that waits for the host (host_waiters.h)
   std::vector<SnapshotRange> ranges;  // what `pre` covered
-  // Metadata mode: the Launch event, handed to the writer with its end
-  // after the call (one hand-over a launch).
-  format::DeferredEventPtr launchEvent;
+  // Metadata and checkpoint modes: the launch's event, handed to the
+  // writer before the call, takes its outcome here after the call (set
+  // once the hand-over succeeded; cleared once the outcome is stored).
+  LaunchOutcome* outcome = nullptr;
+  bool endsInLaunch = false;  // the outcome is the launch's only end: no LaunchEnd event
 
   void reset() {
     recorder = nullptr;
@@ -330,7 +333,8 @@ struct PendingLaunch {
     readsHostMemory = false;
     waitsForHost = false;
     ranges.clear();
-    launchEvent.reset();
+    outcome = nullptr;
+    endsInLaunch = false;
   }
 };
 

@@ -11,6 +11,7 @@
 #include <atomic>
 #include <chrono>
 #include <csignal>
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 #include <vector>
@@ -164,6 +165,13 @@ CUresult launch(CUfunction f, const LaunchShape& shape, CUstream stream, void** 
       for (;;) {
         std::this_thread::sleep_for(std::chrono::seconds(1));
       }
+    }
+    if (word == kPoisonSlow) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      return CUDA_SUCCESS;
+    }
+    if (word == kPoisonAbort) {
+      std::abort();
     }
     if (word == kPoisonFault) {
       state().sticky.store(CUDA_ERROR_ILLEGAL_ADDRESS);

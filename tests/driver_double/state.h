@@ -207,6 +207,9 @@ inline CUresult needContext() {
 //   kPoisonKill   the process is killed (SIGKILL) inside the launch
 //   kPoisonHang   the launch never returns (it sleeps until the process is
 //                 killed), as a kernel stuck in a loop
+//   kPoisonSlow   the launch call takes 300 ms (as one blocked on a full
+//                 queue) and returns success without running the kernel
+//   kPoisonAbort  the process aborts (SIGABRT) inside the launch call
 // Tensor maps (api_memory.cpp): whether a CUtensorMap's 128 bytes carry this
 // driver's tag (KCAP_DOUBLE_TENSOR_MAP_SALT); launches refuse maps that do not.
 std::uint64_t tensorMapTag();
@@ -216,6 +219,8 @@ bool tensorMapsRefused();  // KCAP_DOUBLE_TENSOR_MAP_REFUSE=1: every encode fail
 inline constexpr std::uint64_t kPoisonFault = 0xDEAD0000DEAD0000ull;
 inline constexpr std::uint64_t kPoisonKill = 0xDEAD0000DEADDEADull;
 inline constexpr std::uint64_t kPoisonHang = 0xDEAD0000DEAD4A46ull;
+inline constexpr std::uint64_t kPoisonSlow = 0xDEAD0000DEAD5105ull;
+inline constexpr std::uint64_t kPoisonAbort = 0xDEAD0000DEADAB07ull;
 
 // The stream a handle names, or nullptr for the legacy / per-thread default
 // streams (which never capture). Needs the lock.

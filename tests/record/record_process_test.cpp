@@ -171,7 +171,45 @@ EndCase fatalSignal(const char* scenario, int signal) {
   return EndCase(scenario, scenario).killedBy(signal).launches(3).endedLaunches(3).traceEnd(schema::EndReason::SIGNAL);
 }
 
+// Metadata and checkpoint modes hand a launch's event to the writer before
+// the call and store its outcome after it: launch calls in progress when
+// the process dies are in the trace, with their outcomes where the calls
+// returned in time (one thread's call takes 300 ms), without where they
+// never did (the call that aborted, one that hangs).
+EndCase dieInLaunch(const char* name, const char* mode) {
+  return EndCase(name, "die-in-launch")
+      .with("KCAP_MODE", mode)
+      .killedBy(SIGABRT)
+      .launches(4)
+      .endedLaunches(0)
+      .traceEnd(schema::EndReason::SIGNAL)
+      .andThen([](const Trace& trace) {
+        const auto launches = trace.launches();
+        ASSERT_EQ(launches.size(), 4u);
+        EXPECT_EQ(at<uint64_t>(launches[3].getParams(), 8), kPoisonAbort);  // the last one made
+        std::map<uint64_t, int> seen;
+        for (const auto launch : launches) {
+          const uint64_t x = at<uint64_t>(launch.getParams(), 8);
+          ++seen[x];
+          if (x == kPoisonSlow) {
+            EXPECT_TRUE(launch.getEnded());
+            EXPECT_EQ(launch.getResult(), 0);
+            EXPECT_GE(launch.getCallNs(), 300'000'000u);
+          } else if (x == kPoisonHang || x == kPoisonAbort) {
+            EXPECT_FALSE(launch.getEnded()) << std::hex << x;
+          } else {
+            EXPECT_TRUE(launch.getEnded());
+            EXPECT_EQ(launch.getResult(), 0);
+          }
+        }
+        EXPECT_EQ(seen[kPoisonSlow], 1);
+        EXPECT_EQ(seen[kPoisonHang], 1);
+      });
+}
+
 const EndCase kEndCases[] = {
+    dieInLaunch("die_in_launch_metadata", "metadata"),
+    dieInLaunch("die_in_launch_checkpoint", "checkpoint"),
     fatalSignal("abort", SIGABRT),
     fatalSignal("segv", SIGSEGV),
     fatalSignal("sigterm", SIGTERM),

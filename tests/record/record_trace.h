@@ -39,6 +39,9 @@ namespace schema = kcap::schema;
 
 inline constexpr int kN = 1000;  // direct_launch's element count
 inline constexpr uint64_t kPoisonKill = 0xDEAD0000DEADDEADull;
+inline constexpr uint64_t kPoisonHang = 0xDEAD0000DEAD4A46ull;
+inline constexpr uint64_t kPoisonSlow = 0xDEAD0000DEAD5105ull;
+inline constexpr uint64_t kPoisonAbort = 0xDEAD0000DEADAB07ull;
 
 // ---- reading traces ------------------------------------------------------------------
 

@@ -22,6 +22,9 @@
 //   pause FILE  two launches, "paused" on stdout, waits until FILE exists,
 //               two more launches
 //   fault-kill  a launch the double kills the process in (SIGKILL)
+//   die-in-launch  a launch that returns at once; then, while one thread is
+//               in a launch call that takes 300 ms and another in one that
+//               never returns, main aborts (SIGABRT) inside a launch call
 //   fault       a launch that faults (sticky CUDA_ERROR_ILLEGAL_ADDRESS)
 //   vmm         memory through the VMM API (reserve, create, map), a buffer
 //               that spans two mappings
@@ -325,6 +328,35 @@ int exitFromThread() {
   return 1;
 }
 
+// Launch calls in progress when the process dies: their events are with
+// the writer before the calls, their outcomes follow (or never come).
+int dieInLaunch() {
+  const rlimit noCore{0, 0};
+  setrlimit(RLIMIT_CORE, &noCore);
+  const Context c = start();
+  Axpy axpy;
+  CHECK(axpy.launch(1.0f) == CUDA_SUCCESS);
+  std::atomic<int> entering{0};
+  auto inLaunch = [&](CUdeviceptr poison) {
+    return std::thread([&, poison] {
+      DRIVER(cuCtxSetCurrent, c.context);
+      entering.fetch_add(1);
+      axpy.launch(1.0f, nullptr, poison);
+    });
+  };
+  std::thread slow = inLaunch(kPoisonSlow);
+  std::thread hung = inLaunch(kPoisonHang);
+  while (entering.load() < 2) {
+    std::this_thread::yield();
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // both inside their calls
+  std::fflush(stdout);
+  axpy.launch(1.0f, nullptr, kPoisonAbort);
+  slow.join();  // not reached
+  hung.join();
+  return 1;
+}
+
 void handled(int) {}
 
 int dies(const std::string& how) {
@@ -569,6 +601,9 @@ int main(int argc, char** argv) {
   }
   if (scenario == "exit-thread") {
     return exitFromThread();
+  }
+  if (scenario == "die-in-launch") {
+    return dieInLaunch();
   }
   for (const char* how : {"abort", "segv", "sigterm", "sigkill", "sigterm-handled", "sighup", "sighup-handled",
                           "sigquit", "sigpipe", "sigill", "sigalrm", "sigusr1", "exit-now"}) {

@@ -16,6 +16,9 @@ namespace scenarios {
 inline constexpr int kN = 1024;
 inline constexpr std::uint64_t kPoisonFault = 0xDEAD0000DEAD0000ull;  // tests/driver_double/state.h
 inline constexpr std::uint64_t kPoisonKill = 0xDEAD0000DEADDEADull;
+inline constexpr std::uint64_t kPoisonHang = 0xDEAD0000DEAD4A46ull;
+inline constexpr std::uint64_t kPoisonSlow = 0xDEAD0000DEAD5105ull;
+inline constexpr std::uint64_t kPoisonAbort = 0xDEAD0000DEADAB07ull;
 
 struct Context {
   CUdevice device = 0;
