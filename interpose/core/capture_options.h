@@ -49,7 +49,7 @@ enum class CaptureMode : uint8_t { kFull, kPreOnly, kMetadata, kCheckpoint };
 const char* captureModeName(CaptureMode mode);  // "full", "pre", "metadata", "checkpoint"
 
 // Whether a launch records only its facts (no snapshots, no synchronization,
-// handed to the writer after the call): metadata and checkpoint modes.
+// one event that carries the call's outcome): metadata and checkpoint modes.
 inline bool perLaunchMetadataOnly(CaptureMode mode) {
   return mode == CaptureMode::kMetadata || mode == CaptureMode::kCheckpoint;
 }

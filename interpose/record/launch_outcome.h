@@ -3,13 +3,12 @@
 //
 // In metadata and checkpoint modes a launch is one event that carries its
 // outcome (Launch.ended, result, callNs). The launching thread hands the
-// event to the writer before the driver call and, after it, only stores the
+// event to the writer before the driver call, so that a launch during which
+// the process dies is in the trace, and after the call only stores the
 // outcome into the event: plain stores to a line of its own, the state last
-// with release order. Handing the event over after the call put the
-// writer's seq ticket (a locked instruction on a line every launching
-// thread writes) and the stores to the writer's ring right behind the
-// driver's own work, where they cost launching threads far more than the
-// same work before the call (docs/benchmarks.md, sixteen launching threads).
+// with release order (no locked instruction, no line another thread
+// writes). Measured against handing it over after the call, it costs the
+// same (docs/benchmarks.md, sixteen launching threads).
 //
 // The writer's side waits for the outcome where it builds the event, on a
 // thread of its own, never on the launching thread's append. The wait is
