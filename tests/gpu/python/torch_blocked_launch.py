@@ -1,0 +1,23 @@
+"""A PyTorch program that dies inside a launch call (gpu_die_in_launch).
+
+A kernel that spins far longer than the program lives (torch.cuda._sleep)
+holds the device's queue; the small launches queued behind it fill the
+queue until a launch call blocks in the driver. The alarm set at the start
+(SIGALRM, whose default action ends the process; Python leaves it so) then
+ends the process while that call waits.
+
+    torch_blocked_launch.py [SECONDS]      (default 5: when the alarm comes)
+"""
+import signal
+import sys
+
+import torch
+
+seconds = int(sys.argv[1]) if len(sys.argv) > 1 else 5
+x = torch.zeros(16, device="cuda")
+torch.cuda.synchronize()
+print("filling the queue", flush=True)
+signal.alarm(seconds)
+torch.cuda._sleep(int(4e9) * 30)  # about a minute at the H100's and H200's clocks: past the alarm
+while True:
+    x.add_(1)  # one small launch each, until one blocks behind the sleeping kernel
