@@ -1,32 +1,18 @@
 // LaunchOutcome's waiting side (launch_outcome.h).
 #include "record/launch_outcome.h"
 
-#include <time.h>
-
+#include <algorithm>
 #include <limits>
 #include <thread>
 
 namespace kcap {
 namespace {
 
-constexpr int64_t kNoHurry = std::numeric_limits<int64_t>::max();
+constexpr uint64_t kNoHurry = std::numeric_limits<uint64_t>::max();
 
 // CLOCK_MONOTONIC nanoseconds by which every wait gives up (hurry()).
-std::atomic<int64_t> g_giveUpBy{kNoHurry};
-
-int64_t monotonicNow() noexcept {
-  timespec now{};
-  clock_gettime(CLOCK_MONOTONIC, &now);  // async-signal-safe, unlike std::chrono's clocks
-  return static_cast<int64_t>(now.tv_sec) * 1'000'000'000 + now.tv_nsec;
-}
-
-void cpuRelax() noexcept {
-#if defined(__x86_64__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield");
-#endif
-}
+// TraceClock::monotonicNs reads clock_gettime, which is async-signal-safe.
+std::atomic<uint64_t> g_giveUpBy{kNoHurry};
 
 }  // namespace
 
@@ -35,21 +21,21 @@ LaunchOutcome::State LaunchOutcome::await() const noexcept {
   if (known != kPending) [[likely]] {
     return known;
   }
-  // Most calls end within microseconds: spin a little, then sleep in
+  // Most calls end within microseconds: yield a little, then sleep in
   // growing steps (a call blocked on a full device queue takes as long as
   // the device needs to drain it).
-  const int64_t deadline = monotonicNow() + std::chrono::nanoseconds(kWait).count();
+  const uint64_t deadline = TraceClock::monotonicNs() + static_cast<uint64_t>(std::chrono::nanoseconds(kWait).count());
   auto nap = std::chrono::microseconds(20);
   for (unsigned round = 0;; ++round) {
     known = static_cast<State>(state.load(std::memory_order_acquire));
     if (known != kPending) {
       return known;
     }
-    if (round < 256) {
-      cpuRelax();
+    if (round < 64) {
+      std::this_thread::yield();
       continue;
     }
-    const int64_t now = monotonicNow();
+    const uint64_t now = TraceClock::monotonicNs();
     if (now >= deadline || now >= g_giveUpBy.load(std::memory_order_relaxed)) {
       return kPending;
     }
@@ -59,8 +45,8 @@ LaunchOutcome::State LaunchOutcome::await() const noexcept {
 }
 
 void LaunchOutcome::hurry(std::chrono::milliseconds within) noexcept {
-  const int64_t by = monotonicNow() + std::chrono::nanoseconds(within).count();
-  int64_t current = g_giveUpBy.load(std::memory_order_relaxed);
+  const uint64_t by = TraceClock::monotonicNs() + static_cast<uint64_t>(std::chrono::nanoseconds(within).count());
+  uint64_t current = g_giveUpBy.load(std::memory_order_relaxed);
   while (by < current && !g_giveUpBy.compare_exchange_weak(current, by, std::memory_order_relaxed)) {}
 }
 
