@@ -15,6 +15,10 @@ import torch
 
 seconds = int(sys.argv[1]) if len(sys.argv) > 1 else 5
 x = torch.zeros(16, device="cuda")
+# Load the add kernel's code now: with lazy loading the first add_ would
+# load it behind the sleeping kernel, and that load waits for the device
+# (the program would block in the load, not in a launch).
+x.add_(1)
 torch.cuda.synchronize()
 print("filling the queue", flush=True)
 signal.alarm(seconds)
