@@ -16,7 +16,12 @@ Records PROGRAM (PyTorch eager ops: tests/gpu/python/torch_eager.py) with
   3. `kcap extract --range A..B` of the first three launches replays as a
      sequence exactly as `kcap replay TRACE --range A..B` does (launch by
      launch: verdict and buffers);
-  4. extracting a launch that is not in the trace exits 2 and writes nothing.
+  4. extracting a launch that is not in the trace exits 2 and writes nothing;
+  5. `kcap bisect TRACE --sequence --json` (the launches replayed in order
+     from the first one's pre-state, each on what the ones before it wrote)
+     exits 0, finds no divergence, and compared every launch of the
+     recording (examined = total = the launches replay reported, none not
+     comparable).
 It never skips: a check that cannot run fails.
 """
 import argparse
@@ -138,6 +143,22 @@ def main():
     if done.returncode != 2 or out.exists() or f"launch {missing} is not in" not in done.stderr:
         failures.append(f"extract --launch {missing}: exit {done.returncode}, {done.stderr.strip()!r}; "
                         f"expected exit 2 and no output")
+
+    done = run([args.kcap, "bisect", str(trace), "--sequence", "--json"], log_dir, "bisect-sequence")
+    try:
+        bisected = json.loads(done.stdout)
+    except json.JSONDecodeError:
+        bisected = {}
+    launches = len(original)
+    if (done.returncode != 0 or bisected.get("first", "absent") is not None or not bisected.get("sequence")
+            or bisected.get("examined") != launches or bisected.get("total") != launches
+            or bisected.get("notComparable") != 0):
+        failures.append(f"bisect --sequence: exit {done.returncode}, first {bisected.get('first', 'absent')}, "
+                        f"examined {bisected.get('examined')} of {bisected.get('total')}, not comparable "
+                        f"{bisected.get('notComparable')}; expected exit 0, no divergence, all {launches} compared: "
+                        f"{done.stderr.strip()[-500:]}")
+    else:
+        print(f"bisect --sequence: {launches} launches compared, none diverges")
 
     for failure in failures:
         print("FAILED:", failure)
