@@ -64,9 +64,8 @@ With --kcap, the program is also recorded (`kcap record`, --record-mode) and
  5b. with --forbid-stderr REGEX: no run under the shim (shim, recorded)
      printed a line matching REGEX on stderr (a framework's own warning that
      capture disturbed it, e.g. XLA's "Delay kernel timed out"); a plain
-     run that prints it too is noted, not failed. A run under the shim that
-     prints it is run once more (the recording to again.kcap): it fails
-     only if the second run prints it too (or fails), else it is noted.
+     run that prints it too is noted, not failed; a run under the shim that
+     does runs once more, and fails only if that one prints it too.
  11e. with --fixed-va-only WHY: step 11 replays at the recorded addresses
      only, saying WHY (a trace whose launches read pointers stored where
      the recorder does not look for them, which relocation cannot rewrite).
@@ -675,19 +674,14 @@ def main():
     elif args.expect_trace or args.timing or args.replay_range:
         failures.append("--expect-trace, --timing and --replay-range need --kcap")
     if args.forbid_stderr:
-        # The plain run is the program alone: a warning it prints is the
-        # program's own on this host (XLA's delay kernel can time out
-        # without any shim), said but not held against kcap. A run under
-        # the shim that prints it is run once more: a disturbance kcap
-        # causes comes back, the host's rare one (what the plain run shows
-        # when it prints it) does not.
-        again = {"shim": (args.command, dict(base, LD_PRELOAD=shim, KCAP_STATS_FILE=str(log_dir / "stats-again")))}
-        if args.kcap:
-            for old in log_dir.glob("again*.kcap"):
-                old.unlink()
-            again["recorded"] = ([args.kcap, "record", "-q", "--mode", args.record_mode]
-                                 + (["--timing"] if args.timing else [])
-                                 + ["-o", str(log_dir / "again.kcap"), "--"] + args.command, base)
+        # A plain run's warning is the program's own on this host (XLA's delay
+        # kernel can time out without any shim): noted, not held against kcap.
+        # A run under the shim that prints it runs once more: a disturbance
+        # kcap causes comes back, the host's rare one does not.
+        again = {"shim": (args.command, dict(base, LD_PRELOAD=shim, KCAP_STATS_FILE=str(log_dir / "stats-again"))),
+                 "recorded": ([args.kcap or "kcap", "record", "-q", "--force", "--mode", args.record_mode]
+                              + (["--timing"] if args.timing else [])
+                              + ["-o", str(log_dir / "again.kcap"), "--"] + args.command, base)}
         for r in [plain, shimmed] + ([recorded] if args.kcap else []):
             hits = matching_lines(r.err, args.forbid_stderr)
             if hits and r is plain:
@@ -695,10 +689,9 @@ def main():
             elif hits:
                 command, env = again[r.label]
                 second = run(command, r.label + "-again", env, log_dir, args.timeout)
-                repeated = matching_lines(second.err, args.forbid_stderr)
-                if repeated or not second.ok():
+                if matching_lines(second.err, args.forbid_stderr) or not second.ok():
                     failures.append(f"the {r.label} run printed {len(hits)} lines matching {args.forbid_stderr!r}, "
-                                    f"and so did a second one ({second.describe().splitlines()[0]}, {len(repeated)} lines): {hits[0]}")
+                                    f"and so did a second one ({second.describe().splitlines()[0]}): {hits[0]}")
                 else:
                     print(f"note: the {r.label} run printed {len(hits)} lines matching {args.forbid_stderr!r}, "
                           f"a second one none: {hits[0]}")
