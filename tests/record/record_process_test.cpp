@@ -175,15 +175,26 @@ EndCase fatalSignal(const char* scenario, int signal) {
 // the call and store its outcome after it: launch calls in progress when
 // the process dies are in the trace, with their outcomes where the calls
 // returned in time (one thread's call takes 300 ms), without where they
-// never did (the call that aborted, one that hangs).
-EndCase dieInLaunch(const char* name, const char* mode) {
-  return EndCase(name, "die-in-launch")
-      .with("KCAP_MODE", mode)
+// never did (the call that aborted, one that hangs). With a signal trigger
+// the flight recorder's ring holds them the same way when the signal fires.
+EndCase dieInLaunch(const char* name, const char* mode, const char* trigger = nullptr) {
+  EndCase endCase(name, "die-in-launch");
+  if (trigger != nullptr) {
+    endCase.with("KCAP_TRIGGER", trigger);
+  }
+  return endCase.with("KCAP_MODE", mode)
       .killedBy(SIGABRT)
       .launches(4)
       .endedLaunches(0)
       .traceEnd(schema::EndReason::SIGNAL)
-      .andThen([](const Trace& trace) {
+      .andThen([triggered = trigger != nullptr](const Trace& trace) {
+        const auto triggers = trace.of(Event::TRIGGER);
+        if (triggered) {  // written because the trigger fired, naming the signal
+          ASSERT_EQ(triggers.size(), 1u);
+          EXPECT_EQ(triggers[0].getTrigger().getKind(), schema::TriggerKind::SIGNAL);
+        } else {
+          EXPECT_TRUE(triggers.empty());
+        }
         const auto launches = trace.launches();
         ASSERT_EQ(launches.size(), 4u);
         EXPECT_EQ(at<uint64_t>(launches[3].getParams(), 8), kPoisonAbort);  // the last one made
@@ -210,6 +221,7 @@ EndCase dieInLaunch(const char* name, const char* mode) {
 const EndCase kEndCases[] = {
     dieInLaunch("die_in_launch_metadata", "metadata"),
     dieInLaunch("die_in_launch_checkpoint", "checkpoint"),
+    dieInLaunch("die_in_launch_flight_recorder", "checkpoint", "signal"),
     fatalSignal("abort", SIGABRT),
     fatalSignal("segv", SIGSEGV),
     fatalSignal("sigterm", SIGTERM),
