@@ -348,7 +348,7 @@ std::optional<CaptureOptions> readCaptureOptions(const VariableLookup& lookup) {
   if (const std::string every = value(kCheckpointEvery); !every.empty()) {
     if (!parseCheckpointInterval(every, options.checkpointEveryNs, options.checkpointEveryLaunches)) {
       throw OptionError(kCheckpointEvery, every,
-                        "expected a duration (500ms, 2s, 1m) or a number of launches (1000launches), not 0");
+                        "expected a nonzero duration (500ms, 2s, 1m) or number of launches (1000launches)");
     }
   }
 
