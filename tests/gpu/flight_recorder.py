@@ -14,9 +14,17 @@ recorded with `kcap record --mode checkpoint --trigger error --ring 2`.
      replay 30, recorded with `--trigger api --ring 2`: the output is the
      plain run's, the trace checks, holds graph launches of a graph defined
      before its window, and every interval re-executes and reproduces.
+  4. `--trigger hang=2` on a PyTorch program whose kernel spins about 6 s
+     (python/torch_trigger_cases.py hang 6): the output and exit status are
+     the plain run's, and the trace checks and holds one hang trigger that
+     says how long and names a launch in the trace: the spinning one or one
+     queued behind it.
+  5. `--trigger exit`: the same program's exit 3 leaves a trace with one
+     exit trigger naming status 3 (the program still exits 3); its exit 0
+     writes nothing.
 
     flight_recorder.py --kcap KCAP --program FAULT_AT --log-dir DIR
-                       [--python PYTHON --decode SCRIPT]
+                       [--python PYTHON --decode SCRIPT --cases SCRIPT]
 """
 import argparse
 import json
@@ -64,6 +72,58 @@ def decode_loop(args, logs):
     return failures
 
 
+def same_as_plain(args, case, value, options, trace, logs, failures):
+    """Runs python/torch_trigger_cases.py CASE VALUE plain and recorded with
+    OPTIONS into TRACE; failures if exit status or output differ."""
+    program = [args.python, args.cases, case, str(value)]
+    trace.unlink(missing_ok=True)
+    plain = run(program, logs / f"{trace.stem}-plain.txt", timeout=300)
+    recorded = run([args.kcap, "record", "-q", "--mode", "checkpoint"] + options + ["-o", str(trace), "--"] + program,
+                   logs / f"{trace.stem}-recorded.txt", timeout=300)
+    if plain.returncode != recorded.returncode or plain.stdout != recorded.stdout or "sum" not in plain.stdout:
+        failures.append(f"{trace.stem}: plain exit {plain.returncode} ({plain.stdout.strip()!r}), recorded exit "
+                        f"{recorded.returncode} ({recorded.stdout.strip()!r})")
+    return plain.returncode
+
+
+def hang_and_exit(args, logs):
+    """4. and 5.: the hang and exit triggers on PyTorch programs."""
+    failures = []
+    trace = logs / "hang.kcap"
+    same_as_plain(args, "hang", 6, ["--trigger", "hang=2"], trace, logs, failures)
+    if not trace.exists():
+        failures.append("hang: the hang trigger wrote no trace")
+    else:
+        check_fired(args.kcap, trace, "hang", logs, "hang-", failures)
+        dump = run([args.kcap, "dump", "--json", "--type", "launch,trigger", str(trace)], logs / "hang-dump.txt")
+        events = [json.loads(line) for line in dump.stdout.splitlines() if line.startswith("{")]
+        triggers = [e["trigger"] for e in events if "trigger" in e]
+        launches = {int(e["launch"]["launchIndex"]): e["launch"].get("kernelName", "") for e in events if "launch" in e}
+        spins = [i for i, name in launches.items() if "spin_kernel" in name]
+        named = int(triggers[0].get("launchIndex", -1)) if triggers and triggers[0].get("hasLaunch") else None
+        if len(spins) != 1 or named is None or named not in launches or named < spins[0] \
+                or "has not finished after 2 s" not in triggers[0].get("reason", ""):
+            failures.append(f"hang: trigger {triggers}, spinning launch {spins}: expected one naming a launch in the "
+                            f"trace at or after the spinning one, unfinished after 2 s")
+    trace = logs / "exit.kcap"
+    if same_as_plain(args, "exit", 3, ["--trigger", "exit"], trace, logs, failures) != 3:
+        failures.append("exit: the program did not exit 3")
+    if not trace.exists():
+        failures.append("exit: the exit trigger wrote no trace")
+    else:
+        check_fired(args.kcap, trace, "exit", logs, "exit-", failures)
+        dump = run([args.kcap, "dump", "--json", "--type", "trigger", str(trace)], logs / "exit-dump.txt")
+        status = [json.loads(line)["trigger"].get("exitStatus") for line in dump.stdout.splitlines()
+                  if line.startswith("{")]
+        if status != [3]:
+            failures.append(f"exit: the trigger's exit status {status}, expected [3]")
+    trace = logs / "exit0.kcap"
+    same_as_plain(args, "exit", 0, ["--trigger", "exit"], trace, logs, failures)
+    if trace.exists():
+        failures.append("exit 0: the exit trigger fired, yet it should not")
+    return failures
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--kcap", required=True)
@@ -71,6 +131,7 @@ def main():
     p.add_argument("--log-dir", required=True)
     p.add_argument("--python")
     p.add_argument("--decode")
+    p.add_argument("--cases", help="python/torch_trigger_cases.py")
     args = p.parse_args()
     logs = Path(args.log_dir)
     logs.mkdir(parents=True, exist_ok=True)
@@ -109,6 +170,8 @@ def main():
             failures.append("no interval before the fault reproduced:\n" + replay.stdout[-2000:])
     if args.python and args.decode:
         failures += decode_loop(args, logs)
+    if args.python and args.cases:
+        failures += hang_and_exit(args, logs)
     for f in failures:
         print("FAILED:", f)
     print("OK" if not failures else f"{len(failures)} check(s) failed; logs in {logs}")
