@@ -282,6 +282,13 @@ IntervalReport Reexecutor::runInterval(const CheckpointInfo& from, const Checkpo
   listener.intervalStarting(report);
   bool sticky = false;
   try {
+    // Events lost to damage between the checkpoints: running what is left
+    // would compare something the program never ran.
+    if (const auto missing = model_.missingBetween(from.seq, to != nullptr ? to->seq : UINT64_MAX)) {
+      throw IntervalStop{IntervalVerdict::kUnverified, "not re-executed: events #" + std::to_string(missing->first) +
+                                                           ".." + std::to_string(missing->second) + " after " +
+                                                           from.name() + " are missing (the trace is damaged there)"};
+    }
     reexecute(from.seq, to != nullptr ? to->seq : UINT64_MAX, report, listener, reportLaunch);
     if (to != nullptr) {
       verify(*to, report);

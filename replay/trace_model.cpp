@@ -189,8 +189,13 @@ std::string TraceModel::onOtherDevice(const LaunchRecord& launch) const {
 TraceModel TraceModel::load(format::TraceReader& reader) {
   TraceModel model;
   std::map<uint64_t, uint64_t> durations;  // launchIndex -> ns
+  std::optional<uint64_t> lastSeq;
   reader.forEachEvent([&](const format::EventRef& ref) {
     const schema::Event::Reader event = ref.event;
+    if (const uint64_t seq = event.getSeq(); !lastSeq || seq > *lastSeq) {
+      if (lastSeq && seq > *lastSeq + 1) model.missing_.emplace_back(*lastSeq + 1, seq - 1);
+      lastSeq = seq;
+    }
     const auto stored = [&] { return std::make_shared<StoredEvent>(event); };
     format::visitEvent(
         event, format::Overloaded{
@@ -295,6 +300,13 @@ TraceModel TraceModel::load(format::TraceReader& reader) {
     }
   }
   return model;
+}
+
+std::optional<std::pair<uint64_t, uint64_t>> TraceModel::missingBetween(uint64_t afterSeq, uint64_t beforeSeq) const {
+  for (const auto& range : missing_) {
+    if (range.second > afterSeq && range.first < beforeSeq) return range;
+  }
+  return std::nullopt;
 }
 
 const LaunchRecord* TraceModel::launch(uint64_t launchIndex) const {

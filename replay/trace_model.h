@@ -203,6 +203,12 @@ class TraceModel {
   const std::vector<std::shared_ptr<StoredEvent>>& allocations() const { return allocations_; }
   const std::vector<std::shared_ptr<StoredEvent>>& graphLaunches() const { return graphLaunches_; }
 
+  // Seqs missing between two events the reader delivered, as [first, last]:
+  // events a damaged record chunk held. The first such range inside
+  // (afterSeq, beforeSeq), if any: what runs between two checkpoints there
+  // is not what the program ran.
+  std::optional<std::pair<uint64_t, uint64_t>> missingBetween(uint64_t afterSeq, uint64_t beforeSeq) const;
+
  private:
   std::shared_ptr<StoredEvent> traceBegin_;
   std::vector<LaunchRecord> launches_;  // by launchIndex order (file order)
@@ -225,7 +231,8 @@ class TraceModel {
   // TensorMapEncode events that succeeded, by the 128 bytes they made, in seq order
   std::map<std::string, std::vector<std::shared_ptr<StoredEvent>>> tensorMaps_;
 
-  std::set<uint64_t> folded_;  // seqs of the memory ops a WrittenData completed
+  std::vector<std::pair<uint64_t, uint64_t>> missing_;  // missingBetween(): seq ranges, in order
+  std::set<uint64_t> folded_;                           // seqs of the memory ops a WrittenData completed
   // WrittenData of graph launches' copy nodes, by the launch's seq, until
   // the load's end folds them into the launches (foldGraphReadBacks).
   std::map<uint64_t, std::vector<std::shared_ptr<StoredEvent>>> graphReadBacks_;

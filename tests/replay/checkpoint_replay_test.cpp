@@ -493,6 +493,40 @@ TEST_F(CheckpointReplay, TruncatedTraceRunsWhatIsIntact) {
   EXPECT_NE(reproducedAfterCut, 0u);
 }
 
+// Bytes overwritten anywhere in the file: the events of a damaged record
+// chunk are missing, and the interval they fall in is not re-executed (what
+// is left of it is not what the program ran); nothing damaged DIFFERS.
+TEST_F(CheckpointReplay, EventsLostToDamageAreNotCompared) {
+  const std::string path = dir_.file("whole.kcap");
+  Program p;
+  CheckpointTrace t(path);
+  t.checkpoint(0, p.state());
+  for (uint64_t k = 1; k <= 6; ++k) {
+    t.axpy();
+    p.axpy();
+    t.axpy();
+    p.axpy();
+    t.checkpoint(k, p.state());
+  }
+  t.close();
+  const std::vector<uint8_t> bytes = kcap::test::readFileBytes(path);
+  const std::string damaged = dir_.file("damaged.kcap");
+  size_t missingSaid = 0;
+  for (size_t at = bytes.size() / 16; at + 16 < bytes.size(); at += bytes.size() / 16) {
+    std::vector<uint8_t> copy = bytes;
+    for (size_t i = at; i < at + 16; ++i) copy[i] ^= 0x5a;
+    kcap::test::writeFileBytes(damaged, copy.data(), copy.size());
+    const Outcome run = replay({damaged});
+    EXPECT_TRUE(run.exitCode == kExitOk || run.exitCode == kExitTrace) << at << ": " << run.describe();
+    EXPECT_EQ(run.out.find("DIFFERS"), std::string::npos) << at << ": " << run.out;
+    if (std::regex_search(run.out, std::regex("NOT VERIFIED \\(not re-executed: events #[0-9]+\\.\\.[0-9]+ after "
+                                              "checkpoint [0-9]+ at event #[0-9]+ are missing"))) {
+      ++missingSaid;
+    }
+  }
+  EXPECT_NE(missingSaid, 0u);
+}
+
 // --check determinism runs a differing interval again: a launch whose
 // outputs vary between runs is named; an interval that repeats exactly says so.
 TEST_F(CheckpointReplay, DeterminismNamesTheVaryingLaunch) {

@@ -1,0 +1,87 @@
+#!/usr/bin/env python3
+"""A damaged checkpoint trace of a real program, re-executed on the GPU.
+
+    checkpoint_damage.py --kcap KCAP --log-dir DIR [--checkpoint-every EVERY]
+                         -- PROGRAM [ARGS...]
+
+Records PROGRAM in checkpoint mode (--checkpoint-every EVERY, default
+4launches) and re-executes the whole trace: every interval REPRODUCED,
+exit 0 (the baseline). Then damages copies of the file and re-executes each:
+  - cut short at 1/8, 2/8 ... 7/8 of its bytes (what a job killed while
+    the trace was written leaves);
+  - 64 bytes overwritten in the middle of the file, and at 3/4 of it.
+Every replay of a damaged copy must exit 0 or 1 (never a crash, a signal,
+DIFFERS, FAULT or HANG: what is damaged is not compared), say that the
+trace is damaged, and with exit 0 have reproduced at least one interval;
+at least one of the longer cuts must still reproduce an interval.
+It never skips: a check that cannot run fails.
+"""
+import argparse
+import re
+import sys
+from pathlib import Path
+
+from script_support import run
+
+DAMAGE_SAID = re.compile(r"damaged|cut short|truncated|torn|corrupt", re.I)
+
+
+def reexecute(kcap, trace, logs):
+    done = run([kcap, "replay", str(trace)], logs / f"{trace.stem}-replay.txt", timeout=600)
+    intervals = [line for line in done.stdout.splitlines() if line.startswith("interval ")]
+    reproduced = [line for line in intervals if ": REPRODUCED" in line]
+    bad = [line for line in intervals if any(v in line for v in (": DIFFERS", ": FAULT", ": HANG"))]
+    return done, reproduced, bad
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--kcap", required=True)
+    p.add_argument("--log-dir", required=True)
+    p.add_argument("--checkpoint-every", default="4launches")
+    p.add_argument("command", nargs=argparse.REMAINDER)
+    args = p.parse_args()
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    logs = Path(args.log_dir)
+    logs.mkdir(parents=True, exist_ok=True)
+    trace = logs / "whole.kcap"
+    recorded = run([args.kcap, "record", "-q", "--force", "--mode", "checkpoint", "--checkpoint-every",
+                    args.checkpoint_every, "-o", str(trace), "--", *command], logs / "recorded.txt", timeout=300)
+    if recorded.returncode != 0 or not trace.exists():
+        print(f"FAILED: the recording exited {recorded.returncode}: {recorded.stderr[-1000:]}")
+        return 1
+    done, reproduced, bad = reexecute(args.kcap, trace, logs)
+    print(f"whole trace: exit {done.returncode}, {len(reproduced)} intervals reproduced")
+    if done.returncode != 0 or len(reproduced) < 2 or bad:
+        print(f"FAILED: the undamaged trace: exit {done.returncode}, {len(reproduced)} intervals reproduced "
+              f"(expected exit 0 and at least 2), {bad}")
+        return 1
+
+    data = trace.read_bytes()
+    copies = {f"cut-{k}of8": data[:len(data) * k // 8] for k in range(1, 8)}
+    for name, at in (("overwritten-middle", len(data) // 2), ("overwritten-3of4", len(data) * 3 // 4)):
+        copies[name] = data[:at] + bytes((b ^ 0x5A) for b in data[at:at + 64]) + data[at + 64:]
+    failures = []
+    cuts_reproducing = 0
+    for name, content in copies.items():
+        damaged = logs / f"{name}.kcap"
+        damaged.write_bytes(content)
+        done, got, bad = reexecute(args.kcap, damaged, logs)
+        said = DAMAGE_SAID.search(done.stdout + done.stderr)
+        print(f"{name}: exit {done.returncode}, {len(got)} intervals reproduced, damage said: {bool(said)}")
+        if done.returncode not in (0, 1) or bad or not said or (done.returncode == 0 and not got):
+            failures.append(f"{name}: exit {done.returncode}, {len(got)} reproduced, {bad}, damage said "
+                            f"{bool(said)}: {(done.stdout + done.stderr)[-1500:]}")
+        if name.startswith("cut-") and got:
+            cuts_reproducing += 1
+    if cuts_reproducing == 0:
+        failures.append("no cut of the trace reproduced an interval: replay stopped at the first damage "
+                        "instead of running what is intact")
+    for failure in failures:
+        print("FAILED:", failure)
+    print("PASSED" if not failures else f"{len(failures)} check(s) failed; logs in {logs}")
+    return 0 if not failures else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
