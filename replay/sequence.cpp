@@ -87,6 +87,13 @@ void Replayer::runSequence(const std::vector<const LaunchRecord*>& launches, Rep
     const LaunchRecord* l = launches[i];
     const LaunchRecord* next = i + 1 < launches.size() ? launches[i + 1] : nullptr;
     LaunchRun run(*l);
+    // Events lost to damage before this launch (a launch or a copy that
+    // wrote its inputs, perhaps): from here the sequence is not what the
+    // program ran, and comparing it would report a divergence that never was.
+    if (const auto missing = model_.missingBetween(previousSeq, l->seq()); missing && stopped.empty()) {
+      stopped = "events #" + std::to_string(missing->first) + ".." + std::to_string(missing->second) +
+                " before launch " + std::to_string(l->launchIndex) + " are missing (the trace is damaged there)";
+    }
     if (!stopped.empty()) {
       run.outcome.verdict = Verdict::kSkipped;
       run.outcome.detail = stopped;

@@ -8,8 +8,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <functional>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -361,6 +363,30 @@ TEST_F(Replay, ADamaged3DCopyIsAnErrorAndNeverReadsPastItsRows) {
           .find("the 3D copy at event #" + std::to_string(farSeq) + " has rows past the end of the address space"),
       std::string::npos)
       << farRun.out;
+}
+
+// Bytes overwritten across a recorded sequence's file: where a damaged
+// record chunk lost events between two launches (a launch, a copy that
+// wrote the next one's inputs), the launches from there on are SKIPPED
+// saying so; nothing the damage took DIFFERS.
+TEST_F(Replay, ASequenceStopsWhereEventsAreMissing) {
+  const std::vector<uint8_t> bytes = kcap::test::readFileBytes(sequence());
+  const std::string damaged = file("sequence-damaged.kcap");
+  const std::regex said(
+      "SKIPPED: events #[0-9]+\\.\\.[0-9]+ before launch [0-9]+ are missing \\(the trace is damaged "
+      "there\\)");
+  size_t missingSaid = 0;
+  for (size_t k = 1; k < 100; ++k) {
+    const size_t at = bytes.size() * k / 100;
+    std::vector<uint8_t> copy = bytes;
+    for (size_t i = at; i < std::min(at + 16, copy.size()); ++i) copy[i] ^= 0x5a;
+    kcap::test::writeFileBytes(damaged, copy.data(), copy.size());
+    const Outcome run = replay({damaged, "--range", "0..4"});
+    EXPECT_NE(run.exitCode, kExitDiffers) << at << ": " << run.describe();
+    EXPECT_EQ(run.out.find("DIFFERS"), std::string::npos) << at << ": " << run.out;
+    if (std::regex_search(run.out, said)) ++missingSaid;
+  }
+  EXPECT_NE(missingSaid, 0u);
 }
 
 }  // namespace
