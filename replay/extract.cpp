@@ -296,6 +296,16 @@ ExtractResult extract(const ExtractRequest& request) {
     }
   }
   if (request.range) {
+    // The output numbers its events anew: a gap the damage left would be
+    // gone, and its sequence would replay as if nothing had run there.
+    if (const auto lost = model.missingBetween(selected.front()->seq(), selected.back()->seq())) {
+      throw FormatError(request.source + ": events #" + std::to_string(lost->first) + ".." +
+                        std::to_string(lost->second) + " between launches " +
+                        std::to_string(selected.front()->launchIndex) + " and " +
+                        std::to_string(selected.back()->launchIndex) +
+                        " are missing (the trace is damaged there): a sequence across them is not what the program "
+                        "ran; extract a range on one side of them");
+    }
     for (const StoredEvent* op : model.memoryOpsBetween(selected.front()->seq(), selected.back()->seq())) {
       kept[op->seq()] = op;
     }

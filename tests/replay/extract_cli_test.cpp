@@ -15,6 +15,8 @@
 
 #include <capnp/message.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <map>
 #include <regex>
 #include <set>
@@ -27,7 +29,7 @@ namespace {
 using kcap::schema::Event;
 using kcap::test::OwnedEvent;
 
-constexpr int kExitOk = 0, kExitUsage = 2, kExitDiffers = 3;
+constexpr int kExitOk = 0, kExitTrace = 1, kExitUsage = 2, kExitDiffers = 3;
 
 Outcome kcap(const std::vector<std::string>& args) { return kcapOnDouble(args); }
 
@@ -239,6 +241,32 @@ TEST_F(Extract, ARangeKeepsTheCopiesAndMemsetsBetweenAndReplaysAsASequence) {
   const Outcome replayed = kcap({"replay", whole, "--range", "0..4"});
   EXPECT_EQ(replayed.exitCode, kExitOk) << replayed.describe();
   EXPECT_NE(replayed.out.find("5 launches: 5 REPRODUCED"), std::string::npos) << replayed.out;
+}
+
+// A range across events a damaged record chunk lost is refused: the output
+// numbers its events anew, so its sequence would replay as if nothing had
+// run there. What is extracted replays without a difference the damage made.
+TEST_F(Extract, ARangeAcrossEventsLostToDamageIsRefused) {
+  const std::vector<uint8_t> bytes = kcap::test::readFileBytes(sequence());
+  const std::string damaged = file("damaged.kcap"), out = file("out.kcap");
+  size_t refused = 0;
+  for (size_t k = 1; k < 100; ++k) {
+    const size_t at = bytes.size() * k / 100;
+    std::vector<uint8_t> copy = bytes;
+    for (size_t i = at; i < std::min(at + 16, copy.size()); ++i) copy[i] ^= 0x5a;
+    kcap::test::writeFileBytes(damaged, copy.data(), copy.size());
+    std::remove(out.c_str());
+    const Outcome run = kcap({"extract", damaged, "--range", "0..4", "-o", out});
+    if (run.err.find(" are missing (the trace is damaged there): a sequence across them") != std::string::npos) {
+      EXPECT_EQ(run.exitCode, kExitTrace) << at << ": " << run.describe();
+      EXPECT_NE(::access(out.c_str(), F_OK), 0) << at << ": " << out << " written";
+      ++refused;
+    } else if (run.exitCode == kExitOk) {
+      const Outcome replayed = kcap({"replay", out, "--range", "0..4"});
+      EXPECT_EQ(replayed.out.find("DIFFERS"), std::string::npos) << at << ": " << replayed.out;
+    }
+  }
+  EXPECT_NE(refused, 0u);
 }
 
 TEST_F(Extract, AnExtractOfAnExtractKeepsTheLaunchNumbers) {
