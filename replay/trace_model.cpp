@@ -303,9 +303,10 @@ TraceModel TraceModel::load(format::TraceReader& reader) {
 }
 
 std::optional<std::pair<uint64_t, uint64_t>> TraceModel::missingBetween(uint64_t afterSeq, uint64_t beforeSeq) const {
-  for (const auto& range : missing_) {
-    if (range.second > afterSeq && range.first < beforeSeq) return range;
-  }
+  // The ranges are disjoint and in order: the first that ends after afterSeq.
+  const auto it = std::partition_point(missing_.begin(), missing_.end(),
+                                       [&](const auto& range) { return range.second <= afterSeq; });
+  if (it != missing_.end() && it->first < beforeSeq) return *it;
   return std::nullopt;
 }
 
