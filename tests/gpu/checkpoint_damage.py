@@ -16,12 +16,10 @@ trace is damaged, and with exit 0 have reproduced at least one interval;
 at least one of the longer cuts must still reproduce an interval.
 It never skips: a check that cannot run fails.
 """
-import argparse
 import re
 import sys
-from pathlib import Path
 
-from script_support import run
+from script_support import checkpoint_recording, report, run
 
 DAMAGE_SAID = re.compile(r"damaged|cut short|truncated|torn|corrupt", re.I)
 
@@ -35,20 +33,8 @@ def reexecute(kcap, trace, logs):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--kcap", required=True)
-    p.add_argument("--log-dir", required=True)
-    p.add_argument("--checkpoint-every", default="4launches")
-    p.add_argument("command", nargs=argparse.REMAINDER)
-    args = p.parse_args()
-    command = args.command[1:] if args.command[:1] == ["--"] else args.command
-    logs = Path(args.log_dir)
-    logs.mkdir(parents=True, exist_ok=True)
-    trace = logs / "whole.kcap"
-    recorded = run([args.kcap, "record", "-q", "--force", "--mode", "checkpoint", "--checkpoint-every",
-                    args.checkpoint_every, "-o", str(trace), "--", *command], logs / "recorded.txt", timeout=300)
-    if recorded.returncode != 0 or not trace.exists():
-        print(f"FAILED: the recording exited {recorded.returncode}: {recorded.stderr[-1000:]}")
+    args, logs, trace = checkpoint_recording(__doc__, "4launches")
+    if trace is None:
         return 1
     done, reproduced, bad = reexecute(args.kcap, trace, logs)
     print(f"whole trace: exit {done.returncode}, {len(reproduced)} intervals reproduced")
@@ -77,10 +63,7 @@ def main():
     if cuts_reproducing == 0:
         failures.append("no cut of the trace reproduced an interval: replay stopped at the first damage "
                         "instead of running what is intact")
-    for failure in failures:
-        print("FAILED:", failure)
-    print("PASSED" if not failures else f"{len(failures)} check(s) failed; logs in {logs}")
-    return 0 if not failures else 1
+    return report(failures, logs)
 
 
 if __name__ == "__main__":

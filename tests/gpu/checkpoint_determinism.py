@@ -18,13 +18,11 @@ Then asserts that
      matching REGEX; no differing interval is called deterministic.
 It never skips: a check that cannot run fails.
 """
-import argparse
 import json
 import re
 import sys
-from pathlib import Path
 
-from script_support import run
+from script_support import checkpoint_recording, report, run
 
 
 def reexecute(kcap, trace, log, *extra):
@@ -37,21 +35,10 @@ def reexecute(kcap, trace, log, *extra):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--kcap", required=True)
-    p.add_argument("--log-dir", required=True)
-    p.add_argument("--kernel", required=True, help="the kernels whose outputs vary (regex)")
-    p.add_argument("--checkpoint-every", default="2launches")
-    p.add_argument("command", nargs=argparse.REMAINDER)
-    args = p.parse_args()
-    command = args.command[1:] if args.command[:1] == ["--"] else args.command
-    logs = Path(args.log_dir)
-    logs.mkdir(parents=True, exist_ok=True)
-    trace = logs / "racy.kcap"
-    recorded = run([args.kcap, "record", "-q", "--force", "--mode", "checkpoint", "--checkpoint-every",
-                    args.checkpoint_every, "-o", str(trace), "--", *command], logs / "recorded.txt", timeout=300)
-    if recorded.returncode != 0 or not trace.exists():
-        print(f"FAILED: the recording exited {recorded.returncode}: {recorded.stderr[-1000:]}")
+    args, logs, trace = checkpoint_recording(
+        __doc__, "2launches",
+        lambda p: p.add_argument("--kernel", required=True, help="the kernels whose outputs vary (regex)"))
+    if trace is None:
         return 1
     failures = []
     check = run([args.kcap, "check", str(trace)], logs / "check.txt")
@@ -80,10 +67,7 @@ def main():
         failures.append(f"--check determinism: exit {code}, {len(differing)} differing intervals; expected exit 3 "
                         f"(DIFFERS) and at least one")
 
-    for failure in failures:
-        print("FAILED:", failure)
-    print("PASSED" if not failures else f"{len(failures)} check(s) failed; logs in {logs}")
-    return 0 if not failures else 1
+    return report(failures, logs)
 
 
 if __name__ == "__main__":

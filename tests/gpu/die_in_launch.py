@@ -21,7 +21,7 @@ import signal
 import sys
 from pathlib import Path
 
-from script_support import run
+from script_support import report, run
 
 
 # name: (kcap record's options, the program's arguments after SECONDS, the signal)
@@ -95,10 +95,7 @@ def main():
     failures = []
     for mode in MODES:
         failures += check_mode(args, logs, mode)
-    for failure in failures:
-        print("FAILED:", failure)
-    print("PASSED" if not failures else f"{len(failures)} check(s) failed; logs in {logs}")
-    return 0 if not failures else 1
+    return report(failures, logs)
 
 
 if __name__ == "__main__":
