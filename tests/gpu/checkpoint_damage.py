@@ -7,13 +7,16 @@
 Records PROGRAM in checkpoint mode (--checkpoint-every EVERY, default
 4launches) and re-executes the whole trace: every interval REPRODUCED,
 exit 0 (the baseline). Then damages copies of the file and re-executes each:
-  - cut short at 1/8, 2/8 ... 7/8 of its bytes (what a job killed while
-    the trace was written leaves);
-  - 64 bytes overwritten in the middle of the file, and at 3/4 of it.
+  - cut short, losing the last half, quarter, ... 1/1024 of its bytes (what
+    a job killed while the trace was written leaves; a PyTorch trace is
+    mostly module images, loaded early, so the launches' records and the
+    checkpoints' contents are in its last part);
+  - 64 bytes overwritten in the middle, and 1/8, 1/64 and 1/512 of the file
+    before its end.
 Every replay of a damaged copy must exit 0 or 1 (never a crash, a signal,
 DIFFERS, FAULT or HANG: what is damaged is not compared), say that the
 trace is damaged, and with exit 0 have reproduced at least one interval;
-at least one of the longer cuts must still reproduce an interval.
+at least one of the shorter cuts must still reproduce an interval.
 It never skips: a check that cannot run fails.
 """
 import re
@@ -44,8 +47,11 @@ def main():
         return 1
 
     data = trace.read_bytes()
-    copies = {f"cut-{k}of8": data[:len(data) * k // 8] for k in range(1, 8)}
-    for name, at in (("overwritten-middle", len(data) // 2), ("overwritten-3of4", len(data) * 3 // 4)):
+    size = len(data)
+    copies = {f"cut-last-1of{2 ** j}": data[:size - size // 2 ** j] for j in range(1, 11)}
+    for name, at in (("overwritten-middle", size // 2), ("overwritten-1of8-before-end", size - size // 8),
+                     ("overwritten-1of64-before-end", size - size // 64),
+                     ("overwritten-1of512-before-end", size - size // 512)):
         copies[name] = data[:at] + bytes((b ^ 0x5A) for b in data[at:at + 64]) + data[at + 64:]
     failures = []
     cuts_reproducing = 0
@@ -53,6 +59,7 @@ def main():
         damaged = logs / f"{name}.kcap"
         damaged.write_bytes(content)
         done, got, bad = reexecute(args.kcap, damaged, logs)
+        damaged.unlink()  # a whole copy of the trace each: the replay's output is what is kept
         said = DAMAGE_SAID.search(done.stdout + done.stderr)
         print(f"{name}: exit {done.returncode}, {len(got)} intervals reproduced, damage said: {bool(said)}")
         if done.returncode not in (0, 1) or bad or not said or (done.returncode == 0 and not got):
