@@ -340,8 +340,9 @@ ExtractResult extract(const ExtractRequest& request) {
   if (checkpointTrace) {
     rebuilt = rebuildLaunch(model, request.source, selected.front()->launchIndex, request.device, *writer);
     if (rebuilt->pre.empty() && !rebuilt->ran) {
+      const std::string why = rebuilt->fault.empty() ? rebuilt->verification : rebuilt->fault;
       throw ExtractUsageError("launch " + result.selection + " could not be rebuilt" +
-                              (rebuilt->fault.empty() ? std::string() : ": " + rebuilt->fault));
+                              (why.empty() ? std::string() : ": " + why));
     }
     if (!rebuilt->verified) {
       result.skipped.push_back(
