@@ -23,12 +23,13 @@
 # the build), also with --no-bench;
 # --gpu-tests REGEX runs only the GPU tests it matches, --skip-gpu-tests
 # REGEX all but those. On an H100 or H200 host the build takes about 2
-# minutes, the GPU tests about 9, the benchmarks about 4: more than one
-# call's 10 minutes. Run the tests in two calls, the second on the machine
-# the first left warm (its build is then incremental):
-#   scripts/gpu-check.sh --no-bench --gpu-tests 'checkpoint|flight|jax'
-#   scripts/gpu-check.sh --no-bench --skip-gpu-tests 'checkpoint|flight|jax'
-# and the benchmarks (--no-gpu-tests) in a third.
+# minutes, the GPU tests over 10, the benchmarks about 4: more than one
+# call's 10 minutes. Run the tests in three calls, each after the first on
+# the machine the one before left warm (its build is then incremental):
+#   scripts/gpu-check.sh --no-bench --gpu-tests 'checkpoint|jax'
+#   scripts/gpu-check.sh --no-bench --gpu-tests 'flight|die_in_launch|extract'
+#   scripts/gpu-check.sh --no-bench --skip-gpu-tests 'checkpoint|jax|flight|die_in_launch|extract'
+# and the benchmarks (--no-gpu-tests) in another.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source scripts/env.sh
