@@ -8,6 +8,7 @@
 
 #include <capnp/any.h>
 #include <capnp/dynamic.h>
+#include <kj/debug.h>
 
 #include "struct_layout.h"
 
@@ -36,6 +37,7 @@ struct CheckedField {
 // per event, and reads each pointer by its slot, as the generated code does.
 struct CheckPlan {
   std::vector<CheckedField> fields;
+  std::vector<bool> typedSlots;                           // by pointer slot: a field outside the union reads it
   uint32_t discriminantOffset = 0;                        // in 16-bit units of the data section
   std::vector<std::optional<CheckedField>> unionMembers;  // by discriminant value; empty: no union
 };
@@ -62,6 +64,8 @@ class CheckPlans {
       const uint16_t discriminant = field.getProto().getDiscriminantValue();
       if (discriminant == capnp::schema::Field::NO_DISCRIMINANT) {
         plan.fields.push_back(checked);
+        if (checked.slot >= plan.typedSlots.size()) plan.typedSlots.resize(checked.slot + 1);
+        plan.typedSlots[checked.slot] = true;
       } else if (discriminant < plan.unionMembers.size()) {
         plan.unionMembers[discriminant] = checked;
       }
@@ -145,14 +149,52 @@ void checkField(capnp::AnyStruct::Reader object, const CheckedField& field) {
   checkPointer(pointers[field.slot], field.type, field.plan);
 }
 
+// A pointer no schema field types: a newer writer's field, an unknown union
+// member, a slot the stored member does not use. No consumer reads it, but
+// copying the struct (a summary keeping the trace's first event, extract
+// writing an event out) copies every pointer and throws on a malformed one.
+// Walked without a schema: each struct's and list's pointers in turn. The
+// schema holds no interface, so a capability pointer is malformed too.
+void checkUntyped(capnp::AnyPointer::Reader value) {
+  switch (value.getPointerType()) {  // an unknown kind of pointer throws here
+    case capnp::PointerType::NULL_:
+      return;
+    case capnp::PointerType::CAPABILITY:
+      KJ_FAIL_REQUIRE("a capability pointer, which no field of the trace's schema holds");
+    case capnp::PointerType::STRUCT:
+      for (auto pointer : value.getAs<capnp::AnyStruct>().getPointerSection()) checkUntyped(pointer);
+      return;
+    case capnp::PointerType::LIST: {
+      const auto list = value.getAs<capnp::AnyList>();
+      if (list.getElementSize() == capnp::ElementSize::POINTER) {
+        for (auto pointer : list.as<capnp::List<capnp::AnyPointer>>()) checkUntyped(pointer);
+      } else if (list.getElementSize() == capnp::ElementSize::INLINE_COMPOSITE) {
+        for (auto element : list.as<capnp::List<capnp::AnyStruct>>()) {
+          for (auto pointer : element.getPointerSection()) checkUntyped(pointer);
+        }
+      }
+      return;
+    }
+  }
+}
+
 void checkStruct(capnp::AnyStruct::Reader object, const CheckPlan& plan) {
   for (const CheckedField& field : plan.fields) checkField(object, field);
-  if (plan.unionMembers.empty()) return;
   // Only the active union member is stored; an unknown one (a newer
-  // writer) has nothing to check.
-  const uint16_t discriminant = unionDiscriminant(object, plan.discriminantOffset);
-  if (discriminant < plan.unionMembers.size() && plan.unionMembers[discriminant]) {
-    checkField(object, *plan.unionMembers[discriminant]);
+  // writer) has no field to check, only its pointers.
+  const CheckedField* member = nullptr;
+  if (!plan.unionMembers.empty()) {
+    const uint16_t discriminant = unionDiscriminant(object, plan.discriminantOffset);
+    if (discriminant < plan.unionMembers.size() && plan.unionMembers[discriminant]) {
+      member = &*plan.unionMembers[discriminant];
+      checkField(object, *member);
+    }
+  }
+  const auto pointers = object.getPointerSection();
+  for (uint32_t slot = 0; slot < pointers.size(); ++slot) {
+    const bool typed =
+        (slot < plan.typedSlots.size() && plan.typedSlots[slot]) || (member != nullptr && member->slot == slot);
+    if (!typed) checkUntyped(pointers[slot]);
   }
 }
 

@@ -12,18 +12,23 @@
 #include <cstring>
 #include <functional>
 #include <map>
+#include <optional>
 #include <random>
 #include <set>
+#include <utility>
 #include <string>
 #include <vector>
 
+#include <capnp/any.h>
 #include <capnp/message.h>
+#include <capnp/schema.h>
 #include <capnp/serialize.h>
 
 #include "errors.h"
 #include "sample_trace.h"
 #include "trace_files.h"
 #include "trace_reader.h"
+#include "trace_summary.h"
 
 namespace kcap::test {
 namespace {
@@ -571,6 +576,93 @@ TEST(MalformedMessage, UnterminatedTextInAListOfStructsIsNotDelivered) {
   expectUnterminatedTextNotDelivered(event, [](schema::Event::Reader read) {
     for (auto variable : read.getTraceBegin().getEnvironment()) (void)variable.getValue();
   });
+}
+
+// Pointers no schema field types: a newer writer's field (a pointer slot
+// past the schema's), or the payload of a union member this build does not
+// know. No accessor reads them, but copying the struct copies every pointer
+// (the trace summary keeps a copy of the traceBegin, extract writes events
+// out), and a malformed one threw kj::Exception from inside that copy. The
+// reader walks them without a schema and refuses such an event; a valid one
+// (what a newer writer writes) is delivered and copies.
+constexpr uint64_t kMarker = 0x6b636170aa55aa55ull;
+
+// A traceBegin event whose struct has one data word and one pointer slot
+// more than the schema's: the data word holds kMarker, the pointer a Text.
+// `slotWord` replaces that pointer's word; `unknownMember` stores the
+// struct as a union member no schema has.
+std::vector<uint8_t> eventWithExtraSlot(std::optional<uint64_t> slotWord, bool unknownMember) {
+  capnp::MallocMessageBuilder message;
+  auto event = message.initRoot<schema::Event>();
+  event.initTraceBegin();
+  const auto layout = capnp::Schema::from<schema::TraceBegin>().getProto().getStruct();
+  const uint16_t dataWords = layout.getDataWordCount(), pointers = layout.getPointerCount();
+  const auto eventSchema = capnp::Schema::from<schema::Event>();
+  const uint32_t slot = eventSchema.getFieldByName("traceBegin").getProto().getSlot().getOffset();
+  auto begin = capnp::AnyStruct::Builder(schema::Event::Builder(event))
+                   .getPointerSection()[slot]
+                   .initAsAnyStruct(static_cast<uint16_t>(dataWords + 1), static_cast<uint16_t>(pointers + 1));
+  std::memcpy(begin.getDataSection().begin() + 8 * dataWords, &kMarker, 8);
+  begin.getPointerSection()[pointers].setAs<capnp::Text>("written by a newer kcap");
+  if (unknownMember) {
+    const auto node = eventSchema.getProto().getStruct();
+    const uint16_t unknown = static_cast<uint16_t>(node.getDiscriminantCount() + 7);
+    std::memcpy(capnp::AnyStruct::Builder(schema::Event::Builder(event)).getDataSection().begin() +
+                    2 * node.getDiscriminantOffset(),
+                &unknown, 2);
+  }
+  auto bytes = eventBytes(event.asReader());
+  if (slotWord) {
+    const auto* marker = reinterpret_cast<const uint8_t*>(&kMarker);
+    auto at = std::search(bytes.begin(), bytes.end(), marker, marker + 8);
+    EXPECT_NE(at, bytes.end());
+    if (at != bytes.end()) std::memcpy(&*at + 8 + 8 * pointers, &*slotWord, 8);
+  }
+  return bytes;
+}
+
+// (delivered events, whether summarizing the trace threw kj::Exception)
+std::pair<uint64_t, bool> readAndSummarize(const std::vector<uint8_t>& eventMessage, std::string* problems) {
+  TempDir dir;
+  const auto path = dir.file("slot.kcap");
+  writeFileBytes(path, buildUncompressedTrace({eventMessage}, {}, 1, true));
+  auto reader = format::TraceReader::open(path);
+  const uint64_t delivered = reader->forEachEvent([](const format::EventRef&) { return true; });
+  for (const auto& p : reader->problems()) *problems += p.message + "\n";
+  try {
+    auto again = format::TraceReader::open(path);
+    const format::TraceSummary summary = format::summarizeTrace(*again);
+    EXPECT_EQ(summary.traceBegin().has_value(), delivered == 1);
+  } catch (const kj::Exception& e) {
+    ADD_FAILURE() << "summarizing threw kj::Exception: " << e.getDescription().cStr();
+    return {delivered, true};
+  }
+  return {delivered, false};
+}
+
+TEST(MalformedMessage, ValidPointerInANewerWritersSlotIsDelivered) {
+  std::string problems;
+  EXPECT_EQ(readAndSummarize(eventWithExtraSlot(std::nullopt, false), &problems).first, 1u) << problems;
+  EXPECT_EQ(problems, "");
+}
+
+TEST(MalformedMessage, MalformedPointerInANewerWritersSlotIsNotDelivered) {
+  const std::pair<const char*, uint64_t> words[] = {
+      {"a pointer of no kind (OTHER, not a capability)", 0x7},
+      {"a capability pointer", 0x3},
+      {"a struct pointer far past the segment's end", (uint64_t{1} << 32) | (uint64_t{0x3fffff00} << 2)},
+      {"a list pointer far past the segment's end", 0x0000100100000001ull | (uint64_t{0x3fffff00} << 2)},
+  };
+  for (const auto& [what, word] : words) {
+    for (const bool unknownMember : {false, true}) {
+      SCOPED_TRACE(std::string(what) + (unknownMember ? ", in a union member this build does not know" : ""));
+      std::string problems;
+      const auto [delivered, threw] = readAndSummarize(eventWithExtraSlot(word, unknownMember), &problems);
+      EXPECT_EQ(delivered, 0u);
+      EXPECT_FALSE(threw);
+      EXPECT_NE(problems.find("malformed"), std::string::npos) << problems;
+    }
+  }
 }
 
 }  // namespace
