@@ -6,7 +6,7 @@
 # caller may keep only a few).
 #   scripts/gpu-check.sh [--no-bench] [--no-gpu-tests] [--no-overhead] [--ci] [--container] [--buffer SIZE]
 #                        [--checkpoint-bench] [--thread-overhead] [--gpu-tests REGEX]
-#                        [--skip-gpu-tests REGEX]
+#                        [--skip-gpu-tests REGEX] [--targets "TARGET..."]
 # --ci also runs the CI tests (label gpu excluded); --no-overhead leaves out
 # the launch-overhead benchmark; --container the container
 # benchmark; --buffer SIZE also runs the capture benchmark with `kcap record
@@ -22,7 +22,8 @@
 # 16-thread row in one process and its references (at most 5 minutes after
 # the build), also with --no-bench;
 # --gpu-tests REGEX runs only the GPU tests it matches, --skip-gpu-tests
-# REGEX all but those. On an H100 or H200 host the build takes about 2
+# REGEX all but those; --targets builds only the targets named (a few
+# tests' programs: the tests that need others then fail). On an H100 or H200 host the build takes about 2
 # minutes, the GPU tests over 10, the benchmarks about 4: more than one
 # call's 10 minutes. Run the tests in three calls, each after the first on
 # the machine the one before left warm (its build is then incremental):
@@ -36,7 +37,7 @@ source scripts/env.sh
 out=${OUT:-build-gpu/logs}
 mkdir -p "$out"
 status=0
-bench=1 ci=0 gputests=1 overhead=1 container=0 buffer="" checkpointbench=0 threadoverhead=0 only="" skip=""
+bench=1 ci=0 gputests=1 overhead=1 container=0 buffer="" checkpointbench=0 threadoverhead=0 only="" skip="" targets=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --no-bench) bench=0 ;;
@@ -49,6 +50,7 @@ while [ $# -gt 0 ]; do
     --thread-overhead) threadoverhead=1 ;;
     --gpu-tests) only=${2:?--gpu-tests needs a regex}; shift ;;
     --skip-gpu-tests) skip=${2:?--skip-gpu-tests needs a regex}; shift ;;
+    --targets) targets=${2:?--targets needs build targets}; shift ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
   shift
@@ -64,7 +66,7 @@ elapsed() { echo "  ($(( $(date +%s) - start )) s)"; }
 # The options set, not left to the cache: scripts/gpu-ab.sh builds the same
 # folder without tests and with warnings allowed.
 cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKCAP_BUILD_TESTS=ON -DKCAP_WERROR=ON >"$out/build.log" 2>&1 &&
-  cmake --build build-gpu -j "$JOBS" >>"$out/build.log" 2>&1 || { echo "BUILD FAILED"; tail -n 40 "$out/build.log"; exit 1; }
+  cmake --build build-gpu -j "$JOBS" ${targets:+--target $targets} >>"$out/build.log" 2>&1 || { echo "BUILD FAILED"; tail -n 40 "$out/build.log"; exit 1; }
 echo "build ok$(elapsed)"
 
 if [ $ci = 1 ]; then
