@@ -6,8 +6,8 @@
 #      bug-prone checks over the host sources (scripts/tidy.sh) and
 #      every CI test (ctest -LE gpu),
 #   4. rebuilds the host code with AddressSanitizer + UBSan and runs the tests again,
-#   5. fuzzes the trace reader for a bounded time (FUZZ_SECONDS, default 60),
-#      from a fixed seed (FUZZ_SEED, default 1) so that a failure reproduces.
+#   5. fuzzes the trace reader and replay's model of a trace, each for a
+#      bounded time (FUZZ_SECONDS, default 60), from a fixed seed (FUZZ_SEED, default 1) so that a failure reproduces.
 # GPU tests (ctest label gpu) are not run here: see scripts/gpu-check.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -32,6 +32,6 @@ cmake --build build-asan -j "$JOBS"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ctest --test-dir build-asan -LE gpu --no-tests=error --output-on-failure -j "$JOBS"
 
-echo "== fuzzing the trace reader for ${FUZZ_SECONDS:-60} s"
+echo "== fuzzing the trace reader and replay's model of a trace, ${FUZZ_SECONDS:-60} s each"
 FUZZ_SEED="${FUZZ_SEED:-1}" scripts/fuzz.sh "${FUZZ_SECONDS:-60}"
 echo "== all tests passed"

@@ -12,10 +12,6 @@
 // is read twice: as given, and with its header, chunk and trailer checksums
 // recomputed (fixChecksums), which lets mutations reach zstd, the Cap'n Proto
 // messages, the index and the content bookkeeping behind the checksums.
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <unistd.h>
-
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -27,6 +23,7 @@
 #include <kj/exception.h>
 
 #include "errors.h"
+#include "input_file.h"
 #include "message_check.h"
 #include "trace_files.h"
 #include "trace_reader.h"
@@ -297,53 +294,10 @@ void readTrace(const std::string& path) {
   g_sink = s.value;  // keeps the work observable, so it is not optimised away
 }
 
-// The in-memory file every input goes through.
-class InputFile {
- public:
-  InputFile() {
-    fd_ = static_cast<int>(::memfd_create("kcap-fuzz", MFD_CLOEXEC));
-    if (fd_ >= 0) {
-      path_ = "/proc/self/fd/" + std::to_string(fd_);
-      int probe = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
-      if (probe >= 0) {
-        ::close(probe);
-        return;
-      }
-      ::close(fd_);
-    }
-    path_ = "/tmp/kcap-fuzz-" + std::to_string(::getpid()) + ".kcap";
-    fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (fd_ < 0) {
-      std::perror(path_.c_str());
-      std::abort();
-    }
-    unlink_ = true;
-  }
-  ~InputFile() {
-    ::close(fd_);
-    if (unlink_) ::unlink(path_.c_str());
-  }
-  const std::string& set(const uint8_t* data, size_t size) {
-    if (::ftruncate(fd_, 0) != 0) std::abort();
-    size_t done = 0;
-    while (done < size) {
-      ssize_t n = ::pwrite(fd_, data + done, size - done, static_cast<off_t>(done));
-      if (n <= 0) std::abort();
-      done += static_cast<size_t>(n);
-    }
-    return path_;
-  }
-
- private:
-  int fd_ = -1;
-  std::string path_;
-  bool unlink_ = false;
-};
-
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  static InputFile file;
+  static kcap::fuzz::InputFile file;
   readTrace(file.set(data, size));
   std::vector<uint8_t> fixed(data, data + size);
   kcap::test::fixChecksums(fixed);
