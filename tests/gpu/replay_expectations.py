@@ -9,6 +9,19 @@ import re
 import subprocess
 from collections import Counter
 
+
+def run_kept(command, log_dir, stem, timeout, failures):
+    """Runs `command`, keeping its stdout in STEM.json and its stderr in
+    STEM.stderr under log_dir; None (a failure added) when it timed out."""
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, errors="replace", timeout=timeout)
+    except subprocess.TimeoutExpired:
+        failures.append(f"{' '.join(command)}: timed out after {timeout} s")
+        return None
+    (log_dir / f"{stem}.json").write_text(done.stdout)
+    (log_dir / f"{stem}.stderr").write_text(done.stderr)
+    return done
+
 def check_replay(kcap, traces, log_dir, timeout, force_ptx_code=None, detail=None, graph_nodes_refused=None,
                  without_memory=None, fixed_va_only=None):
     """Failures of replaying every launch of the traces, twice (11. above)."""
@@ -22,13 +35,9 @@ def check_replay(kcap, traces, log_dir, timeout, force_ptx_code=None, detail=Non
         graphs = graph_launch_count(kcap, trace)
         for label, extra in variants + ([("graph-nodes", ["--graph-nodes"])] if graphs else []):
             command = [kcap, "replay", str(trace), "--json"] + extra
-            try:
-                done = subprocess.run(command, capture_output=True, text=True, errors="replace", timeout=timeout)
-            except subprocess.TimeoutExpired:
-                failures.append(f"{' '.join(command)}: timed out after {timeout} s")
+            done = run_kept(command, log_dir, f"{trace.name}.replay-{label}", timeout, failures)
+            if done is None:
                 continue
-            (log_dir / f"{trace.name}.replay-{label}.json").write_text(done.stdout)
-            (log_dir / f"{trace.name}.replay-{label}.stderr").write_text(done.stderr)
             try:
                 report = json.loads(done.stdout)
                 launches = report["launches"]
@@ -177,13 +186,9 @@ def check_replay_range(kcap, traces, log_dir, timeout, launch_range):
     for trace, extra, name in ((t, e, n) for t in traces
                                for e, n in (([], "replay-range"), (["--no-fixed-va"], "replay-range-relocated"))):
         command = [kcap, "replay", str(trace), "--range", launch_range, "--json"] + extra
-        try:
-            done = subprocess.run(command, capture_output=True, text=True, errors="replace", timeout=timeout)
-        except subprocess.TimeoutExpired:
-            failures.append(f"{' '.join(command)}: timed out after {timeout} s")
+        done = run_kept(command, log_dir, f"{trace.name}.{name}", timeout, failures)
+        if done is None:
             continue
-        (log_dir / f"{trace.name}.{name}.json").write_text(done.stdout)
-        (log_dir / f"{trace.name}.{name}.stderr").write_text(done.stderr)
         try:
             launches = json.loads(done.stdout)["launches"]
         except (ValueError, KeyError, TypeError) as e:
