@@ -15,7 +15,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <exception>
 #include <string>
 #include <vector>
@@ -297,10 +296,6 @@ void readTrace(const std::string& path) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  static kcap::fuzz::InputFile file;
-  readTrace(file.set(data, size));
-  std::vector<uint8_t> fixed(data, data + size);
-  kcap::test::fixChecksums(fixed);
-  if (size > 0 && std::memcmp(fixed.data(), data, size) != 0) readTrace(file.set(fixed.data(), fixed.size()));
+  kcap::fuzz::readAsGivenAndFixed(data, size, readTrace);
   return 0;
 }

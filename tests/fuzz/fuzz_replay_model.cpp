@@ -12,7 +12,6 @@
 // report is a bug. As in fuzz_reader.cpp, each input is also read with its
 // checksums recomputed, so that mutations reach the messages.
 #include <cstdint>
-#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -26,7 +25,6 @@
 #include "memory_plan.h"
 #include "message_check.h"
 #include "portability.h"
-#include "trace_files.h"
 #include "trace_model.h"
 #include "trace_reader.h"
 
@@ -132,10 +130,6 @@ void replayModel(const std::string& path) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  static kcap::fuzz::InputFile file;
-  replayModel(file.set(data, size));
-  std::vector<uint8_t> fixed(data, data + size);
-  kcap::test::fixChecksums(fixed);
-  if (size > 0 && std::memcmp(fixed.data(), data, size) != 0) replayModel(file.set(fixed.data(), fixed.size()));
+  kcap::fuzz::readAsGivenAndFixed(data, size, replayModel);
   return 0;
 }

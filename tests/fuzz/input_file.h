@@ -1,6 +1,7 @@
-// The in-memory file a fuzz target writes each input to (a memfd opened
-// again through /proc/self/fd; a /tmp file with the pid in its name where
-// memfd is missing), so that the trace reader reads it as it reads any file.
+// How a fuzz target hands each input to the trace reader: written to an
+// in-memory file (a memfd opened again through /proc/self/fd; a /tmp file with
+// the pid in its name where memfd is missing), read as it reads any file, and
+// read again with its checksums recomputed.
 #pragma once
 
 #include <fcntl.h>
@@ -10,7 +11,11 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
+#include <vector>
+
+#include "trace_files.h"
 
 namespace kcap::fuzz {
 
@@ -55,5 +60,18 @@ class InputFile {
   std::string path_;
   bool unlink_ = false;
 };
+
+// Runs `read` on the path of a file holding the input as given and, where
+// recomputing its header, chunk and trailer checksums (fixChecksums) changes
+// it, once more on that copy: checksums stop almost every mutation at the
+// container layer, the copy lets mutations reach what lies behind them.
+template <typename Read>
+void readAsGivenAndFixed(const uint8_t* data, size_t size, Read&& read) {
+  static InputFile file;
+  read(file.set(data, size));
+  std::vector<uint8_t> fixed(data, data + size);
+  kcap::test::fixChecksums(fixed);
+  if (size > 0 && std::memcmp(fixed.data(), data, size) != 0) read(file.set(fixed.data(), fixed.size()));
+}
 
 }  // namespace kcap::fuzz
