@@ -7,7 +7,8 @@
 #      every CI test (ctest -LE gpu),
 #   4. rebuilds the host code with AddressSanitizer + UBSan and runs the tests again,
 #   5. fuzzes the trace reader and replay's model of a trace, each for a
-#      bounded time (FUZZ_SECONDS, default 60), from a fixed seed (FUZZ_SEED, default 1) so that a failure reproduces.
+#      bounded time (FUZZ_SECONDS, default 60), from a fixed seed (FUZZ_SEED,
+#      default 1) so that a failure reproduces.
 # GPU tests (ctest label gpu) are not run here: see scripts/gpu-check.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
