@@ -5,7 +5,7 @@
 # build-gpu/logs; keep what the check writes there to a few files (the
 # caller may keep only a few).
 #   scripts/gpu-check.sh [--no-bench] [--no-gpu-tests] [--no-overhead] [--ci] [--container] [--buffer SIZE]
-#                        [--checkpoint-bench] [--thread-overhead] [--gpu-tests REGEX]
+#                        [--checkpoint-bench] [--thread-overhead] [--flight-overhead] [--gpu-tests REGEX]
 #                        [--skip-gpu-tests REGEX] [--targets "TARGET..."]
 # --ci also runs the CI tests (label gpu excluded); --no-overhead leaves out
 # the launch-overhead benchmark; --container the container
@@ -20,7 +20,9 @@
 # --no-bench (more than one call's ten minutes: --no-overhead leaves its
 # launch-overhead rows out); --thread-overhead only checkpoint mode's
 # 16-thread row in one process and its references (at most 5 minutes after
-# the build), also with --no-bench;
+# the build), also with --no-bench; --flight-overhead the flight
+# recorder's 16-thread figure against checkpoint mode alone, in one process
+# (at most 5 minutes after the build), also with --no-bench;
 # --gpu-tests REGEX runs only the GPU tests it matches, --skip-gpu-tests
 # REGEX all but those; --targets builds only the targets named (a few
 # tests' programs: the tests that need others then fail). On an H100 or
@@ -37,7 +39,8 @@ source scripts/env.sh
 out=${OUT:-build-gpu/logs}
 mkdir -p "$out"
 status=0
-bench=1 ci=0 gputests=1 overhead=1 container=0 buffer="" checkpointbench=0 threadoverhead=0 only="" skip="" targets=""
+bench=1 ci=0 gputests=1 overhead=1 container=0 buffer="" checkpointbench=0 threadoverhead=0 flightoverhead=0
+only="" skip="" targets=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --no-bench) bench=0 ;;
@@ -48,6 +51,7 @@ while [ $# -gt 0 ]; do
     --buffer) buffer=${2:?--buffer needs a size}; shift ;;
     --checkpoint-bench) checkpointbench=1 ;;
     --thread-overhead) threadoverhead=1 ;;
+    --flight-overhead) flightoverhead=1 ;;
     --gpu-tests) only=${2:?--gpu-tests needs a regex}; shift ;;
     --skip-gpu-tests) skip=${2:?--skip-gpu-tests needs a regex}; shift ;;
     --targets) targets=${2:?--targets needs build targets}; shift ;;
@@ -102,6 +106,22 @@ if [ $threadoverhead = 1 ]; then
   threads_in_process >"$out/bench-threads.txt" 2>&1 || status=1
   grep -E '^\| |^=== |^metadata B|FAILED|PROBLEM' "$out/bench-threads.txt" | head -30
   echo "16-thread overhead done$(elapsed)"
+fi
+
+# The flight recorder (--trigger error, none firing) against checkpoint mode
+# alone, 16 threads in one process, between checkpoints: what its ring's
+# append adds to checkpoint mode's. No --kcap: the flight recorder writes
+# no trace to check.
+if [ $flightoverhead = 1 ]; then
+  sync
+  { echo "=== 16 threads in-process: the flight recorder (metadata B: checkpoint mode, --trigger error) against checkpoint mode"
+    timeout 300 python3 bench/launch_overhead.py --deadline 290 --bench build-gpu/bench/kcap_bench_launch_overhead \
+      --shim build-gpu/interpose/libkcap_interpose.so --threads 16 --rounds 12 --interleave 4 \
+      --configs "metadata in-process,metadata B in-process" \
+      --env KCAP_MODE=checkpoint,KCAP_CHECKPOINT_EVERY=60m --compare-env KCAP_TRIGGER=error
+  } >"$out/bench-flight.txt" 2>&1 || status=1
+  grep -E '^\| |^=== |FAILED|PROBLEM' "$out/bench-flight.txt" | head -30
+  echo "flight recorder overhead done$(elapsed)"
 fi
 
 if [ $checkpointbench = 1 ]; then
