@@ -27,8 +27,9 @@
 # REGEX all but those; --targets builds only the targets named (a few
 # tests' programs: the tests that need others then fail). On an H100 or
 # H200 host the build takes about 2 minutes, the GPU tests over 10, the
-# benchmarks about 4: more than one call's 10 minutes. Run the tests in three calls, each after the first on
-# the machine the one before left warm (its build is then incremental):
+# benchmarks about 4: more than one call's 10 minutes. Run the tests in
+# three calls, each after the first on the machine the one before left
+# warm (its build is then incremental):
 #   scripts/gpu-check.sh --no-bench --gpu-tests 'checkpoint|jax'
 #   scripts/gpu-check.sh --no-bench --gpu-tests 'flight|die_in_launch|extract'
 #   scripts/gpu-check.sh --no-bench --skip-gpu-tests 'checkpoint|jax|flight|die_in_launch|extract'
