@@ -1,6 +1,7 @@
 #include "ring_trace_writer.h"
 
 #include <algorithm>
+#include <system_error>
 #include <cstring>
 #include <exception>
 #include <thread>
@@ -67,6 +68,14 @@ RingTraceWriter::RingTraceWriter(const TraceWriter::Options& writerOptions, Ring
   Segment first;
   first.id = nextSegment_++;
   segments_.push_back(std::move(first));
+  sequencer_.start("kcap-ring-merge", options_.threads);
+  std::lock_guard queue(queueMutex_);
+  try {
+    builder_ = std::thread([this] { builderLoop(); });
+    prepareThread(builder_, "kcap-ring-build", options_.threads);
+  } catch (const std::system_error&) {
+    // No thread to be had: the merger files the events itself.
+  }
 }
 
 RingTraceWriter::~RingTraceWriter() {
@@ -75,6 +84,7 @@ RingTraceWriter::~RingTraceWriter() {
   } catch (const FormatError&) {
     // Destructors must not throw.
   }
+  sequencer_.stop();
 }
 
 void RingTraceWriter::throwIfClosed() const {
@@ -110,7 +120,7 @@ std::vector<uint8_t> RingTraceWriter::encodePiece(const Hash128& hash, const uin
 void RingTraceWriter::keepPiece(const Hash128& hash, uint64_t rawSize, std::vector<uint8_t> chunk) {
   stats_.contentBytes += rawSize;
   auto [it, inserted] = pieces_.try_emplace(hash);
-  it->second.newest = segments_.back().id;
+  it->second.newest = std::max(it->second.newest, producerSegment());
   if (!inserted) return;
   stats_.uniqueBytes += rawSize;
   bytes_ += chunk.size();
@@ -161,7 +171,7 @@ void RingTraceWriter::storePiece(const uint8_t* piece, size_t length, const Hash
     throwIfClosed();
     auto it = pieces_.find(hash);
     if (it != pieces_.end()) {
-      it->second.newest = segments_.back().id;
+      it->second.newest = std::max(it->second.newest, producerSegment());
       stats_.contentBytes += length;
       return;
     }
@@ -193,11 +203,11 @@ void RingTraceWriter::storeHashedContent(const void* data, size_t size, const Ha
 std::vector<uint8_t> RingTraceWriter::missingPieces(const std::vector<Hash128>& hashes) const {
   std::vector<uint8_t> missing(hashes.size(), 1);
   std::lock_guard lock(mutex_);
-  const uint64_t current = segments_.back().id;
+  const uint64_t current = producerSegment();
   for (size_t i = 0; i < hashes.size(); ++i) {
     auto it = pieces_.find(hashes[i]);
     if (it == pieces_.end()) continue;
-    it->second.newest = current;  // the producer will name it
+    it->second.newest = std::max(it->second.newest, current);  // the producer will name it
     missing[i] = 0;
   }
   return missing;
@@ -233,11 +243,22 @@ void RingTraceWriter::storeEncodedPiece(const Hash128& hash, uint64_t rawSize, s
 
 // ---- events ------------------------------------------------------------------------
 
-void RingTraceWriter::keep(capnp::MessageBuilder& message, uint64_t seq) {
-  const auto event = message.getRoot<schema::Event>().asReader();
+uint64_t RingTraceWriter::producerSegment() const {
+  return segments_.back().id + (checkpointsAppended_.load(std::memory_order_acquire) - checkpointsFiled_);
+}
+
+void RingTraceWriter::keep(std::vector<uint8_t> flat, uint64_t seq) {
+  // Flat events are word-aligned (operator new), as the reader needs.
+  capnp::ReaderOptions options;
+  options.traversalLimitInWords = uint64_t{1} << 40;  // the ring's own events
+  capnp::FlatArrayMessageReader reader(
+      kj::arrayPtr(reinterpret_cast<const capnp::word*>(flat.data()), flat.size() / sizeof(capnp::word)), options);
+  const auto event = reader.getRoot<schema::Event>();
   const auto which = event.which();
+  filing_ = seq;
   // A checkpoint starts a segment: the ring is cut where replay can start.
   if (which == schema::Event::CHECKPOINT) {
+    ++checkpointsFiled_;
     sealOpen(segments_.back());
     Segment next;
     next.id = nextSegment_++;
@@ -252,7 +273,7 @@ void RingTraceWriter::keep(capnp::MessageBuilder& message, uint64_t seq) {
     for (const auto piece : content.getPieces()) {
       auto it = pieces_.find(Hash128{piece.getHigh(), piece.getLow()});
       if (it == pieces_.end()) continue;
-      it->second.newest = current;
+      it->second.newest = std::max(it->second.newest, current);
       if (pin) it->second.pinned = true;
     }
   };
@@ -272,17 +293,16 @@ void RingTraceWriter::keep(capnp::MessageBuilder& message, uint64_t seq) {
   if (state) {
     StateEvent kept;
     kept.seq = seq;
-    appendFlat(message.getSegmentsForOutput(), kept.flat);
+    kept.flat = std::move(flat);
     stateBytes_ += kept.flat.size();
     bytes_ += kept.flat.size();
     state_.push_back(std::move(kept));
   } else {
     Segment& segment = segments_.back();
     if (segment.events == 0 && !segment.atCheckpoint) segment.firstSeq = seq;
-    const size_t before = segment.open.size();
-    appendFlat(message.getSegmentsForOutput(), segment.open);
-    segment.bytes += segment.open.size() - before;
-    bytes_ += segment.open.size() - before;
+    segment.open.insert(segment.open.end(), flat.begin(), flat.end());
+    segment.bytes += flat.size();
+    bytes_ += flat.size();
     ++segment.events;
     if (segment.open.size() >= kEventBlockBytes) {
       sealOpen(segment);
@@ -312,7 +332,9 @@ void RingTraceWriter::sealOpen(Segment& segment) {
 // ---- the window ---------------------------------------------------------------------
 
 void RingTraceWriter::trim() {
-  if (fired_) return;
+  // Events appended before fire() and filed after it are trimmed as they
+  // would have been: the window is the one at the trigger.
+  if (fired_ && filing_ >= firedAt_) return;
   auto atCheckpoint = static_cast<size_t>(
       std::count_if(segments_.begin(), segments_.end(), [](const Segment& s) { return s.atCheckpoint; }));
   bool dropped = false;
@@ -330,7 +352,10 @@ void RingTraceWriter::trim() {
     releasePieces();
     spillPieces();
   }
-  if (bytes_ > ring_.maxBytes && !warned_ && segments_.size() == 1 && newestBytes() > ring_.maxBytes) {
+  // While checkpoints appended are not filed yet, the pieces stored for
+  // them count as the newest segment's: filing them trims again.
+  const bool caughtUp = checkpointsAppended_.load(std::memory_order_acquire) == checkpointsFiled_;
+  if (bytes_ > ring_.maxBytes && !warned_ && caughtUp && segments_.size() == 1 && newestBytes() > ring_.maxBytes) {
     warned_ = true;
     if (ring_.warn) {
       const std::string file =
@@ -438,7 +463,11 @@ void RingTraceWriter::releasePieces() {
 
 uint64_t RingTraceWriter::fire() {
   std::lock_guard lock(mutex_);
-  fired_ = true;
+  if (!fired_) {
+    fired_ = true;
+    firedAt_ = sequencer_.tickets();
+    droppedAtFire_ = droppedEvents_;
+  }
   return droppedEvents_;
 }
 
@@ -447,7 +476,8 @@ bool RingTraceWriter::fired() const {
   return fired_;
 }
 
-RingTraceWriter::RingStats RingTraceWriter::ringStats() const {
+RingTraceWriter::RingStats RingTraceWriter::ringStats() {
+  settle();
   std::lock_guard lock(mutex_);
   RingStats out;
   out.droppedEvents = droppedEvents_;
@@ -463,10 +493,10 @@ RingTraceWriter::RingStats RingTraceWriter::ringStats() const {
 }
 
 TraceWriter::Stats RingTraceWriter::stats() const {
-  std::lock_guard queue(queueMutex_);
   std::lock_guard lock(mutex_);
   Stats out = stats_;
-  out.events = nextSeq_;
+  out.events = sequencer_.tickets();
+  out.producerWaitNs = sequencer_.producerWaitNs();
   return out;
 }
 
@@ -551,6 +581,12 @@ void RingTraceWriter::writeOut(TraceWriter& out) {
     }
     message.setRoot(recorded);
     auto event = message.getRoot<schema::Event>();
+    if (event.isTrigger()) {
+      // Its count was what fire() returned: add what went after, of the
+      // events appended before fire() and filed after it.
+      auto trigger = event.getTrigger();
+      trigger.setDroppedEvents(trigger.getDroppedEvents() + (droppedEvents_ - droppedAtFire_));
+    }
     if (event.isAlloc() && event.getSeq() < windowStart) {
       if (event.getAlloc().hasInitial()) event.getAlloc().disownInitial();
       if (event.getAlloc().getInitialDeferred()) firstContentDropped.insert(event.getSeq());
@@ -584,13 +620,17 @@ void RingTraceWriter::writeOut(TraceWriter& out) {
 }
 
 void RingTraceWriter::close() {
+  {
+    std::lock_guard lock(mutex_);
+    if (sequencer_.closed()) return;
+    sequencer_.markClosed();  // one closer
+  }
+  sequencer_.drainToCut();  // every event appended before is queued
   std::unique_lock queue(queueMutex_);
-  stopBuilder(queue);  // a second close() finds no builder
+  stopBuilder(queue);
   std::unique_lock lock(mutex_);
-  if (closed_) return;  // closed by another thread while this one joined the builder
   fileQueued(lock);
   closed_ = true;
-  refusing_.store(true, std::memory_order_relaxed);
   if (!fired_) {
     segments_.clear();
     state_.clear();

@@ -41,15 +41,17 @@
 // are read back when a fired ring is written out; released pieces give
 // their space back. The file goes with the ring, fired or not.
 //
-// Thread-safe like TraceWriter. A DeferredEvent (a launch) costs its
-// producer a seq and a place in the queue, under a lock of the queue's own
-// (never held while events are built or filed); a builder thread of the
-// ring's builds, files and compresses the queued events in batches, under
-// the ring's lock (ring_trace_writer_build.cpp). Other events are built by
-// their producer and filed under both locks, after every queued event
-// before them: the ring holds events in seq order. New pieces are
-// compressed by the producer, or, for a content of several pieces, on a
-// pool of threads (Options::hashingThreads).
+// Thread-safe like TraceWriter. Appends take no lock: like the file
+// writer's, they go through an AppendSequencer (append_sequencer.h), whose
+// merger thread queues them in seq order (a launch's DeferredEvent, or
+// another event in flat form, built by its producer); a builder thread of
+// the ring's builds, files and compresses the queued events in batches,
+// under the ring's lock (ring_trace_writer_build.cpp): the ring holds
+// events in seq order. Building waits for a launch's outcome, which its
+// producer stores after the call: the merger, which producers wait for
+// when its ring is full, never builds (but when the queue is over its
+// bound). New pieces are compressed by the producer, or, for a content of
+// several pieces, on a pool of threads (Options::hashingThreads).
 #pragma once
 
 #include <atomic>
@@ -64,6 +66,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "append_sequencer.h"
 #include "hash.h"
 #include "piece_memory.h"
 #include "ring_spill.h"
@@ -91,7 +94,7 @@ struct RingOptions {
   std::function<void(schema::Launch::Reader)> launched;
 };
 
-class RingTraceWriter final : public TraceWriter {
+class RingTraceWriter final : public TraceWriter, private AppendSequencer::Consumer {
  public:
   // `writerOptions`: the piece size and zstd level of what is held, and the
   // options the output will be written with (its writer is made by
@@ -109,6 +112,7 @@ class RingTraceWriter final : public TraceWriter {
   uint64_t append(capnp::MessageBuilder& event) override;
   uint64_t append(DeferredEventPtr event) override;
   uint64_t appendNumbered(capnp::MessageBuilder& event) override;
+  void waitSequenced() const override { sequencer_.settle(); }
   void flush() override {}  // nothing reaches a file before close()
   // Writes the ring out when fired, else lets it go. Idempotent. Throws
   // FormatError when the output cannot be made or written.
@@ -119,7 +123,10 @@ class RingTraceWriter final : public TraceWriter {
   uint32_t pieceSize() const override { return options_.pieceSize; }
 
   // From now on nothing is dropped, and close() writes the ring. Returns
-  // the events dropped so far (the trigger event's droppedEvents).
+  // the events dropped so far (the trigger event's droppedEvents). The
+  // window is the one at the call: events appended before it and filed
+  // after it are trimmed as they would have been, and what that drops is
+  // added to the trigger event's droppedEvents when the ring is written.
   uint64_t fire();
   bool fired() const;
 
@@ -134,7 +141,11 @@ class RingTraceWriter final : public TraceWriter {
     uint64_t spilledBytes = 0;    // their chunks' bytes
     uint64_t spillFileBytes = 0;  // the ring file's size (0: none made)
   };
-  RingStats ringStats() const;
+  // After every event appended so far is filed.
+  RingStats ringStats();
+  // Files every event appended so far (appends return before the ring
+  // files them: what the ring holds, missingPieces among it, lags them).
+  void settle();
 
  private:
   struct Piece {
@@ -165,8 +176,11 @@ class RingTraceWriter final : public TraceWriter {
   // Caller holds mutex_. The piece, encoded off the lock by the caller.
   void keepPiece(const Hash128& hash, uint64_t rawSize, std::vector<uint8_t> chunk);
   std::vector<uint8_t> encodePiece(const Hash128& hash, const uint8_t* data, size_t size);
-  // Caller holds mutex_. Files an event whose seq is set.
-  void keep(capnp::MessageBuilder& message, uint64_t seq);
+  // Caller holds mutex_. The segment an event appended now lands in: the
+  // newest, or a later one when checkpoints appended are not filed yet.
+  uint64_t producerSegment() const;
+  // Caller holds mutex_. Files an event (in flat form) whose seq is set.
+  void keep(std::vector<uint8_t> flat, uint64_t seq);
   void sealOpen(Segment& segment);
   void trim();                 // caller holds mutex_
   void dropOldest();           // caller holds mutex_
@@ -180,36 +194,44 @@ class RingTraceWriter final : public TraceWriter {
   void throwIfClosed() const;                // also after the builder thread failed
   void writeOut(TraceWriter& out);
 
-  // Deferred events (ring_trace_writer_build.cpp).
+  // Appends (ring_trace_writer_build.cpp). A queued event: a deferred
+  // one, or one its producer built, in flat form.
   struct PendingEvent {
     uint64_t seq = 0;  // of its first part
     DeferredEventPtr event;
+    std::unique_ptr<std::vector<uint8_t>> flat;
   };
+  using BuiltEvents = std::vector<std::pair<uint64_t, std::vector<uint8_t>>>;  // seq, flat event
+  uint64_t appendMessage(capnp::MessageBuilder& message, bool numbered);
+  // On the sequencer's merger: queues the entries for the builder.
+  void merge(AppendSequencer::Run& run) noexcept override;
+  [[noreturn]] void throwRefused() const override;
   // Caller holds queueMutex_ and `lock` on mutex_: waits for the builder
   // thread's batch to be filed, then builds and files every queued event,
   // on this thread. What comes next in seq order may then be filed.
   void fileQueued(std::unique_lock<std::mutex>& lock);
-  // Builds the parts of each event of `batch` (no lock needed) and files
-  // them (caller holds mutex_ for the filing: `file` is called under it).
-  static void buildAll(const std::vector<PendingEvent>& batch,
-                       std::vector<std::pair<uint64_t, std::unique_ptr<capnp::MallocMessageBuilder>>>& built);
-  void fileBuilt(std::vector<std::pair<uint64_t, std::unique_ptr<capnp::MallocMessageBuilder>>>& built);
+  // Builds the parts of each event of `batch` (no lock needed) into
+  // `built`, in seq order, ready to be filed (caller holds mutex_).
+  static void buildAll(std::vector<PendingEvent>& batch, BuiltEvents& built);
+  void fileBuilt(BuiltEvents& built);
   void builderLoop();
   // `queue` (on queueMutex_) held on entry and return, released while joining.
   void stopBuilder(std::unique_lock<std::mutex>& queue);
-  [[noreturn]] void throwRefused() const;  // refusing_: closed, or the builder failed
 
   const TraceWriter::Options options_;
   const RingOptions ring_;
   PieceMemory pieceMemory_{options_.pieceSize};
 
-  // Two locks, taken in this order when both are: queueMutex_ (seq
-  // numbers and the queue of deferred events) and mutex_ (the ring).
+  // Two locks, taken in this order when both are: queueMutex_ (the queue
+  // of events for the builder) and mutex_ (the ring).
   mutable std::mutex queueMutex_;
-  uint64_t nextSeq_ = 0;               // guarded by queueMutex_
-  std::atomic<bool> refusing_{false};  // closed_ or failure_ set: appends of deferred events throw
 
   mutable std::mutex mutex_;
+  // Checkpoint events appended (counted before their append) and filed:
+  // the difference is how many segments the producers are ahead of the
+  // ring (producerSegment).
+  std::atomic<uint64_t> checkpointsAppended_{0};
+  uint64_t checkpointsFiled_ = 0;  // guarded by mutex_
   uint64_t nextSegment_ = 1;
   std::deque<Segment> segments_;
   std::vector<StateEvent> state_;
@@ -219,6 +241,9 @@ class RingTraceWriter final : public TraceWriter {
   uint64_t droppedEvents_ = 0;
   uint64_t droppedSegments_ = 0;
   bool fired_ = false;
+  uint64_t firedAt_ = 0;        // the tickets when fire() came: events before it may still be trimmed
+  uint64_t droppedAtFire_ = 0;  // what fire() returned
+  uint64_t filing_ = 0;         // the seq of the event filed last (or being filed)
   bool closed_ = false;
   bool warned_ = false;
   std::unique_ptr<RingSpill> spill_;  // made at the first move
@@ -236,8 +261,8 @@ class RingTraceWriter final : public TraceWriter {
   std::mutex compressorsMutex_;
   std::vector<std::unique_ptr<Compressor>> compressors_;  // idle ones, for the producers' threads
 
-  // Guarded by queueMutex_. Queued deferred events, in seq order; a batch
-  // the builder took out of queued_ comes before all of them in seq order.
+  // Guarded by queueMutex_. Queued events, in seq order; a batch the
+  // builder took out of queued_ comes before all of them in seq order.
   std::vector<PendingEvent> queued_;
   bool stopBuilding_ = false;         // close(): the builder files what is queued and ends
   std::condition_variable queuedCv_;  // the builder: events queued, or stop
@@ -245,7 +270,11 @@ class RingTraceWriter final : public TraceWriter {
   bool building_ = false;            // the builder thread holds a batch not yet filed
   std::string failure_;              // the first failure of the builder thread: appends throw it
   std::condition_variable filedCv_;  // others: the builder's batch is filed
-  std::thread builder_;              // started at the first deferred event
+  std::thread builder_;              // none when no thread could be made: the merger files
+
+  // Last: started at the end of the constructor, stopped first in the
+  // destructor (its merger calls merge(), which uses the members above).
+  AppendSequencer sequencer_{*this, "the flight recorder's ring"};
 };
 
 }  // namespace kcap::format

@@ -1,12 +1,11 @@
-// RingTraceWriter's appends: deferred events queued for its builder thread,
-// other events filed by their producer after everything queued before them.
+// RingTraceWriter's appends: the sequencer's merger queues them in seq
+// order, the builder thread builds and files them in batches.
 #include <chrono>
 #include <exception>
-#include <system_error>
 #include <utility>
 
+#include "chunk_jobs.h"
 #include "ring_trace_writer.h"
-#include "worker_pool.h"
 
 namespace kcap::format {
 namespace {
@@ -16,39 +15,93 @@ namespace {
 // launched), so they must not wait long.
 constexpr size_t kBuildBatch = 256;
 constexpr auto kBuildPeriod = std::chrono::milliseconds(5);
-// Past this many queued events (a builder that cannot keep up) the
-// producer files them itself: memory stays bounded.
+// Past this many queued events (a builder that cannot keep up) the merger
+// files them itself, and the producers wait for it: memory stays bounded.
 constexpr size_t kMaxQueued = size_t{1} << 16;
-
-using BuiltEvents = std::vector<std::pair<uint64_t, std::unique_ptr<capnp::MallocMessageBuilder>>>;
 
 }  // namespace
 
-void RingTraceWriter::buildAll(const std::vector<PendingEvent>& batch, BuiltEvents& built) {
-  for (const PendingEvent& pending : batch) {
+uint64_t RingTraceWriter::append(DeferredEventPtr event) { return sequencer_.append(std::move(event)); }
+
+uint64_t RingTraceWriter::append(capnp::MessageBuilder& message) { return appendMessage(message, false); }
+
+uint64_t RingTraceWriter::appendNumbered(capnp::MessageBuilder& message) { return appendMessage(message, true); }
+
+uint64_t RingTraceWriter::appendMessage(capnp::MessageBuilder& message, bool numbered) {
+  // Counted before the append, so that the builder never files more than
+  // were counted (producerSegment).
+  const bool checkpoint = message.getRoot<schema::Event>().isCheckpoint();
+  if (checkpoint) checkpointsAppended_.fetch_add(1, std::memory_order_acq_rel);
+  try {
+    return sequencer_.append(message, numbered);
+  } catch (...) {
+    if (checkpoint) checkpointsAppended_.fetch_sub(1, std::memory_order_acq_rel);
+    throw;
+  }
+}
+
+void RingTraceWriter::throwRefused() const {
+  std::lock_guard lock(mutex_);
+  throwIfClosed();
+  throw FormatError("the flight recorder's ring is closed");
+}
+
+void RingTraceWriter::merge(AppendSequencer::Run& run) noexcept {
+  std::unique_lock queue(queueMutex_);
+  AppendSequencer::Entry entry;
+  while (run.take(entry)) {
+    // A refused append's seqs are a gap, as in the file writer.
+    if (entry.kind == AppendSequencer::EntryKind::kEvent) {
+      queued_.push_back({entry.first, std::move(entry.event), nullptr});
+    } else if (entry.kind == AppendSequencer::EntryKind::kMessage) {
+      queued_.push_back({entry.first + entry.count - 1, nullptr, std::move(entry.flat)});
+    }
+  }
+  if (queued_.empty()) return;
+  if (!builder_.joinable() || queued_.size() >= kMaxQueued) [[unlikely]] {
+    std::unique_lock lock(mutex_);
+    try {
+      fileQueued(lock);
+    } catch (const std::exception& e) {
+      if (failure_.empty()) failure_ = e.what();
+      sequencer_.refuseAll();
+    }
+    return;
+  }
+  if (queued_.size() >= kBuildBatch) queuedCv_.notify_one();
+}
+
+void RingTraceWriter::buildAll(std::vector<PendingEvent>& batch, BuiltEvents& built) {
+  for (PendingEvent& pending : batch) {
+    if (pending.flat) {
+      built.emplace_back(pending.seq, std::move(*pending.flat));
+      continue;
+    }
     const unsigned count = pending.event->eventCount();
     for (unsigned part = 0; part < count; ++part) {
       const uint64_t seq = pending.seq + part;
-      auto message = std::make_unique<capnp::MallocMessageBuilder>(256);
-      auto event = message->initRoot<schema::Event>();
+      capnp::MallocMessageBuilder message(256);
+      auto event = message.initRoot<schema::Event>();
       event.setSeq(seq);
       try {
         pending.event->build(event, part);
       } catch (const std::exception& e) {
         // The seq is taken: it stays, saying why (as the file writer does).
-        event = message->initRoot<schema::Event>();
+        event = message.initRoot<schema::Event>();
         event.setSeq(seq);
         auto note = event.initMessage();
         note.setLevel(schema::Message::Level::ERROR);
         note.setText(std::string("an event could not be encoded: ") + e.what());
       }
-      built.emplace_back(seq, std::move(message));
+      std::vector<uint8_t> flat;
+      appendFlat(message.getSegmentsForOutput(), flat);
+      built.emplace_back(seq, std::move(flat));
     }
   }
 }
 
 void RingTraceWriter::fileBuilt(BuiltEvents& built) {
-  for (auto& [seq, message] : built) keep(*message, seq);
+  for (auto& [seq, flat] : built) keep(std::move(flat), seq);
   built.clear();
 }
 
@@ -60,6 +113,13 @@ void RingTraceWriter::fileQueued(std::unique_lock<std::mutex>& lock) {
   BuiltEvents built;
   buildAll(batch, built);
   fileBuilt(built);
+}
+
+void RingTraceWriter::settle() {
+  sequencer_.settle();
+  std::unique_lock queue(queueMutex_);
+  std::unique_lock lock(mutex_);
+  fileQueued(lock);
 }
 
 void RingTraceWriter::builderLoop() {
@@ -86,7 +146,7 @@ void RingTraceWriter::builderLoop() {
         fileBuilt(built);
       } catch (const std::exception& e) {
         if (failure_.empty()) failure_ = e.what();
-        refusing_.store(true, std::memory_order_relaxed);
+        sequencer_.refuseAll();
         built.clear();
       }
       building_ = false;
@@ -105,71 +165,6 @@ void RingTraceWriter::stopBuilder(std::unique_lock<std::mutex>& queue) {
   queue.unlock();
   builder.join();
   queue.lock();
-}
-
-void RingTraceWriter::throwRefused() const {
-  std::lock_guard lock(mutex_);
-  throwIfClosed();
-  throw FormatError("the flight recorder's ring is closed");
-}
-
-uint64_t RingTraceWriter::append(capnp::MessageBuilder& message) {
-  std::unique_lock queue(queueMutex_);
-  std::unique_lock lock(mutex_);
-  throwIfClosed();
-  fileQueued(lock);
-  const uint64_t seq = nextSeq_++;
-  message.getRoot<schema::Event>().setSeq(seq);
-  keep(message, seq);
-  return seq;
-}
-
-uint64_t RingTraceWriter::appendNumbered(capnp::MessageBuilder& message) {
-  std::unique_lock queue(queueMutex_);
-  std::unique_lock lock(mutex_);
-  throwIfClosed();
-  const uint64_t seq = message.getRoot<schema::Event>().getSeq();
-  if (seq < nextSeq_) {
-    throw FormatError("event " + std::to_string(seq) + " appended after " + std::to_string(nextSeq_ - 1));
-  }
-  fileQueued(lock);
-  nextSeq_ = seq + 1;
-  keep(message, seq);
-  return seq;
-}
-
-uint64_t RingTraceWriter::append(DeferredEventPtr event) {
-  const unsigned count = event->eventCount();
-  if (count == 0) throw FormatError("a deferred event standing for no event");
-  // queueMutex_ only: the builder files its batches under mutex_, and a
-  // launch waits for neither.
-  std::unique_lock queue(queueMutex_);
-  if (refusing_.load(std::memory_order_relaxed)) [[unlikely]] {
-    throwRefused();
-  }
-  if (!builder_.joinable() && !stopBuilding_) [[unlikely]] {
-    try {
-      builder_ = std::thread([this] { builderLoop(); });
-      prepareThread(builder_, "kcap-ring-build", options_.threads);
-    } catch (const std::system_error&) {
-      // No thread to be had: the producers file the events themselves.
-    }
-  }
-  // A producer files what others queued before queueing its own event:
-  // building may wait for what the producer does after this append (a
-  // launch's outcome, after its call: DeferredEvent::build).
-  if (!builder_.joinable() || queued_.size() >= kMaxQueued) [[unlikely]] {
-    std::unique_lock lock(mutex_);
-    fileQueued(lock);
-  }
-  const uint64_t first = nextSeq_;
-  nextSeq_ += count;
-  event->sequenced(first);
-  queued_.push_back({first, std::move(event)});
-  if (queued_.size() == kBuildBatch) {
-    queuedCv_.notify_one();
-  }
-  return first;
 }
 
 }  // namespace kcap::format

@@ -48,8 +48,7 @@ TraceWriterImpl::TraceWriterImpl(std::string path, int fd, const Options& option
   }
   writerThread_ = std::thread([this] { writeLoop(); });
   prepareThread(writerThread_, "kcap-write", options.threads);
-  mergerThread_ = std::thread([this] { mergeLoop(); });
-  prepareThread(mergerThread_, "kcap-merge", options.threads);
+  sequencer_.start("kcap-merge", options.threads);
 }
 
 TraceWriterImpl::~TraceWriterImpl() {
@@ -61,12 +60,7 @@ TraceWriterImpl::~TraceWriterImpl() {
   // The merger outlives close(): an append racing with close() takes its
   // seq numbers after close drained the ring, and the merger takes its
   // (void) entry.
-  {
-    std::lock_guard lock(mergeMutex_);
-    mergerStop_ = true;
-  }
-  wakeCv_.notify_all();
-  mergerThread_.join();
+  sequencer_.stop();
 }
 
 void TraceWriterImpl::flush() {
@@ -74,8 +68,8 @@ void TraceWriterImpl::flush() {
     std::lock_guard lock(mutex_);
     throwIfFailed();
   }
-  if (closed_.load()) return;   // close() flushed everything
-  waitMerged(tickets_.load());  // what was appended before is in the batch (or written)
+  if (sequencer_.closed()) return;  // close() flushed everything
+  sequencer_.settle();              // what was appended before is in the batch (or written)
   std::unique_lock batchLock(batchMutex_);
   cutBatch();
   std::unique_lock lock(mutex_);
@@ -88,20 +82,14 @@ void TraceWriterImpl::flush() {
 void TraceWriterImpl::close() {
   {
     std::lock_guard lock(mutex_);
-    if (closed_.load()) {
+    if (sequencer_.closed()) {
       throwIfFailed();
       return;
     }
-    // Set before the ticket count is read, both sequentially consistent:
-    // an append that did not see closed_ took its seqs before the count
-    // was read, so they are below the cut and land; an append that saw it
-    // compares its seqs with the cut (refusing()). The file holds every
-    // seq below the cut and no gap.
-    closed_.store(true, std::memory_order_seq_cst);
+    sequencer_.markClosed();  // one closer
   }
-  const uint64_t cut = tickets_.load(std::memory_order_seq_cst);
-  closedAt_.store(cut, std::memory_order_seq_cst);
-  waitMerged(cut);
+  // The file holds every seq below the cut and none from it on.
+  sequencer_.drainToCut();
   {
     std::unique_lock batchLock(batchMutex_);
     // A failure already met makes cutBatch throw; the threads must be
@@ -126,16 +114,16 @@ void TraceWriterImpl::close() {
   throwIfFailed();
 }
 
-void TraceWriterImpl::waitSequenced() const { waitMerged(tickets_.load()); }
+void TraceWriterImpl::waitSequenced() const { sequencer_.settle(); }
 
 TraceWriter::Stats TraceWriterImpl::stats() const {
-  waitMerged(tickets_.load());
+  sequencer_.settle();
   std::lock_guard batchLock(batchMutex_);
   std::lock_guard lock(mutex_);
   Stats all = stats_;
   all.events += batchStats_.events;
   all.recordRawBytes += batchStats_.recordRawBytes;
-  all.producerWaitNs += ringWaitNs_.load(std::memory_order_relaxed);
+  all.producerWaitNs += sequencer_.producerWaitNs();
   return all;
 }
 

@@ -2,7 +2,7 @@
 // writer, its definitions in three files along its seams:
 //
 //   trace_writer.cpp          flush, close, create(), cutting record chunks
-//   trace_writer_sequencer.cpp  producers' appends: seq numbers, the ring, the merger thread
+//   trace_writer_merge.cpp    the appends' merger (append_sequencer.h): events into record chunks
 //   trace_writer_store.cpp    the content-addressed store: hashing, copying, queueing new pieces
 //   trace_writer_threads.cpp  the compression threads, the writer thread, the index at the end
 #pragma once
@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "adaptive_mutex.h"
+#include "append_sequencer.h"
 #include "chunk_jobs.h"
 #include "errors.h"
 #include "hash.h"
@@ -32,7 +33,7 @@ namespace kcap::format {
 // says so and names the error, so that it is not taken for damage.
 std::string writeFailure(int error);
 
-class TraceWriterImpl final : public TraceWriter {
+class TraceWriterImpl final : public TraceWriter, private AppendSequencer::Consumer {
  public:
   TraceWriterImpl(std::string path, int fd, const Options& options);
   ~TraceWriterImpl() override;
@@ -68,51 +69,16 @@ class TraceWriterImpl final : public TraceWriter {
   // (an empty one: a piece the file holds, nothing to queue).
   void queueNewPieces(std::unique_lock<std::mutex>& lock, const Hash128* hashes, std::vector<PieceBlock>& copies);
 
-  // ---- the sequencer (trace_writer_sequencer.cpp) ----
-  // What a producer hands the merger: the entry for seq numbers
-  // [first, first + count), in the ring slot of `first`.
-  enum class EntryKind : uint8_t { kEvent, kMessage, kVoid };
-  struct alignas(64) RingSlot {       // a line each: producers of consecutive seqs write different lines
-    std::atomic<uint64_t> filled{0};  // first + 1 once the entry for `first` is in place
-    EntryKind kind = EntryKind::kVoid;
-    uint64_t count = 0;
-    DeferredEvent* event = nullptr;        // kEvent, owned while in the ring
-    std::vector<uint8_t>* flat = nullptr;  // kMessage: the message in flat form (its seq: first + count - 1)
-  };
-  static constexpr uint64_t kRingSlots = 2048;  // a power of two; the bound on entries not yet merged
-
-  uint64_t appendAt(capnp::MessageBuilder& message, bool numbered);
-  // Puts the entry for [first, first + count) in its slot (waiting while
-  // the slot's previous entry is not merged) and tells the merger.
-  void publish(uint64_t first, uint64_t count, EntryKind kind, DeferredEvent* event,
-               std::vector<uint8_t>* flat) noexcept;
-  void waitForSlot(uint64_t first) noexcept;
+  // ---- the merger's side of the appends (trace_writer_merge.cpp) ----
   // Before a producer queues new pieces: the events appended so far are
   // merged (a full record chunk among them queued), so that chunks reach
   // the file in the order one thread's calls made them, whatever the
   // merger's timing (a trace written by one thread is the same every time).
-  void settleAppends() const noexcept { waitMerged(tickets_.load(std::memory_order_seq_cst)); }
-  // After taking seq numbers from `first` on: whether the writer refuses
-  // the append (failed, or closed before `first` was taken); the caller
-  // then publishes a void entry and throws.
-  bool refusing(uint64_t first) const noexcept {
-    if (failed_.load(std::memory_order_relaxed)) return true;
-    if (!closed_.load(std::memory_order_seq_cst)) [[likely]]
-      return false;
-    return first >= closedAt();
-  }
-  // The seq close() drains to: every seq below it lands in the file, none
-  // from it on. Published by close() right after closed_.
-  uint64_t closedAt() const noexcept;
-  [[noreturn]] void throwRefused() const;
-  // Blocks until the merger has taken every entry below `target`.
-  void waitMerged(uint64_t target) const noexcept;
-  void wakeMerger() const noexcept;
-  void mergeLoop();
-  uint64_t mergeRun(uint64_t next);  // merges what is ready from `next` on; returns where it stopped
+  void settleAppends() const noexcept { sequencer_.settle(); }
+  void merge(AppendSequencer::Run& run) noexcept override;
+  [[noreturn]] void throwRefused() const override;
   // Caller holds batchMutex_ (the merger): one entry into the batch.
-  void mergeEntry(uint64_t first, uint64_t count, EntryKind kind, DeferredEventPtr event,
-                  std::unique_ptr<std::vector<uint8_t>> flat);
+  void mergeEntry(AppendSequencer::Entry& entry);
   void markFailed(const std::string& why);
 
   // Caller holds batchMutex_.
@@ -161,7 +127,7 @@ class TraceWriterImpl final : public TraceWriter {
     if (failed_) throw FormatError(error_);
   }
   void throwIfClosed() const {
-    if (closed_.load(std::memory_order_relaxed)) throw FormatError(path_ + ": the trace writer is closed");
+    if (sequencer_.closed()) throw FormatError(path_ + ": the trace writer is closed");
   }
 
   const std::string path_;
@@ -174,35 +140,13 @@ class TraceWriterImpl final : public TraceWriter {
   std::unique_ptr<PieceMemory> directMemory_ = makeDirectMemory();
   std::atomic<bool> directRefused_{false};  // the pageLocker refused once
 
-  // Producers take no lock to append. Each takes its seq numbers with one
-  // fetch_add on tickets_ and puts its entry in the ring slot of its first
-  // seq (a cache line only it and the merger touch); the merger thread
-  // takes the entries in seq order, waiting for a seq taken but not yet in
-  // its slot, calls sequenced() and fills the record chunk. A producer
-  // waits only when its slot's previous entry (kRingSlots seqs back) is
-  // not merged yet.
-  //
-  // Read on every append, written almost never: a line of their own.
-  alignas(64) std::atomic<bool> failed_{false};  // set (with error_, under mutex_) when a write fails
-  std::atomic<bool> closed_{false};              // set by close() before it drains the ring
-  // close()'s cut: tickets_ as close() read it after setting closed_
-  // (kNotYetClosed until then).
-  static constexpr uint64_t kNotYetClosed = ~0ull;
-  std::atomic<uint64_t> closedAt_{kNotYetClosed};
-  const std::unique_ptr<RingSlot[]> ring_{new RingSlot[kRingSlots]};
-  // Taken by every append: a line of its own.
-  alignas(64) std::atomic<uint64_t> tickets_{0};
-  // Written by the merger once a run: where it is (every seq below is merged).
-  alignas(64) std::atomic<uint64_t> merged_{0};
-  // The merger's sleep: 0 awake, 1 a short nap (it looks again soon), 2 a
-  // long one (idle a while): a producer whose seq is a multiple of 64 wakes it.
-  mutable std::atomic<int> mergerSleep_{0};
-  mutable std::atomic<int> mergeWaiters_{0};   // threads in waitMerged
-  alignas(64) mutable std::mutex mergeMutex_;  // waitMerged's sleep and the merger's
-  mutable std::condition_variable mergedCv_;   // waiters: merged_ moved
-  mutable std::condition_variable wakeCv_;     // the merger: wake up
-  bool mergerStop_ = false;                    // under mergeMutex_ (the destructor)
-  std::atomic<uint64_t> ringWaitNs_{0};        // producers blocked on a full ring
+  // Set (with error_, under mutex_) when a write fails; then the sequencer
+  // refuses appends too (failWith).
+  std::atomic<bool> failed_{false};
+  // Producers' appends, merged in seq order on the sequencer's thread
+  // (merge()). Started last in the constructor, stopped first in the
+  // destructor: it calls merge(), which uses the members below.
+  AppendSequencer sequencer_{*this, path_};
 
   // Two locks, taken in this order when both are: batchMutex_ is the
   // merger's (the record chunk being filled), which flush, close and stats
@@ -249,7 +193,6 @@ class TraceWriterImpl final : public TraceWriter {
   std::unique_ptr<WorkerPool> hashingPool_;
   std::vector<std::thread> workers_;
   std::thread writerThread_;
-  std::thread mergerThread_;
 };
 
 }  // namespace kcap::format

@@ -111,6 +111,7 @@ void TraceWriterImpl::writeAll(const uint8_t* data, size_t size) {
       std::lock_guard lock(mutex_);
       error_ = describeAt(path_, fileOffset_, "write failed: " + why);
       failed_ = true;
+      sequencer_.refuseAll();
       spaceCv_.notify_all();
       writtenCv_.notify_all();
       return;

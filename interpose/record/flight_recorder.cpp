@@ -62,6 +62,9 @@ bool isSignalTrigger(int sig) {
 }  // namespace
 
 bool Recorder::lastLaunch(uint64_t& launchIndex) const noexcept {
+  // Launches numbered by the writer are numbered on its merger thread:
+  // every launch appended so far is counted once it has caught up.
+  if (numberedByWriter_) writer_->waitSequenced();
   const uint64_t eligible = eligibleLaunches_.load();
   const uint64_t recorded = std::min(eligible > options_.skip ? eligible - options_.skip : 0, options_.maxLaunches);
   if (recorded == 0) {

@@ -605,8 +605,8 @@ class Recorder {
   // launch range, no CUPTI timing, no checkpoints every N launches). eligibleLaunches_ then changes only on
   // the writer's merger thread, and may lag the appends: what needs the
   // exact count (a checkpoint's launchCount, traceEnd) calls
-  // writer_->waitSequenced() first; the flight recorder's last launch
-  // reads it as it is (its ring numbers at append).
+  // writer_->waitSequenced() first (so does the flight recorder's last
+  // launch: lastLaunch).
   bool numberedByWriter_ = false;
   std::atomic<uint64_t> filteredLaunches_{0};  // did not
   std::atomic<int> activeCaptures_{0};         // streams capturing into a graph, process-wide

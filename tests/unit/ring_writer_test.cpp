@@ -194,9 +194,9 @@ TEST_F(Ring, KeepsTheLastCheckpointsAndTheStateBeforeThem) {
     appendCopy(*ring, copies.back(), 0x1000);
     appendAlloc(*ring, 0x10000 * (i + 2));
   }
-  const uint64_t dropped = ring->fire();
-  EXPECT_GT(dropped, 0u);
-  appendTrigger(*ring, dropped);
+  // Fired before the ring filed what was appended (it lags the appends):
+  // what filing them drops after fire() is added to the trigger's count.
+  appendTrigger(*ring, ring->fire());
   ring->close();
   ASSERT_TRUE(exists(path_));
   EXPECT_EQ(ring->path(), path_);
@@ -209,6 +209,7 @@ TEST_F(Ring, KeepsTheLastCheckpointsAndTheStateBeforeThem) {
   uint64_t last = 0;
   bool first = true;
   bool sawModule = false;
+  uint64_t dropped = 0;
   bool sawTrigger = false;
   std::vector<std::vector<uint8_t>> copied;
   reader->forEachEvent([&](const format::EventRef& ref) {
@@ -233,7 +234,7 @@ TEST_F(Ring, KeepsTheLastCheckpointsAndTheStateBeforeThem) {
     if (e.isMemcpy()) copied.push_back(reader->readContent(e.getMemcpy().getData()));
     if (e.isTrigger()) {
       sawTrigger = true;
-      EXPECT_EQ(e.getTrigger().getDroppedEvents(), dropped);
+      dropped = e.getTrigger().getDroppedEvents();
     }
     return true;
   });
@@ -248,6 +249,7 @@ TEST_F(Ring, KeepsTheLastCheckpointsAndTheStateBeforeThem) {
   EXPECT_EQ(copied[0], copies[4]);
   EXPECT_EQ(copied[1], copies[5]);
   // The gaps are the dropped events: seq numbers run to the last one.
+  EXPECT_GT(dropped, 0u);
   EXPECT_EQ(last + 1 - seqs.size(), dropped);
 }
 
@@ -319,6 +321,7 @@ TEST_F(Ring, ReleasesPiecesNoKeptEventNamesAndStoresThemAgain) {
   appendCheckpoint(*ring, 1, randomBytes(kPiece, 51));
   EXPECT_EQ(ring->ringStats().segments, 1u);
   appendCheckpoint(*ring, 2, randomBytes(kPiece, 52));
+  ring->settle();  // what the ring holds lags the appends
   EXPECT_EQ(ring->missingPieces({hash})[0], 1) << "not released";
   // Met again: stored again, and written with the event that names it.
   appendCopy(*ring, once, 0x2000);
