@@ -58,6 +58,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <exception>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -206,6 +207,8 @@ class RingTraceWriter final : public TraceWriter, private AppendSequencer::Consu
   // On the sequencer's merger: queues the entries for the builder.
   void merge(AppendSequencer::Run& run) noexcept override;
   [[noreturn]] void throwRefused() const override;
+  // Caller holds mutex_: filing failed; appends throw `e` from now on.
+  void failWith(const std::exception& e);
   // Caller holds queueMutex_ and `lock` on mutex_: waits for the builder
   // thread's batch to be filed, then builds and files every queued event,
   // on this thread. What comes next in seq order may then be filed.

@@ -40,6 +40,11 @@ uint64_t RingTraceWriter::appendMessage(capnp::MessageBuilder& message, bool num
   }
 }
 
+void RingTraceWriter::failWith(const std::exception& e) {
+  if (failure_.empty()) failure_ = e.what();
+  sequencer_.refuseAll();
+}
+
 void RingTraceWriter::throwRefused() const {
   std::lock_guard lock(mutex_);
   throwIfClosed();
@@ -63,8 +68,7 @@ void RingTraceWriter::merge(AppendSequencer::Run& run) noexcept {
     try {
       fileQueued(lock);
     } catch (const std::exception& e) {
-      if (failure_.empty()) failure_ = e.what();
-      sequencer_.refuseAll();
+      failWith(e);
     }
     return;
   }
@@ -145,8 +149,7 @@ void RingTraceWriter::builderLoop() {
       try {
         fileBuilt(built);
       } catch (const std::exception& e) {
-        if (failure_.empty()) failure_ = e.what();
-        sequencer_.refuseAll();
+        failWith(e);
         built.clear();
       }
       building_ = false;

@@ -2,9 +2,7 @@
 // sequencer's merger queues them, the builder thread files them): with
 // deferred events, every event kept once, in seq order, each producer's in
 // its own order, each built under the seq it was sequenced with, and an
-// event appended after a deferred one returned is filed after it; a piece
-// stored while checkpoints appended before it are not yet filed is kept
-// for the interval the producer is in, not the one the ring has reached.
+// event appended after a deferred one returned is filed after it.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -19,7 +17,6 @@
 
 #include <capnp/message.h>
 
-#include "hash.h"
 #include "ring_trace_writer.h"
 #include "trace_reader.h"
 
@@ -52,14 +49,9 @@ void appendCheckpoint(format::TraceWriter& w, uint64_t ordinal) {
   w.append(m);
 }
 
-std::string tempTrace(const char* name) {
-  const std::string path = ::testing::TempDir() + name + std::to_string(::getpid()) + ".kcap";
-  ::unlink(path.c_str());
-  return path;
-}
-
 TEST(RingDeferred, KeepsEveryEventInSeqOrderAfterWhatReturnedBeforeIt) {
-  const std::string path = tempTrace("ring_deferred_");
+  const std::string path = ::testing::TempDir() + "ring_deferred_" + std::to_string(::getpid()) + ".kcap";
+  ::unlink(path.c_str());
   format::TraceWriter::Options options;
   options.exclusive = true;
   format::RingOptions ring;
@@ -138,47 +130,6 @@ TEST(RingDeferred, KeepsEveryEventInSeqOrderAfterWhatReturnedBeforeIt) {
       EXPECT_GE(keptBefore[c][p], seenBefore[c][p]) << "checkpoint " << c << ", producer " << p;
     }
   }
-  ::unlink(path.c_str());
-}
-
-// Appends return before the ring files them: a producer that appended two
-// checkpoints and then stores a piece is in the third interval, whatever
-// the ring has filed. Taken for the first (where the ring still was), the
-// piece would go when the next checkpoint lands, before the launch that
-// names it, appended just after that checkpoint.
-TEST(RingDeferred, APieceStoredBeforeTheRingFiledEarlierCheckpointsStays) {
-  const std::string path = tempTrace("ring_lagging_store_");
-  format::TraceWriter::Options options;
-  options.pieceSize = 4096;
-  options.exclusive = true;
-  format::RingOptions ring;
-  ring.checkpoints = 2;
-  ring.openOutput = [path, options] { return format::TraceWriter::create(path, options); };
-  format::RingTraceWriter writer(options, std::move(ring));
-  appendCheckpoint(writer, 0);
-  appendCheckpoint(writer, 1);
-  std::vector<uint8_t> input(4096);
-  for (size_t i = 0; i < input.size(); ++i) input[i] = static_cast<uint8_t>(i * 7 + 3);
-  capnp::MallocMessageBuilder launch;
-  auto range = launch.initRoot<Event>().initLaunch().initPre(1)[0];
-  range.setAddress(0x1000);
-  writer.storeContent(input.data(), input.size(), range.initContent());
-  appendCheckpoint(writer, 2);
-  writer.append(launch);
-  writer.fire();
-  writer.close();
-
-  auto reader = format::TraceReader::open(path);
-  int launches = 0;
-  reader->forEachEvent([&](const format::EventRef& ref) {
-    if (ref.event.isLaunch()) {
-      ++launches;
-      EXPECT_EQ(reader->readContent(ref.event.getLaunch().getPre()[0].getContent()), input);
-    }
-    return true;
-  });
-  EXPECT_EQ(launches, 1);
-  EXPECT_TRUE(reader->problems().empty());
   ::unlink(path.c_str());
 }
 
