@@ -620,11 +620,10 @@ void RingTraceWriter::writeOut(TraceWriter& out) {
 }
 
 void RingTraceWriter::close() {
-  {
-    std::lock_guard lock(mutex_);
-    if (sequencer_.closed()) return;
-    sequencer_.markClosed();  // one closer
-  }
+  // A second close() returns once the first has written the ring.
+  std::lock_guard closing(closeMutex_);
+  if (sequencer_.closed()) return;
+  sequencer_.markClosed();
   sequencer_.drainToCut();  // every event appended before is queued
   std::unique_lock queue(queueMutex_);
   stopBuilder(queue);

@@ -225,8 +225,10 @@ class RingTraceWriter final : public TraceWriter, private AppendSequencer::Consu
   const RingOptions ring_;
   PieceMemory pieceMemory_{options_.pieceSize};
 
-  // Two locks, taken in this order when both are: queueMutex_ (the queue
-  // of events for the builder) and mutex_ (the ring).
+  // Three locks, taken in this order when several are: closeMutex_ (held
+  // through close()), queueMutex_ (the queue of events for the builder)
+  // and mutex_ (the ring).
+  std::mutex closeMutex_;
   mutable std::mutex queueMutex_;
 
   mutable std::mutex mutex_;

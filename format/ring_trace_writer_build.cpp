@@ -56,11 +56,20 @@ void RingTraceWriter::merge(AppendSequencer::Run& run) noexcept {
   AppendSequencer::Entry entry;
   while (run.take(entry)) {
     // A refused append's seqs are a gap, as in the file writer.
-    if (entry.kind == AppendSequencer::EntryKind::kEvent) {
-      queued_.push_back({entry.first, std::move(entry.event), nullptr});
-    } else if (entry.kind == AppendSequencer::EntryKind::kMessage) {
-      queued_.push_back({entry.first + entry.count - 1, nullptr, std::move(entry.flat)});
+    try {
+      if (entry.kind == AppendSequencer::EntryKind::kEvent) {
+        queued_.push_back({entry.first, std::move(entry.event), nullptr});
+      } else if (entry.kind == AppendSequencer::EntryKind::kMessage) {
+        queued_.push_back({entry.first + entry.count - 1, nullptr, std::move(entry.flat)});
+      }
+    } catch (const std::exception& e) {
+      // No memory for the queue: the ring fails (appends throw), the
+      // program goes on.
+      std::lock_guard lock(mutex_);
+      failWith(e);
     }
+    entry.event.reset();
+    entry.flat.reset();
   }
   if (queued_.empty()) return;
   if (!builder_.joinable() || queued_.size() >= kMaxQueued) [[unlikely]] {

@@ -133,5 +133,32 @@ TEST(RingDeferred, KeepsEveryEventInSeqOrderAfterWhatReturnedBeforeIt) {
   ::unlink(path.c_str());
 }
 
+// The recorder may end from two threads (a trigger, the exit handler): a
+// second close() returns once the first has written the ring, not before.
+TEST(RingDeferred, ASecondCloseReturnsOnceTheRingIsWritten) {
+  const std::string path = ::testing::TempDir() + "ring_two_closes_" + std::to_string(::getpid()) + ".kcap";
+  ::unlink(path.c_str());
+  format::TraceWriter::Options options;
+  options.exclusive = true;
+  format::RingOptions ring;
+  ring.openOutput = [path, options] { return format::TraceWriter::create(path, options); };
+  format::RingTraceWriter writer(options, std::move(ring));
+  // Enough to take the first close() a while to write.
+  for (unsigned i = 0; i < 100000; ++i) writer.append(format::DeferredEventPtr(new Numbered(0, i, 1)));
+  writer.fire();
+  std::atomic<int> writtenWhenReturned{0};
+  std::vector<std::thread> closers;
+  for (int t = 0; t < 2; ++t) {
+    closers.emplace_back([&] {
+      writer.close();
+      if (!writer.path().empty()) writtenWhenReturned.fetch_add(1);
+    });
+  }
+  for (auto& t : closers) t.join();
+  EXPECT_EQ(writtenWhenReturned.load(), 2);
+  EXPECT_EQ(format::TraceReader::open(path)->problems().size(), 0u);
+  ::unlink(path.c_str());
+}
+
 }  // namespace
 }  // namespace kcap::test
