@@ -49,8 +49,8 @@
 // under the ring's lock (ring_trace_writer_build.cpp): the ring holds
 // events in seq order. Building waits for a launch's outcome, which its
 // producer stores after the call: the merger, which producers wait for
-// when its ring is full, never builds (but when the queue is over its
-// bound). New pieces are compressed by the producer, or, for a content of
+// when its ring is full, does not build (but when the queue is over its
+// bound, or no builder thread could be made). New pieces are compressed by the producer, or, for a content of
 // several pieces, on a pool of threads (Options::hashingThreads).
 #pragma once
 
@@ -192,7 +192,7 @@ class RingTraceWriter final : public TraceWriter, private AppendSequencer::Consu
   // the bound and the file has room; false when none could move.
   bool spillPieces();
   void spillFailed(const std::string& why);  // caller holds mutex_
-  void throwIfClosed() const;                // also after the builder thread failed
+  void throwIfClosed() const;                // also after filing failed (failure_)
   void writeOut(TraceWriter& out);
 
   // Appends (ring_trace_writer_build.cpp). A queued event: a deferred
@@ -273,7 +273,7 @@ class RingTraceWriter final : public TraceWriter, private AppendSequencer::Consu
   std::condition_variable queuedCv_;  // the builder: events queued, or stop
   // Guarded by mutex_.
   bool building_ = false;            // the builder thread holds a batch not yet filed
-  std::string failure_;              // the first failure of the builder thread: appends throw it
+  std::string failure_;              // the first failure to queue or file: appends throw it
   std::condition_variable filedCv_;  // others: the builder's batch is filed
   std::thread builder_;              // none when no thread could be made: the merger files
 
