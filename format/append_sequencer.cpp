@@ -111,7 +111,7 @@ uint64_t AppendSequencer::append(capnp::MessageBuilder& message, bool numbered) 
   return seq;
 }
 
-uint64_t AppendSequencer::drainToCut() noexcept {
+void AppendSequencer::drainToCut() noexcept {
   // closed_ is set before the ticket count is read, both sequentially
   // consistent: an append that did not see closed_ took its seqs before
   // the count was read, so they are below the cut and are merged; an
@@ -120,7 +120,6 @@ uint64_t AppendSequencer::drainToCut() noexcept {
   const uint64_t cut = tickets_.load(std::memory_order_seq_cst);
   closedAt_.store(cut, std::memory_order_seq_cst);
   waitMerged(cut);
-  return cut;
 }
 
 uint64_t AppendSequencer::closedAt() const noexcept {

@@ -16,10 +16,11 @@
 // instead of comparing the heads of every thread's queue, and there is no
 // queue to find, create or hand over when threads come and go.
 //
-// Closing: markClosed() and drainToCut() refuse appends from a cut on (every seq below it is
-// merged, none from it on) and waits for the merger to reach the cut. The
-// merger outlives them until stop(): an append racing with the close
-// takes its seqs after the cut, and the merger takes its (void) entry.
+// Closing: markClosed() and drainToCut() refuse appends from a cut on
+// (every seq below it is merged, none from it on) and wait for the merger
+// to reach the cut. The merger outlives them until stop(): an append
+// racing with the close takes its seqs after the cut, and the merger
+// takes its (void) entry.
 #pragma once
 
 #include <atomic>
@@ -103,9 +104,9 @@ class AppendSequencer {
   // Closing, in two steps, so that a writer can mark it under a lock of
   // its own (one closer): appends are refused from a cut on, which
   // drainToCut() takes, then waits for the merger to take every entry
-  // below it. Returns the cut.
+  // below it.
   void markClosed() noexcept { closed_.store(true, std::memory_order_seq_cst); }
-  uint64_t drainToCut() noexcept;
+  void drainToCut() noexcept;
   bool closed() const noexcept { return closed_.load(std::memory_order_seq_cst); }
 
   uint64_t tickets() const noexcept { return tickets_.load(std::memory_order_seq_cst); }
@@ -115,8 +116,6 @@ class AppendSequencer {
   void settle() const noexcept { waitMerged(tickets()); }
   // Time producers spent waiting for a full ring (Stats::producerWaitNs).
   uint64_t producerWaitNs() const noexcept { return ringWaitNs_.load(std::memory_order_relaxed); }
-  // Wakes a sleeping merger (a consumer that has work for it).
-  void wake() const noexcept;
 
  private:
   struct alignas(64) Slot {           // a line each: producers of consecutive seqs write different lines
@@ -144,6 +143,7 @@ class AppendSequencer {
   void publish(uint64_t first, uint64_t count, EntryKind kind, DeferredEvent* event,
                std::vector<uint8_t>* flat) noexcept;
   void waitForSlot(uint64_t first) noexcept;
+  void wake() const noexcept;  // a sleeping merger
   void mergeLoop();
   uint64_t mergeRun(uint64_t next);  // hands what is ready from `next` on; returns where it stopped
 

@@ -1,9 +1,9 @@
 #include "ring_trace_writer.h"
 
 #include <algorithm>
-#include <system_error>
 #include <cstring>
 #include <exception>
+#include <system_error>
 #include <thread>
 #include <unordered_set>
 

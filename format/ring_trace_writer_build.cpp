@@ -68,8 +68,6 @@ void RingTraceWriter::merge(AppendSequencer::Run& run) noexcept {
       std::lock_guard lock(mutex_);
       failWith(e);
     }
-    entry.event.reset();
-    entry.flat.reset();
   }
   if (queued_.empty()) return;
   if (!builder_.joinable() || queued_.size() >= kMaxQueued) [[unlikely]] {

@@ -140,8 +140,8 @@ class TraceWriterImpl final : public TraceWriter, private AppendSequencer::Consu
   std::unique_ptr<PieceMemory> directMemory_ = makeDirectMemory();
   std::atomic<bool> directRefused_{false};  // the pageLocker refused once
 
-  // Set (with error_, under mutex_) when a write fails; then the sequencer
-  // refuses appends too (failWith).
+  // Set (with error_, under mutex_) when a write fails; the sequencer then
+  // refuses appends too (markFailed, writeAll).
   std::atomic<bool> failed_{false};
   // Producers' appends, merged in seq order on the sequencer's thread
   // (merge()). Started last in the constructor, stopped first in the

@@ -17,8 +17,6 @@ void TraceWriterImpl::merge(AppendSequencer::Run& run) noexcept {
     } catch (const std::exception& e) {
       markFailed(e.what());
     }
-    entry.event.reset();
-    entry.flat.reset();
   }
 }
 
