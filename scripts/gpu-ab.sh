@@ -10,7 +10,7 @@
 #                                     (ignored by git; give the device call
 #                                     carry [".gpu-deps", ".ab-base"])
 #   scripts/gpu-ab.sh run [--seconds S] [--env KEY=VALUE,...] [--pin-cpu C] [--gpu-tests]
-#                         [--threads N] [--record-env KEY=VALUE,...]
+#                         [--threads N] [--record-env KEY=VALUE,...] [--base-only]
 #                                     on the GPU host: the GPU tests first if
 #                                     asked (scripts/gpu-check.sh --no-bench),
 #                                     build both, A/B for at most S seconds
@@ -20,7 +20,10 @@
 #                                     --record-env sets variables in A and B
 #                                     (e.g. KCAP_MODE=checkpoint)
 # Without .ab-base, `run --env` compares this tree against itself with the
-# variables set in B (an A/B of an option). Logs go to $OUT (when set:
+# variables set in B (an A/B of an option). `run --base-only --env ...`
+# does the same with .ab-base's build on both sides and without checking
+# the traces: an option of a scratch tree (a probe that records less) in
+# one call. Logs go to $OUT (when set:
 # a folder whose files are kept) or build-gpu/logs. The A/B's own builds do not
 # stop at warnings (the host's compiler may warn where the development one
 # does not); the count of warnings is printed. With --gpu-tests, this
@@ -36,9 +39,9 @@ if [ "${1:-}" = prepare ]; then
   echo "A = $(git log --oneline -1 "$commit") in .ab-base; carry [\".gpu-deps\", \".ab-base\"]"
   exit 0
 fi
-[ "${1:-}" = run ] || { echo "usage: scripts/gpu-ab.sh prepare REV | run [--seconds S] [--env K=V,...] [--pin-cpu C] [--gpu-tests] [--threads N] [--record-env K=V,...]" >&2; exit 2; }
+[ "${1:-}" = run ] || { echo "usage: scripts/gpu-ab.sh prepare REV | run [--seconds S] [--env K=V,...] [--pin-cpu C] [--gpu-tests] [--threads N] [--record-env K=V,...] [--base-only]" >&2; exit 2; }
 shift
-seconds=240 env="" gputests=0 pin=2 threads=1 recordenv=""
+seconds=240 env="" gputests=0 pin=2 threads=1 recordenv="" baseonly=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --seconds) seconds=${2:?--seconds needs a number}; shift ;;
@@ -47,10 +50,15 @@ while [ $# -gt 0 ]; do
     --env) env=${2:?--env needs KEY=VALUE}; shift ;;
     --pin-cpu) pin=${2:?--pin-cpu needs a CPU number}; shift ;;
     --gpu-tests) gputests=1 ;;
+    --base-only) baseonly=1 ;;
     *) echo "gpu-ab.sh: unknown option $1" >&2; exit 2 ;;
   esac
   shift
 done
+if [ $baseonly = 1 ] && { [ ! -d .ab-base ] || [ -z "$env" ]; }; then
+  echo "gpu-ab.sh: --base-only needs .ab-base (scripts/gpu-ab.sh prepare REV) and --env" >&2
+  exit 2
+fi
 source scripts/env.sh
 out=${OUT:-build-gpu/logs}
 mkdir -p "$out"
@@ -75,7 +83,14 @@ else
   build . "$out/build.log" --target kcap_interpose kcap kcap_bench_launch_overhead
 fi
 compare=()
-if [ -d .ab-base ]; then
+check=(--kcap build-gpu/tools/kcap)
+if [ $baseonly = 1 ]; then
+  echo "A and B: $(cat .ab-base/REVISION 2>/dev/null || echo '.ab-base'), B with $env; traces not checked"
+  ln -sfn ../.gpu-deps .ab-base/.gpu-deps
+  build .ab-base "$out/build-base.log" --target kcap_interpose
+  shim=.ab-base/build-gpu/interpose/libkcap_interpose.so
+  check=()
+elif [ -d .ab-base ]; then
   echo "A: $(cat .ab-base/REVISION 2>/dev/null || echo '.ab-base'); B: this tree"
   ln -sfn ../.gpu-deps .ab-base/.gpu-deps
   build .ab-base "$out/build-base.log" --target kcap_interpose
@@ -91,7 +106,7 @@ fi
 interleave=6
 [ "$threads" -gt 1 ] && interleave=4
 python3 bench/launch_overhead.py --bench build-gpu/bench/kcap_bench_launch_overhead --shim "$shim" "${compare[@]}" \
-  --kcap build-gpu/tools/kcap --threads "$threads" --pin-cpu "$pin" --interleave "$interleave" --rounds 100 \
+  "${check[@]}" --threads "$threads" --pin-cpu "$pin" --interleave "$interleave" --rounds 100 \
   --configs "metadata in-process,metadata B in-process" --deadline "$seconds" >"$out/ab.txt" 2>&1
 status=$?
 sed -n '/^| threads/,$p' "$out/ab.txt"
