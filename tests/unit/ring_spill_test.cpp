@@ -10,11 +10,13 @@
 #include <unistd.h>
 
 #include <csignal>
+#include <cstdio>
 #include <string>
 #include <vector>
 
 #include <capnp/message.h>
 
+#include "errors.h"
 #include "ring_spill.h"
 #include "ring_test_support.h"
 #include "ring_trace_writer.h"
