@@ -6,6 +6,7 @@
 
 #include <capnp/serialize.h>
 
+#include "cache_prefetch.h"
 #include "chunk_jobs.h"
 #include "container.h"
 #include "errors.h"
@@ -153,7 +154,7 @@ void AppendSequencer::publish(uint64_t first, uint64_t count, EntryKind kind, De
   // Initial exec: no call to __tls_get_addr on the append path of the
   // shim, which is loaded at process start.
   [[gnu::tls_model("initial-exec")]] thread_local uint64_t t_nextSeq = ~0ull;
-  if (first == t_nextSeq) __builtin_prefetch(&ring_[(first + count) & (kSlots - 1)], 1, 3);
+  if (first == t_nextSeq) prefetchLineForWrite(&ring_[(first + count) & (kSlots - 1)]);
   t_nextSeq = first + count;
   if ((first & 63) == 0 && mergerSleep_.load(std::memory_order_relaxed) == 2) [[unlikely]] {
     wake();

@@ -1,6 +1,7 @@
 // The writer's side of the appends: the sequencer's merger (append_sequencer.h)
 // hands it the producers' entries in seq order, which it puts into the
 // record chunk being filled.
+#include "cache_prefetch.h"
 #include "trace_writer_impl.h"
 
 namespace kcap::format {
@@ -51,7 +52,7 @@ void TraceWriterImpl::mergeEntry(AppendSequencer::Entry& entry) {
     // The next slot's line, for the next event: the vector's memory was
     // last used by a compression thread (a freed batch).
     if (batch_.deferred.size() < batch_.deferred.capacity()) {
-      __builtin_prefetch(batch_.deferred.data() + batch_.deferred.size(), 1, 3);
+      prefetchLineForWrite(batch_.deferred.data() + batch_.deferred.size());
     }
     batch_.deferredHint += hint;
     batch_.eventCount += static_cast<uint32_t>(count);

@@ -21,23 +21,9 @@
 #include <cstddef>
 #include <cstdint>
 
-namespace kcap {
+#include "cache_prefetch.h"
 
-// Asks for the cache lines of [data, data + bytes) in a state this core may
-// write (PREFETCHW on x86), without waiting for them. A pooled event comes
-// back from a writer thread that wrote it last (clear()) and read its
-// buffers: the launching thread's first stores to it then wait for the
-// lines to cross from that core, and whatever fence comes next (the
-// writer's seq ticket, the driver's doorbell) waits for those stores. Asked for
-// one launch ahead, the lines are here by the time they are written.
-inline void prefetchForWrite(const void* data, size_t bytes) {
-  constexpr uintptr_t kLine = 64;
-  const uintptr_t begin = reinterpret_cast<uintptr_t>(data) & ~(kLine - 1);
-  const uintptr_t end = reinterpret_cast<uintptr_t>(data) + bytes;
-  for (uintptr_t line = begin; line < end; line += kLine) {
-    __builtin_prefetch(reinterpret_cast<const void*>(line), 1, 3);
-  }
-}
+namespace kcap {
 
 // T: a DeferredEvent with `T* nextFree`, `Recycler<T>* home` (nullptr: not
 // pooled) and `void clear()`.
@@ -81,7 +67,12 @@ class Recycler {
     pool->free_ = event->nextFree;
     event->nextFree = nullptr;
     // The next take's object, for the next launch; this one's own
-    // buffers (its object was asked for by the take before).
+    // buffers (its object was asked for by the take before). A pooled
+    // event comes back from a writer thread that wrote it last (clear())
+    // and read its buffers: the launching thread's first stores to it
+    // would wait for the lines to cross from that core, and whatever fence
+    // comes next (the writer's seq ticket, the driver's lock) for those
+    // stores. Asked for one launch ahead, the lines are here in time.
     if (pool->free_ != nullptr) {
       prefetchForWrite(pool->free_, sizeof(T));
     }
