@@ -86,18 +86,18 @@ else
 fi
 compare=()
 check=(--kcap build-gpu/tools/kcap)
-if [ $baseonly = 1 ]; then
-  echo "A and B: $(cat .ab-base/REVISION 2>/dev/null || echo '.ab-base'), B with $env; traces not checked"
+if [ -d .ab-base ]; then
+  base=$(cat .ab-base/REVISION 2>/dev/null || echo '.ab-base')
   ln -sfn ../.gpu-deps .ab-base/.gpu-deps
   build .ab-base "$out/build-base.log" --target kcap_interpose
   shim=.ab-base/build-gpu/interpose/libkcap_interpose.so
-  check=()
-elif [ -d .ab-base ]; then
-  echo "A: $(cat .ab-base/REVISION 2>/dev/null || echo '.ab-base'); B: this tree"
-  ln -sfn ../.gpu-deps .ab-base/.gpu-deps
-  build .ab-base "$out/build-base.log" --target kcap_interpose
-  shim=.ab-base/build-gpu/interpose/libkcap_interpose.so
-  compare=(--compare-shim build-gpu/interpose/libkcap_interpose.so)
+  if [ $baseonly = 1 ]; then
+    echo "A and B: $base, B with $env; traces not checked"
+    check=()
+  else
+    echo "A: $base; B: this tree"
+    compare=(--compare-shim build-gpu/interpose/libkcap_interpose.so)
+  fi
 else
   [ -n "$env" ] || { echo "gpu-ab.sh: no .ab-base (scripts/gpu-ab.sh prepare REV) and no --env: nothing to compare" >&2; exit 2; }
   shim=build-gpu/interpose/libkcap_interpose.so
