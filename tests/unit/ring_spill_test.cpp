@@ -108,16 +108,7 @@ TEST_F(Ring, SpillsPastTheBufferAndKeepsEveryCheckpointBitExact) {
   ring->close();
   EXPECT_TRUE(leftovers().empty());
   EXPECT_EQ(writtenCheckpoints(path_, states), (std::vector<uint64_t>{6, 7, 8, 9}));
-  auto reader = format::TraceReader::open(path_);
-  bool sawModule = false;
-  reader->forEachEvent([&](const format::EventRef& ref) {
-    if (ref.event.isModuleLoad()) {
-      sawModule = true;
-      EXPECT_EQ(reader->readContent(ref.event.getModuleLoad().getImage()), image);
-    }
-    return true;
-  });
-  EXPECT_TRUE(sawModule);
+  expectModuleImage(path_, image);
 }
 
 TEST_F(Ring, ReusesRingFileSpaceAcrossManyCheckpoints) {

@@ -19,6 +19,7 @@
 
 #include "hash.h"
 #include "ring_trace_writer.h"
+#include "trace_reader.h"
 
 namespace kcap::test {
 
@@ -157,6 +158,20 @@ inline void appendTrigger(format::TraceWriter& w, uint64_t dropped) {
   capnp::MallocMessageBuilder end;
   end.initRoot<Event>().initTraceEnd().setEventCount(w.stats().events);
   w.append(end);
+}
+
+// The written trace at `path` holds a module load whose image reads back as `image`.
+inline void expectModuleImage(const std::string& path, const std::vector<uint8_t>& image) {
+  auto reader = format::TraceReader::open(path);
+  bool sawModule = false;
+  reader->forEachEvent([&](const format::EventRef& ref) {
+    if (ref.event.isModuleLoad()) {
+      sawModule = true;
+      EXPECT_EQ(reader->readContent(ref.event.getModuleLoad().getImage()), image);
+    }
+    return true;
+  });
+  EXPECT_TRUE(sawModule);
 }
 
 }  // namespace kcap::test

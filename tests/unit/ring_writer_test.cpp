@@ -228,16 +228,7 @@ TEST_F(Ring, ModuleImagesFromBeforeTheWindowArePinned) {
   EXPECT_EQ(ring->missingPieces({first})[0], 0);
   appendTrigger(*ring, ring->fire());
   ring->close();
-  auto reader = format::TraceReader::open(path_);
-  bool saw = false;
-  reader->forEachEvent([&](const format::EventRef& ref) {
-    if (ref.event.isModuleLoad()) {
-      saw = true;
-      EXPECT_EQ(reader->readContent(ref.event.getModuleLoad().getImage()), image);
-    }
-    return true;
-  });
-  EXPECT_TRUE(saw);
+  expectModuleImage(path_, image);
 }
 
 TEST_F(Ring, DropsOldSegmentsEarlyPastTheBoundButNeverTheNewest) {
